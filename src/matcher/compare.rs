@@ -1,0 +1,430 @@
+//! Comparing the values of two paired rows: relative differences, hash-list
+//! comparison under a tolerance, per-stat differences and the row status.
+//!
+//! With [`CompareOptions::default`] this reproduces the reference
+//! comparator's `_hash_intensity`, `_compute_diffs` and status rule
+//! (`shared/spec/matching.md`), with its two infinity defects fixed: equal
+//! infinities are equal, and an infinity against anything else is a full
+//! (1.0) difference, never NaN.
+
+use crate::parser::line::trim;
+use crate::parser::number::py_float;
+use crate::parser::{Field, OpTable};
+
+/// The floor of the reference's denominator, `max(|a|, |b|, 1e-30)`.
+pub const DENOM_FLOOR: f64 = 1e-30;
+
+/// A tolerance: two numbers agree when their relative difference is at most
+/// `rtol` **or** their absolute difference is at most `atol`.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Tolerance {
+    /// Relative tolerance, on `|a - b| / max(|a|, |b|, 1e-30)`.
+    pub rtol: f64,
+    /// Absolute tolerance, on `|a - b|`.
+    pub atol: f64,
+}
+
+impl Tolerance {
+    /// The reference's fixed hash threshold: relative 1e-8, no absolute term.
+    pub const REFERENCE: Tolerance = Tolerance {
+        rtol: 1e-8,
+        atol: 0.0,
+    };
+    /// Whether `a` and `b` agree. Equal values (including `0` and `-0`, and
+    /// equal infinities) always agree; NaN never agrees here (callers decide
+    /// NaN against NaN).
+    pub fn agrees(&self, a: f64, b: f64) -> bool {
+        if a == b {
+            return true;
+        }
+        match rel_diff(a, b) {
+            Some(rd) => rd <= self.rtol || (a - b).abs() <= self.atol,
+            None => false,
+        }
+    }
+}
+
+/// How two rows are judged. The default is the reference's rule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CompareOptions {
+    /// Tolerance on the Output hash and Input hashes values.
+    pub hash: Tolerance,
+    /// Tolerance on L2 norm, Min, Max, Mean (and L1 norm) when they gate the
+    /// status; `None` (the reference) shows them without gating.
+    pub stats: Option<Tolerance>,
+    /// Whether `nan` against `nan` agrees (the reference: yes).
+    pub nan_equal: bool,
+    /// Whether differing Input hashes make a row `diff` (the reference: yes).
+    pub gate_inputs: bool,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            hash: Tolerance::REFERENCE,
+            stats: None,
+            nan_equal: true,
+            gate_inputs: true,
+        }
+    }
+}
+
+/// The reference's relative difference `|a - b| / max(|a|, |b|, 1e-30)`,
+/// `None` when either side is NaN. Fixed: equal infinities give 0, an
+/// infinity against anything else gives 1.0.
+pub fn rel_diff(a: f64, b: f64) -> Option<f64> {
+    if a.is_nan() || b.is_nan() {
+        return None;
+    }
+    if a.is_infinite() || b.is_infinite() {
+        return Some(if a == b { 0.0 } else { 1.0 });
+    }
+    Some((a - b).abs() / a.abs().max(b.abs()).max(DENOM_FLOOR))
+}
+
+/// A number token after accepting a second writer's spellings: `name=value`
+/// leaves and `"NaN"` / `"Infinity"` quoted values (cases/05).
+fn token_number(tok: &[u8]) -> Option<f64> {
+    if let Some(v) = py_float(tok) {
+        return Some(v);
+    }
+    let mut t = trim(tok);
+    if let Some(eq) = memchr::memchr(b'=', t) {
+        let name = &t[..eq];
+        if !name.is_empty() && !name.iter().any(|b| b.is_ascii_whitespace()) {
+            t = trim(&t[eq + 1..]);
+        }
+    }
+    if t.len() >= 2 && t[0] == b'"' && t[t.len() - 1] == b'"' {
+        t = &t[1..t.len() - 1];
+    }
+    py_float(t)
+}
+
+/// The bracketed body of a tuple-valued hash token (`name=[1.0, 2]`), if any.
+fn token_list(tok: &[u8]) -> Option<&[u8]> {
+    let mut t = trim(tok);
+    if let Some(eq) = memchr::memchr(b'=', t) {
+        if eq < t.len() && t[eq + 1..].trim_ascii_start().first() == Some(&b'[') {
+            t = trim(&t[eq + 1..]);
+        }
+    }
+    if t.len() >= 2 && t[0] == b'[' && t[t.len() - 1] == b']' {
+        Some(&t[1..t.len() - 1])
+    } else {
+        None
+    }
+}
+
+/// Splits a hash list at top-level commas (a `[...]` tuple stays one token),
+/// each token trimmed.
+pub fn split_tokens(list: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut depth = 0i32;
+    let mut start = 0usize;
+    let mut i = 0usize;
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        while i < list.len() {
+            match list[i] {
+                b'[' => depth += 1,
+                b']' => depth -= 1,
+                b',' if depth <= 0 => {
+                    let tok = trim(&list[start..i]);
+                    i += 1;
+                    start = i;
+                    return Some(tok);
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        done = true;
+        Some(trim(&list[start..]))
+    })
+}
+
+/// Result of comparing two hash lists.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HashCmp {
+    /// Whether every position agrees under the tolerance.
+    pub agrees: bool,
+    /// The reference's "hash intensity": the largest position-wise relative
+    /// difference (1.0 for a one-sided, length, NaN or text mismatch);
+    /// `None` when both lists are empty.
+    pub intensity: Option<f64>,
+    /// 0-based position of the first disagreeing value, if any.
+    pub first_bad: Option<usize>,
+    /// Number of values on each side.
+    pub lens: (usize, usize),
+}
+
+/// Compares two comma-separated hash lists position by position.
+///
+/// Reference (`_hash_intensity`): both empty → none; one empty → 1.0;
+/// identical text → 0; different lengths → 1.0; `nan` on one side only →
+/// 1.0; unequal non-numbers → 1.0; else the largest relative difference.
+pub fn compare_hashes(a: &[u8], b: &[u8], tol: Tolerance, nan_equal: bool) -> HashCmp {
+    let (a, b) = (trim(a), trim(b));
+    if a.is_empty() && b.is_empty() {
+        return HashCmp {
+            agrees: true,
+            intensity: None,
+            first_bad: None,
+            lens: (0, 0),
+        };
+    }
+    if a.is_empty() || b.is_empty() {
+        let lens = (
+            if a.is_empty() { 0 } else { split_tokens(a).count() },
+            if b.is_empty() { 0 } else { split_tokens(b).count() },
+        );
+        return HashCmp {
+            agrees: false,
+            intensity: Some(1.0),
+            first_bad: Some(0),
+            lens,
+        };
+    }
+    if a == b && (nan_equal || !contains_nan(a)) {
+        let n = split_tokens(a).count();
+        return HashCmp {
+            agrees: true,
+            intensity: Some(0.0),
+            first_bad: None,
+            lens: (n, n),
+        };
+    }
+    let mut worst = 0.0f64;
+    let mut first_bad = None;
+    let (mut na, mut nb) = (0usize, 0usize);
+    let mut ia = split_tokens(a);
+    let mut ib = split_tokens(b);
+    loop {
+        let (ta, tb) = (ia.next(), ib.next());
+        match (ta, tb) {
+            (None, None) => break,
+            (Some(_), None) => {
+                na += 1;
+                first_bad.get_or_insert(na - 1);
+                worst = worst.max(1.0);
+            }
+            (None, Some(_)) => {
+                nb += 1;
+                first_bad.get_or_insert(nb - 1);
+                worst = worst.max(1.0);
+            }
+            (Some(ta), Some(tb)) => {
+                na += 1;
+                nb += 1;
+                let (rd, ok) = compare_token(ta, tb, tol, nan_equal);
+                worst = worst.max(rd);
+                if !ok {
+                    first_bad.get_or_insert(na - 1);
+                }
+            }
+        }
+    }
+    if na != nb {
+        worst = worst.max(1.0);
+    }
+    HashCmp {
+        agrees: first_bad.is_none(),
+        intensity: Some(worst),
+        first_bad,
+        lens: (na, nb),
+    }
+}
+
+fn contains_nan(list: &[u8]) -> bool {
+    split_tokens(list).any(|t| token_number(t).is_some_and(f64::is_nan))
+}
+
+/// Compares one token pair: (relative difference for the intensity, agrees).
+fn compare_token(ta: &[u8], tb: &[u8], tol: Tolerance, nan_equal: bool) -> (f64, bool) {
+    match (token_list(ta), token_list(tb)) {
+        (Some(la), Some(lb)) => {
+            let c = compare_hashes(la, lb, tol, nan_equal);
+            return (c.intensity.unwrap_or(0.0), c.agrees);
+        }
+        (None, None) => {}
+        _ => return (1.0, false),
+    }
+    match (token_number(ta), token_number(tb)) {
+        (Some(x), Some(y)) => {
+            if x.is_nan() || y.is_nan() {
+                if x.is_nan() && y.is_nan() && nan_equal {
+                    (0.0, true)
+                } else {
+                    (1.0, false)
+                }
+            } else {
+                let rd = rel_diff(x, y).unwrap_or(1.0);
+                (rd, tol.agrees(x, y))
+            }
+        }
+        _ => {
+            if ta == tb {
+                (0.0, true)
+            } else {
+                (1.0, false)
+            }
+        }
+    }
+}
+
+/// Per-stat differences of two rows, as the reference's `_compute_diffs`:
+/// for Shape, L2 norm, Min, Max, Mean present on both sides with different
+/// text, the relative difference, or 1.0 when either side does not parse as
+/// a number (Shape) or is NaN. Indexed like [`Field::DIFF_STATS`].
+pub fn stat_diffs(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize) -> [Option<f64>; 5] {
+    let mut out = [None; 5];
+    for (i, f) in Field::DIFF_STATS.iter().enumerate() {
+        let (a, b) = (t1.field(r1, *f), t2.field(r2, *f));
+        if a.is_empty() || b.is_empty() || a == b {
+            continue;
+        }
+        let rd = if *f == Field::Shape {
+            None
+        } else {
+            match (token_number(a), token_number(b)) {
+                (Some(x), Some(y)) => rel_diff(x, y),
+                _ => None,
+            }
+        };
+        out[i] = Some(rd.unwrap_or(1.0));
+    }
+    out
+}
+
+/// Whether the stats present on both sides agree under `tol` (NaN against
+/// NaN per `nan_equal`; equal text always agrees).
+pub fn stats_agree(
+    t1: &OpTable,
+    r1: usize,
+    t2: &OpTable,
+    r2: usize,
+    tol: Tolerance,
+    nan_equal: bool,
+) -> bool {
+    [
+        Field::L1Norm,
+        Field::L2Norm,
+        Field::Min,
+        Field::Max,
+        Field::Mean,
+    ]
+    .iter()
+    .all(|f| {
+        let (a, b) = (t1.field(r1, *f), t2.field(r2, *f));
+        if a.is_empty() || b.is_empty() {
+            return true;
+        }
+        let (_, ok) = compare_token(a, b, tol, nan_equal);
+        ok
+    })
+}
+
+/// Whether two paired rows agree: Shape text equal, Output hash and Input
+/// hashes agreeing under `opts.hash`, and, when `opts.stats` is set, the
+/// stats too. With the defaults this is the reference's status rule.
+pub fn rows_agree(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize, opts: &CompareOptions) -> bool {
+    if t1.field(r1, Field::Shape) != t2.field(r2, Field::Shape) {
+        return false;
+    }
+    let out = compare_hashes(
+        t1.field(r1, Field::OutputHash),
+        t2.field(r2, Field::OutputHash),
+        opts.hash,
+        opts.nan_equal,
+    );
+    if !out.agrees {
+        return false;
+    }
+    if opts.gate_inputs {
+        let inp = compare_hashes(
+            t1.field(r1, Field::InputHashes),
+            t2.field(r2, Field::InputHashes),
+            opts.hash,
+            opts.nan_equal,
+        );
+        if !inp.agrees {
+            return false;
+        }
+    }
+    match opts.stats {
+        Some(tol) => stats_agree(t1, r1, t2, r2, tol, opts.nan_equal),
+        None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmp(a: &str, b: &str) -> HashCmp {
+        compare_hashes(a.as_bytes(), b.as_bytes(), Tolerance::REFERENCE, true)
+    }
+
+    #[test]
+    fn reference_hash_intensity() {
+        assert_eq!(cmp("", "").intensity, None);
+        assert!(cmp("", "").agrees);
+        assert_eq!(cmp("1.0", "").intensity, Some(1.0));
+        assert_eq!(cmp("1.0, 2.0", "1.0, 2.0").intensity, Some(0.0));
+        assert_eq!(cmp("1.0, 2.0", "1.0").intensity, Some(1.0));
+        assert!(!cmp("1.0, 2.0", "1.0").agrees);
+        assert!(cmp("nan, 1.0", "nan, 1.0").agrees);
+        assert!(cmp("nan", "NaN").agrees);
+        assert_eq!(cmp("nan", "1.0").intensity, Some(1.0));
+        assert_eq!(cmp("abc", "abd").intensity, Some(1.0));
+        let c = cmp("1.000000e+00, 2.000000e+00", "1.000000e+00, 2.000001e+00");
+        assert!(!c.agrees);
+        assert_eq!(c.first_bad, Some(1));
+        assert!((c.intensity.unwrap() - 5e-7).abs() < 1e-12);
+        assert!(cmp("1.0", "1.000000001").agrees, "rd 1e-9 is within 1e-8");
+    }
+
+    #[test]
+    fn infinities_fixed() {
+        // The reference computes NaN here and silently skips it; actdiff does not.
+        assert!(!cmp("inf", "1.0").agrees);
+        assert_eq!(cmp("inf", "1.0").intensity, Some(1.0));
+        assert!(!cmp("inf", "-inf").agrees);
+        assert!(cmp("inf", "Infinity").agrees);
+        assert_eq!(rel_diff(f64::INFINITY, f64::INFINITY), Some(0.0));
+        assert_eq!(rel_diff(f64::INFINITY, 3.0), Some(1.0));
+    }
+
+    #[test]
+    fn zeros_and_nan_settings() {
+        assert!(cmp("-0.000000e+00", "0.000000e+00").agrees);
+        assert_eq!(rel_diff(-0.0, 0.0), Some(0.0));
+        let strict = compare_hashes(b"nan", b"nan", Tolerance::REFERENCE, false);
+        assert!(!strict.agrees);
+    }
+
+    #[test]
+    fn second_writer_spellings() {
+        assert!(cmp("6.400000e+01, inf", "self=64.0, mat2=\"Infinity\"").agrees);
+        assert!(cmp("nan", "<root>=\"NaN\"").agrees);
+        let c = cmp("<root>=\"NaN\"", "<root>=[1.25e+01, 3735928559]");
+        assert!(!c.agrees);
+        assert_eq!(c.lens, (1, 1), "a tuple is one value");
+        assert!(cmp("[1.0, 2.0]", "x=[1.0, 2.0]").agrees);
+    }
+
+    #[test]
+    fn tolerance_or_rule() {
+        let t = Tolerance {
+            rtol: 1e-4,
+            atol: 1e-3,
+        };
+        assert!(t.agrees(1.0, 1.00005));
+        assert!(t.agrees(0.0, 0.0009));
+        assert!(!t.agrees(1.0, 1.01));
+        assert!(!t.agrees(f64::NAN, f64::NAN));
+    }
+}

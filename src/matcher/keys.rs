@@ -1,0 +1,128 @@
+//! Key normalisation, as in the reference comparator (`shared/spec/matching.md`):
+//! the root-class strip, the fuzzy key and the op type.
+
+/// Removes one leading model-class segment: it starts with an uppercase ASCII
+/// letter, consists of `[A-Za-z0-9_]`, contains at least one more uppercase
+/// letter, and is followed by `.`.
+///
+/// `FSDPLlama3Model.layers.0.wq/op_0_mm` → `layers.0.wq/op_0_mm`;
+/// `Linear.x` is unchanged (one uppercase letter only).
+pub fn strip_root_class(key: &[u8]) -> &[u8] {
+    if !key.first().is_some_and(|b| b.is_ascii_uppercase()) {
+        return key;
+    }
+    let mut upper = 0;
+    for (i, &b) in key.iter().enumerate() {
+        if b == b'.' {
+            return if upper >= 2 && i > 0 { &key[i + 1..] } else { key };
+        }
+        if b.is_ascii_uppercase() {
+            upper += 1;
+        } else if !(b.is_ascii_alphanumeric() || b == b'_') {
+            return key;
+        }
+    }
+    key
+}
+
+/// Whether `/op_<digits>_` starts at `key[i]`; returns its length.
+fn op_counter_at(key: &[u8], i: usize) -> Option<usize> {
+    let rest = &key[i..];
+    if !rest.starts_with(b"/op_") {
+        return None;
+    }
+    let digits = rest[4..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || rest.get(4 + digits) != Some(&b'_') {
+        return None;
+    }
+    Some(5 + digits)
+}
+
+/// The fuzzy key: every `/op_<digits>_` replaced with `/` (left to right, not
+/// overlapping, like Python's `re.sub`), then [`strip_root_class`].
+///
+/// `layers.0.w2/op_3_mm` → `layers.0.w2/mm`.
+pub fn fuzzy_key(key: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(key.len());
+    let mut i = 0;
+    while i < key.len() {
+        if key[i] == b'/' {
+            if let Some(n) = op_counter_at(key, i) {
+                out.push(b'/');
+                i += n;
+                continue;
+            }
+        }
+        out.push(key[i]);
+        i += 1;
+    }
+    let stripped = strip_root_class(&out).len();
+    out.drain(..out.len() - stripped);
+    out
+}
+
+/// The op type: the part of the fuzzy key after its last `/`.
+pub fn op_type(fuzzy: &[u8]) -> &[u8] {
+    match memchr::memrchr(b'/', fuzzy) {
+        Some(i) => &fuzzy[i + 1..],
+        None => fuzzy,
+    }
+}
+
+/// Splits a raw key into (module FQN, op name) for display:
+/// `enc/blk.0/attn/op_0_index_put_` → (`enc/blk.0/attn`, `index_put_`).
+/// Keys without an `/op_<n>_` segment give the whole key as the module.
+pub fn module_and_op(key: &[u8]) -> (&[u8], &[u8]) {
+    let mut i = key.len();
+    while let Some(p) = memchr::memrchr(b'/', &key[..i]) {
+        if let Some(n) = op_counter_at(key, p) {
+            return (&key[..p], &key[p + n..]);
+        }
+        i = p;
+    }
+    (key, &[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(b: &[u8]) -> &str {
+        std::str::from_utf8(b).unwrap()
+    }
+
+    #[test]
+    fn root_class_strip() {
+        assert_eq!(
+            s(strip_root_class(b"FSDPLlama3Model.layers.0.wq/op_0_mm")),
+            "layers.0.wq/op_0_mm"
+        );
+        assert_eq!(s(strip_root_class(b"layers.0.wq/op_0_mm")), "layers.0.wq/op_0_mm");
+        assert_eq!(s(strip_root_class(b"Linear.x")), "Linear.x");
+        assert_eq!(s(strip_root_class(b"MyModel")), "MyModel");
+        assert_eq!(s(strip_root_class(b"My-Model.x")), "My-Model.x");
+        assert_eq!(s(strip_root_class(b"AB/op_0_mm.x")), "AB/op_0_mm.x");
+        assert_eq!(s(strip_root_class(b"AB.CD.x")), "CD.x");
+    }
+
+    #[test]
+    fn fuzzy_keys_and_op_types() {
+        assert_eq!(s(&fuzzy_key(b"layers.0.w2/op_3_mm")), "layers.0.w2/mm");
+        assert_eq!(
+            s(&fuzzy_key(b"FSDPLlama3Model.layers.0/op_12__allgather_base_")),
+            "layers.0/_allgather_base_"
+        );
+        assert_eq!(s(&fuzzy_key(b"a/op_1_/op_2_x")), "a//x");
+        assert_eq!(s(&fuzzy_key(b"a/op_x_mm")), "a/op_x_mm");
+        assert_eq!(s(op_type(&fuzzy_key(b"<none>/op_6_lerp_"))), "lerp_");
+        assert_eq!(s(op_type(b"nofuzzy")), "nofuzzy");
+    }
+
+    #[test]
+    fn module_and_op_split() {
+        let (m, o) = module_and_op(b"enc/blk.0/attn/op_0_index_put_");
+        assert_eq!((s(m), s(o)), ("enc/blk.0/attn", "index_put_"));
+        let (m, o) = module_and_op(b"<none>/op_0__fused_adamw_");
+        assert_eq!((s(m), s(o)), ("<none>", "_fused_adamw_"));
+    }
+}

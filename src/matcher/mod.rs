@@ -1,0 +1,418 @@
+//! The matcher stage: two [`OpTable`]s of one rank in, a [`MatchTable`] out.
+//!
+//! Rows are paired in the reference comparator's four passes (override,
+//! exact key, fuzzy key, stats; `shared/spec/matching.md`), each a hash-index
+//! lookup, never a scan: within a pass, side 1 is walked in file order and
+//! each unpaired row takes the first unclaimed side-2 row with an equal pass
+//! key. Each pair then gets a [`Status`] from [`compare::rows_agree`].
+//!
+//! ```
+//! use actdiff::{parser, matcher};
+//! let a = parser::parse_bytes(b"[x/op_0_mm]\n  Output hash: 1.0\n".to_vec(), "a.log");
+//! let b = parser::parse_bytes(b"[x/op_0_mm]\n  Output hash: 2.0\n".to_vec(), "b.log");
+//! let m = matcher::match_tables(&a, &b, &matcher::MatchOptions::default());
+//! assert_eq!(m.counts().diff, 1);
+//! ```
+
+pub mod compare;
+pub mod keys;
+pub mod overrides;
+
+use std::hash::Hash;
+
+use ahash::AHashMap;
+use rayon::prelude::*;
+
+use crate::parser::{Field, OpTable};
+pub use compare::{CompareOptions, Tolerance};
+pub use overrides::Overrides;
+
+/// Marker for "no row".
+pub const NO_ROW: u32 = u32::MAX;
+
+/// The verdict on one result row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Paired and agreeing.
+    Match,
+    /// Paired and differing (Shape text, or hashes beyond tolerance).
+    Diff,
+    /// Only in run 1 (reference: `eager_only`).
+    Only1,
+    /// Only in run 2 (reference: `traced_only`).
+    Only2,
+    /// Paired, but one side's block was cut short by the end of its file: no verdict.
+    Truncated,
+}
+
+impl Status {
+    /// The name used in JSON and the report.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Match => "match",
+            Status::Diff => "diff",
+            Status::Only1 => "only1",
+            Status::Only2 => "only2",
+            Status::Truncated => "truncated",
+        }
+    }
+    /// The reference comparator's name (`eager_only`, `traced_only`).
+    pub fn reference_name(self) -> &'static str {
+        match self {
+            Status::Only1 => "eager_only",
+            Status::Only2 => "traced_only",
+            s => s.as_str(),
+        }
+    }
+}
+
+/// Which pass paired a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Not paired.
+    None,
+    /// Pass 0: a manual override pair.
+    Override,
+    /// Pass 1: equal key after the root-class strip.
+    Exact,
+    /// Pass 2: equal fuzzy key (op counters removed).
+    Fuzzy,
+    /// Pass 3: equal (op type, Shape text, Output hash text).
+    Stats,
+}
+
+impl Strategy {
+    /// The name used in JSON (`null` for [`Strategy::None`]).
+    pub fn as_str(self) -> Option<&'static str> {
+        match self {
+            Strategy::None => None,
+            Strategy::Override => Some("override"),
+            Strategy::Exact => Some("exact"),
+            Strategy::Fuzzy => Some("fuzzy"),
+            Strategy::Stats => Some("stats"),
+        }
+    }
+    /// The report's chip text, as the reference's HTML.
+    pub fn chip(self) -> &'static str {
+        match self {
+            Strategy::None => "",
+            Strategy::Override => "manual override",
+            Strategy::Exact => "same op key",
+            Strategy::Fuzzy => "fuzzy op key",
+            Strategy::Stats => "stats",
+        }
+    }
+}
+
+/// One result row: a pair, or a row of one side only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatchRow {
+    /// Row in run 1's table, or [`NO_ROW`].
+    pub row1: u32,
+    /// Row in run 2's table, or [`NO_ROW`].
+    pub row2: u32,
+    /// The verdict.
+    pub status: Status,
+    /// The pass that paired it.
+    pub strategy: Strategy,
+}
+
+impl MatchRow {
+    /// Run 1's row index, if any.
+    pub fn r1(&self) -> Option<usize> {
+        (self.row1 != NO_ROW).then_some(self.row1 as usize)
+    }
+    /// Run 2's row index, if any.
+    pub fn r2(&self) -> Option<usize> {
+        (self.row2 != NO_ROW).then_some(self.row2 as usize)
+    }
+}
+
+/// Result rows per status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    /// Paired and agreeing.
+    #[serde(rename = "match")]
+    pub matched: u64,
+    /// Paired and differing.
+    pub diff: u64,
+    /// Only in run 1.
+    pub only1: u64,
+    /// Only in run 2.
+    pub only2: u64,
+    /// Paired with a truncated block (no verdict).
+    pub truncated: u64,
+}
+
+impl Counts {
+    /// Adds one row of `s`.
+    pub fn add(&mut self, s: Status) {
+        match s {
+            Status::Match => self.matched += 1,
+            Status::Diff => self.diff += 1,
+            Status::Only1 => self.only1 += 1,
+            Status::Only2 => self.only2 += 1,
+            Status::Truncated => self.truncated += 1,
+        }
+    }
+    /// Adds another set of counts.
+    pub fn merge(&mut self, o: &Counts) {
+        self.matched += o.matched;
+        self.diff += o.diff;
+        self.only1 += o.only1;
+        self.only2 += o.only2;
+        self.truncated += o.truncated;
+    }
+    /// All rows.
+    pub fn total(&self) -> u64 {
+        self.matched + self.diff + self.only1 + self.only2 + self.truncated
+    }
+    /// Rows that are not `match`.
+    pub fn diverging(&self) -> u64 {
+        self.diff + self.only1 + self.only2
+    }
+}
+
+/// Rows paired by each pass.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StrategyCounts {
+    /// Pass 0.
+    #[serde(rename = "override")]
+    pub overridden: u64,
+    /// Pass 1.
+    pub exact: u64,
+    /// Pass 2.
+    pub fuzzy: u64,
+    /// Pass 3.
+    pub stats: u64,
+}
+
+/// What the matcher needs besides the two tables.
+#[derive(Clone, Debug, Default)]
+pub struct MatchOptions {
+    /// Manual pairs (pass 0).
+    pub overrides: Overrides,
+    /// How paired rows are judged.
+    pub compare: CompareOptions,
+}
+
+/// The matcher's output for one rank: result rows in the reference's order —
+/// every run-1 row in file order (paired or `only1`), then the `only2` rows
+/// in run-2 file order.
+#[derive(Clone, Debug, Default)]
+pub struct MatchTable {
+    /// The result rows.
+    pub rows: Vec<MatchRow>,
+    counts: Counts,
+    strategies: StrategyCounts,
+    /// Side-1 keys of override pairs that paired nothing (absent key or target).
+    pub unused_overrides: Vec<(String, String)>,
+}
+
+impl MatchTable {
+    /// Rows per status.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+    /// Rows paired per pass.
+    pub fn strategy_counts(&self) -> StrategyCounts {
+        self.strategies
+    }
+    /// Index of the first row that is not `match` or `truncated`, in result
+    /// order (run-1 dispatch order, then the run-2-only rows).
+    pub fn first_divergence(&self) -> Option<usize> {
+        self.rows
+            .iter()
+            .position(|r| matches!(r.status, Status::Diff | Status::Only1 | Status::Only2))
+    }
+}
+
+/// One pass: index the unclaimed side-2 rows by `key2` (first row in file
+/// order first), then walk the unpaired side-1 rows in file order.
+fn run_pass<'a, K, F1, F2>(
+    n1: usize,
+    n2: usize,
+    pair1: &mut [u32],
+    pair2: &mut [u32],
+    strat1: &mut [Strategy],
+    strategy: Strategy,
+    key1: F1,
+    key2: F2,
+) -> u64
+where
+    K: Hash + Eq + 'a,
+    F1: Fn(usize) -> Option<K>,
+    F2: Fn(usize) -> Option<K>,
+{
+    // head[key] = first unclaimed side-2 row with that key; next[row] = the following one.
+    let mut head: AHashMap<K, u32> = AHashMap::new();
+    let mut next: Vec<u32> = vec![NO_ROW; n2];
+    for r2 in (0..n2).rev() {
+        if pair2[r2] != NO_ROW {
+            continue;
+        }
+        if let Some(k) = key2(r2) {
+            if let Some(old) = head.insert(k, r2 as u32) {
+                next[r2] = old;
+            }
+        }
+    }
+    if head.is_empty() {
+        return 0;
+    }
+    let mut paired = 0;
+    for r1 in 0..n1 {
+        if pair1[r1] != NO_ROW {
+            continue;
+        }
+        let Some(k) = key1(r1) else { continue };
+        if let Some(h) = head.get_mut(&k) {
+            if *h != NO_ROW {
+                let r2 = *h as usize;
+                *h = next[r2];
+                pair1[r1] = r2 as u32;
+                pair2[r2] = r1 as u32;
+                strat1[r1] = strategy;
+                paired += 1;
+            }
+        }
+    }
+    paired
+}
+
+/// Pairs and judges the rows of two logs of one rank.
+///
+/// Reference: `match_entries` in TorchTitan's `compare_numerics.py`; with
+/// default options the pairs, order, statuses and strategies are identical
+/// to it (checked against every `shared/testdata/*/golden.json`).
+pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTable {
+    let (n1, n2) = (t1.len(), t2.len());
+    let mut pair1 = vec![NO_ROW; n1];
+    let mut pair2 = vec![NO_ROW; n2];
+    let mut strat1 = vec![Strategy::None; n1];
+    let mut sc = StrategyCounts::default();
+
+    if !opts.overrides.is_empty() {
+        sc.overridden = run_pass(
+            n1,
+            n2,
+            &mut pair1,
+            &mut pair2,
+            &mut strat1,
+            Strategy::Override,
+            |r| opts.overrides.get(t1.key(r)),
+            |r| Some(t2.key(r)),
+        );
+    }
+    sc.exact = run_pass(
+        n1,
+        n2,
+        &mut pair1,
+        &mut pair2,
+        &mut strat1,
+        Strategy::Exact,
+        |r| Some(keys::strip_root_class(t1.key(r))),
+        |r| Some(keys::strip_root_class(t2.key(r))),
+    );
+    let fuzzy1: Vec<Option<Vec<u8>>> = (0..n1)
+        .map(|r| (pair1[r] == NO_ROW).then(|| keys::fuzzy_key(t1.key(r))))
+        .collect();
+    let fuzzy2: Vec<Option<Vec<u8>>> = (0..n2)
+        .map(|r| (pair2[r] == NO_ROW).then(|| keys::fuzzy_key(t2.key(r))))
+        .collect();
+    sc.fuzzy = run_pass(
+        n1,
+        n2,
+        &mut pair1,
+        &mut pair2,
+        &mut strat1,
+        Strategy::Fuzzy,
+        |r| fuzzy1[r].as_deref(),
+        |r| fuzzy2[r].as_deref(),
+    );
+    let stats_key = |t: &'_ OpTable, fz: &[Option<Vec<u8>>], r: usize| {
+        fz[r].as_deref().map(|f| {
+            (
+                keys::op_type(f).to_vec(),
+                t.field(r, Field::Shape).to_vec(),
+                t.field(r, Field::OutputHash).to_vec(),
+            )
+        })
+    };
+    sc.stats = run_pass(
+        n1,
+        n2,
+        &mut pair1,
+        &mut pair2,
+        &mut strat1,
+        Strategy::Stats,
+        |r| stats_key(t1, &fuzzy1, r),
+        |r| stats_key(t2, &fuzzy2, r),
+    );
+
+    // Judge pairs in parallel; order is kept by the indexed collect.
+    let mut rows: Vec<MatchRow> = (0..n1)
+        .into_par_iter()
+        .with_min_len(4096)
+        .map(|r1| {
+            let r2 = pair1[r1];
+            if r2 == NO_ROW {
+                return MatchRow {
+                    row1: r1 as u32,
+                    row2: NO_ROW,
+                    status: Status::Only1,
+                    strategy: Strategy::None,
+                };
+            }
+            let status = if t1.is_truncated(r1) || t2.is_truncated(r2 as usize) {
+                Status::Truncated
+            } else if compare::rows_agree(t1, r1, t2, r2 as usize, &opts.compare) {
+                Status::Match
+            } else {
+                Status::Diff
+            };
+            MatchRow {
+                row1: r1 as u32,
+                row2: r2,
+                status,
+                strategy: strat1[r1],
+            }
+        })
+        .collect();
+    rows.extend((0..n2).filter(|r| pair2[*r] == NO_ROW).map(|r2| MatchRow {
+        row1: NO_ROW,
+        row2: r2 as u32,
+        status: Status::Only2,
+        strategy: Strategy::None,
+    }));
+    let mut counts = Counts::default();
+    for r in &rows {
+        counts.add(r.status);
+    }
+    let mut unused = Vec::new();
+    if !opts.overrides.is_empty() {
+        let used: ahash::AHashSet<&[u8]> = (0..n1)
+            .filter(|r| strat1[*r] == Strategy::Override)
+            .map(|r| t1.key(r))
+            .collect();
+        for (k, v) in opts.overrides.pairs() {
+            if !used.contains(k) {
+                unused.push((
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                ));
+            }
+        }
+    }
+    MatchTable {
+        rows,
+        counts,
+        strategies: sc,
+        unused_overrides: unused,
+    }
+}
+
+#[cfg(test)]
+mod tests;

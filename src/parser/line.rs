@@ -1,0 +1,242 @@
+//! Classifying one line of a log with nom combinators.
+//!
+//! Mirrors the reference parser (`parse_log` in TorchTitan's
+//! `compare_numerics.py`): a stat line is leading whitespace, one of the six
+//! stat names, a colon, whitespace and a value; any other line that contains
+//! one of the labels `Location:`, `Phase:`, `Output hash:`, `Input hashes:`,
+//! `Input producers:` sets that field to the text after the label.
+
+use memchr::memmem;
+use nom::branch::alt;
+use nom::bytes::complete::{tag, take_while1};
+use nom::character::complete::char;
+use nom::combinator::value;
+use nom::IResult;
+
+use super::table::Field;
+
+/// What one line of a log is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineKind {
+    /// Empty or whitespace only.
+    Blank,
+    /// A block header `[key]`: key from byte `start` to `end` of the line.
+    /// `closed` is false when the line has no `]` (the key runs to the line end).
+    Key {
+        /// First byte of the key.
+        start: usize,
+        /// One past the last byte of the key.
+        end: usize,
+        /// Whether a closing `]` was found.
+        closed: bool,
+    },
+    /// A field line: the value is bytes `start..end` of the line, trimmed.
+    Field {
+        /// Which field.
+        field: Field,
+        /// First byte of the value.
+        start: usize,
+        /// One past the last byte of the value.
+        end: usize,
+    },
+    /// A non-blank line that is no known field; `label_end` is the position of
+    /// its first `:` (or the line length), for grouping warnings.
+    Unknown {
+        /// End of the label (first `:`), for grouping warnings.
+        label_end: usize,
+    },
+}
+
+/// Python's `\s` on bytes (without `\n`, which never occurs inside a line).
+#[inline]
+pub fn is_py_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c | 0x1c..=0x1f)
+}
+
+/// Trims Python whitespace from both ends.
+#[inline]
+pub fn trim(s: &[u8]) -> &[u8] {
+    let mut a = 0;
+    let mut b = s.len();
+    while a < b && is_py_space(s[a]) {
+        a += 1;
+    }
+    while b > a && is_py_space(s[b - 1]) {
+        b -= 1;
+    }
+    &s[a..b]
+}
+
+fn stat_name(i: &[u8]) -> IResult<&[u8], Field> {
+    alt((
+        value(Field::Shape, tag("Shape")),
+        value(Field::L1Norm, tag("L1 norm")),
+        value(Field::L2Norm, tag("L2 norm")),
+        value(Field::Min, tag("Min")),
+        value(Field::Max, tag("Max")),
+        value(Field::Mean, tag("Mean")),
+    ))(i)
+}
+
+/// `\s+(Shape|L1 norm|L2 norm|Min|Max|Mean):\s+(.+)` — returns the field and the
+/// untrimmed rest of the line.
+fn stat_line(i: &[u8]) -> IResult<&[u8], Field> {
+    let (i, _) = take_while1(is_py_space)(i)?;
+    let (i, f) = stat_name(i)?;
+    let (i, _) = char(':')(i)?;
+    let (i, _) = take_while1(is_py_space)(i)?;
+    Ok((i, f))
+}
+
+/// Labels found anywhere in a line, in the reference's order of checks, with
+/// the accepted second spellings after them.
+const LABELS: [(&str, Field); 6] = [
+    ("Location:", Field::Location),
+    ("Phase:", Field::Phase),
+    ("Output hash:", Field::OutputHash),
+    ("Input hashes:", Field::InputHashes),
+    ("Input producers:", Field::InputProducers),
+    // PyTorch debug-mode tensor-hash dump spelling (see cases/05).
+    ("Output hashes:", Field::OutputHash),
+];
+
+fn offset_in(line: &[u8], part: &[u8]) -> usize {
+    part.as_ptr() as usize - line.as_ptr() as usize
+}
+
+/// Classifies one line (without its `\n`; a trailing `\r` is allowed).
+pub fn classify(line: &[u8]) -> LineKind {
+    if line.first() == Some(&b'[') {
+        return match memchr::memrchr(b']', line) {
+            Some(end) => LineKind::Key {
+                start: 1,
+                end,
+                closed: true,
+            },
+            None => {
+                let t = trim(&line[1..]);
+                let start = if t.is_empty() { 1 } else { offset_in(line, t) };
+                LineKind::Key {
+                    start,
+                    end: start + t.len(),
+                    closed: false,
+                }
+            }
+        };
+    }
+    let t = trim(line);
+    if t.is_empty() {
+        return LineKind::Blank;
+    }
+    if let Ok((rest, field)) = stat_line(line) {
+        let v = trim(rest);
+        if !v.is_empty() {
+            let start = offset_in(line, v);
+            return LineKind::Field {
+                field,
+                start,
+                end: start + v.len(),
+            };
+        }
+    }
+    for (label, field) in LABELS {
+        // Fast path: the label starts the trimmed line (every real writer).
+        let pos = if t.starts_with(label.as_bytes()) {
+            Some(offset_in(line, t))
+        } else {
+            memmem::find(line, label.as_bytes())
+        };
+        if let Some(p) = pos {
+            let after = &line[p + label.len()..];
+            let v = trim(after);
+            let start = if v.is_empty() {
+                line.len()
+            } else {
+                offset_in(line, v)
+            };
+            return LineKind::Field {
+                field,
+                start,
+                end: start + v.len(),
+            };
+        }
+    }
+    let label_end = memchr::memchr(b':', line).unwrap_or(line.len());
+    LineKind::Unknown { label_end }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field(line: &str) -> Option<(Field, String)> {
+        match classify(line.as_bytes()) {
+            LineKind::Field { field, start, end } => Some((field, line[start..end].to_string())),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn stat_lines_need_leading_space_and_value() {
+        assert_eq!(
+            field("  L2 norm: 1.234568e+02"),
+            Some((Field::L2Norm, "1.234568e+02".into()))
+        );
+        assert_eq!(
+            field("  L1 norm:  1.066932e+03\r"),
+            Some((Field::L1Norm, "1.066932e+03".into()))
+        );
+        assert_eq!(
+            field("  Shape: torch.Size([2, 3]), Dtype: torch.float32"),
+            Some((Field::Shape, "torch.Size([2, 3]), Dtype: torch.float32".into()))
+        );
+        assert_eq!(field("Min: 1.0"), None, "no leading whitespace");
+        assert_eq!(field("  Mean:"), None);
+    }
+
+    #[test]
+    fn labels_anywhere_in_the_line() {
+        assert_eq!(
+            field("  Location: common/attention.py:534"),
+            Some((Field::Location, "common/attention.py:534".into()))
+        );
+        assert_eq!(
+            field("  Input producers: ;;"),
+            Some((Field::InputProducers, ";;".into()))
+        );
+        assert_eq!(field("  Phase: backward"), Some((Field::Phase, "backward".into())));
+        assert_eq!(
+            field("xx Output hash: 1, 2"),
+            Some((Field::OutputHash, "1, 2".into()))
+        );
+        assert_eq!(field("  Input hashes:"), Some((Field::InputHashes, "".into())));
+    }
+
+    #[test]
+    fn keys_use_first_open_and_last_close_bracket() {
+        let l = "[model.layers[0].mlp/op_0_mm]";
+        match classify(l.as_bytes()) {
+            LineKind::Key { start, end, closed } => {
+                assert!(closed);
+                assert_eq!(&l[start..end], "model.layers[0].mlp/op_0_mm");
+            }
+            k => panic!("{k:?}"),
+        }
+        match classify(b"[layers.0.att") {
+            LineKind::Key { start, end, closed } => {
+                assert!(!closed);
+                assert_eq!((start, end), (1, 13));
+            }
+            k => panic!("{k:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_and_blank() {
+        assert_eq!(classify(b"   \r"), LineKind::Blank);
+        assert_eq!(
+            classify(b"  Call type: foo"),
+            LineKind::Unknown { label_end: 11 }
+        );
+    }
+}

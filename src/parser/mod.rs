@@ -1,0 +1,497 @@
+//! The parser stage: `rank_N_activations.log` bytes in, an [`OpTable`] out.
+//!
+//! A log is memory-mapped ([`LogSource`]), split at block boundaries (a `[`
+//! at the start of a line) into chunks that are parsed on rayon threads, and
+//! the partial tables are joined in dispatch order. Each line is classified
+//! by the nom combinators in [`line`]; field values are stored as byte ranges
+//! into the map, never copied. The format and the reference reader it mirrors
+//! are described in `shared/spec/log-format.md`.
+//!
+//! ```no_run
+//! let table = actdiff::parser::parse_path(std::path::Path::new("rank_0_activations.log")).unwrap();
+//! println!("{} ops, first key {}", table.len(), table.key_str(0));
+//! ```
+
+pub mod line;
+pub mod number;
+pub mod source;
+pub mod table;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+pub use source::LogSource;
+pub use table::{
+    Field, FieldSet, Header, OpTable, ParseWarning, Rel, WarningKind, FLAG_TRUNCATED, N_FIELDS,
+};
+
+use line::{classify, trim, LineKind};
+
+/// At most this many warnings are stored per file; all are counted.
+pub const MAX_STORED_WARNINGS: usize = 100;
+
+/// Chunks smaller than this are not split further.
+const MIN_CHUNK: usize = 4 << 20;
+
+/// Errors that stop the parse of one file.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// The file could not be opened, read or mapped.
+    #[error("{}: {message}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's message.
+        message: String,
+    },
+    /// The file starts with gzip magic bytes but does not decompress.
+    #[error("{}: corrupt gzip data: {message}", path.display())]
+    Gzip {
+        /// The file.
+        path: PathBuf,
+        /// The decoder's message.
+        message: String,
+    },
+}
+
+/// Opens and parses the log at `path` (plain text or gzip), in parallel
+/// chunks on the current rayon pool.
+///
+/// Errors: only I/O and corrupt gzip data. Malformed content never fails the
+/// parse: it yields [`ParseWarning`]s with line and column.
+pub fn parse_path(path: &Path) -> Result<OpTable, ParseError> {
+    let source = LogSource::open(path)?;
+    Ok(parse_source(Arc::new(source), path.to_path_buf()))
+}
+
+/// Parses bytes held in memory (tests, fuzzing), serially.
+pub fn parse_bytes(bytes: Vec<u8>, path: impl Into<PathBuf>) -> OpTable {
+    let source = Arc::new(LogSource::Owned(bytes));
+    let len = source.bytes().len();
+    let part = parse_range(source.bytes(), 0, len);
+    join(source, path.into(), vec![part])
+}
+
+/// Parses `source` in chunks of about `len / (4 × threads)` bytes, at least 4 MiB.
+pub fn parse_source(source: Arc<LogSource>, path: PathBuf) -> OpTable {
+    let n = rayon::current_num_threads().max(1);
+    let len = source.bytes().len();
+    let target = (len / (n * 4)).max(MIN_CHUNK);
+    let bounds = chunk_bounds(source.bytes(), target);
+    parse_chunks(source, path, &bounds)
+}
+
+/// Parses `source` split at the given chunk starts (each must be 0 or the
+/// position of a `[` right after a `\n`; see [`chunk_bounds`]). The result is
+/// identical for any valid split.
+pub fn parse_chunks(source: Arc<LogSource>, path: PathBuf, starts: &[usize]) -> OpTable {
+    let data = source.bytes();
+    let mut ranges = Vec::with_capacity(starts.len());
+    for (i, &s) in starts.iter().enumerate() {
+        let e = starts.get(i + 1).copied().unwrap_or(data.len());
+        ranges.push((s, e));
+    }
+    if ranges.is_empty() {
+        ranges.push((0, data.len()));
+    }
+    let parts: Vec<Partial> = ranges
+        .par_iter()
+        .map(|&(s, e)| parse_range(data, s, e))
+        .collect();
+    join(source.clone(), path, parts)
+}
+
+/// Chunk start offsets for `data`: 0, then for every multiple of `target`
+/// the next `[` that follows a `\n`.
+pub fn chunk_bounds(data: &[u8], target: usize) -> Vec<usize> {
+    let mut out = vec![0];
+    let target = target.max(1);
+    let mut pos = target;
+    let finder = memchr::memmem::Finder::new(b"\n[");
+    while pos < data.len() {
+        match finder.find(&data[pos - 1..]) {
+            Some(i) => {
+                let b = pos - 1 + i + 1;
+                if b > *out.last().unwrap() {
+                    out.push(b);
+                }
+                pos = b + target;
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+/// One chunk's rows. Line numbers are 0-based and relative to the chunk.
+struct Partial {
+    start: usize,
+    header: Option<Header>,
+    block_start: Vec<u64>,
+    line: Vec<u64>,
+    flags: Vec<u8>,
+    fields: [Vec<Rel>; N_FIELDS],
+    schema: FieldSet,
+    warnings: Vec<ParseWarning>,
+    counts: ahash::AHashMap<(WarningKind, String), u64>,
+    lines: u64,
+    crlf_line: Option<(u64, u64)>,
+}
+
+impl Partial {
+    fn warn(&mut self, line: u64, column: u64, kind: WarningKind, label: &str, message: String) {
+        *self.counts.entry((kind, label.to_string())).or_insert(0) += 1;
+        if self.warnings.len() < MAX_STORED_WARNINGS {
+            self.warnings.push(ParseWarning {
+                line,
+                column,
+                kind,
+                message,
+            });
+        }
+    }
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Parses bytes `start..end` of `data`. `start` is 0 or the first byte of a line.
+fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
+    let mut p = Partial {
+        start,
+        header: if start == 0 {
+            Some(Header::default())
+        } else {
+            None
+        },
+        block_start: Vec::new(),
+        line: Vec::new(),
+        flags: Vec::new(),
+        fields: Default::default(),
+        schema: FieldSet::default(),
+        warnings: Vec::new(),
+        counts: Default::default(),
+        lines: 0,
+        crlf_line: None,
+    };
+    let mut pos = start;
+    let mut lineno: u64 = 0; // 0-based within the chunk
+    let mut in_block = false;
+    let mut last_nonblank_in_block;
+    let mut seen: u16 = 0; // fields set in the current block
+    while pos < end {
+        let nl = memchr::memchr(b'\n', &data[pos..end]).map(|i| pos + i);
+        let line_end = nl.unwrap_or(end);
+        let mut line = &data[pos..line_end];
+        if line.last() == Some(&b'\r') {
+            line = &line[..line.len() - 1];
+            if p.crlf_line.is_none() {
+                p.crlf_line = Some((lineno, line.len() as u64 + 1));
+            }
+        }
+        match classify(line) {
+            LineKind::Key { start: ks, end: ke, closed } => {
+                in_block = true;
+                seen = 0;
+                p.block_start.push(pos as u64);
+                p.line.push(lineno);
+                p.flags.push(0);
+                for col in p.fields.iter_mut() {
+                    col.push(Rel::default());
+                }
+                let row = p.block_start.len() - 1;
+                p.fields[Field::Key as usize][row] = Rel {
+                    off: ks as u32,
+                    len: (ke - ks) as u32,
+                };
+                p.schema.insert(Field::Key);
+                if !closed {
+                    p.warn(
+                        lineno,
+                        line.len() as u64 + 1,
+                        WarningKind::BadKeyLine,
+                        "key",
+                        format!("block header `{}` has no closing `]`", lossy(line)),
+                    );
+                }
+                if let Err(e) = std::str::from_utf8(&line[ks..ke]) {
+                    p.warn(
+                        lineno,
+                        (ks + e.valid_up_to() + 1) as u64,
+                        WarningKind::NonUtf8,
+                        "key",
+                        "key is not valid UTF-8; shown with replacement characters".into(),
+                    );
+                }
+                last_nonblank_in_block = true;
+            }
+            LineKind::Blank => {
+                last_nonblank_in_block = false;
+            }
+            _ if !in_block => {
+                if let Some(mut h) = p.header.take() {
+                    header_line(&mut h, line, lineno, &mut p);
+                    p.header = Some(h);
+                }
+                last_nonblank_in_block = false;
+            }
+            LineKind::Field {
+                field,
+                start: fs,
+                end: fe,
+            } => {
+                let row = p.block_start.len() - 1;
+                let off = pos - p.block_start[row] as usize + fs;
+                match (u32::try_from(off), u32::try_from(fe - fs)) {
+                    (Ok(off), Ok(len)) => {
+                        if seen & (1 << field as u16) != 0 {
+                            p.warn(
+                                lineno,
+                                1,
+                                WarningKind::RepeatedField,
+                                field.label(),
+                                format!("field `{}` given twice in one block; the later value is used, as in the reference", field.label()),
+                            );
+                        }
+                        seen |= 1 << field as u16;
+                        p.fields[field as usize][row] = Rel { off, len };
+                        if len > 0 {
+                            p.schema.insert(field);
+                        }
+                    }
+                    _ => p.warn(
+                        lineno,
+                        1,
+                        WarningKind::UnknownField,
+                        field.label(),
+                        "block larger than 4 GiB; field ignored".into(),
+                    ),
+                }
+                last_nonblank_in_block = true;
+            }
+            LineKind::Unknown { label_end } => {
+                let label = lossy(trim(&line[..label_end]));
+                let col = (line.len() - line.trim_ascii_start().len()) as u64 + 1;
+                p.warn(
+                    lineno,
+                    col,
+                    WarningKind::UnknownField,
+                    &label,
+                    format!("unknown field line `{}` ignored", lossy(trim(line))),
+                );
+                last_nonblank_in_block = true;
+            }
+        }
+        lineno += 1;
+        match nl {
+            Some(n) => pos = n + 1,
+            None => {
+                // The file ends without a newline: the last block may be cut short.
+                if end == data.len() && in_block && last_nonblank_in_block {
+                    if let Some(f) = p.flags.last_mut() {
+                        *f |= FLAG_TRUNCATED;
+                    }
+                    p.warn(
+                        lineno - 1,
+                        line.len() as u64 + 1,
+                        WarningKind::Truncated,
+                        "truncated",
+                        "last block ends without a newline (possibly truncated)".into(),
+                    );
+                }
+                pos = end;
+            }
+        }
+    }
+    p.lines = lineno;
+    p
+}
+
+fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial) {
+    let t = trim(line);
+    const TOTALS: [&[u8]; 2] = [
+        b"Total captured activations:",
+        b"Total captured tensor hash ops:",
+    ];
+    for label in TOTALS {
+        if let Some(rest) = t.strip_prefix(label) {
+            match std::str::from_utf8(trim(rest))
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+            {
+                Some(n) => h.total = Some(n),
+                None => p.warn(
+                    lineno,
+                    (label.len() + 1) as u64,
+                    WarningKind::UnknownHeader,
+                    "header",
+                    format!("op count `{}` is not an integer", lossy(trim(rest))),
+                ),
+            }
+            return;
+        }
+    }
+    if let Some(rest) = t.strip_prefix(b"Excluded ops dispatched:".as_slice()) {
+        let v = trim(rest);
+        h.excluded = Some(if v == b"(none)" || v.is_empty() {
+            Vec::new()
+        } else {
+            let mut ops: Vec<String> = v
+                .split(|b| *b == b',')
+                .map(trim)
+                .filter(|s| !s.is_empty())
+                .map(lossy)
+                .collect();
+            ops.sort();
+            ops
+        });
+        return;
+    }
+    if t.len() >= 10 && t.iter().all(|b| *b == b'=') {
+        h.has_rule = true;
+        return;
+    }
+    p.warn(
+        lineno,
+        1,
+        WarningKind::UnknownHeader,
+        "header",
+        format!(
+            "line before the first block is no header line: `{}`",
+            lossy(&t[..t.len().min(80)])
+        ),
+    );
+}
+
+/// Joins partial tables in order, numbering lines, and checks the header.
+fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
+    let rows: usize = parts.iter().map(|p| p.block_start.len()).sum();
+    let mut t = OpTable {
+        source: source.clone(),
+        path,
+        header: Header::default(),
+        block_start: Vec::with_capacity(rows),
+        line: Vec::with_capacity(rows),
+        flags: Vec::with_capacity(rows),
+        fields: Default::default(),
+        schema: FieldSet::default(),
+        warnings: Vec::new(),
+        warning_counts: Vec::new(),
+        total_lines: 0,
+        ends_with_newline: source.bytes().last() == Some(&b'\n'),
+    };
+    for col in t.fields.iter_mut() {
+        col.reserve_exact(rows);
+    }
+    let mut counts: ahash::AHashMap<(WarningKind, String), u64> = Default::default();
+    let mut line_base = 1u64; // 1-based
+    let mut crlf: Option<(u64, u64)> = None;
+    for mut p in parts {
+        debug_assert!(p.start == 0 || source.bytes()[p.start] == b'[');
+        if let Some(h) = p.header.take() {
+            t.header = h;
+        }
+        t.block_start.extend_from_slice(&p.block_start);
+        t.line.extend(p.line.iter().map(|l| l + line_base));
+        t.flags.extend_from_slice(&p.flags);
+        for (dst, src) in t.fields.iter_mut().zip(p.fields.iter()) {
+            dst.extend_from_slice(src);
+        }
+        t.schema = t.schema.union(p.schema);
+        for mut w in p.warnings {
+            if t.warnings.len() < MAX_STORED_WARNINGS {
+                w.line += line_base;
+                t.warnings.push(w);
+            }
+        }
+        for (k, v) in p.counts {
+            *counts.entry(k).or_insert(0) += v;
+        }
+        if crlf.is_none() {
+            crlf = p.crlf_line.map(|(l, c)| (l + line_base, c));
+        }
+        line_base += p.lines;
+    }
+    t.total_lines = line_base - 1;
+    let mut push = |t: &mut OpTable, line: u64, column: u64, kind, label: &str, message| {
+        *counts.entry((kind, label.to_string())).or_insert(0) += 1;
+        if t.warnings.len() < MAX_STORED_WARNINGS {
+            t.warnings.push(ParseWarning {
+                line,
+                column,
+                kind,
+                message,
+            });
+        }
+    };
+    if let Some((line, column)) = crlf {
+        push(
+            &mut t,
+            line,
+            column,
+            WarningKind::Crlf,
+            "crlf",
+            "CR LF line ends; the CR is ignored".into(),
+        );
+    }
+    if t.header.total.is_none() && !source.bytes().is_empty() {
+        push(
+            &mut t,
+            1,
+            1,
+            WarningKind::MissingHeader,
+            "header",
+            "no `Total captured activations:` header line".into(),
+        );
+    }
+    if let Some(n) = t.header.total {
+        let parsed = t.len();
+        if n != parsed as u64 {
+            push(
+                &mut t,
+                1,
+                1,
+                WarningKind::CountMismatch,
+                "count",
+                format!("header declares {n} ops, parsed {parsed}"),
+            );
+        }
+    }
+    let mut c: Vec<(WarningKind, String, u64)> =
+        counts.into_iter().map(|((k, l), n)| (k, l, n)).collect();
+    c.sort();
+    t.warning_counts = c;
+    t
+}
+
+/// Keys that occur more than once in one table, each with the 1-based line
+/// numbers of its blocks, in first-occurrence order.
+pub fn duplicate_keys(t: &OpTable) -> Vec<(String, Vec<u64>)> {
+    let mut first: ahash::AHashMap<&[u8], usize> = ahash::AHashMap::with_capacity(t.len());
+    let mut dups: Vec<(usize, Vec<u64>)> = Vec::new();
+    let mut dup_of: ahash::AHashMap<usize, usize> = Default::default();
+    for row in 0..t.len() {
+        match first.entry(t.key(row)) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(row);
+            }
+            std::collections::hash_map::Entry::Occupied(o) => {
+                let f = *o.get();
+                let idx = *dup_of.entry(f).or_insert_with(|| {
+                    dups.push((f, vec![t.line(f)]));
+                    dups.len() - 1
+                });
+                dups[idx].1.push(t.line(row));
+            }
+        }
+    }
+    dups.into_iter()
+        .map(|(r, lines)| (t.key_str(r).into_owned(), lines))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

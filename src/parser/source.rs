@@ -1,0 +1,72 @@
+//! Where a log's bytes come from: a read-only memory map of the file, or the
+//! decompressed bytes of a gzip file (detected by its magic bytes, whatever
+//! the file is called).
+
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+
+use memmap2::Mmap;
+
+use super::ParseError;
+
+/// The bytes of one log file.
+pub enum LogSource {
+    /// A read-only map of the file (the usual case; no copy).
+    Mapped(Mmap),
+    /// Bytes held in memory: a decompressed gzip file, an empty file, or
+    /// bytes given directly (tests, fuzzing).
+    Owned(Vec<u8>),
+}
+
+impl LogSource {
+    /// Opens `path`: maps it, or decompresses it when it starts with the gzip
+    /// magic bytes `1f 8b`.
+    ///
+    /// Errors: [`ParseError::Io`] when the file cannot be opened or mapped,
+    /// [`ParseError::Gzip`] when the gzip stream is corrupt.
+    pub fn open(path: &Path) -> Result<LogSource, ParseError> {
+        let io = |e: std::io::Error| ParseError::Io {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        };
+        let file = File::open(path).map_err(io)?;
+        let meta = file.metadata().map_err(io)?;
+        if meta.is_dir() {
+            return Err(ParseError::Io {
+                path: path.to_path_buf(),
+                message: "is a directory, expected a log file".into(),
+            });
+        }
+        if meta.len() == 0 {
+            return Ok(LogSource::Owned(Vec::new()));
+        }
+        // SAFETY: the map is read-only; a log that another process truncates
+        // while we read it is outside what any reader can defend against.
+        let map = unsafe { Mmap::map(&file) }.map_err(io)?;
+        if map.len() >= 2 && map[0] == 0x1f && map[1] == 0x8b {
+            let mut out = Vec::new();
+            flate2::read::MultiGzDecoder::new(&map[..])
+                .read_to_end(&mut out)
+                .map_err(|e| ParseError::Gzip {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                })?;
+            return Ok(LogSource::Owned(out));
+        }
+        Ok(LogSource::Mapped(map))
+    }
+
+    /// The log's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            LogSource::Mapped(m) => m,
+            LogSource::Owned(v) => v,
+        }
+    }
+
+    /// Whether the bytes were decompressed from gzip (or given in memory).
+    pub fn is_owned(&self) -> bool {
+        matches!(self, LogSource::Owned(_))
+    }
+}

@@ -1,0 +1,319 @@
+//! The columnar op table: one row per captured op block, one column per field.
+//!
+//! Strings are never copied out of the log: every field is a byte range
+//! relative to the start of its block, resolved against the shared source
+//! bytes on access. A row costs a fixed ~120 bytes whatever its text length.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::source::LogSource;
+
+/// One field of an op block, in the writer's order. `Key` is the text in the
+/// block's `[...]` header line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Field {
+    /// `[<module_fqn>/op_<seq>_<op_name>]`
+    Key = 0,
+    /// `Shape: torch.Size([...]), Dtype: torch.<dtype>` — the whole text after `Shape: `.
+    Shape,
+    /// `L1 norm:` (older writers only).
+    L1Norm,
+    /// `L2 norm:` (float64 reduction).
+    L2Norm,
+    /// `Min:` (float32).
+    Min,
+    /// `Max:` (float32).
+    Max,
+    /// `Mean:` (float64).
+    Mean,
+    /// `Output hash:` comma-separated L1 norms, one per tensor output.
+    OutputHash,
+    /// `Input hashes:` comma-separated L1 norms of the inputs, before the op ran.
+    InputHashes,
+    /// `Input producers:` `;`-separated keys, positionally aligned with the input hashes.
+    InputProducers,
+    /// `Location: <file>:<line>`.
+    Location,
+    /// `Phase:`; absent means `forward`.
+    Phase,
+}
+
+/// Number of [`Field`] variants.
+pub const N_FIELDS: usize = 12;
+
+impl Field {
+    /// Every field, in the writer's order.
+    pub const ALL: [Field; N_FIELDS] = [
+        Field::Key,
+        Field::Shape,
+        Field::L1Norm,
+        Field::L2Norm,
+        Field::Min,
+        Field::Max,
+        Field::Mean,
+        Field::OutputHash,
+        Field::InputHashes,
+        Field::InputProducers,
+        Field::Location,
+        Field::Phase,
+    ];
+
+    /// The five per-stat columns the reference compares for display
+    /// (`_compute_diffs`), with their reference names.
+    pub const DIFF_STATS: [Field; 5] = [
+        Field::Shape,
+        Field::L2Norm,
+        Field::Min,
+        Field::Max,
+        Field::Mean,
+    ];
+
+    /// The label as it appears in a log (`L2 norm`, `Output hash`, ...).
+    pub fn label(self) -> &'static str {
+        match self {
+            Field::Key => "Key",
+            Field::Shape => "Shape",
+            Field::L1Norm => "L1 norm",
+            Field::L2Norm => "L2 norm",
+            Field::Min => "Min",
+            Field::Max => "Max",
+            Field::Mean => "Mean",
+            Field::OutputHash => "Output hash",
+            Field::InputHashes => "Input hashes",
+            Field::InputProducers => "Input producers",
+            Field::Location => "Location",
+            Field::Phase => "Phase",
+        }
+    }
+
+    fn bit(self) -> u16 {
+        1 << (self as u16)
+    }
+}
+
+/// A set of [`Field`]s, as a bit mask. Used for a log's schema: which fields
+/// occur in at least one of its blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FieldSet(u16);
+
+impl FieldSet {
+    /// Adds `f`.
+    pub fn insert(&mut self, f: Field) {
+        self.0 |= f.bit();
+    }
+    /// Whether `f` is in the set.
+    pub fn contains(self, f: Field) -> bool {
+        self.0 & f.bit() != 0
+    }
+    /// The union of two sets.
+    pub fn union(self, other: FieldSet) -> FieldSet {
+        FieldSet(self.0 | other.0)
+    }
+    /// Fields in `self` but not in `other`, in writer order.
+    pub fn minus(self, other: FieldSet) -> Vec<Field> {
+        Field::ALL
+            .iter()
+            .copied()
+            .filter(|f| self.contains(*f) && !other.contains(*f))
+            .collect()
+    }
+}
+
+/// A byte range relative to the start of its block. `len == 0` means the
+/// field is absent (the reference treats an absent field and an empty one
+/// alike).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rel {
+    /// Offset from the block start, in bytes.
+    pub off: u32,
+    /// Length in bytes; 0 when absent.
+    pub len: u32,
+}
+
+/// The header lines before the first block.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Header {
+    /// `Total captured activations: N` (or a second writer's
+    /// `Total captured tensor hash ops: N`); `None` when the line is absent.
+    pub total: Option<u64>,
+    /// `Excluded ops dispatched:` as a sorted list; `Some(vec![])` for
+    /// `(none)`; `None` when the line is absent (older logs).
+    pub excluded: Option<Vec<String>>,
+    /// Whether the line of 80 `=` was seen.
+    pub has_rule: bool,
+}
+
+/// A problem found while parsing that did not stop the parse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseWarning {
+    /// 1-based line number.
+    pub line: u64,
+    /// 1-based column (in bytes).
+    pub column: u64,
+    /// What kind of problem, for grouping ("unknown field line", ...).
+    pub kind: WarningKind,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+/// Kinds of [`ParseWarning`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WarningKind {
+    /// A line inside a block that is no known field (`Call type: ...`).
+    UnknownField,
+    /// A line before the first block that is no known header line.
+    UnknownHeader,
+    /// No `Total captured activations` header line.
+    MissingHeader,
+    /// Bytes that are not UTF-8 in a key or location.
+    NonUtf8,
+    /// CR LF line ends.
+    Crlf,
+    /// The file ends without a final newline inside a block.
+    Truncated,
+    /// The header's op count differs from the blocks parsed.
+    CountMismatch,
+    /// A `[` line without a closing `]`.
+    BadKeyLine,
+    /// The same key twice in one file.
+    DuplicateKey,
+    /// A field given twice in one block (the later one wins, as in the reference).
+    RepeatedField,
+}
+
+/// Row flag: the block was cut short (the file ends inside it without a final newline).
+pub const FLAG_TRUNCATED: u8 = 1;
+
+/// Columns of one parsed log. Built by [`crate::parser::parse_bytes`] or
+/// [`crate::parser::parse_path`]; read by the matcher and the report.
+///
+/// Row `i` is the `i`-th block in dispatch (file) order.
+#[derive(Clone)]
+pub struct OpTable {
+    pub(crate) source: Arc<LogSource>,
+    pub(crate) path: PathBuf,
+    pub(crate) header: Header,
+    pub(crate) block_start: Vec<u64>,
+    pub(crate) line: Vec<u64>,
+    pub(crate) flags: Vec<u8>,
+    pub(crate) fields: [Vec<Rel>; N_FIELDS],
+    pub(crate) schema: FieldSet,
+    pub(crate) warnings: Vec<ParseWarning>,
+    pub(crate) warning_counts: Vec<(WarningKind, String, u64)>,
+    pub(crate) total_lines: u64,
+    pub(crate) ends_with_newline: bool,
+}
+
+impl std::fmt::Debug for OpTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpTable")
+            .field("path", &self.path)
+            .field("rows", &self.len())
+            .field("header", &self.header)
+            .finish()
+    }
+}
+
+impl OpTable {
+    /// Number of op rows (blocks).
+    pub fn len(&self) -> usize {
+        self.block_start.len()
+    }
+    /// Whether the log had no blocks.
+    pub fn is_empty(&self) -> bool {
+        self.block_start.is_empty()
+    }
+    /// The file this table was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// The header lines.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+    /// All bytes of the (decompressed) log.
+    pub fn bytes(&self) -> &[u8] {
+        self.source.bytes()
+    }
+    /// The text of `field` in row `row`, trimmed; empty when absent.
+    #[inline]
+    pub fn field(&self, row: usize, field: Field) -> &[u8] {
+        let r = self.fields[field as usize][row];
+        if r.len == 0 {
+            return &[];
+        }
+        let s = (self.block_start[row] + r.off as u64) as usize;
+        &self.source.bytes()[s..s + r.len as usize]
+    }
+    /// Whether `field` is present in row `row`.
+    #[inline]
+    pub fn has(&self, row: usize, field: Field) -> bool {
+        self.fields[field as usize][row].len != 0
+    }
+    /// `field` as UTF-8 text (lossy for invalid bytes).
+    pub fn text(&self, row: usize, field: Field) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(self.field(row, field))
+    }
+    /// The raw key of row `row`.
+    #[inline]
+    pub fn key(&self, row: usize) -> &[u8] {
+        self.field(row, Field::Key)
+    }
+    /// The raw key as text (lossy).
+    pub fn key_str(&self, row: usize) -> std::borrow::Cow<'_, str> {
+        self.text(row, Field::Key)
+    }
+    /// 1-based line number of the block's `[key]` line.
+    pub fn line(&self, row: usize) -> u64 {
+        self.line[row]
+    }
+    /// Byte offset of the block's `[` in the file.
+    pub fn block_offset(&self, row: usize) -> u64 {
+        self.block_start[row]
+    }
+    /// Whether the block was cut short by the end of the file.
+    pub fn is_truncated(&self, row: usize) -> bool {
+        self.flags[row] & FLAG_TRUNCATED != 0
+    }
+    /// Whether the row is in the backward phase (`Phase: backward`).
+    pub fn is_backward(&self, row: usize) -> bool {
+        self.field(row, Field::Phase) == b"backward"
+    }
+    /// The phase text, `forward` when absent.
+    pub fn phase(&self, row: usize) -> std::borrow::Cow<'_, str> {
+        if self.has(row, Field::Phase) {
+            self.text(row, Field::Phase)
+        } else {
+            std::borrow::Cow::Borrowed("forward")
+        }
+    }
+    /// Which fields occur in at least one block.
+    pub fn schema(&self) -> FieldSet {
+        self.schema
+    }
+    /// Warnings, at most [`super::MAX_STORED_WARNINGS`] stored; see
+    /// [`OpTable::warning_counts`] for totals.
+    pub fn warnings(&self) -> &[ParseWarning] {
+        &self.warnings
+    }
+    /// Every warning counted by kind and label (e.g. `(UnknownField, "Call type", 3)`).
+    pub fn warning_counts(&self) -> &[(WarningKind, String, u64)] {
+        &self.warning_counts
+    }
+    /// Number of lines in the file.
+    pub fn total_lines(&self) -> u64 {
+        self.total_lines
+    }
+    /// Whether the file's last byte is a newline.
+    pub fn ends_with_newline(&self) -> bool {
+        self.ends_with_newline
+    }
+    /// Number of rows flagged truncated.
+    pub fn truncated_rows(&self) -> usize {
+        self.flags
+            .iter()
+            .filter(|f| **f & FLAG_TRUNCATED != 0)
+            .count()
+    }
+}

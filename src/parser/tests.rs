@@ -1,0 +1,201 @@
+use super::*;
+
+const SAMPLE: &str = "Total captured activations: 3
+Excluded ops dispatched: t, _to_copy, view
+================================================================================
+
+[layers.0.attention.wq/op_0_mm]
+  Shape: torch.Size([2, 128, 256]), Dtype: torch.float32
+  L2 norm: 1.234568e+02
+  Min: -4.567890e+00
+  Max: 4.321000e+00
+  Mean: 1.000000e-03
+  Output hash: 5.432100e+03
+  Input hashes: 1.000000e+03, 2.000000e+03
+  Input producers: layers.0.attention_norm/op_0_mul;
+  Location: common/attention.py:534
+
+[layers.0.attention_norm/op_1_add_]
+  Output hash: 1.177788e+02
+  Input hashes: 1.177775e+02
+  Location: llama3/model.py:152
+
+[FSDPLlama3Model.layers.0/op_3__foreach_add_]
+  Input hashes: nan, inf, -inf
+  Input producers: ;;
+  Location: x.py:1
+  Phase: backward
+";
+
+fn table(s: &str) -> OpTable {
+    parse_bytes(s.as_bytes().to_vec(), "t.log")
+}
+
+#[test]
+fn parses_every_field_and_the_header() {
+    let t = table(SAMPLE);
+    assert_eq!(t.len(), 3);
+    assert_eq!(t.header().total, Some(3));
+    assert_eq!(
+        t.header().excluded.as_deref(),
+        Some(&["_to_copy".to_string(), "t".into(), "view".into()][..])
+    );
+    assert!(t.header().has_rule);
+    assert_eq!(t.key(0), b"layers.0.attention.wq/op_0_mm");
+    assert_eq!(
+        t.field(0, Field::Shape),
+        b"torch.Size([2, 128, 256]), Dtype: torch.float32"
+    );
+    assert_eq!(t.field(0, Field::L2Norm), b"1.234568e+02");
+    assert_eq!(t.field(0, Field::Min), b"-4.567890e+00");
+    assert_eq!(t.field(0, Field::Max), b"4.321000e+00");
+    assert_eq!(t.field(0, Field::Mean), b"1.000000e-03");
+    assert_eq!(t.field(0, Field::OutputHash), b"5.432100e+03");
+    assert_eq!(t.field(0, Field::InputHashes), b"1.000000e+03, 2.000000e+03");
+    assert_eq!(
+        t.field(0, Field::InputProducers),
+        b"layers.0.attention_norm/op_0_mul;"
+    );
+    assert_eq!(t.field(0, Field::Location), b"common/attention.py:534");
+    assert!(!t.has(0, Field::Phase));
+    assert_eq!(t.phase(0), "forward");
+    assert_eq!(t.line(0), 5);
+    // hash-only in-place block
+    assert!(!t.has(1, Field::Shape));
+    assert!(!t.has(1, Field::L2Norm));
+    assert_eq!(t.field(1, Field::OutputHash), b"1.177788e+02");
+    assert_eq!(t.line(1), 16);
+    // no Output hash at all, all-separator producers, phase
+    assert!(!t.has(2, Field::OutputHash));
+    assert_eq!(t.field(2, Field::InputProducers), b";;");
+    assert!(t.is_backward(2));
+    assert!(t.warnings().is_empty(), "{:?}", t.warnings());
+    assert_eq!(t.total_lines(), 25);
+    assert!(t.schema().contains(Field::Phase));
+    assert!(!t.schema().contains(Field::L1Norm));
+}
+
+#[test]
+fn none_header_and_missing_header() {
+    let t = table("Total captured activations: 0\nExcluded ops dispatched: (none)\n");
+    assert_eq!(t.header().excluded, Some(vec![]));
+    assert_eq!(t.len(), 0);
+    let t = table("[a/op_0_mm]\n  Output hash: 1\n");
+    assert_eq!(t.header().excluded, None);
+    assert_eq!(t.len(), 1);
+    assert!(t
+        .warnings()
+        .iter()
+        .any(|w| w.kind == WarningKind::MissingHeader));
+}
+
+#[test]
+fn crlf_gives_the_same_fields_and_a_warning() {
+    let crlf = SAMPLE.replace('\n', "\r\n");
+    let a = table(SAMPLE);
+    let b = table(&crlf);
+    assert_eq!(a.len(), b.len());
+    for row in 0..a.len() {
+        for f in Field::ALL {
+            assert_eq!(a.field(row, f), b.field(row, f), "row {row} {f:?}");
+        }
+        assert_eq!(a.line(row), b.line(row));
+    }
+    assert!(b.warnings().iter().any(|w| w.kind == WarningKind::Crlf));
+}
+
+#[test]
+fn truncated_last_block_is_kept_and_flagged() {
+    let cut = &SAMPLE[..SAMPLE.find("  Location: x.py").unwrap() + 8];
+    let t = table(cut);
+    assert_eq!(t.len(), 3);
+    assert!(t.is_truncated(2));
+    assert!(!t.is_truncated(1));
+    let w = t
+        .warnings()
+        .iter()
+        .find(|w| w.kind == WarningKind::Truncated)
+        .unwrap();
+    assert_eq!(w.line, 24);
+    // A complete file without a final newline is not truncated when it ends on a blank line.
+    let t = table(SAMPLE.trim_end_matches('\n'));
+    assert!(t.is_truncated(2), "ends mid-block without newline");
+}
+
+#[test]
+fn count_mismatch_and_unknown_lines_warn_with_positions() {
+    let s = SAMPLE.replace("activations: 3", "activations: 4").replace(
+        "  Location: llama3/model.py:152",
+        "  Location: llama3/model.py:152\n  Call type: foo",
+    );
+    let t = table(&s);
+    let unknown = t
+        .warnings()
+        .iter()
+        .find(|w| w.kind == WarningKind::UnknownField)
+        .unwrap();
+    assert_eq!((unknown.line, unknown.column), (20, 3));
+    assert!(t
+        .warnings()
+        .iter()
+        .any(|w| w.kind == WarningKind::CountMismatch && w.message.contains("4")));
+    assert!(t
+        .warning_counts()
+        .iter()
+        .any(|(k, l, n)| *k == WarningKind::UnknownField && l == "Call type" && *n == 1));
+}
+
+#[test]
+fn non_utf8_keys_are_kept_lossy_with_a_warning() {
+    let mut bytes = b"[caf\xe9/op_0_mm]\n  Output hash: 1\n".to_vec();
+    bytes.extend_from_slice(b"\n");
+    let t = parse_bytes(bytes, "x.log");
+    assert_eq!(t.len(), 1);
+    assert_eq!(t.key(0), b"caf\xe9/op_0_mm");
+    let w = t
+        .warnings()
+        .iter()
+        .find(|w| w.kind == WarningKind::NonUtf8)
+        .unwrap();
+    assert_eq!((w.line, w.column), (1, 5));
+}
+
+#[test]
+fn duplicate_keys_are_listed_with_lines() {
+    let s = "[a/op_0_mm]\n  Output hash: 1\n\n[b/op_0_mm]\n\n[a/op_0_mm]\n  Output hash: 2\n";
+    let t = table(s);
+    assert_eq!(t.len(), 3);
+    assert_eq!(duplicate_keys(&t), vec![("a/op_0_mm".to_string(), vec![1, 6])]);
+}
+
+fn assert_same(a: &OpTable, b: &OpTable) {
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a.header(), b.header());
+    assert_eq!(a.warnings(), b.warnings());
+    assert_eq!(a.warning_counts(), b.warning_counts());
+    assert_eq!(a.total_lines(), b.total_lines());
+    for row in 0..a.len() {
+        assert_eq!(a.line(row), b.line(row));
+        assert_eq!(a.is_truncated(row), b.is_truncated(row));
+        for f in Field::ALL {
+            assert_eq!(a.field(row, f), b.field(row, f));
+        }
+    }
+}
+
+#[test]
+fn every_chunk_split_gives_the_serial_result() {
+    for text in [SAMPLE.to_string(), SAMPLE.replace('\n', "\r\n")] {
+        let serial = table(&text);
+        let src = Arc::new(LogSource::Owned(text.as_bytes().to_vec()));
+        for target in 1..text.len() + 2 {
+            let bounds = chunk_bounds(src.bytes(), target);
+            for b in &bounds[1..] {
+                assert_eq!(src.bytes()[*b], b'[');
+                assert_eq!(src.bytes()[*b - 1], b'\n');
+            }
+            let par = parse_chunks(src.clone(), "t.log".into(), &bounds);
+            assert_same(&serial, &par);
+        }
+    }
+}
