@@ -1,1 +1,207 @@
-//! run
+//! Runs and ranks: finding the `rank_N_activations.log` files of a run (one
+//! file, or a folder of them) and pairing the ranks of two runs by number.
+//!
+//! The per-rank pipeline (parse both logs → match → report) is driven from
+//! [`crate::report::compare_runs`]; this module only says which files meet.
+
+use std::path::{Path, PathBuf};
+
+/// Errors locating the logs of a run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The path does not exist or cannot be read.
+    #[error("{}: {message}", path.display())]
+    Missing {
+        /// The path given.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+    /// A folder with no `rank_N_activations.log` in it.
+    #[error("{}: no rank_N_activations.log files in this folder (nor in its numerics/ subfolder)", path.display())]
+    NoLogs {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// A bad `--rank-map` entry.
+    #[error("--rank-map `{0}`: expected RUN1_RANK:RUN2_RANK, e.g. 10:3")]
+    RankMap(String),
+}
+
+/// One run as given on the command line: its rank logs, by rank number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunInput {
+    /// The path given (file or folder).
+    pub path: PathBuf,
+    /// `(rank, log file)`, sorted by rank.
+    pub ranks: Vec<(u32, PathBuf)>,
+    /// Whether `path` was a folder.
+    pub is_dir: bool,
+}
+
+/// The rank number in a file name `rank_<N>_activations.log` (optionally
+/// ending `.gz`), if it has that form.
+pub fn rank_of_file_name(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("rank_")?;
+    let (num, tail) = rest.split_once('_')?;
+    if tail != "activations.log" && tail != "activations.log.gz" {
+        return None;
+    }
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    num.parse().ok()
+}
+
+impl RunInput {
+    /// Finds the logs of a run: a file is one rank (its number from the file
+    /// name, else 0); a folder holds `rank_N_activations.log` files, directly
+    /// or in a `numerics/` subfolder (a TorchTitan dump folder).
+    pub fn discover(path: &Path) -> Result<RunInput, RunError> {
+        let meta = std::fs::metadata(path).map_err(|e| RunError::Missing {
+            path: path.to_path_buf(),
+            message: if e.kind() == std::io::ErrorKind::NotFound {
+                "no such file or folder".into()
+            } else {
+                e.to_string()
+            },
+        })?;
+        if !meta.is_dir() {
+            let rank = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(rank_of_file_name)
+                .unwrap_or(0);
+            return Ok(RunInput {
+                path: path.to_path_buf(),
+                ranks: vec![(rank, path.to_path_buf())],
+                is_dir: false,
+            });
+        }
+        for dir in [path.to_path_buf(), path.join("numerics")] {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut ranks: Vec<(u32, PathBuf)> = entries
+                .filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let name = e.file_name();
+                    let rank = rank_of_file_name(name.to_str()?)?;
+                    Some((rank, e.path()))
+                })
+                .collect();
+            if !ranks.is_empty() {
+                ranks.sort();
+                return Ok(RunInput {
+                    path: path.to_path_buf(),
+                    ranks,
+                    is_dir: true,
+                });
+            }
+        }
+        Err(RunError::NoLogs {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+/// How the ranks of two runs meet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RankPlan {
+    /// `(run-1 rank, run-1 log, run-2 rank, run-2 log)` in run-1 rank order.
+    pub pairs: Vec<(u32, PathBuf, u32, PathBuf)>,
+    /// Ranks only run 1 has.
+    pub only1: Vec<u32>,
+    /// Ranks only run 2 has.
+    pub only2: Vec<u32>,
+}
+
+/// Parses `--rank-map` entries `A:B` (run-1 rank A compares with run-2 rank B).
+pub fn parse_rank_map(entries: &[String]) -> Result<Vec<(u32, u32)>, RunError> {
+    entries
+        .iter()
+        .flat_map(|e| e.split(','))
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            let (a, b) = e
+                .split_once(':')
+                .ok_or_else(|| RunError::RankMap(e.to_string()))?;
+            let a = a.trim().parse().map_err(|_| RunError::RankMap(e.to_string()))?;
+            let b = b.trim().parse().map_err(|_| RunError::RankMap(e.to_string()))?;
+            Ok((a, b))
+        })
+        .collect()
+}
+
+/// Pairs ranks by number, after applying `rank_map` (run-1 rank → run-2
+/// rank). Two single files always pair, whatever their rank numbers.
+pub fn plan(r1: &RunInput, r2: &RunInput, rank_map: &[(u32, u32)]) -> RankPlan {
+    let mut p = RankPlan::default();
+    if !r1.is_dir && !r2.is_dir {
+        let (a, pa) = r1.ranks[0].clone();
+        let (b, pb) = r2.ranks[0].clone();
+        p.pairs.push((a, pa, b, pb));
+        return p;
+    }
+    let map = |a: u32| {
+        rank_map
+            .iter()
+            .find(|(x, _)| *x == a)
+            .map(|(_, y)| *y)
+            .unwrap_or(a)
+    };
+    let mut used2 = vec![false; r2.ranks.len()];
+    for (a, pa) in &r1.ranks {
+        let want = map(*a);
+        match r2.ranks.iter().position(|(b, _)| *b == want) {
+            Some(i) if !used2[i] => {
+                used2[i] = true;
+                p.pairs.push((*a, pa.clone(), want, r2.ranks[i].1.clone()));
+            }
+            _ => p.only1.push(*a),
+        }
+    }
+    for (i, (b, _)) in r2.ranks.iter().enumerate() {
+        if !used2[i] {
+            p.only2.push(*b);
+        }
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_file_names() {
+        assert_eq!(rank_of_file_name("rank_0_activations.log"), Some(0));
+        assert_eq!(rank_of_file_name("rank_10_activations.log.gz"), Some(10));
+        assert_eq!(rank_of_file_name("rank_x_activations.log"), None);
+        assert_eq!(rank_of_file_name("rank_1_activations.txt"), None);
+    }
+
+    fn run(ranks: &[u32]) -> RunInput {
+        RunInput {
+            path: "r".into(),
+            ranks: ranks
+                .iter()
+                .map(|r| (*r, PathBuf::from(format!("rank_{r}_activations.log"))))
+                .collect(),
+            is_dir: true,
+        }
+    }
+
+    #[test]
+    fn ranks_pair_by_number_and_map() {
+        let p = plan(&run(&[0, 1, 2, 10]), &run(&[0, 1, 2, 3]), &[]);
+        assert_eq!(p.pairs.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!((p.only1.clone(), p.only2.clone()), (vec![10], vec![3]));
+        let m = parse_rank_map(&["10:3".into()]).unwrap();
+        let p = plan(&run(&[0, 1, 2, 10]), &run(&[0, 1, 2, 3]), &m);
+        assert_eq!(p.pairs.len(), 4);
+        assert_eq!((p.pairs[3].0, p.pairs[3].2), (10, 3));
+        assert!(p.only1.is_empty() && p.only2.is_empty());
+        assert!(parse_rank_map(&["x".into()]).is_err());
+    }
+}

@@ -1,0 +1,48 @@
+//! `--rows FILE`: every result row as one JSON object per line, in the
+//! matcher's output order:
+//! `{"rank": 0, "key1": "..."|null, "key2": "..."|null, "status": "match"|"diff"|"only1"|"only2"|"truncated",
+//!   "strategy": "override"|"exact"|"fuzzy"|"stats"|null, "diffs": {"L2 norm": 1.2e-6, ...}}`.
+//! `diffs` holds the reference's per-stat differences (`_compute_diffs`).
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::RankComparison;
+use crate::matcher::compare::stat_diffs;
+use crate::parser::Field;
+
+#[derive(Serialize)]
+struct Row<'a> {
+    rank: u32,
+    key1: Option<std::borrow::Cow<'a, str>>,
+    key2: Option<std::borrow::Cow<'a, str>>,
+    status: &'static str,
+    strategy: Option<&'static str>,
+    diffs: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Writes every result row of `rc` to `w`, one JSON object per line.
+pub fn write_rows(rc: &RankComparison<'_>, w: &mut impl Write) -> std::io::Result<()> {
+    for r in &rc.matches.rows {
+        let mut diffs = serde_json::Map::new();
+        if let (Some(a), Some(b)) = (r.r1(), r.r2()) {
+            for (f, d) in Field::DIFF_STATS.iter().zip(stat_diffs(rc.t1, a, rc.t2, b)) {
+                if let Some(d) = d {
+                    diffs.insert(f.label().to_string(), serde_json::json!(d));
+                }
+            }
+        }
+        let row = Row {
+            rank: rc.rank1,
+            key1: r.r1().map(|i| rc.t1.key_str(i)),
+            key2: r.r2().map(|i| rc.t2.key_str(i)),
+            status: r.status.as_str(),
+            strategy: r.strategy.as_str(),
+            diffs,
+        };
+        serde_json::to_writer(&mut *w, &row)?;
+        w.write_all(b"\n")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,251 @@
+//! `summary.json`: per rank, entries per side, counts per status and pass,
+//! the first diverging row, coverage, excluded ops and input warnings.
+//! The schema is documented in `docs/summary-schema.md`.
+
+use serde::Serialize;
+
+use super::{RankComparison, ReportOptions};
+use crate::matcher::{Counts, MatchRow, Status, StrategyCounts};
+use crate::parser::{duplicate_keys, OpTable, WarningKind};
+
+/// Version of the `summary.json` layout; bumped on incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A pointer to one result row.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RowRef {
+    /// 0-based index in the rank's result rows.
+    pub index: usize,
+    /// Run 1's raw key, if the row has a run-1 side.
+    pub key1: Option<String>,
+    /// Run 2's raw key, if the row has a run-2 side.
+    pub key2: Option<String>,
+    /// The row's status.
+    pub status: Status,
+    /// The pass that paired it (`null` when unpaired).
+    pub strategy: Option<&'static str>,
+    /// 1-based line of the block in run 1's log.
+    pub line1: Option<u64>,
+    /// 1-based line of the block in run 2's log.
+    pub line2: Option<u64>,
+    /// Phase of the row (run 1's, else run 2's).
+    pub phase: String,
+    /// Report page holding the row, relative to the report folder.
+    pub page: String,
+    /// The row's anchor on that page (`rank0-row12`).
+    pub anchor: String,
+}
+
+impl RowRef {
+    /// Describes row `index` of `rc`.
+    pub fn new(rc: &RankComparison<'_>, index: usize, page_rows: usize) -> RowRef {
+        let r: &MatchRow = &rc.matches.rows[index];
+        RowRef {
+            index,
+            key1: r.r1().map(|i| rc.t1.key_str(i).into_owned()),
+            key2: r.r2().map(|i| rc.t2.key_str(i).into_owned()),
+            status: r.status,
+            strategy: r.strategy.as_str(),
+            line1: r.r1().map(|i| rc.t1.line(i)),
+            line2: r.r2().map(|i| rc.t2.line(i)),
+            phase: match (r.r1(), r.r2()) {
+                (Some(i), _) => rc.t1.phase(i).into_owned(),
+                (None, Some(j)) => rc.t2.phase(j).into_owned(),
+                _ => "forward".into(),
+            },
+            page: page_file(rc.rank1, index / page_rows.max(1)),
+            anchor: anchor(rc.rank1, index),
+        }
+    }
+    /// The key to show: run 1's, else run 2's.
+    pub fn key(&self) -> &str {
+        self.key1.as_deref().or(self.key2.as_deref()).unwrap_or("")
+    }
+}
+
+/// File name of page `page` (0-based) of rank `rank`.
+pub fn page_file(rank: u32, page: usize) -> String {
+    format!("rank{rank}-page{}.html", page + 1)
+}
+
+/// Anchor of result row `index` of rank `rank`.
+pub fn anchor(rank: u32, index: usize) -> String {
+    format!("rank{rank}-row{index}")
+}
+
+/// One side of a rank.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SideSummary {
+    /// The log file.
+    pub path: String,
+    /// Op blocks parsed.
+    pub entries: usize,
+    /// Op count declared by the header, if any.
+    pub declared: Option<u64>,
+    /// `Excluded ops dispatched`, sorted; `null` when the header line is absent.
+    pub excluded_ops: Option<Vec<String>>,
+    /// Rows of this side that were paired.
+    pub paired: u64,
+    /// Blocks cut short by the end of the file.
+    pub truncated_blocks: usize,
+    /// Fields present in this log but in no block of the other side's log.
+    pub one_sided_fields: Vec<&'static str>,
+    /// Keys that occur more than once, with their 1-based lines.
+    pub duplicate_keys: Vec<(String, Vec<u64>)>,
+    /// Parse warnings (at most 100 stored per file), `file:line:col: message`.
+    pub warnings: Vec<String>,
+    /// Every warning counted by kind and label.
+    pub warning_counts: Vec<(String, String, u64)>,
+    /// Why this side is incomplete (truncated block, header count mismatch); empty when complete.
+    pub incomplete: Vec<String>,
+}
+
+impl SideSummary {
+    fn build(t: &OpTable, paired: u64, other: &OpTable) -> SideSummary {
+        let path = t.path().display().to_string();
+        let mut incomplete = Vec::new();
+        if let Some(n) = t.header().total {
+            if n != t.len() as u64 {
+                incomplete.push(format!("declares {n} ops, parsed {}", t.len()));
+            }
+        }
+        if t.truncated_rows() > 0 {
+            incomplete.push("last block ends without newline (possibly truncated)".into());
+        }
+        SideSummary {
+            entries: t.len(),
+            declared: t.header().total,
+            excluded_ops: t.header().excluded.clone(),
+            paired,
+            truncated_blocks: t.truncated_rows(),
+            one_sided_fields: t
+                .schema()
+                .minus(other.schema())
+                .into_iter()
+                .map(|f| f.label())
+                .collect(),
+            duplicate_keys: duplicate_keys(t),
+            warnings: t
+                .warnings()
+                .iter()
+                .map(|w| format!("{path}:{}:{}: {}", w.line, w.column, w.message))
+                .collect(),
+            warning_counts: t
+                .warning_counts()
+                .iter()
+                .map(|(k, l, n)| (format!("{k:?}"), l.clone(), *n))
+                .collect(),
+            incomplete,
+            path,
+        }
+    }
+    /// Whether any warning of `kind` was counted.
+    pub fn has_warning(&self, kind: WarningKind) -> bool {
+        let k = format!("{kind:?}");
+        self.warning_counts.iter().any(|(x, _, _)| *x == k)
+    }
+}
+
+/// Page of a rank's report.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct PageRef {
+    /// File name, relative to the report folder.
+    pub file: String,
+    /// First result row index on the page.
+    pub first_row: usize,
+    /// One past the last result row index on the page.
+    pub end_row: usize,
+}
+
+/// Summary of one rank pair.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RankSummary {
+    /// Run 1's rank number.
+    pub rank: u32,
+    /// Run 2's rank number (differs only under `--rank-map`).
+    pub rank2: u32,
+    /// Run 1's side.
+    pub run1: SideSummary,
+    /// Run 2's side.
+    pub run2: SideSummary,
+    /// Result rows per status.
+    pub counts: Counts,
+    /// Rows paired per pass.
+    pub strategy_counts: StrategyCounts,
+    /// The first `diff`, `only1` or `only2` row in run-1 dispatch order.
+    pub first_divergence: Option<RowRef>,
+    /// Override pairs that paired nothing: `[run1 key, run2 key]`.
+    pub unused_overrides: Vec<(String, String)>,
+    /// The HTML pages of this rank.
+    pub pages: Vec<PageRef>,
+}
+
+impl RankSummary {
+    /// Summarises one rank (pages are filled in by the HTML writer).
+    pub fn build(rc: &RankComparison<'_>, opts: &ReportOptions) -> RankSummary {
+        let c = rc.matches.counts();
+        let paired = c.matched + c.diff + c.truncated;
+        RankSummary {
+            rank: rc.rank1,
+            rank2: rc.rank2,
+            run1: SideSummary::build(rc.t1, paired, rc.t2),
+            run2: SideSummary::build(rc.t2, paired, rc.t1),
+            counts: c,
+            strategy_counts: rc.matches.strategy_counts(),
+            first_divergence: rc
+                .matches
+                .first_divergence()
+                .map(|i| RowRef::new(rc, i, opts.page_rows)),
+            unused_overrides: rc.matches.unused_overrides.clone(),
+            pages: Vec::new(),
+        }
+    }
+    /// Whether this rank has anything but `match` rows.
+    pub fn diverged(&self) -> bool {
+        self.counts.diverging() > 0
+    }
+    /// Whether either side is incomplete (truncated or count mismatch).
+    pub fn incomplete(&self) -> bool {
+        !self.run1.incomplete.is_empty() || !self.run2.incomplete.is_empty()
+    }
+}
+
+/// The whole comparison, as written to `summary.json`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Summary {
+    /// Layout version of this file ([`SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// `actdiff` and its version.
+    pub tool: String,
+    /// Display name of run 1.
+    pub name1: String,
+    /// Display name of run 2.
+    pub name2: String,
+    /// Path of run 1 as given.
+    pub path1: String,
+    /// Path of run 2 as given.
+    pub path2: String,
+    /// Counts over all ranks.
+    pub counts: Counts,
+    /// Compared ranks, in run-1 rank order.
+    pub ranks: Vec<RankSummary>,
+    /// Ranks present in run 1 only.
+    pub ranks_only1: Vec<u32>,
+    /// Ranks present in run 2 only.
+    pub ranks_only2: Vec<u32>,
+    /// The exit status `actdiff compare` returns for this comparison.
+    pub exit_status: i32,
+    /// One line per reason for the exit status.
+    pub verdict: Vec<String>,
+}
+
+impl Summary {
+    /// Counts over all ranks.
+    pub fn total_counts(ranks: &[RankSummary]) -> Counts {
+        let mut c = Counts::default();
+        for r in ranks {
+            c.merge(&r.counts);
+        }
+        c
+    }
+}
