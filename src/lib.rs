@@ -16,6 +16,7 @@
 //! - [`capture`]: the libtorch capture agent (feature `capture`).
 
 pub mod capture;
+pub mod cli;
 pub mod exit_codes;
 pub mod matcher;
 pub mod parser;

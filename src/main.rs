@@ -1,1 +1,5 @@
-fn main(){}
+//! The `actdiff` binary: see [`actdiff::cli`].
+
+fn main() {
+    std::process::exit(actdiff::cli::main());
+}

@@ -178,8 +178,16 @@ pub fn compare_hashes(a: &[u8], b: &[u8], tol: Tolerance, nan_equal: bool) -> Ha
     }
     if a.is_empty() || b.is_empty() {
         let lens = (
-            if a.is_empty() { 0 } else { split_tokens(a).count() },
-            if b.is_empty() { 0 } else { split_tokens(b).count() },
+            if a.is_empty() {
+                0
+            } else {
+                split_tokens(a).count()
+            },
+            if b.is_empty() {
+                0
+            } else {
+                split_tokens(b).count()
+            },
         );
         return HashCmp {
             agrees: false,

@@ -14,7 +14,11 @@ pub fn strip_root_class(key: &[u8]) -> &[u8] {
     let mut upper = 0;
     for (i, &b) in key.iter().enumerate() {
         if b == b'.' {
-            return if upper >= 2 && i > 0 { &key[i + 1..] } else { key };
+            return if upper >= 2 && i > 0 {
+                &key[i + 1..]
+            } else {
+                key
+            };
         }
         if b.is_ascii_uppercase() {
             upper += 1;
@@ -97,7 +101,10 @@ mod tests {
             s(strip_root_class(b"FSDPLlama3Model.layers.0.wq/op_0_mm")),
             "layers.0.wq/op_0_mm"
         );
-        assert_eq!(s(strip_root_class(b"layers.0.wq/op_0_mm")), "layers.0.wq/op_0_mm");
+        assert_eq!(
+            s(strip_root_class(b"layers.0.wq/op_0_mm")),
+            "layers.0.wq/op_0_mm"
+        );
         assert_eq!(s(strip_root_class(b"Linear.x")), "Linear.x");
         assert_eq!(s(strip_root_class(b"MyModel")), "MyModel");
         assert_eq!(s(strip_root_class(b"My-Model.x")), "My-Model.x");
@@ -109,7 +116,9 @@ mod tests {
     fn fuzzy_keys_and_op_types() {
         assert_eq!(s(&fuzzy_key(b"layers.0.w2/op_3_mm")), "layers.0.w2/mm");
         assert_eq!(
-            s(&fuzzy_key(b"FSDPLlama3Model.layers.0/op_12__allgather_base_")),
+            s(&fuzzy_key(
+                b"FSDPLlama3Model.layers.0/op_12__allgather_base_"
+            )),
             "layers.0/_allgather_base_"
         );
         assert_eq!(s(&fuzzy_key(b"a/op_1_/op_2_x")), "a//x");

@@ -15,13 +15,21 @@ fn log(blocks: &[(&str, &str)]) -> OpTable {
     parse_bytes(s.into_bytes(), "t.log")
 }
 
-fn summary(m: &MatchTable, a: &OpTable, b: &OpTable) -> Vec<(String, String, &'static str, Option<&'static str>)> {
+fn summary(
+    m: &MatchTable,
+    a: &OpTable,
+    b: &OpTable,
+) -> Vec<(String, String, &'static str, Option<&'static str>)> {
     m.rows
         .iter()
         .map(|r| {
             (
-                r.r1().map(|i| a.key_str(i).into_owned()).unwrap_or_default(),
-                r.r2().map(|i| b.key_str(i).into_owned()).unwrap_or_default(),
+                r.r1()
+                    .map(|i| a.key_str(i).into_owned())
+                    .unwrap_or_default(),
+                r.r2()
+                    .map(|i| b.key_str(i).into_owned())
+                    .unwrap_or_default(),
                 r.status.as_str(),
                 r.strategy.as_str(),
             )
@@ -52,11 +60,36 @@ fn four_passes_in_order_and_first_unclaimed_wins() {
     assert_eq!(
         s,
         vec![
-            ("M.w/op_0_mm".into(), "M.w/op_0_mm".into(), "match", Some("exact")),
-            ("FSDPModel.x/op_0_add".into(), "x/op_0_add".into(), "match", Some("exact")),
-            ("y/op_1_mul".into(), "y/op_5_mul".into(), "match", Some("fuzzy")),
-            ("y/op_2_mul".into(), "y/op_6_mul".into(), "diff", Some("fuzzy")),
-            ("z/op_0_relu".into(), "q/op_9_relu".into(), "match", Some("stats")),
+            (
+                "M.w/op_0_mm".into(),
+                "M.w/op_0_mm".into(),
+                "match",
+                Some("exact")
+            ),
+            (
+                "FSDPModel.x/op_0_add".into(),
+                "x/op_0_add".into(),
+                "match",
+                Some("exact")
+            ),
+            (
+                "y/op_1_mul".into(),
+                "y/op_5_mul".into(),
+                "match",
+                Some("fuzzy")
+            ),
+            (
+                "y/op_2_mul".into(),
+                "y/op_6_mul".into(),
+                "diff",
+                Some("fuzzy")
+            ),
+            (
+                "z/op_0_relu".into(),
+                "q/op_9_relu".into(),
+                "match",
+                Some("stats")
+            ),
             ("gone/op_0_mm".into(), "".into(), "only1", None),
             ("".into(), "new/op_0_mm".into(), "only2", None),
         ]
@@ -69,41 +102,80 @@ fn four_passes_in_order_and_first_unclaimed_wins() {
 
 #[test]
 fn overrides_win_and_unused_ones_are_listed() {
-    let a = log(&[("a/op_0_mm", "Output hash: 1.0"), ("b/op_0_mm", "Output hash: 1.0")]);
-    let b = log(&[("a/op_0_mm", "Output hash: 1.0"), ("c/op_0_mm", "Output hash: 1.0")]);
+    let a = log(&[
+        ("a/op_0_mm", "Output hash: 1.0"),
+        ("b/op_0_mm", "Output hash: 1.0"),
+    ]);
+    let b = log(&[
+        ("a/op_0_mm", "Output hash: 1.0"),
+        ("c/op_0_mm", "Output hash: 1.0"),
+    ]);
     let mut o = Overrides::default();
     o.insert("a/op_0_mm", "c/op_0_mm");
     o.insert("zzz", "a/op_0_mm");
-    let m = match_tables(&a, &b, &MatchOptions { overrides: o, ..Default::default() });
+    let m = match_tables(
+        &a,
+        &b,
+        &MatchOptions {
+            overrides: o,
+            ..Default::default()
+        },
+    );
     let s = summary(&m, &a, &b);
-    assert_eq!(s[0], ("a/op_0_mm".into(), "c/op_0_mm".into(), "match", Some("override")));
+    assert_eq!(
+        s[0],
+        (
+            "a/op_0_mm".into(),
+            "c/op_0_mm".into(),
+            "match",
+            Some("override")
+        )
+    );
     assert_eq!(s[1].3, Some("stats"), "b pairs with a in the stats pass");
-    assert_eq!(m.unused_overrides, vec![("zzz".to_string(), "a/op_0_mm".to_string())]);
+    assert_eq!(
+        m.unused_overrides,
+        vec![("zzz".to_string(), "a/op_0_mm".to_string())]
+    );
 }
 
 #[test]
 fn status_rules() {
     let a = log(&[
-        ("s/op_0_mm", "Shape: torch.Size([2]), Dtype: torch.float32\nOutput hash: 1.0"),
+        (
+            "s/op_0_mm",
+            "Shape: torch.Size([2]), Dtype: torch.float32\nOutput hash: 1.0",
+        ),
         ("i/op_0_mm", "Output hash: 1.0\nInput hashes: 1.0, 2.0"),
         ("h/op_0_add_", "Input hashes: 1.0"),
         ("n/op_0_mm", "Min: 1.0\nOutput hash: 1.0"),
     ]);
     let b = log(&[
-        ("s/op_0_mm", "Shape: torch.Size([2]), Dtype: torch.bfloat16\nOutput hash: 1.0"),
+        (
+            "s/op_0_mm",
+            "Shape: torch.Size([2]), Dtype: torch.bfloat16\nOutput hash: 1.0",
+        ),
         ("i/op_0_mm", "Output hash: 1.0\nInput hashes: 1.0, 2.1"),
         ("h/op_0_add_", "Input hashes: 1.0"),
         ("n/op_0_mm", "Min: 5.0\nOutput hash: 1.0"),
     ]);
     let m = match_tables(&a, &b, &MatchOptions::default());
     let st: Vec<_> = m.rows.iter().map(|r| r.status).collect();
-    assert_eq!(st, vec![Status::Diff, Status::Diff, Status::Match, Status::Match]);
+    assert_eq!(
+        st,
+        vec![Status::Diff, Status::Diff, Status::Match, Status::Match]
+    );
     let d = compare::stat_diffs(&a, 3, &b, 3);
     assert_eq!(d[2], Some(0.8));
     assert_eq!(compare::stat_diffs(&a, 0, &b, 0)[0], Some(1.0));
     // stats gate when asked
     let opts = MatchOptions {
-        compare: CompareOptions { stats: Some(Tolerance { rtol: 1e-3, atol: 0.0 }), ..Default::default() },
+        compare: CompareOptions {
+            stats: Some(Tolerance {
+                rtol: 1e-3,
+                atol: 0.0,
+            }),
+            ..Default::default()
+        },
         ..Default::default()
     };
     let m = match_tables(&a, &b, &opts);
@@ -112,8 +184,14 @@ fn status_rules() {
 
 #[test]
 fn self_compare_all_match_and_swap_mirrors() {
-    let a = log(&[("a/op_0_mm", "Output hash: 1.0"), ("b/op_0_mm", "Output hash: 2.0")]);
-    let b = log(&[("b/op_0_mm", "Output hash: 2.0"), ("c/op_0_mm", "Output hash: 3.0")]);
+    let a = log(&[
+        ("a/op_0_mm", "Output hash: 1.0"),
+        ("b/op_0_mm", "Output hash: 2.0"),
+    ]);
+    let b = log(&[
+        ("b/op_0_mm", "Output hash: 2.0"),
+        ("c/op_0_mm", "Output hash: 3.0"),
+    ]);
     let m = match_tables(&a, &a, &MatchOptions::default());
     assert!(m.rows.iter().all(|r| r.status == Status::Match));
     let ab = match_tables(&a, &b, &MatchOptions::default());

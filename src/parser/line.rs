@@ -188,7 +188,10 @@ mod tests {
         );
         assert_eq!(
             field("  Shape: torch.Size([2, 3]), Dtype: torch.float32"),
-            Some((Field::Shape, "torch.Size([2, 3]), Dtype: torch.float32".into()))
+            Some((
+                Field::Shape,
+                "torch.Size([2, 3]), Dtype: torch.float32".into()
+            ))
         );
         assert_eq!(field("Min: 1.0"), None, "no leading whitespace");
         assert_eq!(field("  Mean:"), None);
@@ -204,12 +207,18 @@ mod tests {
             field("  Input producers: ;;"),
             Some((Field::InputProducers, ";;".into()))
         );
-        assert_eq!(field("  Phase: backward"), Some((Field::Phase, "backward".into())));
+        assert_eq!(
+            field("  Phase: backward"),
+            Some((Field::Phase, "backward".into()))
+        );
         assert_eq!(
             field("xx Output hash: 1, 2"),
             Some((Field::OutputHash, "1, 2".into()))
         );
-        assert_eq!(field("  Input hashes:"), Some((Field::InputHashes, "".into())));
+        assert_eq!(
+            field("  Input hashes:"),
+            Some((Field::InputHashes, "".into()))
+        );
     }
 
     #[test]

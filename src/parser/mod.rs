@@ -193,7 +193,11 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
             }
         }
         match classify(line) {
-            LineKind::Key { start: ks, end: ke, closed } => {
+            LineKind::Key {
+                start: ks,
+                end: ke,
+                closed,
+            } => {
                 in_block = true;
                 seen = 0;
                 p.block_start.push(pos as u64);

@@ -82,7 +82,11 @@ pub fn py_float(text: &[u8]) -> Option<f64> {
             if b != b'_' {
                 if n == buf.len() {
                     // Very long literals: rare enough to allocate.
-                    let s: String = body.iter().filter(|b| **b != b'_').map(|b| *b as char).collect();
+                    let s: String = body
+                        .iter()
+                        .filter(|b| **b != b'_')
+                        .map(|b| *b as char)
+                        .collect();
                     return s.parse::<f64>().ok().map(|v| if neg { -v } else { v });
                 }
                 buf[n] = b;

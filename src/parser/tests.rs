@@ -51,7 +51,10 @@ fn parses_every_field_and_the_header() {
     assert_eq!(t.field(0, Field::Max), b"4.321000e+00");
     assert_eq!(t.field(0, Field::Mean), b"1.000000e-03");
     assert_eq!(t.field(0, Field::OutputHash), b"5.432100e+03");
-    assert_eq!(t.field(0, Field::InputHashes), b"1.000000e+03, 2.000000e+03");
+    assert_eq!(
+        t.field(0, Field::InputHashes),
+        b"1.000000e+03, 2.000000e+03"
+    );
     assert_eq!(
         t.field(0, Field::InputProducers),
         b"layers.0.attention_norm/op_0_mul;"
@@ -165,7 +168,10 @@ fn duplicate_keys_are_listed_with_lines() {
     let s = "[a/op_0_mm]\n  Output hash: 1\n\n[b/op_0_mm]\n\n[a/op_0_mm]\n  Output hash: 2\n";
     let t = table(s);
     assert_eq!(t.len(), 3);
-    assert_eq!(duplicate_keys(&t), vec![("a/op_0_mm".to_string(), vec![1, 6])]);
+    assert_eq!(
+        duplicate_keys(&t),
+        vec![("a/op_0_mm".to_string(), vec![1, 6])]
+    );
 }
 
 fn assert_same(a: &OpTable, b: &OpTable) {

@@ -99,7 +99,10 @@ pub struct RankReport;
 
 impl RankReport {
     /// Writes the result pages of `rc` into `opts.out_dir` and summarises it.
-    pub fn write(rc: &RankComparison<'_>, opts: &ReportOptions) -> Result<RankSummary, ReportError> {
+    pub fn write(
+        rc: &RankComparison<'_>,
+        opts: &ReportOptions,
+    ) -> Result<RankSummary, ReportError> {
         let mut s = RankSummary::build(rc, opts);
         s.pages = html::write_rank_pages(rc, &s, opts)?;
         Ok(s)

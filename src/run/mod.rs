@@ -1,10 +1,14 @@
 //! Runs and ranks: finding the `rank_N_activations.log` files of a run (one
 //! file, or a folder of them) and pairing the ranks of two runs by number.
 //!
-//! The per-rank pipeline (parse both logs → match → report) is driven from
-//! [`crate::report::compare_runs`]; this module only says which files meet.
+//! [`pipeline`] drives the stages for every rank pair: parse both logs →
+//! match → report, ranks in parallel, then the index and the exit status.
+
+pub mod pipeline;
 
 use std::path::{Path, PathBuf};
+
+pub use pipeline::{compare_runs, CompareConfig, Outcome};
 
 /// Errors locating the logs of a run.
 #[derive(Debug, thiserror::Error)]
@@ -126,8 +130,14 @@ pub fn parse_rank_map(entries: &[String]) -> Result<Vec<(u32, u32)>, RunError> {
             let (a, b) = e
                 .split_once(':')
                 .ok_or_else(|| RunError::RankMap(e.to_string()))?;
-            let a = a.trim().parse().map_err(|_| RunError::RankMap(e.to_string()))?;
-            let b = b.trim().parse().map_err(|_| RunError::RankMap(e.to_string()))?;
+            let a = a
+                .trim()
+                .parse()
+                .map_err(|_| RunError::RankMap(e.to_string()))?;
+            let b = b
+                .trim()
+                .parse()
+                .map_err(|_| RunError::RankMap(e.to_string()))?;
             Ok((a, b))
         })
         .collect()
@@ -195,7 +205,10 @@ mod tests {
     #[test]
     fn ranks_pair_by_number_and_map() {
         let p = plan(&run(&[0, 1, 2, 10]), &run(&[0, 1, 2, 3]), &[]);
-        assert_eq!(p.pairs.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(
+            p.pairs.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
         assert_eq!((p.only1.clone(), p.only2.clone()), (vec![10], vec![3]));
         let m = parse_rank_map(&["10:3".into()]).unwrap();
         let p = plan(&run(&[0, 1, 2, 10]), &run(&[0, 1, 2, 3]), &m);

@@ -1,0 +1,406 @@
+//! The compare pipeline: for every rank pair, parse both logs, match them and
+//! write the rank's report pages, ranks in parallel on a rayon pool; then the
+//! index, `summary.json`, the `--rows` file and the exit status.
+//!
+//! Input problems of one rank (an empty log, a log without ops, duplicate
+//! keys) are collected as errors and never abort the other ranks.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+
+use super::{plan, RunError, RunInput};
+use crate::exit_codes;
+use crate::matcher::{self, MatchOptions};
+use crate::parser::{self, duplicate_keys, Field, OpTable};
+use crate::report::{self, RankComparison, RankReport, RankSummary, ReportOptions, Summary};
+
+/// Everything `actdiff compare` needs, already parsed from the command line.
+#[derive(Clone, Debug, Default)]
+pub struct CompareConfig {
+    /// Run 1: a log file or a folder of rank logs.
+    pub run1: PathBuf,
+    /// Run 2: a log file or a folder of rank logs.
+    pub run2: PathBuf,
+    /// Report folder, names, page size.
+    pub report: ReportOptions,
+    /// Overrides and tolerances.
+    pub matching: MatchOptions,
+    /// Where to write every result row as JSON Lines, if anywhere.
+    pub rows: Option<PathBuf>,
+    /// `(run-1 rank, run-2 rank)` pairs that replace pairing by number.
+    pub rank_map: Vec<(u32, u32)>,
+    /// Exit 1 instead of 3 on truncated logs and header count mismatches.
+    pub allow_incomplete: bool,
+    /// Keep duplicate keys (paired by occurrence) instead of exiting 2.
+    pub allow_duplicates: bool,
+    /// Worker threads (`None`: one per core).
+    pub jobs: Option<usize>,
+    /// No progress bars.
+    pub quiet: bool,
+}
+
+/// What a comparison produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The summary written to `summary.json` (also when some ranks failed).
+    pub summary: Summary,
+    /// Input errors, one message per problem, naming the file.
+    pub errors: Vec<String>,
+    /// Warnings for stderr.
+    pub warnings: Vec<String>,
+}
+
+impl Outcome {
+    /// The exit status (see [`crate::exit_codes`]).
+    pub fn exit_status(&self) -> i32 {
+        self.summary.exit_status
+    }
+}
+
+/// Errors that stop the whole comparison before any rank is compared.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// A run could not be located.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The report folder could not be written.
+    #[error(transparent)]
+    Report(#[from] report::ReportError),
+    /// The worker pool could not start.
+    #[error("cannot start {0} worker threads")]
+    Pool(usize),
+}
+
+/// Checks that a parsed log can be compared: not empty, has ops, has some
+/// comparable field. `side` is `run1` or `run2`.
+fn check_usable(t: &OpTable, side: &str, allow_duplicates: bool) -> Result<(), String> {
+    let path = t.path().display();
+    if t.bytes().is_empty() {
+        return Err(format!("{path}: {side} is empty (0 bytes)"));
+    }
+    if t.is_empty() {
+        let what = if t.header().total.is_some() {
+            format!("{side} has no ops (header only)")
+        } else {
+            format!("{side}: no op blocks parsed; is this an activation log?")
+        };
+        return Err(format!("{path}:1:1: {what}"));
+    }
+    let comparable = Field::ALL[1..]
+        .iter()
+        .filter(|f| !matches!(f, Field::Location | Field::InputProducers | Field::Phase))
+        .any(|f| t.schema().contains(*f));
+    if !comparable {
+        return Err(format!(
+            "{path}:{}:1: {side}: no comparable fields (no Shape, stats or hashes in any block)",
+            t.line(0)
+        ));
+    }
+    if !allow_duplicates {
+        if let Some((k, lines)) = duplicate_keys(t).first() {
+            let l: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            return Err(format!(
+                "{path}:{}:1: {side}: duplicate key {k} at lines {} (use --allow-duplicates to keep both and pair by occurrence)",
+                lines[0],
+                l.join(" and ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn parse_side(path: &Path) -> Result<OpTable, String> {
+    parser::parse_path(path).map_err(|e| e.to_string())
+}
+
+struct RankDone {
+    summary: Option<RankSummary>,
+    errors: Vec<String>,
+    warnings: Vec<String>,
+    rows_tmp: Option<PathBuf>,
+}
+
+fn warnings_of(t: &OpTable, side: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let path = t.path().display();
+    for (kind, label, n) in t.warning_counts() {
+        let first = t.warnings().iter().find(|w| w.kind == *kind);
+        let at = first
+            .map(|w| format!("{path}:{}:{}", w.line, w.column))
+            .unwrap_or_else(|| path.to_string());
+        let msg = first.map(|w| w.message.as_str()).unwrap_or("");
+        let what = match kind {
+            parser::WarningKind::UnknownField => {
+                format!("{n} unknown field line(s) `{label}` ignored")
+            }
+            _ => msg.to_string(),
+        };
+        out.push(format!("{at}: {side}: {what}"));
+    }
+    out
+}
+
+fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfig) -> RankDone {
+    let mut done = RankDone {
+        summary: None,
+        errors: Vec::new(),
+        warnings: Vec::new(),
+        rows_tmp: None,
+    };
+    let (t1, t2) = rayon::join(|| parse_side(p1), || parse_side(p2));
+    let (t1, t2) = match (t1, t2) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => {
+            done.errors.extend(a.err());
+            done.errors.extend(b.err());
+            return done;
+        }
+    };
+    for (t, side) in [(&t1, "run1"), (&t2, "run2")] {
+        if let Err(e) = check_usable(t, side, cfg.allow_duplicates) {
+            done.errors.push(e);
+        }
+        done.warnings.extend(warnings_of(t, side));
+    }
+    if !done.errors.is_empty() {
+        return done;
+    }
+    let one1 = t1.schema().minus(t2.schema());
+    let one2 = t2.schema().minus(t1.schema());
+    if !one1.is_empty() || !one2.is_empty() {
+        let names = |v: &[Field]| {
+            let s: Vec<&str> = v.iter().map(|f| f.label()).collect();
+            if s.is_empty() {
+                "none".to_string()
+            } else {
+                s.join(", ")
+            }
+        };
+        done.warnings.push(format!(
+            "rank {rank1}: fields not on both sides are not compared: run1-only: {}; run2-only: {}",
+            names(&one1),
+            names(&one2)
+        ));
+    }
+    let m = matcher::match_tables(&t1, &t2, &cfg.matching);
+    for (k, v) in &m.unused_overrides {
+        done.warnings.push(format!(
+            "rank {rank1}: unused override `{k}, {v}` (no run1 row `{k}` paired with a run2 row `{v}`)"
+        ));
+    }
+    let rc = RankComparison {
+        rank1,
+        rank2,
+        t1: &t1,
+        t2: &t2,
+        matches: &m,
+    };
+    match RankReport::write(&rc, &cfg.report) {
+        Ok(s) => done.summary = Some(s),
+        Err(e) => done.errors.push(e.to_string()),
+    }
+    if cfg.rows.is_some() {
+        let tmp = cfg
+            .report
+            .out_dir
+            .join(format!(".rows-rank{rank1}.jsonl.tmp"));
+        let res = File::create(&tmp).and_then(|f| {
+            let mut w = BufWriter::new(f);
+            report::rows::write_rows(&rc, &mut w)?;
+            w.flush()
+        });
+        match res {
+            Ok(()) => done.rows_tmp = Some(tmp),
+            Err(e) => done.errors.push(format!("{}: {e}", tmp.display())),
+        }
+    }
+    done
+}
+
+/// Default display name of a run: the folder name, or for a single
+/// `rank_N_activations.log` file, the name of the folder holding it.
+pub fn default_name(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    if super::rank_of_file_name(&name).is_some() {
+        if let Some(parent) = path.parent().and_then(|p| p.file_name()) {
+            return parent.to_string_lossy().into_owned();
+        }
+    }
+    name
+}
+
+/// Compares two runs end to end and writes the report.
+///
+/// Errors: only problems that stop everything (a run path missing, a folder
+/// without logs, the report folder unwritable). Per-rank input errors are in
+/// [`Outcome::errors`] and make the exit status 2.
+pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
+    let in1 = RunInput::discover(&cfg.run1)?;
+    let in2 = RunInput::discover(&cfg.run2)?;
+    let plan = plan(&in1, &in2, &cfg.rank_map);
+    let out = &cfg.report.out_dir;
+    std::fs::create_dir_all(out).map_err(|e| report::ReportError::io(out, e))?;
+
+    let bar = if cfg.quiet || plan.pairs.len() < 2 {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(plan.pairs.len() as u64);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{spinner} ranks {pos}/{len} {wide_bar} {per_sec} eta {eta}",
+            )
+            .expect("valid template"),
+        );
+        b
+    };
+    let work = || -> Vec<RankDone> {
+        plan.pairs
+            .par_iter()
+            .map(|(a, pa, b, pb)| {
+                let d = compare_rank(*a, pa, *b, pb, cfg);
+                bar.inc(1);
+                d
+            })
+            .collect()
+    };
+    let done = match cfg.jobs {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .map_err(|_| PipelineError::Pool(n))?
+            .install(work),
+        None => work(),
+    };
+    bar.finish_and_clear();
+
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    let mut ranks = Vec::new();
+    let mut rows_tmp = Vec::new();
+    for d in done {
+        errors.extend(d.errors);
+        warnings.extend(d.warnings);
+        ranks.extend(d.summary);
+        rows_tmp.extend(d.rows_tmp);
+    }
+    if let Some(rows) = &cfg.rows {
+        let res = File::create(rows).and_then(|f| {
+            let mut w = BufWriter::new(f);
+            for tmp in &rows_tmp {
+                std::io::copy(&mut File::open(tmp)?, &mut w)?;
+            }
+            w.flush()
+        });
+        for tmp in &rows_tmp {
+            let _ = std::fs::remove_file(tmp);
+        }
+        if let Err(e) = res {
+            errors.push(format!("{}: {e}", rows.display()));
+        }
+    }
+
+    let counts = Summary::total_counts(&ranks);
+    let (exit_status, verdict) = verdict(&ranks, &plan.only1, &plan.only2, &errors, cfg);
+    let summary = Summary {
+        schema_version: report::summary::SCHEMA_VERSION,
+        tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
+        name1: cfg.report.name1.clone(),
+        name2: cfg.report.name2.clone(),
+        path1: cfg.report.path1.clone(),
+        path2: cfg.report.path2.clone(),
+        counts,
+        ranks,
+        ranks_only1: plan.only1.clone(),
+        ranks_only2: plan.only2.clone(),
+        exit_status,
+        verdict,
+    };
+    report::write_index(&summary, &cfg.report)?;
+    Ok(Outcome {
+        summary,
+        errors,
+        warnings,
+    })
+}
+
+/// The exit status and one line per reason, by the contract in
+/// [`crate::exit_codes`]: input errors (2) before incomplete input (3)
+/// before divergence (1).
+fn verdict(
+    ranks: &[RankSummary],
+    only1: &[u32],
+    only2: &[u32],
+    errors: &[String],
+    cfg: &CompareConfig,
+) -> (i32, Vec<String>) {
+    let mut lines = Vec::new();
+    let mut status = exit_codes::OK;
+    if !errors.is_empty() {
+        lines.push(format!("input error: {}", errors.join("; ")));
+        status = exit_codes::INPUT_ERROR;
+    }
+    if ranks.is_empty() && errors.is_empty() {
+        lines.push("nothing compared: no rank is present in both runs".into());
+        status = exit_codes::INPUT_ERROR;
+    }
+    let incomplete: Vec<String> = ranks
+        .iter()
+        .flat_map(|r| {
+            let side = |s: &report::summary::SideSummary, n: &str| {
+                s.incomplete
+                    .iter()
+                    .map(|x| format!("rank {} {n} ({}) {x}", r.rank, s.path))
+                    .collect::<Vec<_>>()
+            };
+            let mut v = side(&r.run1, "run1");
+            v.extend(side(&r.run2, "run2"));
+            v
+        })
+        .collect();
+    if !incomplete.is_empty() {
+        for i in &incomplete {
+            lines.push(format!("incomplete input: {i}"));
+        }
+        if status == exit_codes::OK && !cfg.allow_incomplete {
+            status = exit_codes::INCOMPLETE;
+        }
+    }
+    let c = Summary::total_counts(ranks);
+    if c.diverging() > 0 {
+        lines.push(format!(
+            "diverged: {} diff, {} only in {}, {} only in {}",
+            c.diff, c.only1, cfg.report.name1, c.only2, cfg.report.name2
+        ));
+    }
+    if !only1.is_empty() || !only2.is_empty() {
+        lines.push(format!(
+            "ranks on one side only: {} only in {}, {} only in {}",
+            fmt_ranks(only1),
+            cfg.report.name1,
+            fmt_ranks(only2),
+            cfg.report.name2
+        ));
+    }
+    if status == exit_codes::OK && (c.diverging() > 0 || !only1.is_empty() || !only2.is_empty()) {
+        status = exit_codes::DIVERGED;
+    }
+    if status == exit_codes::OK {
+        lines.push(format!("no divergence: {} rows match", c.matched));
+    }
+    (status, lines)
+}
+
+fn fmt_ranks(r: &[u32]) -> String {
+    if r.is_empty() {
+        return "none".into();
+    }
+    let v: Vec<String> = r.iter().map(|x| x.to_string()).collect();
+    format!("[{}]", v.join(", "))
+}
