@@ -6,8 +6,10 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use crate::exit_codes;
+use crate::matcher::compare::Tolerance;
+use crate::matcher::policy::{self, Policy, F32_MIN_NORMAL};
 use crate::matcher::{MatchOptions, Overrides};
-use crate::report::{terminal, ReportOptions};
+use crate::report::{junit, terminal, ReportOptions};
 use crate::run::{self, CompareConfig};
 
 /// Find where two deep-learning training runs stop agreeing numerically.
@@ -66,6 +68,116 @@ pub struct CompareArgs {
     /// No progress bars and no terminal summary (errors and warnings still go to stderr).
     #[arg(short, long)]
     pub quiet: bool,
+    /// Relative tolerance on hashes and stats (setting it makes the stats gate too).
+    #[arg(long, value_name = "X")]
+    pub rtol: Option<f64>,
+    /// Absolute tolerance on hashes and stats (setting it makes the stats gate too).
+    #[arg(long, value_name = "Y")]
+    pub atol: Option<f64>,
+    /// Every difference counts: rtol 0, atol 0, stats gate.
+    #[arg(long, conflicts_with_all = ["rtol", "atol"])]
+    pub bitwise: bool,
+    /// NaN against NaN is a difference (default: equal, as in the reference).
+    #[arg(long)]
+    pub nan_is_diff: bool,
+    /// Looser default tolerances for low-precision dtypes (bfloat16 rel 1e-2, float16 rel 1e-3, float8 rel 1.25e-1).
+    #[arg(long)]
+    pub dtype_tolerance: bool,
+    /// Show rows of this op name but never let them gate (repeatable).
+    #[arg(long = "ignore-op", value_name = "OP")]
+    pub ignore_ops: Vec<String>,
+    /// Ordered tolerance rules, one `<key regex> rel <= X or abs <= Y` per line.
+    #[arg(long, value_name = "RULES.txt")]
+    pub rules: Option<PathBuf>,
+    /// Every row must match a rule (exit 2 naming the first that does not).
+    #[arg(long)]
+    pub rules_exhaustive: bool,
+    /// Config file with rules (default: ./actdiff.toml when present).
+    #[arg(long, value_name = "actdiff.toml")]
+    pub config: Option<PathBuf>,
+    /// Rules that match no row are an error (exit 2) instead of a warning.
+    #[arg(long)]
+    pub strict: bool,
+    /// Terminal output: a text summary, or the summary.json document on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Write JUnit XML (one test case per rank) to this file.
+    #[arg(long, value_name = "FILE.xml")]
+    pub junit: Option<PathBuf>,
+}
+
+/// Terminal output formats.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Human-readable summary.
+    Text,
+    /// The versioned JSON document also written to summary.json.
+    Json,
+}
+
+/// Builds the tolerance policy from the config file, rules file and flags.
+fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
+    let config = a.config.clone().or_else(|| {
+        let p = PathBuf::from("actdiff.toml");
+        p.is_file().then_some(p)
+    });
+    let mut p = match &config {
+        Some(c) => Policy::read_toml(c).map_err(|e| e.to_string())?,
+        None => Policy::default(),
+    };
+    if let Some(r) = &a.rules {
+        let text = std::fs::read_to_string(r).map_err(|e| format!("{}: {e}", r.display()))?;
+        let mut rules =
+            policy::parse_rules_text(&text, &r.display().to_string()).map_err(|e| e.to_string())?;
+        rules.append(&mut p.rules);
+        p.rules = rules;
+    }
+    if a.bitwise {
+        p.default.hash = Tolerance {
+            rtol: 0.0,
+            atol: 0.0,
+        };
+        p.default.stats = Some(p.default.hash);
+    } else if a.rtol.is_some() || a.atol.is_some() {
+        for (name, v) in [("--rtol", a.rtol), ("--atol", a.atol)] {
+            if let Some(v) = v {
+                if !(v >= 0.0) {
+                    return Err(format!(
+                        "{name} {v}: tolerances must be non-negative numbers"
+                    ));
+                }
+            }
+        }
+        p.default.hash = Tolerance {
+            rtol: a.rtol.unwrap_or(Tolerance::REFERENCE.rtol),
+            atol: a.atol.unwrap_or(F32_MIN_NORMAL),
+        };
+        p.default.stats = Some(p.default.hash);
+    }
+    if a.nan_is_diff {
+        p.default.nan_equal = false;
+    }
+    if a.dtype_tolerance {
+        for (d, rtol) in [
+            ("bfloat16", 1e-2),
+            ("float16", 1e-3),
+            ("float8_e4m3fn", 1.25e-1),
+            ("float8_e5m2", 2.5e-1),
+        ] {
+            if !p.dtype.iter().any(|(n, _)| n == d) {
+                p.dtype.push((
+                    d.to_string(),
+                    Tolerance {
+                        rtol,
+                        atol: F32_MIN_NORMAL,
+                    },
+                ));
+            }
+        }
+    }
+    p.ignore_ops.extend(a.ignore_ops.iter().cloned());
+    p.exhaustive = a.rules_exhaustive;
+    Ok(p)
 }
 
 /// Runs the command line and returns the exit status.
@@ -105,6 +217,13 @@ fn compare(a: CompareArgs) -> i32 {
             }
         }
     }
+    matching.policy = match build_policy(&a) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit_codes::INPUT_ERROR;
+        }
+    };
     let rank_map = match run::parse_rank_map(&a.rank_map) {
         Ok(m) => m,
         Err(e) => {
@@ -134,6 +253,7 @@ fn compare(a: CompareArgs) -> i32 {
         allow_duplicates: a.allow_duplicates,
         jobs: a.jobs,
         quiet: a.quiet,
+        strict: a.strict,
     };
     match run::compare_runs(&cfg) {
         Ok(outcome) => {
@@ -143,12 +263,27 @@ fn compare(a: CompareArgs) -> i32 {
             for e in &outcome.errors {
                 eprintln!("error: {e}");
             }
-            if !a.quiet {
-                let index = cfg.report.out_dir.join("index.html");
-                print!(
+            if let Some(j) = &a.junit {
+                let res = std::fs::File::create(j)
+                    .and_then(|f| junit::write_junit(&outcome.summary, std::io::BufWriter::new(f)));
+                if let Err(e) = res {
+                    eprintln!("error: {}: {e}", j.display());
+                    return exit_codes::INPUT_ERROR;
+                }
+            }
+            match a.format {
+                Format::Json => println!(
                     "{}",
-                    terminal::render(&outcome.summary, &index.display().to_string())
-                );
+                    serde_json::to_string_pretty(&outcome.summary).expect("summary serialises")
+                ),
+                Format::Text if !a.quiet => {
+                    let index = cfg.report.out_dir.join("index.html");
+                    print!(
+                        "{}",
+                        terminal::render(&outcome.summary, &index.display().to_string())
+                    );
+                }
+                Format::Text => {}
             }
             outcome.exit_status()
         }

@@ -335,37 +335,100 @@ pub fn stats_agree(
     })
 }
 
-/// Whether two paired rows agree: Shape text equal, Output hash and Input
-/// hashes agreeing under `opts.hash`, and, when `opts.stats` is set, the
-/// stats too. With the defaults this is the reference's status rule.
-pub fn rows_agree(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize, opts: &CompareOptions) -> bool {
-    if t1.field(r1, Field::Shape) != t2.field(r2, Field::Shape) {
-        return false;
-    }
-    let out = compare_hashes(
-        t1.field(r1, Field::OutputHash),
-        t2.field(r2, Field::OutputHash),
-        opts.hash,
-        opts.nan_equal,
-    );
-    if !out.agrees {
-        return false;
-    }
-    if opts.gate_inputs {
-        let inp = compare_hashes(
+/// Whether the outputs of two paired rows agree: Shape text equal and the
+/// Output hash lists agreeing under `opts.hash`.
+pub fn output_agrees(
+    t1: &OpTable,
+    r1: usize,
+    t2: &OpTable,
+    r2: usize,
+    opts: &CompareOptions,
+) -> bool {
+    t1.field(r1, Field::Shape) == t2.field(r2, Field::Shape)
+        && compare_hashes(
+            t1.field(r1, Field::OutputHash),
+            t2.field(r2, Field::OutputHash),
+            opts.hash,
+            opts.nan_equal,
+        )
+        .agrees
+}
+
+/// Whether the rest of two paired rows agrees: Input hashes (when
+/// `opts.gate_inputs`) and, when `opts.stats` is set, the stats.
+pub fn rest_agrees(
+    t1: &OpTable,
+    r1: usize,
+    t2: &OpTable,
+    r2: usize,
+    opts: &CompareOptions,
+) -> bool {
+    if opts.gate_inputs
+        && !compare_hashes(
             t1.field(r1, Field::InputHashes),
             t2.field(r2, Field::InputHashes),
             opts.hash,
             opts.nan_equal,
-        );
-        if !inp.agrees {
-            return false;
-        }
+        )
+        .agrees
+    {
+        return false;
     }
     match opts.stats {
         Some(tol) => stats_agree(t1, r1, t2, r2, tol, opts.nan_equal),
         None => true,
     }
+}
+
+/// Whether two paired rows agree: Shape text equal, Output hash and Input
+/// hashes agreeing under `opts.hash`, and, when `opts.stats` is set, the
+/// stats too. With the defaults this is the reference's status rule.
+pub fn rows_agree(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize, opts: &CompareOptions) -> bool {
+    output_agrees(t1, r1, t2, r2, opts) && rest_agrees(t1, r1, t2, r2, opts)
+}
+
+/// Whether a row's stats or Output hash hold a NaN or an infinity.
+pub fn non_finite(t: &OpTable, r: usize) -> bool {
+    [
+        Field::L1Norm,
+        Field::L2Norm,
+        Field::Min,
+        Field::Max,
+        Field::Mean,
+        Field::OutputHash,
+    ]
+    .iter()
+    .any(|f| {
+        let v = t.field(r, *f);
+        // `%.6e` numbers hold no `n`/`N`; only then look closer.
+        memchr::memchr2(b'n', b'N', v).is_some()
+            && split_tokens(v).any(|tok| token_number(tok).is_some_and(|x| !x.is_finite()))
+    })
+}
+
+/// 0-based positions where two hash lists disagree under `tol` (a length
+/// mismatch makes every position past the shorter list disagree).
+pub fn differing_positions(a: &[u8], b: &[u8], tol: Tolerance, nan_equal: bool) -> Vec<usize> {
+    let (a, b) = (trim(a), trim(b));
+    if a == b && (nan_equal || !contains_nan(a)) {
+        return Vec::new();
+    }
+    let ta: Vec<&[u8]> = if a.is_empty() {
+        vec![]
+    } else {
+        split_tokens(a).collect()
+    };
+    let tb: Vec<&[u8]> = if b.is_empty() {
+        vec![]
+    } else {
+        split_tokens(b).collect()
+    };
+    (0..ta.len().max(tb.len()))
+        .filter(|&i| match (ta.get(i), tb.get(i)) {
+            (Some(x), Some(y)) => !compare_token(x, y, tol, nan_equal).1,
+            _ => true,
+        })
+        .collect()
 }
 
 #[cfg(test)]

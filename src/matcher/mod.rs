@@ -14,9 +14,11 @@
 //! assert_eq!(m.counts().diff, 1);
 //! ```
 
+pub mod cause;
 pub mod compare;
 pub mod keys;
 pub mod overrides;
+pub mod policy;
 
 use std::hash::Hash;
 
@@ -26,6 +28,7 @@ use rayon::prelude::*;
 use crate::parser::{Field, OpTable};
 pub use compare::{CompareOptions, Tolerance};
 pub use overrides::Overrides;
+pub use policy::{Policy, RowPolicy, Source};
 
 /// Marker for "no row".
 pub const NO_ROW: u32 = u32::MAX;
@@ -106,6 +109,17 @@ impl Strategy {
     }
 }
 
+/// Row flag: ignored by `--ignore-op` or a rule; shown, never gating.
+pub const ROW_IGNORED: u8 = 1;
+/// Row flag: output of an asynchronous collective captured before it completed.
+pub const ROW_UNSYNCED: u8 = 2;
+/// Row flag: run 1's stats or Output hash hold NaN or Inf.
+pub const ROW_NONFINITE1: u8 = 4;
+/// Row flag: run 2's stats or Output hash hold NaN or Inf.
+pub const ROW_NONFINITE2: u8 = 8;
+/// Row flag: the output itself differs (Shape text or Output hash beyond tolerance).
+pub const ROW_OUT_DIFF: u8 = 16;
+
 /// One result row: a pair, or a row of one side only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatchRow {
@@ -117,9 +131,23 @@ pub struct MatchRow {
     pub status: Status,
     /// The pass that paired it.
     pub strategy: Strategy,
+    /// `ROW_*` flags.
+    pub flags: u8,
+    /// Where the row's tolerance came from.
+    pub source: Source,
 }
 
 impl MatchRow {
+    /// Whether the row counts against the exit status: `diff`, `only1` or
+    /// `only2`, and neither ignored nor an unsynced collective.
+    pub fn gates(&self) -> bool {
+        matches!(self.status, Status::Diff | Status::Only1 | Status::Only2)
+            && self.flags & (ROW_IGNORED | ROW_UNSYNCED) == 0
+    }
+    /// Whether a `ROW_*` flag is set.
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
     /// Run 1's row index, if any.
     pub fn r1(&self) -> Option<usize> {
         (self.row1 != NO_ROW).then_some(self.row1 as usize)
@@ -144,9 +172,28 @@ pub struct Counts {
     pub only2: u64,
     /// Paired with a truncated block (no verdict).
     pub truncated: u64,
+    /// Diverging rows that gate the exit status.
+    pub gating: u64,
+    /// Diverging rows not gating because they are ignored.
+    pub ignored: u64,
+    /// Diverging rows not gating because they are unsynced collectives.
+    pub unsynced: u64,
 }
 
 impl Counts {
+    /// Adds one result row, with its gating class.
+    pub fn add_row(&mut self, r: &MatchRow) {
+        self.add(r.status);
+        if r.gates() {
+            self.gating += 1;
+        } else if matches!(r.status, Status::Diff | Status::Only1 | Status::Only2) {
+            if r.has(ROW_IGNORED) {
+                self.ignored += 1;
+            } else {
+                self.unsynced += 1;
+            }
+        }
+    }
     /// Adds one row of `s`.
     pub fn add(&mut self, s: Status) {
         match s {
@@ -164,6 +211,9 @@ impl Counts {
         self.only1 += o.only1;
         self.only2 += o.only2;
         self.truncated += o.truncated;
+        self.gating += o.gating;
+        self.ignored += o.ignored;
+        self.unsynced += o.unsynced;
     }
     /// All rows.
     pub fn total(&self) -> u64 {
@@ -194,8 +244,8 @@ pub struct StrategyCounts {
 pub struct MatchOptions {
     /// Manual pairs (pass 0).
     pub overrides: Overrides,
-    /// How paired rows are judged.
-    pub compare: CompareOptions,
+    /// How rows are judged: tolerances, rules, ignored and unsynced ops.
+    pub policy: Policy,
 }
 
 /// The matcher's output for one rank: result rows in the reference's order —
@@ -209,6 +259,12 @@ pub struct MatchTable {
     strategies: StrategyCounts,
     /// Side-1 keys of override pairs that paired nothing (absent key or target).
     pub unused_overrides: Vec<(String, String)>,
+    /// Rows judged by each rule of the policy, by rule index.
+    pub rule_hits: Vec<u64>,
+    /// Root cause class of each `diff` row (indexed like `rows`).
+    pub cause_kinds: Vec<Option<cause::CauseKind>>,
+    /// Origins, entries, first non-finite rows, largest difference.
+    pub causes: cause::RootCauses,
 }
 
 impl MatchTable {
@@ -226,6 +282,18 @@ impl MatchTable {
         self.rows
             .iter()
             .position(|r| matches!(r.status, Status::Diff | Status::Only1 | Status::Only2))
+    }
+    /// Index of the first gating row (see [`MatchRow::gates`]) of the given
+    /// phase, in result order.
+    pub fn first_gating(&self, t1: &OpTable, t2: &OpTable, backward: bool) -> Option<usize> {
+        self.rows.iter().position(|r| {
+            r.gates()
+                && match (r.r1(), r.r2()) {
+                    (Some(a), _) => t1.is_backward(a) == backward,
+                    (None, Some(b)) => t2.is_backward(b) == backward,
+                    _ => false,
+                }
+        })
     }
 }
 
@@ -352,11 +420,31 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
         |r| stats_key(t2, &fuzzy2, r),
     );
 
-    // Judge pairs in parallel; order is kept by the indexed collect.
+    // Judge rows in parallel; order is kept by the indexed collect.
+    let policy = &opts.policy;
+    let judge = |t: &OpTable, r: usize, backward_of: &OpTable| -> RowPolicy {
+        let _ = backward_of;
+        let key = t.key(r);
+        let (_, op) = keys::module_and_op(key);
+        policy.for_row(
+            key,
+            op,
+            t.is_backward(r),
+            policy::dtype_of(t.field(r, Field::Shape)),
+        )
+    };
+    let flags_of = |rp: &RowPolicy| {
+        (if rp.ignored { ROW_IGNORED } else { 0 }) | (if rp.unsynced { ROW_UNSYNCED } else { 0 })
+    };
     let mut rows: Vec<MatchRow> = (0..n1)
         .into_par_iter()
         .with_min_len(4096)
         .map(|r1| {
+            let rp = judge(t1, r1, t2);
+            let mut flags = flags_of(&rp);
+            if compare::non_finite(t1, r1) {
+                flags |= ROW_NONFINITE1;
+            }
             let r2 = pair1[r1];
             if r2 == NO_ROW {
                 return MatchRow {
@@ -364,11 +452,20 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
                     row2: NO_ROW,
                     status: Status::Only1,
                     strategy: Strategy::None,
+                    flags,
+                    source: rp.source,
                 };
             }
-            let status = if t1.is_truncated(r1) || t2.is_truncated(r2 as usize) {
+            let r2u = r2 as usize;
+            if compare::non_finite(t2, r2u) {
+                flags |= ROW_NONFINITE2;
+            }
+            if !compare::output_agrees(t1, r1, t2, r2u, &rp.opts) {
+                flags |= ROW_OUT_DIFF;
+            }
+            let status = if t1.is_truncated(r1) || t2.is_truncated(r2u) {
                 Status::Truncated
-            } else if compare::rows_agree(t1, r1, t2, r2 as usize, &opts.compare) {
+            } else if flags & ROW_OUT_DIFF == 0 && compare::rest_agrees(t1, r1, t2, r2u, &rp.opts) {
                 Status::Match
             } else {
                 Status::Diff
@@ -378,18 +475,33 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
                 row2: r2,
                 status,
                 strategy: strat1[r1],
+                flags,
+                source: rp.source,
             }
         })
         .collect();
-    rows.extend((0..n2).filter(|r| pair2[*r] == NO_ROW).map(|r2| MatchRow {
-        row1: NO_ROW,
-        row2: r2 as u32,
-        status: Status::Only2,
-        strategy: Strategy::None,
+    rows.extend((0..n2).filter(|r| pair2[*r] == NO_ROW).map(|r2| {
+        let rp = judge(t2, r2, t1);
+        let mut flags = flags_of(&rp);
+        if compare::non_finite(t2, r2) {
+            flags |= ROW_NONFINITE2;
+        }
+        MatchRow {
+            row1: NO_ROW,
+            row2: r2 as u32,
+            status: Status::Only2,
+            strategy: Strategy::None,
+            flags,
+            source: rp.source,
+        }
     }));
     let mut counts = Counts::default();
+    let mut rule_hits = vec![0u64; policy.rules.len()];
     for r in &rows {
-        counts.add(r.status);
+        counts.add_row(r);
+        if let Source::Rule(i) = r.source {
+            rule_hits[i as usize] += 1;
+        }
     }
     let mut unused = Vec::new();
     if !opts.overrides.is_empty() {
@@ -406,12 +518,19 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
             }
         }
     }
-    MatchTable {
+    let mut m = MatchTable {
         rows,
         counts,
         strategies: sc,
         unused_overrides: unused,
-    }
+        rule_hits,
+        cause_kinds: Vec::new(),
+        causes: Default::default(),
+    };
+    let (kinds, causes) = cause::analyse(t1, t2, &m, policy);
+    m.cause_kinds = kinds;
+    m.causes = causes;
+    m
 }
 
 #[cfg(test)]

@@ -169,11 +169,14 @@ fn status_rules() {
     assert_eq!(compare::stat_diffs(&a, 0, &b, 0)[0], Some(1.0));
     // stats gate when asked
     let opts = MatchOptions {
-        compare: CompareOptions {
-            stats: Some(Tolerance {
-                rtol: 1e-3,
-                atol: 0.0,
-            }),
+        policy: Policy {
+            default: CompareOptions {
+                stats: Some(Tolerance {
+                    rtol: 1e-3,
+                    atol: 0.0,
+                }),
+                ..Default::default()
+            },
             ..Default::default()
         },
         ..Default::default()
@@ -198,4 +201,76 @@ fn self_compare_all_match_and_swap_mirrors() {
     let ba = match_tables(&b, &a, &MatchOptions::default());
     assert_eq!(ab.counts().only1, ba.counts().only2);
     assert_eq!(ab.counts().only2, ba.counts().only1);
+}
+
+#[test]
+fn root_causes_follow_producers() {
+    // a: origin (inputs agree, output differs); b consumes a (inherited);
+    // c has a fresh differing input (entry); g is an unsynced collective and
+    // h consumes it (entry via collective); v links to a through its value.
+    let a = log(&[
+        ("a/op_0_mm", "Output hash: 1.0\nInput hashes: 5.0"),
+        (
+            "b/op_0_mul",
+            "Output hash: 2.0\nInput hashes: 1.0\nInput producers: a/op_0_mm",
+        ),
+        ("c/op_0_add", "Output hash: 3.0\nInput hashes: 7.0"),
+        (
+            "g/op_0__allgather_base_",
+            "Output hash: nan\nInput hashes: 1.0",
+        ),
+        (
+            "h/op_0_mm",
+            "Output hash: 4.0\nInput hashes: 9.0\nInput producers: g/op_0__allgather_base_",
+        ),
+        ("v/op_0_mm", "Output hash: 6.0\nInput hashes: 1.0"),
+    ]);
+    let b = log(&[
+        ("a/op_0_mm", "Output hash: 1.5\nInput hashes: 5.0"),
+        (
+            "b/op_0_mul",
+            "Output hash: 2.5\nInput hashes: 1.5\nInput producers: a/op_0_mm",
+        ),
+        ("c/op_0_add", "Output hash: 3.5\nInput hashes: 7.5"),
+        (
+            "g/op_0__allgather_base_",
+            "Output hash: 8.0\nInput hashes: 1.0",
+        ),
+        (
+            "h/op_0_mm",
+            "Output hash: 4.5\nInput hashes: 9.5\nInput producers: g/op_0__allgather_base_",
+        ),
+        ("v/op_0_mm", "Output hash: 6.5\nInput hashes: 1.5"),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    use cause::CauseKind::*;
+    assert_eq!(
+        m.cause_kinds,
+        vec![
+            Some(Origin),
+            Some(Inherited),
+            Some(Entry),
+            Some(Unsynced),
+            Some(ViaCollective),
+            Some(Inherited)
+        ]
+    );
+    let c = &m.causes;
+    assert_eq!(c.first_cause, Some(0));
+    assert_eq!(c.cause_count, 2);
+    assert_eq!(c.causes[0].inherited, 2);
+    assert_eq!(c.causes[0].chain, vec![1, 5]);
+    assert_eq!(c.causes[1].inputs, vec![0]);
+    assert_eq!(c.first_nonfinite1, Some(3));
+    assert_eq!(c.first_nonfinite2, None);
+    assert_eq!(c.first_nonfinite_one_sided, Some(3));
+    assert_eq!(
+        c.largest_diff.map(|(i, _)| i),
+        Some(0),
+        "1.0 vs 1.5 is the largest"
+    );
+    // the unsynced row is a diff but does not gate
+    assert!(!m.rows[3].gates());
+    assert_eq!(m.counts().unsynced, 1);
+    assert_eq!(m.counts().gating, 5);
 }

@@ -7,6 +7,7 @@
 //! ([`write_index`]), so memory does not grow with the number of ranks.
 
 pub mod html;
+pub mod junit;
 pub mod rows;
 pub mod summary;
 pub mod terminal;

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::{RankComparison, ReportOptions};
+use crate::matcher::cause::CauseKind;
 use crate::matcher::{Counts, MatchRow, Status, StrategyCounts};
 use crate::parser::{duplicate_keys, OpTable, WarningKind};
 
@@ -176,8 +177,85 @@ pub struct RankSummary {
     pub first_divergence: Option<RowRef>,
     /// Override pairs that paired nothing: `[run1 key, run2 key]`.
     pub unused_overrides: Vec<(String, String)>,
+    /// Where the divergence starts (origins and entries) and non-finite values.
+    pub root_causes: CausesSummary,
     /// The HTML pages of this rank.
     pub pages: Vec<PageRef>,
+}
+
+/// An origin or entry of a rank, for `summary.json` and the report.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CauseRef {
+    /// The row.
+    pub row: RowRef,
+    /// `origin`, `entry` or `via_collective`.
+    pub kind: CauseKind,
+    /// 0-based positions of the differing inputs.
+    pub inputs: Vec<usize>,
+    /// Number of inherited rows whose chain leads back here.
+    pub inherited: u64,
+    /// Keys of the first inherited rows, in dispatch order.
+    pub chain: Vec<String>,
+}
+
+/// Root-cause findings of one rank (see `matcher::cause`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct CausesSummary {
+    /// The first origin or entry: the op to look at first.
+    pub first_cause: Option<CauseRef>,
+    /// Origins, entries and entries via collective, in dispatch order (at most 50 here).
+    pub causes: Vec<CauseRef>,
+    /// Number of origins and entries.
+    pub cause_count: u64,
+    /// The rank's divergence only enters through unsynced collectives.
+    pub via_collective_only: bool,
+    /// For such a rank: the ranks with origins or entries of their own.
+    pub see_ranks: Vec<u32>,
+    /// First gating divergence in the forward phase (tolerance-aware).
+    pub first_divergence_forward: Option<RowRef>,
+    /// First gating divergence in the backward phase (tolerance-aware).
+    pub first_divergence_backward: Option<RowRef>,
+    /// First row whose run-1 values hold NaN or Inf.
+    pub first_nonfinite1: Option<RowRef>,
+    /// First row whose run-2 values hold NaN or Inf.
+    pub first_nonfinite2: Option<RowRef>,
+    /// First paired row non-finite on one side only.
+    pub first_nonfinite_one_sided: Option<RowRef>,
+    /// The `diff` row with the largest finite relative difference.
+    pub largest_diff: Option<RowRef>,
+    /// That difference.
+    pub largest_rel_diff: Option<f64>,
+}
+
+impl CausesSummary {
+    fn build(rc: &RankComparison<'_>, page_rows: usize) -> CausesSummary {
+        let c = &rc.matches.causes;
+        let r = |i: usize| RowRef::new(rc, i, page_rows);
+        let cref = |e: &crate::matcher::cause::CauseEntry| CauseRef {
+            row: r(e.index),
+            kind: e.kind,
+            inputs: e.inputs.clone(),
+            inherited: e.inherited,
+            chain: e.chain.iter().map(|i| r(*i).key().to_string()).collect(),
+        };
+        CausesSummary {
+            first_cause: c
+                .first_cause
+                .and_then(|i| c.causes.iter().find(|e| e.index == i))
+                .map(cref),
+            causes: c.causes.iter().take(50).map(cref).collect(),
+            cause_count: c.cause_count,
+            via_collective_only: c.via_collective_only,
+            see_ranks: Vec::new(),
+            first_divergence_forward: rc.matches.first_gating(rc.t1, rc.t2, false).map(r),
+            first_divergence_backward: rc.matches.first_gating(rc.t1, rc.t2, true).map(r),
+            first_nonfinite1: c.first_nonfinite1.map(r),
+            first_nonfinite2: c.first_nonfinite2.map(r),
+            first_nonfinite_one_sided: c.first_nonfinite_one_sided.map(r),
+            largest_diff: c.largest_diff.map(|(i, _)| r(i)),
+            largest_rel_diff: c.largest_diff.map(|(_, d)| d),
+        }
+    }
 }
 
 impl RankSummary {
@@ -197,12 +275,17 @@ impl RankSummary {
                 .first_divergence()
                 .map(|i| RowRef::new(rc, i, opts.page_rows)),
             unused_overrides: rc.matches.unused_overrides.clone(),
+            root_causes: CausesSummary::build(rc, opts.page_rows),
             pages: Vec::new(),
         }
     }
     /// Whether this rank has anything but `match` rows.
     pub fn diverged(&self) -> bool {
         self.counts.diverging() > 0
+    }
+    /// Whether this rank has rows that gate the exit status.
+    pub fn gates(&self) -> bool {
+        self.counts.gating > 0
     }
     /// Whether either side is incomplete (truncated or count mismatch).
     pub fn incomplete(&self) -> bool {
@@ -240,6 +323,20 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Points ranks whose divergence only enters via collectives at the
+    /// ranks that have origins or entries of their own.
+    pub fn link_collective_ranks(ranks: &mut [RankSummary]) {
+        let with_causes: Vec<u32> = ranks
+            .iter()
+            .filter(|r| r.root_causes.cause_count > 0)
+            .map(|r| r.rank)
+            .collect();
+        for r in ranks.iter_mut() {
+            if r.root_causes.via_collective_only {
+                r.root_causes.see_ranks = with_causes.clone();
+            }
+        }
+    }
     /// Counts over all ranks.
     pub fn total_counts(ranks: &[RankSummary]) -> Counts {
         let mut c = Counts::default();

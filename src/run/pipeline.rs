@@ -41,6 +41,8 @@ pub struct CompareConfig {
     pub jobs: Option<usize>,
     /// No progress bars.
     pub quiet: bool,
+    /// Rules that judged no row are an error (exit 2), not a warning.
+    pub strict: bool,
 }
 
 /// What a comparison produced.
@@ -118,6 +120,7 @@ fn parse_side(path: &Path) -> Result<OpTable, String> {
 }
 
 struct RankDone {
+    rule_hits: Vec<u64>,
     summary: Option<RankSummary>,
     errors: Vec<String>,
     warnings: Vec<String>,
@@ -146,6 +149,7 @@ fn warnings_of(t: &OpTable, side: &str) -> Vec<String> {
 
 fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfig) -> RankDone {
     let mut done = RankDone {
+        rule_hits: Vec::new(),
         summary: None,
         errors: Vec::new(),
         warnings: Vec::new(),
@@ -187,6 +191,23 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
         ));
     }
     let m = matcher::match_tables(&t1, &t2, &cfg.matching);
+    done.rule_hits = m.rule_hits.clone();
+    if cfg.matching.policy.exhaustive {
+        if let Some(r) = m
+            .rows
+            .iter()
+            .find(|r| !matches!(r.source, matcher::Source::Rule(_)))
+        {
+            let key = match (r.r1(), r.r2()) {
+                (Some(a), _) => t1.key_str(a).into_owned(),
+                (None, Some(b)) => t2.key_str(b).into_owned(),
+                _ => String::new(),
+            };
+            done.errors.push(format!(
+                "rank {rank1}: no rule matches {key} (--rules-exhaustive)"
+            ));
+        }
+    }
     for (k, v) in &m.unused_overrides {
         done.warnings.push(format!(
             "rank {rank1}: unused override `{k}, {v}` (no run1 row `{k}` paired with a run2 row `{v}`)"
@@ -284,6 +305,25 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
     let mut warnings = Vec::new();
     let mut ranks = Vec::new();
     let mut rows_tmp = Vec::new();
+    let rules = &cfg.matching.policy.rules;
+    let mut hits = vec![0u64; rules.len()];
+    for d in &done {
+        for (h, x) in hits.iter_mut().zip(&d.rule_hits) {
+            *h += x;
+        }
+    }
+    if !done.is_empty() {
+        for (rule, h) in rules.iter().zip(&hits) {
+            if *h == 0 {
+                let msg = format!("rule {} `{}` matched no row", rule.origin, rule.key_src);
+                if cfg.strict {
+                    errors.push(format!("{msg} (--strict)"));
+                } else {
+                    warnings.push(msg);
+                }
+            }
+        }
+    }
     for d in done {
         errors.extend(d.errors);
         warnings.extend(d.warnings);
@@ -306,6 +346,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         }
     }
 
+    Summary::link_collective_ranks(&mut ranks);
     let counts = Summary::total_counts(&ranks);
     let (exit_status, verdict) = verdict(&ranks, &plan.only1, &plan.only2, &errors, cfg);
     let summary = Summary {
@@ -379,6 +420,20 @@ fn verdict(
             c.diff, c.only1, cfg.report.name1, c.only2, cfg.report.name2
         ));
     }
+    if c.ignored > 0 {
+        lines.push(format!(
+            "{} ignored difference{} (shown, not gating)",
+            c.ignored,
+            if c.ignored == 1 { "" } else { "s" }
+        ));
+    }
+    if c.unsynced > 0 {
+        lines.push(format!(
+            "{} unsynced collective row{} differ (shown, not gating)",
+            c.unsynced,
+            if c.unsynced == 1 { "" } else { "s" }
+        ));
+    }
     if !only1.is_empty() || !only2.is_empty() {
         lines.push(format!(
             "ranks on one side only: {} only in {}, {} only in {}",
@@ -388,11 +443,14 @@ fn verdict(
             cfg.report.name2
         ));
     }
-    if status == exit_codes::OK && (c.diverging() > 0 || !only1.is_empty() || !only2.is_empty()) {
+    if status == exit_codes::OK && (c.gating > 0 || !only1.is_empty() || !only2.is_empty()) {
         status = exit_codes::DIVERGED;
     }
     if status == exit_codes::OK {
-        lines.push(format!("no divergence: {} rows match", c.matched));
+        lines.push(format!(
+            "no divergence beyond tolerance: {} rows match",
+            c.matched
+        ));
     }
     (status, lines)
 }

@@ -1,0 +1,592 @@
+//! Tolerance policy: which tolerance judges a row, whether its stats gate,
+//! whether it is ignored, and whether it is the output of an asynchronous
+//! collective captured before it completed ("unsynced").
+//!
+//! Resolution order for a row: the first [`Rule`] that matches it (key regex
+//! over the whole raw key, and optionally op name, phase, dtype), else the
+//! per-dtype default for its dtype, else the global default. The global
+//! default is the reference's rule (hashes: relative 1e-8; stats shown, not
+//! gating) unless `--rtol`/`--atol`/`--bitwise` say otherwise.
+//!
+//! Rules come from `actdiff.toml` ([`Policy::from_toml`]) or a rules text
+//! file ([`parse_rules_text`]): one rule per line, `<key regex> <predicate>`,
+//! where the predicate is `rel <= X`, `abs <= Y`, or both joined by `or`.
+
+use std::path::Path;
+
+use regex::bytes::Regex;
+
+use super::compare::{CompareOptions, Tolerance};
+
+/// The smallest normal float32, used as the default absolute floor when the
+/// stats gate: a subnormal against zero is not a divergence by default.
+pub const F32_MIN_NORMAL: f64 = 1.175_494_350_822_287_5e-38;
+
+/// Ops whose outputs are, by default, captured before their asynchronous
+/// collective completed: shown, never gating, never an origin.
+pub const DEFAULT_UNSYNCED_OPS: &[&str] = &[
+    "_allgather_base_",
+    "_reduce_scatter_base_",
+    "all_gather_into_tensor",
+    "all_gather_into_tensor_out",
+    "reduce_scatter_tensor",
+    "all_reduce",
+    "all_reduce_",
+    "allreduce_",
+    "all_to_all_single",
+    "broadcast_",
+    "reduce_scatter_",
+    "allgather_",
+    "_c10d_functional.all_gather_into_tensor",
+    "_c10d_functional.reduce_scatter_tensor",
+    "_c10d_functional.all_reduce",
+];
+
+/// Errors in a rules or config file.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct RuleError {
+    /// The file.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+    /// What was expected.
+    pub message: String,
+}
+
+/// One ordered tolerance rule.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    /// Where the rule was written (`file:line`), for the report.
+    pub origin: String,
+    /// The key pattern as written.
+    pub key_src: String,
+    /// Matches the whole raw key.
+    pub key: Option<Regex>,
+    /// Matches the whole op name (`mm`, `_fused_adamw_`).
+    pub op: Option<Regex>,
+    /// `forward` or `backward`.
+    pub phase: Option<String>,
+    /// Dtype name without `torch.` (`bfloat16`).
+    pub dtype: Option<String>,
+    /// Tolerance for hashes and gating stats; `None` keeps the default's.
+    pub tol: Option<Tolerance>,
+    /// Whether the stats (L2 norm, Min, Max, Mean) gate; `None`: they do
+    /// whenever the rule sets a tolerance.
+    pub gate_stats: Option<bool>,
+    /// Rows matched are shown but never gate.
+    pub ignore: bool,
+    /// Overrides the unsynced-collective default for matched rows.
+    pub unsynced: Option<bool>,
+}
+
+impl Rule {
+    fn matches(&self, key: &[u8], op: &[u8], backward: bool, dtype: &str) -> bool {
+        if let Some(k) = &self.key {
+            if !k.is_match(key) {
+                return false;
+            }
+        }
+        if let Some(o) = &self.op {
+            if !o.is_match(op) {
+                return false;
+            }
+        }
+        if let Some(p) = &self.phase {
+            if (p == "backward") != backward {
+                return false;
+            }
+        }
+        if let Some(d) = &self.dtype {
+            if d != dtype {
+                return false;
+            }
+        }
+        true
+    }
+    /// A short description for the report (`rules.txt:2 rel <= 1e-5`).
+    pub fn describe(&self) -> String {
+        let mut s = self.origin.clone();
+        if self.ignore {
+            s.push_str(" ignore");
+        }
+        if let Some(t) = self.tol {
+            s.push_str(&format!(" rel <= {:e} or abs <= {:e}", t.rtol, t.atol));
+        }
+        s
+    }
+}
+
+/// Anchors a user regex so it must match the whole text.
+fn full_regex(src: &str, file: &str, line: usize, column: usize) -> Result<Regex, RuleError> {
+    Regex::new(&format!("^(?:{src})$")).map_err(|e| RuleError {
+        file: file.into(),
+        line,
+        column,
+        message: format!("invalid regex `{src}`: {e}"),
+    })
+}
+
+/// Where the tolerance of a row came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// The global default.
+    Default,
+    /// The per-dtype default of [`Policy::dtype`] entry `i`.
+    Dtype(u16),
+    /// Rule `i` of [`Policy::rules`].
+    Rule(u16),
+}
+
+/// The judgement settings of one row.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RowPolicy {
+    /// Tolerances and NaN handling.
+    pub opts: CompareOptions,
+    /// Where they came from.
+    pub source: Source,
+    /// Shown, never gating (`--ignore-op` or a rule with `ignore = true`).
+    pub ignored: bool,
+    /// Output of an asynchronous collective: shown, never gating, never an origin.
+    pub unsynced: bool,
+}
+
+/// All tolerance settings of a comparison.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// The global default.
+    pub default: CompareOptions,
+    /// Per-dtype defaults: (dtype name without `torch.`, tolerance); stats gate for these rows.
+    pub dtype: Vec<(String, Tolerance)>,
+    /// Ordered rules; the first match wins.
+    pub rules: Vec<Rule>,
+    /// Op names treated as unsynced collectives.
+    pub unsynced_ops: Vec<String>,
+    /// Op names ignored (`--ignore-op`).
+    pub ignore_ops: Vec<String>,
+    /// Every row must match a rule (`--rules-exhaustive`).
+    pub exhaustive: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            default: CompareOptions::default(),
+            dtype: Vec::new(),
+            rules: Vec::new(),
+            unsynced_ops: DEFAULT_UNSYNCED_OPS.iter().map(|s| s.to_string()).collect(),
+            ignore_ops: Vec::new(),
+            exhaustive: false,
+        }
+    }
+}
+
+/// The dtype name in a Shape text (`torch.Size([2]), Dtype: torch.bfloat16` → `bfloat16`).
+pub fn dtype_of(shape: &[u8]) -> &str {
+    let s = std::str::from_utf8(shape).unwrap_or("");
+    match s.rfind("Dtype:") {
+        Some(i) => {
+            let d = s[i + 6..].trim();
+            d.strip_prefix("torch.").unwrap_or(d)
+        }
+        None => "",
+    }
+}
+
+impl Policy {
+    /// The settings for one row. `key` is the raw key, `op` the op name.
+    pub fn for_row(&self, key: &[u8], op: &[u8], backward: bool, dtype: &str) -> RowPolicy {
+        let op_s = std::str::from_utf8(op).unwrap_or("");
+        let mut rp = RowPolicy {
+            opts: self.default,
+            source: Source::Default,
+            ignored: self.ignore_ops.iter().any(|o| o == op_s),
+            unsynced: self.unsynced_ops.iter().any(|o| o == op_s),
+        };
+        if let Some((i, d)) = self
+            .dtype
+            .iter()
+            .enumerate()
+            .find(|(_, (name, _))| name == dtype)
+        {
+            rp.opts.hash = d.1;
+            rp.opts.stats = Some(d.1);
+            rp.source = Source::Dtype(i as u16);
+        }
+        if let Some((i, r)) = self
+            .rules
+            .iter()
+            .enumerate()
+            .find(|(_, r)| r.matches(key, op, backward, dtype))
+        {
+            rp.source = Source::Rule(i as u16);
+            if let Some(t) = r.tol {
+                rp.opts.hash = t;
+                if r.gate_stats != Some(false) {
+                    rp.opts.stats = Some(t);
+                }
+            } else if r.gate_stats == Some(true) {
+                rp.opts.stats = Some(rp.opts.hash);
+            } else if r.gate_stats == Some(false) {
+                rp.opts.stats = None;
+            }
+            if r.ignore {
+                rp.ignored = true;
+            }
+            if let Some(u) = r.unsynced {
+                rp.unsynced = u;
+            }
+        }
+        rp
+    }
+
+    /// A short description of a source, for the report.
+    pub fn describe(&self, s: Source) -> String {
+        match s {
+            Source::Default => {
+                let o = &self.default;
+                if o.stats.is_none() {
+                    format!("default: hashes rel <= {:e}", o.hash.rtol)
+                } else {
+                    format!(
+                        "default: rel <= {:e} or abs <= {:e}",
+                        o.hash.rtol, o.hash.atol
+                    )
+                }
+            }
+            Source::Dtype(i) => {
+                let (n, t) = &self.dtype[i as usize];
+                format!("{n} default: rel <= {:e} or abs <= {:e}", t.rtol, t.atol)
+            }
+            Source::Rule(i) => self.rules[i as usize].describe(),
+        }
+    }
+
+    /// Reads an `actdiff.toml` config (see the README for its keys).
+    pub fn from_toml(text: &str, file: &str) -> Result<Policy, RuleError> {
+        let err = |line: usize, message: String| RuleError {
+            file: file.into(),
+            line,
+            column: 1,
+            message,
+        };
+        let value: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
+            RuleError {
+                file: file.into(),
+                line,
+                column,
+                message: e.message().to_string(),
+            }
+        })?;
+        let mut p = Policy::default();
+        let num = |t: &toml::Table, k: &str| -> Option<f64> {
+            t.get(k)
+                .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
+        };
+        for (k, v) in &value {
+            match k.as_str() {
+                "defaults" => {
+                    let t = v
+                        .as_table()
+                        .ok_or_else(|| err(1, "[defaults] must be a table".into()))?;
+                    let rtol = num(t, "rtol");
+                    let atol = num(t, "atol");
+                    if rtol.is_some() || atol.is_some() {
+                        p.default.hash = Tolerance {
+                            rtol: rtol.unwrap_or(p.default.hash.rtol),
+                            atol: atol.unwrap_or(p.default.hash.atol),
+                        };
+                    }
+                    match t.get("gate_stats").and_then(|v| v.as_bool()) {
+                        Some(true) => p.default.stats = Some(p.default.hash),
+                        Some(false) => p.default.stats = None,
+                        None => {}
+                    }
+                    if let Some(b) = t.get("nan_equal").and_then(|v| v.as_bool()) {
+                        p.default.nan_equal = b;
+                    }
+                }
+                "dtype" => {
+                    let t = v
+                        .as_table()
+                        .ok_or_else(|| err(1, "[dtype.NAME] tables expected".into()))?;
+                    for (name, d) in t {
+                        let d = d
+                            .as_table()
+                            .ok_or_else(|| err(1, format!("[dtype.{name}] must be a table")))?;
+                        p.dtype.push((
+                            name.trim_start_matches("torch.").to_string(),
+                            Tolerance {
+                                rtol: num(d, "rtol").unwrap_or(0.0),
+                                atol: num(d, "atol").unwrap_or(F32_MIN_NORMAL),
+                            },
+                        ));
+                    }
+                }
+                "collectives" => {
+                    let t = v
+                        .as_table()
+                        .ok_or_else(|| err(1, "[collectives] must be a table".into()))?;
+                    if let Some(a) = t.get("unsynced").and_then(|v| v.as_array()) {
+                        p.unsynced_ops = a
+                            .iter()
+                            .filter_map(|x| x.as_str().map(String::from))
+                            .collect();
+                    }
+                }
+                "rule" => {
+                    let a = v
+                        .as_array()
+                        .ok_or_else(|| err(1, "rules are written [[rule]]".into()))?;
+                    for (i, r) in a.iter().enumerate() {
+                        let origin = format!("{file} rule {}", i + 1);
+                        let r = r
+                            .as_table()
+                            .ok_or_else(|| err(1, format!("{origin}: not a table")))?;
+                        let line = find_rule_line(text, i);
+                        let s = |k: &str| r.get(k).and_then(|v| v.as_str()).map(String::from);
+                        let key_src = s("key").unwrap_or_else(|| ".*".into());
+                        for k in r.keys() {
+                            if ![
+                                "key",
+                                "op",
+                                "phase",
+                                "dtype",
+                                "rtol",
+                                "atol",
+                                "gate_stats",
+                                "ignore",
+                                "unsynced",
+                            ]
+                            .contains(&k.as_str())
+                            {
+                                return Err(err(line, format!("{origin}: unknown setting `{k}`")));
+                            }
+                        }
+                        let rtol = num(r, "rtol");
+                        let atol = num(r, "atol");
+                        p.rules.push(Rule {
+                            origin,
+                            key: Some(full_regex(&key_src, file, line, 1)?),
+                            key_src,
+                            op: s("op").map(|o| full_regex(&o, file, line, 1)).transpose()?,
+                            phase: s("phase"),
+                            dtype: s("dtype").map(|d| d.trim_start_matches("torch.").to_string()),
+                            tol: (rtol.is_some() || atol.is_some()).then(|| Tolerance {
+                                rtol: rtol.unwrap_or(0.0),
+                                atol: atol.unwrap_or(F32_MIN_NORMAL),
+                            }),
+                            gate_stats: r.get("gate_stats").and_then(|v| v.as_bool()),
+                            ignore: r.get("ignore").and_then(|v| v.as_bool()).unwrap_or(false),
+                            unsynced: r.get("unsynced").and_then(|v| v.as_bool()),
+                        });
+                    }
+                }
+                other => {
+                    return Err(err(
+                        1,
+                        format!(
+                        "unknown section `{other}` (expected defaults, dtype, collectives, rule)"
+                    ),
+                    ))
+                }
+            }
+        }
+        Ok(p)
+    }
+
+    /// Reads an `actdiff.toml` file.
+    pub fn read_toml(path: &Path) -> Result<Policy, RuleError> {
+        let text = std::fs::read_to_string(path).map_err(|e| RuleError {
+            file: path.display().to_string(),
+            line: 1,
+            column: 1,
+            message: e.to_string(),
+        })?;
+        Policy::from_toml(&text, &path.display().to_string())
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (line, col)
+}
+
+fn find_rule_line(text: &str, index: usize) -> usize {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "[[rule]]")
+        .nth(index)
+        .map(|(i, _)| i + 1)
+        .unwrap_or(1)
+}
+
+/// Parses a rules text file: one rule per line, `<key regex> <predicate>`
+/// separated by whitespace, the predicate `rel <= X`, `abs <= Y`, or both
+/// joined by `or`. Blank lines and `#` comments are skipped.
+///
+/// Errors name the file, line and column: an invalid regex, or a malformed
+/// predicate.
+pub fn parse_rules_text(text: &str, file: &str) -> Result<Vec<Rule>, RuleError> {
+    let mut rules = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let t = raw.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        let lead = raw.len() - raw.trim_start().len();
+        let (pat, rest) = match t.find(char::is_whitespace) {
+            Some(p) => (&t[..p], t[p..].trim_start()),
+            None => (t, ""),
+        };
+        let pred_col = lead + t.len() - rest.len() + 1;
+        let (mut rtol, mut atol) = (None, None);
+        let bad = |msg: &str| {
+            RuleError {
+            file: file.into(),
+            line,
+            column: pred_col,
+            message: format!("malformed predicate `{rest}`: {msg} (expected `rel <= X`, `abs <= Y`, or `rel <= X or abs <= Y`)"),
+        }
+        };
+        if rest.is_empty() {
+            return Err(bad("missing"));
+        }
+        for term in rest.split(" or ") {
+            let words: Vec<&str> = term.split_whitespace().collect();
+            let [name, op, v] = words[..] else {
+                return Err(bad("each term needs a name, `<=` and a number"));
+            };
+            if op != "<=" {
+                return Err(bad("only `<=` is supported"));
+            }
+            let v: f64 = v.parse().map_err(|_| bad("not a number"))?;
+            if !(v >= 0.0) {
+                return Err(bad("tolerances must be non-negative"));
+            }
+            match name {
+                "rel" => rtol = Some(v),
+                "abs" => atol = Some(v),
+                _ => return Err(bad("terms are `rel` or `abs`")),
+            }
+        }
+        rules.push(Rule {
+            origin: format!("{file}:{line}"),
+            key: Some(full_regex(pat, file, line, lead + 1)?),
+            key_src: pat.to_string(),
+            op: None,
+            phase: None,
+            dtype: None,
+            tol: Some(Tolerance {
+                rtol: rtol.unwrap_or(0.0),
+                atol: atol.unwrap_or(0.0),
+            }),
+            gate_stats: None,
+            ignore: false,
+            unsynced: None,
+        });
+    }
+    Ok(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_text_and_errors() {
+        let r = parse_rules_text(
+            ".*\\.experts\\..*     rel <= 1e-3 or abs <= 1e-8\n.*\\.attention\\..*   rel <= 1e-5\n",
+            "rules.txt",
+        )
+        .unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            r[0].tol,
+            Some(Tolerance {
+                rtol: 1e-3,
+                atol: 1e-8
+            })
+        );
+        assert!(r[1]
+            .key
+            .as_ref()
+            .unwrap()
+            .is_match(b"layers.0.attention.wq/op_0_mm"));
+        assert!(!r[1].key.as_ref().unwrap().is_match(b"attention"));
+        let e = parse_rules_text(
+            "a rel <= 1\nb abs <= 2\n.*  rel <=\n",
+            "rules_malformed.txt",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.column), (3, 5));
+        assert!(
+            e.to_string()
+                .starts_with("rules_malformed.txt:3:5: malformed predicate"),
+            "{e}"
+        );
+        assert!(parse_rules_text("( rel <= 1", "r")
+            .unwrap_err()
+            .message
+            .contains("invalid regex"));
+        assert!(parse_rules_text("a rel < 1", "r").is_err());
+        assert!(parse_rules_text("a speed <= 1", "r").is_err());
+    }
+
+    #[test]
+    fn first_matching_rule_wins_then_dtype_then_default() {
+        let mut p = Policy::from_toml(
+            r#"
+[dtype.bfloat16]
+rtol = 1e-2
+[[rule]]
+key = 'layers\.0\..*'
+phase = "backward"
+ignore = true
+[[rule]]
+key = 'layers\..*'
+op = "mm"
+rtol = 1e-3
+"#,
+            "actdiff.toml",
+        )
+        .unwrap();
+        let r = p.for_row(b"layers.0.w/op_0_mm", b"mm", true, "float32");
+        assert!(r.ignored);
+        assert_eq!(r.source, Source::Rule(0));
+        let r = p.for_row(b"layers.0.w/op_0_mm", b"mm", false, "bfloat16");
+        assert_eq!(r.source, Source::Rule(1));
+        assert_eq!(r.opts.hash.rtol, 1e-3);
+        assert!(r.opts.stats.is_some());
+        let r = p.for_row(b"norm/op_0_mul", b"mul", false, "bfloat16");
+        assert_eq!(r.source, Source::Dtype(0));
+        assert_eq!(r.opts.hash.rtol, 1e-2);
+        let r = p.for_row(b"norm/op_0_mul", b"mul", false, "float32");
+        assert_eq!(r.source, Source::Default);
+        assert_eq!(r.opts, CompareOptions::default());
+        let r = p.for_row(b"x/op_0__allgather_base_", b"_allgather_base_", false, "");
+        assert!(r.unsynced);
+        p.ignore_ops.push("mul".into());
+        assert!(p.for_row(b"norm/op_0_mul", b"mul", false, "").ignored);
+        assert_eq!(
+            dtype_of(b"torch.Size([2]), Dtype: torch.bfloat16"),
+            "bfloat16"
+        );
+    }
+
+    #[test]
+    fn toml_errors_have_positions() {
+        let e = Policy::from_toml("[[rule]]\nkey = '('\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("invalid regex"), "{e}");
+        let e = Policy::from_toml("[defaults]\nrtol = \n", "c.toml").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        let e = Policy::from_toml("[[rule]]\nspeed = 1\n", "c.toml").unwrap_err();
+        assert!(e.message.contains("unknown setting"));
+    }
+}
