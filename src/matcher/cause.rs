@@ -136,7 +136,7 @@ pub fn analyse(
         }
         if row.status == Status::Diff && analyse_causes {
             any_diverging = true;
-            let rp = policy_of(policy, t1, r1);
+            let rp = policy.for_table_row(t1, r1).opts;
             let (kind, bad) = if row.has(ROW_UNSYNCED) {
                 (CauseKind::Unsynced, Vec::new())
             } else {
@@ -269,19 +269,6 @@ fn remember<'a>(
             value_row.insert(tok, i);
         }
     }
-}
-
-fn policy_of(policy: &Policy, t1: &OpTable, r1: usize) -> super::CompareOptions {
-    let key = t1.key(r1);
-    let (_, op) = super::keys::module_and_op(key);
-    policy
-        .for_row(
-            key,
-            op,
-            t1.is_backward(r1),
-            super::policy::dtype_of(t1.field(r1, Field::Shape)),
-        )
-        .opts
 }
 
 fn push_cause(

@@ -84,7 +84,7 @@ pub fn rel_diff(a: f64, b: f64) -> Option<f64> {
 
 /// A number token after accepting a second writer's spellings: `name=value`
 /// leaves and `"NaN"` / `"Infinity"` quoted values (cases/05).
-fn token_number(tok: &[u8]) -> Option<f64> {
+pub fn token_number(tok: &[u8]) -> Option<f64> {
     if let Some(v) = py_float(tok) {
         return Some(v);
     }

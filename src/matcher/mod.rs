@@ -17,6 +17,7 @@
 pub mod cause;
 pub mod compare;
 pub mod keys;
+pub mod notes;
 pub mod overrides;
 pub mod policy;
 
@@ -422,17 +423,7 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
 
     // Judge rows in parallel; order is kept by the indexed collect.
     let policy = &opts.policy;
-    let judge = |t: &OpTable, r: usize, backward_of: &OpTable| -> RowPolicy {
-        let _ = backward_of;
-        let key = t.key(r);
-        let (_, op) = keys::module_and_op(key);
-        policy.for_row(
-            key,
-            op,
-            t.is_backward(r),
-            policy::dtype_of(t.field(r, Field::Shape)),
-        )
-    };
+    let judge = |t: &OpTable, r: usize| policy.for_table_row(t, r);
     let flags_of = |rp: &RowPolicy| {
         (if rp.ignored { ROW_IGNORED } else { 0 }) | (if rp.unsynced { ROW_UNSYNCED } else { 0 })
     };
@@ -440,7 +431,7 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
         .into_par_iter()
         .with_min_len(4096)
         .map(|r1| {
-            let rp = judge(t1, r1, t2);
+            let rp = judge(t1, r1);
             let mut flags = flags_of(&rp);
             if compare::non_finite(t1, r1) {
                 flags |= ROW_NONFINITE1;
@@ -481,7 +472,7 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
         })
         .collect();
     rows.extend((0..n2).filter(|r| pair2[*r] == NO_ROW).map(|r2| {
-        let rp = judge(t2, r2, t1);
+        let rp = judge(t2, r2);
         let mut flags = flags_of(&rp);
         if compare::non_finite(t2, r2) {
             flags |= ROW_NONFINITE2;

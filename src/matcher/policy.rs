@@ -242,6 +242,18 @@ impl Policy {
         rp
     }
 
+    /// The settings for run row `r` of `t` (its raw key, op name, phase and dtype).
+    pub fn for_table_row(&self, t: &crate::parser::OpTable, r: usize) -> RowPolicy {
+        let key = t.key(r);
+        let (_, op) = super::keys::module_and_op(key);
+        self.for_row(
+            key,
+            op,
+            t.is_backward(r),
+            dtype_of(t.field(r, crate::parser::Field::Shape)),
+        )
+    }
+
     /// A short description of a source, for the report.
     pub fn describe(&self, s: Source) -> String {
         match s {

@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use super::RankComparison;
 use crate::matcher::compare::stat_diffs;
+use crate::matcher::notes::row_notes;
+use crate::matcher::Policy;
 use crate::parser::Field;
 
 #[derive(Serialize)]
@@ -20,11 +22,26 @@ struct Row<'a> {
     status: &'static str,
     strategy: Option<&'static str>,
     diffs: serde_json::Map<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
+    tolerance: String,
 }
 
 /// Writes every result row of `rc` to `w`, one JSON object per line.
-pub fn write_rows(rc: &RankComparison<'_>, w: &mut impl Write) -> std::io::Result<()> {
-    for r in &rc.matches.rows {
+/// Besides the fields above, `notes` (when any) explains the row and
+/// `tolerance` names the rule or default that judged it.
+pub fn write_rows(
+    rc: &RankComparison<'_>,
+    policy: &Policy,
+    names: (&str, &str),
+    w: &mut impl Write,
+) -> std::io::Result<()> {
+    for (i, r) in rc.matches.rows.iter().enumerate() {
+        let tol = match (r.r1(), r.r2()) {
+            (Some(a), _) => policy.for_table_row(rc.t1, a).opts,
+            (None, Some(b)) => policy.for_table_row(rc.t2, b).opts,
+            _ => policy.default,
+        };
         let mut diffs = serde_json::Map::new();
         if let (Some(a), Some(b)) = (r.r1(), r.r2()) {
             for (f, d) in Field::DIFF_STATS.iter().zip(stat_diffs(rc.t1, a, rc.t2, b)) {
@@ -40,6 +57,15 @@ pub fn write_rows(rc: &RankComparison<'_>, w: &mut impl Write) -> std::io::Resul
             status: r.status.as_str(),
             strategy: r.strategy.as_str(),
             diffs,
+            notes: row_notes(
+                rc.t1,
+                rc.t2,
+                r,
+                rc.matches.cause_kinds.get(i).copied().flatten(),
+                tol.hash,
+                names,
+            ),
+            tolerance: policy.describe(r.source),
         };
         serde_json::to_writer(&mut *w, &row)?;
         w.write_all(b"\n")?;

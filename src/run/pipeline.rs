@@ -231,7 +231,12 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
             .join(format!(".rows-rank{rank1}.jsonl.tmp"));
         let res = File::create(&tmp).and_then(|f| {
             let mut w = BufWriter::new(f);
-            report::rows::write_rows(&rc, &mut w)?;
+            report::rows::write_rows(
+                &rc,
+                &cfg.matching.policy,
+                (&cfg.report.name1, &cfg.report.name2),
+                &mut w,
+            )?;
             w.flush()
         });
         match res {

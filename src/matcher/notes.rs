@@ -1,0 +1,172 @@
+//! Row notes: short, specific explanations of why a row looks the way it
+//! does ("input 731 of 1200 differs (rel 1.0e-6)", "dtype bfloat16 →
+//! float8_e4m3fn", "non-finite in run1 only"), computed on demand for the
+//! rows a report shows.
+
+use super::compare::{compare_hashes, split_tokens, token_number, Tolerance};
+use super::policy::dtype_of;
+use super::{
+    cause::CauseKind, MatchRow, Status, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED,
+};
+use crate::parser::{Field, OpTable};
+
+/// The dims of a Shape text (`torch.Size([2, 64]), Dtype: ...` → `[2, 64]`).
+pub fn dims_of(shape: &[u8]) -> Option<Vec<i64>> {
+    let s = std::str::from_utf8(shape).ok()?;
+    let a = s.find("Size([")? + 6;
+    let b = a + s[a..].find("])")?;
+    let inner = s[a..b].trim();
+    if inner.is_empty() {
+        return Some(Vec::new());
+    }
+    inner.split(',').map(|d| d.trim().parse().ok()).collect()
+}
+
+/// The layer index of a key (`layers.4.attention...` → 4), if any.
+pub fn layer_index(key: &[u8]) -> Option<(usize, u64)> {
+    let s = std::str::from_utf8(key).ok()?;
+    let p = s.find("layers.")? + 7;
+    let digits: String = s[p..].chars().take_while(|c| c.is_ascii_digit()).collect();
+    Some((p, digits.parse().ok()?))
+}
+
+fn is_subnormal_vs_zero(a: &[u8], b: &[u8]) -> bool {
+    match (token_number(a), token_number(b)) {
+        (Some(x), Some(y)) => {
+            (x == 0.0 && y != 0.0 && y.abs() < f32::MIN_POSITIVE as f64)
+                || (y == 0.0 && x != 0.0 && x.abs() < f32::MIN_POSITIVE as f64)
+        }
+        _ => false,
+    }
+}
+
+/// Notes for one result row. `names` are the two runs' display names;
+/// `cause` is the row's root-cause class, if any.
+pub fn row_notes(
+    t1: &OpTable,
+    t2: &OpTable,
+    row: &MatchRow,
+    cause: Option<CauseKind>,
+    tol: Tolerance,
+    names: (&str, &str),
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let (n1, n2) = names;
+    if row.has(ROW_UNSYNCED) {
+        out.push("unsynced collective: shown, not gating".into());
+    }
+    if row.has(ROW_IGNORED) {
+        out.push("ignored: shown, not gating".into());
+    }
+    match (row.has(ROW_NONFINITE1), row.has(ROW_NONFINITE2)) {
+        (true, true) => out.push("non-finite in both runs".into()),
+        (true, false) => out.push(format!("non-finite in {n1} only")),
+        (false, true) => out.push(format!("non-finite in {n2} only")),
+        _ => {}
+    }
+    let (Some(r1), Some(r2)) = (row.r1(), row.r2()) else {
+        return out;
+    };
+    if row.status == Status::Truncated {
+        let side = if t1.is_truncated(r1) { n1 } else { n2 };
+        out.push(format!("{side} block truncated: no verdict"));
+    }
+    if let Some(c) = cause {
+        out.push(c.as_str().to_string());
+    }
+    let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
+    if !s1.is_empty() && !s2.is_empty() && s1 != s2 {
+        let (d1, d2) = (dtype_of(s1), dtype_of(s2));
+        if d1 != d2 {
+            out.push(format!("dtype {d1} → {d2}"));
+        }
+        if let (Some(a), Some(b)) = (dims_of(s1), dims_of(s2)) {
+            if a != b {
+                let detail: Vec<String> = if a.len() == b.len() {
+                    a.iter()
+                        .zip(&b)
+                        .enumerate()
+                        .filter(|(_, (x, y))| x != y)
+                        .map(|(i, (x, y))| format!("dim{i} {x} vs {y}"))
+                        .collect()
+                } else {
+                    vec![format!("rank {} vs {}", a.len(), b.len())]
+                };
+                out.push(format!("shape {a:?} → {b:?} ({})", detail.join(", ")));
+            }
+        }
+    }
+    let (o1, o2) = (
+        t1.field(r1, Field::OutputHash),
+        t2.field(r2, Field::OutputHash),
+    );
+    match (o1.is_empty(), o2.is_empty()) {
+        (false, true) => out.push(format!("output hash missing in {n2}")),
+        (true, false) => out.push(format!("output hash missing in {n1}")),
+        _ => {}
+    }
+    for (f, what) in [(Field::OutputHash, "output"), (Field::InputHashes, "input")] {
+        let (a, b) = (t1.field(r1, f), t2.field(r2, f));
+        if a.is_empty() || b.is_empty() || a == b {
+            continue;
+        }
+        let c = compare_hashes(a, b, tol, true);
+        if let Some(p) = c.first_bad {
+            if c.lens.0 != c.lens.1 {
+                out.push(format!("{what} hash count {} vs {}", c.lens.0, c.lens.1));
+            } else if c.lens.0 > 1 {
+                let ta = split_tokens(a).nth(p).unwrap_or(&[]);
+                let tb = split_tokens(b).nth(p).unwrap_or(&[]);
+                let rd = match (token_number(ta), token_number(tb)) {
+                    (Some(x), Some(y)) => super::compare::rel_diff(x, y)
+                        .map(|d| format!(" (rel {d:.1e})"))
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
+                out.push(format!("{what} {p} of {} differs{rd}", c.lens.0));
+            }
+        }
+    }
+    for f in [Field::Min, Field::Max, Field::Mean, Field::L2Norm] {
+        if is_subnormal_vs_zero(t1.field(r1, f), t2.field(r2, f)) {
+            out.push(format!("subnormal vs zero in {}", f.label()));
+        }
+    }
+    let (k1, k2) = (t1.key(r1), t2.key(r2));
+    if k1 != k2 {
+        if let (Some((p1, l1)), Some((p2, l2))) = (layer_index(k1), layer_index(k2)) {
+            let rest = |k: &[u8], p: usize| {
+                let t = &k[p..];
+                let n = t.iter().take_while(|b| b.is_ascii_digit()).count();
+                (k[..p].to_vec(), t[n..].to_vec())
+            };
+            if l1 != l2 && rest(k1, p1) == rest(k2, p2) {
+                out.push(format!(
+                    "keys differ only in the layer index ({l1} vs {l2}): try --layer-offset run2:RANK={}",
+                    l1 as i64 - l2 as i64
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_and_layers() {
+        assert_eq!(
+            dims_of(b"torch.Size([6, 64]), Dtype: torch.bfloat16"),
+            Some(vec![6, 64])
+        );
+        assert_eq!(
+            dims_of(b"torch.Size([]), Dtype: torch.float32"),
+            Some(vec![])
+        );
+        assert_eq!(layer_index(b"layers.12.attention/op_0_mm"), Some((7, 12)));
+        assert!(is_subnormal_vs_zero(b"1.401298e-45", b"0.000000e+00"));
+        assert!(!is_subnormal_vs_zero(b"1.0e-3", b"0.000000e+00"));
+    }
+}
