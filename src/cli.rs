@@ -101,6 +101,17 @@ pub struct CompareArgs {
     /// Terminal output: a text summary, or the summary.json document on stdout.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
+    /// Add OFFSET to `layers.N` in one side's keys before pairing: `run2:1=4`
+    /// (run 2's rank 1 is a pipeline stage starting at layer 4) or `run2=4` (all ranks).
+    #[arg(long = "layer-offset", value_name = "SIDE[:RANK]=OFFSET")]
+    pub layer_offsets: Vec<String>,
+    /// Pair fuzzy-key candidates strictly in file order, as the reference
+    /// does, instead of preferring one with the same Shape.
+    #[arg(long)]
+    pub no_shape_tie_break: bool,
+    /// Read an old writer's `L1 norm` as the Output hash where a block has none.
+    #[arg(long)]
+    pub l1_equals_hash: bool,
     /// Write JUnit XML (one test case per rank) to this file.
     #[arg(long, value_name = "FILE.xml")]
     pub junit: Option<PathBuf>,
@@ -224,6 +235,14 @@ fn compare(a: CompareArgs) -> i32 {
             return exit_codes::INPUT_ERROR;
         }
     };
+    matching.shape_tie_break = !a.no_shape_tie_break;
+    let layer_offsets = match run::pipeline::parse_layer_offsets(&a.layer_offsets) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit_codes::INPUT_ERROR;
+        }
+    };
     let rank_map = match run::parse_rank_map(&a.rank_map) {
         Ok(m) => m,
         Err(e) => {
@@ -254,6 +273,8 @@ fn compare(a: CompareArgs) -> i32 {
         jobs: a.jobs,
         quiet: a.quiet,
         strict: a.strict,
+        layer_offsets,
+        l1_as_hash: a.l1_equals_hash,
     };
     match run::compare_runs(&cfg) {
         Ok(outcome) => {

@@ -87,8 +87,49 @@ pub fn module_and_op(key: &[u8]) -> (&[u8], &[u8]) {
     (key, &[])
 }
 
+/// Adds `offset` to the first `layers.<N>` index of a key (pipeline stage
+/// `k` of a model numbers its layers from 0; global index = N + offset).
+/// Keys without a layer index, or whose index would go negative, are
+/// returned unchanged.
+pub fn with_layer_offset(key: &[u8], offset: i64) -> std::borrow::Cow<'_, [u8]> {
+    use std::borrow::Cow;
+    if offset == 0 {
+        return Cow::Borrowed(key);
+    }
+    let Some(p) = memchr::memmem::find(key, b"layers.").map(|p| p + 7) else {
+        return Cow::Borrowed(key);
+    };
+    let n = key[p..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let Some(idx) = std::str::from_utf8(&key[p..p + n])
+        .ok()
+        .and_then(|d| d.parse::<i64>().ok())
+    else {
+        return Cow::Borrowed(key);
+    };
+    if idx + offset < 0 {
+        return Cow::Borrowed(key);
+    }
+    let mut out = key[..p].to_vec();
+    out.extend_from_slice((idx + offset).to_string().as_bytes());
+    out.extend_from_slice(&key[p + n..]);
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn layer_offsets() {
+        assert_eq!(
+            &*super::with_layer_offset(b"layers.0.attention.wo/op_0_mm", 4),
+            b"layers.4.attention.wo/op_0_mm"
+        );
+        assert_eq!(
+            &*super::with_layer_offset(b"norm/op_0_mul", 4),
+            b"norm/op_0_mul"
+        );
+        assert_eq!(&*super::with_layer_offset(b"layers.1.x", -3), b"layers.1.x");
+    }
+
     use super::*;
 
     fn s(b: &[u8]) -> &str {

@@ -241,12 +241,31 @@ pub struct StrategyCounts {
 }
 
 /// What the matcher needs besides the two tables.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct MatchOptions {
     /// Manual pairs (pass 0).
     pub overrides: Overrides,
     /// How rows are judged: tolerances, rules, ignored and unsynced ops.
     pub policy: Policy,
+    /// In the fuzzy pass, prefer a candidate with the same Shape text over
+    /// the first one (backward counter drift, cases/06). On by default; it
+    /// changes no golden row. Off (`--no-shape-tie-break`) is the
+    /// reference's first-candidate rule exactly.
+    pub shape_tie_break: bool,
+    /// Per side, a layer-index offset added to `layers.N` in keys before the
+    /// exact and fuzzy passes (pipeline stages, `--layer-offset`).
+    pub layer_offset: [i64; 2],
+}
+
+impl Default for MatchOptions {
+    fn default() -> Self {
+        MatchOptions {
+            overrides: Overrides::default(),
+            policy: Policy::default(),
+            shape_tie_break: true,
+            layer_offset: [0, 0],
+        }
+    }
 }
 
 /// The matcher's output for one rank: result rows in the reference's order —
@@ -362,6 +381,7 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
     let mut pair2 = vec![NO_ROW; n2];
     let mut strat1 = vec![Strategy::None; n1];
     let mut sc = StrategyCounts::default();
+    let [off1, off2] = opts.layer_offset;
 
     if !opts.overrides.is_empty() {
         sc.overridden = run_pass(
@@ -382,16 +402,43 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
         &mut pair2,
         &mut strat1,
         Strategy::Exact,
-        |r| Some(keys::strip_root_class(t1.key(r))),
-        |r| Some(keys::strip_root_class(t2.key(r))),
+        |r| {
+            Some(keys::with_layer_offset(
+                keys::strip_root_class(t1.key(r)),
+                off1,
+            ))
+        },
+        |r| {
+            Some(keys::with_layer_offset(
+                keys::strip_root_class(t2.key(r)),
+                off2,
+            ))
+        },
     );
     let fuzzy1: Vec<Option<Vec<u8>>> = (0..n1)
-        .map(|r| (pair1[r] == NO_ROW).then(|| keys::fuzzy_key(t1.key(r))))
+        .map(|r| {
+            (pair1[r] == NO_ROW).then(|| keys::fuzzy_key(&keys::with_layer_offset(t1.key(r), off1)))
+        })
         .collect();
     let fuzzy2: Vec<Option<Vec<u8>>> = (0..n2)
-        .map(|r| (pair2[r] == NO_ROW).then(|| keys::fuzzy_key(t2.key(r))))
+        .map(|r| {
+            (pair2[r] == NO_ROW).then(|| keys::fuzzy_key(&keys::with_layer_offset(t2.key(r), off2)))
+        })
         .collect();
-    sc.fuzzy = run_pass(
+    if opts.shape_tie_break {
+        // Among fuzzy-equal candidates, prefer one with the same Shape text.
+        sc.fuzzy = run_pass(
+            n1,
+            n2,
+            &mut pair1,
+            &mut pair2,
+            &mut strat1,
+            Strategy::Fuzzy,
+            |r| fuzzy1[r].as_deref().map(|f| (f, t1.field(r, Field::Shape))),
+            |r| fuzzy2[r].as_deref().map(|f| (f, t2.field(r, Field::Shape))),
+        );
+    }
+    sc.fuzzy += run_pass(
         n1,
         n2,
         &mut pair1,

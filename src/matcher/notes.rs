@@ -133,7 +133,12 @@ pub fn row_notes(
         }
     }
     let (k1, k2) = (t1.key(r1), t2.key(r2));
-    if k1 != k2 {
+    if k1 != k2
+        && matches!(
+            row.strategy,
+            super::Strategy::Fuzzy | super::Strategy::Stats
+        )
+    {
         if let (Some((p1, l1)), Some((p2, l2))) = (layer_index(k1), layer_index(k2)) {
             let rest = |k: &[u8], p: usize| {
                 let t = &k[p..];

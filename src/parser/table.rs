@@ -309,6 +309,24 @@ impl OpTable {
     pub fn ends_with_newline(&self) -> bool {
         self.ends_with_newline
     }
+    /// Treats `L1 norm` as the Output hash in blocks that have no Output
+    /// hash (old writers logged the L1 norm, which is what the hash is;
+    /// `--l1-equals-hash`). Returns the number of rows changed.
+    pub fn use_l1_as_output_hash(&mut self) -> usize {
+        let mut n = 0;
+        for row in 0..self.len() {
+            let l1 = self.fields[Field::L1Norm as usize][row];
+            if l1.len > 0 && self.fields[Field::OutputHash as usize][row].len == 0 {
+                self.fields[Field::OutputHash as usize][row] = l1;
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.schema.insert(Field::OutputHash);
+        }
+        n
+    }
+
     /// Number of rows flagged truncated.
     pub fn truncated_rows(&self) -> usize {
         self.flags

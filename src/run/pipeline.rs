@@ -43,6 +43,34 @@ pub struct CompareConfig {
     pub quiet: bool,
     /// Rules that judged no row are an error (exit 2), not a warning.
     pub strict: bool,
+    /// Layer-index offsets: (side 1 or 2, rank or all ranks, offset).
+    pub layer_offsets: Vec<(u8, Option<u32>, i64)>,
+    /// Read `L1 norm` as the Output hash where a block has none.
+    pub l1_as_hash: bool,
+}
+
+/// Parses `--layer-offset` values `SIDE[:RANK]=OFFSET`, e.g. `run2:1=4`
+/// (run 2's rank 1 numbers its layers from global layer 4) or `run1=-4`.
+pub fn parse_layer_offsets(values: &[String]) -> Result<Vec<(u8, Option<u32>, i64)>, String> {
+    values
+        .iter()
+        .map(|v| {
+            let bad =
+                || format!("--layer-offset `{v}`: expected SIDE[:RANK]=OFFSET, e.g. run2:1=4");
+            let (lhs, off) = v.split_once('=').ok_or_else(bad)?;
+            let off: i64 = off.trim().parse().map_err(|_| bad())?;
+            let (side, rank) = match lhs.split_once(':') {
+                Some((s, r)) => (s, Some(r.trim().parse::<u32>().map_err(|_| bad())?)),
+                None => (lhs, None),
+            };
+            let side = match side.trim() {
+                "run1" | "1" => 1,
+                "run2" | "2" => 2,
+                _ => return Err(bad()),
+            };
+            Ok((side, rank, off))
+        })
+        .collect()
 }
 
 /// What a comparison produced.
@@ -156,7 +184,7 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
         rows_tmp: None,
     };
     let (t1, t2) = rayon::join(|| parse_side(p1), || parse_side(p2));
-    let (t1, t2) = match (t1, t2) {
+    let (mut t1, mut t2) = match (t1, t2) {
         (Ok(a), Ok(b)) => (a, b),
         (a, b) => {
             done.errors.extend(a.err());
@@ -164,6 +192,10 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
             return done;
         }
     };
+    if cfg.l1_as_hash {
+        t1.use_l1_as_output_hash();
+        t2.use_l1_as_output_hash();
+    }
     for (t, side) in [(&t1, "run1"), (&t2, "run2")] {
         if let Err(e) = check_usable(t, side, cfg.allow_duplicates) {
             done.errors.push(e);
@@ -190,7 +222,24 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
             names(&one2)
         ));
     }
-    let m = matcher::match_tables(&t1, &t2, &cfg.matching);
+    let offset = |side: u8, rank: u32| {
+        cfg.layer_offsets
+            .iter()
+            .filter(|(s, r, _)| *s == side && r.is_none_or(|r| r == rank))
+            .map(|(_, _, o)| *o)
+            .next_back()
+            .unwrap_or(0)
+    };
+    let layer_offset = [offset(1, rank1), offset(2, rank2)];
+    let m = if layer_offset != cfg.matching.layer_offset {
+        let opts = MatchOptions {
+            layer_offset,
+            ..cfg.matching.clone()
+        };
+        matcher::match_tables(&t1, &t2, &opts)
+    } else {
+        matcher::match_tables(&t1, &t2, &cfg.matching)
+    };
     done.rule_hits = m.rule_hits.clone();
     if cfg.matching.policy.exhaustive {
         if let Some(r) = m
