@@ -30,6 +30,26 @@ pub fn layer_index(key: &[u8]) -> Option<(usize, u64)> {
     Some((p, digits.parse().ok()?))
 }
 
+/// How two shapes differ, position by position (`dim0 6 vs 5`), or `None`
+/// when the dims are equal or unreadable.
+pub fn dims_difference(s1: &[u8], s2: &[u8]) -> Option<String> {
+    let (a, b) = (dims_of(s1)?, dims_of(s2)?);
+    if a == b {
+        return None;
+    }
+    if a.len() != b.len() {
+        return Some(format!("rank {} vs {}", a.len(), b.len()));
+    }
+    let d: Vec<String> = a
+        .iter()
+        .zip(&b)
+        .enumerate()
+        .filter(|(_, (x, y))| x != y)
+        .map(|(i, (x, y))| format!("dim{i} {x} vs {y}"))
+        .collect();
+    Some(d.join(", "))
+}
+
 fn is_subnormal_vs_zero(a: &[u8], b: &[u8]) -> bool {
     match (token_number(a), token_number(b)) {
         (Some(x), Some(y)) => {
@@ -80,20 +100,8 @@ pub fn row_notes(
         if d1 != d2 {
             out.push(format!("dtype {d1} → {d2}"));
         }
-        if let (Some(a), Some(b)) = (dims_of(s1), dims_of(s2)) {
-            if a != b {
-                let detail: Vec<String> = if a.len() == b.len() {
-                    a.iter()
-                        .zip(&b)
-                        .enumerate()
-                        .filter(|(_, (x, y))| x != y)
-                        .map(|(i, (x, y))| format!("dim{i} {x} vs {y}"))
-                        .collect()
-                } else {
-                    vec![format!("rank {} vs {}", a.len(), b.len())]
-                };
-                out.push(format!("shape {a:?} → {b:?} ({})", detail.join(", ")));
-            }
+        if let (Some(d), Some(a), Some(b)) = (dims_difference(s1, s2), dims_of(s1), dims_of(s2)) {
+            out.push(format!("shape {a:?} → {b:?} ({d})"));
         }
     }
     let (o1, o2) = (

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{RankComparison, ReportOptions};
 use crate::matcher::cause::CauseKind;
 use crate::matcher::{Counts, MatchRow, Status, StrategyCounts};
-use crate::parser::{duplicate_keys, OpTable, WarningKind};
+use crate::parser::{duplicate_keys, Field, OpTable, WarningKind};
 
 /// Version of the `summary.json` layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -179,8 +179,54 @@ pub struct RankSummary {
     pub unused_overrides: Vec<(String, String)>,
     /// Where the divergence starts (origins and entries) and non-finite values.
     pub root_causes: CausesSummary,
+    /// Paired rows whose Shape dims differ, and their most common pattern.
+    pub shape_mismatches: Option<ShapeMismatches>,
     /// The HTML pages of this rank.
     pub pages: Vec<PageRef>,
+}
+
+/// Paired rows whose dims differ ("3 of 3 shape mismatches share dim0 6 vs 5").
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ShapeMismatches {
+    /// Paired rows whose dims differ.
+    pub count: u64,
+    /// The most common difference (`dim0 6 vs 5`).
+    pub common: String,
+    /// Rows sharing it.
+    pub common_count: u64,
+}
+
+impl ShapeMismatches {
+    fn build(rc: &RankComparison<'_>) -> Option<ShapeMismatches> {
+        let mut by: std::collections::BTreeMap<String, u64> = Default::default();
+        let mut count = 0;
+        for r in &rc.matches.rows {
+            if let (Some(a), Some(b)) = (r.r1(), r.r2()) {
+                let (s1, s2) = (rc.t1.field(a, Field::Shape), rc.t2.field(b, Field::Shape));
+                if s1 != s2 {
+                    if let Some(d) = crate::matcher::notes::dims_difference(s1, s2) {
+                        count += 1;
+                        *by.entry(d).or_insert(0) += 1;
+                    }
+                }
+            }
+        }
+        let (common, common_count) = by
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
+        Some(ShapeMismatches {
+            count,
+            common,
+            common_count,
+        })
+    }
+    /// `3 of 3 shape mismatches share dim0 6 vs 5`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} of {} shape mismatches share {}",
+            self.common_count, self.count, self.common
+        )
+    }
 }
 
 /// An origin or entry of a rank, for `summary.json` and the report.
@@ -276,6 +322,7 @@ impl RankSummary {
                 .map(|i| RowRef::new(rc, i, opts.page_rows)),
             unused_overrides: rc.matches.unused_overrides.clone(),
             root_causes: CausesSummary::build(rc, opts.page_rows),
+            shape_mismatches: ShapeMismatches::build(rc),
             pages: Vec::new(),
         }
     }
@@ -316,13 +363,63 @@ pub struct Summary {
     pub ranks_only1: Vec<u32>,
     /// Ranks present in run 2 only.
     pub ranks_only2: Vec<u32>,
+    /// Ranks that behave alike: same first divergence and counts.
+    pub groups: Vec<RankGroup>,
     /// The exit status `actdiff compare` returns for this comparison.
     pub exit_status: i32,
     /// One line per reason for the exit status.
     pub verdict: Vec<String>,
 }
 
+/// Ranks whose comparisons look the same.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RankGroup {
+    /// The ranks, ascending.
+    pub ranks: Vec<u32>,
+    /// Non-`match` rows per rank.
+    pub diverging: u64,
+    /// Key of the first diverging row (the same in every rank of the group).
+    pub first_divergence: Option<String>,
+}
+
+impl RankGroup {
+    /// `ranks {1,3}: first divergence layers.1.attention/op_0_softmax (1 differing op)`.
+    pub fn describe(&self) -> String {
+        let ranks: Vec<String> = self.ranks.iter().map(|r| r.to_string()).collect();
+        match &self.first_divergence {
+            None => format!("ranks {{{}}}: all matched", ranks.join(",")),
+            Some(k) => format!(
+                "ranks {{{}}}: first divergence {k} ({} differing op{})",
+                ranks.join(","),
+                self.diverging,
+                if self.diverging == 1 { "" } else { "s" }
+            ),
+        }
+    }
+}
+
 impl Summary {
+    /// Groups ranks with the same first divergence and counts, in rank order.
+    pub fn group_ranks(ranks: &[RankSummary]) -> Vec<RankGroup> {
+        let mut groups: Vec<(String, RankGroup)> = Vec::new();
+        for r in ranks {
+            let first = r.first_divergence.as_ref().map(|f| f.key().to_string());
+            let sig = format!("{first:?}|{:?}", r.counts);
+            match groups.iter_mut().find(|(s, _)| *s == sig) {
+                Some((_, g)) => g.ranks.push(r.rank),
+                None => groups.push((
+                    sig,
+                    RankGroup {
+                        ranks: vec![r.rank],
+                        diverging: r.counts.diverging(),
+                        first_divergence: first,
+                    },
+                )),
+            }
+        }
+        groups.into_iter().map(|(_, g)| g).collect()
+    }
+
     /// Points ranks whose divergence only enters via collectives at the
     /// ranks that have origins or entries of their own.
     pub fn link_collective_ranks(ranks: &mut [RankSummary]) {

@@ -20,6 +20,28 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         format!("rank {} vs {}", r.rank, r.rank2)
     };
     let c = &r.counts;
+    let rc = &r.root_causes;
+    if let Some(f) = &rc.first_cause {
+        let more = rc.cause_count.saturating_sub(1);
+        let _ = writeln!(
+            out,
+            "{rank}: first {}: {} (line {}){}",
+            f.kind.as_str(),
+            f.row.key(),
+            f.row.line1.unwrap_or(0),
+            if more > 0 {
+                format!(", {more} more origin(s)/entr(ies)")
+            } else {
+                String::new()
+            }
+        );
+    } else if rc.via_collective_only {
+        let _ = writeln!(
+            out,
+            "{rank}: divergence only enters via collectives; see ranks {:?}",
+            rc.see_ranks
+        );
+    }
     let _ = write!(
         out,
         "{rank}: {} ops vs {} ops: {} match, {} diff, {} only in {}, {} only in {}",
@@ -65,6 +87,36 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             f.index
         );
     }
+    for (phase, f) in [
+        ("forward", &rc.first_divergence_forward),
+        ("backward", &rc.first_divergence_backward),
+    ] {
+        if let Some(f) = f {
+            let _ = writeln!(out, "  first divergence ({phase}): {}", f.key());
+        }
+    }
+    for (name, f) in [
+        (&s.name1, &rc.first_nonfinite1),
+        (&s.name2, &rc.first_nonfinite2),
+    ] {
+        if let Some(f) = f {
+            let _ = writeln!(out, "  first non-finite: {name} {}", f.key());
+        }
+    }
+    if let Some(f) = &rc.first_nonfinite_one_sided {
+        let _ = writeln!(out, "  first non-finite on one side only: {}", f.key());
+    }
+    if let (Some(f), Some(d)) = (&rc.largest_diff, rc.largest_rel_diff) {
+        let _ = writeln!(out, "  largest diff: {} (rel {d:.3e})", f.key());
+    }
+    if let Some(m) = &r.shape_mismatches {
+        let _ = writeln!(out, "  {}", m.describe());
+    }
+    for (side, name) in [(&r.run1, &s.name1), (&r.run2, &s.name2)] {
+        for i in &side.incomplete {
+            let _ = writeln!(out, "  {name} ({}): {i}", side.path);
+        }
+    }
 }
 
 /// Renders the terminal summary of `s`; `report` is the index page path.
@@ -85,6 +137,9 @@ pub fn render(s: &Summary, report: &str) -> String {
         let _ = writeln!(out, "ranks only in {}: {:?}", s.name2, s.ranks_only2);
     }
     if s.ranks.len() > 1 {
+        for g in &s.groups {
+            let _ = writeln!(out, "{}", g.describe());
+        }
         let c = &s.counts;
         let _ = writeln!(
             out,

@@ -411,9 +411,10 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         path1: cfg.report.path1.clone(),
         path2: cfg.report.path2.clone(),
         counts,
-        ranks,
         ranks_only1: plan.only1.clone(),
         ranks_only2: plan.only2.clone(),
+        groups: Summary::group_ranks(&ranks),
+        ranks,
         exit_status,
         verdict,
     };
