@@ -1,0 +1,849 @@
+//! The `actdiff compare` command line, end to end against the built binary:
+//! one test per exit status (see `src/exit_codes.rs`) and per kind of bad
+//! input, each checking the status *and* what the user is told.
+//!
+//! Inputs are the real logs in `testdata/` (always in the repository) and
+//! small variants of them that each test writes into its own temporary
+//! folder. Nothing here needs `../shared`.
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+use tempfile::TempDir;
+
+const BUG_A: &str = "bug_layer2/run_A/rank_0_activations.log";
+const BUG_B: &str = "bug_layer2/run_B/rank_0_activations.log";
+const MULTI_A: &str = "multirank_fsdp/run_A";
+const MULTI_B: &str = "multirank_fsdp/run_B";
+/// Ops in each bug_layer2 log.
+const BUG_OPS: usize = 265;
+
+fn testdata(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(rel)
+}
+
+fn read_testdata(rel: &str) -> Vec<u8> {
+    std::fs::read(testdata(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// What one run of the binary did.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+    /// The report folder given with `-o`.
+    out: PathBuf,
+}
+
+impl Run {
+    fn summary(&self) -> Value {
+        let p = self.out.join("summary.json");
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        serde_json::from_str(&text).unwrap()
+    }
+    /// Asserts the exit status, showing both streams when it differs.
+    fn expect(&self, code: i32) -> &Run {
+        assert_eq!(
+            self.code, code,
+            "exit status\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+    fn stderr_has(&self, part: &str) -> &Run {
+        assert!(
+            self.stderr.contains(part),
+            "stderr lacks `{part}`:\n{}",
+            self.stderr
+        );
+        self
+    }
+    fn stdout_has(&self, part: &str) -> &Run {
+        assert!(
+            self.stdout.contains(part),
+            "stdout lacks `{part}`:\n{}",
+            self.stdout
+        );
+        self
+    }
+}
+
+/// Runs `actdiff <args>`; never accepts a panic or a death by signal.
+fn actdiff<I, S>(args: I, out: PathBuf) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let o = Command::cargo_bin("actdiff")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    let run = Run {
+        code: o.status.code().expect("actdiff was killed by a signal"),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        out,
+    };
+    assert!(
+        !run.stderr.contains("panicked") && !run.stdout.contains("panicked"),
+        "actdiff panicked:\n{}",
+        run.stderr
+    );
+    assert!(
+        run.code != 101,
+        "exit status 101 (a Rust panic):\n{}",
+        run.stderr
+    );
+    run
+}
+
+/// Runs `actdiff compare RUN1 RUN2 -o TMP/out EXTRA...`.
+fn compare(tmp: &TempDir, run1: &Path, run2: &Path, extra: &[&str]) -> Run {
+    let out = tmp.path().join("out");
+    let mut args: Vec<&OsStr> = vec![
+        "compare".as_ref(),
+        run1.as_os_str(),
+        run2.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ];
+    args.extend(extra.iter().map(|s| OsStr::new(*s)));
+    actdiff(args, out.clone())
+}
+
+/// Reads a `--rows` file: one JSON object per line, each with exactly the
+/// documented keys.
+fn read_rows(p: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(p).unwrap();
+    assert!(!text.contains('\r'), "{}: contains a CR", p.display());
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let v: Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("{} line {}: {e}: {l}", p.display(), i + 1));
+            let obj = v.as_object().expect("row is an object");
+            let mut keys: Vec<&str> = obj.keys().map(|k| k.as_str()).collect();
+            keys.sort();
+            assert_eq!(
+                keys,
+                ["diffs", "key1", "key2", "rank", "status", "strategy"],
+                "row {}",
+                i + 1
+            );
+            v
+        })
+        .collect()
+}
+
+fn counts(v: &Value) -> (u64, u64, u64, u64) {
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("count {k}: {v}"));
+    (n("match"), n("diff"), n("only1"), n("only2"))
+}
+
+/// 1-based line and column of byte `pos` in `bytes`.
+fn line_col(bytes: &[u8], pos: usize) -> (usize, usize) {
+    let before = &bytes[..pos];
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let line_start = before
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    (line, pos - line_start + 1)
+}
+
+fn find(hay: &[u8], needle: &[u8], from: usize) -> usize {
+    hay[from..]
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|i| i + from)
+        .unwrap_or_else(|| panic!("`{}` not found", String::from_utf8_lossy(needle)))
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+// ---------------------------------------------------------------- exit 0
+
+#[test]
+fn identical_logs_exit_0() {
+    let tmp = TempDir::new().unwrap();
+    let a = testdata(BUG_A);
+    let r = compare(&tmp, &a, &a, &[]);
+    r.expect(0).stdout_has("no divergence");
+    let s = r.summary();
+    assert_eq!(s["exit_status"], 0);
+    assert_eq!(counts(&s["counts"]), (BUG_OPS as u64, 0, 0, 0));
+    assert_eq!(s["counts"]["truncated"], 0);
+    assert_eq!(s["ranks"].as_array().unwrap().len(), 1);
+    assert!(s["ranks"][0]["first_divergence"].is_null());
+    assert_eq!(s["ranks_only1"], serde_json::json!([]));
+    assert_eq!(s["ranks_only2"], serde_json::json!([]));
+}
+
+#[test]
+fn quiet_prints_nothing_on_stdout() {
+    let tmp = TempDir::new().unwrap();
+    let a = testdata(BUG_A);
+    let r = compare(&tmp, &a, &a, &["-q"]);
+    r.expect(0);
+    assert_eq!(r.stdout, "", "-q prints no summary");
+    assert_eq!(r.summary()["exit_status"], 0);
+}
+
+// ---------------------------------------------------------------- exit 1
+
+#[test]
+fn bug_layer2_exit_1_first_divergence_counts_and_rows() {
+    let tmp = TempDir::new().unwrap();
+    let rows = tmp.path().join("rows.jsonl");
+    let r = compare(
+        &tmp,
+        &testdata(BUG_A),
+        &testdata(BUG_B),
+        &["--rows", rows.to_str().unwrap()],
+    );
+    r.expect(1)
+        .stdout_has("first divergence: layers.2.ffn_norm/op_1_add_")
+        .stdout_has("163 match, 102 diff");
+    let s = r.summary();
+    assert_eq!(s["exit_status"], 1);
+    assert_eq!(counts(&s["counts"]), (163, 102, 0, 0));
+    let rank = &s["ranks"][0];
+    assert_eq!(counts(&rank["counts"]), (163, 102, 0, 0));
+    assert_eq!(
+        rank["first_divergence"]["key1"],
+        "layers.2.ffn_norm/op_1_add_"
+    );
+    assert_eq!(rank["first_divergence"]["status"], "diff");
+    assert_eq!(rank["run1"]["entries"], BUG_OPS);
+    assert_eq!(rank["run2"]["entries"], BUG_OPS);
+
+    let rows = read_rows(&rows);
+    assert_eq!(rows.len(), BUG_OPS);
+    let n = |st: &str| rows.iter().filter(|r| r["status"] == st).count();
+    assert_eq!((n("match"), n("diff")), (163, 102));
+    assert!(rows
+        .iter()
+        .all(|r| r["rank"] == 0 && r["strategy"] == "exact"));
+    let first = rows.iter().find(|r| r["status"] == "diff").unwrap();
+    assert_eq!(first["key1"], "layers.2.ffn_norm/op_1_add_");
+    assert_eq!(first["key2"], "layers.2.ffn_norm/op_1_add_");
+    // A diff row carries the per-stat differences of stats present on both
+    // sides: the hash-only eps add has none; the next row has some.
+    let later = rows
+        .iter()
+        .find(|r| r["key1"] == "layers.2.ffn_norm/op_2_mul")
+        .unwrap();
+    assert_eq!(later["status"], "diff");
+    assert!(!later["diffs"].as_object().unwrap().is_empty(), "{later}");
+}
+
+#[test]
+#[ignore = "src/report/html.rs does not write index.html yet (stub), although the terminal summary points to it"]
+fn bug_layer2_writes_index_html() {
+    let tmp = TempDir::new().unwrap();
+    let r = compare(&tmp, &testdata(BUG_A), &testdata(BUG_B), &[]);
+    r.expect(1);
+    let index = r.out.join("index.html");
+    assert!(index.is_file(), "{} missing", index.display());
+    let html = std::fs::read_to_string(index).unwrap();
+    assert!(html.contains("layers.2.ffn_norm/op_1_add_"));
+}
+
+#[test]
+fn multirank_folders_exit_1_with_per_rank_counts() {
+    let tmp = TempDir::new().unwrap();
+    let r = compare(&tmp, &testdata(MULTI_A), &testdata(MULTI_B), &[]);
+    r.expect(1);
+    let s = r.summary();
+    assert_eq!(s["exit_status"], 1);
+    let ranks = s["ranks"].as_array().unwrap();
+    let got: Vec<(u64, (u64, u64, u64, u64))> = ranks
+        .iter()
+        .map(|r| (r["rank"].as_u64().unwrap(), counts(&r["counts"])))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, (407, 219, 0, 0)),
+            (1, (137, 489, 0, 0)),
+            (2, (405, 221, 0, 0)),
+            (3, (403, 223, 0, 0)),
+        ]
+    );
+    assert_eq!(counts(&s["counts"]), (1352, 1152, 0, 0));
+    assert_eq!(s["ranks_only1"], serde_json::json!([]));
+    assert_eq!(s["ranks_only2"], serde_json::json!([]));
+    for r in ranks {
+        assert_eq!(r["run1"]["entries"], 626);
+        assert_eq!(r["run2"]["entries"], 626);
+    }
+    r.stdout_has("rank 1: 626 ops vs 626 ops: 137 match, 489 diff")
+        .stdout_has("first divergence: tok_embeddings/op_2_embedding");
+}
+
+#[test]
+fn rank_on_one_side_only_exit_1_and_others_still_compared() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = (tmp.path().join("A"), tmp.path().join("B"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    // run 1 has ranks {0, 1}, run 2 has ranks {1, 2}.
+    for (dir, run, rank) in [
+        (&a, MULTI_A, 0),
+        (&a, MULTI_A, 1),
+        (&b, MULTI_B, 1),
+        (&b, MULTI_B, 2),
+    ] {
+        let name = format!("rank_{rank}_activations.log");
+        std::fs::copy(testdata(&format!("{run}/{name}")), dir.join(&name)).unwrap();
+    }
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    let s = r.summary();
+    assert_eq!(s["exit_status"], 1);
+    assert_eq!(s["ranks_only1"], serde_json::json!([0]));
+    assert_eq!(s["ranks_only2"], serde_json::json!([2]));
+    let ranks = s["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 1, "rank 1 is compared");
+    assert_eq!(ranks[0]["rank"], 1);
+    assert_eq!(counts(&ranks[0]["counts"]), (137, 489, 0, 0));
+    assert!(
+        s["verdict"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_str().unwrap().contains("ranks on one side only")),
+        "{}",
+        s["verdict"]
+    );
+}
+
+#[test]
+fn one_sided_rank_alone_is_exit_1() {
+    // Identical shared ranks, but run 1 has an extra rank: still not a pass.
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = (tmp.path().join("A"), tmp.path().join("B"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    for (dir, rank) in [(&a, 0), (&a, 1), (&b, 0)] {
+        let name = format!("rank_{rank}_activations.log");
+        std::fs::copy(testdata(&format!("{MULTI_A}/{name}")), dir.join(&name)).unwrap();
+    }
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    let s = r.summary();
+    assert_eq!(counts(&s["counts"]), (626, 0, 0, 0));
+    assert_eq!(s["ranks_only1"], serde_json::json!([1]));
+    assert_eq!(s["ranks_only2"], serde_json::json!([]));
+}
+
+// ---------------------------------------------------------------- exit 2
+
+#[test]
+fn missing_file_exit_2_names_it() {
+    let tmp = TempDir::new().unwrap();
+    let missing = tmp.path().join("no_such_rank_0_activations.log");
+    let r = compare(&tmp, &missing, &testdata(BUG_A), &[]);
+    r.expect(2)
+        .stderr_has("error:")
+        .stderr_has("no_such_rank_0_activations.log");
+    // The same on the run-2 side.
+    let r = compare(&tmp, &testdata(BUG_A), &missing, &[]);
+    r.expect(2).stderr_has("no_such_rank_0_activations.log");
+}
+
+#[test]
+fn empty_file_exit_2_says_empty() {
+    let tmp = TempDir::new().unwrap();
+    let empty = write(tmp.path(), "empty.log", b"");
+    let r = compare(&tmp, &empty, &testdata(BUG_A), &[]);
+    r.expect(2).stderr_has("empty.log").stderr_has("empty");
+    assert_eq!(r.summary()["exit_status"], 2);
+    // Empty against itself is not a pass either.
+    let r = compare(&tmp, &empty, &empty, &[]);
+    r.expect(2).stderr_has("empty.log");
+}
+
+#[test]
+fn header_only_file_exit_2_no_ops() {
+    let tmp = TempDir::new().unwrap();
+    let log = read_testdata(BUG_A);
+    let first_block = find(&log, b"\n[", 0) + 1;
+    let header = write(tmp.path(), "header_only.log", &log[..first_block]);
+    let r = compare(&tmp, &testdata(BUG_A), &header, &[]);
+    r.expect(2)
+        .stderr_has("header_only.log")
+        .stderr_has("no ops");
+    let r = compare(&tmp, &header, &header, &[]);
+    r.expect(2).stderr_has("no ops");
+}
+
+#[test]
+fn random_bytes_exit_2_names_file() {
+    let tmp = TempDir::new().unwrap();
+    // Deterministic pseudo-random bytes (no `[`, so no line can open a block).
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let bytes: Vec<u8> = (0..8192)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            match (x >> 24) as u8 {
+                b'[' => b'x',
+                b => b,
+            }
+        })
+        .collect();
+    let garbage = write(tmp.path(), "garbage.log", &bytes);
+    let r = compare(&tmp, &garbage, &testdata(BUG_A), &[]);
+    r.expect(2)
+        .stderr_has("error:")
+        .stderr_has("garbage.log")
+        .stderr_has("no op blocks parsed");
+}
+
+#[test]
+fn non_log_text_exit_2_names_file() {
+    let tmp = TempDir::new().unwrap();
+    let text = write(
+        tmp.path(),
+        "notes.log",
+        b"loss went down\nstep 2: 8.25\nnothing to see here\n",
+    );
+    let r = compare(&tmp, &testdata(BUG_A), &text, &[]);
+    r.expect(2)
+        .stderr_has("notes.log")
+        .stderr_has("no op blocks parsed");
+}
+
+#[test]
+fn folder_without_logs_exit_2() {
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path().join("dump");
+    std::fs::create_dir_all(dir.join("numerics")).unwrap();
+    write(&dir, "notes.txt", b"not a log\n");
+    let r = compare(&tmp, &dir, &testdata(MULTI_B), &[]);
+    r.expect(2)
+        .stderr_has("dump")
+        .stderr_has("no rank_N_activations.log files");
+}
+
+#[test]
+fn bad_override_json_exit_2() {
+    let tmp = TempDir::new().unwrap();
+    let a = testdata(BUG_A);
+    let broken = write(
+        tmp.path(),
+        "broken.json",
+        b"{\"tok_embeddings/op_0_embedding\": ",
+    );
+    let r = compare(&tmp, &a, &a, &["--override", broken.to_str().unwrap()]);
+    r.expect(2).stderr_has("error:").stderr_has("broken.json");
+
+    let not_strings = write(
+        tmp.path(),
+        "numbers.json",
+        b"{\"tok_embeddings/op_0_embedding\": 1}\n",
+    );
+    let r = compare(&tmp, &a, &a, &["--override", not_strings.to_str().unwrap()]);
+    r.expect(2)
+        .stderr_has("numbers.json")
+        .stderr_has("not a string");
+
+    let missing = tmp.path().join("no_overrides.txt");
+    let r = compare(&tmp, &a, &a, &["--override", missing.to_str().unwrap()]);
+    r.expect(2).stderr_has("no_overrides.txt");
+}
+
+#[test]
+fn duplicate_keys_exit_2_with_both_lines() {
+    let tmp = TempDir::new().unwrap();
+    let log = read_testdata(BUG_A);
+    // Copy the block of `layers.0.attention_norm/op_1_add_` to after the
+    // next block, and fix the header count so only the duplicate is wrong.
+    let key = b"[layers.0.attention_norm/op_1_add_]";
+    let s = find(&log, key, 0);
+    let e = find(&log, b"\n[", s) + 1;
+    let insert_at = find(&log, b"\n[", e) + 1;
+    let mut dup = log[..insert_at].to_vec();
+    dup.extend_from_slice(&log[s..e]);
+    dup.extend_from_slice(&log[insert_at..]);
+    let header = format!("Total captured activations: {BUG_OPS}");
+    let fixed = format!("Total captured activations: {}", BUG_OPS + 1);
+    let dup = String::from_utf8(dup)
+        .unwrap()
+        .replacen(&header, &fixed, 1)
+        .into_bytes();
+    let (l1, _) = line_col(&dup, s);
+    let (l2, _) = line_col(&dup, insert_at);
+    let path = write(tmp.path(), "dup.log", &dup);
+
+    let r = compare(&tmp, &path, &testdata(BUG_A), &[]);
+    r.expect(2)
+        .stderr_has("dup.log")
+        .stderr_has("layers.0.attention_norm/op_1_add_")
+        .stderr_has(&format!("lines {l1} and {l2}"))
+        .stderr_has("--allow-duplicates");
+
+    // With --allow-duplicates the comparison runs: the second occurrence
+    // has no partner, so the runs differ.
+    let r = compare(&tmp, &path, &testdata(BUG_A), &["--allow-duplicates"]);
+    r.expect(1);
+    assert_eq!(counts(&r.summary()["counts"]), (BUG_OPS as u64, 0, 1, 0));
+}
+
+#[test]
+fn bad_rank_map_exit_2() {
+    let tmp = TempDir::new().unwrap();
+    let r = compare(
+        &tmp,
+        &testdata(MULTI_A),
+        &testdata(MULTI_B),
+        &["--rank-map", "1-2"],
+    );
+    r.expect(2).stderr_has("--rank-map").stderr_has("1-2");
+    let r = compare(
+        &tmp,
+        &testdata(MULTI_A),
+        &testdata(MULTI_B),
+        &["--rank-map", "0:x"],
+    );
+    r.expect(2).stderr_has("0:x");
+}
+
+#[test]
+fn unknown_option_exit_2() {
+    let a = testdata(BUG_A);
+    Command::cargo_bin("actdiff")
+        .unwrap()
+        .arg("compare")
+        .arg(&a)
+        .arg(&a)
+        .arg("--no-such-option")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--no-such-option"))
+        .stderr(predicate::str::contains("panicked").not());
+}
+
+#[test]
+fn missing_arguments_exit_2() {
+    Command::cargo_bin("actdiff")
+        .unwrap()
+        .arg("compare")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("Usage"))
+        .stderr(predicate::str::contains("panicked").not());
+}
+
+#[test]
+fn help_exit_0() {
+    Command::cargo_bin("actdiff")
+        .unwrap()
+        .args(["compare", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("--allow-incomplete"));
+}
+
+// ---------------------------------------------------------------- exit 3
+
+/// bug_layer2 run_A cut in the middle of the L2 norm value of a block past
+/// the middle of the file, without a final newline. Returns the bytes, the
+/// key of the cut block and the number of blocks left.
+fn truncated_log() -> (Vec<u8>, String, usize) {
+    let log = read_testdata(BUG_A);
+    let at = find(&log, b"  L2 norm: ", log.len() / 2);
+    let cut = at + b"  L2 norm: 1.2".len();
+    let bytes = log[..cut].to_vec();
+    let block = bytes
+        .windows(2)
+        .rposition(|w| w == b"\n[")
+        .expect("a block starts before the cut")
+        + 2;
+    let close = find(&bytes, b"]\n", block);
+    let key = String::from_utf8(bytes[block..close].to_vec()).unwrap();
+    let blocks = bytes.windows(2).filter(|w| w == b"\n[").count();
+    (bytes, key, blocks)
+}
+
+#[test]
+fn truncated_log_exit_3() {
+    let tmp = TempDir::new().unwrap();
+    let (bytes, _, blocks) = truncated_log();
+    assert_ne!(bytes.last(), Some(&b'\n'));
+    let cut = write(tmp.path(), "cut.log", &bytes);
+    let r = compare(&tmp, &cut, &testdata(BUG_A), &[]);
+    r.expect(3)
+        .stderr_has("cut.log")
+        .stderr_has("truncated")
+        .stderr_has(&format!("declares {BUG_OPS} ops, parsed {blocks}"));
+    let s = r.summary();
+    assert_eq!(s["exit_status"], 3);
+    assert_eq!(s["ranks"][0]["run1"]["truncated_blocks"], 1);
+    assert!(
+        s["verdict"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_str().unwrap().starts_with("incomplete input")),
+        "{}",
+        s["verdict"]
+    );
+}
+
+#[test]
+fn truncated_log_allow_incomplete_exit_1_row_truncated() {
+    let tmp = TempDir::new().unwrap();
+    let (bytes, key, blocks) = truncated_log();
+    let cut = write(tmp.path(), "cut.log", &bytes);
+    let rows = tmp.path().join("rows.jsonl");
+    let r = compare(
+        &tmp,
+        &cut,
+        &testdata(BUG_A),
+        &["--allow-incomplete", "--rows", rows.to_str().unwrap()],
+    );
+    r.expect(1).stderr_has("truncated");
+    let rows = read_rows(&rows);
+    assert_eq!(rows.len(), BUG_OPS);
+    let truncated: Vec<&Value> = rows.iter().filter(|r| r["status"] == "truncated").collect();
+    assert_eq!(truncated.len(), 1, "exactly the cut block");
+    assert_eq!(truncated[0]["key1"], key.as_str());
+    assert_eq!(truncated[0]["key2"], key.as_str());
+    let n = |st: &str| rows.iter().filter(|r| r["status"] == st).count();
+    // Blocks before the cut match; blocks after it exist in run 2 only.
+    assert_eq!(n("match"), blocks - 1);
+    assert_eq!(n("only2"), BUG_OPS - blocks);
+    assert_eq!(n("diff") + n("only1"), 0);
+    let s = r.summary();
+    assert_eq!(s["exit_status"], 1);
+    assert_eq!(s["counts"]["truncated"], 1);
+}
+
+#[test]
+fn header_count_mismatch_exit_3() {
+    let tmp = TempDir::new().unwrap();
+    let log = String::from_utf8(read_testdata(BUG_A)).unwrap();
+    let header = format!("Total captured activations: {BUG_OPS}\n");
+    assert!(log.starts_with(&header));
+    let more = log.replacen(
+        &header,
+        &format!("Total captured activations: {}\n", BUG_OPS + 1),
+        1,
+    );
+    let path = write(tmp.path(), "count.log", more.as_bytes());
+    let r = compare(&tmp, &testdata(BUG_A), &path, &[]);
+    r.expect(3)
+        .stderr_has("count.log")
+        .stderr_has(&format!("declares {} ops, parsed {BUG_OPS}", BUG_OPS + 1));
+    assert_eq!(r.summary()["exit_status"], 3);
+
+    // --allow-incomplete lifts exit 3; the summary still says why the input
+    // is incomplete.
+    let r = compare(&tmp, &testdata(BUG_A), &path, &["--allow-incomplete"]);
+    assert_ne!(r.code, 3, "{}", r.stderr);
+    assert!(r.code == 0 || r.code == 1, "{}", r.stderr);
+    let s = r.summary();
+    assert!(
+        s["verdict"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_str().unwrap().starts_with("incomplete input")),
+        "{}",
+        s["verdict"]
+    );
+}
+
+// ---------------------------------------------------------------- odd but valid input
+
+#[test]
+fn crlf_copy_matches_lf_original() {
+    let tmp = TempDir::new().unwrap();
+    let lf = testdata(BUG_A);
+    let log = read_testdata(BUG_A);
+    let crlf: Vec<u8> = log
+        .iter()
+        .flat_map(|b| {
+            if *b == b'\n' {
+                vec![b'\r', b'\n']
+            } else {
+                vec![*b]
+            }
+        })
+        .collect();
+    let crlf_path = write(tmp.path(), "crlf.log", &crlf);
+    let rows = tmp.path().join("rows.jsonl");
+    let r = compare(&tmp, &crlf_path, &lf, &["--rows", rows.to_str().unwrap()]);
+    r.expect(0).stderr_has("crlf.log");
+    let crlf_rows = std::fs::read(&rows).unwrap();
+    assert!(!crlf_rows.contains(&b'\r'), "a CR in the --rows file");
+    assert_eq!(read_rows(&rows).len(), BUG_OPS);
+    assert_eq!(counts(&r.summary()["counts"]), (BUG_OPS as u64, 0, 0, 0));
+
+    // Byte for byte the rows of the LF file compared with itself.
+    let tmp2 = TempDir::new().unwrap();
+    let rows_lf = tmp2.path().join("rows.jsonl");
+    compare(&tmp2, &lf, &lf, &["--rows", rows_lf.to_str().unwrap()]).expect(0);
+    assert_eq!(crlf_rows, std::fs::read(&rows_lf).unwrap());
+}
+
+#[test]
+fn mixed_crlf_and_lf_matches_lf_original() {
+    let tmp = TempDir::new().unwrap();
+    let log = read_testdata(BUG_A);
+    let mut mixed = Vec::with_capacity(log.len() + log.len() / 40);
+    for (i, line) in log.split_inclusive(|b| *b == b'\n').enumerate() {
+        if i % 2 == 0 && line.ends_with(b"\n") {
+            mixed.extend_from_slice(&line[..line.len() - 1]);
+            mixed.extend_from_slice(b"\r\n");
+        } else {
+            mixed.extend_from_slice(line);
+        }
+    }
+    let path = write(tmp.path(), "mixed.log", &mixed);
+    let rows = tmp.path().join("rows.jsonl");
+    let r = compare(
+        &tmp,
+        &testdata(BUG_A),
+        &path,
+        &["--rows", rows.to_str().unwrap()],
+    );
+    r.expect(0);
+    assert_eq!(read_rows(&rows).len(), BUG_OPS);
+}
+
+#[test]
+fn non_utf8_key_warns_with_position_and_still_compares() {
+    let tmp = TempDir::new().unwrap();
+    let log = read_testdata(BUG_A);
+    let key = b"[layers.0.attention_norm/op_2_mul]";
+    let at = find(&log, key, 0);
+    let mut bytes = log[..at].to_vec();
+    bytes.extend_from_slice(b"[layers.0.attention_norm/op_2_\xff\xfemul]");
+    bytes.extend_from_slice(&log[at + key.len()..]);
+    let bad = at + b"[layers.0.attention_norm/op_2_".len();
+    let (line, col) = line_col(&bytes, bad);
+    let path = write(tmp.path(), "latin.log", &bytes);
+    let r = compare(&tmp, &path, &path, &[]);
+    r.expect(0)
+        .stderr_has("warning:")
+        .stderr_has(&format!("latin.log:{line}:{col}"))
+        .stderr_has("UTF-8");
+    assert_eq!(counts(&r.summary()["counts"]), (BUG_OPS as u64, 0, 0, 0));
+}
+
+#[test]
+fn unknown_field_line_warns_and_still_compares() {
+    let tmp = TempDir::new().unwrap();
+    let log = read_testdata(BUG_A);
+    let block = find(&log, b"[layers.0.attention_norm/op_2_mul]", 0);
+    let at = find(&log, b"  Location: ", block);
+    let mut bytes = log[..at].to_vec();
+    bytes.extend_from_slice(b"  Call type: foo\n");
+    bytes.extend_from_slice(&log[at..]);
+    let (line, _) = line_col(&bytes, at);
+    let path = write(tmp.path(), "extra_field.log", &bytes);
+    let r = compare(&tmp, &path, &path, &[]);
+    r.expect(0)
+        .stderr_has("warning:")
+        .stderr_has(&format!("extra_field.log:{line}:"))
+        .stderr_has("Call type");
+    assert_eq!(counts(&r.summary()["counts"]), (BUG_OPS as u64, 0, 0, 0));
+}
+
+#[test]
+fn gzip_named_gz_matches_plain_log() {
+    let tmp = TempDir::new().unwrap();
+    let gz = write(
+        tmp.path(),
+        "rank_0_activations.log.gz",
+        &gzip(&read_testdata(BUG_A)),
+    );
+    let rows = tmp.path().join("rows.jsonl");
+    let r = compare(
+        &tmp,
+        &gz,
+        &testdata(BUG_A),
+        &["--rows", rows.to_str().unwrap()],
+    );
+    r.expect(0)
+        .stdout_has(&format!("{BUG_OPS} ops vs {BUG_OPS} ops"));
+    assert!(!r.stdout.contains(" 0 ops"), "{}", r.stdout);
+    assert_eq!(counts(&r.summary()["counts"]), (BUG_OPS as u64, 0, 0, 0));
+    let rows = read_rows(&rows);
+    assert_eq!(rows.len(), BUG_OPS);
+    assert!(rows.iter().all(|r| r["status"] == "match"));
+}
+
+#[test]
+fn gzip_disguised_as_log_matches_plain_log() {
+    let tmp = TempDir::new().unwrap();
+    let disguised = write(tmp.path(), "disguised.log", &gzip(&read_testdata(BUG_A)));
+    let rows = tmp.path().join("rows.jsonl");
+    let r = compare(
+        &tmp,
+        &testdata(BUG_A),
+        &disguised,
+        &["--rows", rows.to_str().unwrap()],
+    );
+    r.expect(0)
+        .stdout_has(&format!("{BUG_OPS} ops vs {BUG_OPS} ops"));
+    assert!(!r.stdout.contains(" 0 ops"), "{}", r.stdout);
+    assert_eq!(counts(&r.summary()["counts"]), (BUG_OPS as u64, 0, 0, 0));
+    assert_eq!(
+        read_rows(&rows)
+            .iter()
+            .filter(|r| r["status"] == "match")
+            .count(),
+        BUG_OPS
+    );
+}
+
+#[test]
+fn gzip_rank_folder_is_discovered() {
+    // A folder of gzip-compressed rank logs compares like the plain folder.
+    let tmp = TempDir::new().unwrap();
+    let dir = tmp.path().join("gz");
+    std::fs::create_dir_all(&dir).unwrap();
+    for rank in 0..4 {
+        let name = format!("rank_{rank}_activations.log");
+        let plain = read_testdata(&format!("{MULTI_B}/{name}"));
+        write(&dir, &format!("{name}.gz"), &gzip(&plain));
+    }
+    let r = compare(&tmp, &testdata(MULTI_B), &dir, &[]);
+    r.expect(0);
+    let s = r.summary();
+    assert_eq!(s["ranks"].as_array().unwrap().len(), 4);
+    assert_eq!(counts(&s["counts"]), (4 * 626, 0, 0, 0));
+}
+
+#[test]
+fn corrupt_gzip_exit_2_names_file() {
+    let tmp = TempDir::new().unwrap();
+    let mut gz = gzip(&read_testdata(BUG_A));
+    let keep = gz.len() / 2;
+    gz.truncate(keep);
+    let path = write(tmp.path(), "half.log.gz", &gz);
+    let r = compare(&tmp, &path, &testdata(BUG_A), &[]);
+    r.expect(2).stderr_has("half.log.gz").stderr_has("gzip");
+}
