@@ -53,7 +53,7 @@ pub struct CompareArgs {
     /// Compare run-1 rank A with run-2 rank B (`A:B`, repeatable or comma-separated).
     #[arg(long = "rank-map", value_name = "A:B")]
     pub rank_map: Vec<String>,
-    /// Treat truncated logs and header count mismatches as a divergence (exit 1), not exit 3.
+    /// Report truncated logs and header count mismatches without exit 3: the exit status is then 1 or 0 by the rows compared.
     #[arg(long)]
     pub allow_incomplete: bool,
     /// Keep keys that occur twice in one log (paired by occurrence) instead of exit 2.
@@ -152,7 +152,7 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
     } else if a.rtol.is_some() || a.atol.is_some() {
         for (name, v) in [("--rtol", a.rtol), ("--atol", a.atol)] {
             if let Some(v) = v {
-                if !(v >= 0.0) {
+                if v.is_nan() || v < 0.0 {
                     return Err(format!(
                         "{name} {v}: tolerances must be non-negative numbers"
                     ));

@@ -116,7 +116,11 @@ fn read_junit(path: &std::path::Path) -> (u64, u64, Vec<(String, Option<String>)
         e.attributes()
             .filter_map(|a| a.ok())
             .find(|a| a.key.as_ref() == name.as_bytes())
-            .map(|a| a.unescape_value().unwrap().into_owned())
+            .map(|a| {
+                a.normalized_value(quick_xml::XmlVersion::Implicit1_0)
+                    .unwrap()
+                    .into_owned()
+            })
             .unwrap_or_default()
     };
     loop {

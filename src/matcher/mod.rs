@@ -317,57 +317,71 @@ impl MatchTable {
     }
 }
 
-/// One pass: index the unclaimed side-2 rows by `key2` (first row in file
-/// order first), then walk the unpaired side-1 rows in file order.
-fn run_pass<'a, K, F1, F2>(
-    n1: usize,
-    n2: usize,
-    pair1: &mut [u32],
-    pair2: &mut [u32],
-    strat1: &mut [Strategy],
-    strategy: Strategy,
-    key1: F1,
-    key2: F2,
-) -> u64
-where
-    K: Hash + Eq + 'a,
-    F1: Fn(usize) -> Option<K>,
-    F2: Fn(usize) -> Option<K>,
-{
-    // head[key] = first unclaimed side-2 row with that key; next[row] = the following one.
-    let mut head: AHashMap<K, u32> = AHashMap::new();
-    let mut next: Vec<u32> = vec![NO_ROW; n2];
-    for r2 in (0..n2).rev() {
-        if pair2[r2] != NO_ROW {
-            continue;
+/// Pairing state across the passes: who is paired with whom, and by which pass.
+struct Pairing {
+    /// Run-2 partner of each run-1 row, or [`NO_ROW`].
+    pair1: Vec<u32>,
+    /// Run-1 partner of each run-2 row, or [`NO_ROW`].
+    pair2: Vec<u32>,
+    /// The pass that paired each run-1 row.
+    strat1: Vec<Strategy>,
+}
+
+impl Pairing {
+    fn new(n1: usize, n2: usize) -> Pairing {
+        Pairing {
+            pair1: vec![NO_ROW; n1],
+            pair2: vec![NO_ROW; n2],
+            strat1: vec![Strategy::None; n1],
         }
-        if let Some(k) = key2(r2) {
-            if let Some(old) = head.insert(k, r2 as u32) {
-                next[r2] = old;
+    }
+
+    /// One pass: index the unclaimed side-2 rows by `key2` (first row in
+    /// file order first), then walk the unpaired side-1 rows in file order,
+    /// each taking the first unclaimed side-2 row with an equal key.
+    /// Returns the number of pairs made.
+    fn pass<K, F1, F2>(&mut self, strategy: Strategy, key1: F1, key2: F2) -> u64
+    where
+        K: Hash + Eq,
+        F1: Fn(usize) -> Option<K>,
+        F2: Fn(usize) -> Option<K>,
+    {
+        let (n1, n2) = (self.pair1.len(), self.pair2.len());
+        // head[key] = first unclaimed side-2 row with that key; next[row] = the following one.
+        let mut head: AHashMap<K, u32> = AHashMap::new();
+        let mut next: Vec<u32> = vec![NO_ROW; n2];
+        for r2 in (0..n2).rev() {
+            if self.pair2[r2] != NO_ROW {
+                continue;
+            }
+            if let Some(k) = key2(r2) {
+                if let Some(old) = head.insert(k, r2 as u32) {
+                    next[r2] = old;
+                }
             }
         }
-    }
-    if head.is_empty() {
-        return 0;
-    }
-    let mut paired = 0;
-    for r1 in 0..n1 {
-        if pair1[r1] != NO_ROW {
-            continue;
+        if head.is_empty() {
+            return 0;
         }
-        let Some(k) = key1(r1) else { continue };
-        if let Some(h) = head.get_mut(&k) {
-            if *h != NO_ROW {
-                let r2 = *h as usize;
-                *h = next[r2];
-                pair1[r1] = r2 as u32;
-                pair2[r2] = r1 as u32;
-                strat1[r1] = strategy;
-                paired += 1;
+        let mut paired = 0;
+        for r1 in 0..n1 {
+            if self.pair1[r1] != NO_ROW {
+                continue;
+            }
+            let Some(k) = key1(r1) else { continue };
+            if let Some(h) = head.get_mut(&k) {
+                if *h != NO_ROW {
+                    let r2 = *h as usize;
+                    *h = next[r2];
+                    self.pair1[r1] = r2 as u32;
+                    self.pair2[r2] = r1 as u32;
+                    self.strat1[r1] = strategy;
+                    paired += 1;
+                }
             }
         }
+        paired
     }
-    paired
 }
 
 /// Pairs and judges the rows of two logs of one rank.
@@ -377,30 +391,18 @@ where
 /// to it (checked against every `shared/testdata/*/golden.json`).
 pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTable {
     let (n1, n2) = (t1.len(), t2.len());
-    let mut pair1 = vec![NO_ROW; n1];
-    let mut pair2 = vec![NO_ROW; n2];
-    let mut strat1 = vec![Strategy::None; n1];
+    let mut p = Pairing::new(n1, n2);
     let mut sc = StrategyCounts::default();
     let [off1, off2] = opts.layer_offset;
 
     if !opts.overrides.is_empty() {
-        sc.overridden = run_pass(
-            n1,
-            n2,
-            &mut pair1,
-            &mut pair2,
-            &mut strat1,
+        sc.overridden = p.pass(
             Strategy::Override,
             |r| opts.overrides.get(t1.key(r)),
             |r| Some(t2.key(r)),
         );
     }
-    sc.exact = run_pass(
-        n1,
-        n2,
-        &mut pair1,
-        &mut pair2,
-        &mut strat1,
+    sc.exact = p.pass(
         Strategy::Exact,
         |r| {
             Some(keys::with_layer_offset(
@@ -417,33 +419,25 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
     );
     let fuzzy1: Vec<Option<Vec<u8>>> = (0..n1)
         .map(|r| {
-            (pair1[r] == NO_ROW).then(|| keys::fuzzy_key(&keys::with_layer_offset(t1.key(r), off1)))
+            (p.pair1[r] == NO_ROW)
+                .then(|| keys::fuzzy_key(&keys::with_layer_offset(t1.key(r), off1)))
         })
         .collect();
     let fuzzy2: Vec<Option<Vec<u8>>> = (0..n2)
         .map(|r| {
-            (pair2[r] == NO_ROW).then(|| keys::fuzzy_key(&keys::with_layer_offset(t2.key(r), off2)))
+            (p.pair2[r] == NO_ROW)
+                .then(|| keys::fuzzy_key(&keys::with_layer_offset(t2.key(r), off2)))
         })
         .collect();
     if opts.shape_tie_break {
         // Among fuzzy-equal candidates, prefer one with the same Shape text.
-        sc.fuzzy = run_pass(
-            n1,
-            n2,
-            &mut pair1,
-            &mut pair2,
-            &mut strat1,
+        sc.fuzzy = p.pass(
             Strategy::Fuzzy,
             |r| fuzzy1[r].as_deref().map(|f| (f, t1.field(r, Field::Shape))),
             |r| fuzzy2[r].as_deref().map(|f| (f, t2.field(r, Field::Shape))),
         );
     }
-    sc.fuzzy += run_pass(
-        n1,
-        n2,
-        &mut pair1,
-        &mut pair2,
-        &mut strat1,
+    sc.fuzzy += p.pass(
         Strategy::Fuzzy,
         |r| fuzzy1[r].as_deref(),
         |r| fuzzy2[r].as_deref(),
@@ -457,12 +451,7 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
             )
         })
     };
-    sc.stats = run_pass(
-        n1,
-        n2,
-        &mut pair1,
-        &mut pair2,
-        &mut strat1,
+    sc.stats = p.pass(
         Strategy::Stats,
         |r| stats_key(t1, &fuzzy1, r),
         |r| stats_key(t2, &fuzzy2, r),
@@ -483,7 +472,7 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
             if compare::non_finite(t1, r1) {
                 flags |= ROW_NONFINITE1;
             }
-            let r2 = pair1[r1];
+            let r2 = p.pair1[r1];
             if r2 == NO_ROW {
                 return MatchRow {
                     row1: r1 as u32,
@@ -512,13 +501,13 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
                 row1: r1 as u32,
                 row2: r2,
                 status,
-                strategy: strat1[r1],
+                strategy: p.strat1[r1],
                 flags,
                 source: rp.source,
             }
         })
         .collect();
-    rows.extend((0..n2).filter(|r| pair2[*r] == NO_ROW).map(|r2| {
+    rows.extend((0..n2).filter(|r| p.pair2[*r] == NO_ROW).map(|r2| {
         let rp = judge(t2, r2);
         let mut flags = flags_of(&rp);
         if compare::non_finite(t2, r2) {
@@ -544,7 +533,7 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
     let mut unused = Vec::new();
     if !opts.overrides.is_empty() {
         let used: ahash::AHashSet<&[u8]> = (0..n1)
-            .filter(|r| strat1[*r] == Strategy::Override)
+            .filter(|r| p.strat1[*r] == Strategy::Override)
             .map(|r| t1.key(r))
             .collect();
         for (k, v) in opts.overrides.pairs() {

@@ -83,7 +83,7 @@ impl Overrides {
                 serde_json::from_str(text).map_err(|e| OverrideError::Syntax {
                     path: path.to_path_buf(),
                     line: e.line(),
-                    column: e.column(),
+                    column: e.column().max(1),
                     message: format!("invalid JSON override file: {e}"),
                 })?;
             let obj = v.as_object().ok_or_else(|| OverrideError::Syntax {

@@ -479,7 +479,7 @@ pub fn parse_rules_text(text: &str, file: &str) -> Result<Vec<Rule>, RuleError> 
                 return Err(bad("only `<=` is supported"));
             }
             let v: f64 = v.parse().map_err(|_| bad("not a number"))?;
-            if !(v >= 0.0) {
+            if v.is_nan() || v < 0.0 {
                 return Err(bad("tolerances must be non-negative"));
             }
             match name {

@@ -365,7 +365,7 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial) {
         "header",
         format!(
             "line before the first block is no header line: `{}`",
-            lossy(&t[..t.len().min(80)])
+            lossy(&t[..t.len().min(80)]).escape_debug()
         ),
     );
 }

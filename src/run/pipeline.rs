@@ -321,7 +321,10 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
     let in2 = RunInput::discover(&cfg.run2)?;
     let plan = plan(&in1, &in2, &cfg.rank_map);
     let out = &cfg.report.out_dir;
-    std::fs::create_dir_all(out).map_err(|e| report::ReportError::io(out, e))?;
+    std::fs::create_dir_all(out).map_err(|e| report::ReportError::Io {
+        path: out.to_path_buf(),
+        message: format!("cannot create the report folder (-o): {e}"),
+    })?;
 
     let bar = if cfg.quiet || plan.pairs.len() < 2 {
         ProgressBar::hidden()
