@@ -1,0 +1,103 @@
+/* actdiff result page: status filters, key regex filter, clipped cells,
+   fragment targets. Reads everything from the DOM; no data is embedded. */
+(function () {
+  "use strict";
+  var body = document.body;
+
+  /* Status checkboxes: unchecked hides the rows of that status (CSS). */
+  var boxes = document.querySelectorAll("#filters input[type=checkbox][data-st]");
+  Array.prototype.forEach.call(boxes, function (cb) {
+    var apply = function () { body.classList.toggle("hide-" + cb.getAttribute("data-st"), !cb.checked); };
+    cb.addEventListener("change", apply);
+    apply(); /* browsers restore checkbox state on reload */
+  });
+
+  /* Key regex filter: hides row pairs whose keys do not match. */
+  var pairs = null;
+  function allPairs() {
+    if (pairs) return pairs;
+    pairs = Array.prototype.map.call(document.querySelectorAll("table.res tbody[id]"), function (tb) {
+      var k = tb.querySelector("td.k"), keys = [];
+      if (k) {
+        var parts = k.querySelectorAll(".kt");
+        if (parts.length) {
+          Array.prototype.forEach.call(parts, function (s) { keys.push(s.textContent); });
+        } else {
+          keys.push(k.textContent);
+        }
+      }
+      return { el: tb, keys: keys };
+    });
+    return pairs;
+  }
+  var box = document.getElementById("re"), status = document.getElementById("re-status"), timer = null;
+  function applyRegex() {
+    var pat = box.value.trim(), re = null, list = allPairs(), kept = 0;
+    if (pat) {
+      try {
+        re = new RegExp(pat, "i");
+      } catch (err) {
+        status.className = "err";
+        status.textContent = "invalid regex: " + err.message;
+        return;
+      }
+    }
+    list.forEach(function (p) {
+      var ok = !re || p.keys.some(function (k) { return re.test(k); });
+      p.el.classList.toggle("fx", !ok);
+      if (ok) kept += 1;
+    });
+    status.className = "mut";
+    status.textContent = re ? kept + " / " + list.length + " rows match" : "";
+  }
+  if (box) {
+    box.addEventListener("input", function () {
+      clearTimeout(timer);
+      timer = setTimeout(applyRegex, 80);
+    });
+    if (box.value) applyRegex();
+  }
+
+  /* Clipped cells (long hash lists, shapes) expand and collapse on click,
+     unless the click ends a text selection. */
+  document.addEventListener("click", function (e) {
+    var t = e.target;
+    var c = t && t.closest ? t.closest("div.c") : null;
+    if (!c) return;
+    var sel = window.getSelection ? String(window.getSelection()) : "";
+    if (!sel) c.classList.toggle("open");
+  });
+
+  /* A coloured cell of run 1 shows the relative difference that run 2's
+     cell of the same column holds in its title. */
+  document.addEventListener("mouseover", function (e) {
+    var t = e.target;
+    var td = t && t.closest ? t.closest("table.res td[class^=x]") : null;
+    if (!td || td.title) return;
+    var tr = td.parentNode, other = tr.nextElementSibling;
+    if (!other) return;
+    var col = Array.prototype.indexOf.call(tr.children, td) - 2; /* key and match cells */
+    var o = other.children[col];
+    if (o && o.title) td.title = o.title;
+  });
+
+  /* A #rankN-rowM fragment: open its section, unhide it, scroll to it. */
+  function reveal() {
+    var id = location.hash ? decodeURIComponent(location.hash.slice(1)) : "";
+    var el = id ? document.getElementById(id) : null;
+    if (!el) return;
+    var d = el.closest ? el.closest("details") : null;
+    if (d && !d.open) d.open = true;
+    el.classList.remove("fx");
+    Array.prototype.forEach.call(boxes, function (cb) {
+      var st = cb.getAttribute("data-st");
+      if (el.classList.contains(st) && !cb.checked) {
+        cb.checked = true;
+        body.classList.remove("hide-" + st);
+      }
+    });
+    el.scrollIntoView({ block: "center" });
+  }
+  window.addEventListener("hashchange", reveal);
+  if (location.hash) reveal();
+})();
