@@ -18,6 +18,7 @@
 pub mod capture;
 pub mod cli;
 pub mod exit_codes;
+pub mod gen;
 pub mod matcher;
 pub mod parser;
 pub mod report;

@@ -1,0 +1,1379 @@
+//! A deterministic generator of realistic activation logs, for benchmarks and
+//! large-file tests.
+//!
+//! The logs follow `shared/spec/log-format.md` byte for byte: the header
+//! (`Total captured activations: N`, `Excluded ops dispatched: ...`, 80 `=`,
+//! an empty line), then one block per op of a Llama-style decoder training
+//! loop, step after step: forward (`tok_embeddings`, per layer
+//! `attention_norm`, `attention.wq/wk/wv`, `attention.inner_attention`,
+//! `attention.wo`, `ffn_norm`, `feed_forward.w1/w2/w3`, then `norm`, `output`
+//! and the loss), backward (`Phase: backward`, layers in reverse) and the
+//! optimizer step (`<none>/op_N__fused_adamw_` with one input hash per
+//! parameter and state tensor). With more than one rank the FSDP collectives
+//! (`all_gather_copy_in`, `_allgather_base_`, `_reduce_scatter_base_`, whose
+//! stats are `nan`) are dispatched too. Keys carry per-module op counters,
+//! blocks carry `Input producers` links to earlier keys, in-place ops such as
+//! `add_` have hash-only blocks, and a few stats are `inf`, `-inf`, `nan`,
+//! `0` or `-0`. Blocks average about 300 bytes, as in real logs, so 1 GiB is
+//! about 3.4 million ops.
+//!
+//! Run 2 of a rank is byte-identical to run 1 except in the perturbed rows,
+//! whose first finite `Output hash` value (or, for a block without one, the
+//! first finite `Input hashes` value) and `L2 norm` are multiplied by
+//! `1 + 1e-4`. Matching the two runs therefore pairs every row by its exact
+//! key and finds exactly the perturbed rows `diff`.
+//!
+//! ```no_run
+//! use actdiff::gen::{generate, GenOptions};
+//! let opts = GenOptions { ops: 1_000_000, ranks: 2, seed: 7, perturb: 0.01, perturb_count: None };
+//! let stats = generate("a".as_ref(), "b".as_ref(), &opts).unwrap();
+//! println!("{} files, {} bytes, {} rows differ", stats.files, stats.bytes, stats.perturbed);
+//! ```
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use rayon::prelude::*;
+
+/// What to generate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenOptions {
+    /// Op blocks per rank log (the header count).
+    pub ops: u64,
+    /// Number of ranks; each gets `rank_{r}_activations.log` in both runs.
+    pub ranks: u32,
+    /// Seed of every random choice; the same options give the same bytes.
+    pub seed: u64,
+    /// Fraction (0 to 1) of each rank's rows that are perturbed in run 2;
+    /// rounded to the nearest row count.
+    pub perturb: f64,
+    /// Exact number of perturbed rows per rank; overrides `perturb`.
+    pub perturb_count: Option<u64>,
+}
+
+impl Default for GenOptions {
+    fn default() -> Self {
+        GenOptions {
+            ops: 100_000,
+            ranks: 1,
+            seed: 0,
+            perturb: 0.01,
+            perturb_count: None,
+        }
+    }
+}
+
+impl GenOptions {
+    /// Rows of each rank that differ between run 1 and run 2: `perturb_count`,
+    /// or `perturb × ops` rounded, at most `ops`.
+    pub fn perturbed_rows(&self) -> u64 {
+        let n = match self.perturb_count {
+            Some(n) => n,
+            None => (self.perturb.clamp(0.0, 1.0) * self.ops as f64).round() as u64,
+        };
+        n.min(self.ops)
+    }
+
+    fn validate(&self) -> io::Result<()> {
+        if self.perturb_count.is_none() && !(0.0..=1.0).contains(&self.perturb) {
+            return Err(invalid(format!(
+                "perturb must be a fraction between 0 and 1, got {}",
+                self.perturb
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What was written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GenStats {
+    /// Files written.
+    pub files: u32,
+    /// Op blocks written, summed over the files.
+    pub ops: u64,
+    /// Bytes written, summed over the files.
+    pub bytes: u64,
+    /// Rows that differ between run 1 and run 2 (the `diff` rows a compare
+    /// finds), summed over the ranks (not over the two runs).
+    pub perturbed: u64,
+}
+
+/// The file name of rank `rank`'s log: `rank_{rank}_activations.log`.
+pub fn log_file_name(rank: u32) -> String {
+    format!("rank_{rank}_activations.log")
+}
+
+/// Writes `dir1/rank_{r}_activations.log` (run 1) and
+/// `dir2/rank_{r}_activations.log` (run 2) for every rank, creating the
+/// folders, in parallel on the current rayon pool.
+///
+/// Errors: I/O errors, `ranks == 0`, `dir1 == dir2`, or a `perturb` outside
+/// 0..=1 (`InvalidInput`).
+pub fn generate(dir1: &Path, dir2: &Path, opts: &GenOptions) -> io::Result<GenStats> {
+    opts.validate()?;
+    if opts.ranks == 0 {
+        return Err(invalid("ranks must be at least 1".into()));
+    }
+    if dir1 == dir2 {
+        return Err(invalid(format!(
+            "the two run folders are the same: {}",
+            dir1.display()
+        )));
+    }
+    std::fs::create_dir_all(dir1)?;
+    std::fs::create_dir_all(dir2)?;
+    let jobs: Vec<(u32, u8)> = (0..opts.ranks).flat_map(|r| [(r, 1u8), (r, 2u8)]).collect();
+    let results: Vec<io::Result<GenStats>> = jobs
+        .par_iter()
+        .map(|&(rank, run)| {
+            let dir = if run == 1 { dir1 } else { dir2 };
+            let path = dir.join(log_file_name(rank));
+            let file = std::fs::File::create(&path).map_err(|e| with_path(e, &path))?;
+            let mut w = io::BufWriter::with_capacity(1 << 20, file);
+            let s = write_log(&mut w, opts, rank, run).map_err(|e| with_path(e, &path))?;
+            w.flush().map_err(|e| with_path(e, &path))?;
+            Ok(s)
+        })
+        .collect();
+    let mut total = GenStats::default();
+    for (r, &(_, run)) in results.into_iter().zip(&jobs) {
+        let s = r?;
+        total.files += s.files;
+        total.ops += s.ops;
+        total.bytes += s.bytes;
+        if run == 2 {
+            total.perturbed += s.perturbed;
+        }
+    }
+    Ok(total)
+}
+
+/// Writes rank `rank`'s log of run `run` (1 or 2) to `w`. Run 1 and run 2
+/// of the same options and rank differ only in the perturbed rows.
+/// `GenStats::perturbed` is the same for both runs.
+///
+/// Errors: I/O errors from `w`, `run` not 1 or 2, or a `perturb` outside
+/// 0..=1 (`InvalidInput`).
+pub fn write_log(
+    w: &mut impl Write,
+    opts: &GenOptions,
+    rank: u32,
+    run: u8,
+) -> io::Result<GenStats> {
+    opts.validate()?;
+    if run != 1 && run != 2 {
+        return Err(invalid(format!("run must be 1 or 2, got {run}")));
+    }
+    let mut g = Generator::new(opts, rank, run == 2);
+    let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + (64 << 10));
+    let mut bytes = 0u64;
+
+    buf.extend_from_slice(b"Total captured activations: ");
+    push_u64(&mut buf, opts.ops);
+    buf.push(b'\n');
+    buf.extend_from_slice(EXCLUDED);
+    buf.extend_from_slice(&[b'='; 80]);
+    buf.extend_from_slice(b"\n\n");
+
+    for _ in 0..opts.ops {
+        g.block(&mut buf);
+        if buf.len() >= FLUSH_AT {
+            w.write_all(&buf)?;
+            bytes += buf.len() as u64;
+            buf.clear();
+        }
+    }
+    w.write_all(&buf)?;
+    bytes += buf.len() as u64;
+    Ok(GenStats {
+        files: 1,
+        ops: opts.ops,
+        bytes,
+        perturbed: g.perturb_total,
+    })
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+fn with_path(e: io::Error, path: &Path) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+const FLUSH_AT: usize = 1 << 20;
+
+const EXCLUDED: &[u8] = b"Excluded ops dispatched: _to_copy, _unsafe_view, as_strided, clone, detach, expand, ones_like, slice, t, transpose, view, view_as_complex, view_as_real\n";
+
+/// Relative change of a perturbed value in run 2.
+const PERTURB_FACTOR: f64 = 1.0 + 1e-4;
+
+/// Decoder layers of the generated model.
+const N_LAYERS: usize = 32;
+
+// ---------------------------------------------------------------------------
+// PRNG
+
+/// splitmix64: small, fast, and good enough for test data.
+#[derive(Clone)]
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        let mut r = Rng(seed);
+        r.next_u64();
+        r
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    fn f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+    /// Uniform in [0, n) (n > 0), by multiply-high.
+    fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+fn mix(a: u64, b: u64) -> u64 {
+    let mut r = Rng(a ^ b.wrapping_mul(0xD6E8_FEB8_6659_FD93));
+    r.next_u64()
+}
+
+// ---------------------------------------------------------------------------
+// The op program of one training step
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Shape and stats lines, hashes, producers.
+    Stats,
+    /// FSDP collective: stats `nan`, output hash `nan`.
+    NanStats,
+    /// `all_gather_copy_in`: finite stats, output hashes `x, nan`.
+    CopyIn,
+    /// In-place op returning nothing: Output hash, Input hashes, Location only.
+    HashOnly,
+    /// `_fused_adamw_`: Input hashes and producers only, one per tensor.
+    AdamW,
+}
+
+/// One op of the step program.
+struct Op {
+    module: u32,
+    name: &'static str,
+    kind: Kind,
+    /// The whole `  Shape: ...\n` line (empty for hash-only kinds).
+    shape: &'static [u8],
+    n_out: u8,
+    /// Producer program index per input; `None` = from outside the captured ops.
+    inputs: Vec<Option<u32>>,
+    /// `  Location: ...\n`, `  Phase: backward\n` when backward, and the empty line.
+    tail: Vec<u8>,
+    /// Typical magnitude (log10) of the values.
+    mag: f64,
+    /// Min is non-negative (pow, rsqrt).
+    positive: bool,
+}
+
+struct Program {
+    modules: Vec<Vec<u8>>,
+    ops: Vec<Op>,
+}
+
+const SH_ACT: &[u8] = b"  Shape: torch.Size([1, 2048, 4096]), Dtype: torch.float32\n";
+const SH_STAT: &[u8] = b"  Shape: torch.Size([1, 2048, 1]), Dtype: torch.float32\n";
+const SH_MM: &[u8] = b"  Shape: torch.Size([2048, 4096]), Dtype: torch.float32\n";
+const SH_MM_KV: &[u8] = b"  Shape: torch.Size([2048, 1024]), Dtype: torch.float32\n";
+const SH_FFN: &[u8] = b"  Shape: torch.Size([1, 2048, 14336]), Dtype: torch.float32\n";
+const SH_MM_FFN: &[u8] = b"  Shape: torch.Size([2048, 14336]), Dtype: torch.float32\n";
+const SH_ATTN: &[u8] = b"  Shape: torch.Size([1, 32, 2048, 128]), Dtype: torch.bfloat16\n";
+const SH_W: &[u8] = b"  Shape: torch.Size([4096, 4096]), Dtype: torch.float32\n";
+const SH_W_KV: &[u8] = b"  Shape: torch.Size([1024, 4096]), Dtype: torch.float32\n";
+const SH_W1: &[u8] = b"  Shape: torch.Size([14336, 4096]), Dtype: torch.float32\n";
+const SH_W2: &[u8] = b"  Shape: torch.Size([4096, 14336]), Dtype: torch.float32\n";
+const SH_LOGITS: &[u8] = b"  Shape: torch.Size([2048, 128256]), Dtype: torch.float32\n";
+const SH_EMB: &[u8] = b"  Shape: torch.Size([128256, 4096]), Dtype: torch.float32\n";
+const SH_FLAT: &[u8] = b"  Shape: torch.Size([218103808]), Dtype: torch.bfloat16\n";
+const SH_FLAT_SHARD: &[u8] = b"  Shape: torch.Size([27262976]), Dtype: torch.float32\n";
+
+struct Builder {
+    modules: Vec<Vec<u8>>,
+    ops: Vec<Op>,
+    backward: bool,
+}
+
+impl Builder {
+    fn module(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.modules.iter().position(|m| m == name.as_bytes()) {
+            return i as u32;
+        }
+        self.modules.push(name.as_bytes().to_vec());
+        (self.modules.len() - 1) as u32
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        module: u32,
+        name: &'static str,
+        kind: Kind,
+        shape: &'static [u8],
+        n_out: u8,
+        inputs: &[Option<u32>],
+        loc: &str,
+        mag: f64,
+    ) -> Option<u32> {
+        let mut tail = Vec::new();
+        tail.extend_from_slice(b"  Location: ");
+        tail.extend_from_slice(loc.as_bytes());
+        tail.push(b'\n');
+        if self.backward {
+            tail.extend_from_slice(b"  Phase: backward\n");
+        }
+        tail.push(b'\n');
+        let positive = matches!(name, "pow" | "rsqrt" | "mean" | "sqrt");
+        // `mm` reads its inputs, and its output is read, through views, which
+        // are excluded ops: as in real logs, those links are lost.
+        let inputs: Vec<Option<u32>> = inputs
+            .iter()
+            .map(|p| p.filter(|&p| name != "mm" && self.ops[p as usize].name != "mm"))
+            .collect();
+        self.ops.push(Op {
+            module,
+            name,
+            kind,
+            shape: if matches!(kind, Kind::HashOnly | Kind::AdamW) {
+                b""
+            } else {
+                shape
+            },
+            n_out,
+            inputs,
+            tail,
+            mag,
+            positive,
+        });
+        Some((self.ops.len() - 1) as u32)
+    }
+
+    fn stats(
+        &mut self,
+        module: u32,
+        name: &'static str,
+        shape: &'static [u8],
+        inputs: &[Option<u32>],
+        loc: &str,
+        mag: f64,
+    ) -> Option<u32> {
+        self.push(module, name, Kind::Stats, shape, 1, inputs, loc, mag)
+    }
+
+    /// RMSNorm forward: pow, mean, add_ (eps, in place), rsqrt, mul, mul.
+    fn norm_fwd(&mut self, module: u32, x: Option<u32>, line: u32) -> Option<u32> {
+        let loc = format!("llama3/model.py:{line}");
+        let p = self.stats(module, "pow", SH_ACT, &[x], &loc, 0.5);
+        let m = self.stats(module, "mean", SH_STAT, &[p], &loc, 0.0);
+        self.push(module, "add_", Kind::HashOnly, b"", 1, &[m], &loc, 0.0);
+        let r = self.stats(module, "rsqrt", SH_STAT, &[m], &loc, 0.0);
+        let y = self.stats(module, "mul", SH_ACT, &[x, r], &loc, 0.3);
+        self.stats(module, "mul", SH_ACT, &[y, None], &loc, 0.3)
+    }
+
+    /// RMSNorm backward: ten pointwise ops.
+    fn norm_bwd(&mut self, module: u32, g: Option<u32>, line: u32) -> Option<u32> {
+        let loc = format!("llama3/model.py:{line}");
+        let a = self.stats(module, "mul", SH_ACT, &[g, None], &loc, -2.0);
+        let b = self.stats(module, "mul", SH_ACT, &[a, None], &loc, -2.0);
+        let c = self.stats(module, "mul", SH_ACT, &[a, None], &loc, -2.0);
+        let d = self.stats(module, "mul", SH_ACT, &[c, None], &loc, -2.5);
+        let e = self.stats(module, "sum", SH_STAT, &[d], &loc, -3.0);
+        let f = self.stats(module, "div", SH_STAT, &[e, None], &loc, -3.0);
+        let h = self.stats(module, "pow", SH_STAT, &[None, None], &loc, 0.0);
+        let i = self.stats(module, "mul", SH_ACT, &[f, h], &loc, -3.0);
+        let j = self.stats(module, "mul", SH_ACT, &[i, None], &loc, -3.0);
+        self.stats(module, "add", SH_ACT, &[b, j], &loc, -2.0)
+    }
+
+    /// Linear backward: grad input mm, grad weight mm, and (`accumulate`) an
+    /// add into an existing gradient.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_bwd(
+        &mut self,
+        module: u32,
+        g: Option<u32>,
+        act: &'static [u8],
+        w: &'static [u8],
+        line: u32,
+        accumulate: Option<Option<u32>>,
+    ) -> Option<u32> {
+        let loc = format!("llama3/model.py:{line}");
+        let gi = self.stats(module, "mm", act, &[g, None], &loc, -2.0);
+        self.stats(module, "mm", w, &[None, None], &loc, -1.5);
+        match accumulate {
+            Some(other) => self.stats(module, "add", act, &[other, gi], &loc, -2.0),
+            None => gi,
+        }
+    }
+
+    fn fsdp_gather(&mut self, module: u32) {
+        let c = self.push(
+            module,
+            "all_gather_copy_in",
+            Kind::CopyIn,
+            SH_FLAT_SHARD,
+            2,
+            &[None, None],
+            "_fully_shard/_fsdp_collectives.py:380",
+            1.0,
+        );
+        self.push(
+            module,
+            "_allgather_base_",
+            Kind::NanStats,
+            SH_FLAT,
+            1,
+            &[c, c],
+            "distributed/distributed_c10d.py:5421",
+            1.0,
+        );
+    }
+
+    fn fsdp_scatter(&mut self, module: u32) {
+        self.push(
+            module,
+            "_reduce_scatter_base_",
+            Kind::NanStats,
+            SH_FLAT_SHARD,
+            1,
+            &[None, None],
+            "_fully_shard/_fsdp_param_group.py:1169",
+            -1.0,
+        );
+    }
+}
+
+impl Program {
+    /// One training step of a Llama-3-8B-shaped decoder: forward, backward,
+    /// optimizer. With `fsdp`, the FSDP2 collectives too.
+    fn new(fsdp: bool) -> Program {
+        let mut b = Builder {
+            modules: Vec::new(),
+            ops: Vec::new(),
+            backward: false,
+        };
+        let none = b.module("<none>");
+        let emb = b.module("tok_embeddings");
+
+        // Forward.
+        if fsdp {
+            b.fsdp_gather(emb);
+        }
+        let mut res = b.stats(
+            emb,
+            "embedding",
+            SH_ACT,
+            &[None, None],
+            "llama3/model.py:192",
+            0.0,
+        );
+        struct Layer {
+            top: u32,
+            attn_norm: u32,
+            wq: u32,
+            wk: u32,
+            wv: u32,
+            inner: u32,
+            wo: u32,
+            ffn_norm: u32,
+            ff: u32,
+            w1: u32,
+            w2: u32,
+            w3: u32,
+            flash: Option<u32>,
+            ff_mul: Option<u32>,
+            silu: Option<u32>,
+            w1_out: Option<u32>,
+            w3_out: Option<u32>,
+        }
+        let mut layers = Vec::with_capacity(N_LAYERS);
+        for i in 0..N_LAYERS {
+            let p = format!("layers.{i}");
+            let mut l = Layer {
+                top: b.module(&p),
+                attn_norm: b.module(&format!("{p}.attention_norm")),
+                wq: b.module(&format!("{p}.attention.wq")),
+                wk: b.module(&format!("{p}.attention.wk")),
+                wv: b.module(&format!("{p}.attention.wv")),
+                inner: b.module(&format!("{p}.attention.inner_attention")),
+                wo: b.module(&format!("{p}.attention.wo")),
+                ffn_norm: b.module(&format!("{p}.ffn_norm")),
+                ff: b.module(&format!("{p}.feed_forward")),
+                w1: b.module(&format!("{p}.feed_forward.w1")),
+                w2: b.module(&format!("{p}.feed_forward.w2")),
+                w3: b.module(&format!("{p}.feed_forward.w3")),
+                flash: None,
+                ff_mul: None,
+                silu: None,
+                w1_out: None,
+                w3_out: None,
+            };
+            if fsdp {
+                b.fsdp_gather(l.top);
+            }
+            b.norm_fwd(l.attn_norm, res, 152);
+            b.stats(l.wq, "mm", SH_MM, &[None, None], "llama3/model.py:109", 1.0);
+            b.stats(
+                l.wk,
+                "mm",
+                SH_MM_KV,
+                &[None, None],
+                "llama3/model.py:110",
+                1.0,
+            );
+            b.stats(
+                l.wv,
+                "mm",
+                SH_MM_KV,
+                &[None, None],
+                "llama3/model.py:111",
+                1.0,
+            );
+            l.flash = b.push(
+                l.inner,
+                "_scaled_dot_product_flash_attention_for_cpu",
+                Kind::Stats,
+                SH_ATTN,
+                2,
+                &[None, None, None], // through views
+                "llama3/model.py:91",
+                0.0,
+            );
+            let o = b.stats(l.wo, "mm", SH_MM, &[None, None], "llama3/model.py:124", 0.5);
+            res = b.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:152", 0.5);
+            let h = b.norm_fwd(l.ffn_norm, res, 153);
+            l.w1_out = b.stats(
+                l.w1,
+                "mm",
+                SH_MM_FFN,
+                &[h, None],
+                "llama3/model.py:135",
+                1.0,
+            );
+            l.silu = b.stats(
+                l.ff,
+                "silu",
+                SH_FFN,
+                &[l.w1_out],
+                "llama3/model.py:135",
+                0.5,
+            );
+            l.w3_out = b.stats(
+                l.w3,
+                "mm",
+                SH_MM_FFN,
+                &[h, None],
+                "llama3/model.py:135",
+                1.0,
+            );
+            l.ff_mul = b.stats(
+                l.ff,
+                "mul",
+                SH_FFN,
+                &[l.silu, l.w3_out],
+                "llama3/model.py:135",
+                0.5,
+            );
+            let o = b.stats(l.w2, "mm", SH_MM, &[None, None], "llama3/model.py:135", 0.5);
+            res = b.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:153", 0.5);
+            layers.push(l);
+        }
+        let norm = b.module("norm");
+        let output = b.module("output");
+        if fsdp {
+            b.fsdp_gather(norm);
+        }
+        let h = b.norm_fwd(norm, res, 195);
+        let logits = b.stats(
+            output,
+            "mm",
+            SH_LOGITS,
+            &[h, None],
+            "llama3/model.py:196",
+            2.0,
+        );
+        let lsm = b.stats(
+            none,
+            "_log_softmax",
+            SH_LOGITS,
+            &[logits],
+            "components/loss.py:27",
+            3.0,
+        );
+
+        // Backward.
+        b.backward = true;
+        let nll = b.stats(
+            none,
+            "nll_loss_backward",
+            SH_LOGITS,
+            &[None, lsm, None, None],
+            "components/loss.py:27",
+            -4.0,
+        );
+        let g = b.stats(
+            none,
+            "_log_softmax_backward_data",
+            SH_LOGITS,
+            &[nll, lsm],
+            "components/loss.py:27",
+            -4.0,
+        );
+        let g = b.linear_bwd(output, g, SH_MM, SH_EMB, 196, None);
+        if fsdp {
+            b.fsdp_scatter(output);
+        }
+        let mut g = b.norm_bwd(norm, g, 195);
+        for l in layers.iter().rev() {
+            let loc = "llama3/model.py:135";
+            let gm = b.linear_bwd(l.w2, g, SH_MM, SH_W2, 135, None);
+            let a = b.stats(l.ff, "mul", SH_FFN, &[gm, l.w3_out], loc, -2.5);
+            let c = b.stats(l.ff, "mul", SH_FFN, &[gm, l.silu], loc, -2.5);
+            let g3 = b.linear_bwd(l.w3, c, SH_MM, SH_W2, 135, None);
+            let s = b.stats(l.ff, "silu_backward", SH_FFN, &[a, l.w1_out], loc, -2.5);
+            let gh = b.linear_bwd(l.w1, s, SH_MM, SH_W1, 135, Some(g3));
+            let gn = b.norm_bwd(l.ffn_norm, gh, 153);
+            g = b.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:153", -2.0);
+            let go = b.linear_bwd(l.wo, g, SH_MM, SH_W, 124, None);
+            let fb = b.push(
+                l.inner,
+                "_scaled_dot_product_flash_attention_for_cpu_backward",
+                Kind::Stats,
+                SH_ATTN,
+                3,
+                &[go, None, None, None, None, l.flash],
+                "llama3/model.py:91",
+                -3.0,
+            );
+            let gv = b.linear_bwd(l.wv, fb, SH_MM, SH_W_KV, 111, None);
+            let gk = b.linear_bwd(l.wk, fb, SH_MM, SH_W_KV, 110, Some(gv));
+            let gq = b.linear_bwd(l.wq, fb, SH_MM, SH_W, 109, Some(gk));
+            let gn = b.norm_bwd(l.attn_norm, gq, 152);
+            g = b.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:152", -2.0);
+            if fsdp {
+                b.fsdp_scatter(l.top);
+            }
+        }
+        b.stats(
+            emb,
+            "embedding_dense_backward",
+            SH_EMB,
+            &[g, None],
+            "llama3/model.py:192",
+            -2.0,
+        );
+        if fsdp {
+            b.fsdp_scatter(emb);
+        }
+
+        // Optimizer step: not backward.
+        b.backward = false;
+        let n_params = 9 * N_LAYERS + 3;
+        b.push(
+            none,
+            "_foreach_add_",
+            Kind::HashOnly,
+            b"",
+            1,
+            &[None],
+            "optim/adam.py:526",
+            0.0,
+        );
+        let inputs = vec![None; 4 * n_params + 4];
+        b.push(
+            none,
+            "_fused_adamw_",
+            Kind::AdamW,
+            b"",
+            0,
+            &inputs,
+            "optim/adam.py:880",
+            0.0,
+        );
+        b.push(
+            none,
+            "add_",
+            Kind::HashOnly,
+            b"",
+            1,
+            &[None],
+            "optim/adam.py:415",
+            0.0,
+        );
+        let clip = b.stats(
+            none,
+            "norm",
+            b"  Shape: torch.Size([]), Dtype: torch.float32\n",
+            &[None],
+            "distributed/utils.py:305",
+            0.0,
+        );
+        b.push(
+            none,
+            "mul_",
+            Kind::HashOnly,
+            b"",
+            1,
+            &[None, clip],
+            "distributed/utils.py:339",
+            0.0,
+        );
+        Program {
+            modules: b.modules,
+            ops: b.ops,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The generator
+
+struct Generator {
+    prog: Program,
+    /// Values and choices shared by both runs.
+    rng: Rng,
+    /// Selection of the perturbed rows (Knuth's algorithm S: exact count).
+    sel: Rng,
+    run2: bool,
+    perturb_left: u64,
+    perturb_total: u64,
+    rows_left: u64,
+    /// Next position in the step program.
+    pc: usize,
+    /// Per-module op counters.
+    seq: Vec<u64>,
+    /// Per program op: the counter and first output hash it got in the current step.
+    last_seq: Vec<u64>,
+    last_hash: Vec<f64>,
+    /// Scratch: this block's values.
+    out_hashes: Vec<f64>,
+    in_hashes: Vec<f64>,
+}
+
+impl Generator {
+    fn new(opts: &GenOptions, rank: u32, run2: bool) -> Generator {
+        let prog = Program::new(opts.ranks > 1);
+        let n_mod = prog.modules.len();
+        let n_ops = prog.ops.len();
+        let base = mix(opts.seed, rank as u64 + 1);
+        let k = opts.perturbed_rows();
+        Generator {
+            prog,
+            rng: Rng::new(base),
+            sel: Rng::new(mix(base, 0x5E1E_C7ED)),
+            run2,
+            perturb_left: k,
+            perturb_total: k,
+            rows_left: opts.ops,
+            pc: 0,
+            seq: vec![0; n_mod],
+            last_seq: vec![0; n_ops],
+            last_hash: vec![1.0; n_ops],
+            out_hashes: Vec::with_capacity(4),
+            in_hashes: Vec::with_capacity(2048),
+        }
+    }
+
+    /// A hash (an L1 norm): positive, around `10^(mag + 4)`.
+    fn hash(&mut self, mag: f64) -> f64 {
+        let u = self.rng.f64();
+        10f64.powf(mag + 3.0 + 2.0 * u)
+    }
+
+    fn block(&mut self, out: &mut Vec<u8>) {
+        // Selection first, from its own stream: run 1 and run 2 draw the
+        // same values either way.
+        let perturbed = self.perturb_left > 0
+            && (self.perturb_left >= self.rows_left
+                || self.sel.below(self.rows_left) < self.perturb_left);
+        if perturbed {
+            self.perturb_left -= 1;
+        }
+        self.rows_left -= 1;
+        let perturb = perturbed && self.run2;
+
+        let idx = self.pc;
+        self.pc += 1;
+        if self.pc == self.prog.ops.len() {
+            self.pc = 0;
+        }
+        let op = &self.prog.ops[idx];
+        let (kind, mag, positive, n_out) = (op.kind, op.mag, op.positive, op.n_out);
+        let seq = self.seq[op.module as usize];
+        self.seq[op.module as usize] += 1;
+        self.last_seq[idx] = seq;
+
+        // Values, drawn in the same order in both runs.
+        let u = self.rng.next_u64();
+        let scale = 10f64.powf(mag + (u >> 11) as f64 * (2.0 / (1u64 << 53) as f64) - 1.0);
+        let rare = u & 0xFFFF;
+        let r = &mut self.rng;
+        let l2 = scale * (8.0 + 40.0 * r.f64());
+        let mut min = -scale * (0.5 + 4.0 * r.f64());
+        let mut max = scale * (0.5 + 4.0 * r.f64());
+        let mut mean = scale * 1e-3 * (r.f64() - 0.5);
+        if positive {
+            min = scale * 1e-6 * r.f64();
+            mean = scale * (0.5 + r.f64());
+        }
+        let mut l2 = l2;
+        match rare {
+            0 => {
+                max = f64::INFINITY;
+                l2 = f64::INFINITY;
+            }
+            1 => {
+                min = f64::NEG_INFINITY;
+                l2 = f64::INFINITY;
+            }
+            2..=9 => mean = -0.0,
+            10..=20 => min = 0.0,
+            _ => {}
+        }
+        if kind == Kind::NanStats {
+            l2 = f64::NAN;
+            min = f64::NAN;
+            max = f64::NAN;
+            mean = f64::NAN;
+        }
+
+        self.out_hashes.clear();
+        match kind {
+            Kind::NanStats => self.out_hashes.push(f64::NAN),
+            Kind::CopyIn => {
+                let h = self.hash(mag);
+                self.out_hashes.push(h);
+                self.out_hashes.push(f64::NAN);
+            }
+            Kind::AdamW => {}
+            _ => {
+                for _ in 0..n_out {
+                    let h = self.hash(mag);
+                    self.out_hashes.push(h);
+                }
+            }
+        }
+        self.in_hashes.clear();
+        let n_in = self.prog.ops[idx].inputs.len();
+        for i in 0..n_in {
+            let h = match self.prog.ops[idx].inputs[i] {
+                // The collective's output buffer, uninitialised before it runs.
+                _ if kind == Kind::NanStats && i == 0 => f64::NAN,
+                Some(p) => self.last_hash[p as usize],
+                None if kind == Kind::AdamW => {
+                    // params ~1e3, grads ~1e-1, exp_avg ~1e-2, exp_avg_sq ~1e-6, steps 2.0
+                    let n = n_in / 4;
+                    match i / n.max(1) {
+                        0 => self.hash(-1.0),
+                        1 => self.hash(-5.0),
+                        2 => self.hash(-6.0),
+                        3 => self.hash(-10.0),
+                        _ => 2.0,
+                    }
+                }
+                None => self.hash(mag),
+            };
+            self.in_hashes.push(h);
+        }
+        if kind == Kind::HashOnly {
+            // An in-place update: the output is the input, slightly moved.
+            if let (Some(o), Some(&i)) = (self.out_hashes.first_mut(), self.in_hashes.first()) {
+                *o = i * (1.0 + 1e-3 * self.rng.f64());
+            }
+        }
+        let first_out = self.out_hashes.first().copied().unwrap_or(1.0);
+        self.last_hash[idx] = if first_out.is_nan() {
+            self.in_hashes
+                .iter()
+                .copied()
+                .find(|h| h.is_finite())
+                .unwrap_or(1.0)
+        } else {
+            first_out
+        };
+
+        if perturb {
+            l2 *= PERTURB_FACTOR;
+            if let Some(h) = self.out_hashes.iter_mut().find(|h| h.is_finite()) {
+                *h *= PERTURB_FACTOR;
+            } else if let Some(h) = self.in_hashes.iter_mut().find(|h| h.is_finite()) {
+                *h *= PERTURB_FACTOR;
+            }
+        }
+
+        // Text.
+        let op = &self.prog.ops[idx];
+        out.push(b'[');
+        write_key(out, &self.prog.modules[op.module as usize], seq, op.name);
+        out.extend_from_slice(b"]\n");
+        if !matches!(kind, Kind::HashOnly | Kind::AdamW) {
+            out.extend_from_slice(op.shape);
+            out.extend_from_slice(b"  L2 norm: ");
+            fmt_e6(out, l2);
+            out.extend_from_slice(b"\n  Min: ");
+            fmt_e6(out, min);
+            out.extend_from_slice(b"\n  Max: ");
+            fmt_e6(out, max);
+            out.extend_from_slice(b"\n  Mean: ");
+            fmt_e6(out, mean);
+            out.push(b'\n');
+        }
+        if !self.out_hashes.is_empty() {
+            out.extend_from_slice(b"  Output hash: ");
+            push_list(out, &self.out_hashes);
+        }
+        if !self.in_hashes.is_empty() {
+            out.extend_from_slice(b"  Input hashes: ");
+            push_list(out, &self.in_hashes);
+        }
+        let linked = op.inputs.iter().any(|p| p.is_some());
+        if kind != Kind::HashOnly && (linked || op.inputs.len() > 1) {
+            out.extend_from_slice(b"  Input producers: ");
+            for (i, p) in op.inputs.iter().enumerate() {
+                if i > 0 {
+                    out.push(b';');
+                }
+                if let Some(p) = *p {
+                    let pop = &self.prog.ops[p as usize];
+                    write_key(
+                        out,
+                        &self.prog.modules[pop.module as usize],
+                        self.last_seq[p as usize],
+                        pop.name,
+                    );
+                }
+            }
+            out.push(b'\n');
+        }
+        out.extend_from_slice(&op.tail);
+    }
+}
+
+fn write_key(out: &mut Vec<u8>, module: &[u8], seq: u64, name: &str) {
+    out.extend_from_slice(module);
+    out.extend_from_slice(b"/op_");
+    push_u64(out, seq);
+    out.push(b'_');
+    out.extend_from_slice(name.as_bytes());
+}
+
+fn push_list(out: &mut Vec<u8>, vals: &[f64]) {
+    for (i, &v) in vals.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        fmt_e6(out, v);
+    }
+    out.push(b'\n');
+}
+
+// ---------------------------------------------------------------------------
+// Number formatting
+
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Appends `n` in decimal.
+fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    while n >= 100 {
+        let d = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if n >= 10 {
+        let d = n as usize * 2;
+        i -= 2;
+        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    } else {
+        i -= 1;
+        tmp[i] = b'0' + n as u8;
+    }
+    out.extend_from_slice(&tmp[i..]);
+}
+
+/// Powers of ten exactly representable as `f64`.
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// Appends `x` as Python's `'%.6e' % x` does: `1.234568e+02`,
+/// `-0.000000e+00`, `1.000000e+100`, `nan`, `inf`, `-inf`. Correctly
+/// rounded (ties to even on the exact binary value), like Python.
+///
+/// A fast path scales by an exact power of ten (one rounding) and takes the
+/// digits when the result is clearly away from a rounding tie; otherwise
+/// (ties, near-ties, subnormals, exponents outside about ±16) the digits come
+/// from the standard library's exact formatting.
+pub fn fmt_e6(out: &mut Vec<u8>, x: f64) {
+    if x.is_nan() {
+        out.extend_from_slice(b"nan");
+        return;
+    }
+    if x.is_sign_negative() {
+        out.push(b'-');
+    }
+    let a = x.abs();
+    if a.is_infinite() {
+        out.extend_from_slice(b"inf");
+        return;
+    }
+    if a == 0.0 {
+        out.extend_from_slice(b"0.000000e+00");
+        return;
+    }
+    let (d, e) = match fast_digits(a) {
+        Some(de) => de,
+        None => slow_digits(a),
+    };
+    push_digits(out, d, e);
+}
+
+/// The seven significant digits (1_000_000..=9_999_999) and decimal exponent
+/// of finite, positive `a`, or `None` when the fast path cannot be sure.
+fn fast_digits(a: f64) -> Option<(u32, i32)> {
+    let biased = ((a.to_bits() >> 52) & 0x7ff) as i32;
+    if biased == 0 {
+        return None; // subnormal
+    }
+    let e2 = biased - 1023;
+    // floor(e2 × log10 2), or one less than floor(log10 a).
+    let mut e10 = (e2 * 78913) >> 18;
+    for _ in 0..3 {
+        let k = 6 - e10;
+        if !(-22..=22).contains(&k) {
+            return None;
+        }
+        // One rounding: |error| ≤ 2^-53 × t < 1.2e-8 for t < 1e8.
+        let t = if k >= 0 {
+            a * POW10[k as usize]
+        } else {
+            a / POW10[(-k) as usize]
+        };
+        let n = t.floor();
+        let frac = t - n;
+        if (frac - 0.5).abs() < 1e-6 {
+            return None; // a tie or too close to one to tell
+        }
+        if t >= 9_999_999.5 {
+            e10 += 1;
+            continue;
+        }
+        if t < 999_999.5 {
+            e10 -= 1;
+            continue;
+        }
+        let d = n as u32 + (frac > 0.5) as u32;
+        return Some((d, e10));
+    }
+    None
+}
+
+/// Digits and exponent from the standard library's exact `{:.6e}`
+/// (correctly rounded, ties to even), e.g. `9.999889e-321`.
+fn slow_digits(a: f64) -> (u32, i32) {
+    let mut tmp = [0u8; 40];
+    let mut cur = io::Cursor::new(&mut tmp[..]);
+    write!(cur, "{a:.6e}").expect("40 bytes hold any {:.6e}");
+    let len = cur.position() as usize;
+    let s = &tmp[..len];
+    let mut d = 0u32;
+    let mut i = 0;
+    while s[i] != b'e' {
+        if s[i].is_ascii_digit() {
+            d = d * 10 + (s[i] - b'0') as u32;
+        }
+        i += 1;
+    }
+    i += 1;
+    let neg = s[i] == b'-';
+    if neg {
+        i += 1;
+    }
+    let mut e = 0i32;
+    for &c in &s[i..] {
+        e = e * 10 + (c - b'0') as i32;
+    }
+    (d, if neg { -e } else { e })
+}
+
+/// Appends `d` (seven digits) as `d.dddddd` and the exponent as `e±XX`.
+fn push_digits(out: &mut Vec<u8>, d: u32, e: i32) {
+    let hi = d / 1_000_000;
+    let lo = d % 1_000_000;
+    let mut b = [0u8; 16];
+    b[0] = b'0' + hi as u8;
+    b[1] = b'.';
+    let p0 = (lo / 10_000) as usize * 2;
+    let p1 = (lo / 100 % 100) as usize * 2;
+    let p2 = (lo % 100) as usize * 2;
+    b[2..4].copy_from_slice(&DIGIT_PAIRS[p0..p0 + 2]);
+    b[4..6].copy_from_slice(&DIGIT_PAIRS[p1..p1 + 2]);
+    b[6..8].copy_from_slice(&DIGIT_PAIRS[p2..p2 + 2]);
+    b[8] = b'e';
+    b[9] = if e < 0 { b'-' } else { b'+' };
+    let ea = e.unsigned_abs() as usize;
+    let n = if ea >= 100 {
+        b[10] = b'0' + (ea / 100) as u8;
+        let p = (ea % 100) * 2;
+        b[11..13].copy_from_slice(&DIGIT_PAIRS[p..p + 2]);
+        13
+    } else {
+        b[10..12].copy_from_slice(&DIGIT_PAIRS[ea * 2..ea * 2 + 2]);
+        12
+    };
+    out.extend_from_slice(&b[..n]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matcher::{match_tables, MatchOptions, Status};
+    use crate::parser::parse_bytes;
+
+    fn e6(x: f64) -> String {
+        let mut v = Vec::new();
+        fmt_e6(&mut v, x);
+        String::from_utf8(v).unwrap()
+    }
+
+    /// `{:.6e}` from the standard library, with Python's exponent spelling.
+    fn reference(x: f64) -> String {
+        if x.is_nan() {
+            return "nan".into();
+        }
+        if x.is_infinite() {
+            return if x > 0.0 { "inf" } else { "-inf" }.into();
+        }
+        let s = format!("{x:.6e}");
+        let (m, e) = s.split_once('e').unwrap();
+        let e: i32 = e.parse().unwrap();
+        format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
+    }
+
+    #[test]
+    fn formatter_matches_python() {
+        // Each right-hand side printed by CPython 3: `'%.6e' % x`.
+        let cases: &[(f64, &str)] = &[
+            (1.0, "1.000000e+00"),
+            (123.45678, "1.234568e+02"),
+            (0.0, "0.000000e+00"),
+            (-0.0, "-0.000000e+00"),
+            (1e-320, "9.999889e-321"),
+            (1e100, "1.000000e+100"),
+            // Not 1.000000e+01: the double nearest 9.9999995 lies below the tie.
+            (9.9999995, "9.999999e+00"),
+            (9.99999951, "1.000000e+01"),
+            (f64::NAN, "nan"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (1234567.5, "1.234568e+06"),
+            (1234568.5, "1.234568e+06"),
+            (0.125, "1.250000e-01"),
+            (-2.5e-7, "-2.500000e-07"),
+            (5e-324, "4.940656e-324"),
+            (1.7976931348623157e308, "1.797693e+308"),
+            (2.2250738585072014e-308, "2.225074e-308"),
+            (999999.5, "9.999995e+05"),
+            (9999999.5, "1.000000e+07"),
+            (0.1, "1.000000e-01"),
+            (1e-5, "1.000000e-05"),
+            (4.56789123, "4.567891e+00"),
+            (-1e22, "-1.000000e+22"),
+            (1e23, "1.000000e+23"),
+            (1e-16, "1.000000e-16"),
+            (1e-17, "1.000000e-17"),
+            (123456789012345.0, "1.234568e+14"),
+            (0.00012345675, "1.234567e-04"),
+            (6.02214076e23, "6.022141e+23"),
+        ];
+        for &(x, want) in cases {
+            assert_eq!(e6(x), want, "{x:e}");
+        }
+    }
+
+    #[test]
+    fn fast_path_agrees_with_exact_formatting() {
+        let mut r = Rng::new(42);
+        let check = |x: f64| assert_eq!(e6(x), reference(x), "{x:e} bits {:#x}", x.to_bits());
+        for _ in 0..300_000 {
+            // Any bit pattern.
+            check(f64::from_bits(r.next_u64()));
+            // Log-uniform over the fast path's range and beyond.
+            let x = 10f64.powf(r.f64() * 60.0 - 25.0);
+            check(x);
+            check(-x);
+            // Ties and near-ties: (n + 0.5) × 10^k and its neighbours.
+            let n = 1_000_000 + r.below(9_000_000);
+            let k = r.below(30) as i32 - 15;
+            let t = (n as f64 + 0.5) * 10f64.powi(k - 6);
+            check(t);
+            check(f64::from_bits(t.to_bits() + 1));
+            check(f64::from_bits(t.to_bits() - 1));
+            // Values near a power of ten.
+            let p = 10f64.powi(k);
+            check(p);
+            check(f64::from_bits(p.to_bits() + 1));
+            check(f64::from_bits(p.to_bits() - 1));
+        }
+    }
+
+    #[test]
+    fn integers_print() {
+        for n in [0u64, 7, 10, 99, 100, 12345, u64::MAX] {
+            let mut v = Vec::new();
+            push_u64(&mut v, n);
+            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
+        }
+    }
+
+    fn log(opts: &GenOptions, rank: u32, run: u8) -> Vec<u8> {
+        let mut v = Vec::new();
+        let s = write_log(&mut v, opts, rank, run).unwrap();
+        assert_eq!(s.bytes, v.len() as u64);
+        assert_eq!(s.ops, opts.ops);
+        v
+    }
+
+    fn opts(ops: u64, ranks: u32, count: Option<u64>) -> GenOptions {
+        GenOptions {
+            ops,
+            ranks,
+            seed: 11,
+            perturb: 0.01,
+            perturb_count: count,
+        }
+    }
+
+    #[test]
+    fn generated_log_parses_cleanly() {
+        for (ops, ranks) in [(100_000, 1), (12_000, 4)] {
+            let o = opts(ops, ranks, None);
+            let bytes = log(&o, 0, 1);
+            let avg = bytes.len() as f64 / o.ops as f64;
+            assert!((250.0..400.0).contains(&avg), "{avg} bytes per block");
+            let text = std::str::from_utf8(&bytes).unwrap();
+            for needle in [
+                "[tok_embeddings/op_",
+                "[layers.31.feed_forward.w1/op_",
+                "/op_0__scaled_dot_product_flash_attention_for_cpu]",
+                "_fused_adamw_]\n  Input hashes: ",
+                "  Phase: backward\n",
+                "  Input producers: ;\n",
+                "-0.000000e+00",
+                "add_]\n  Output hash: ",
+            ] {
+                assert!(text.contains(needle), "{needle}");
+            }
+            if ranks == 1 {
+                assert!(text.contains(": inf\n"));
+                assert!(text.contains(": -inf\n"));
+            } else {
+                assert!(text.contains("_allgather_base_]"));
+                assert!(text.contains("  Mean: nan\n"));
+            }
+            let t = parse_bytes(bytes, "gen.log");
+            assert!(t.warnings().is_empty(), "{:?}", t.warnings());
+            assert!(t.warning_counts().is_empty());
+            assert_eq!(t.header().total, Some(o.ops));
+            assert!(t.header().has_rule);
+            assert_eq!(t.len() as u64, o.ops);
+            assert!(crate::parser::duplicate_keys(&t).is_empty());
+            assert!((0..t.len()).any(|r| t.is_backward(r)));
+        }
+    }
+
+    #[test]
+    fn same_seed_same_bytes() {
+        let o = opts(6_000, 2, Some(17));
+        assert_eq!(log(&o, 1, 2), log(&o, 1, 2));
+        assert_eq!(log(&o, 1, 1), log(&o, 1, 1));
+        assert_ne!(log(&o, 0, 1), log(&o, 1, 1));
+        let mut other = o.clone();
+        other.seed += 1;
+        assert_ne!(log(&o, 0, 1), log(&other, 0, 1));
+    }
+
+    #[test]
+    fn runs_differ_exactly_in_the_perturbed_rows() {
+        for (ops, ranks, count) in [(9_000, 1, Some(37)), (5_000, 3, None), (300, 1, Some(300))] {
+            let o = opts(ops, ranks, count);
+            let want = o.perturbed_rows();
+            for rank in 0..ranks {
+                let t1 = parse_bytes(log(&o, rank, 1), "run1.log");
+                let t2 = parse_bytes(log(&o, rank, 2), "run2.log");
+                let m = match_tables(&t1, &t2, &MatchOptions::default());
+                let c = m.counts();
+                assert_eq!(c.diff, want, "ops {ops} rank {rank}");
+                assert_eq!(c.matched, ops - want);
+                assert_eq!((c.only1, c.only2, c.truncated), (0, 0, 0));
+                assert_eq!(m.strategy_counts().exact, ops);
+                assert!(m
+                    .rows
+                    .iter()
+                    .all(|r| r.r1() == r.r2() || r.status != Status::Match));
+            }
+        }
+    }
+
+    #[test]
+    fn perturb_fraction_and_stats() {
+        let o = GenOptions {
+            ops: 1000,
+            perturb: 0.0125,
+            ..GenOptions::default()
+        };
+        assert_eq!(o.perturbed_rows(), 13);
+        let mut v = Vec::new();
+        assert_eq!(write_log(&mut v, &o, 0, 2).unwrap().perturbed, 13);
+        assert!(write_log(&mut v, &o, 0, 3).is_err());
+        let bad = GenOptions {
+            perturb: 1.5,
+            ..GenOptions::default()
+        };
+        assert!(write_log(&mut v, &bad, 0, 1).is_err());
+    }
+
+    #[test]
+    fn generate_writes_every_rank() {
+        let dir = tempfile::tempdir().unwrap();
+        let (d1, d2) = (dir.path().join("a"), dir.path().join("b"));
+        let o = opts(2_000, 3, Some(5));
+        let s = generate(&d1, &d2, &o).unwrap();
+        assert_eq!(s.files, 6);
+        assert_eq!(s.ops, 6 * 2_000);
+        assert_eq!(s.perturbed, 15);
+        let mut bytes = 0;
+        for r in 0..3 {
+            for d in [&d1, &d2] {
+                bytes += std::fs::metadata(d.join(log_file_name(r))).unwrap().len();
+            }
+            let f = std::fs::read(d1.join(log_file_name(r))).unwrap();
+            assert_eq!(f, log(&o, r, 1));
+        }
+        assert_eq!(bytes, s.bytes);
+        assert!(generate(&d1, &d1, &o).is_err());
+    }
+}
