@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# End-to-end bench: generate two big runs, then time `wc -l` and
+# `actdiff compare` on them (wall seconds, MB/s, peak RSS).
+#
+# Usage: benches/e2e.sh            (from anywhere; see benches/README.md)
+#
+# Environment (defaults in brackets):
+#   BENCH_DIR   where logs, reports and timings go          [/tmp/actdiff-bench]
+#   OPS         ops of the single-rank log (~340 B per op)   [3150000  ≈ 1 GiB]
+#   RANKS       ranks of the multi-rank runs                 [8]
+#   RANK_OPS    ops per rank of the multi-rank runs          [790000   ≈ 256 MiB]
+#   PERTURB     fraction of rows perturbed in run 2          [0.01]
+#   SEED        generator seed                               [1]
+#   JOBS        `actdiff compare -j` (empty: one per core)   []
+#   SETS        which data sets: "single multi", "single"... [single multi]
+#   GEN         auto | cli (`actdiff gen`) | example         [auto]
+#   REGEN       1: regenerate even if the logs exist         [0]
+#   BUILD       0: skip `cargo build --release`              [1]
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BENCH_DIR="${BENCH_DIR:-/tmp/actdiff-bench}"
+OPS="${OPS:-3150000}"
+RANKS="${RANKS:-8}"
+RANK_OPS="${RANK_OPS:-790000}"
+PERTURB="${PERTURB:-0.01}"
+SEED="${SEED:-1}"
+JOBS="${JOBS:-}"
+SETS="${SETS:-single multi}"
+GEN="${GEN:-auto}"
+REGEN="${REGEN:-0}"
+BUILD="${BUILD:-1}"
+
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+ACTDIFF="$TARGET_DIR/release/actdiff"
+GEN_EXAMPLE="$TARGET_DIR/release/examples/gen"
+mkdir -p "$BENCH_DIR/logs"
+
+say() { printf '%s\n' "$*" >&2; }
+
+# (a) Build.
+if [[ "$BUILD" == 1 ]]; then
+    say "== cargo build --release (binary and examples/gen)"
+    (cd "$ROOT" && cargo build --release --bin actdiff --example gen)
+fi
+[[ -x "$ACTDIFF" ]] || { say "no binary at $ACTDIFF"; exit 2; }
+
+# Peak-RSS measurement: GNU time if present (installed with apt-get when
+# possible), else polling VmHWM of the process.
+TIME_BIN=""
+if [[ -x /usr/bin/time ]] && /usr/bin/time -v true >/dev/null 2>&1; then
+    TIME_BIN=/usr/bin/time
+elif command -v apt-get >/dev/null 2>&1 && [[ "$(id -u)" == 0 ]]; then
+    say "== installing GNU time"
+    if apt-get install -y -qq time >/dev/null 2>&1 && [[ -x /usr/bin/time ]]; then
+        TIME_BIN=/usr/bin/time
+    fi
+fi
+[[ -n "$TIME_BIN" ]] || say "GNU time not available: peak RSS from polling /proc/PID/status VmHWM"
+
+now() { date +%s.%N; }
+
+# run_timed NAME CMD...: runs CMD, sets WALL (s), RSS_KB and RC.
+run_timed() {
+    local name="$1"
+    shift
+    local tfile="$BENCH_DIR/logs/$name.time" t0 t1
+    t0="$(now)"
+    set +e
+    if [[ -n "$TIME_BIN" ]]; then
+        "$TIME_BIN" -v -o "$tfile" "$@" >"$BENCH_DIR/logs/$name.out" 2>"$BENCH_DIR/logs/$name.err"
+        RC=$?
+        t1="$(now)"
+        RSS_KB="$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tfile")"
+    else
+        "$@" >"$BENCH_DIR/logs/$name.out" 2>"$BENCH_DIR/logs/$name.err" &
+        local pid=$! hwm=0 v
+        while kill -0 "$pid" 2>/dev/null; do
+            v="$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)"
+            [[ -n "$v" && "$v" -gt "$hwm" ]] && hwm="$v"
+            sleep 0.05
+        done
+        wait "$pid"
+        RC=$?
+        t1="$(now)"
+        RSS_KB="$hwm"
+    fi
+    set -e
+    WALL="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')"
+}
+
+# gen_set NAME OPS RANKS: two runs under $BENCH_DIR/NAME/{run1,run2}.
+gen_set() {
+    local name="$1" ops="$2" ranks="$3"
+    local dir="$BENCH_DIR/$name" stamp="ops=$2 ranks=$3 seed=$SEED perturb=$PERTURB"
+    if [[ "$REGEN" != 1 && -f "$dir/params" && "$(cat "$dir/params")" == "$stamp" ]]; then
+        say "== $name: logs exist ($stamp)"
+        return
+    fi
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    local mode="$GEN"
+    if [[ "$mode" == auto ]]; then
+        mode=example
+        if "$ACTDIFF" gen --help 2>/dev/null | grep -q -- '--ops' &&
+            "$ACTDIFF" gen --help 2>/dev/null | grep -q -- '--ranks'; then
+            mode=cli
+        fi
+    fi
+    local args=("$dir/run1" "$dir/run2" --ops "$ops" --ranks "$ranks" --seed "$SEED" --perturb "$PERTURB")
+    say "== $name: generating $ranks rank(s) x $ops ops x 2 runs ($mode)"
+    local t0 t1
+    t0="$(now)"
+    if [[ "$mode" == cli ]]; then
+        if ! "$ACTDIFF" gen "${args[@]}" >&2; then
+            say "actdiff gen failed; using examples/gen"
+            mode=example
+        fi
+    fi
+    if [[ "$mode" == example ]]; then
+        [[ -x "$GEN_EXAMPLE" ]] || (cd "$ROOT" && cargo build --release --example gen)
+        "$GEN_EXAMPLE" "${args[@]}" >&2
+    fi
+    t1="$(now)"
+    say "   generated in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s"
+    echo "$stamp" >"$dir/params"
+}
+
+# diff_count REPORT_DIR: total `diff` rows in summary.json ("?" if unreadable).
+diff_count() {
+    python3 - "$1/summary.json" 2>/dev/null <<'EOF' || echo "?"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+def walk(x):
+    if isinstance(x, dict):
+        if isinstance(x.get("counts"), dict) and "diff" in x["counts"] and "rank" in x:
+            yield x["counts"]["diff"]
+        for v in x.values():
+            yield from walk(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from walk(v)
+print(sum(walk(doc)))
+EOF
+}
+
+ROWS=()
+row() { ROWS+=("$(printf '%-8s %-16s %10.1f %9.3f %9.1f %10.1f  %s' "$@")"); }
+
+for set in $SETS; do
+    case "$set" in
+        single) ops="$OPS" ranks=1 ;;
+        multi) ops="$RANK_OPS" ranks="$RANKS" ;;
+        *) say "unknown set $set"; exit 2 ;;
+    esac
+    gen_set "$set" "$ops" "$ranks"
+    dir="$BENCH_DIR/$set"
+    files=("$dir"/run1/rank_*_activations.log "$dir"/run2/rank_*_activations.log)
+    bytes="$(cat "${files[@]}" | wc -c)"
+    mb="$(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1e6}')"
+    expect="$(awk -v o="$ops" -v r="$ranks" -v p="$PERTURB" 'BEGIN {printf "%d", r * int(o * p + 0.5)}')"
+
+    # Warm the page cache so both tools read from memory.
+    cat "${files[@]}" >/dev/null
+
+    say "== $set: wc -l ($mb MB)"
+    run_timed "$set-wc" wc -l "${files[@]}"
+    row "$set" "wc -l" "$mb" "$WALL" "$(awk -v b="$bytes" -v w="$WALL" 'BEGIN {printf "%.1f", b / 1e6 / w}')" \
+        "$(awk -v k="$RSS_KB" 'BEGIN {printf "%.1f", k / 1024}')" "exit $RC"
+
+    say "== $set: actdiff compare ($mb MB)"
+    report="$BENCH_DIR/report-$set"
+    rm -rf "$report"
+    jobs_arg=()
+    [[ -n "$JOBS" ]] && jobs_arg=(-j "$JOBS")
+    run_timed "$set-compare" "$ACTDIFF" compare "$dir/run1" "$dir/run2" -o "$report" --quiet "${jobs_arg[@]}"
+    row "$set" "actdiff compare" "$mb" "$WALL" "$(awk -v b="$bytes" -v w="$WALL" 'BEGIN {printf "%.1f", b / 1e6 / w}')" \
+        "$(awk -v k="$RSS_KB" 'BEGIN {printf "%.1f", k / 1024}')" "exit $RC, diff rows $(diff_count "$report") (expected $expect)"
+    if [[ "$RC" != 0 && "$RC" != 1 ]]; then
+        say "actdiff compare exited $RC:"
+        tail -n 20 "$BENCH_DIR/logs/$set-compare.err" >&2
+    fi
+done
+
+echo
+echo "actdiff e2e bench: $(nproc) cores, BENCH_DIR=$BENCH_DIR, timings in $BENCH_DIR/logs"
+printf '%-8s %-16s %10s %9s %9s %10s  %s\n' set tool MB wall_s MB/s peak_MB notes
+for r in "${ROWS[@]}"; do echo "$r"; done
