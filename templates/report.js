@@ -22,8 +22,8 @@
         var parts = k.querySelectorAll(".kt");
         if (parts.length) {
           Array.prototype.forEach.call(parts, function (s) { keys.push(s.textContent); });
-        } else {
-          keys.push(k.textContent);
+        } else if (k.firstChild && k.firstChild.nodeType === 3) {
+          keys.push(k.firstChild.nodeValue); /* the key text, before the chips */
         }
       }
       return { el: tb, keys: keys };
@@ -76,7 +76,7 @@
     if (!td || td.title) return;
     var tr = td.parentNode, other = tr.nextElementSibling;
     if (!other) return;
-    var col = Array.prototype.indexOf.call(tr.children, td) - 2; /* key and match cells */
+    var col = Array.prototype.indexOf.call(tr.children, td) - 1; /* the key cell */
     var o = other.children[col];
     if (o && o.title) td.title = o.title;
   });
