@@ -27,10 +27,13 @@ use rayon::prelude::*;
 use serde::Serialize;
 use tera::{Context, Tera};
 
-use super::summary::{page_file, PageRef, RowRef, SideSummary};
+use super::summary::{page_file, CausesSummary, PageRef, RowRef, SideSummary};
 use super::{RankComparison, RankSummary, ReportError, ReportOptions, Summary};
+use crate::matcher::cause::CauseKind;
 use crate::matcher::compare::{compare_hashes, split_tokens, stat_diffs};
-use crate::matcher::{Counts, MatchRow, Status, Tolerance};
+use crate::matcher::{
+    Counts, MatchRow, Status, Tolerance, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED,
+};
 use crate::parser::{Field, OpTable};
 
 /// The built-in templates: (name, text). Names ending in `.html` are
@@ -394,8 +397,41 @@ struct PairCtx<'a> {
     k2: Cow<'a, str>,
     /// Log line numbers of the blocks (`lines 12 / 14`).
     lines: String,
+    /// Notes shown as chips: (class, text), e.g. `("origin", "origin")`.
+    notes: Vec<(&'static str, String)>,
     /// The cells of run 1's and run 2's side (`null` for a missing side).
     s: [Option<Vec<Cell<'a>>>; 2],
+}
+
+/// Chips for what the row's status alone does not tell: where a divergence
+/// starts or enters (root cause), rows that do not gate the exit status, and
+/// values non-finite in one run only. Inherited divergence, the common case,
+/// gets none.
+fn row_notes(
+    rc: &RankComparison<'_>,
+    index: usize,
+    row: &MatchRow,
+    (name1, name2): (&str, &str),
+) -> Vec<(&'static str, String)> {
+    let mut notes = Vec::new();
+    match rc.matches.cause_kinds.get(index).copied().flatten() {
+        Some(CauseKind::Origin) => notes.push(("origin", "origin".to_string())),
+        Some(CauseKind::Entry) => notes.push(("entry", "entry".to_string())),
+        Some(CauseKind::ViaCollective) => notes.push(("entry", "entry via collective".to_string())),
+        _ => {}
+    }
+    if row.has(ROW_UNSYNCED) {
+        notes.push(("quiet", "unsynced collective: not gating".to_string()));
+    }
+    if row.has(ROW_IGNORED) {
+        notes.push(("quiet", "ignored: not gating".to_string()));
+    }
+    match (row.has(ROW_NONFINITE1), row.has(ROW_NONFINITE2)) {
+        (true, false) => notes.push(("nonfinite", format!("non-finite in {name1}"))),
+        (false, true) => notes.push(("nonfinite", format!("non-finite in {name2}"))),
+        _ => {}
+    }
+    notes
 }
 
 fn pair_ctx<'a>(
@@ -403,6 +439,7 @@ fn pair_ctx<'a>(
     index: usize,
     row: &MatchRow,
     palette: &mut Palette,
+    names: (&str, &str),
 ) -> PairCtx<'a> {
     let (t1, t2) = (rc.t1, rc.t2);
     let mut a = row.r1().map(|i| side_cells(t1, i));
@@ -447,6 +484,7 @@ fn pair_ctx<'a>(
     };
     PairCtx {
         id: super::summary::anchor(rc.rank1, index),
+        notes: row_notes(rc, index, row, names),
         st: row.status.as_str(),
         chip: row.strategy.chip(),
         sg: row.strategy.as_str().unwrap_or("none"),
@@ -500,6 +538,50 @@ fn row_link(r: &RowRef) -> RowLink<'_> {
     }
 }
 
+/// Where a rank's divergence starts or enters.
+#[derive(Serialize)]
+struct CauseLink<'a> {
+    /// The first origin or entry, if any.
+    row: Option<RowLink<'a>>,
+    /// `origin`, `entry`, `entry via collective`.
+    kind: &'static str,
+    /// Diverging rows whose chain leads back to it.
+    inherited: u64,
+    /// Origins and entries in the rank.
+    count: u64,
+    /// The divergence only enters through unsynced collectives: the ranks
+    /// with causes of their own (comma-separated).
+    via_collectives: String,
+}
+
+fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
+    let ranks = || {
+        let r: Vec<String> = c.see_ranks.iter().map(u32::to_string).collect();
+        r.join(", ")
+    };
+    match &c.first_cause {
+        Some(f) => Some(CauseLink {
+            row: Some(row_link(&f.row)),
+            kind: f.kind.as_str(),
+            inherited: f.inherited,
+            count: c.cause_count,
+            via_collectives: String::new(),
+        }),
+        None if c.via_collective_only => Some(CauseLink {
+            row: None,
+            kind: "",
+            inherited: 0,
+            count: 0,
+            via_collectives: if c.see_ranks.is_empty() {
+                "another rank".into()
+            } else {
+                format!("rank {}", ranks())
+            },
+        }),
+        None => None,
+    }
+}
+
 /// Excluded ops of one side, for chips.
 #[derive(Serialize)]
 struct Excluded<'a> {
@@ -538,6 +620,7 @@ struct PageCtx<'a> {
     counts: Vec<StatusCount>,
     page_counts: Vec<StatusCount>,
     first_divergence: Option<RowLink<'a>>,
+    first_cause: Option<CauseLink<'a>>,
     excluded: Vec<Excluded<'a>>,
     /// Colour classes `x1`, `x2`, ... of the page's differing cells.
     palette: Vec<Colour>,
@@ -604,7 +687,7 @@ fn write_page(
             (None, Some(j)) => rc.t2.is_backward(j),
             _ => false,
         };
-        let pair = pair_ctx(rc, index, row, &mut palette);
+        let pair = pair_ctx(rc, index, row, &mut palette, (&opts.name1, &opts.name2));
         if bwd {
             backward.push(pair);
         } else {
@@ -629,6 +712,7 @@ fn write_page(
         counts: status_counts(&s.counts, &opts.name1, &opts.name2),
         page_counts: status_counts(&pc, &opts.name1, &opts.name2),
         first_divergence: s.first_divergence.as_ref().map(row_link),
+        first_cause: cause_link(&s.root_causes),
         excluded: vec![
             excluded(&opts.name1, String::new(), &s.run1.excluded_ops),
             excluded(&opts.name2, String::new(), &s.run2.excluded_ops),
@@ -675,6 +759,7 @@ struct RankRow<'a> {
     diverged: bool,
     incomplete: bool,
     first_divergence: Option<RowLink<'a>>,
+    first_cause: Option<CauseLink<'a>>,
     pages: Vec<PageLink<'a>>,
 }
 
@@ -838,6 +923,7 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
             diverged: r.diverged(),
             incomplete: r.incomplete(),
             first_divergence: r.first_divergence.as_ref().map(row_link),
+            first_cause: cause_link(&r.root_causes),
             pages: r
                 .pages
                 .iter()
@@ -1147,6 +1233,9 @@ Excluded ops dispatched: (none)
             "only the page's own script"
         );
         assert_eq!(html.matches("</script").count(), 1);
+        // Root cause: the add's inputs agree but its output differs.
+        assert!(html.contains("<i class=\"nt origin\">origin</i>"));
+        assert!(html.contains("First cause:</span> <b class=\"bd cause\">origin</b>"));
         // Excluded-op chips.
         assert!(html.contains("<span class=xchip>view</span>"));
         assert!(html.contains("<span class=xchip>(none)</span>"));
@@ -1215,6 +1304,7 @@ Excluded ops dispatched: (none)
         assert!(html.contains("Numerics Comparison: run&lt;A&gt; vs run_B"));
         assert!(html.contains("exit status 1"));
         assert!(html.contains("rank 0 diverges at &lt;script&gt;"));
+        assert!(html.contains("<b class=\"bd cause\">origin</b>"));
         assert!(!html.contains("<script"));
         for k in 1..=3 {
             assert!(html.contains(&format!("href=\"rank0-page{k}.html\"")));
