@@ -6,7 +6,6 @@
 //! one of the labels `Location:`, `Phase:`, `Output hash:`, `Input hashes:`,
 //! `Input producers:` sets that field to the text after the label.
 
-use memchr::memmem;
 use nom::branch::alt;
 use nom::bytes::complete::{tag, take_while1};
 use nom::character::complete::char;
@@ -139,27 +138,41 @@ pub fn classify(line: &[u8]) -> LineKind {
             };
         }
     }
-    for (label, field) in LABELS {
-        // Fast path: the label starts the trimmed line (every real writer).
-        let pos = if t.starts_with(label.as_bytes()) {
-            Some(offset_in(line, t))
-        } else {
-            memmem::find(line, label.as_bytes())
-        };
-        if let Some(p) = pos {
-            let after = &line[p + label.len()..];
-            let v = trim(after);
-            let start = if v.is_empty() {
-                line.len()
-            } else {
-                offset_in(line, v)
-            };
-            return LineKind::Field {
-                field,
-                start,
-                end: start + v.len(),
-            };
+    // Which labels occur anywhere in the line: every label ends in `:`, so
+    // one pass over the line's colons finds them all; the first in the
+    // reference's order of checks wins.
+    // (label index, end of its first occurrence)
+    let mut found: Option<(usize, usize)> = None;
+    for colon in memchr::memchr_iter(b':', line) {
+        let head = &line[..=colon];
+        for (i, (label, _)) in LABELS.iter().enumerate() {
+            if found.is_some_and(|(f, _)| f <= i) {
+                break;
+            }
+            if head.ends_with(label.as_bytes()) {
+                found = Some((i, colon + 1));
+                break;
+            }
         }
+        if found.is_some_and(|(f, _)| f == 0) {
+            break;
+        }
+    }
+    if let Some((i, end)) = found {
+        let field = LABELS[i].1;
+        // The reference takes the text after the label's first occurrence.
+        let after = &line[end..];
+        let v = trim(after);
+        let start = if v.is_empty() {
+            line.len()
+        } else {
+            offset_in(line, v)
+        };
+        return LineKind::Field {
+            field,
+            start,
+            end: start + v.len(),
+        };
     }
     let label_end = memchr::memchr(b':', line).unwrap_or(line.len());
     LineKind::Unknown { label_end }
