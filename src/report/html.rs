@@ -1399,4 +1399,52 @@ Excluded ops dispatched: (none)
         eprintln!("2000-row page: {size} bytes in {:?}", t0.elapsed());
         assert!(size < 2_000_000, "{size} bytes");
     }
+
+    /// Rendering speed on 100,000 rows (half of them differing):
+    /// `cargo test --release --lib report::html -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn throughput() {
+        let (mut a, mut b) = (String::new(), String::new());
+        let n = 100_000;
+        for i in 0..n {
+            let block = |h: f64| {
+                format!(
+                    "[layers.{l}.feed_forward.w{w}/op_{i}_mm]\n  Shape: torch.Size([2, 64, 256]), Dtype: torch.float32\n  L2 norm: 1.810183e+02\n  Min: -2.287835e+00\n  Max: 2.287835e+00\n  Mean: {h:.6e}\n  Output hash: {h:.6e}\n  Input hashes: 2.553141e+04, 1.337287e+02\n  Input producers: layers.{l}.attention_norm/op_{i}_mul;\n  Location: llama3/model.py:152\n\n",
+                    l = i / 100,
+                    w = i % 3
+                )
+            };
+            a.push_str(&block(2.663224e4));
+            b.push_str(&block(if i % 2 == 0 {
+                2.663224e4
+            } else {
+                2.663225e4 + i as f64
+            }));
+        }
+        let f = fixture(&a, &b);
+        let dir = tempfile::tempdir().unwrap();
+        let opts = options(dir.path(), 2000);
+        let rc = rc(&f);
+        let s = RankSummary::build(&rc, &opts);
+        // Process CPU time (Linux), less sensitive to other load than wall time.
+        let cpu = || -> f64 {
+            let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+            let after = stat.rsplit(')').next().unwrap_or("");
+            let f: Vec<f64> = after
+                .split_whitespace()
+                .map(|x| x.parse().unwrap_or(0.0))
+                .collect();
+            f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)
+        };
+        let (t0, c0) = (std::time::Instant::now(), cpu());
+        let pages = write_rank_pages(&rc, &s, &opts).unwrap();
+        let (el, c) = (t0.elapsed(), (cpu() - c0) / 100.0);
+        eprintln!(
+            "{n} rows, {} pages in {el:?} ({c:.2} s CPU): {:.0} rows/s, {:.0} rows per CPU second",
+            pages.len(),
+            n as f64 / el.as_secs_f64(),
+            n as f64 / c
+        );
+    }
 }
