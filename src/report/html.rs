@@ -9,8 +9,8 @@
 //! names, op names) reaches the page only through tera `{{ }}` expressions
 //! with autoescape on (every template name ends in `.html`), never through
 //! `| safe`. No log text is ever placed inside a `<script>` element: the
-//! filter script reads the key text from the DOM. Inline `style` attributes
-//! are built here from numbers only.
+//! filter script reads the key text from the DOM. The colour rules in a
+//! page's `<style>` are built here from numbers only.
 //!
 //! Memory: a page's tera context is built from the page's rows only and
 //! rendered straight into a buffered file, so memory is bounded by the page
