@@ -13,7 +13,6 @@
 #   SEED        generator seed                               [1]
 #   JOBS        `actdiff compare -j` (empty: one per core)   []
 #   SETS        which data sets: "single multi", "single"... [single multi]
-#   GEN         auto | cli (`actdiff gen`) | example         [auto]
 #   REGEN       1: regenerate even if the logs exist         [0]
 #   BUILD       0: skip `cargo build --release`              [1]
 set -euo pipefail
@@ -27,21 +26,19 @@ PERTURB="${PERTURB:-0.01}"
 SEED="${SEED:-1}"
 JOBS="${JOBS:-}"
 SETS="${SETS:-single multi}"
-GEN="${GEN:-auto}"
 REGEN="${REGEN:-0}"
 BUILD="${BUILD:-1}"
 
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 ACTDIFF="$TARGET_DIR/release/actdiff"
-GEN_EXAMPLE="$TARGET_DIR/release/examples/gen"
 mkdir -p "$BENCH_DIR/logs"
 
 say() { printf '%s\n' "$*" >&2; }
 
 # (a) Build.
 if [[ "$BUILD" == 1 ]]; then
-    say "== cargo build --release (binary and examples/gen)"
-    (cd "$ROOT" && cargo build --release --bin actdiff --example gen)
+    say "== cargo build --release"
+    (cd "$ROOT" && cargo build --release --bin actdiff)
 fi
 [[ -x "$ACTDIFF" ]] || { say "no binary at $ACTDIFF"; exit 2; }
 
@@ -99,28 +96,11 @@ gen_set() {
     fi
     rm -rf "$dir"
     mkdir -p "$dir"
-    local mode="$GEN"
-    if [[ "$mode" == auto ]]; then
-        mode=example
-        if "$ACTDIFF" gen --help 2>/dev/null | grep -q -- '--ops' &&
-            "$ACTDIFF" gen --help 2>/dev/null | grep -q -- '--ranks'; then
-            mode=cli
-        fi
-    fi
     local args=("$dir/run1" "$dir/run2" --ops "$ops" --ranks "$ranks" --seed "$SEED" --perturb "$PERTURB")
-    say "== $name: generating $ranks rank(s) x $ops ops x 2 runs ($mode)"
+    say "== $name: generating $ranks rank(s) x $ops ops x 2 runs (actdiff gen)"
     local t0 t1
     t0="$(now)"
-    if [[ "$mode" == cli ]]; then
-        if ! "$ACTDIFF" gen "${args[@]}" >&2; then
-            say "actdiff gen failed; using examples/gen"
-            mode=example
-        fi
-    fi
-    if [[ "$mode" == example ]]; then
-        [[ -x "$GEN_EXAMPLE" ]] || (cd "$ROOT" && cargo build --release --example gen)
-        "$GEN_EXAMPLE" "${args[@]}" >&2
-    fi
+    "$ACTDIFF" gen "${args[@]}" >&2
     t1="$(now)"
     say "   generated in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s"
     echo "$stamp" >"$dir/params"

@@ -26,6 +26,62 @@ pub struct Cli {
 pub enum Command {
     /// Compare two runs (log files or folders of rank_N_activations.log) and write a report.
     Compare(CompareArgs),
+    /// Write two runs of realistic generated logs (benchmarks, reproducible from a seed).
+    Gen(GenArgs),
+}
+
+/// `actdiff gen` options.
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    /// Folder of run 1 (created).
+    pub dir1: PathBuf,
+    /// Folder of run 2 (created).
+    pub dir2: PathBuf,
+    /// Op blocks per rank log (about 340 bytes each: 3,150,000 ≈ 1 GiB).
+    #[arg(long, default_value_t = 100_000)]
+    pub ops: u64,
+    /// Ranks (one log per rank in each run).
+    #[arg(long, default_value_t = 1)]
+    pub ranks: u32,
+    /// Seed; the same arguments give the same bytes.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Fraction of each rank's rows perturbed in run 2.
+    #[arg(long, default_value_t = 0.01)]
+    pub perturb: f64,
+    /// Exact number of perturbed rows per rank (overrides --perturb).
+    #[arg(long)]
+    pub perturb_count: Option<u64>,
+}
+
+fn gen(a: GenArgs) -> i32 {
+    let opts = crate::gen::GenOptions {
+        ops: a.ops,
+        ranks: a.ranks,
+        seed: a.seed,
+        perturb: a.perturb,
+        perturb_count: a.perturb_count,
+    };
+    let t = std::time::Instant::now();
+    match crate::gen::generate(&a.dir1, &a.dir2, &opts) {
+        Ok(s) => {
+            let secs = t.elapsed().as_secs_f64();
+            println!(
+                "files {} ops {} bytes {} perturbed {} seconds {:.2} MB/s {:.0}",
+                s.files,
+                s.ops,
+                s.bytes,
+                s.perturbed,
+                secs,
+                s.bytes as f64 / 1e6 / secs.max(1e-9)
+            );
+            exit_codes::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit_codes::INPUT_ERROR
+        }
+    }
 }
 
 /// `actdiff compare` options.
@@ -206,6 +262,7 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Compare(a) => compare(a),
+        Command::Gen(a) => gen(a),
     }
 }
 
