@@ -115,6 +115,10 @@ pub struct CompareArgs {
     /// Keep keys that occur twice in one log (paired by occurrence) instead of exit 2.
     #[arg(long)]
     pub allow_duplicates: bool,
+    /// Up to this many result rows per rank the pages hold every row; above
+    /// it only the rows that are not `match` (`all`: always every row).
+    #[arg(long, value_name = "N|all", default_value = "200000")]
+    pub html_rows: HtmlRows,
     /// Result rows per HTML page.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
     pub page_rows: u64,
@@ -171,6 +175,23 @@ pub struct CompareArgs {
     /// Write JUnit XML (one test case per rank) to this file.
     #[arg(long, value_name = "FILE.xml")]
     pub junit: Option<PathBuf>,
+}
+
+/// `--html-rows`: a row count, or `all`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HtmlRows(pub Option<usize>);
+
+impl std::str::FromStr for HtmlRows {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.eq_ignore_ascii_case("all") {
+            return Ok(HtmlRows(None));
+        }
+        s.replace('_', "")
+            .parse::<usize>()
+            .map(|n| HtmlRows(Some(n)))
+            .map_err(|_| format!("`{s}`: expected a row count or `all`"))
+    }
 }
 
 /// Terminal output formats.
@@ -319,6 +340,7 @@ fn compare(a: CompareArgs) -> i32 {
             path1: a.run1.display().to_string(),
             path2: a.run2.display().to_string(),
             page_rows: a.page_rows as usize,
+            html_rows: a.html_rows.0,
         },
         run1: a.run1,
         run2: a.run2,

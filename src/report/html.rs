@@ -35,7 +35,7 @@ use serde::Serialize;
 use tera::{Context, Tera};
 
 use super::summary::{page_file, CausesSummary, PageRef, RowRef, SideSummary};
-use super::{RankComparison, RankSummary, ReportError, ReportOptions, Summary};
+use super::{PagePlan, RankComparison, RankSummary, ReportError, ReportOptions, Summary};
 use crate::matcher::cause::CauseKind;
 use crate::matcher::compare::{compare_hashes, split_tokens, stat_diffs};
 use crate::matcher::{
@@ -620,6 +620,8 @@ struct PageCtx<'a> {
     first_row: usize,
     end_row: usize,
     total_rows: usize,
+    /// "showing 31,880 diverging rows of 3,264,458; ..." when the pages hold only diverging rows.
+    shown_note: String,
     prev: String,
     next: String,
     first_page: String,
@@ -643,6 +645,32 @@ struct Section<'a> {
     rows: Vec<PairCtx<'a>>,
 }
 
+/// `1234567` → `1,234,567`.
+fn thousands(n: u64) -> String {
+    let d = n.to_string();
+    let mut out = String::with_capacity(d.len() + d.len() / 3);
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The plain statement of what the pages hold when they hold only the
+/// rows that are not `match`; empty when they hold every row.
+fn shown_note(s: &RankSummary) -> String {
+    if !s.html_filtered {
+        return String::new();
+    }
+    format!(
+        "showing {} diverging rows of {}; all rows: --html-rows all",
+        thousands(s.html_rows as u64),
+        thousands(s.counts.total())
+    )
+}
+
 /// Writes the result pages of one rank; returns the pages written.
 ///
 /// Rows `[k·page_rows, (k+1)·page_rows)` go to page `k`
@@ -653,11 +681,12 @@ pub fn write_rank_pages(
     rc: &RankComparison<'_>,
     s: &RankSummary,
     opts: &ReportOptions,
+    plan: &PagePlan,
 ) -> Result<Vec<PageRef>, ReportError> {
     engine()?;
-    let n = rc.matches.rows.len();
-    let per = opts.page_rows.max(1);
-    let pages = n.div_ceil(per).max(1);
+    let n = plan.len();
+    let per = plan.page_rows;
+    let pages = plan.pages();
     let refs: Vec<PageRef> = (0..pages)
         .map(|k| PageRef {
             file: page_file(rc.rank1, k),
@@ -667,7 +696,7 @@ pub fn write_rank_pages(
         .collect();
     refs.par_iter()
         .enumerate()
-        .try_for_each(|(k, p)| write_page(rc, s, opts, &refs, k, p))?;
+        .try_for_each(|(k, p)| write_page(rc, s, opts, plan, &refs, k, p))?;
     Ok(refs)
 }
 
@@ -675,6 +704,7 @@ fn write_page(
     rc: &RankComparison<'_>,
     s: &RankSummary,
     opts: &ReportOptions,
+    plan: &PagePlan,
     refs: &[PageRef],
     k: usize,
     p: &PageRef,
@@ -683,10 +713,9 @@ fn write_page(
     let mut backward = Vec::new();
     let mut pc = Counts::default();
     let mut palette = Palette::default();
-    for (index, row) in rc.matches.rows[p.first_row..p.end_row]
-        .iter()
-        .enumerate()
-        .map(|(o, r)| (p.first_row + o, r))
+    for (index, row) in (p.first_row..p.end_row)
+        .map(|k| plan.row(k))
+        .map(|i| (i, &rc.matches.rows[i]))
     {
         pc.add(row.status);
         let bwd = match (row.r1(), row.r2()) {
@@ -712,6 +741,7 @@ fn write_page(
         first_row: p.first_row,
         end_row: p.end_row,
         total_rows: rc.matches.rows.len(),
+        shown_note: shown_note(s),
         prev: if k > 0 { file(k - 1) } else { String::new() },
         next: file(k + 1),
         first_page: file(0),
@@ -768,6 +798,8 @@ struct RankRow<'a> {
     first_divergence: Option<RowLink<'a>>,
     first_cause: Option<CauseLink<'a>>,
     pages: Vec<PageLink<'a>>,
+    /// "showing 31,880 diverging rows of 3,264,458; ..." when filtered.
+    shown_note: String,
 }
 
 /// Input warnings of one side of one rank.
@@ -962,6 +994,7 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
             incomplete: r.incomplete(),
             first_divergence: r.first_divergence.as_ref().map(row_link),
             first_cause: cause_link(&r.root_causes),
+            shown_note: shown_note(r),
             pages: r
                 .pages
                 .iter()
@@ -1134,6 +1167,7 @@ Excluded ops dispatched: (none)
             path1: "a/".into(),
             path2: "b/".into(),
             page_rows,
+            html_rows: Some(crate::report::DEFAULT_HTML_ROWS),
         }
     }
 
@@ -1144,8 +1178,7 @@ Excluded ops dispatched: (none)
     /// Writes the fixture's pages and index; returns the summary.
     fn write_all(f: &Fixture, opts: &ReportOptions) -> Summary {
         let rc = rc(f);
-        let mut s = RankSummary::build(&rc, opts);
-        s.pages = write_rank_pages(&rc, &s, opts).unwrap();
+        let s = crate::report::RankReport::write(&rc, opts).unwrap();
         let groups = Summary::group_ranks(std::slice::from_ref(&s));
         let summary = Summary {
             schema_version: super::super::summary::SCHEMA_VERSION,
@@ -1164,6 +1197,13 @@ Excluded ops dispatched: (none)
         };
         write_index(&summary, opts).unwrap();
         summary
+    }
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(3_264_458), "3,264,458");
     }
 
     #[test]
@@ -1290,8 +1330,8 @@ Excluded ops dispatched: (none)
         m.rows.truncate(5);
         let f = Fixture { m, ..f };
         let rc = rc(&f);
-        let s = RankSummary::build(&rc, &opts);
-        let pages = write_rank_pages(&rc, &s, &opts).unwrap();
+        let s = crate::report::RankReport::write(&rc, &opts).unwrap();
+        let pages = s.pages.clone();
         let firsts: Vec<(usize, usize)> = pages.iter().map(|p| (p.first_row, p.end_row)).collect();
         assert_eq!(firsts, vec![(0, 2), (2, 4), (4, 5)]);
         let p1 = read(dir.path(), "rank0-page1.html");
@@ -1315,8 +1355,8 @@ Excluded ops dispatched: (none)
         let dir = tempfile::tempdir().unwrap();
         let opts = options(dir.path(), 2000);
         let rc = rc(&f);
-        let s = RankSummary::build(&rc, &opts);
-        let pages = write_rank_pages(&rc, &s, &opts).unwrap();
+        let s = crate::report::RankReport::write(&rc, &opts).unwrap();
+        let pages = s.pages.clone();
         assert_eq!(
             pages,
             vec![PageRef {
@@ -1390,9 +1430,8 @@ Excluded ops dispatched: (none)
         let dir = tempfile::tempdir().unwrap();
         let opts = options(dir.path(), 2000);
         let rc = rc(&f);
-        let s = RankSummary::build(&rc, &opts);
         let t0 = std::time::Instant::now();
-        write_rank_pages(&rc, &s, &opts).unwrap();
+        crate::report::RankReport::write(&rc, &opts).unwrap();
         let size = std::fs::metadata(dir.path().join("rank0-page1.html"))
             .unwrap()
             .len();
@@ -1426,7 +1465,6 @@ Excluded ops dispatched: (none)
         let dir = tempfile::tempdir().unwrap();
         let opts = options(dir.path(), 2000);
         let rc = rc(&f);
-        let s = RankSummary::build(&rc, &opts);
         // Process CPU time (Linux), less sensitive to other load than wall time.
         let cpu = || -> f64 {
             let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
@@ -1438,7 +1476,7 @@ Excluded ops dispatched: (none)
             f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)
         };
         let (t0, c0) = (std::time::Instant::now(), cpu());
-        let pages = write_rank_pages(&rc, &s, &opts).unwrap();
+        let pages = crate::report::RankReport::write(&rc, &opts).unwrap().pages;
         let (el, c) = (t0.elapsed(), (cpu() - c0) / 100.0);
         eprintln!(
             "{n} rows, {} pages in {el:?} ({c:.2} s CPU): {:.0} rows/s, {:.0} rows per CPU second",

@@ -80,6 +80,10 @@ pub struct ReportOptions {
     pub path2: String,
     /// Result rows per HTML page.
     pub page_rows: usize,
+    /// Up to this many result rows per rank the pages hold every row; above
+    /// it they hold only the rows that are not `match`. `None`: always every
+    /// row (`--html-rows all`).
+    pub html_rows: Option<usize>,
 }
 
 impl Default for ReportOptions {
@@ -91,6 +95,75 @@ impl Default for ReportOptions {
             path1: String::new(),
             path2: String::new(),
             page_rows: 2000,
+            html_rows: Some(DEFAULT_HTML_ROWS),
+        }
+    }
+}
+
+/// Default of [`ReportOptions::html_rows`].
+pub const DEFAULT_HTML_ROWS: usize = 200_000;
+
+/// Which result rows of a rank the HTML pages hold, and on which page.
+#[derive(Clone, Debug)]
+pub struct PagePlan {
+    /// Result row indexes shown, ascending; `None` when every row is shown.
+    shown: Option<Vec<u32>>,
+    /// Result rows of the rank.
+    total: usize,
+    /// Rows per page.
+    pub page_rows: usize,
+}
+
+impl PagePlan {
+    /// Every row when the rank has at most `html_rows` rows (or `html_rows`
+    /// is `None`), else only the rows that are not `match`.
+    pub fn new(m: &MatchTable, html_rows: Option<usize>, page_rows: usize) -> PagePlan {
+        let total = m.rows.len();
+        let shown = match html_rows {
+            Some(limit) if total > limit => Some(
+                m.rows
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.status != crate::matcher::Status::Match)
+                    .map(|(i, _)| i as u32)
+                    .collect(),
+            ),
+            _ => None,
+        };
+        PagePlan {
+            shown,
+            total,
+            page_rows: page_rows.max(1),
+        }
+    }
+    /// Whether only the non-`match` rows are shown.
+    pub fn is_filtered(&self) -> bool {
+        self.shown.is_some()
+    }
+    /// Number of rows shown.
+    pub fn len(&self) -> usize {
+        self.shown.as_ref().map_or(self.total, |s| s.len())
+    }
+    /// Whether no row is shown.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Result row index of the `k`-th shown row.
+    pub fn row(&self, k: usize) -> usize {
+        self.shown.as_ref().map_or(k, |s| s[k] as usize)
+    }
+    /// Number of pages (at least one).
+    pub fn pages(&self) -> usize {
+        self.len().div_ceil(self.page_rows).max(1)
+    }
+    /// The page (0-based) holding result row `index`, if it is shown.
+    pub fn page_of(&self, index: usize) -> Option<usize> {
+        match &self.shown {
+            None => (index < self.total).then_some(index / self.page_rows),
+            Some(s) => s
+                .binary_search(&(index as u32))
+                .ok()
+                .map(|k| k / self.page_rows),
         }
     }
 }
@@ -104,8 +177,9 @@ impl RankReport {
         rc: &RankComparison<'_>,
         opts: &ReportOptions,
     ) -> Result<RankSummary, ReportError> {
-        let mut s = RankSummary::build(rc, opts);
-        s.pages = html::write_rank_pages(rc, &s, opts)?;
+        let plan = PagePlan::new(rc.matches, opts.html_rows, opts.page_rows);
+        let mut s = RankSummary::build(rc, &plan);
+        s.pages = html::write_rank_pages(rc, &s, opts, &plan)?;
         Ok(s)
     }
 }
@@ -116,4 +190,64 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
     let json = serde_json::to_vec_pretty(summary).expect("summary serialises");
     std::fs::write(&path, json).map_err(|e| ReportError::io(&path, e))?;
     html::write_index(summary, opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matcher::{match_tables, MatchOptions};
+    use crate::parser::parse_bytes;
+
+    fn log(hashes: &[&str]) -> OpTable {
+        let mut s = format!("Total captured activations: {}\n", hashes.len());
+        for (i, h) in hashes.iter().enumerate() {
+            s.push_str(&format!("[m/op_{i}_mm]\n  Output hash: {h}\n\n"));
+        }
+        parse_bytes(s.into_bytes(), "t.log")
+    }
+
+    #[test]
+    fn page_plan_shows_only_diverging_rows_above_the_threshold() {
+        let a = log(&["1", "2", "3", "4", "5"]);
+        let b = log(&["1", "9", "3", "9", "5"]);
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        let all = PagePlan::new(&m, Some(5), 2);
+        assert!(!all.is_filtered());
+        assert_eq!((all.len(), all.pages()), (5, 3));
+        assert_eq!(all.page_of(4), Some(2));
+        let some = PagePlan::new(&m, Some(4), 1);
+        assert!(some.is_filtered());
+        assert_eq!((some.len(), some.pages()), (2, 2));
+        assert_eq!((some.row(0), some.row(1)), (1, 3));
+        assert_eq!(some.page_of(3), Some(1));
+        assert_eq!(some.page_of(2), None, "a match row is not shown");
+        assert!(!PagePlan::new(&m, None, 1).is_filtered());
+
+        let dir = tempfile::tempdir().unwrap();
+        let opts = ReportOptions {
+            out_dir: dir.path().to_path_buf(),
+            page_rows: 1,
+            html_rows: Some(4),
+            ..Default::default()
+        };
+        let rc = RankComparison {
+            rank1: 0,
+            rank2: 0,
+            t1: &a,
+            t2: &b,
+            matches: &m,
+        };
+        let s = RankReport::write(&rc, &opts).unwrap();
+        assert!(s.html_filtered);
+        assert_eq!(s.html_rows, 2);
+        assert_eq!(s.pages.len(), 2);
+        assert_eq!(
+            s.first_divergence.as_ref().unwrap().page,
+            "rank0-page1.html"
+        );
+        let page2 = std::fs::read_to_string(dir.path().join("rank0-page2.html")).unwrap();
+        assert!(page2.contains("rank0-row3"));
+        assert!(page2.contains("showing 2 diverging rows of 5; all rows: --html-rows all"));
+        assert!(!page2.contains("rank0-row2\""), "match rows are left out");
+    }
 }

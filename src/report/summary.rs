@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{RankComparison, ReportOptions};
+use super::{PagePlan, RankComparison};
 use crate::matcher::cause::CauseKind;
 use crate::matcher::{Counts, MatchRow, Status, StrategyCounts};
 use crate::parser::{duplicate_keys, Field, OpTable, WarningKind};
@@ -31,7 +31,8 @@ pub struct RowRef {
     pub line2: Option<u64>,
     /// Phase of the row (run 1's, else run 2's).
     pub phase: String,
-    /// Report page holding the row, relative to the report folder.
+    /// Report page holding the row, relative to the report folder (empty
+    /// when the pages hold only diverging rows and this one matches).
     pub page: String,
     /// The row's anchor on that page (`rank0-row12`).
     pub anchor: String,
@@ -39,7 +40,7 @@ pub struct RowRef {
 
 impl RowRef {
     /// Describes row `index` of `rc`.
-    pub fn new(rc: &RankComparison<'_>, index: usize, page_rows: usize) -> RowRef {
+    pub fn new(rc: &RankComparison<'_>, index: usize, plan: &PagePlan) -> RowRef {
         let r: &MatchRow = &rc.matches.rows[index];
         RowRef {
             index,
@@ -54,7 +55,10 @@ impl RowRef {
                 (None, Some(j)) => rc.t2.phase(j).into_owned(),
                 _ => "forward".into(),
             },
-            page: page_file(rc.rank1, index / page_rows.max(1)),
+            page: plan
+                .page_of(index)
+                .map(|p| page_file(rc.rank1, p))
+                .unwrap_or_default(),
             anchor: anchor(rc.rank1, index),
         }
     }
@@ -152,9 +156,10 @@ impl SideSummary {
 pub struct PageRef {
     /// File name, relative to the report folder.
     pub file: String,
-    /// First result row index on the page.
+    /// Position of the page's first row among the rows shown (equal to its
+    /// result row index unless the pages hold only diverging rows).
     pub first_row: usize,
-    /// One past the last result row index on the page.
+    /// One past the position of the page's last row among the rows shown.
     pub end_row: usize,
 }
 
@@ -183,6 +188,11 @@ pub struct RankSummary {
     pub shape_mismatches: Option<ShapeMismatches>,
     /// The HTML pages of this rank.
     pub pages: Vec<PageRef>,
+    /// Result rows the pages hold.
+    pub html_rows: usize,
+    /// Whether the pages hold only the rows that are not `match` (the rank
+    /// has more rows than `--html-rows`).
+    pub html_filtered: bool,
 }
 
 /// Paired rows whose dims differ ("3 of 3 shape mismatches share dim0 6 vs 5").
@@ -274,9 +284,9 @@ pub struct CausesSummary {
 }
 
 impl CausesSummary {
-    fn build(rc: &RankComparison<'_>, page_rows: usize) -> CausesSummary {
+    fn build(rc: &RankComparison<'_>, plan: &PagePlan) -> CausesSummary {
         let c = &rc.matches.causes;
-        let r = |i: usize| RowRef::new(rc, i, page_rows);
+        let r = |i: usize| RowRef::new(rc, i, plan);
         let cref = |e: &crate::matcher::cause::CauseEntry| CauseRef {
             row: r(e.index),
             kind: e.kind,
@@ -306,7 +316,7 @@ impl CausesSummary {
 
 impl RankSummary {
     /// Summarises one rank (pages are filled in by the HTML writer).
-    pub fn build(rc: &RankComparison<'_>, opts: &ReportOptions) -> RankSummary {
+    pub fn build(rc: &RankComparison<'_>, plan: &PagePlan) -> RankSummary {
         let c = rc.matches.counts();
         let paired = c.matched + c.diff + c.truncated;
         RankSummary {
@@ -319,11 +329,13 @@ impl RankSummary {
             first_divergence: rc
                 .matches
                 .first_divergence()
-                .map(|i| RowRef::new(rc, i, opts.page_rows)),
+                .map(|i| RowRef::new(rc, i, plan)),
             unused_overrides: rc.matches.unused_overrides.clone(),
-            root_causes: CausesSummary::build(rc, opts.page_rows),
+            root_causes: CausesSummary::build(rc, plan),
             shape_mismatches: ShapeMismatches::build(rc),
             pages: Vec::new(),
+            html_rows: plan.len(),
+            html_filtered: plan.is_filtered(),
         }
     }
     /// Whether this rank has anything but `match` rows.
