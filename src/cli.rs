@@ -25,7 +25,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Compare two runs (log files or folders of rank_N_activations.log) and write a report.
-    Compare(CompareArgs),
+    Compare(Box<CompareArgs>),
     /// Write two runs of realistic generated logs (benchmarks, reproducible from a seed).
     Gen(GenArgs),
 }
@@ -282,7 +282,7 @@ pub fn main() -> i32 {
         }
     };
     match cli.command {
-        Command::Compare(a) => compare(a),
+        Command::Compare(a) => compare(*a),
         Command::Gen(a) => gen(a),
     }
 }
