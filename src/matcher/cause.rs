@@ -15,6 +15,7 @@
 //! - [`CauseKind::Unsynced`]: the row is itself an unsynced collective.
 
 use ahash::AHashMap;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::compare::{compare_hashes, differing_positions, split_tokens, stat_diffs};
@@ -91,9 +92,73 @@ pub struct RootCauses {
 const MAX_LISTED: usize = 1000;
 const MAX_CHAIN: usize = 8;
 
+/// A `diff` row's differing inputs, found before the producers are looked up.
+struct Pending<'a> {
+    /// Result row index.
+    i: usize,
+    /// 0-based positions of the differing inputs.
+    bad: Vec<usize>,
+    /// Per differing input: its producer key (maybe empty) and its run-1 value.
+    links: Vec<(&'a [u8], &'a [u8])>,
+}
+
+/// Occurrences (result row indexes, ascending) of the keys and values that
+/// some diverging row asks about.
+struct Producers<'a> {
+    by_key: AHashMap<&'a [u8], Vec<usize>>,
+    by_value: AHashMap<&'a [u8], Vec<usize>>,
+}
+
+impl<'a> Producers<'a> {
+    /// Scans run 1 once, recording only the keys and Output hash values that
+    /// are asked about (memory stays proportional to the diverging rows).
+    fn scan(t1: &'a OpTable, m: &MatchTable, pending: &[Pending<'a>]) -> Producers<'a> {
+        let mut by_key: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
+        let mut by_value: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
+        for p in pending {
+            for (prod, value) in &p.links {
+                if !prod.is_empty() {
+                    by_key.entry(prod).or_default();
+                } else if !value.is_empty() {
+                    by_value.entry(value).or_default();
+                }
+            }
+        }
+        for (i, row) in m.rows.iter().enumerate() {
+            let Some(r1) = row.r1() else { continue };
+            if !by_key.is_empty() {
+                if let Some(v) = by_key.get_mut(t1.key(r1)) {
+                    v.push(i);
+                }
+            }
+            if !by_value.is_empty() {
+                for tok in split_tokens(t1.field(r1, Field::OutputHash)) {
+                    if let Some(v) = by_value.get_mut(tok) {
+                        v.push(i);
+                    }
+                }
+            }
+        }
+        Producers { by_key, by_value }
+    }
+
+    /// The latest row before `i` with key `prod` (or, when `prod` is empty,
+    /// whose Output hash holds `value`).
+    fn before(&self, i: usize, prod: &[u8], value: &[u8]) -> Option<usize> {
+        let occ = if prod.is_empty() {
+            self.by_value.get(value)?
+        } else {
+            self.by_key.get(prod)?
+        };
+        let k = occ.partition_point(|&j| j < i);
+        (k > 0).then(|| occ[k - 1])
+    }
+}
+
 /// Classifies the diverging rows of `m` (see the module doc). Rows of the
 /// result are indexed like `m.rows`; the first `t1.len()` rows are run 1's
-/// rows in order.
+/// rows in order. Memory beyond the result is proportional to the `diff`
+/// rows: run 1 is scanned once for just the producers they ask about.
 pub fn analyse(
     t1: &OpTable,
     t2: &OpTable,
@@ -102,18 +167,6 @@ pub fn analyse(
 ) -> (Vec<Option<CauseKind>>, RootCauses) {
     let mut rc = RootCauses::default();
     let n = m.rows.len();
-    let mut kinds: Vec<Option<CauseKind>> = vec![None; n];
-    let mut root: Vec<u32> = vec![u32::MAX; n];
-    let mut key_row: AHashMap<&[u8], usize> = AHashMap::new();
-    // Run-1 Output hash token → latest row: links an input to its producer
-    // through uncaptured value-preserving ops (views, excluded ops) when the
-    // producer list is empty.
-    let mut value_row: AHashMap<&[u8], usize> = AHashMap::new();
-    let analyse_causes = m.counts().diff > 0;
-    let mut cause_slot: AHashMap<usize, usize> = AHashMap::new();
-    let mut largest: Option<(usize, f64)> = None;
-    let mut any_diverging = false;
-    let mut any_cause = false;
     for (i, row) in m.rows.iter().enumerate() {
         if row.has(ROW_NONFINITE1) && rc.first_nonfinite1.is_none() {
             rc.first_nonfinite1 = Some(i);
@@ -121,154 +174,159 @@ pub fn analyse(
         if row.has(ROW_NONFINITE2) && rc.first_nonfinite2.is_none() {
             rc.first_nonfinite2 = Some(i);
         }
-        let (Some(r1), Some(r2)) = (row.r1(), row.r2()) else {
-            if let Some(r1) = row.r1() {
-                if analyse_causes {
-                    remember(t1, &mut key_row, &mut value_row, r1, i);
-                }
-            }
-            continue;
-        };
-        if row.has(ROW_NONFINITE1) != row.has(ROW_NONFINITE2)
+        if row.r1().is_some()
+            && row.r2().is_some()
+            && row.has(ROW_NONFINITE1) != row.has(ROW_NONFINITE2)
             && rc.first_nonfinite_one_sided.is_none()
         {
             rc.first_nonfinite_one_sided = Some(i);
         }
-        if row.status == Status::Diff && analyse_causes {
-            any_diverging = true;
-            let rp = policy.for_table_row(t1, r1).opts;
-            let (kind, bad) = if row.has(ROW_UNSYNCED) {
-                (CauseKind::Unsynced, Vec::new())
-            } else {
-                let bad = differing_positions(
-                    t1.field(r1, Field::InputHashes),
-                    t2.field(r2, Field::InputHashes),
-                    rp.hash,
-                    rp.nan_equal,
-                );
-                let kind = if bad.is_empty() {
-                    CauseKind::Origin
-                } else {
-                    let producers: Vec<&[u8]> = t1
-                        .field(r1, Field::InputProducers)
-                        .split(|b| *b == b';')
-                        .map(crate::parser::line::trim)
-                        .collect();
-                    let inputs: Vec<&[u8]> =
-                        split_tokens(t1.field(r1, Field::InputHashes)).collect();
-                    let (mut fresh, mut inherited_from, mut via) = (false, None, false);
-                    for &p in &bad {
-                        let prod = producers.get(p).copied().unwrap_or(&[]);
-                        let by_key = (!prod.is_empty()).then(|| key_row.get(prod)).flatten();
-                        let by_value = || {
-                            inputs
-                                .get(p)
-                                .filter(|v| prod.is_empty() && !v.is_empty())
-                                .and_then(|v| value_row.get(v))
-                        };
-                        match by_key.or_else(by_value) {
-                            None => fresh = true,
-                            Some(&j) => {
-                                let pj = &m.rows[j];
-                                if pj.has(ROW_UNSYNCED) {
-                                    via = true;
-                                } else if pj.status == Status::Diff && pj.has(ROW_OUT_DIFF) {
-                                    inherited_from.get_or_insert(j);
-                                } else {
-                                    // The producer's output agrees: the value changed
-                                    // between producer and consumer, outside the capture.
-                                    fresh = true;
-                                }
+    }
+    if m.counts().diff == 0 {
+        return (Vec::new(), rc);
+    }
+    let mut kinds: Vec<Option<CauseKind>> = vec![None; n];
+    // Phase 1: every diff row's differing inputs (in parallel: rows are independent).
+    let diff_rows: Vec<(usize, usize, usize)> = m
+        .rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.status == Status::Diff)
+        .filter_map(|(i, r)| Some((i, r.r1()?, r.r2()?)))
+        .collect();
+    let pending: Vec<Option<Pending>> = diff_rows
+        .par_iter()
+        .map(|&(i, r1, r2)| {
+            if m.rows[i].has(ROW_UNSYNCED) {
+                return None;
+            }
+            let opts = policy.for_table_row(t1, r1).opts;
+            let bad = differing_positions(
+                t1.field(r1, Field::InputHashes),
+                t2.field(r2, Field::InputHashes),
+                opts.hash,
+                opts.nan_equal,
+            );
+            let producers: Vec<&[u8]> = t1
+                .field(r1, Field::InputProducers)
+                .split(|b| *b == b';')
+                .map(crate::parser::line::trim)
+                .collect();
+            let inputs: Vec<&[u8]> = split_tokens(t1.field(r1, Field::InputHashes)).collect();
+            let links = bad
+                .iter()
+                .map(|&p| {
+                    (
+                        producers.get(p).copied().unwrap_or(&[]),
+                        inputs.get(p).copied().unwrap_or(&[]),
+                    )
+                })
+                .collect();
+            Some(Pending { i, bad, links })
+        })
+        .collect();
+    let pending: Vec<Pending> = pending.into_iter().flatten().collect();
+    // Phase 2: the producers those rows ask about, in one scan of run 1.
+    let prods = Producers::scan(t1, m, &pending);
+    // Phase 3: classify in dispatch order (an inherited row needs the root
+    // of its producer, which comes earlier).
+    let mut root: AHashMap<usize, usize> = AHashMap::new();
+    let mut cause_slot: AHashMap<usize, usize> = AHashMap::new();
+    let mut largest: Option<(usize, f64)> = None;
+    let mut any_cause = false;
+    let mut pend = pending.into_iter().peekable();
+    for &(i, r1, r2) in &diff_rows {
+        let row = &m.rows[i];
+        let (kind, bad) = match pend.next_if(|p| p.i == i) {
+            None => (CauseKind::Unsynced, Vec::new()),
+            Some(p) if p.bad.is_empty() => (CauseKind::Origin, p.bad),
+            Some(p) => {
+                let (mut fresh, mut inherited_from, mut via) = (false, None, false);
+                for (prod, value) in &p.links {
+                    match prods.before(i, prod, value) {
+                        None => fresh = true,
+                        Some(j) => {
+                            let pj = &m.rows[j];
+                            if pj.has(ROW_UNSYNCED) {
+                                via = true;
+                            } else if pj.status == Status::Diff && pj.has(ROW_OUT_DIFF) {
+                                inherited_from.get_or_insert(j);
+                            } else {
+                                // The producer's output agrees: the value changed
+                                // between producer and consumer, outside the capture.
+                                fresh = true;
                             }
                         }
                     }
-                    if fresh {
-                        CauseKind::Entry
-                    } else if let Some(j) = inherited_from {
-                        root[i] = root[j];
-                        CauseKind::Inherited
-                    } else if via {
-                        CauseKind::ViaCollective
-                    } else {
-                        CauseKind::Entry
-                    }
+                }
+                let kind = if fresh {
+                    CauseKind::Entry
+                } else if let Some(j) = inherited_from {
+                    let r = root.get(&j).copied().unwrap_or(j);
+                    root.insert(i, r);
+                    CauseKind::Inherited
+                } else if via {
+                    CauseKind::ViaCollective
+                } else {
+                    CauseKind::Entry
                 };
-                (kind, bad)
-            };
-            match kind {
-                CauseKind::Origin | CauseKind::Entry | CauseKind::ViaCollective => {
-                    root[i] = i as u32;
-                    push_cause(
-                        &mut rc,
-                        i,
-                        kind,
-                        bad.into_iter().take(16).collect(),
-                        &mut cause_slot,
-                    );
-                    if kind != CauseKind::ViaCollective {
-                        rc.cause_count += 1;
-                        any_cause = true;
-                        if rc.first_cause.is_none() {
-                            rc.first_cause = Some(i);
-                        }
+                (kind, p.bad)
+            }
+        };
+        match kind {
+            CauseKind::Origin | CauseKind::Entry | CauseKind::ViaCollective => {
+                push_cause(
+                    &mut rc,
+                    i,
+                    kind,
+                    bad.into_iter().take(16).collect(),
+                    &mut cause_slot,
+                );
+                if kind != CauseKind::ViaCollective {
+                    rc.cause_count += 1;
+                    any_cause = true;
+                    if rc.first_cause.is_none() {
+                        rc.first_cause = Some(i);
                     }
                 }
-                CauseKind::Inherited => {
-                    let r = root[i] as usize;
-                    if let Some(&s) = cause_slot.get(&r) {
-                        let c = &mut rc.causes[s];
-                        c.inherited += 1;
-                        if c.chain.len() < MAX_CHAIN {
-                            c.chain.push(i);
-                        }
+            }
+            CauseKind::Inherited => {
+                let r = root[&i];
+                if let Some(&s) = cause_slot.get(&r) {
+                    let c = &mut rc.causes[s];
+                    c.inherited += 1;
+                    if c.chain.len() < MAX_CHAIN {
+                        c.chain.push(i);
                     }
                 }
-                CauseKind::Unsynced => {}
             }
-            kinds[i] = Some(kind);
-            if !row.has(ROW_NONFINITE1) && !row.has(ROW_NONFINITE2) {
-                let out = compare_hashes(
-                    t1.field(r1, Field::OutputHash),
-                    t2.field(r2, Field::OutputHash),
-                    rp.hash,
-                    rp.nan_equal,
-                )
-                .intensity
-                .unwrap_or(0.0);
-                let worst = stat_diffs(t1, r1, t2, r2)
-                    .iter()
-                    .skip(1)
-                    .flatten()
-                    .fold(out, |a, b| a.max(*b));
-                if worst.is_finite() && largest.is_none_or(|(_, w)| worst > w) {
-                    largest = Some((i, worst));
-                }
-            }
+            CauseKind::Unsynced => {}
         }
-        if analyse_causes {
-            remember(t1, &mut key_row, &mut value_row, r1, i);
+        kinds[i] = Some(kind);
+        if !row.has(ROW_NONFINITE1) && !row.has(ROW_NONFINITE2) {
+            let opts = policy.for_table_row(t1, r1).opts;
+            let out = compare_hashes(
+                t1.field(r1, Field::OutputHash),
+                t2.field(r2, Field::OutputHash),
+                opts.hash,
+                opts.nan_equal,
+            )
+            .intensity
+            .unwrap_or(0.0);
+            let worst = stat_diffs(t1, r1, t2, r2)
+                .iter()
+                .skip(1)
+                .flatten()
+                .fold(out, |a, b| a.max(*b));
+            if worst.is_finite() && worst > 0.0 && largest.is_none_or(|(_, w)| worst > w) {
+                largest = Some((i, worst));
+            }
         }
     }
     rc.largest_diff = largest;
     rc.via_collective_only =
-        any_diverging && !any_cause && rc.causes.iter().any(|c| c.kind == CauseKind::ViaCollective);
+        !any_cause && rc.causes.iter().any(|c| c.kind == CauseKind::ViaCollective);
     (kinds, rc)
-}
-
-/// Records run-1 row `r1` (result row `i`) as a possible producer, by key and by output value.
-fn remember<'a>(
-    t1: &'a OpTable,
-    key_row: &mut AHashMap<&'a [u8], usize>,
-    value_row: &mut AHashMap<&'a [u8], usize>,
-    r1: usize,
-    i: usize,
-) {
-    key_row.insert(t1.key(r1), i);
-    for tok in split_tokens(t1.field(r1, Field::OutputHash)) {
-        if !tok.is_empty() {
-            value_row.insert(tok, i);
-        }
-    }
 }
 
 fn push_cause(

@@ -346,9 +346,25 @@ impl Pairing {
         F1: Fn(usize) -> Option<K>,
         F2: Fn(usize) -> Option<K>,
     {
+        self.pass_with::<K, F1, F2, ahash::RandomState>(strategy, key1, key2)
+    }
+
+    /// [`Pairing::pass`] with a chosen hasher.
+    fn pass_with<K, F1, F2, S>(&mut self, strategy: Strategy, key1: F1, key2: F2) -> u64
+    where
+        K: Hash + Eq,
+        F1: Fn(usize) -> Option<K>,
+        F2: Fn(usize) -> Option<K>,
+        S: std::hash::BuildHasher + Default,
+    {
         let (n1, n2) = (self.pair1.len(), self.pair2.len());
         // head[key] = first unclaimed side-2 row with that key; next[row] = the following one.
-        let mut head: AHashMap<K, u32> = AHashMap::new();
+        let unclaimed = self.pair2.iter().filter(|p| **p == NO_ROW).count();
+        if unclaimed == 0 {
+            return 0;
+        }
+        let mut head: std::collections::HashMap<K, u32, S> =
+            std::collections::HashMap::with_capacity_and_hasher(unclaimed, S::default());
         let mut next: Vec<u32> = vec![NO_ROW; n2];
         for r2 in (0..n2).rev() {
             if self.pair2[r2] != NO_ROW {
@@ -384,6 +400,63 @@ impl Pairing {
     }
 }
 
+/// A key with its hash computed beforehand (see [`prehash`]): hashing it
+/// writes only that number, equality compares the bytes.
+#[derive(Clone, Copy)]
+struct Prehashed<'a>(u64, &'a [u8]);
+
+impl PartialEq for Prehashed<'_> {
+    fn eq(&self, o: &Self) -> bool {
+        self.0 == o.0 && self.1 == o.1
+    }
+}
+impl Eq for Prehashed<'_> {}
+impl Hash for Prehashed<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        h.write_u64(self.0);
+    }
+}
+
+/// A hasher for keys that are already hashes: passes the `u64` through.
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used by `Prehashed`; fold anything else in.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// Hashes `n` keys in parallel with a fixed-seed aHash.
+fn prehash<'a>(n: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Vec<u64> {
+    let state = ahash::RandomState::with_seeds(0x9e37, 0x79b9, 0x7f4a, 0x7c15);
+    (0..n)
+        .into_par_iter()
+        .with_min_len(8192)
+        .map(|r| state.hash_one(key(r)))
+        .collect()
+}
+
+impl Pairing {
+    /// [`Pairing::pass`] for [`Prehashed`] keys, with a pass-through hasher.
+    fn pass_prehashed<'a, F1, F2>(&mut self, strategy: Strategy, key1: F1, key2: F2) -> u64
+    where
+        F1: Fn(usize) -> Option<Prehashed<'a>>,
+        F2: Fn(usize) -> Option<Prehashed<'a>>,
+    {
+        self.pass_with::<_, _, _, std::hash::BuildHasherDefault<PassThrough>>(strategy, key1, key2)
+    }
+}
+
 /// Pairs and judges the rows of two logs of one rank.
 ///
 /// Reference: `match_entries` in TorchTitan's `compare_numerics.py`; with
@@ -402,48 +475,68 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
             |r| Some(t2.key(r)),
         );
     }
-    sc.exact = p.pass(
-        Strategy::Exact,
-        |r| {
-            Some(keys::with_layer_offset(
-                keys::strip_root_class(t1.key(r)),
-                off1,
-            ))
-        },
-        |r| {
-            Some(keys::with_layer_offset(
-                keys::strip_root_class(t2.key(r)),
-                off2,
-            ))
-        },
-    );
-    let fuzzy1: Vec<Option<Vec<u8>>> = (0..n1)
-        .map(|r| {
-            (p.pair1[r] == NO_ROW)
-                .then(|| keys::fuzzy_key(&keys::with_layer_offset(t1.key(r), off1)))
-        })
-        .collect();
-    let fuzzy2: Vec<Option<Vec<u8>>> = (0..n2)
-        .map(|r| {
-            (p.pair2[r] == NO_ROW)
-                .then(|| keys::fuzzy_key(&keys::with_layer_offset(t2.key(r), off2)))
-        })
-        .collect();
+    sc.exact = if off1 == 0 && off2 == 0 {
+        // The common case: keys are slices of the logs. Hash them once, in
+        // parallel, so the pass itself only moves integers and compares
+        // slices on a hit.
+        fn exact(t: &OpTable, r: usize) -> &[u8] {
+            keys::strip_root_class(t.key(r))
+        }
+        let (h1, h2) = rayon::join(
+            || prehash(n1, |r| exact(t1, r)),
+            || prehash(n2, |r| exact(t2, r)),
+        );
+        p.pass_prehashed(
+            Strategy::Exact,
+            |r| Some(Prehashed(h1[r], exact(t1, r))),
+            |r| Some(Prehashed(h2[r], exact(t2, r))),
+        )
+    } else {
+        p.pass(
+            Strategy::Exact,
+            |r| {
+                Some(keys::with_layer_offset(
+                    keys::strip_root_class(t1.key(r)),
+                    off1,
+                ))
+            },
+            |r| {
+                Some(keys::with_layer_offset(
+                    keys::strip_root_class(t2.key(r)),
+                    off2,
+                ))
+            },
+        )
+    };
+    // Fuzzy keys only for the rows the exact pass left unpaired (usually few).
+    let unpaired_fuzzy = |t: &OpTable, pair: &[u32], off: i64| -> AHashMap<u32, Vec<u8>> {
+        pair.iter()
+            .enumerate()
+            .filter(|(_, p)| **p == NO_ROW)
+            .map(|(r, _)| {
+                (
+                    r as u32,
+                    keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off)),
+                )
+            })
+            .collect()
+    };
+    let fuzzy1 = unpaired_fuzzy(t1, &p.pair1, off1);
+    let fuzzy2 = unpaired_fuzzy(t2, &p.pair2, off2);
+    fn fz(m: &AHashMap<u32, Vec<u8>>, r: usize) -> Option<&[u8]> {
+        m.get(&(r as u32)).map(|v| v.as_slice())
+    }
     if opts.shape_tie_break {
         // Among fuzzy-equal candidates, prefer one with the same Shape text.
         sc.fuzzy = p.pass(
             Strategy::Fuzzy,
-            |r| fuzzy1[r].as_deref().map(|f| (f, t1.field(r, Field::Shape))),
-            |r| fuzzy2[r].as_deref().map(|f| (f, t2.field(r, Field::Shape))),
+            |r| fz(&fuzzy1, r).map(|f| (f, t1.field(r, Field::Shape))),
+            |r| fz(&fuzzy2, r).map(|f| (f, t2.field(r, Field::Shape))),
         );
     }
-    sc.fuzzy += p.pass(
-        Strategy::Fuzzy,
-        |r| fuzzy1[r].as_deref(),
-        |r| fuzzy2[r].as_deref(),
-    );
-    let stats_key = |t: &'_ OpTable, fz: &[Option<Vec<u8>>], r: usize| {
-        fz[r].as_deref().map(|f| {
+    sc.fuzzy += p.pass(Strategy::Fuzzy, |r| fz(&fuzzy1, r), |r| fz(&fuzzy2, r));
+    let stats_key = |t: &'_ OpTable, m: &AHashMap<u32, Vec<u8>>, r: usize| {
+        fz(m, r).map(|f| {
             (
                 keys::op_type(f).to_vec(),
                 t.field(r, Field::Shape).to_vec(),

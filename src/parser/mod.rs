@@ -386,6 +386,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
         warning_counts: Vec::new(),
         total_lines: 0,
         ends_with_newline: source.bytes().last() == Some(&b'\n'),
+        duplicates: Default::default(),
     };
     for col in t.fields.iter_mut() {
         col.reserve_exact(rows);
@@ -472,29 +473,51 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
 }
 
 /// Keys that occur more than once in one table, each with the 1-based line
-/// numbers of its blocks, in first-occurrence order.
-pub fn duplicate_keys(t: &OpTable) -> Vec<(String, Vec<u64>)> {
-    let mut first: ahash::AHashMap<&[u8], usize> = ahash::AHashMap::with_capacity(t.len());
-    let mut dups: Vec<(usize, Vec<u64>)> = Vec::new();
-    let mut dup_of: ahash::AHashMap<usize, usize> = Default::default();
-    for row in 0..t.len() {
-        match first.entry(t.key(row)) {
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(row);
+/// numbers of its blocks, in first-occurrence order. Computed once per
+/// table (hashes in parallel, then a sort), then cached.
+pub fn duplicate_keys(t: &OpTable) -> &[(String, Vec<u64>)] {
+    t.duplicates.get_or_init(|| {
+        let state = ahash::RandomState::with_seeds(1, 2, 3, 4);
+        let mut hashed: Vec<(u64, u32)> = (0..t.len())
+            .into_par_iter()
+            .with_min_len(8192)
+            .map(|r| (state.hash_one(t.key(r)), r as u32))
+            .collect();
+        hashed.par_sort_unstable();
+        // Runs of equal hashes: group rows by key bytes (a true hash
+        // collision between different keys is not a duplicate).
+        let mut groups: Vec<Vec<u32>> = Vec::new();
+        let mut i = 0;
+        while i < hashed.len() {
+            let mut j = i + 1;
+            while j < hashed.len() && hashed[j].0 == hashed[i].0 {
+                j += 1;
             }
-            std::collections::hash_map::Entry::Occupied(o) => {
-                let f = *o.get();
-                let idx = *dup_of.entry(f).or_insert_with(|| {
-                    dups.push((f, vec![t.line(f)]));
-                    dups.len() - 1
-                });
-                dups[idx].1.push(t.line(row));
+            if j - i > 1 {
+                let mut run: Vec<u32> = hashed[i..j].iter().map(|x| x.1).collect();
+                while let Some(first) = run.first().copied() {
+                    let (same, rest): (Vec<u32>, Vec<u32>) = run
+                        .iter()
+                        .partition(|r| t.key(**r as usize) == t.key(first as usize));
+                    if same.len() > 1 {
+                        groups.push(same);
+                    }
+                    run = rest;
+                }
             }
+            i = j;
         }
-    }
-    dups.into_iter()
-        .map(|(r, lines)| (t.key_str(r).into_owned(), lines))
-        .collect()
+        groups.sort_by_key(|g| g[0]);
+        groups
+            .into_iter()
+            .map(|g| {
+                (
+                    t.key_str(g[0] as usize).into_owned(),
+                    g.iter().map(|r| t.line(*r as usize)).collect(),
+                )
+            })
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -203,6 +203,8 @@ pub struct OpTable {
     pub(crate) warning_counts: Vec<(WarningKind, String, u64)>,
     pub(crate) total_lines: u64,
     pub(crate) ends_with_newline: bool,
+    /// Cache of [`crate::parser::duplicate_keys`].
+    pub(crate) duplicates: std::sync::OnceLock<Vec<(String, Vec<u64>)>>,
 }
 
 impl std::fmt::Debug for OpTable {

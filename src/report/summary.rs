@@ -129,7 +129,7 @@ impl SideSummary {
                 .into_iter()
                 .map(|f| f.label())
                 .collect(),
-            duplicate_keys: duplicate_keys(t),
+            duplicate_keys: duplicate_keys(t).to_vec(),
             warnings: t
                 .warnings()
                 .iter()

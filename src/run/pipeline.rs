@@ -147,6 +147,34 @@ fn parse_side(path: &Path) -> Result<OpTable, String> {
     parser::parse_path(path).map_err(|e| e.to_string())
 }
 
+/// Per-stage wall times on stderr when `ACTDIFF_TIMINGS` is set (for benchmarks).
+struct Timer {
+    rank: u32,
+    on: bool,
+    last: std::cell::Cell<std::time::Instant>,
+}
+
+impl Timer {
+    fn new(rank: u32) -> Timer {
+        Timer {
+            rank,
+            on: std::env::var_os("ACTDIFF_TIMINGS").is_some(),
+            last: std::cell::Cell::new(std::time::Instant::now()),
+        }
+    }
+    fn lap(&self, stage: &str) {
+        if self.on {
+            let now = std::time::Instant::now();
+            eprintln!(
+                "timing: rank {} {stage} {:.3} s",
+                self.rank,
+                (now - self.last.get()).as_secs_f64()
+            );
+            self.last.set(now);
+        }
+    }
+}
+
 struct RankDone {
     rule_hits: Vec<u64>,
     summary: Option<RankSummary>,
@@ -183,7 +211,9 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
         warnings: Vec::new(),
         rows_tmp: None,
     };
+    let timer = Timer::new(rank1);
     let (t1, t2) = rayon::join(|| parse_side(p1), || parse_side(p2));
+    timer.lap("parse");
     let (mut t1, mut t2) = match (t1, t2) {
         (Ok(a), Ok(b)) => (a, b),
         (a, b) => {
@@ -240,6 +270,7 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
     } else {
         matcher::match_tables(&t1, &t2, &cfg.matching)
     };
+    timer.lap("match");
     done.rule_hits = m.rule_hits.clone();
     if cfg.matching.policy.exhaustive {
         if let Some(r) = m
@@ -273,6 +304,7 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
         Ok(s) => done.summary = Some(s),
         Err(e) => done.errors.push(e.to_string()),
     }
+    timer.lap("report");
     if cfg.rows.is_some() {
         let tmp = cfg
             .report
