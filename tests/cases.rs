@@ -494,7 +494,7 @@ fn case01_unequal_streams_pair_the_rest_and_list_the_extra_op() {
 /// Case 01-unequal-op-streams: `actdiff compare run1.log run2.log -o out`:
 /// the op only in run1 is listed with its position in run1's stream (2 of 3).
 #[test]
-#[ignore = "TODO: the position of a one-sided op in its stream (`2 of 3`) is not reported"]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
 fn case01_extra_op_listed_with_its_position() {
     let r = in_case(
         "01-unequal-op-streams",
@@ -541,7 +541,7 @@ fn case02_class_root_is_stripped_before_exact_pairing() {
 /// Case 02-fqn-root-class: `actdiff compare run1.log run2.log -o out`: the
 /// two rows whose keys were normalised are labelled as such.
 #[test]
-#[ignore = "TODO: rows paired after stripping a class-name root are not labelled `normalised`"]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
 fn case02_normalised_rows_are_labelled() {
     let r = in_case("02-fqn-root-class", &["compare", "run1.log", "run2.log"]);
     r.expect(0);
@@ -625,7 +625,7 @@ fn case03_one_sided_collective_hash_is_shown_not_gating() {
 /// out`: "output hash missing in run2" is a status of its own, neither
 /// "match" nor a numeric difference.
 #[test]
-#[ignore = "TODO: a hash present on one side only is status `diff` with a note (and the rank's largest numeric diff, rel 1), not a status of its own"]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
 fn case03_missing_hash_is_a_status_of_its_own() {
     let r = in_case(
         "03-collective-hash-one-side",
@@ -829,7 +829,7 @@ fn case05_unknown_call_lines_and_one_sided_shape_are_warned() {
 /// both sides parse to Output hash NaN and Input hashes [64, +Inf], the row
 /// matches (NaN equals NaN), flagged non-finite; exit 0.
 #[test]
-#[ignore = "TODO: Shape, absent from every block of run2, is still compared: the row is `diff` and the exit status 1 (same cause as case 07's wq row)"]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
 fn case05_second_writer_spelling_matches_the_main_one() {
     let r = in_case(
         "05-alt-field-spellings",
@@ -1122,7 +1122,7 @@ fn case07_one_sided_fields_are_named_and_adds_stay_one_sided() {
 /// Case 07-format-version-skew: `actdiff compare run1.log run2.log -o out`:
 /// `wq` matches on the common fields (Shape, L2 norm, Min, Max).
 #[test]
-#[ignore = "TODO: a field absent from every block of one log (Output hash in old-writer run1) is still compared: wq is `diff` (`output hash missing in run1.log`) instead of a match on the common fields"]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
 fn case07_old_writer_row_matches_on_common_fields() {
     let r = in_case(
         "07-format-version-skew",
@@ -1398,7 +1398,7 @@ fn case10_header_only_against_itself_never_passes() {
 /// Case 10-empty-or-partial-dump: `actdiff compare run2b.log run2b.log -o
 /// out`: the message says "nothing compared".
 #[test]
-#[ignore = "TODO: a header-only log against itself says `run1 has no ops; run2 has no ops`, not `nothing compared`"]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
 fn case10_header_only_against_itself_says_nothing_compared() {
     let r = in_case(
         "10-empty-or-partial-dump",
@@ -2504,7 +2504,7 @@ fn case21_dtype_and_shape_changes_have_their_own_status() {
 /// --dtype-tolerance`: w1's stats are compared under the looser of the two
 /// dtypes' tolerances (float8_e4m3fn's, not bfloat16's).
 #[test]
-#[ignore = "TODO: a row whose dtype changed uses run1's dtype tolerance (bfloat16 1e-2), not the looser of the two (float8_e4m3fn 1.25e-1)"]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
 fn case21_dtype_change_uses_the_looser_tolerance() {
     let r = in_case(
         "21-low-precision-dtypes",
@@ -2956,7 +2956,7 @@ fn case24_cuts_before_the_last_block() {
 /// newline, the last value without its newline): exit 3, and 1 with
 /// `--allow-incomplete`.
 #[test]
-#[ignore = "TODO: a log cut inside its last block passes with --allow-incomplete (exit 0: all rows pair, the truncated one does not gate), and a cut right after a newline there is not noticed at all (exit 1, not 3)"]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
 fn case24_cuts_inside_the_last_block() {
     let text = case_text("24-truncated-log", "complete.log");
     check_cuts(&cuts_in_block(&text, 2, &[3], &[1]));
@@ -3007,7 +3007,7 @@ fn case25_c_missing_file_exit_2() {
 /// summary on stdout and writes a JSON summary"): `actdiff compare run1.log
 /// missing.log -o out` still prints its summary and writes summary.json.
 #[test]
-#[ignore = "TODO: a missing input prints nothing on stdout and writes no summary.json (the run stops before the report folder is made)"]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
 fn case25_c_missing_file_is_still_summarised() {
     let r = in_case(
         "25-exit-status-contract",

@@ -303,7 +303,7 @@ pub fn analyse(
             CauseKind::Unsynced => {}
         }
         kinds[i] = Some(kind);
-        if !row.has(ROW_NONFINITE1) && !row.has(ROW_NONFINITE2) {
+        if !row.has(ROW_NONFINITE1) && !row.has(ROW_NONFINITE2) && !row.has(ROW_UNSYNCED) {
             let opts = policy.for_table_row(t1, r1).opts;
             let out = compare_hashes(
                 t1.field(r1, Field::OutputHash),

@@ -335,6 +335,25 @@ pub fn stats_agree(
     })
 }
 
+/// Whether the hash lists in `field` (Output hash or Input hashes) of two
+/// paired rows agree under `opts`.
+pub fn hashes_agree(
+    t1: &OpTable,
+    r1: usize,
+    t2: &OpTable,
+    r2: usize,
+    field: Field,
+    opts: &CompareOptions,
+) -> bool {
+    compare_hashes(
+        t1.field(r1, field),
+        t2.field(r2, field),
+        opts.hash,
+        opts.nan_equal,
+    )
+    .agrees
+}
+
 /// Whether the outputs of two paired rows agree: Shape text equal and the
 /// Output hash lists agreeing under `opts.hash`.
 pub fn output_agrees(

@@ -48,6 +48,10 @@ pub enum Status {
     Only2,
     /// Paired, but one side's block was cut short by the end of its file: no verdict.
     Truncated,
+    /// Paired, but the Output hash is present in one run only (the other
+    /// log records it elsewhere): not a numeric difference, still a divergence.
+    /// The reference calls this `diff`.
+    Missing,
 }
 
 impl Status {
@@ -59,15 +63,25 @@ impl Status {
             Status::Only1 => "only1",
             Status::Only2 => "only2",
             Status::Truncated => "truncated",
+            Status::Missing => "missing",
         }
     }
-    /// The reference comparator's name (`eager_only`, `traced_only`).
+    /// The reference comparator's name (`eager_only`, `traced_only`; a
+    /// one-sided Output hash is a `diff` there).
     pub fn reference_name(self) -> &'static str {
         match self {
             Status::Only1 => "eager_only",
             Status::Only2 => "traced_only",
+            Status::Missing => "diff",
             s => s.as_str(),
         }
+    }
+    /// Whether the row is a divergence: `diff`, `missing`, `only1` or `only2`.
+    pub fn is_divergence(self) -> bool {
+        matches!(
+            self,
+            Status::Diff | Status::Missing | Status::Only1 | Status::Only2
+        )
     }
 }
 
@@ -142,8 +156,7 @@ impl MatchRow {
     /// Whether the row counts against the exit status: `diff`, `only1` or
     /// `only2`, and neither ignored nor an unsynced collective.
     pub fn gates(&self) -> bool {
-        matches!(self.status, Status::Diff | Status::Only1 | Status::Only2)
-            && self.flags & (ROW_IGNORED | ROW_UNSYNCED) == 0
+        self.status.is_divergence() && self.flags & (ROW_IGNORED | ROW_UNSYNCED) == 0
     }
     /// Whether a `ROW_*` flag is set.
     pub fn has(&self, flag: u8) -> bool {
@@ -173,6 +186,8 @@ pub struct Counts {
     pub only2: u64,
     /// Paired with a truncated block (no verdict).
     pub truncated: u64,
+    /// Paired, Output hash in one run only.
+    pub missing: u64,
     /// Diverging rows that gate the exit status.
     pub gating: u64,
     /// Diverging rows not gating because they are ignored.
@@ -187,7 +202,7 @@ impl Counts {
         self.add(r.status);
         if r.gates() {
             self.gating += 1;
-        } else if matches!(r.status, Status::Diff | Status::Only1 | Status::Only2) {
+        } else if r.status.is_divergence() {
             if r.has(ROW_IGNORED) {
                 self.ignored += 1;
             } else {
@@ -203,6 +218,7 @@ impl Counts {
             Status::Only1 => self.only1 += 1,
             Status::Only2 => self.only2 += 1,
             Status::Truncated => self.truncated += 1,
+            Status::Missing => self.missing += 1,
         }
     }
     /// Adds another set of counts.
@@ -212,17 +228,18 @@ impl Counts {
         self.only1 += o.only1;
         self.only2 += o.only2;
         self.truncated += o.truncated;
+        self.missing += o.missing;
         self.gating += o.gating;
         self.ignored += o.ignored;
         self.unsynced += o.unsynced;
     }
     /// All rows.
     pub fn total(&self) -> u64 {
-        self.matched + self.diff + self.only1 + self.only2 + self.truncated
+        self.matched + self.diff + self.only1 + self.only2 + self.truncated + self.missing
     }
-    /// Rows that are not `match`.
+    /// Rows that diverge: `diff`, `missing`, `only1`, `only2`.
     pub fn diverging(&self) -> u64 {
-        self.diff + self.only1 + self.only2
+        self.diff + self.missing + self.only1 + self.only2
     }
 }
 
@@ -285,6 +302,11 @@ pub struct MatchTable {
     pub cause_kinds: Vec<Option<cause::CauseKind>>,
     /// Origins, entries, first non-finite rows, largest difference.
     pub causes: cause::RootCauses,
+    /// The policy the rows were judged under (for notes and the report).
+    pub policy: Policy,
+    /// Fields compared: those present in both logs' schemas (a field one
+    /// log never records is not compared, and says so in a warning).
+    pub compared: crate::parser::FieldSet,
 }
 
 impl MatchTable {
@@ -299,9 +321,7 @@ impl MatchTable {
     /// Index of the first row that is not `match` or `truncated`, in result
     /// order (run-1 dispatch order, then the run-2-only rows).
     pub fn first_divergence(&self) -> Option<usize> {
-        self.rows
-            .iter()
-            .position(|r| matches!(r.status, Status::Diff | Status::Only1 | Status::Only2))
+        self.rows.iter().position(|r| r.status.is_divergence())
     }
     /// Index of the first gating row (see [`MatchRow::gates`]) of the given
     /// phase, in result order.
@@ -550,7 +570,9 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
         |r| stats_key(t2, &fuzzy2, r),
     );
 
-    // Judge rows in parallel; order is kept by the indexed collect.
+    // Judge rows in parallel; order is kept by the indexed collect. A field
+    // that one log never records is not compared (old writers, cases/07).
+    let compared = t1.schema().intersect(t2.schema());
     let policy = &opts.policy;
     let judge = |t: &OpTable, r: usize| policy.for_table_row(t, r);
     let flags_of = |rp: &RowPolicy| {
@@ -577,15 +599,34 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
                 };
             }
             let r2u = r2 as usize;
+            let rp = policy.for_pair(t1, r1, t2, r2u);
+            let mut flags = flags_of(&rp) | (flags & ROW_NONFINITE1);
             if compare::non_finite(t2, r2u) {
                 flags |= ROW_NONFINITE2;
             }
-            if !compare::output_agrees(t1, r1, t2, r2u, &rp.opts) {
+            let shape_differs = compared.contains(Field::Shape)
+                && t1.field(r1, Field::Shape) != t2.field(r2u, Field::Shape);
+            let out_missing = compared.contains(Field::OutputHash)
+                && t1.has(r1, Field::OutputHash) != t2.has(r2u, Field::OutputHash);
+            if shape_differs
+                || (compared.contains(Field::OutputHash)
+                    && !compare::hashes_agree(t1, r1, t2, r2u, Field::OutputHash, &rp.opts))
+            {
                 flags |= ROW_OUT_DIFF;
             }
             let status = if t1.is_truncated(r1) || t2.is_truncated(r2u) {
                 Status::Truncated
-            } else if flags & ROW_OUT_DIFF == 0 && compare::rest_agrees(t1, r1, t2, r2u, &rp.opts) {
+            } else if out_missing && !shape_differs {
+                Status::Missing
+            } else if flags & ROW_OUT_DIFF == 0
+                && (!compared.contains(Field::InputHashes)
+                    || !rp.opts.gate_inputs
+                    || compare::hashes_agree(t1, r1, t2, r2u, Field::InputHashes, &rp.opts))
+                && rp
+                    .opts
+                    .stats
+                    .is_none_or(|tol| compare::stats_agree(t1, r1, t2, r2u, tol, rp.opts.nan_equal))
+            {
                 Status::Match
             } else {
                 Status::Diff
@@ -646,6 +687,8 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
         rule_hits,
         cause_kinds: Vec::new(),
         causes: Default::default(),
+        policy: opts.policy.clone(),
+        compared,
     };
     let (kinds, causes) = cause::analyse(t1, t2, &m, policy);
     m.cause_kinds = kinds;

@@ -3,11 +3,9 @@
 //! float8_e4m3fn", "non-finite in run1 only"), computed on demand for the
 //! rows a report shows.
 
-use super::compare::{compare_hashes, split_tokens, token_number, Tolerance};
+use super::compare::{compare_hashes, split_tokens, token_number};
 use super::policy::dtype_of;
-use super::{
-    cause::CauseKind, MatchRow, Status, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED,
-};
+use super::{MatchTable, Status, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED};
 use crate::parser::{Field, OpTable};
 
 /// The dims of a Shape text (`torch.Size([2, 64]), Dtype: ...` → `[2, 64]`).
@@ -65,13 +63,25 @@ fn is_subnormal_vs_zero(a: &[u8], b: &[u8]) -> bool {
 pub fn row_notes(
     t1: &OpTable,
     t2: &OpTable,
-    row: &MatchRow,
-    cause: Option<CauseKind>,
-    tol: Tolerance,
+    m: &MatchTable,
+    index: usize,
     names: (&str, &str),
 ) -> Vec<String> {
+    let row = &m.rows[index];
+    let cause = m.cause_kinds.get(index).copied().flatten();
+    let tol = match (row.r1(), row.r2()) {
+        (Some(a), Some(b)) => m.policy.for_pair(t1, a, t2, b).opts.hash,
+        (Some(a), None) => m.policy.for_table_row(t1, a).opts.hash,
+        (None, Some(b)) => m.policy.for_table_row(t2, b).opts.hash,
+        _ => m.policy.default.hash,
+    };
     let mut out = Vec::new();
     let (n1, n2) = names;
+    match (row.r1(), row.r2()) {
+        (Some(a), None) => out.push(format!("only in {n1}: op {} of {} there", a + 1, t1.len())),
+        (None, Some(b)) => out.push(format!("only in {n2}: op {} of {} there", b + 1, t2.len())),
+        _ => {}
+    }
     if row.has(ROW_UNSYNCED) {
         out.push("unsynced collective: shown, not gating".into());
     }
@@ -87,6 +97,9 @@ pub fn row_notes(
     let (Some(r1), Some(r2)) = (row.r1(), row.r2()) else {
         return out;
     };
+    if row.strategy == super::Strategy::Exact && t1.key(r1) != t2.key(r2) {
+        out.push("key normalised: root model class stripped".into());
+    }
     if row.status == Status::Truncated {
         let side = if t1.is_truncated(r1) { n1 } else { n2 };
         out.push(format!("{side} block truncated: no verdict"));

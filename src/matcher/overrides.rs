@@ -78,6 +78,15 @@ impl Overrides {
     /// Parses override text (see the module doc); `path` names the file in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Overrides, OverrideError> {
         let mut o = Overrides::default();
+        if text.trim_start().starts_with('[') {
+            return Err(OverrideError::Syntax {
+                path: path.to_path_buf(),
+                line: 1,
+                column: 1,
+                message: "expected `run1 key, run2 key` lines or a JSON object, not a JSON array"
+                    .into(),
+            });
+        }
         if text.trim_start().starts_with('{') {
             let v: serde_json::Value =
                 serde_json::from_str(text).map_err(|e| OverrideError::Syntax {

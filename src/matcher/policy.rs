@@ -254,6 +254,51 @@ impl Policy {
         )
     }
 
+    /// The settings for a pair of rows: run 1's, except that when the two
+    /// rows' dtypes differ (bfloat16 → float8) and both have a per-dtype
+    /// default, the looser of the two applies.
+    pub fn for_pair(
+        &self,
+        t1: &crate::parser::OpTable,
+        r1: usize,
+        t2: &crate::parser::OpTable,
+        r2: usize,
+    ) -> RowPolicy {
+        let rp = self.for_table_row(t1, r1);
+        if rp.source != Source::Default && !matches!(rp.source, Source::Dtype(_)) {
+            return rp;
+        }
+        let d2 = dtype_of(t2.field(r2, crate::parser::Field::Shape));
+        let other = self
+            .dtype
+            .iter()
+            .enumerate()
+            .find(|(_, (name, _))| name == d2);
+        match (rp.source, other) {
+            (Source::Dtype(i), Some((j, (_, t)))) if t.rtol > self.dtype[i as usize].1.rtol => {
+                RowPolicy {
+                    opts: CompareOptions {
+                        hash: *t,
+                        stats: Some(*t),
+                        ..rp.opts
+                    },
+                    source: Source::Dtype(j as u16),
+                    ..rp
+                }
+            }
+            (Source::Default, Some((j, (_, t)))) => RowPolicy {
+                opts: CompareOptions {
+                    hash: *t,
+                    stats: Some(*t),
+                    ..rp.opts
+                },
+                source: Source::Dtype(j as u16),
+                ..rp
+            },
+            _ => rp,
+        }
+    }
+
     /// A short description of a source, for the report.
     pub fn describe(&self, s: Source) -> String {
         match s {

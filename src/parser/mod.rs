@@ -148,6 +148,7 @@ impl Partial {
                 line,
                 column,
                 kind,
+                label: label.to_string(),
                 message,
             });
         }
@@ -180,7 +181,7 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
     let mut pos = start;
     let mut lineno: u64 = 0; // 0-based within the chunk
     let mut in_block = false;
-    let mut last_nonblank_in_block;
+    let mut last_nonblank_in_block = false;
     let mut seen: u16 = 0; // fields set in the current block
     while pos < end {
         let nl = memchr::memchr(b'\n', &data[pos..end]).map(|i| pos + i);
@@ -310,8 +311,37 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
             }
         }
     }
+    // A tracer ends every block with an empty line: a log whose header gives
+    // a count (so a tracer wrote it) and whose last block is not followed by
+    // one was cut right after a newline.
+    if end == data.len()
+        && data.last() == Some(&b'\n')
+        && in_block
+        && last_nonblank_in_block
+        && has_count_header(data)
+    {
+        if let Some(f) = p.flags.last_mut() {
+            if *f & FLAG_TRUNCATED == 0 {
+                *f |= FLAG_TRUNCATED;
+                p.warn(
+                    lineno,
+                    1,
+                    WarningKind::Truncated,
+                    "truncated",
+                    "last block is not followed by an empty line (possibly truncated)".into(),
+                );
+            }
+        }
+    }
     p.lines = lineno;
     p
+}
+
+/// Whether the log starts with a `Total captured ...: N` line.
+fn has_count_header(data: &[u8]) -> bool {
+    let first = &data[..memchr::memchr(b'\n', data).unwrap_or(data.len())];
+    first.starts_with(b"Total captured activations:")
+        || first.starts_with(b"Total captured tensor hash ops:")
 }
 
 fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial) {
@@ -428,6 +458,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
                 line,
                 column,
                 kind,
+                label: label.to_string(),
                 message,
             });
         }

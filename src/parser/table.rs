@@ -110,6 +110,10 @@ impl FieldSet {
     pub fn union(self, other: FieldSet) -> FieldSet {
         FieldSet(self.0 | other.0)
     }
+    /// Fields in both sets.
+    pub fn intersect(self, other: FieldSet) -> FieldSet {
+        FieldSet(self.0 & other.0)
+    }
     /// Fields in `self` but not in `other`, in writer order.
     pub fn minus(self, other: FieldSet) -> Vec<Field> {
         Field::ALL
@@ -153,6 +157,8 @@ pub struct ParseWarning {
     pub column: u64,
     /// What kind of problem, for grouping ("unknown field line", ...).
     pub kind: WarningKind,
+    /// The label it is counted under (`Call type` for an unknown field line).
+    pub label: String,
     /// Human-readable detail.
     pub message: String,
 }

@@ -25,6 +25,7 @@ Excluded ops dispatched: t, _to_copy, view
   Input producers: ;;
   Location: x.py:1
   Phase: backward
+
 ";
 
 fn table(s: &str) -> OpTable {
@@ -73,7 +74,7 @@ fn parses_every_field_and_the_header() {
     assert_eq!(t.field(2, Field::InputProducers), b";;");
     assert!(t.is_backward(2));
     assert!(t.warnings().is_empty(), "{:?}", t.warnings());
-    assert_eq!(t.total_lines(), 25);
+    assert_eq!(t.total_lines(), 26);
     assert!(t.schema().contains(Field::Phase));
     assert!(!t.schema().contains(Field::L1Norm));
 }
@@ -120,9 +121,17 @@ fn truncated_last_block_is_kept_and_flagged() {
         .find(|w| w.kind == WarningKind::Truncated)
         .unwrap();
     assert_eq!(w.line, 24);
-    // A complete file without a final newline is not truncated when it ends on a blank line.
+    // Ends mid-block without a final newline.
     let t = table(SAMPLE.trim_end_matches('\n'));
     assert!(t.is_truncated(2), "ends mid-block without newline");
+    // Cut right after a newline: a tracer's log (count header) ends every
+    // block with an empty line, so a last block without one was cut.
+    let t = table(&SAMPLE[..SAMPLE.len() - 1]);
+    assert!(t.is_truncated(2), "no empty line after the last block");
+    assert!(!table(SAMPLE).is_truncated(2));
+    // Without a count header (not a tracer's log) that is no evidence.
+    let headerless = &SAMPLE[SAMPLE.find('[').unwrap()..SAMPLE.len() - 1];
+    assert!(!table(headerless).is_truncated(2));
 }
 
 #[test]

@@ -11,7 +11,6 @@ use serde::Serialize;
 use super::RankComparison;
 use crate::matcher::compare::stat_diffs;
 use crate::matcher::notes::row_notes;
-use crate::matcher::Policy;
 use crate::parser::Field;
 
 #[derive(Serialize)]
@@ -32,16 +31,11 @@ struct Row<'a> {
 /// `tolerance` names the rule or default that judged it.
 pub fn write_rows(
     rc: &RankComparison<'_>,
-    policy: &Policy,
     names: (&str, &str),
     w: &mut impl Write,
 ) -> std::io::Result<()> {
-    for (i, r) in rc.matches.rows.iter().enumerate() {
-        let tol = match (r.r1(), r.r2()) {
-            (Some(a), _) => policy.for_table_row(rc.t1, a).opts,
-            (None, Some(b)) => policy.for_table_row(rc.t2, b).opts,
-            _ => policy.default,
-        };
+    let m = rc.matches;
+    for (i, r) in m.rows.iter().enumerate() {
         let mut diffs = serde_json::Map::new();
         if let (Some(a), Some(b)) = (r.r1(), r.r2()) {
             for (f, d) in Field::DIFF_STATS.iter().zip(stat_diffs(rc.t1, a, rc.t2, b)) {
@@ -57,15 +51,8 @@ pub fn write_rows(
             status: r.status.as_str(),
             strategy: r.strategy.as_str(),
             diffs,
-            notes: row_notes(
-                rc.t1,
-                rc.t2,
-                r,
-                rc.matches.cause_kinds.get(i).copied().flatten(),
-                tol.hash,
-                names,
-            ),
-            tolerance: policy.describe(r.source),
+            notes: row_notes(rc.t1, rc.t2, m, i, names),
+            tolerance: m.policy.describe(r.source),
         };
         serde_json::to_writer(&mut *w, &row)?;
         w.write_all(b"\n")?;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 
-use super::{plan, RunError, RunInput};
+use super::{plan, RunInput};
 use crate::exit_codes;
 use crate::matcher::{self, MatchOptions};
 use crate::parser::{self, duplicate_keys, Field, OpTable};
@@ -94,9 +94,6 @@ impl Outcome {
 /// Errors that stop the whole comparison before any rank is compared.
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
-    /// A run could not be located.
-    #[error(transparent)]
-    Run(#[from] RunError),
     /// The report folder could not be written.
     #[error(transparent)]
     Report(#[from] report::ReportError),
@@ -187,7 +184,10 @@ fn warnings_of(t: &OpTable, side: &str) -> Vec<String> {
     let mut out = Vec::new();
     let path = t.path().display();
     for (kind, label, n) in t.warning_counts() {
-        let first = t.warnings().iter().find(|w| w.kind == *kind);
+        let first = t
+            .warnings()
+            .iter()
+            .find(|w| w.kind == *kind && w.label == *label);
         let at = first
             .map(|w| format!("{path}:{}:{}", w.line, w.column))
             .unwrap_or_else(|| path.to_string());
@@ -225,6 +225,14 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
     if cfg.l1_as_hash {
         t1.use_l1_as_output_hash();
         t2.use_l1_as_output_hash();
+    }
+    if t1.is_empty() && t2.is_empty() {
+        done.errors.push(format!(
+            "nothing compared: run1 has no ops and run2 has no ops ({}, {})",
+            t1.path().display(),
+            t2.path().display()
+        ));
+        return done;
     }
     for (t, side) in [(&t1, "run1"), (&t2, "run2")] {
         if let Err(e) = check_usable(t, side, cfg.allow_duplicates) {
@@ -312,12 +320,7 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
             .join(format!(".rows-rank{rank1}.jsonl.tmp"));
         let res = File::create(&tmp).and_then(|f| {
             let mut w = BufWriter::new(f);
-            report::rows::write_rows(
-                &rc,
-                &cfg.matching.policy,
-                (&cfg.report.name1, &cfg.report.name2),
-                &mut w,
-            )?;
+            report::rows::write_rows(&rc, (&cfg.report.name1, &cfg.report.name2), &mut w)?;
             w.flush()
         });
         match res {
@@ -349,9 +352,17 @@ pub fn default_name(path: &Path) -> String {
 /// without logs, the report folder unwritable). Per-rank input errors are in
 /// [`Outcome::errors`] and make the exit status 2.
 pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
-    let in1 = RunInput::discover(&cfg.run1)?;
-    let in2 = RunInput::discover(&cfg.run2)?;
-    let plan = plan(&in1, &in2, &cfg.rank_map);
+    // A run that cannot be found is an input error, still reported in
+    // summary.json and on stdout like any other.
+    let mut errors = Vec::new();
+    let plan = match (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2)) {
+        (Ok(in1), Ok(in2)) => plan(&in1, &in2, &cfg.rank_map),
+        (a, b) => {
+            errors.extend(a.err().map(|e| e.to_string()));
+            errors.extend(b.err().map(|e| e.to_string()));
+            super::RankPlan::default()
+        }
+    };
     let out = &cfg.report.out_dir;
     std::fs::create_dir_all(out).map_err(|e| report::ReportError::Io {
         path: out.to_path_buf(),
@@ -390,7 +401,6 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
     };
     bar.finish_and_clear();
 
-    let mut errors = Vec::new();
     let mut warnings = Vec::new();
     let mut ranks = Vec::new();
     let mut rows_tmp = Vec::new();
@@ -499,8 +509,13 @@ fn verdict(
         for i in &incomplete {
             lines.push(format!("incomplete input: {i}"));
         }
-        if status == exit_codes::OK && !cfg.allow_incomplete {
-            status = exit_codes::INCOMPLETE;
+        if status == exit_codes::OK {
+            // Never a pass on incomplete input: 3, or 1 when it is allowed.
+            status = if cfg.allow_incomplete {
+                exit_codes::DIVERGED
+            } else {
+                exit_codes::INCOMPLETE
+            };
         }
     }
     let c = Summary::total_counts(ranks);
