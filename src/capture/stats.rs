@@ -1,0 +1,494 @@
+//! The reductions of one tensor, computed where the tensor lives.
+//!
+//! What a record needs of a tensor, as the reference tracer defines it
+//! (`_compute_stats` and DebugMode's `norm_hash_fn`):
+//!
+//! - the hash: the L1 norm in float64. Tensors that are neither floating nor
+//!   complex are converted to float32 first, complex ones to complex128;
+//! - for the primary output: the L2 norm and the mean of the float64
+//!   tensor, the min and max of the float32 tensor, and (actdiff's extra)
+//!   the number of NaN and of infinite elements.
+//!
+//! Two ways to get them:
+//!
+//! - [`device_scalars`]: libtorch ops queued on the tensor's own device, each
+//!   result a 0-d float64 tensor still on that device (nothing is copied to
+//!   the host; the batch stacks and moves them at flush). This is the GPU
+//!   path, and every dtype's fallback.
+//! - [`host_stats`] on a CPU tensor: when the tensor is a plain strided
+//!   float32/float16/bfloat16 (or integer, bool, float64 for hashes) buffer,
+//!   one fused pass over it in Rust — every sum accumulated in float64 in 8
+//!   lanes over blocks of 256 elements, blocks combined pairwise (rayon
+//!   splits large tensors; the split points depend only on the length, so
+//!   the result is the same for any thread count). Min and max are exact;
+//!   the sums agree with PyTorch's to about 1e-15 relative (both are
+//!   pairwise float64 sums of the same exact terms, in different orders).
+//!   Otherwise the libtorch ops, read back at once.
+
+use half::{bf16, f16};
+use tch::{Device, Kind, TchError, Tensor};
+
+use super::record::Moments;
+
+/// How a [`StatsBatch`](super::StatsBatch) computes the stats of CPU tensors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StatsPath {
+    /// CPU tensors: the fused Rust pass ([`host_stats`]), values on the host
+    /// at once; other devices: libtorch ops queued on the device.
+    #[default]
+    Auto,
+    /// Every tensor through libtorch ops queued on its device, CPU included:
+    /// what a GPU gets (stack per record, one cat and one copy per flush).
+    Device,
+}
+
+/// Host values of one tensor's reductions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TensorStats {
+    /// The hash: L1 norm in float64.
+    pub l1: f64,
+    /// The stats of a primary output; `None` when not asked for, or for an
+    /// empty tensor (which has no min or max).
+    pub moments: Option<Moments>,
+}
+
+/// Number of scalars [`device_scalars`] gives with moments: l1, l2, min,
+/// max, mean, NaN count, Inf count.
+pub const N_MOMENT_SCALARS: usize = 7;
+
+/// PyTorch's name of a dtype, without `torch.`.
+pub fn dtype_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Uint8 => "uint8",
+        Kind::Int8 => "int8",
+        Kind::Int16 => "int16",
+        Kind::Int => "int32",
+        Kind::Int64 => "int64",
+        Kind::Half => "float16",
+        Kind::Float => "float32",
+        Kind::Double => "float64",
+        Kind::ComplexHalf => "complex32",
+        Kind::ComplexFloat => "complex64",
+        Kind::ComplexDouble => "complex128",
+        Kind::Bool => "bool",
+        Kind::QInt8 => "qint8",
+        Kind::QUInt8 => "quint8",
+        Kind::QInt32 => "qint32",
+        Kind::BFloat16 => "bfloat16",
+        Kind::Float8e5m2 => "float8_e5m2",
+        Kind::Float8e4m3fn => "float8_e4m3fn",
+        Kind::Float8e5m2fnuz => "float8_e5m2fnuz",
+        Kind::Float8e4m3fnuz => "float8_e4m3fnuz",
+    }
+}
+
+/// Whether a dtype can be a primary output (the reference captures
+/// float32, float16 and bfloat16 results only).
+pub fn is_stats_kind(k: Kind) -> bool {
+    matches!(k, Kind::Float | Kind::Half | Kind::BFloat16)
+}
+
+// ---------------------------------------------------------------------------
+// The device path: libtorch ops, results left on the device.
+
+/// The hash of `t` as a 0-d float64 tensor on `t`'s device (DebugMode's
+/// `norm_hash_fn`: non-floating → float32 first; complex → complex128).
+pub fn device_l1(t: &Tensor) -> Result<Tensor, TchError> {
+    if t.f_is_complex()? {
+        return t
+            .f_to_kind(Kind::ComplexDouble)?
+            .f_abs()?
+            .f_sum(Kind::Double);
+    }
+    let t = if t.f_is_floating_point()? {
+        t.f_to_kind(Kind::Double)?
+    } else {
+        t.f_to_kind(Kind::Float)?.f_to_kind(Kind::Double)?
+    };
+    t.f_abs()?.f_sum(Kind::Double)
+}
+
+/// The [`N_MOMENT_SCALARS`] reductions of a non-empty floating tensor, as
+/// 0-d float64 tensors on its device: l1, l2, min, max, mean, NaN count,
+/// Inf count. Nothing leaves the device.
+pub fn device_scalars(t: &Tensor) -> Result<[Tensor; N_MOMENT_SCALARS], TchError> {
+    let t64 = t.f_to_kind(Kind::Double)?;
+    let t32 = t.f_to_kind(Kind::Float)?;
+    Ok([
+        t64.f_abs()?.f_sum(Kind::Double)?,
+        t64.f_norm()?,
+        t32.f_min()?.f_to_kind(Kind::Double)?,
+        t32.f_max()?.f_to_kind(Kind::Double)?,
+        t64.f_mean(Kind::Double)?,
+        t.f_isnan()?.f_sum(Kind::Double)?,
+        t.f_isinf()?.f_sum(Kind::Double)?,
+    ])
+}
+
+/// Converts the values of [`device_scalars`] (read back) to [`Moments`].
+pub fn moments_from(v: &[f64]) -> Moments {
+    Moments {
+        l2: v[1],
+        min: v[2],
+        max: v[3],
+        mean: v[4],
+        nan_count: v[5] as u64,
+        inf_count: v[6] as u64,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The host path: one fused pass over a CPU buffer.
+
+/// A CPU buffer the fused pass can read.
+enum HostData<'a> {
+    F32(&'a [f32]),
+    F16(&'a [f16]),
+    BF16(&'a [bf16]),
+    F64(&'a [f64]),
+    I64(&'a [i64]),
+    I32(&'a [i32]),
+    I16(&'a [i16]),
+    I8(&'a [i8]),
+    U8(&'a [u8]),
+}
+
+/// The buffer of a defined, dense, contiguous CPU tensor of a supported
+/// dtype with no lazy negation, or `None`.
+fn host_data(t: &Tensor) -> Option<HostData<'_>> {
+    if !t.defined() || t.device() != Device::Cpu || t.is_sparse() || t.is_mkldnn() {
+        return None;
+    }
+    if !t.is_contiguous() || t.f_is_neg().unwrap_or(true) {
+        return None;
+    }
+    let kind = t.f_kind().ok()?;
+    let n = t.numel();
+    let p = t.data_ptr();
+    if n == 0 {
+        return Some(HostData::F32(&[]));
+    }
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: a defined, contiguous, dense CPU tensor holds `n` elements of
+    // its dtype from `data_ptr()`; the slice lives no longer than `&t`, and
+    // the caller holds the GIL / the only use of the tensor while reading.
+    unsafe {
+        Some(match kind {
+            Kind::Float => HostData::F32(std::slice::from_raw_parts(p as *const f32, n)),
+            Kind::Half => HostData::F16(std::slice::from_raw_parts(p as *const f16, n)),
+            Kind::BFloat16 => HostData::BF16(std::slice::from_raw_parts(p as *const bf16, n)),
+            Kind::Double => HostData::F64(std::slice::from_raw_parts(p as *const f64, n)),
+            Kind::Int64 => HostData::I64(std::slice::from_raw_parts(p as *const i64, n)),
+            Kind::Int => HostData::I32(std::slice::from_raw_parts(p as *const i32, n)),
+            Kind::Int16 => HostData::I16(std::slice::from_raw_parts(p as *const i16, n)),
+            Kind::Int8 => HostData::I8(std::slice::from_raw_parts(p as *const i8, n)),
+            // bool is one byte, 0 or 1.
+            Kind::Uint8 | Kind::Bool => HostData::U8(std::slice::from_raw_parts(p as *const u8, n)),
+            _ => return None,
+        })
+    }
+}
+
+/// An element as the hash sees it: its float64 value after the reference's
+/// conversions (integers go through float32).
+trait Elem: Copy + Send + Sync {
+    fn hv(self) -> f64;
+}
+/// A floating element of a primary output.
+trait FElem: Elem {
+    fn f(self) -> f32;
+}
+impl Elem for f32 {
+    #[inline(always)]
+    fn hv(self) -> f64 {
+        self as f64
+    }
+}
+impl FElem for f32 {
+    #[inline(always)]
+    fn f(self) -> f32 {
+        self
+    }
+}
+impl Elem for f16 {
+    #[inline(always)]
+    fn hv(self) -> f64 {
+        self.to_f32() as f64
+    }
+}
+impl FElem for f16 {
+    #[inline(always)]
+    fn f(self) -> f32 {
+        self.to_f32()
+    }
+}
+impl Elem for bf16 {
+    #[inline(always)]
+    fn hv(self) -> f64 {
+        self.to_f32() as f64
+    }
+}
+impl FElem for bf16 {
+    #[inline(always)]
+    fn f(self) -> f32 {
+        self.to_f32()
+    }
+}
+impl Elem for f64 {
+    #[inline(always)]
+    fn hv(self) -> f64 {
+        self
+    }
+}
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            #[inline(always)]
+            fn hv(self) -> f64 {
+                self as f32 as f64
+            }
+        }
+    )*};
+}
+int_elem!(i64, i32, i16, i8, u8);
+
+const BLOCK: usize = 256;
+const LANES: usize = 8;
+/// Halves at least this long are reduced in parallel.
+const PAR_MIN: usize = 1 << 16;
+
+#[derive(Clone, Copy)]
+struct Acc {
+    l1: f64,
+    sq: f64,
+    sum: f64,
+    min: f32,
+    max: f32,
+    nan: u64,
+    inf: u64,
+}
+
+impl Acc {
+    fn merge(a: Acc, b: Acc) -> Acc {
+        Acc {
+            l1: a.l1 + b.l1,
+            sq: a.sq + b.sq,
+            sum: a.sum + b.sum,
+            min: a.min.min(b.min),
+            max: a.max.max(b.max),
+            nan: a.nan + b.nan,
+            inf: a.inf + b.inf,
+        }
+    }
+}
+
+#[inline(always)]
+fn tree8(v: [f64; LANES]) -> f64 {
+    ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))
+}
+
+/// Split point of a pairwise reduction: a block boundary near the middle.
+#[inline]
+fn split(n: usize) -> usize {
+    n.div_ceil(BLOCK).div_ceil(2) * BLOCK
+}
+
+fn pairwise<T: Copy + Send + Sync, A: Copy + Send>(
+    x: &[T],
+    block: &(impl Fn(&[T]) -> A + Sync),
+    merge: &(impl Fn(A, A) -> A + Sync),
+) -> A {
+    if x.len() <= BLOCK {
+        return block(x);
+    }
+    let (l, r) = x.split_at(split(x.len()));
+    let (a, b) = if x.len() >= PAR_MIN {
+        rayon::join(|| pairwise(l, block, merge), || pairwise(r, block, merge))
+    } else {
+        (pairwise(l, block, merge), pairwise(r, block, merge))
+    };
+    merge(a, b)
+}
+
+fn moments_block<T: FElem>(x: &[T]) -> Acc {
+    let mut l1 = [0f64; LANES];
+    let mut sq = [0f64; LANES];
+    let mut sum = [0f64; LANES];
+    let mut mn = [f32::INFINITY; LANES];
+    let mut mx = [f32::NEG_INFINITY; LANES];
+    let mut nan = 0u64;
+    let mut inf = 0u64;
+    let mut it = x.chunks_exact(LANES);
+    for c in &mut it {
+        for l in 0..LANES {
+            let v = c[l].f();
+            let d = v as f64;
+            l1[l] += d.abs();
+            sq[l] += d * d;
+            sum[l] += d;
+            mn[l] = mn[l].min(v);
+            mx[l] = mx[l].max(v);
+            nan += v.is_nan() as u64;
+            inf += v.is_infinite() as u64;
+        }
+    }
+    for (l, e) in it.remainder().iter().enumerate() {
+        let v = e.f();
+        let d = v as f64;
+        l1[l] += d.abs();
+        sq[l] += d * d;
+        sum[l] += d;
+        mn[l] = mn[l].min(v);
+        mx[l] = mx[l].max(v);
+        nan += v.is_nan() as u64;
+        inf += v.is_infinite() as u64;
+    }
+    Acc {
+        l1: tree8(l1),
+        sq: tree8(sq),
+        sum: tree8(sum),
+        min: mn.iter().copied().fold(f32::INFINITY, f32::min),
+        max: mx.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+        nan,
+        inf,
+    }
+}
+
+fn l1_block<T: Elem>(x: &[T]) -> f64 {
+    let mut l1 = [0f64; LANES];
+    let mut it = x.chunks_exact(LANES);
+    for c in &mut it {
+        for l in 0..LANES {
+            l1[l] += c[l].hv().abs();
+        }
+    }
+    for (l, e) in it.remainder().iter().enumerate() {
+        l1[l] += e.hv().abs();
+    }
+    tree8(l1)
+}
+
+fn fused_moments<T: FElem>(x: &[T]) -> TensorStats {
+    let a = pairwise(x, &moments_block::<T>, &Acc::merge);
+    let n = x.len() as f64;
+    let (min, max) = if a.nan > 0 {
+        (f64::NAN, f64::NAN)
+    } else {
+        (a.min as f64, a.max as f64)
+    };
+    TensorStats {
+        l1: a.l1,
+        moments: Some(Moments {
+            l2: a.sq.sqrt(),
+            min,
+            max,
+            mean: a.sum / n,
+            nan_count: a.nan,
+            inf_count: a.inf,
+        }),
+    }
+}
+
+fn fused_l1<T: Elem>(x: &[T]) -> f64 {
+    pairwise(x, &l1_block::<T>, &|a, b| a + b)
+}
+
+/// The fused pass, when `t`'s buffer allows it.
+fn fused(t: &Tensor, moments: bool) -> Option<TensorStats> {
+    let d = host_data(t)?;
+    if moments && t.numel() > 0 {
+        return match d {
+            HostData::F32(x) => Some(fused_moments(x)),
+            HostData::F16(x) => Some(fused_moments(x)),
+            HostData::BF16(x) => Some(fused_moments(x)),
+            _ => None,
+        };
+    }
+    let l1 = match d {
+        HostData::F32(x) => fused_l1(x),
+        HostData::F16(x) => fused_l1(x),
+        HostData::BF16(x) => fused_l1(x),
+        HostData::F64(x) => fused_l1(x),
+        HostData::I64(x) => fused_l1(x),
+        HostData::I32(x) => fused_l1(x),
+        HostData::I16(x) => fused_l1(x),
+        HostData::I8(x) => fused_l1(x),
+        HostData::U8(x) => fused_l1(x),
+    };
+    Some(TensorStats { l1, moments: None })
+}
+
+/// The hash and (with `moments`, for a non-empty tensor) the stats of a CPU
+/// tensor, on the host now: the fused pass where the buffer allows it
+/// (a non-contiguous float tensor is made contiguous first), else the
+/// libtorch ops read back at once. `t` must be on the CPU.
+pub fn host_stats(t: &Tensor, moments: bool) -> Result<TensorStats, TchError> {
+    let _g = tch::no_grad_guard();
+    if let Some(s) = fused(t, moments) {
+        return Ok(s);
+    }
+    if t.device() == Device::Cpu
+        && !t.is_contiguous()
+        && matches!(t.f_kind(), Ok(Kind::Float | Kind::Half | Kind::BFloat16))
+    {
+        if let Some(s) = fused(&t.f_contiguous()?, moments) {
+            return Ok(s);
+        }
+    }
+    read_back(t, moments)
+}
+
+/// The device path, read back at once (one sync per tensor: for the host
+/// fallback and for tests).
+pub fn read_back(t: &Tensor, moments: bool) -> Result<TensorStats, TchError> {
+    let _g = tch::no_grad_guard();
+    if moments && t.numel() > 0 {
+        let s = device_scalars(t)?;
+        let v = Tensor::f_stack(&s, 0)?.f_to_device(Device::Cpu)?;
+        let v: Vec<f64> = Vec::<f64>::try_from(&v)?;
+        return Ok(TensorStats {
+            l1: v[0],
+            moments: Some(moments_from(&v)),
+        });
+    }
+    Ok(TensorStats {
+        l1: device_l1(t)?
+            .f_to_device(Device::Cpu)?
+            .f_double_value(&[])?,
+        moments: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_points_are_block_aligned_and_proper() {
+        for n in [BLOCK + 1, 2 * BLOCK, 2 * BLOCK + 1, 1000, 1 << 20] {
+            let s = split(n);
+            assert!(s > 0 && s < n && s % BLOCK == 0, "{n} {s}");
+        }
+    }
+
+    #[test]
+    fn small_fused_values() {
+        let x: Vec<f32> = vec![1.0, -2.0, 3.0, f32::INFINITY];
+        let s = fused_moments(&x);
+        assert_eq!(s.l1, f64::INFINITY);
+        let m = s.moments.unwrap();
+        assert_eq!(
+            (m.min, m.max, m.inf_count, m.nan_count),
+            (-2.0, f64::INFINITY, 1, 0)
+        );
+        let x: Vec<f32> = vec![1.0, f32::NAN, -4.0];
+        let m = fused_moments(&x).moments.unwrap();
+        assert!(m.min.is_nan() && m.max.is_nan() && m.mean.is_nan() && m.l2.is_nan());
+        assert_eq!(m.nan_count, 1);
+        assert_eq!(fused_l1(&[-3i64, 4]), 7.0);
+        // Integers go through float32, as the reference's `t.float()`.
+        assert_eq!(fused_l1(&[(1i64 << 24) + 1]), (1u64 << 24) as f64);
+    }
+}
