@@ -24,7 +24,8 @@ use rayon::prelude::*;
 
 pub use source::LogSource;
 pub use table::{
-    Field, FieldSet, Header, OpTable, ParseWarning, Rel, WarningKind, FLAG_TRUNCATED, N_FIELDS,
+    Field, FieldSet, Header, OpTable, ParseWarning, Rel, WarningKind, FLAG_BACKWARD,
+    FLAG_TRUNCATED, N_FIELDS,
 };
 
 use line::{classify, trim, LineKind};
@@ -132,7 +133,7 @@ struct Partial {
     block_start: Vec<u64>,
     line: Vec<u64>,
     flags: Vec<u8>,
-    fields: [Vec<Rel>; N_FIELDS],
+    cols: [table::Spans; table::N_COLUMNS],
     schema: FieldSet,
     warnings: Vec<ParseWarning>,
     counts: ahash::AHashMap<(WarningKind, String), u64>,
@@ -171,7 +172,7 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
         block_start: Vec::new(),
         line: Vec::new(),
         flags: Vec::new(),
-        fields: Default::default(),
+        cols: Default::default(),
         schema: FieldSet::default(),
         warnings: Vec::new(),
         counts: Default::default(),
@@ -204,14 +205,17 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
                 p.block_start.push(pos as u64);
                 p.line.push(lineno);
                 p.flags.push(0);
-                for col in p.fields.iter_mut() {
+                for col in p.cols.iter_mut() {
                     col.push(Rel::default());
                 }
                 let row = p.block_start.len() - 1;
-                p.fields[Field::Key as usize][row] = Rel {
-                    off: ks as u32,
-                    len: (ke - ks) as u32,
-                };
+                p.cols[0].set(
+                    row,
+                    Rel {
+                        off: ks as u32,
+                        len: (ke - ks) as u32,
+                    },
+                );
                 p.schema.insert(Field::Key);
                 if !closed {
                     p.warn(
@@ -262,7 +266,16 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
                             );
                         }
                         seen |= 1 << field as u16;
-                        p.fields[field as usize][row] = Rel { off, len };
+                        if let Some(c) = table::column_of(field) {
+                            p.cols[c].set(row, Rel { off, len });
+                        } else if field == Field::Phase {
+                            let backward = &line[fs..fe] == b"backward";
+                            if backward {
+                                p.flags[row] |= FLAG_BACKWARD;
+                            } else {
+                                p.flags[row] &= !FLAG_BACKWARD;
+                            }
+                        }
                         if len > 0 {
                             p.schema.insert(field);
                         }
@@ -410,7 +423,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
         block_start: Vec::with_capacity(rows),
         line: Vec::with_capacity(rows),
         flags: Vec::with_capacity(rows),
-        fields: Default::default(),
+        cols: Default::default(),
         schema: FieldSet::default(),
         warnings: Vec::new(),
         warning_counts: Vec::new(),
@@ -418,8 +431,8 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
         ends_with_newline: source.bytes().last() == Some(&b'\n'),
         duplicates: Default::default(),
     };
-    for col in t.fields.iter_mut() {
-        col.reserve_exact(rows);
+    for col in t.cols.iter_mut() {
+        col.reserve(rows);
     }
     let mut counts: ahash::AHashMap<(WarningKind, String), u64> = Default::default();
     let mut line_base = 1u64; // 1-based
@@ -430,10 +443,14 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
             t.header = h;
         }
         t.block_start.extend_from_slice(&p.block_start);
-        t.line.extend(p.line.iter().map(|l| l + line_base));
+        t.line.extend(
+            p.line
+                .iter()
+                .map(|l| u32::try_from(l + line_base).unwrap_or(u32::MAX)),
+        );
         t.flags.extend_from_slice(&p.flags);
-        for (dst, src) in t.fields.iter_mut().zip(p.fields.iter()) {
-            dst.extend_from_slice(src);
+        for (dst, src) in t.cols.iter_mut().zip(p.cols.iter()) {
+            dst.extend(src);
         }
         t.schema = t.schema.union(p.schema);
         for mut w in p.warnings {

@@ -1,8 +1,12 @@
-//! The columnar op table: one row per captured op block, one column per field.
+//! The columnar op table: one row per captured op block.
 //!
-//! Strings are never copied out of the log: every field is a byte range
-//! relative to the start of its block, resolved against the shared source
-//! bytes on access. A row costs a fixed ~120 bytes whatever its text length.
+//! Strings are never copied out of the log. The fields that matching reads
+//! for every row (key, Shape, the four stats, Output hash, Input hashes) are
+//! columns of byte ranges relative to the block start (a `u32` offset and a
+//! `u16` length each); the others (L1 norm, Input producers, Location, Phase
+//! text) are found by re-reading the block when asked for, which only the
+//! report and the root-cause analysis do, for the rows they show. A row
+//! costs about 61 bytes whatever its text length.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -190,6 +194,69 @@ pub enum WarningKind {
 
 /// Row flag: the block was cut short (the file ends inside it without a final newline).
 pub const FLAG_TRUNCATED: u8 = 1;
+/// Row flag: `Phase: backward`.
+pub const FLAG_BACKWARD: u8 = 2;
+
+/// Fields kept as columns, in column order; the rest are re-read from the block.
+pub(crate) const COLUMNS: [Field; 8] = [
+    Field::Key,
+    Field::Shape,
+    Field::L2Norm,
+    Field::Min,
+    Field::Max,
+    Field::Mean,
+    Field::OutputHash,
+    Field::InputHashes,
+];
+
+/// Column index of `f`, if it is a column.
+#[inline]
+pub(crate) fn column_of(f: Field) -> Option<usize> {
+    match f {
+        Field::Key => Some(0),
+        Field::Shape => Some(1),
+        Field::L2Norm => Some(2),
+        Field::Min => Some(3),
+        Field::Max => Some(4),
+        Field::Mean => Some(5),
+        Field::OutputHash => Some(6),
+        Field::InputHashes => Some(7),
+        _ => None,
+    }
+}
+
+/// Number of columns.
+pub(crate) const N_COLUMNS: usize = COLUMNS.len();
+
+/// Length marker: the value is at least this long; its end is found by
+/// reading to the end of its line.
+pub(crate) const LONG: u16 = u16::MAX;
+
+/// One column of byte ranges, relative to each row's block start.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Spans {
+    pub(crate) off: Vec<u32>,
+    pub(crate) len: Vec<u16>,
+}
+
+impl Spans {
+    pub(crate) fn push(&mut self, r: Rel) {
+        self.off.push(r.off);
+        self.len.push(r.len.min(LONG as u32) as u16);
+    }
+    pub(crate) fn set(&mut self, row: usize, r: Rel) {
+        self.off[row] = r.off;
+        self.len[row] = r.len.min(LONG as u32) as u16;
+    }
+    pub(crate) fn extend(&mut self, o: &Spans) {
+        self.off.extend_from_slice(&o.off);
+        self.len.extend_from_slice(&o.len);
+    }
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.off.reserve_exact(n);
+        self.len.reserve_exact(n);
+    }
+}
 
 /// Columns of one parsed log. Built by [`crate::parser::parse_bytes`] or
 /// [`crate::parser::parse_path`]; read by the matcher and the report.
@@ -201,9 +268,9 @@ pub struct OpTable {
     pub(crate) path: PathBuf,
     pub(crate) header: Header,
     pub(crate) block_start: Vec<u64>,
-    pub(crate) line: Vec<u64>,
+    pub(crate) line: Vec<u32>,
     pub(crate) flags: Vec<u8>,
-    pub(crate) fields: [Vec<Rel>; N_FIELDS],
+    pub(crate) cols: [Spans; N_COLUMNS],
     pub(crate) schema: FieldSet,
     pub(crate) warnings: Vec<ParseWarning>,
     pub(crate) warning_counts: Vec<(WarningKind, String, u64)>,
@@ -244,20 +311,71 @@ impl OpTable {
     pub fn bytes(&self) -> &[u8] {
         self.source.bytes()
     }
+    /// The bytes of row `row`'s block: from its `[` to the next block (or the end).
+    pub fn block(&self, row: usize) -> &[u8] {
+        let data = self.source.bytes();
+        let start = self.block_start[row] as usize;
+        let end = self
+            .block_start
+            .get(row + 1)
+            .map_or(data.len(), |e| *e as usize);
+        &data[start..end]
+    }
     /// The text of `field` in row `row`, trimmed; empty when absent.
     #[inline]
     pub fn field(&self, row: usize, field: Field) -> &[u8] {
-        let r = self.fields[field as usize][row];
-        if r.len == 0 {
-            return &[];
+        match column_of(field) {
+            Some(c) => {
+                let col = &self.cols[c];
+                let len = col.len[row];
+                if len == 0 {
+                    return &[];
+                }
+                let s = (self.block_start[row] + col.off[row] as u64) as usize;
+                let data = self.source.bytes();
+                if len == LONG {
+                    // A value of 64 KiB or more: it runs to the end of its line.
+                    let rest = &data[s..];
+                    let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
+                    return super::line::trim(&rest[..end]);
+                }
+                &data[s..s + len as usize]
+            }
+            None => self.scan_block(row, field),
         }
-        let s = (self.block_start[row] + r.off as u64) as usize;
-        &self.source.bytes()[s..s + r.len as usize]
+    }
+    /// Finds a non-column field by re-reading the block, with the parser's
+    /// rules (the last occurrence wins).
+    fn scan_block(&self, row: usize, field: Field) -> &[u8] {
+        let block = self.block(row);
+        let mut found: &[u8] = &[];
+        let mut lines = block.split(|b| *b == b'\n');
+        lines.next(); // the `[key]` line
+        for line in lines {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.first() == Some(&b'[') {
+                break;
+            }
+            if let super::line::LineKind::Field {
+                field: f,
+                start,
+                end,
+            } = super::line::classify(line)
+            {
+                if f == field {
+                    found = &line[start..end];
+                }
+            }
+        }
+        found
     }
     /// Whether `field` is present in row `row`.
     #[inline]
     pub fn has(&self, row: usize, field: Field) -> bool {
-        self.fields[field as usize][row].len != 0
+        match column_of(field) {
+            Some(c) => self.cols[c].len[row] != 0,
+            None => !self.scan_block(row, field).is_empty(),
+        }
     }
     /// `field` as UTF-8 text (lossy for invalid bytes).
     pub fn text(&self, row: usize, field: Field) -> std::borrow::Cow<'_, str> {
@@ -274,7 +392,7 @@ impl OpTable {
     }
     /// 1-based line number of the block's `[key]` line.
     pub fn line(&self, row: usize) -> u64 {
-        self.line[row]
+        self.line[row] as u64
     }
     /// Byte offset of the block's `[` in the file.
     pub fn block_offset(&self, row: usize) -> u64 {
@@ -286,14 +404,19 @@ impl OpTable {
     }
     /// Whether the row is in the backward phase (`Phase: backward`).
     pub fn is_backward(&self, row: usize) -> bool {
-        self.field(row, Field::Phase) == b"backward"
+        self.flags[row] & FLAG_BACKWARD != 0
     }
     /// The phase text, `forward` when absent.
     pub fn phase(&self, row: usize) -> std::borrow::Cow<'_, str> {
-        if self.has(row, Field::Phase) {
-            self.text(row, Field::Phase)
-        } else {
-            std::borrow::Cow::Borrowed("forward")
+        if self.is_backward(row) {
+            return std::borrow::Cow::Borrowed("backward");
+        }
+        if !self.schema.contains(Field::Phase) {
+            return std::borrow::Cow::Borrowed("forward");
+        }
+        match self.scan_block(row, Field::Phase) {
+            b"" => std::borrow::Cow::Borrowed("forward"),
+            t => String::from_utf8_lossy(t),
         }
     }
     /// Which fields occur in at least one block.
@@ -321,11 +444,24 @@ impl OpTable {
     /// hash (old writers logged the L1 norm, which is what the hash is;
     /// `--l1-equals-hash`). Returns the number of rows changed.
     pub fn use_l1_as_output_hash(&mut self) -> usize {
+        if !self.schema.contains(Field::L1Norm) {
+            return 0;
+        }
+        let out = column_of(Field::OutputHash).expect("a column");
         let mut n = 0;
         for row in 0..self.len() {
-            let l1 = self.fields[Field::L1Norm as usize][row];
-            if l1.len > 0 && self.fields[Field::OutputHash as usize][row].len == 0 {
-                self.fields[Field::OutputHash as usize][row] = l1;
+            if self.has(row, Field::OutputHash) {
+                continue;
+            }
+            let l1 = self.field(row, Field::L1Norm);
+            if !l1.is_empty() {
+                let off = (l1.as_ptr() as usize - self.source.bytes().as_ptr() as usize) as u64
+                    - self.block_start[row];
+                let rel = Rel {
+                    off: off as u32,
+                    len: l1.len() as u32,
+                };
+                self.cols[out].set(row, rel);
                 n += 1;
             }
         }

@@ -214,3 +214,30 @@ fn every_chunk_split_gives_the_serial_result() {
         }
     }
 }
+
+#[test]
+fn values_over_64_kib_and_block_fields_read_back() {
+    let hashes: Vec<String> = (0..6000)
+        .map(|i| format!("{}.000000e+00", i % 10))
+        .collect();
+    let long = hashes.join(", ");
+    assert!(long.len() > 65_535);
+    let s = format!(
+        "Total captured activations: 2\n\n[<none>/op_0__fused_adamw_]\n  Input hashes: {long}  \r\n  Input producers: a;;b\n  Location: optim/adam.py:1\n  Phase: backward\n\n[x/op_0_mm]\n  L1 norm: 3.0\n  Output hash: 1.0\n\n"
+    );
+    let t = table(&s);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.field(0, Field::InputHashes), long.as_bytes());
+    assert_eq!(t.field(0, Field::InputProducers), b"a;;b");
+    assert_eq!(t.field(0, Field::Location), b"optim/adam.py:1");
+    assert!(t.is_backward(0));
+    assert_eq!(t.phase(1), "forward");
+    assert_eq!(t.field(1, Field::L1Norm), b"3.0");
+    assert!(!t.has(1, Field::Location));
+    let mut t = t;
+    assert_eq!(
+        t.use_l1_as_output_hash(),
+        0,
+        "row 1 has an Output hash already"
+    );
+}
