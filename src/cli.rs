@@ -119,6 +119,10 @@ pub struct CompareArgs {
     /// it only the rows that are not `match` (`all`: always every row).
     #[arg(long, value_name = "N|all", default_value = "200000")]
     pub html_rows: HtmlRows,
+    /// Size budget of each rank's HTML pages in MiB (0: none). Over it the
+    /// pages hold only the diverging rows, then the first of them that fit.
+    #[arg(long, value_name = "MB", default_value_t = crate::report::DEFAULT_HTML_BUDGET_MB)]
+    pub html_budget_mb: u64,
     /// Result rows per HTML page.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
     pub page_rows: u64,
@@ -341,6 +345,7 @@ fn compare(a: CompareArgs) -> i32 {
             path2: a.run2.display().to_string(),
             page_rows: a.page_rows as usize,
             html_rows: a.html_rows.0,
+            html_budget: (a.html_budget_mb > 0).then_some(a.html_budget_mb << 20),
         },
         run1: a.run1,
         run2: a.run2,

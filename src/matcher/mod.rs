@@ -420,23 +420,6 @@ impl Pairing {
     }
 }
 
-/// A key with its hash computed beforehand (see [`prehash`]): hashing it
-/// writes only that number, equality compares the bytes.
-#[derive(Clone, Copy)]
-struct Prehashed<'a>(u64, &'a [u8]);
-
-impl PartialEq for Prehashed<'_> {
-    fn eq(&self, o: &Self) -> bool {
-        self.0 == o.0 && self.1 == o.1
-    }
-}
-impl Eq for Prehashed<'_> {}
-impl Hash for Prehashed<'_> {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        h.write_u64(self.0);
-    }
-}
-
 /// A hasher for keys that are already hashes: passes the `u64` through.
 #[derive(Default)]
 struct PassThrough(u64);
@@ -446,7 +429,7 @@ impl std::hash::Hasher for PassThrough {
         self.0
     }
     fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is used by `Prehashed`; fold anything else in.
+        // Only `write_u64` is used; fold anything else in.
         for b in bytes {
             self.0 = self.0.rotate_left(8) ^ u64::from(*b);
         }
@@ -456,24 +439,61 @@ impl std::hash::Hasher for PassThrough {
     }
 }
 
-/// Hashes `n` keys in parallel with a fixed-seed aHash.
-fn prehash<'a>(n: usize, key: impl Fn(usize) -> &'a [u8] + Sync) -> Vec<u64> {
-    let state = ahash::RandomState::with_seeds(0x9e37, 0x79b9, 0x7f4a, 0x7c15);
-    (0..n)
-        .into_par_iter()
-        .with_min_len(8192)
-        .map(|r| state.hash_one(key(r)))
-        .collect()
-}
-
 impl Pairing {
-    /// [`Pairing::pass`] for [`Prehashed`] keys, with a pass-through hasher.
-    fn pass_prehashed<'a, F1, F2>(&mut self, strategy: Strategy, key1: F1, key2: F2) -> u64
-    where
-        F1: Fn(usize) -> Option<Prehashed<'a>>,
-        F2: Fn(usize) -> Option<Prehashed<'a>>,
-    {
-        self.pass_with::<_, _, _, std::hash::BuildHasherDefault<PassThrough>>(strategy, key1, key2)
+    /// The exact pass over precomputed key hashes: run 2's unclaimed rows
+    /// are chained per hash in file order (16 bytes per key in the index);
+    /// each unpaired run-1 row takes the first row of its hash's chain whose
+    /// key is equal (`same`), so a 64-bit collision can never pair
+    /// different keys.
+    fn pass_by_hash(
+        &mut self,
+        hash1: impl Fn(usize) -> u64,
+        hash2: &[u64],
+        same: impl Fn(usize, usize) -> bool,
+    ) -> u64 {
+        let (n1, n2) = (self.pair1.len(), self.pair2.len());
+        let mut head: std::collections::HashMap<
+            u64,
+            u32,
+            std::hash::BuildHasherDefault<PassThrough>,
+        > = std::collections::HashMap::with_capacity_and_hasher(n2, Default::default());
+        let mut next: Vec<u32> = vec![NO_ROW; n2];
+        for r2 in (0..n2).rev() {
+            if self.pair2[r2] == NO_ROW {
+                if let Some(old) = head.insert(hash2[r2], r2 as u32) {
+                    next[r2] = old;
+                }
+            }
+        }
+        let mut paired = 0;
+        for r1 in 0..n1 {
+            if self.pair1[r1] != NO_ROW {
+                continue;
+            }
+            let Some(h) = head.get_mut(&hash1(r1)) else {
+                continue;
+            };
+            // Walk the chain for the first row with an equal key; unlink it.
+            let (mut prev, mut cur) = (NO_ROW, *h);
+            while cur != NO_ROW && !same(r1, cur as usize) {
+                prev = cur;
+                cur = next[cur as usize];
+            }
+            if cur == NO_ROW {
+                continue;
+            }
+            if prev == NO_ROW {
+                *h = next[cur as usize];
+            } else {
+                next[prev as usize] = next[cur as usize];
+            }
+            let r2 = cur as usize;
+            self.pair1[r1] = r2 as u32;
+            self.pair2[r2] = r1 as u32;
+            self.strat1[r1] = Strategy::Exact;
+            paired += 1;
+        }
+        paired
     }
 }
 
@@ -496,20 +516,22 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
         );
     }
     sc.exact = if off1 == 0 && off2 == 0 {
-        // The common case: keys are slices of the logs. Hash them once, in
-        // parallel, so the pass itself only moves integers and compares
-        // slices on a hit.
+        // The common case: keys are slices of the logs. Index run 2 by the
+        // keys' 64-bit hashes (computed in parallel), keeping only the hash
+        // and a row number per key; compare key bytes on a hit.
         fn exact(t: &OpTable, r: usize) -> &[u8] {
             keys::strip_root_class(t.key(r))
         }
-        let (h1, h2) = rayon::join(
-            || prehash(n1, |r| exact(t1, r)),
-            || prehash(n2, |r| exact(t2, r)),
-        );
-        p.pass_prehashed(
-            Strategy::Exact,
-            |r| Some(Prehashed(h1[r], exact(t1, r))),
-            |r| Some(Prehashed(h2[r], exact(t2, r))),
+        let state = ahash::RandomState::with_seeds(0x9e37, 0x79b9, 0x7f4a, 0x7c15);
+        let h2: Vec<u64> = (0..n2)
+            .into_par_iter()
+            .with_min_len(8192)
+            .map(|r| state.hash_one(exact(t2, r)))
+            .collect();
+        p.pass_by_hash(
+            |r| state.hash_one(exact(t1, r)),
+            &h2,
+            |r1, r2| exact(t1, r1) == exact(t2, r2),
         )
     } else {
         p.pass(

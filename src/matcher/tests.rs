@@ -274,3 +274,19 @@ fn root_causes_follow_producers() {
     assert_eq!(m.counts().unsynced, 1);
     assert_eq!(m.counts().gating, 5);
 }
+
+#[test]
+fn exact_pass_by_hash_survives_collisions() {
+    // Every key hashes alike: the chain walk must still pair by equal keys,
+    // first unclaimed run-2 row first, exactly as the plain pass does.
+    let k1 = ["a", "b", "a", "c"];
+    let k2 = ["b", "a", "x", "a", "a"];
+    let mut p = Pairing::new(k1.len(), k2.len());
+    let paired = p.pass_by_hash(|_| 7, &[7; 5], |r1, r2| k1[r1] == k2[r2]);
+    assert_eq!(paired, 3);
+    assert_eq!(p.pair1, vec![1, 0, 3, NO_ROW]);
+    let mut q = Pairing::new(k1.len(), k2.len());
+    q.pass(Strategy::Exact, |r| Some(k1[r]), |r| Some(k2[r]));
+    assert_eq!(p.pair1, q.pair1);
+    assert_eq!(p.pair2, q.pair2);
+}

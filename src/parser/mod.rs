@@ -63,8 +63,26 @@ pub enum ParseError {
 /// Errors: only I/O and corrupt gzip data. Malformed content never fails the
 /// parse: it yields [`ParseWarning`]s with line and column.
 pub fn parse_path(path: &Path) -> Result<OpTable, ParseError> {
-    let source = LogSource::open(path)?;
-    Ok(parse_source(Arc::new(source), path.to_path_buf()))
+    parse_path_progress(path, &|_| {})
+}
+
+/// [`parse_path`], calling `progress(bytes)` as each chunk of that many
+/// bytes is parsed (for progress bars; called from worker threads).
+pub fn parse_path_progress(
+    path: &Path,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<OpTable, ParseError> {
+    let source = Arc::new(LogSource::open(path)?);
+    let n = rayon::current_num_threads().max(1);
+    let len = source.bytes().len();
+    let target = (len / (n * 4)).max(MIN_CHUNK);
+    let bounds = chunk_bounds(source.bytes(), target);
+    Ok(parse_chunks_progress(
+        source,
+        path.to_path_buf(),
+        &bounds,
+        progress,
+    ))
 }
 
 /// Parses bytes held in memory (tests, fuzzing), serially.
@@ -88,6 +106,15 @@ pub fn parse_source(source: Arc<LogSource>, path: PathBuf) -> OpTable {
 /// position of a `[` right after a `\n`; see [`chunk_bounds`]). The result is
 /// identical for any valid split.
 pub fn parse_chunks(source: Arc<LogSource>, path: PathBuf, starts: &[usize]) -> OpTable {
+    parse_chunks_progress(source, path, starts, &|_| {})
+}
+
+fn parse_chunks_progress(
+    source: Arc<LogSource>,
+    path: PathBuf,
+    starts: &[usize],
+    progress: &(dyn Fn(u64) + Sync),
+) -> OpTable {
     let data = source.bytes();
     let mut ranges = Vec::with_capacity(starts.len());
     for (i, &s) in starts.iter().enumerate() {
@@ -99,7 +126,11 @@ pub fn parse_chunks(source: Arc<LogSource>, path: PathBuf, starts: &[usize]) -> 
     }
     let parts: Vec<Partial> = ranges
         .par_iter()
-        .map(|&(s, e)| parse_range(data, s, e))
+        .map(|&(s, e)| {
+            let part = parse_range(data, s, e);
+            progress((e - s) as u64);
+            part
+        })
         .collect();
     join(source.clone(), path, parts)
 }

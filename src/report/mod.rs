@@ -84,6 +84,10 @@ pub struct ReportOptions {
     /// it they hold only the rows that are not `match`. `None`: always every
     /// row (`--html-rows all`).
     pub html_rows: Option<usize>,
+    /// Size budget of one rank's pages, in bytes (estimated before writing):
+    /// over it the pages hold only the diverging rows, and if that is still
+    /// too much, the first ones that fit. `None`: no budget.
+    pub html_budget: Option<u64>,
 }
 
 impl Default for ReportOptions {
@@ -96,12 +100,40 @@ impl Default for ReportOptions {
             path2: String::new(),
             page_rows: 2000,
             html_rows: Some(DEFAULT_HTML_ROWS),
+            html_budget: Some(DEFAULT_HTML_BUDGET_MB << 20),
         }
     }
 }
 
 /// Default of [`ReportOptions::html_rows`].
 pub const DEFAULT_HTML_ROWS: usize = 200_000;
+
+/// Default of [`ReportOptions::html_budget`], in MiB.
+pub const DEFAULT_HTML_BUDGET_MB: u64 = 256;
+
+/// Estimated HTML bytes of one result row: both sides' texts, plus markup.
+fn row_html_estimate(rc: &RankComparison<'_>, index: usize) -> u64 {
+    use crate::parser::Field;
+    let r = &rc.matches.rows[index];
+    let side = |t: &OpTable, row: Option<usize>| -> u64 {
+        row.map_or(0, |i| {
+            [
+                Field::Shape,
+                Field::L2Norm,
+                Field::Min,
+                Field::Max,
+                Field::Mean,
+                Field::OutputHash,
+                Field::InputHashes,
+            ]
+            .iter()
+            .map(|f| t.field(i, *f).len() as u64)
+            .sum::<u64>()
+                + 2 * t.key(i).len() as u64
+        })
+    };
+    side(rc.t1, r.r1()) + side(rc.t2, r.r2()) + 420
+}
 
 /// Which result rows of a rank the HTML pages hold, and on which page.
 #[derive(Clone, Debug)]
@@ -112,29 +144,64 @@ pub struct PagePlan {
     total: usize,
     /// Rows per page.
     pub page_rows: usize,
+    /// Diverging rows before the budget cut, when it cut.
+    cut: Option<usize>,
 }
 
 impl PagePlan {
-    /// Every row when the rank has at most `html_rows` rows (or `html_rows`
-    /// is `None`), else only the rows that are not `match`.
-    pub fn new(m: &MatchTable, html_rows: Option<usize>, page_rows: usize) -> PagePlan {
+    /// Every row when the rank has at most `opts.html_rows` rows (or it is
+    /// `None`), else only the rows that are not `match`; then, if the
+    /// estimated HTML exceeds `opts.html_budget`, only the diverging rows,
+    /// and if still over, the first of them that fit.
+    pub fn new(rc: &RankComparison<'_>, opts: &ReportOptions) -> PagePlan {
+        let m = rc.matches;
         let total = m.rows.len();
-        let shown = match html_rows {
-            Some(limit) if total > limit => Some(
-                m.rows
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, r)| r.status != crate::matcher::Status::Match)
-                    .map(|(i, _)| i as u32)
-                    .collect(),
-            ),
+        let diverging = || -> Vec<u32> {
+            m.rows
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.status != crate::matcher::Status::Match)
+                .map(|(i, _)| i as u32)
+                .collect()
+        };
+        let mut shown = match opts.html_rows {
+            Some(limit) if total > limit => Some(diverging()),
             _ => None,
         };
+        let mut cut = None;
+        if let Some(budget) = opts.html_budget {
+            // Leave a tenth for the index, the key index and estimate error.
+            let budget = budget / 10 * 9;
+            let over = |rows: &mut dyn Iterator<Item = usize>| -> Option<usize> {
+                let mut sum = 0u64;
+                for (k, i) in rows.enumerate() {
+                    sum += row_html_estimate(rc, i);
+                    if sum > budget {
+                        return Some(k);
+                    }
+                }
+                None
+            };
+            if shown.is_none() && over(&mut (0..total)).is_some() {
+                shown = Some(diverging());
+            }
+            if let Some(s) = shown.as_mut() {
+                if let Some(k) = over(&mut s.iter().map(|i| *i as usize)) {
+                    cut = Some(s.len());
+                    s.truncate(k);
+                }
+            }
+        }
         PagePlan {
             shown,
             total,
-            page_rows: page_rows.max(1),
+            page_rows: opts.page_rows.max(1),
+            cut,
         }
+    }
+    /// When the size budget cut the diverging rows: how many there were.
+    pub fn cut_from(&self) -> Option<usize> {
+        self.cut
     }
     /// Whether only the non-`match` rows are shown.
     pub fn is_filtered(&self) -> bool {
@@ -177,7 +244,7 @@ impl RankReport {
         rc: &RankComparison<'_>,
         opts: &ReportOptions,
     ) -> Result<RankSummary, ReportError> {
-        let plan = PagePlan::new(rc.matches, opts.html_rows, opts.page_rows);
+        let plan = PagePlan::new(rc, opts);
         let mut s = RankSummary::build(rc, &plan);
         s.pages = html::write_rank_pages(rc, &s, opts, &plan)?;
         Ok(s)
@@ -211,17 +278,42 @@ mod tests {
         let a = log(&["1", "2", "3", "4", "5"]);
         let b = log(&["1", "9", "3", "9", "5"]);
         let m = match_tables(&a, &b, &MatchOptions::default());
-        let all = PagePlan::new(&m, Some(5), 2);
+        let rc = RankComparison {
+            rank1: 0,
+            rank2: 0,
+            t1: &a,
+            t2: &b,
+            matches: &m,
+        };
+        let plan = |html_rows: Option<usize>, page_rows: usize, budget: Option<u64>| {
+            let o = ReportOptions {
+                html_rows,
+                page_rows,
+                html_budget: budget,
+                ..Default::default()
+            };
+            PagePlan::new(&rc, &o)
+        };
+        let all = plan(Some(5), 2, None);
         assert!(!all.is_filtered());
         assert_eq!((all.len(), all.pages()), (5, 3));
         assert_eq!(all.page_of(4), Some(2));
-        let some = PagePlan::new(&m, Some(4), 1);
+        let some = plan(Some(4), 1, None);
         assert!(some.is_filtered());
         assert_eq!((some.len(), some.pages()), (2, 2));
         assert_eq!((some.row(0), some.row(1)), (1, 3));
         assert_eq!(some.page_of(3), Some(1));
         assert_eq!(some.page_of(2), None, "a match row is not shown");
-        assert!(!PagePlan::new(&m, None, 1).is_filtered());
+        assert!(!plan(None, 1, None).is_filtered());
+        // A budget that fits one row estimate: diverging rows only, cut to the first.
+        let one = row_html_estimate(&rc, 1);
+        let tight = plan(None, 1, Some(one + 10));
+        assert!(tight.is_filtered());
+        assert_eq!((tight.len(), tight.cut_from()), (1, Some(2)));
+        assert_eq!(tight.row(0), 1);
+        let roomy = plan(None, 1, Some(10 * one));
+        assert!(!roomy.is_filtered());
+        assert_eq!(roomy.cut_from(), None);
 
         let dir = tempfile::tempdir().unwrap();
         let opts = ReportOptions {
@@ -229,13 +321,6 @@ mod tests {
             page_rows: 1,
             html_rows: Some(4),
             ..Default::default()
-        };
-        let rc = RankComparison {
-            rank1: 0,
-            rank2: 0,
-            t1: &a,
-            t2: &b,
-            matches: &m,
         };
         let s = RankReport::write(&rc, &opts).unwrap();
         assert!(s.html_filtered);

@@ -191,8 +191,11 @@ pub struct RankSummary {
     /// Result rows the pages hold.
     pub html_rows: usize,
     /// Whether the pages hold only the rows that are not `match` (the rank
-    /// has more rows than `--html-rows`).
+    /// has more rows than `--html-rows`, or all rows exceed the size budget).
     pub html_filtered: bool,
+    /// When the size budget cut the diverging rows too: how many there were
+    /// (the pages hold the first `html_rows` of them).
+    pub html_cut_from: Option<usize>,
 }
 
 /// Paired rows whose dims differ ("3 of 3 shape mismatches share dim0 6 vs 5").
@@ -336,6 +339,7 @@ impl RankSummary {
             pages: Vec::new(),
             html_rows: plan.len(),
             html_filtered: plan.is_filtered(),
+            html_cut_from: plan.cut_from(),
         }
     }
     /// Whether this rank has anything but `match` rows.

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 
 use super::{plan, RunInput};
@@ -140,8 +140,54 @@ fn check_usable(t: &OpTable, side: &str, allow_duplicates: bool) -> Result<(), S
     Ok(())
 }
 
-fn parse_side(path: &Path) -> Result<OpTable, String> {
-    parser::parse_path(path).map_err(|e| e.to_string())
+fn parse_side(path: &Path, progress: &Progress) -> Result<OpTable, String> {
+    parser::parse_path_progress(path, &|n| progress.bytes.inc(n)).map_err(|e| e.to_string())
+}
+
+/// Progress bars on stderr (drawn only when stderr is a terminal): bytes
+/// parsed over all logs, and ranks compared.
+struct Progress {
+    multi: MultiProgress,
+    bytes: ProgressBar,
+    ranks: ProgressBar,
+}
+
+impl Progress {
+    fn new(quiet: bool, total_bytes: u64, ranks: u64) -> Progress {
+        let multi = if quiet {
+            MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
+        } else {
+            MultiProgress::new()
+        };
+        let bytes = multi.add(ProgressBar::new(total_bytes));
+        bytes.set_style(
+            ProgressStyle::with_template(
+                "{spinner} parsed {bytes}/{total_bytes} {wide_bar} {bytes_per_sec} eta {eta}",
+            )
+            .expect("valid template"),
+        );
+        let bar = multi.add(ProgressBar::new(ranks));
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} ranks {pos}/{len} {msg} {wide_bar} eta {eta}")
+                .expect("valid template"),
+        );
+        for b in [&bytes, &bar] {
+            b.enable_steady_tick(std::time::Duration::from_millis(120));
+        }
+        Progress {
+            multi,
+            bytes,
+            ranks: bar,
+        }
+    }
+    fn stage(&self, rank: u32, what: &str) {
+        self.ranks.set_message(format!("(rank {rank}: {what})"));
+    }
+    fn finish(&self) {
+        self.bytes.finish_and_clear();
+        self.ranks.finish_and_clear();
+        let _ = self.multi.clear();
+    }
 }
 
 /// Per-stage wall times on stderr when `ACTDIFF_TIMINGS` is set (for benchmarks).
@@ -203,7 +249,14 @@ fn warnings_of(t: &OpTable, side: &str) -> Vec<String> {
     out
 }
 
-fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfig) -> RankDone {
+fn compare_rank(
+    rank1: u32,
+    p1: &Path,
+    rank2: u32,
+    p2: &Path,
+    cfg: &CompareConfig,
+    progress: &Progress,
+) -> RankDone {
     let mut done = RankDone {
         rule_hits: Vec::new(),
         summary: None,
@@ -212,8 +265,10 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
         rows_tmp: None,
     };
     let timer = Timer::new(rank1);
-    let (t1, t2) = rayon::join(|| parse_side(p1), || parse_side(p2));
+    progress.stage(rank1, "parsing");
+    let (t1, t2) = rayon::join(|| parse_side(p1, progress), || parse_side(p2, progress));
     timer.lap("parse");
+    progress.stage(rank1, "matching");
     let (mut t1, mut t2) = match (t1, t2) {
         (Ok(a), Ok(b)) => (a, b),
         (a, b) => {
@@ -308,6 +363,7 @@ fn compare_rank(rank1: u32, p1: &Path, rank2: u32, p2: &Path, cfg: &CompareConfi
         t2: &t2,
         matches: &m,
     };
+    progress.stage(rank1, "writing pages");
     match RankReport::write(&rc, &cfg.report) {
         Ok(s) => done.summary = Some(s),
         Err(e) => done.errors.push(e.to_string()),
@@ -369,24 +425,20 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         message: format!("cannot create the report folder (-o): {e}"),
     })?;
 
-    let bar = if cfg.quiet || plan.pairs.len() < 2 {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(plan.pairs.len() as u64);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} ranks {pos}/{len} {wide_bar} {per_sec} eta {eta}",
-            )
-            .expect("valid template"),
-        );
-        b
-    };
+    let total_bytes: u64 = plan
+        .pairs
+        .iter()
+        .flat_map(|(_, a, _, b)| [a, b])
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let progress = Progress::new(cfg.quiet, total_bytes, plan.pairs.len() as u64);
     let work = || -> Vec<RankDone> {
         plan.pairs
             .par_iter()
             .map(|(a, pa, b, pb)| {
-                let d = compare_rank(*a, pa, *b, pb, cfg);
-                bar.inc(1);
+                let d = compare_rank(*a, pa, *b, pb, cfg, &progress);
+                progress.ranks.inc(1);
                 d
             })
             .collect()
@@ -399,7 +451,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
             .install(work),
         None => work(),
     };
-    bar.finish_and_clear();
+    progress.finish();
 
     let mut warnings = Vec::new();
     let mut ranks = Vec::new();
