@@ -127,6 +127,68 @@ pub fn classify(line: &[u8]) -> LineKind {
     if t.is_empty() {
         return LineKind::Blank;
     }
+    if let Some(k) = classify_canonical(line, t) {
+        return k;
+    }
+    classify_general(line)
+}
+
+/// Labels a writer puts at the start of a field line, with what decides
+/// them: `stat` labels are the reference's stat regex; the others are its
+/// "line contains the label" checks, of which `rank` is the order.
+const CANONICAL: [(&str, Field, bool, u8); 12] = [
+    ("Shape:", Field::Shape, true, 0),
+    ("L1 norm:", Field::L1Norm, true, 0),
+    ("L2 norm:", Field::L2Norm, true, 0),
+    ("Min:", Field::Min, true, 0),
+    ("Max:", Field::Max, true, 0),
+    ("Mean:", Field::Mean, true, 0),
+    ("Location:", Field::Location, false, 0),
+    ("Phase:", Field::Phase, false, 1),
+    ("Output hash:", Field::OutputHash, false, 2),
+    ("Input hashes:", Field::InputHashes, false, 3),
+    ("Input producers:", Field::InputProducers, false, 4),
+    ("Output hashes:", Field::OutputHash, false, 5),
+];
+
+/// The fast path for the lines every real writer produces: indented
+/// `Label: value` where the label starts the trimmed line. It returns
+/// `None` whenever the general rules could decide differently (no
+/// indentation, no space after a stat label, an empty stat value, or a
+/// further `:` in a label line's value that might hold an earlier label),
+/// and [`classify_general`] decides. Tests check both agree.
+fn classify_canonical(line: &[u8], t: &[u8]) -> Option<LineKind> {
+    if !line.first().is_some_and(|b| is_py_space(*b)) {
+        return None;
+    }
+    let (label, field, stat, rank) = CANONICAL
+        .iter()
+        .find(|(l, ..)| t.starts_with(l.as_bytes()))?;
+    let rest = &t[label.len()..];
+    if *stat && !rest.first().is_some_and(|b| is_py_space(*b)) {
+        return None;
+    }
+    let v = trim(rest);
+    if *stat && v.is_empty() {
+        return None;
+    }
+    if !*stat && *rank > 0 && memchr::memchr(b':', rest).is_some() {
+        return None;
+    }
+    let start = if v.is_empty() {
+        line.len()
+    } else {
+        offset_in(line, v)
+    };
+    Some(LineKind::Field {
+        field: *field,
+        start,
+        end: start + v.len(),
+    })
+}
+
+/// The reference's rules, in full (see the module doc).
+pub fn classify_general(line: &[u8]) -> LineKind {
     if let Ok((rest, field)) = stat_line(line) {
         let v = trim(rest);
         if !v.is_empty() {
@@ -250,6 +312,54 @@ mod tests {
                 assert_eq!((start, end), (1, 13));
             }
             k => panic!("{k:?}"),
+        }
+    }
+
+    #[test]
+    fn canonical_fast_path_agrees_with_the_general_rules() {
+        let values = [
+            "",
+            " ",
+            "1.0",
+            "nan",
+            "a:b",
+            "Location: x",
+            "Phase: backward",
+            ";;",
+            " 2 ",
+        ];
+        let labels = [
+            "Shape:",
+            "L1 norm:",
+            "L2 norm:",
+            "Min:",
+            "Max:",
+            "Mean:",
+            "Location:",
+            "Phase:",
+            "Output hash:",
+            "Input hashes:",
+            "Input producers:",
+            "Output hashes:",
+            "Min",
+            "Call type:",
+        ];
+        for indent in ["", "  ", "\t", " "] {
+            for label in labels {
+                for sep in ["", " ", "  ", "\t"] {
+                    for v in values {
+                        for end in ["", "\r"] {
+                            let line = format!("{indent}{label}{sep}{v}{end}");
+                            let b = line.as_bytes();
+                            let t = trim(b);
+                            if t.is_empty() || b[0] == b'[' {
+                                continue;
+                            }
+                            assert_eq!(classify(b), classify_general(b), "{line:?}");
+                        }
+                    }
+                }
+            }
         }
     }
 
