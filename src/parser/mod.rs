@@ -257,7 +257,11 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
                         format!("block header `{}` has no closing `]`", lossy(line)),
                     );
                 }
-                if let Err(e) = std::str::from_utf8(&line[ks..ke]) {
+                let key = &line[ks..ke];
+                if let Err(e) = (!key.is_ascii())
+                    .then(|| std::str::from_utf8(key))
+                    .unwrap_or(Ok(""))
+                {
                     p.warn(
                         lineno,
                         (ks + e.valid_up_to() + 1) as u64,
