@@ -240,7 +240,7 @@ fn batch_flush_both_paths() {
                 ..Default::default()
             };
             let ins: Vec<&Tensor> = hs.iter().map(|(_, h)| h).collect();
-            b.push(rec, Some(t), &[t, &hs[0].1], Inputs::Tensors(&ins))
+            b.push(rec, Some(0), &[t, &hs[0].1], Inputs::Tensors(&ins))
                 .unwrap();
         }
         if path == StatsPath::Device {
@@ -294,7 +294,7 @@ fn prehashed_inputs_see_values_before_the_op() {
                 key: "m/op_0_add_".into(),
                 ..Default::default()
             },
-            Some(&x),
+            Some(0),
             &[&x],
             Inputs::Hashed(pre),
         )
@@ -333,7 +333,7 @@ fn capture_log_parses_back_field_for_field() {
                     phase: Phase::Forward,
                     location: Some("llama3/model.py:10".into()),
                 },
-                Some(&y),
+                Some(0),
                 &[&y],
                 Inputs::Tensors(&[&x, &w]),
                 &[1, 2],
@@ -351,7 +351,7 @@ fn capture_log_parses_back_field_for_field() {
                     phase: Phase::Forward,
                     location: None,
                 },
-                Some(&nan),
+                Some(0),
                 &[&nan],
                 Inputs::Tensors(&[&y]),
                 &[3],
@@ -387,7 +387,7 @@ fn capture_log_parses_back_field_for_field() {
                     phase: Phase::Backward,
                     location: Some("a/b.py:1".into()),
                 },
-                Some(&s),
+                Some(0),
                 &[&s],
                 Inputs::Tensors(&[&nan, &x]),
                 &[4, 1],

@@ -42,14 +42,13 @@ and the writing are done by the Rust core (``actdiff_capture._native``).
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
+import weakref
 
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.weak import WeakIdKeyDictionary
 
 from . import _native
 from ._native import Capture, tensor_stats
@@ -78,7 +77,6 @@ EXCLUDED_OPS = frozenset(
 )  # fmt: skip
 
 _FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
-_DEVICES = frozenset({"cpu", "cuda"})
 
 # Frames never shown as a Location (torch plumbing and this package).
 _FILTERED = (
@@ -114,18 +112,45 @@ def _leaves(obj, out: list) -> None:
             _leaves(o, out)
 
 
+_PLAIN = (torch.Tensor, nn.Parameter)
+
+
 def _local(t: torch.Tensor):
     """The tensor the Rust core reads: DTensor's local shard; None when it
     cannot be read (fake/meta tensors, other devices, sparse)."""
-    if type(t) is not torch.Tensor and type(t) is not nn.Parameter:
+    if type(t) not in _PLAIN:
         inner = getattr(t, "_local_tensor", None)
         if inner is not None:
             t = inner
         elif isinstance(t, torch._subclasses.FakeTensor):
             return None
-    if t.device.type not in _DEVICES or t.layout is not torch.strided:
+    if not (t.is_cpu or t.is_cuda) or t.layout is not torch.strided:
         return None
     return t
+
+
+class _Ids:
+    """Tensor identity → a number that is never reused (DebugMode's tensor
+    ids): keyed by id() and checked through a weak reference, so a freed
+    tensor's id() taken by a new tensor gets a new number."""
+
+    __slots__ = ("d", "n")
+
+    def __init__(self):
+        self.d: dict = {}
+        self.n = 0
+
+    def get(self, t) -> int:
+        e = self.d.get(id(t))
+        return e[0] if e is not None and e[1]() is t else 0
+
+    def assign(self, t) -> int:
+        e = self.d.get(id(t))
+        if e is not None and e[1]() is t:
+            return e[0]
+        self.n += 1
+        self.d[id(t)] = (self.n, weakref.ref(t))
+        return self.n
 
 
 class _OpInfo:
@@ -150,8 +175,7 @@ class _Mode(TorchDispatchMode):
         self.min_numel = prof.min_numel
         self.infos: dict = {}
         self.excluded: set = set()
-        self.ids = WeakIdKeyDictionary()
-        self.next_id = itertools.count(1)
+        self.ids = _Ids()
         self.node_loc: dict = {}
         self.pending = None  # (outputs, location) of the last forward op
         self.file_ok: dict = {}
@@ -196,7 +220,8 @@ class _Mode(TorchDispatchMode):
         if kwargs:
             _leaves(kwargs, ins)
         ins = [_local(t) for t in ins]
-        readable = None not in ins
+        # (not `None in ins`: that compares tensors with None through torch)
+        readable = all(t is not None for t in ins)
         pre = None
         if info.mutable and ins and readable:
             pre = self.cap.hash_inputs(ins)
@@ -206,7 +231,7 @@ class _Mode(TorchDispatchMode):
         outs: list = []
         _leaves(out, outs)
         outs = [_local(t) for t in outs]
-        if None in outs:
+        if not all(t is not None for t in outs):
             readable = False
         node = torch._C._current_autograd_node()
 
@@ -235,14 +260,8 @@ class _Mode(TorchDispatchMode):
         else:
             fqn = self.p._grad_fn_to_module.get(node)
         ids = self.ids
-        in_ids = [ids.get(t, 0) for t in ins]
-        out_ids = []
-        for t in outs:
-            i = ids.get(t)
-            if i is None:
-                i = next(self.next_id)
-                ids[t] = i
-            out_ids.append(i)
+        in_ids = [ids.get(t) for t in ins]
+        out_ids = [ids.assign(t) for t in outs]
         self.cap.record(
             fqn,
             info.name,

@@ -13,7 +13,7 @@
 //! let y = x.mm(&w);
 //! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, location: None };
 //! // inputs' tensor ids 1, 2; output id 3 (any ids, stable while the tensors live)
-//! cap.record(meta, Some(&y), &[&y], (&[&x, &w][..]).into(), &[1, 2], &[3]).unwrap();
+//! cap.record(meta, Some(0), &[&y], (&[&x, &w][..]).into(), &[1, 2], &[3]).unwrap();
 //! cap.note_excluded("t");
 //! let n = cap.finish().unwrap(); // flush + header + rename
 //! assert_eq!(n, 1);
@@ -126,10 +126,19 @@ struct Fixup {
     positions: Vec<usize>,
 }
 
+/// The primary output of a pending record.
+struct Primary {
+    shape: Vec<i64>,
+    dtype: &'static str,
+    /// Index in the outputs.
+    index: usize,
+    /// Whether it has elements (and so moments; its hash is their L1).
+    nonempty: bool,
+}
+
 struct Pending {
     rec: Record,
-    /// Shape and dtype of the primary output, when there is one.
-    shape: Option<(Vec<i64>, &'static str, bool)>,
+    primary: Option<Primary>,
     n_out: usize,
     /// [moments (N_MOMENT_SCALARS) if primary] [output hashes] [input hashes]
     values: Vec<f64>,
@@ -208,24 +217,31 @@ impl StatsBatch {
     }
 
     /// Queues a record: `rec` carries key, producers, location and phase;
-    /// its stats and hashes are filled from `primary` (the output whose
-    /// Shape and stats are written; `None` for a hash-only record),
-    /// `outputs` (every tensor output, hashed) and `inputs`.
+    /// its stats and hashes are filled from `outputs` (every tensor output,
+    /// hashed), `primary` (the index in `outputs` of the one whose Shape and
+    /// stats are written; `None` for a hash-only record) and `inputs`.
+    ///
+    /// Panics if `primary` is not an index of `outputs`.
     pub fn push(
         &mut self,
         rec: Record,
-        primary: Option<&Tensor>,
+        primary: Option<usize>,
         outputs: &[&Tensor],
         inputs: Inputs<'_>,
     ) -> Result<(), TchError> {
         let _g = tch::no_grad_guard();
         let mut s = Scalars::default();
-        let mut shape = None;
-        let base_out = if let Some(p) = primary {
-            let size = p.size();
-            let nonempty = size.iter().all(|d| *d != 0);
-            let kind = p.f_kind()?;
-            shape = Some((size, dtype_name(kind), nonempty));
+        let mut prim = None;
+        let base_out = if let Some(index) = primary {
+            let p = outputs[index];
+            let shape = p.size();
+            let nonempty = shape.iter().all(|d| *d != 0);
+            prim = Some(Primary {
+                shape,
+                dtype: dtype_name(p.f_kind()?),
+                index,
+                nonempty,
+            });
             if nonempty {
                 if self.on_host(p) {
                     let st = host_stats(p, true)?;
@@ -250,8 +266,11 @@ impl StatsBatch {
         } else {
             0
         };
+        let skip = prim.as_ref().filter(|p| p.nonempty).map(|p| p.index);
         for (i, t) in outputs.iter().enumerate() {
-            self.hash_into(&mut s, base_out + i, t)?;
+            if Some(i) != skip {
+                self.hash_into(&mut s, base_out + i, t)?;
+            }
         }
         let base_in = base_out + outputs.len();
         let n_in = match inputs {
@@ -265,17 +284,17 @@ impl StatsBatch {
                 s.host
                     .extend(h.s.host.iter().map(|(p, v)| (base_in + p, *v)));
                 let st = s.stacked()?;
-                return self.queue(rec, shape, outputs.len(), base_in + h.n, st, Some(h.s.dev));
+                return self.queue(rec, prim, outputs.len(), base_in + h.n, st, Some(h.s.dev));
             }
         };
         let st = s.stacked()?;
-        self.queue(rec, shape, outputs.len(), base_in + n_in, st, None)
+        self.queue(rec, prim, outputs.len(), base_in + n_in, st, None)
     }
 
     fn queue(
         &mut self,
         rec: Record,
-        shape: Option<(Vec<i64>, &'static str, bool)>,
+        primary: Option<Primary>,
         n_out: usize,
         n_values: usize,
         st: Stacked,
@@ -285,7 +304,11 @@ impl StatsBatch {
         for (p, v) in &st.host {
             values[*p] = *v;
         }
-        let base_in = if shape.is_some() { N_MOMENT_SCALARS } else { 0 } + n_out;
+        let base_in = if primary.is_some() {
+            N_MOMENT_SCALARS
+        } else {
+            0
+        } + n_out;
         let mut fixups = Vec::new();
         let parts = st.dev.into_iter().map(|(d, t, ps)| (d, t, ps, 0)).chain(
             pre.into_iter()
@@ -316,7 +339,7 @@ impl StatsBatch {
         }
         self.pending.push(Pending {
             rec,
-            shape,
+            primary,
             n_out,
             values,
             fixups,
@@ -347,16 +370,23 @@ impl StatsBatch {
             }
             let mut rec = p.rec;
             let mut rest = &p.values[..];
-            if let Some((shape, dtype, nonempty)) = p.shape {
+            let mut l1 = None;
+            if let Some(pr) = p.primary {
                 let m = &rest[..N_MOMENT_SCALARS];
                 rest = &rest[N_MOMENT_SCALARS..];
+                if pr.nonempty {
+                    l1 = Some((pr.index, m[0]));
+                }
                 rec.stats = Some(Stats {
-                    shape,
-                    dtype: dtype.to_string(),
-                    moments: nonempty.then(|| moments_from(m)),
+                    shape: pr.shape,
+                    dtype: pr.dtype.to_string(),
+                    moments: pr.nonempty.then(|| moments_from(m)),
                 });
             }
             rec.output_hashes = rest[..p.n_out].to_vec();
+            if let Some((i, v)) = l1 {
+                rec.output_hashes[i] = v; // the primary's hash is its L1 norm
+            }
             rec.input_hashes = rest[p.n_out..].to_vec();
             out.push(rec);
         }
@@ -420,14 +450,16 @@ impl Capture {
         }
     }
 
-    /// Records one op and returns its key. `input_ids` are the identities of
+    /// Records one op and returns its key. `primary` is the index in
+    /// `outputs` of the output whose Shape and stats are written (`None`:
+    /// a hash-only record). `input_ids` are the identities of
     /// the input tensors (aligned with `inputs`), `output_ids` those of its
     /// outputs: a later input with the id of this op's output gets this key
     /// as its producer.
     pub fn record(
         &mut self,
         meta: OpRecord<'_>,
-        primary: Option<&Tensor>,
+        primary: Option<usize>,
         outputs: &[&Tensor],
         inputs: Inputs<'_>,
         input_ids: &[u64],

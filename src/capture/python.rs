@@ -92,14 +92,9 @@ impl Capture {
         output_ids: Vec<u64>,
     ) -> PyResult<String> {
         let outs: Vec<&tch::Tensor> = outputs.iter().map(|t| &t.0).collect();
-        let prim = match primary {
-            Some(i) => Some(
-                *outs
-                    .get(i)
-                    .ok_or_else(|| PyTypeError::new_err("primary index out of range"))?,
-            ),
-            None => None,
-        };
+        if primary.is_some_and(|i| i >= outs.len()) {
+            return Err(PyTypeError::new_err("primary index out of range"));
+        }
         let meta = OpRecord {
             fqn,
             op,
@@ -122,7 +117,7 @@ impl Capture {
                 .core()
                 .record(
                     meta,
-                    prim,
+                    primary,
                     &outs,
                     Inputs::Hashed(h),
                     &input_ids,
@@ -135,7 +130,7 @@ impl Capture {
         self.core()
             .record(
                 meta,
-                prim,
+                primary,
                 &outs,
                 Inputs::Tensors(&ins),
                 &input_ids,

@@ -17,7 +17,7 @@
 //!   path, and every dtype's fallback.
 //! - [`host_stats`] on a CPU tensor: when the tensor is a plain strided
 //!   float32/float16/bfloat16 (or integer, bool, float64 for hashes) buffer,
-//!   one fused pass over it in Rust — every sum accumulated in float64 in 8
+//!   one fused pass over it in Rust — every sum accumulated in float64 in 16
 //!   lanes over blocks of 256 elements, blocks combined pairwise (rayon
 //!   splits large tensors; the split points depend only on the length, so
 //!   the result is the same for any thread count). Min and max are exact;
@@ -212,28 +212,50 @@ impl FElem for f32 {
         self
     }
 }
+/// float16 bits to float32, exactly, without branches the compiler cannot
+/// turn into selects (F. Giesen's `half_to_float_fast4`), so blocks of
+/// float16 vectorize; `half`'s own conversion checks the CPU per element.
+#[inline(always)]
+fn f16_bits_to_f32(h: u16) -> f32 {
+    const SHIFTED_EXP: u32 = 0x7c00 << 13;
+    let magic = f32::from_bits(113 << 23);
+    let mut o = ((h & 0x7fff) as u32) << 13;
+    let exp = SHIFTED_EXP & o;
+    o += (127 - 15) << 23;
+    let inf_nan = o + ((128 - 16) << 23);
+    let denorm = (f32::from_bits(o + (1 << 23)) - magic).to_bits();
+    o = if exp == SHIFTED_EXP {
+        inf_nan
+    } else if exp == 0 {
+        denorm
+    } else {
+        o
+    };
+    f32::from_bits(o | (((h & 0x8000) as u32) << 16))
+}
+
 impl Elem for f16 {
     #[inline(always)]
     fn hv(self) -> f64 {
-        self.to_f32() as f64
+        f16_bits_to_f32(self.to_bits()) as f64
     }
 }
 impl FElem for f16 {
     #[inline(always)]
     fn f(self) -> f32 {
-        self.to_f32()
+        f16_bits_to_f32(self.to_bits())
     }
 }
 impl Elem for bf16 {
     #[inline(always)]
     fn hv(self) -> f64 {
-        self.to_f32() as f64
+        f32::from_bits((self.to_bits() as u32) << 16) as f64
     }
 }
 impl FElem for bf16 {
     #[inline(always)]
     fn f(self) -> f32 {
-        self.to_f32()
+        f32::from_bits((self.to_bits() as u32) << 16)
     }
 }
 impl Elem for f64 {
@@ -255,10 +277,15 @@ macro_rules! int_elem {
 int_elem!(i64, i32, i16, i8, u8);
 
 const BLOCK: usize = 256;
-const LANES: usize = 8;
+/// Independent accumulators per statistic: enough to keep float64 adds
+/// throughput-bound (not latency-bound) with 4-wide SIMD.
+const LANES: usize = 16;
 /// Halves at least this long are reduced in parallel.
 const PAR_MIN: usize = 1 << 16;
 
+/// Sums of one block or half, and min/max ignoring NaN. NaN and Inf are
+/// counted only when the L1 sum says there are any (a float32 value cannot
+/// overflow a float64 sum, so an L1 that is finite means none).
 #[derive(Clone, Copy)]
 struct Acc {
     l1: f64,
@@ -266,8 +293,6 @@ struct Acc {
     sum: f64,
     min: f32,
     max: f32,
-    nan: u64,
-    inf: u64,
 }
 
 impl Acc {
@@ -276,17 +301,24 @@ impl Acc {
             l1: a.l1 + b.l1,
             sq: a.sq + b.sq,
             sum: a.sum + b.sum,
-            min: a.min.min(b.min),
-            max: a.max.max(b.max),
-            nan: a.nan + b.nan,
-            inf: a.inf + b.inf,
+            min: if b.min < a.min { b.min } else { a.min },
+            max: if b.max > a.max { b.max } else { a.max },
         }
     }
 }
 
+/// Pairwise sum of the lanes.
 #[inline(always)]
-fn tree8(v: [f64; LANES]) -> f64 {
-    ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]))
+fn tree(v: [f64; LANES]) -> f64 {
+    let mut w = v;
+    let mut n = LANES;
+    while n > 1 {
+        n /= 2;
+        for i in 0..n {
+            w[i] = w[2 * i] + w[2 * i + 1];
+        }
+    }
+    w[0]
 }
 
 /// Split point of a pairwise reduction: a block boundary near the middle.
@@ -312,51 +344,97 @@ fn pairwise<T: Copy + Send + Sync, A: Copy + Send>(
     merge(a, b)
 }
 
-fn moments_block<T: FElem>(x: &[T]) -> Acc {
+/// One block: 16 independent lanes (the compiler turns them into SIMD
+/// registers; the order of additions is the same whatever the instruction
+/// set, so the result is too: x² of a float32 value is exact in float64,
+/// so even a fused multiply-add rounds the same).
+#[inline(always)]
+fn moments_block_body<T: FElem>(x: &[T]) -> Acc {
+    // Convert the block once (float32 for min/max, float64 for the sums),
+    // then one simple loop per statistic over the L1-cache resident values:
+    // each loop vectorizes cleanly.
+    let n = x.len();
+    let mut fb = [0f32; BLOCK];
+    let mut db = [0f64; BLOCK];
+    for ((o, d), e) in fb.iter_mut().zip(db.iter_mut()).zip(x) {
+        let v = e.f();
+        *o = v;
+        *d = v as f64;
+    }
+    let (f, d) = (&fb[..n], &db[..n]);
     let mut l1 = [0f64; LANES];
     let mut sq = [0f64; LANES];
     let mut sum = [0f64; LANES];
     let mut mn = [f32::INFINITY; LANES];
     let mut mx = [f32::NEG_INFINITY; LANES];
-    let mut nan = 0u64;
-    let mut inf = 0u64;
-    let mut it = x.chunks_exact(LANES);
-    for c in &mut it {
+    let full = n - n % LANES;
+    for c in d[..full].chunks_exact(LANES) {
         for l in 0..LANES {
-            let v = c[l].f();
-            let d = v as f64;
-            l1[l] += d.abs();
-            sq[l] += d * d;
-            sum[l] += d;
-            mn[l] = mn[l].min(v);
-            mx[l] = mx[l].max(v);
-            nan += v.is_nan() as u64;
-            inf += v.is_infinite() as u64;
+            l1[l] += c[l].abs();
         }
     }
-    for (l, e) in it.remainder().iter().enumerate() {
-        let v = e.f();
-        let d = v as f64;
-        l1[l] += d.abs();
-        sq[l] += d * d;
-        sum[l] += d;
-        mn[l] = mn[l].min(v);
-        mx[l] = mx[l].max(v);
-        nan += v.is_nan() as u64;
-        inf += v.is_infinite() as u64;
+    for c in d[..full].chunks_exact(LANES) {
+        for l in 0..LANES {
+            sq[l] += c[l] * c[l];
+        }
     }
-    Acc {
-        l1: tree8(l1),
-        sq: tree8(sq),
-        sum: tree8(sum),
-        min: mn.iter().copied().fold(f32::INFINITY, f32::min),
-        max: mx.iter().copied().fold(f32::NEG_INFINITY, f32::max),
-        nan,
-        inf,
+    for c in d[..full].chunks_exact(LANES) {
+        for l in 0..LANES {
+            sum[l] += c[l];
+        }
     }
+    for c in f[..full].chunks_exact(LANES) {
+        for l in 0..LANES {
+            let v = c[l];
+            mn[l] = if v < mn[l] { v } else { mn[l] };
+            mx[l] = if v > mx[l] { v } else { mx[l] };
+        }
+    }
+    for (l, (&v, &dv)) in f[full..].iter().zip(&d[full..]).enumerate() {
+        l1[l] += dv.abs();
+        sq[l] += dv * dv;
+        sum[l] += dv;
+        mn[l] = if v < mn[l] { v } else { mn[l] };
+        mx[l] = if v > mx[l] { v } else { mx[l] };
+    }
+    let mut a = Acc {
+        l1: tree(l1),
+        sq: tree(sq),
+        sum: tree(sum),
+        min: mn[0],
+        max: mx[0],
+    };
+    for l in 1..LANES {
+        a.min = if mn[l] < a.min { mn[l] } else { a.min };
+        a.max = if mx[l] > a.max { mx[l] } else { a.max };
+    }
+    a
 }
 
-fn l1_block<T: Elem>(x: &[T]) -> f64 {
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn moments_block_avx2<T: FElem>(x: &[T]) -> Acc {
+    moments_block_body(x)
+}
+
+/// Whether the AVX2 build of the block kernels can run (checked once; it
+/// gives the same bits as the plain build).
+fn simd() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::OnceLock;
+        static SIMD: OnceLock<bool> = OnceLock::new();
+        *SIMD.get_or_init(|| {
+            use std::arch::is_x86_feature_detected as has;
+            has!("avx2") && has!("fma") && has!("f16c")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+#[inline(always)]
+fn l1_block_body<T: Elem>(x: &[T]) -> f64 {
     let mut l1 = [0f64; LANES];
     let mut it = x.chunks_exact(LANES);
     for c in &mut it {
@@ -367,13 +445,50 @@ fn l1_block<T: Elem>(x: &[T]) -> f64 {
     for (l, e) in it.remainder().iter().enumerate() {
         l1[l] += e.hv().abs();
     }
-    tree8(l1)
+    tree(l1)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn l1_block_avx2<T: Elem>(x: &[T]) -> f64 {
+    l1_block_body(x)
+}
+
+/// NaN and Inf counts (the rare path: only when the L1 is not finite).
+fn count_nonfinite<T: FElem>(x: &[T]) -> (u64, u64) {
+    let f = |c: &[T]| {
+        c.iter().fold((0u64, 0u64), |(n, i), e| {
+            let v = e.f();
+            (n + v.is_nan() as u64, i + v.is_infinite() as u64)
+        })
+    };
+    if x.len() >= PAR_MIN {
+        use rayon::prelude::*;
+        x.par_chunks(PAR_MIN)
+            .map(f)
+            .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+    } else {
+        f(x)
+    }
 }
 
 fn fused_moments<T: FElem>(x: &[T]) -> TensorStats {
-    let a = pairwise(x, &moments_block::<T>, &Acc::merge);
+    #[cfg(target_arch = "x86_64")]
+    let a = if simd() {
+        // SAFETY: simd() checked the CPU has the features the kernel uses.
+        pairwise(x, &|b| unsafe { moments_block_avx2(b) }, &Acc::merge)
+    } else {
+        pairwise(x, &moments_block_body::<T>, &Acc::merge)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let a = pairwise(x, &moments_block_body::<T>, &Acc::merge);
     let n = x.len() as f64;
-    let (min, max) = if a.nan > 0 {
+    let (nan, inf) = if a.l1.is_finite() {
+        (0, 0)
+    } else {
+        count_nonfinite(x)
+    };
+    let (min, max) = if nan > 0 {
         (f64::NAN, f64::NAN)
     } else {
         (a.min as f64, a.max as f64)
@@ -385,14 +500,19 @@ fn fused_moments<T: FElem>(x: &[T]) -> TensorStats {
             min,
             max,
             mean: a.sum / n,
-            nan_count: a.nan,
-            inf_count: a.inf,
+            nan_count: nan,
+            inf_count: inf,
         }),
     }
 }
 
 fn fused_l1<T: Elem>(x: &[T]) -> f64 {
-    pairwise(x, &l1_block::<T>, &|a, b| a + b)
+    #[cfg(target_arch = "x86_64")]
+    if simd() {
+        // SAFETY: simd() checked the CPU has the features the kernel uses.
+        return pairwise(x, &|b| unsafe { l1_block_avx2(b) }, &|a, b| a + b);
+    }
+    pairwise(x, &l1_block_body::<T>, &|a, b| a + b)
 }
 
 /// The fused pass, when `t`'s buffer allows it.
@@ -470,6 +590,57 @@ mod tests {
         for n in [BLOCK + 1, 2 * BLOCK, 2 * BLOCK + 1, 1000, 1 << 20] {
             let s = split(n);
             assert!(s > 0 && s < n && s % BLOCK == 0, "{n} {s}");
+        }
+    }
+
+    #[test]
+    fn half_conversions_are_exact() {
+        for b in 0..=u16::MAX {
+            let want = f16::from_bits(b).to_f32();
+            let got = f16_bits_to_f32(b);
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "f16 {b:#06x}: {got} vs {want}"
+            );
+            let want = bf16::from_bits(b).to_f32();
+            let got = bf16::from_bits(b).f();
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "bf16 {b:#06x}"
+            );
+        }
+    }
+
+    /// The SIMD build of a block adds in the same order as the plain one.
+    #[test]
+    fn simd_and_plain_blocks_agree_bitwise() {
+        let mut r = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            r ^= r << 13;
+            r ^= r >> 7;
+            r ^= r << 17;
+            ((r >> 11) as f64 / (1u64 << 53) as f64 - 0.5) as f32 * 1e3
+        };
+        let x: Vec<f32> = (0..BLOCK - 3).map(|_| next()).collect();
+        let h: Vec<f16> = x.iter().map(|v| f16::from_f32(*v)).collect();
+        let b: Vec<bf16> = x.iter().map(|v| bf16::from_f32(*v)).collect();
+        fn same(a: Acc, b: Acc) {
+            assert_eq!(
+                (a.l1.to_bits(), a.sq.to_bits(), a.sum.to_bits()),
+                (b.l1.to_bits(), b.sq.to_bits(), b.sum.to_bits())
+            );
+            assert_eq!((a.min, a.max), (b.min, b.max));
+        }
+        if !simd() {
+            return;
+        }
+        // SAFETY: simd() checked the CPU features.
+        unsafe {
+            same(moments_block_avx2(&x), moments_block_body(&x));
+            same(moments_block_avx2(&h), moments_block_body(&h));
+            same(moments_block_avx2(&b), moments_block_body(&b));
+            assert_eq!(l1_block_avx2(&x).to_bits(), l1_block_body(&x).to_bits());
+            assert_eq!(l1_block_avx2(&h).to_bits(), l1_block_body(&h).to_bits());
         }
     }
 

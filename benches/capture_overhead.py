@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+"""Capture overhead of actdiff_capture vs the reference way (Python, one
+`.item()` per statistic), on CPU.
+
+    python benches/capture_overhead.py [--quick] [--json FILE]
+
+Needs the extension installed (scripts/capture-ci.sh or `maturin develop`).
+Three measurements, medians of repeated runs:
+
+1. stats per tensor (float32, 4K / 1M / 16M elements): the reference's
+   `_compute_stats` + DebugMode's `norm_hash_fn` (five `.item()` calls) vs
+   the agent's `Capture.record` (Rust: fused pass, queued for the writer
+   thread) and vs the agent's libtorch path (the ops a GPU gets, read back
+   once per record here);
+2. per op under a dispatch mode (an `add` of two 4K tensors, 2 input hashes
+   + output stats): plain, the agent's Profiler armed, and a minimal Python
+   TorchDispatchMode doing the reference's statistics (a lower bound of the
+   reference tracer, which also records stack traces through DebugMode);
+3. end to end: one training step of the small Llama-style model of
+   tests/python/llama.py (and a larger one), without capture, with the
+   agent, with the Python reference mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import actdiff_capture
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
+from llama import Llama, batch  # noqa: E402
+
+# ---------------------------------------------------------------------------
+# The reference way (TorchTitan's activation_tracer._compute_stats and
+# torch.utils._debug_mode norm_hash_fn): one .item() per statistic.
+
+
+def ref_hash(t: torch.Tensor) -> float:
+    if not (t.is_floating_point() or t.is_complex()):
+        t = t.float()
+    t = t.contiguous()
+    t = t.to(torch.complex128) if t.is_complex() else t.to(torch.float64)
+    return t.norm(p=1).item()
+
+
+def ref_stats(t: torch.Tensor) -> dict:
+    t64 = t.to(dtype=torch.float64)
+    return {
+        "Shape": f"{t.shape}, Dtype: {t.dtype}",
+        "L2 norm": f"{t64.norm(p=2).item():.6e}",
+        "Min": f"{t.float().min().item():.6e}",
+        "Max": f"{t.float().max().item():.6e}",
+        "Mean": f"{t64.mean().item():.6e}",
+    }
+
+
+def timeit(fn, reps: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+# ---------------------------------------------------------------------------
+# 1. stats per tensor
+
+
+def bench_stats(quick: bool) -> list[dict]:
+    out = []
+    tmp = tempfile.mkdtemp()
+    sizes = [(4096, 2000), (1 << 20, 30), (16 << 20, 5)]
+    if quick:
+        sizes = [(4096, 300), (1 << 20, 5), (16 << 20, 2)]
+    for n, reps in sizes:
+        t = torch.randn(n)
+        ref = timeit(lambda: (ref_stats(t), ref_hash(t)), reps)
+        cap = actdiff_capture.Capture(os.path.join(tmp, f"s{n}.log"))
+        agent = timeit(lambda: cap.record("m", "op", False, None, 0, [t], [], [], [1]), reps)
+        cap.finish()
+        capd = actdiff_capture.Capture(os.path.join(tmp, f"d{n}.log"), device_path=True)
+
+        def dev():
+            capd.record("m", "op", False, None, 0, [t], [], [], [1])
+            capd.flush()
+
+        agent_dev = timeit(dev, reps)
+        capd.finish()
+        out.append(
+            {
+                "numel": n,
+                "reference_us": ref * 1e6,
+                "agent_us": agent * 1e6,
+                "agent_libtorch_path_us": agent_dev * 1e6,
+                "speedup": ref / agent,
+            }
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------
+# 2. per op in a dispatch mode
+
+_EXCLUDED = actdiff_capture.EXCLUDED_OPS
+_FLOATS = {torch.float32, torch.float16, torch.bfloat16}
+
+
+class RefMode(TorchDispatchMode):
+    """The reference tracer's statistics in Python (without DebugMode's stack
+    traces and tensor-id bookkeeping: a lower bound of its cost)."""
+
+    def __init__(self, min_numel=1000):
+        super().__init__()
+        self.min_numel = min_numel
+        self.records = []
+        self.counters = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name.split("::")[-1]
+        if name in _EXCLUDED:
+            return func(*args, **kwargs)
+        ins = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+        in_hashes = [ref_hash(a) for a in ins]
+        out = func(*args, **kwargs)
+        outs = [o for o in torch.utils._pytree.tree_leaves(out) if isinstance(o, torch.Tensor)]
+        prim = next((o for o in outs if o.dtype in _FLOATS and o.numel() >= self.min_numel), None)
+        if prim is None and not (name.endswith("_") and (ins or outs)):
+            return out
+        stats = ref_stats(prim) if prim is not None else {}
+        seq = self.counters.get(name, 0)
+        self.counters[name] = seq + 1
+        self.records.append((f"<none>/op_{seq}_{name}", stats, [ref_hash(o) for o in outs], in_hashes))
+        return out
+
+
+class DebugModeReference:
+    """The reference tracer's capture configuration on torch's own DebugMode
+    (record_nn_module, record_stack_trace, record_ids, norm hashes of inputs
+    and outputs, and a record hook computing the stats of captured outputs
+    with one .item() per statistic); without its materialization and file
+    writing."""
+
+    def __init__(self, min_numel=1000):
+        from torch.utils._debug_mode import DebugMode
+
+        self.min_numel = min_numel
+        self.dm = DebugMode(
+            record_realtensor=True,
+            record_faketensor=False,
+            record_nn_module=True,
+            record_stack_trace=True,
+            record_ids=True,
+        )
+        self.ctxs = [
+            self.dm,
+            DebugMode.log_tensor_hashes(hash_fn="norm", hash_inputs=True),
+            DebugMode.dispatch_hooks(record_hook=self.hook),
+        ]
+
+    def hook(self, func, types, args, kwargs, result):
+        name = func._schema.name.split("::")[-1]
+        if name in _EXCLUDED:
+            return {}
+        outs = [o for o in torch.utils._pytree.tree_leaves(result) if isinstance(o, torch.Tensor)]
+        prim = next((o for o in outs if o.dtype in _FLOATS and o.numel() >= self.min_numel), None)
+        rec = {"phase": "backward" if torch._C._current_autograd_node() is not None else "forward"}
+        if prim is not None:
+            rec["stats"] = ref_stats(prim)
+        return rec
+
+    def __enter__(self):
+        for c in self.ctxs:
+            c.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        for c in reversed(self.ctxs):
+            c.__exit__(*exc)
+
+    def count(self):
+        return sum(1 for op in self.dm.operators if getattr(op, "record", None) and op.record.get("stats"))
+
+
+class AgentCtx:
+    def __init__(self, model, tmp):
+        self.p = actdiff_capture.Profiler(model, tmp, capture_step=1)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.p.step()  # flush and write the log
+
+    def count(self):
+        return self.p.count
+
+
+class RefCtx(RefMode):
+    def count(self):
+        return len(self.records)
+
+
+MODES = {
+    "agent": lambda model, tmp: AgentCtx(model, tmp),
+    "reference_python": lambda model, tmp: RefCtx(),
+    "reference_debugmode": lambda model, tmp: DebugModeReference(),
+}
+
+
+def bench_ops(quick: bool) -> dict:
+    n_ops = 300 if quick else 2000
+    x = torch.randn(4096)
+    y = torch.randn(4096)
+    model = torch.nn.Identity()
+    tmp = tempfile.mkdtemp()
+
+    def loop():
+        for _ in range(n_ops):
+            torch.add(x, y)
+
+    reps = 3 if quick else 7
+    res = {"op": "add(4096, 4096)", "plain_us": timeit(loop, reps) / n_ops * 1e6}
+    for name, make in MODES.items():
+        ts = []
+        for _ in range(reps + 1):
+            ctx = make(model, tmp)
+            with ctx:
+                t0 = time.perf_counter()
+                loop()
+                ts.append(time.perf_counter() - t0)
+        res[f"{name}_us"] = statistics.median(ts[1:]) / n_ops * 1e6
+        res[f"{name}_overhead_us"] = res[f"{name}_us"] - res["plain_us"]
+    for name in ("reference_python", "reference_debugmode"):
+        res[f"ratio_{name}"] = res[f"{name}_overhead_us"] / res["agent_overhead_us"]
+    return res
+
+
+# ---------------------------------------------------------------------------
+# 3. end to end
+
+
+def step_time(cfg: dict, mode: str | None, reps: int) -> tuple[float, int]:
+    torch.manual_seed(0)
+    model = Llama(**cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+    x, y = batch(1, vocab=cfg["vocab"], bsz=2, seq=64)
+    tmp = tempfile.mkdtemp()
+
+    def one():
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    one()  # warm up
+    ts = []
+    count = 0
+    for _ in range(reps):
+        if mode is None:
+            t0 = time.perf_counter()
+            one()
+            ts.append(time.perf_counter() - t0)
+            continue
+        ctx = MODES[mode](model, tmp)
+        t0 = time.perf_counter()
+        with ctx:
+            one()
+        ts.append(time.perf_counter() - t0)
+        count = ctx.count()
+    return statistics.median(ts), count
+
+
+def bench_e2e(quick: bool) -> list[dict]:
+    cfgs = [
+        ("small (tests): dim 64, 3 layers, vocab 256", dict(vocab=256, dim=64, n_layers=3, n_heads=4, hidden=192)),
+        ("testdata-size: dim 256, 4 layers, vocab 2000", dict(vocab=2000, dim=256, n_layers=4, n_heads=8, hidden=768)),
+    ]
+    reps = 3 if quick else 7
+    out = []
+    for name, cfg in cfgs:
+        r = {"model": name}
+        r["step_ms"], _ = step_time(cfg, None, reps)
+        r["step_ms"] *= 1e3
+        for mode in MODES:
+            t, n = step_time(cfg, mode, reps)
+            r[f"{mode}_ms"] = t * 1e3
+            r[f"{mode}_overhead_ms"] = t * 1e3 - r["step_ms"]
+            r[f"{mode}_ops"] = n
+        for mode in ("reference_python", "reference_debugmode"):
+            r[f"ratio_{mode}"] = r[f"{mode}_overhead_ms"] / r["agent_overhead_ms"]
+        out.append(r)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke test)")
+    ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1: stable numbers on a shared box)")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    info = {
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "loadavg": os.getloadavg(),
+        "device": "cpu (no GPU measured)",
+    }
+    print(f"# torch {info['torch']}, {info['threads']} intra-op threads, {info['cpus']} CPUs, load {info['loadavg'][0]:.1f}; CPU only")
+    res = {"info": info}
+    res["stats"] = bench_stats(a.quick)
+    print("\n## stats of one float32 tensor (us per tensor, median)")
+    print("| numel | reference (5 .item()) | agent Capture.record | agent libtorch path | speedup |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for r in res["stats"]:
+        print(f"| {r['numel']:,} | {r['reference_us']:.1f} | {r['agent_us']:.1f} | {r['agent_libtorch_path_us']:.1f} | {r['speedup']:.1f}x |")
+    res["ops"] = bench_ops(a.quick)
+    r = res["ops"]
+    print("\n## per op under a dispatch mode (us per op, median; overhead = minus the plain op)")
+    print("| op | plain | agent | reference in Python | reference on DebugMode | agent overhead | Python ref. overhead | DebugMode ref. overhead |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(
+        f"| {r['op']} | {r['plain_us']:.1f} | {r['agent_us']:.1f} | {r['reference_python_us']:.1f} | {r['reference_debugmode_us']:.1f} "
+        f"| {r['agent_overhead_us']:.1f} | {r['reference_python_overhead_us']:.1f} ({r['ratio_reference_python']:.1f}x) "
+        f"| {r['reference_debugmode_overhead_us']:.1f} ({r['ratio_reference_debugmode']:.1f}x) |"
+    )
+    res["e2e"] = bench_e2e(a.quick)
+    print("\n## one training step: forward, backward, AdamW (ms, median; the agent's time includes writing the log)")
+    print("| model | ops (agent) | step | + agent | + reference in Python | + reference on DebugMode |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for r in res["e2e"]:
+        print(
+            f"| {r['model']} | {r['agent_ops']} | {r['step_ms']:.1f} | {r['agent_overhead_ms']:.1f} "
+            f"| {r['reference_python_overhead_ms']:.1f} ({r['ratio_reference_python']:.1f}x) "
+            f"| {r['reference_debugmode_overhead_ms']:.1f} ({r['ratio_reference_debugmode']:.1f}x) |"
+        )
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
