@@ -37,20 +37,25 @@ use tera::{Context, Tera};
 use super::summary::{page_file, CausesSummary, PageRef, RowRef, SideSummary};
 use super::{PagePlan, RankComparison, RankSummary, ReportError, ReportOptions, Summary};
 use crate::matcher::cause::CauseKind;
-use crate::matcher::compare::{compare_hashes, split_tokens, stat_diffs};
-use crate::matcher::{
-    Counts, MatchRow, Status, Tolerance, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED,
-};
+use crate::matcher::compare::{compare_hashes, split_tokens, stat_diffs, token_number};
+use crate::matcher::notes::{self, dims_difference};
+use crate::matcher::policy::dtype_of;
+use crate::matcher::{Counts, MatchRow, Policy, Source, Status, Tolerance};
 use crate::parser::{Field, OpTable};
 
 /// The built-in templates: (name, text). Names ending in `.html` are
 /// autoescaped; the CSS and JS are static text included by the pages.
-const TEMPLATES: [(&str, &str); 5] = [
+const TEMPLATES: [(&str, &str); 7] = [
     ("report.css", include_str!("../../templates/report.css")),
     ("report.js", include_str!("../../templates/report.js")),
     ("macros.html", include_str!("../../templates/macros.html")),
     ("page.html", include_str!("../../templates/page.html")),
     ("index.html", include_str!("../../templates/index.html")),
+    (
+        "overview.html",
+        include_str!("../../templates/overview.html"),
+    ),
+    ("index.js", include_str!("../../templates/index.js")),
 ];
 
 /// A displayed cell longer than this (in bytes) is clipped to about three
@@ -262,6 +267,7 @@ fn status_counts(c: &Counts, name1: &str, name2: &str) -> Vec<StatusCount> {
         sc(Status::Diff, "diff".into(), c.diff),
         sc(Status::Only1, format!("only in {name1}"), c.only1),
         sc(Status::Only2, format!("only in {name2}"), c.only2),
+        sc(Status::Missing, "missing".into(), c.missing),
         sc(Status::Truncated, "truncated".into(), c.truncated),
     ]
 }
@@ -298,22 +304,36 @@ struct Rich<'a> {
     c: bool,
     /// Colour class `x{n}` of a differing cell; 0 when not coloured.
     x: u32,
+    /// Another class when `x` is 0: `m` (absent), `nf` (holds NaN or Inf),
+    /// `nfx` (holds NaN or Inf and differs), `nfd` (finite, differs from a
+    /// NaN or Inf); "" for none.
+    k: &'static str,
     /// Title of a differing cell (run 2's side only; "" otherwise).
     d: String,
 }
 
+/// Whether a field's text holds a NaN or an infinity (any of its values).
+fn has_nonfinite(b: &[u8]) -> bool {
+    // `%.6e` numbers hold no `n`/`N`; only then look closer.
+    memchr::memchr2(b'n', b'N', b).is_some()
+        && split_tokens(b).any(|tok| token_number(tok).is_some_and(|x| !x.is_finite()))
+}
+
 impl<'a> Cell<'a> {
-    /// A field's cell: absent, clipped or plain.
+    /// A field's cell: absent, clipped or plain; a value holding NaN or Inf
+    /// gets the class `nf`.
     fn text(b: &'a [u8]) -> Cell<'a> {
         if b.is_empty() {
             Cell::Rich(Box::new(Rich {
                 m: true,
+                k: "m",
                 ..Rich::default()
             }))
-        } else if b.len() > CLIP_LEN {
+        } else if b.len() > CLIP_LEN || has_nonfinite(b) {
             Cell::Rich(Box::new(Rich {
                 t: String::from_utf8_lossy(b),
-                c: true,
+                c: b.len() > CLIP_LEN,
+                k: if has_nonfinite(b) { "nf" } else { "" },
                 ..Rich::default()
             }))
         } else {
@@ -339,26 +359,38 @@ impl<'a> Cell<'a> {
         Cell::Rich(Box::new(Rich {
             v,
             c: hashes.len() > CLIP_LEN,
+            k: if has_nonfinite(hashes) { "nf" } else { "" },
             ..Rich::default()
         }))
     }
+    /// The cell's attributes, made rich first if needed.
+    fn rich(&mut self) -> &mut Rich<'a> {
+        if let Cell::Plain(t) = self {
+            *self = Cell::Rich(Box::new(Rich {
+                t: std::mem::take(t),
+                ..Rich::default()
+            }));
+        }
+        match self {
+            Cell::Rich(r) => r,
+            Cell::Plain(_) => unreachable!(),
+        }
+    }
+    /// Whether the cell holds a NaN or an infinity.
+    fn nonfinite(&self) -> bool {
+        matches!(self, Cell::Rich(r) if r.k == "nf")
+    }
     /// Colours the cell with class `x` (and `title`, if not empty).
     fn colour(&mut self, x: u32, title: String) {
-        let rich = match self {
-            Cell::Rich(r) => r,
-            Cell::Plain(t) => {
-                *self = Cell::Rich(Box::new(Rich {
-                    t: std::mem::take(t),
-                    ..Rich::default()
-                }));
-                match self {
-                    Cell::Rich(r) => r,
-                    Cell::Plain(_) => unreachable!(),
-                }
-            }
-        };
+        let rich = self.rich();
         rich.x = x;
         rich.d = title;
+    }
+    /// Marks the cell as part of a difference involving NaN or Inf.
+    fn colour_nonfinite(&mut self, title: &str) {
+        let rich = self.rich();
+        rich.k = if rich.k == "nf" { "nfx" } else { "nfd" };
+        rich.d = title.to_string();
     }
 }
 
@@ -402,43 +434,93 @@ struct PairCtx<'a> {
     k1: Cow<'a, str>,
     /// Run 2's key when it differs from run 1's ("" otherwise).
     k2: Cow<'a, str>,
-    /// Log line numbers of the blocks (`lines 12 / 14`).
-    lines: String,
-    /// Notes shown as chips: (class, text), e.g. `("origin", "origin")`.
+    /// Title of the key cell: log line numbers of the blocks and the
+    /// tolerance or rule applied (`lines 12 / 14 · default: hashes rel <= 1e-8`).
+    title: String,
+    /// The tolerance or rule applied, shown as a chip on diverging rows
+    /// judged by a rule or a per-dtype default ("" on the others, where it
+    /// is in the title only).
+    tol: String,
+    /// Chips: (class, text), e.g. `("nt origin", "origin")`.
     notes: Vec<(&'static str, String)>,
+    /// The row's notes not shown as chips, joined with ` · `.
+    nx: String,
     /// The cells of run 1's and run 2's side (`null` for a missing side).
     s: [Option<Vec<Cell<'a>>>; 2],
 }
 
-/// Chips for what the row's status alone does not tell: where a divergence
-/// starts or enters (root cause), rows that do not gate the exit status, and
-/// values non-finite in one run only. Inherited divergence, the common case,
-/// gets none.
-fn row_notes(
+/// Chips and notes of a row. Chips show what the row's status alone does
+/// not tell, at a glance: where a divergence starts or enters (root cause),
+/// a dtype or shape change, rows that do not gate the exit status, values
+/// non-finite in one run only. The row's other notes
+/// ([`crate::matcher::notes::row_notes`]: which input differs, a one-sided
+/// row's position, a missing hash, a normalised key, ...) are returned as
+/// text.
+fn row_chips(
     rc: &RankComparison<'_>,
     index: usize,
     row: &MatchRow,
-    (name1, name2): (&str, &str),
-) -> Vec<(&'static str, String)> {
-    let mut notes = Vec::new();
-    match rc.matches.cause_kinds.get(index).copied().flatten() {
-        Some(CauseKind::Origin) => notes.push(("origin", "origin".to_string())),
-        Some(CauseKind::Entry) => notes.push(("entry", "entry".to_string())),
-        Some(CauseKind::ViaCollective) => notes.push(("entry", "entry via collective".to_string())),
+    names: (&str, &str),
+) -> (Vec<(&'static str, String)>, String) {
+    let mut chips = Vec::new();
+    let cause = rc.matches.cause_kinds.get(index).copied().flatten();
+    match cause {
+        Some(CauseKind::Origin) => chips.push(("nt origin", "origin".to_string())),
+        Some(CauseKind::Entry) => chips.push(("nt entry", "entry".to_string())),
+        Some(CauseKind::ViaCollective) => {
+            chips.push(("nt entry", "entry via collective".to_string()))
+        }
         _ => {}
     }
-    if row.has(ROW_UNSYNCED) {
-        notes.push(("quiet", "unsynced collective: not gating".to_string()));
+    if let (Some(i), Some(j)) = (row.r1(), row.r2()) {
+        let (s1, s2) = (rc.t1.field(i, Field::Shape), rc.t2.field(j, Field::Shape));
+        if !s1.is_empty() && !s2.is_empty() && s1 != s2 {
+            let (d1, d2) = (dtype_of(s1), dtype_of(s2));
+            if d1 != d2 {
+                chips.push(("nt lbl", format!("dtype differs ({d1} → {d2})")));
+            }
+            if dims_difference(s1, s2).is_some() {
+                chips.push(("nt lbl", "shape differs".to_string()));
+            }
+        }
     }
-    if row.has(ROW_IGNORED) {
-        notes.push(("quiet", "ignored: not gating".to_string()));
+    let mut text: Vec<String> = Vec::new();
+    for n in notes::row_notes(rc.t1, rc.t2, rc.matches, index, names) {
+        if cause.is_some_and(|c| c.as_str() == n) && chips.iter().any(|(_, t)| *t == n) {
+            continue; // the cause chip says it
+        }
+        if n.starts_with("dtype ") && chips.iter().any(|(_, t)| t.starts_with("dtype differs")) {
+            continue; // the dtype chip says it
+        }
+        if n.starts_with("unsynced collective") || n.starts_with("ignored") {
+            chips.push(("nt quiet", n));
+        } else if n.starts_with("non-finite") {
+            chips.push(("nt nonfinite", n));
+        } else {
+            text.push(n);
+        }
     }
-    match (row.has(ROW_NONFINITE1), row.has(ROW_NONFINITE2)) {
-        (true, false) => notes.push(("nonfinite", format!("non-finite in {name1}"))),
-        (false, true) => notes.push(("nonfinite", format!("non-finite in {name2}"))),
-        _ => {}
+    (chips, text.join(" · "))
+}
+
+/// Descriptions of the tolerance sources of one page, each built once.
+#[derive(Default)]
+struct Tolerances {
+    seen: Vec<(Source, String)>,
+}
+
+impl Tolerances {
+    /// `policy.describe(source)`, cached.
+    fn describe(&mut self, policy: &Policy, source: Source) -> &str {
+        let i = match self.seen.iter().position(|(s, _)| *s == source) {
+            Some(i) => i,
+            None => {
+                self.seen.push((source, policy.describe(source)));
+                self.seen.len() - 1
+            }
+        };
+        &self.seen[i].1
     }
-    notes
 }
 
 fn pair_ctx<'a>(
@@ -446,6 +528,7 @@ fn pair_ctx<'a>(
     index: usize,
     row: &MatchRow,
     palette: &mut Palette,
+    tolerances: &mut Tolerances,
     names: (&str, &str),
 ) -> PairCtx<'a> {
     let (t1, t2) = (rc.t1, rc.t2);
@@ -453,6 +536,13 @@ fn pair_ctx<'a>(
     let mut b = row.r2().map(|j| side_cells(t2, j));
     if let (Some(i), Some(j), Some(sa), Some(sb)) = (row.r1(), row.r2(), a.as_mut(), b.as_mut()) {
         let mut mark = |col: usize, rd: f64| {
+            if sa[col].nonfinite() || sb[col].nonfinite() {
+                // A NaN or an infinity on either side: the non-finite
+                // colour, never the top of the finite scale.
+                sa[col].colour_nonfinite("non-finite difference");
+                sb[col].colour_nonfinite("non-finite difference");
+                return;
+            }
             // The title goes on run 2's cell only (the page script copies it
             // to run 1's on hover): most cells of a diverging page are
             // coloured, and this keeps 2,000-row pages under 2 MB.
@@ -489,15 +579,25 @@ fn pair_ctx<'a>(
         (None, Some(j)) => format!("line {}", t2.line(j)),
         _ => String::new(),
     };
+    let tol = tolerances.describe(&rc.matches.policy, row.source);
+    let (notes, nx) = row_chips(rc, index, row, names);
     PairCtx {
         id: super::summary::anchor(rc.rank1, index),
-        notes: row_notes(rc, index, row, names),
+        title: format!("{lines} · {tol}"),
+        tol: if matches!(row.status, Status::Diff | Status::Missing)
+            && row.source != Source::Default
+        {
+            tol.to_string()
+        } else {
+            String::new()
+        },
+        notes,
+        nx,
         st: row.status.as_str(),
         chip: row.strategy.chip(),
         sg: row.strategy.as_str().unwrap_or("none"),
         k1,
         k2,
-        lines,
         s: [a, b],
     }
 }
@@ -532,7 +632,11 @@ fn row_link(r: &RowRef) -> RowLink<'_> {
         _ => "",
     };
     RowLink {
-        href: format!("{}#{}", r.page, r.anchor),
+        href: if r.page.is_empty() {
+            String::new()
+        } else {
+            format!("{}#{}", r.page, r.anchor)
+        },
         key1,
         key2,
         st: r.status.as_str(),
@@ -589,6 +693,14 @@ fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
     }
 }
 
+/// One excluded op of one side.
+#[derive(Serialize)]
+struct ExOp<'a> {
+    op: &'a str,
+    /// The other run's list (of a rank this list applies to) lacks it.
+    only: bool,
+}
+
 /// Excluded ops of one side, for chips.
 #[derive(Serialize)]
 struct Excluded<'a> {
@@ -596,15 +708,37 @@ struct Excluded<'a> {
     /// Ranks this list applies to ("" on a rank page).
     ranks: String,
     recorded: bool,
-    ops: &'a [String],
+    ops: Vec<ExOp<'a>>,
+    /// The ops only in this run's list, comma-separated ("" when none).
+    only: String,
 }
 
-fn excluded<'a>(name: &'a str, ranks: String, ops: &'a Option<Vec<String>>) -> Excluded<'a> {
+/// The excluded ops of one side; `others` are the other run's lists of the
+/// same ranks (an op missing from any recorded one is marked).
+fn excluded<'a>(
+    name: &'a str,
+    ranks: String,
+    ops: &'a Option<Vec<String>>,
+    others: &[&Option<Vec<String>>],
+) -> Excluded<'a> {
+    let recorded = ops.is_some();
+    let list = ops.as_deref().unwrap_or(&[]);
+    let ops: Vec<ExOp<'a>> = list
+        .iter()
+        .map(|op| ExOp {
+            op,
+            only: others
+                .iter()
+                .any(|o| o.as_ref().is_some_and(|l| !l.contains(op))),
+        })
+        .collect();
+    let only: Vec<&str> = ops.iter().filter(|o| o.only).map(|o| o.op).collect();
     Excluded {
         name,
         ranks,
-        recorded: ops.is_some(),
-        ops: ops.as_deref().unwrap_or(&[]),
+        recorded,
+        only: only.join(", "),
+        ops,
     }
 }
 
@@ -631,6 +765,8 @@ struct PageCtx<'a> {
     first_divergence: Option<RowLink<'a>>,
     first_cause: Option<CauseLink<'a>>,
     excluded: Vec<Excluded<'a>>,
+    /// The two runs' excluded-ops lists differ.
+    excluded_differ: bool,
     /// Colour classes `x1`, `x2`, ... of the page's differing cells.
     palette: Vec<Colour>,
     /// Forward, then Backward.
@@ -661,6 +797,13 @@ fn thousands(n: u64) -> String {
 /// The plain statement of what the pages hold when they hold only the
 /// rows that are not `match`; empty when they hold every row.
 fn shown_note(s: &RankSummary) -> String {
+    if let Some(n) = s.html_cut_from {
+        // Plain digits on purpose: "100000 differing ops; detailed: first K".
+        return format!(
+            "{n} differing ops; detailed: first {} (HTML size budget, --html-budget-mb); every row: summary.json and --rows",
+            s.html_rows
+        );
+    }
     if !s.html_filtered {
         return String::new();
     }
@@ -694,9 +837,16 @@ pub fn write_rank_pages(
             end_row: ((k + 1) * per).min(n),
         })
         .collect();
-    refs.par_iter()
-        .enumerate()
-        .try_for_each(|(k, p)| write_page(rc, s, opts, plan, &refs, k, p))?;
+    let (pages, extra) = rayon::join(
+        || {
+            refs.par_iter()
+                .enumerate()
+                .try_for_each(|(k, p)| write_page(rc, s, opts, plan, &refs, k, p))
+        },
+        || write_overview(rc, plan, opts).and_then(|()| write_keys(rc, plan, opts)),
+    );
+    pages?;
+    extra?;
     Ok(refs)
 }
 
@@ -713,6 +863,7 @@ fn write_page(
     let mut backward = Vec::new();
     let mut pc = Counts::default();
     let mut palette = Palette::default();
+    let mut tolerances = Tolerances::default();
     for (index, row) in (p.first_row..p.end_row)
         .map(|k| plan.row(k))
         .map(|i| (i, &rc.matches.rows[i]))
@@ -723,7 +874,14 @@ fn write_page(
             (None, Some(j)) => rc.t2.is_backward(j),
             _ => false,
         };
-        let pair = pair_ctx(rc, index, row, &mut palette, (&opts.name1, &opts.name2));
+        let pair = pair_ctx(
+            rc,
+            index,
+            row,
+            &mut palette,
+            &mut tolerances,
+            (&opts.name1, &opts.name2),
+        );
         if bwd {
             backward.push(pair);
         } else {
@@ -731,6 +889,20 @@ fn write_page(
         }
     }
     let file = |i: usize| refs.get(i).map(|r| r.file.clone()).unwrap_or_default();
+    let excl = vec![
+        excluded(
+            &opts.name1,
+            String::new(),
+            &s.run1.excluded_ops,
+            &[&s.run2.excluded_ops],
+        ),
+        excluded(
+            &opts.name2,
+            String::new(),
+            &s.run2.excluded_ops,
+            &[&s.run1.excluded_ops],
+        ),
+    ];
     let ctx = PageCtx {
         name1: &opts.name1,
         name2: &opts.name2,
@@ -750,10 +922,8 @@ fn write_page(
         page_counts: status_counts(&pc, &opts.name1, &opts.name2),
         first_divergence: s.first_divergence.as_ref().map(row_link),
         first_cause: cause_link(&s.root_causes),
-        excluded: vec![
-            excluded(&opts.name1, String::new(), &s.run1.excluded_ops),
-            excluded(&opts.name2, String::new(), &s.run2.excluded_ops),
-        ],
+        excluded_differ: excl.iter().any(|e| !e.only.is_empty()),
+        excluded: excl,
         palette: palette.rules(),
         sections: [
             Section {
@@ -776,6 +946,414 @@ fn write_page(
     render_file("page.html", &context, &opts.out_dir.join(&p.file))
 }
 
+/// Most op types drawn as rows of a rank's heatmap; the rest share one
+/// row ("other ops").
+const HEAT_OPS: usize = 24;
+
+/// Most layer columns of a heatmap; more layers are binned.
+const HEAT_LAYERS: usize = 64;
+
+/// Side of a heatmap cell, and its pitch.
+const HEAT_CELL: usize = 11;
+const HEAT_PITCH: usize = 12;
+
+/// File name of rank `rank`'s overview fragment (the heatmap the index embeds).
+pub fn overview_file(rank: u32) -> String {
+    format!("rank{rank}-overview.html")
+}
+
+/// File name of rank `rank`'s key index (loaded by the index's search box).
+pub fn keys_file(rank: u32) -> String {
+    format!("rank{rank}-keys.js")
+}
+
+/// What one heatmap cell aggregates.
+#[derive(Clone, Default)]
+struct HeatAgg {
+    rows: u64,
+    diverging: u64,
+    /// Largest relative difference of a paired diverging row (-1: none).
+    worst: f64,
+    /// A diverging row holds NaN or Inf.
+    nonfinite: bool,
+    /// Origins and entries in the cell.
+    causes: u64,
+    /// First origin or entry.
+    first_cause: Option<usize>,
+    /// First diverging row.
+    first_div: Option<usize>,
+}
+
+/// One drawn cell.
+#[derive(Serialize)]
+struct HeatCell {
+    x: usize,
+    y: usize,
+    /// `h0` (all rows agree), `h1`..`h8` (worst relative difference),
+    /// `hn` (NaN or Inf), `ho` (one-sided or missing rows only); ` o` added
+    /// when the cell holds an origin or entry.
+    cls: String,
+    title: String,
+    href: String,
+}
+
+#[derive(Serialize)]
+struct HeatLabel {
+    x: usize,
+    y: usize,
+    t: String,
+}
+
+/// The heatmap of one rank.
+#[derive(Serialize)]
+struct OverviewCtx {
+    rank: u32,
+    width: usize,
+    height: usize,
+    cell: usize,
+    cells: Vec<HeatCell>,
+    ylabels: Vec<HeatLabel>,
+    xlabels: Vec<HeatLabel>,
+    /// Rows drawn, diverging rows.
+    rows: u64,
+    diverging: u64,
+    /// "layers 0–3 per column" when binned ("" otherwise).
+    binned: String,
+}
+
+/// The relative difference of a paired row: the largest of its Output
+/// hash's and stats' (as the page colours them).
+fn row_rel_diff(rc: &RankComparison<'_>, row: &MatchRow) -> Option<f64> {
+    let (i, j) = (row.r1()?, row.r2()?);
+    let (a, b) = (
+        rc.t1.field(i, Field::OutputHash),
+        rc.t2.field(j, Field::OutputHash),
+    );
+    let mut worst = None::<f64>;
+    if a != b {
+        worst = compare_hashes(a, b, Tolerance::REFERENCE, true).intensity;
+    }
+    for rd in stat_diffs(rc.t1, i, rc.t2, j).into_iter().skip(1).flatten() {
+        worst = Some(worst.map_or(rd, |w| w.max(rd)));
+    }
+    worst
+}
+
+/// The heatmap colour class of a worst relative difference.
+fn heat_class(a: &HeatAgg) -> String {
+    let mut c = if a.diverging == 0 {
+        "h0".to_string()
+    } else if a.nonfinite {
+        "hn".to_string()
+    } else if a.worst < 0.0 {
+        "ho".to_string()
+    } else {
+        format!("h{}", 1 + (diff_scale(a.worst) * 7.0).round() as u32)
+    };
+    if a.causes > 0 {
+        c.push_str(" o");
+    }
+    c
+}
+
+/// Writes rank `rc`'s overview fragment: an inline SVG heatmap, layers
+/// (`layers.N` in the key; rows without one in the first column) × op type
+/// (from [`crate::matcher::keys::module_and_op`]), each cell coloured by the
+/// worst relative difference of its rows, cells with an origin or entry
+/// outlined, each diverging cell linking to its first origin or entry, else
+/// its first diverging row. The index embeds it (see [`write_index`]).
+fn write_overview(
+    rc: &RankComparison<'_>,
+    plan: &PagePlan,
+    opts: &ReportOptions,
+) -> Result<(), ReportError> {
+    use crate::matcher::cause::CauseKind as K;
+    let m = rc.matches;
+    // Op types in first-seen order, and each row's (layer, op type).
+    let mut op_ids: ahash::AHashMap<&[u8], u32> = ahash::AHashMap::new();
+    let mut op_names: Vec<&[u8]> = Vec::new();
+    let mut op_counts: Vec<u64> = Vec::new();
+    let mut max_layer: Option<u64> = None;
+    let mut at: Vec<(Option<u64>, u32)> = Vec::with_capacity(m.rows.len());
+    for row in &m.rows {
+        let key = match (row.r1(), row.r2()) {
+            (Some(i), _) => rc.t1.key(i),
+            (None, Some(j)) => rc.t2.key(j),
+            _ => &[],
+        };
+        let layer = notes::layer_index(key).map(|(_, l)| l);
+        if let Some(l) = layer {
+            max_layer = Some(max_layer.map_or(l, |x| x.max(l)));
+        }
+        let op = crate::matcher::keys::module_and_op(key).1;
+        let n = op_names.len() as u32;
+        let id = *op_ids.entry(op).or_insert(n);
+        if id == n {
+            op_names.push(op);
+            op_counts.push(0);
+        }
+        op_counts[id as usize] += 1;
+        at.push((layer, id));
+    }
+    // Rows: the most frequent op types (in first-seen order), then "other ops".
+    let mut by_count: Vec<usize> = (0..op_names.len()).collect();
+    by_count.sort_by(|a, b| op_counts[*b].cmp(&op_counts[*a]).then(a.cmp(b)));
+    let mut kept: Vec<usize> = by_count.iter().copied().take(HEAT_OPS).collect();
+    kept.sort_unstable();
+    let other = op_names.len() > HEAT_OPS;
+    let mut ylab: Vec<String> = kept
+        .iter()
+        .map(|i| {
+            let n = String::from_utf8_lossy(op_names[*i]);
+            if n.is_empty() {
+                "(no op)".to_string()
+            } else {
+                n.into_owned()
+            }
+        })
+        .collect();
+    if other {
+        ylab.push("other ops".into());
+    }
+    let mut yof = vec![ylab.len().saturating_sub(1); op_names.len()];
+    for (y, i) in kept.iter().enumerate() {
+        yof[*i] = y;
+    }
+    // Columns: "·" (no layer), then layers, binned to at most HEAT_LAYERS.
+    let layers = max_layer.map_or(0, |l| l as usize + 1);
+    let bin = layers.div_ceil(HEAT_LAYERS).max(1);
+    let ncols = 1 + layers.div_ceil(bin);
+    let nrows = ylab.len().max(1);
+    let mut agg = vec![HeatAgg::default(); ncols * nrows];
+    let (mut total, mut diverging) = (0u64, 0u64);
+    for (index, (row, (layer, op))) in m.rows.iter().zip(&at).enumerate() {
+        let x = layer.map_or(0, |l| 1 + l as usize / bin);
+        let y = yof[*op as usize];
+        let a = &mut agg[y * ncols + x];
+        a.rows += 1;
+        total += 1;
+        if a.rows == 1 {
+            a.worst = -1.0;
+        }
+        if !row.status.is_divergence() {
+            continue;
+        }
+        diverging += 1;
+        a.diverging += 1;
+        a.first_div.get_or_insert(index);
+        if matches!(
+            m.cause_kinds.get(index).copied().flatten(),
+            Some(K::Origin | K::Entry | K::ViaCollective)
+        ) {
+            a.causes += 1;
+            a.first_cause.get_or_insert(index);
+        }
+        if row.has(crate::matcher::ROW_NONFINITE1) || row.has(crate::matcher::ROW_NONFINITE2) {
+            a.nonfinite = true;
+        }
+        if let Some(rd) = row_rel_diff(rc, row) {
+            a.worst = a.worst.max(if rd.is_nan() { 1.0 } else { rd });
+        } else if row.status == Status::Diff {
+            a.worst = a.worst.max(0.0);
+        }
+    }
+    let label_w = 8 + 7 * ylab
+        .iter()
+        .map(|l| l.chars().count().min(24))
+        .max()
+        .unwrap_or(4);
+    let top = 16;
+    let col_label = |x: usize| -> String {
+        if x == 0 {
+            "·".into()
+        } else if bin == 1 {
+            (x - 1).to_string()
+        } else {
+            format!("{}–{}", (x - 1) * bin, ((x * bin).min(layers)) - 1)
+        }
+    };
+    let mut cells = Vec::new();
+    for y in 0..nrows {
+        for x in 0..ncols {
+            let a = &agg[y * ncols + x];
+            if a.rows == 0 {
+                continue;
+            }
+            let what = if x == 0 {
+                "no layer".to_string()
+            } else if bin == 1 {
+                format!("layers.{}", x - 1)
+            } else {
+                format!("layers {}", col_label(x))
+            };
+            let op = ylab.get(y).map(String::as_str).unwrap_or("");
+            let mut title = if a.diverging == 0 {
+                format!(
+                    "{what} · {op}: {} row{} agree{}",
+                    a.rows,
+                    if a.rows == 1 { "" } else { "s" },
+                    if a.rows == 1 { "s" } else { "" }
+                )
+            } else {
+                format!("{what} · {op}: {} of {} rows diverge", a.diverging, a.rows)
+            };
+            if a.nonfinite {
+                title.push_str(" · NaN/Inf");
+            } else if a.worst > 0.0 {
+                title.push_str(&format!(" · worst rel. diff {:.1e}", a.worst));
+            }
+            if a.causes > 0 {
+                title.push_str(&format!(
+                    " · {} origin{}/entr{}",
+                    a.causes,
+                    if a.causes == 1 { "" } else { "s" },
+                    if a.causes == 1 { "y" } else { "ies" }
+                ));
+            }
+            let href = a
+                .first_cause
+                .or(a.first_div)
+                .and_then(|i| {
+                    plan.page_of(i).map(|p| {
+                        format!(
+                            "{}#{}",
+                            page_file(rc.rank1, p),
+                            super::summary::anchor(rc.rank1, i)
+                        )
+                    })
+                })
+                .unwrap_or_default();
+            cells.push(HeatCell {
+                x: label_w + x * HEAT_PITCH,
+                y: top + y * HEAT_PITCH,
+                cls: heat_class(a),
+                title,
+                href,
+            });
+        }
+    }
+    let ylabels = ylab
+        .iter()
+        .enumerate()
+        .map(|(y, t)| HeatLabel {
+            x: label_w - 4,
+            y: top + y * HEAT_PITCH + HEAT_CELL - 2,
+            t: if t.chars().count() > 24 {
+                t.chars().take(23).chain(['…']).collect()
+            } else {
+                t.clone()
+            },
+        })
+        .collect();
+    // Column labels: every column whose label fits beside the previous one.
+    let mut xlabels = Vec::new();
+    let mut free = 0;
+    for x in 0..ncols {
+        let t = col_label(x);
+        let cx = label_w + x * HEAT_PITCH + HEAT_CELL / 2;
+        let w = 7 * t.chars().count();
+        if cx >= free + w / 2 {
+            free = cx + w / 2 + 4;
+            xlabels.push(HeatLabel {
+                x: cx,
+                y: top - 4,
+                t,
+            });
+        }
+    }
+    let ctx = OverviewCtx {
+        rank: rc.rank1,
+        width: label_w + ncols * HEAT_PITCH + 4,
+        height: top + nrows * HEAT_PITCH + 2,
+        cell: HEAT_CELL,
+        cells,
+        ylabels,
+        xlabels,
+        rows: total,
+        diverging,
+        binned: if bin > 1 {
+            format!("{bin} layers per column")
+        } else {
+            String::new()
+        },
+    };
+    let context = Context::from_serialize(&ctx).map_err(|e| ReportError::Template {
+        name: "overview.html".into(),
+        message: error_chain(&e),
+    })?;
+    render_file(
+        "overview.html",
+        &context,
+        &opts.out_dir.join(overview_file(rc.rank1)),
+    )
+}
+
+/// Writes rank `rc`'s key index, `rank{N}-keys.js`, which the index's
+/// search box loads (a `<script src>`, so it works from `file://`) when a
+/// person searches that rank. It calls `actdiffKeys({...})` with:
+/// `rank`; `per` (rows per page); `rows` (`null` when the pages hold every
+/// row, else the result row index of each row shown); `keys`, one line per
+/// key of each shown row in page order, front-coded: `P:SUFFIX` starts the
+/// next row (its key is the first `P` characters of the previous key, then
+/// `SUFFIX`), `P;SUFFIX` is another key of the same row (run 2's, when it
+/// differs). The keys are JSON strings, so no log text can end the script.
+fn write_keys(
+    rc: &RankComparison<'_>,
+    plan: &PagePlan,
+    opts: &ReportOptions,
+) -> Result<(), ReportError> {
+    let path = opts.out_dir.join(keys_file(rc.rank1));
+    let mut keys = String::with_capacity(plan.len() * 24);
+    let mut prev: Vec<u8> = Vec::new();
+    let mut push = |key: &[u8], sep: char, keys: &mut String| {
+        let common = prev.iter().zip(key).take_while(|(a, b)| a == b).count();
+        // Cut at a character boundary of the key.
+        let mut p = common;
+        while p > 0 && p < key.len() && (key[p] & 0xC0) == 0x80 {
+            p -= 1;
+        }
+        let shared = String::from_utf8_lossy(&key[..p]).encode_utf16().count();
+        keys.push_str(&shared.to_string());
+        keys.push(sep);
+        keys.push_str(&String::from_utf8_lossy(&key[p..]));
+        keys.push('\n');
+        prev.clear();
+        prev.extend_from_slice(key);
+    };
+    for k in 0..plan.len() {
+        let row = &rc.matches.rows[plan.row(k)];
+        match (row.r1(), row.r2()) {
+            (Some(i), Some(j)) => {
+                push(rc.t1.key(i), ':', &mut keys);
+                if rc.t1.key(i) != rc.t2.key(j) {
+                    push(rc.t2.key(j), ';', &mut keys);
+                }
+            }
+            (Some(i), None) => push(rc.t1.key(i), ':', &mut keys),
+            (None, Some(j)) => push(rc.t2.key(j), ':', &mut keys),
+            _ => push(b"", ':', &mut keys),
+        }
+    }
+    let rows = if plan.is_filtered() {
+        serde_json::Value::from((0..plan.len()).map(|k| plan.row(k)).collect::<Vec<_>>())
+    } else {
+        serde_json::Value::Null
+    };
+    let data = serde_json::json!({
+        "rank": rc.rank1,
+        "per": plan.page_rows,
+        "rows": rows,
+        "keys": keys,
+    });
+    let file = File::create(&path).map_err(|e| ReportError::io(&path, e))?;
+    let mut w = BufWriter::with_capacity(1 << 16, file);
+    let io = |e| ReportError::io(&path, e);
+    w.write_all(b"actdiffKeys(").map_err(io)?;
+    serde_json::to_writer(&mut w, &data).map_err(|e| ReportError::io(&path, e.into()))?;
+    w.write_all(b");\n").map_err(io)?;
+    w.flush().map_err(io)
+}
+
 /// A page link on the index.
 #[derive(Serialize)]
 struct PageLink<'a> {
@@ -785,11 +1363,13 @@ struct PageLink<'a> {
     end: usize,
 }
 
-/// One rank's line in the index table.
-#[derive(Serialize)]
+/// One rank's line in the index table, and its section below it.
+#[derive(Serialize, Default)]
 struct RankRow<'a> {
     rank: u32,
     rank2: u32,
+    /// "" for a compared rank; `only1` / `only2` for a rank one run lacks.
+    only: &'static str,
     entries1: usize,
     entries2: usize,
     counts: Vec<u64>,
@@ -800,6 +1380,52 @@ struct RankRow<'a> {
     pages: Vec<PageLink<'a>>,
     /// "showing 31,880 diverging rows of 3,264,458; ..." when filtered.
     shown_note: String,
+    /// Origins and entries, in dispatch order.
+    causes: Vec<CauseRow<'a>>,
+    /// Origins and entries not listed.
+    more_causes: u64,
+    /// The rank's overview fragment (heatmap), rendered with the pages.
+    overview: String,
+    /// The rank's key index exists (the search box can load it).
+    keys: bool,
+    /// The rank has a section below the table (heatmap or causes).
+    detail: bool,
+}
+
+/// An origin or entry in a rank's table on the index.
+#[derive(Serialize)]
+struct CauseRow<'a> {
+    kind: &'static str,
+    /// Badge classes.
+    cls: &'static str,
+    row: RowLink<'a>,
+    /// 0-based positions of the differing inputs, comma-separated.
+    inputs: String,
+    inherited: u64,
+    /// The first inherited rows' keys, ` → `-separated.
+    chain: String,
+}
+
+fn cause_rows(c: &CausesSummary) -> Vec<CauseRow<'_>> {
+    c.causes
+        .iter()
+        .map(|e| CauseRow {
+            kind: e.kind.as_str(),
+            cls: match e.kind {
+                CauseKind::Origin => "cause",
+                _ => "entry",
+            },
+            row: row_link(&e.row),
+            inputs: e
+                .inputs
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            inherited: e.inherited,
+            chain: e.chain.join(" → "),
+        })
+        .collect()
 }
 
 /// Input warnings of one side of one rank.
@@ -910,6 +1536,13 @@ struct IndexCtx<'a> {
     exit_status: i32,
     verdict: &'a [String],
     counts: Vec<StatusCount>,
+    /// Columns of the rank table after the rank number.
+    rest_cols: usize,
+    /// Some rank has a key index: show the search box.
+    searchable: bool,
+    /// The rank the search box starts on (the first diverging one).
+    search_rank: u32,
+    /// Compared ranks and ranks of one run only, by rank number.
     ranks: Vec<RankRow<'a>>,
     ranks_only1: &'a [u32],
     ranks_only2: &'a [u32],
@@ -937,18 +1570,20 @@ fn rank_list(ranks: &[u32]) -> String {
     out.join(", ")
 }
 
-/// Groups the ranks of one side by their excluded-ops list.
+/// Groups the ranks of one side by their excluded-ops list; `other` is the
+/// other run's side.
 fn excluded_groups<'a>(
     name: &'a str,
     ranks: &'a [RankSummary],
     side: fn(&RankSummary) -> &SideSummary,
+    other: fn(&RankSummary) -> &SideSummary,
 ) -> Vec<Excluded<'a>> {
-    let mut groups: Vec<(&'a Option<Vec<String>>, Vec<u32>)> = Vec::new();
+    let mut groups: Vec<(&'a Option<Vec<String>>, Vec<&'a RankSummary>)> = Vec::new();
     for r in ranks {
         let ops = &side(r).excluded_ops;
         match groups.iter_mut().find(|(o, _)| *o == ops) {
-            Some((_, rs)) => rs.push(r.rank),
-            None => groups.push((ops, vec![r.rank])),
+            Some((_, rs)) => rs.push(r),
+            None => groups.push((ops, vec![r])),
         }
     }
     let single = groups.len() == 1;
@@ -962,13 +1597,16 @@ fn excluded_groups<'a>(
                     "all ranks".into()
                 }
             } else {
+                let numbers: Vec<u32> = rs.iter().map(|r| r.rank).collect();
                 format!(
                     "rank{} {}",
                     if rs.len() > 1 { "s" } else { "" },
-                    rank_list(&rs)
+                    rank_list(&numbers)
                 )
             };
-            excluded(name, label, ops)
+            let others: Vec<&Option<Vec<String>>> =
+                rs.iter().map(|r| &other(r).excluded_ops).collect();
+            excluded(name, label, ops, &others)
         })
         .collect()
 }
@@ -978,38 +1616,78 @@ fn excluded_groups<'a>(
 /// warnings, one-sided ranks and unused overrides.
 pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
     let (n1, n2) = (summary.name1.as_str(), summary.name2.as_str());
-    let ranks = summary
+    let mut ranks: Vec<RankRow> = summary
         .ranks
         .iter()
-        .map(|r| RankRow {
-            rank: r.rank,
-            rank2: r.rank2,
-            entries1: r.run1.entries,
-            entries2: r.run2.entries,
-            counts: status_counts(&r.counts, n1, n2)
+        .map(|r| {
+            let overview = std::fs::read_to_string(opts.out_dir.join(overview_file(r.rank)))
+                .unwrap_or_default();
+            let causes = cause_rows(&r.root_causes);
+            let listed = r
+                .root_causes
+                .causes
                 .iter()
-                .map(|c| c.n)
-                .collect(),
-            diverged: r.diverged(),
-            incomplete: r.incomplete(),
-            first_divergence: r.first_divergence.as_ref().map(row_link),
-            first_cause: cause_link(&r.root_causes),
-            shown_note: shown_note(r),
-            pages: r
-                .pages
-                .iter()
-                .enumerate()
-                .map(|(k, p)| PageLink {
-                    file: &p.file,
-                    n: k + 1,
-                    first: p.first_row + 1,
-                    end: p.end_row,
-                })
-                .collect(),
+                .filter(|c| c.kind != CauseKind::ViaCollective)
+                .count() as u64;
+            RankRow {
+                rank: r.rank,
+                rank2: r.rank2,
+                only: "",
+                entries1: r.run1.entries,
+                entries2: r.run2.entries,
+                counts: status_counts(&r.counts, n1, n2)
+                    .iter()
+                    .map(|c| c.n)
+                    .collect(),
+                diverged: r.diverged(),
+                incomplete: r.incomplete(),
+                first_divergence: r.first_divergence.as_ref().map(row_link),
+                first_cause: cause_link(&r.root_causes),
+                shown_note: shown_note(r),
+                pages: r
+                    .pages
+                    .iter()
+                    .enumerate()
+                    .map(|(k, p)| PageLink {
+                        file: &p.file,
+                        n: k + 1,
+                        first: p.first_row + 1,
+                        end: p.end_row,
+                    })
+                    .collect(),
+                more_causes: r.root_causes.cause_count.saturating_sub(listed),
+                detail: !causes.is_empty() || !overview.is_empty(),
+                causes,
+                overview,
+                keys: opts.out_dir.join(keys_file(r.rank)).is_file(),
+            }
         })
         .collect();
-    let mut excl = excluded_groups(n1, &summary.ranks, |r| &r.run1);
-    excl.extend(excluded_groups(n2, &summary.ranks, |r| &r.run2));
+    // Ranks of one run only, in the table too, in rank-number order.
+    for (only, list) in [
+        ("only1", &summary.ranks_only1),
+        ("only2", &summary.ranks_only2),
+    ] {
+        ranks.extend(list.iter().map(|&rank| RankRow {
+            rank,
+            rank2: rank,
+            only,
+            ..RankRow::default()
+        }));
+    }
+    ranks.sort_by_key(|r| r.rank);
+    let search_rank = ranks
+        .iter()
+        .find(|r| r.keys && r.diverged)
+        .or_else(|| ranks.iter().find(|r| r.keys))
+        .map(|r| r.rank);
+    let mut excl = excluded_groups(n1, &summary.ranks, |r| &r.run1, |r| &r.run2);
+    excl.extend(excluded_groups(
+        n2,
+        &summary.ranks,
+        |r| &r.run2,
+        |r| &r.run1,
+    ));
     let mut warnings = Vec::new();
     let mut unused = Vec::new();
     for r in &summary.ranks {
@@ -1030,6 +1708,9 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         exit_status: summary.exit_status,
         verdict: &summary.verdict,
         counts: status_counts(&summary.counts, n1, n2),
+        rest_cols: status_counts(&summary.counts, n1, n2).len() + 3,
+        searchable: search_rank.is_some(),
+        search_rank: search_rank.unwrap_or(0),
         ranks,
         ranks_only1: &summary.ranks_only1,
         ranks_only2: &summary.ranks_only2,
@@ -1168,6 +1849,7 @@ Excluded ops dispatched: (none)
             path2: "b/".into(),
             page_rows,
             html_rows: Some(crate::report::DEFAULT_HTML_ROWS),
+            ..ReportOptions::default()
         }
     }
 
@@ -1315,8 +1997,34 @@ Excluded ops dispatched: (none)
         assert!(html.contains("<i class=\"nt origin\">origin</i>"));
         assert!(html.contains("First cause:</span> <b class=\"bd cause\">origin</b>"));
         // Excluded-op chips.
-        assert!(html.contains("<span class=xchip>view</span>"));
+        // Excluded-op chips: run 1's ops are missing from run 2's list.
+        assert!(
+            html.contains("<span class=\"xchip xo\" title=\"only in run&lt;A&gt;\">view</span>")
+        );
         assert!(html.contains("<span class=xchip>(none)</span>"));
+        assert!(html.contains("the two runs' sets differ"));
+        assert!(html.contains("only in run&lt;A&gt;: t, view"));
+        // Each row names the tolerance that judged it: in the key cell's
+        // title, and as a chip on diverging rows.
+        assert!(html.contains("title=\"lines 5 / 5 · default: hashes rel &lt;= 1e-8\""));
+        assert!(
+            !html.contains("<i class=tl>default"),
+            "the default is in the title only"
+        );
+        // The overview fragment and the key index are written with the pages.
+        let overview = read(dir.path(), "rank0-overview.html");
+        assert!(overview.contains("<svg class=heat"));
+        assert!(overview.contains("href=\"rank0-page1.html#rank0-row1\""));
+        assert!(!overview.contains("<script"));
+        assert!(overview.contains("&lt;script&gt;") || !overview.contains("script"));
+        let keys = read(dir.path(), "rank0-keys.js");
+        assert!(keys.starts_with("actdiffKeys({"));
+        // Keys are JSON strings in a script file of their own.
+        assert!(keys.contains("\"keys\":\"0:<script>alert(1)</script>/op_0_mm\\n"));
+        assert!(
+            keys.contains(";layers.0/op_7_mul") || keys.contains(";7_mul"),
+            "{keys}"
+        );
     }
 
     #[test]
@@ -1383,12 +2091,27 @@ Excluded ops dispatched: (none)
         assert!(html.contains("exit status 1"));
         assert!(html.contains("rank 0 diverges at &lt;script&gt;"));
         assert!(html.contains("<b class=\"bd cause\">origin</b>"));
-        assert!(!html.contains("<script"));
+        // The index's own script (the key search) is its only one; no log
+        // text is in it.
+        assert_eq!(html.matches("<script").count(), 1);
+        assert!(!html.contains("<script>alert"));
+        assert!(html.contains("id=find-key"));
         for k in 1..=3 {
             assert!(html.contains(&format!("href=\"rank0-page{k}.html\"")));
         }
         assert!(html.contains("ranks only in run&lt;A&gt;: 3"));
-        assert!(html.contains("<span class=xchip>t</span><span class=xchip>view</span>"));
+        assert!(html.contains(
+            "<span class=\"xchip xo\" title=\"only in run&lt;A&gt;\">t</span><span class=\"xchip xo\" title=\"only in run&lt;A&gt;\">view</span>"
+        ));
+        // The one-sided rank 3 is in the rank table, after rank 0.
+        let table = &html[html.find("<table class=ranks>").unwrap()..];
+        let table = &table[..table.find("</table>").unwrap()];
+        assert!(table.contains("<td class=rk>3 <b class=\"bd only1\">only in run&lt;A&gt;</b>"));
+        assert!(table.find("<td class=rk>0").unwrap() < table.find("<td class=rk>3").unwrap());
+        // Rank 0's section: heatmap and origins/entries, linking to rows.
+        assert!(html.contains("<section class=\"panel rankd\" id=\"rank-0\">"));
+        assert!(html.contains("<svg class=heat"));
+        assert!(html.contains("<table class=causes>"));
         assert!(html.contains("<span class=xchip>(none)</span>"));
         // The first divergence comes before the excluded ops and warnings.
         assert!(html.find(&fd.anchor).unwrap() < html.find("Excluded ops dispatched").unwrap());

@@ -1,0 +1,121 @@
+/* actdiff index: find an op key of a rank and jump to its row.
+   A rank's key index (rankN-keys.js, written with its pages) is loaded only
+   when the box is used, by adding a script element (src=...), so it works from
+   file:// and offline. It calls actdiffKeys({rank, per, rows, keys}); keys
+   holds one line per key of each row shown on the pages, in page order,
+   front-coded: "P:SUFFIX" starts the next row (the previous key's first P
+   characters, then SUFFIX), "P;SUFFIX" is another key of the same row.
+   Results are built with textContent: no key text ever becomes markup. */
+(function () {
+  "use strict";
+  var box = document.getElementById("find-key");
+  var sel = document.getElementById("find-rank");
+  var status = document.getElementById("find-status");
+  var list = document.getElementById("find-results");
+  if (!box || !sel || !status || !list) return;
+  var MAX = 50, data = {}, loading = {}, timer = null, jump = false;
+
+  window.actdiffKeys = function (d) {
+    var text = d.keys, keys = [], pos = [], prev = "", k = -1, i = 0, n = text.length;
+    while (i < n) {
+      var end = text.indexOf("\n", i);
+      if (end < 0) end = n;
+      var j = i, p = 0;
+      while (j < end) {
+        var c = text.charCodeAt(j);
+        if (c < 48 || c > 57) break;
+        p = p * 10 + (c - 48);
+        j += 1;
+      }
+      if (j > i && j < end) {
+        if (text.charAt(j) !== ";") k += 1;
+        prev = prev.slice(0, p) + text.slice(j + 1, end);
+        keys.push(prev);
+        pos.push(k);
+      }
+      i = end + 1;
+    }
+    data[d.rank] = { per: d.per, rows: d.rows, keys: keys, low: null, pos: pos };
+    delete loading[d.rank];
+    if (String(d.rank) === sel.value) {
+      search();
+      if (jump) open1();
+    }
+  };
+
+  /* Opens the first result (Enter). */
+  function open1() {
+    jump = false;
+    var a = list.querySelector("a");
+    if (a) location.href = a.href;
+  }
+
+  function load(rank) {
+    if (data[rank] || loading[rank]) return;
+    loading[rank] = true;
+    var s = document.createElement("script");
+    s.src = "rank" + rank + "-keys.js";
+    s.onerror = function () {
+      delete loading[rank];
+      status.className = "err";
+      status.textContent = "could not load " + s.src.split("/").pop();
+    };
+    document.head.appendChild(s);
+  }
+
+  function href(rank, d, k) {
+    var row = d.rows ? d.rows[k] : k;
+    var page = Math.floor(k / d.per) + 1;
+    return { href: "rank" + rank + "-page" + page + ".html#rank" + rank + "-row" + row, row: row, page: page };
+  }
+
+  function search() {
+    var q = box.value.trim().toLowerCase(), rank = sel.value;
+    list.textContent = "";
+    if (!q) { status.className = "mut"; status.textContent = ""; return; }
+    var d = data[rank];
+    if (!d) {
+      status.className = "mut";
+      status.textContent = "loading the keys of rank " + rank + "…";
+      load(rank);
+      return;
+    }
+    if (!d.low) d.low = d.keys.map(function (k) { return k.toLowerCase(); });
+    var found = 0, shown = {}, frag = document.createDocumentFragment();
+    function add(i) {
+      var k = d.pos[i];
+      if (shown[k]) return;
+      shown[k] = true;
+      found += 1;
+      if (found > MAX) return;
+      var t = href(rank, d, k), li = document.createElement("li"), a = document.createElement("a");
+      a.href = t.href;
+      a.textContent = d.keys[i];
+      var meta = document.createElement("span");
+      meta.className = "mut";
+      meta.textContent = " row " + t.row + " · page " + t.page;
+      li.appendChild(a);
+      li.appendChild(meta);
+      frag.appendChild(li);
+    }
+    /* Keys equal to the query first, then those containing it, in page order. */
+    var i;
+    for (i = 0; i < d.low.length; i++) if (d.low[i] === q) add(i);
+    for (i = 0; i < d.low.length; i++) if (d.low[i] !== q && d.low[i].indexOf(q) >= 0) add(i);
+    list.appendChild(frag);
+    status.className = "mut";
+    status.textContent = found === 0 ? "no key of rank " + rank + " contains it"
+      : found + " row" + (found === 1 ? "" : "s") + (found > MAX ? " (first " + MAX + " listed)" : "") + " · Enter opens the first";
+  }
+
+  box.addEventListener("focus", function () { load(sel.value); });
+  box.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(search, 60); });
+  box.addEventListener("keydown", function (e) {
+    if (e.key !== "Enter") return;
+    clearTimeout(timer);
+    search();
+    if (data[sel.value]) open1(); else jump = true;
+  });
+  sel.addEventListener("change", search);
+  if (box.value) { load(sel.value); search(); }
+})();
