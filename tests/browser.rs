@@ -1,0 +1,856 @@
+//! The HTML report in a real browser (issue 7): headless Chromium driven
+//! through `chromedriver` (WebDriver; see `browser/webdriver.rs`), on
+//! reports the `actdiff` binary writes from `testdata/bug_layer2` and
+//! `testdata/multirank_fsdp`, opened from `file://`.
+//!
+//! Checked: the index's counts, first diverging op and first cause per rank,
+//! its heatmap and origins table linking to rows; each status checkbox hides
+//! exactly its rows; the regex filter (`k / n rows match`, invalid regex
+//! message); page links reach every page; hovering one half of a row pair
+//! highlights both; a clipped cell expands on click; the key search jumps
+//! to the right page and row; the look (1280 px without horizontal
+//! scrolling, sticky headers, right-aligned monospaced numbers, light and
+//! dark themes); and on every page visited: no console errors and no
+//! request that is not `file:`. Screenshots go to
+//! `target/browser-screenshots/` (CI artifacts).
+//!
+//! Needs Debian's `chromium` and `chromium-driver` (or `ACTDIFF_CHROMIUM` /
+//! `ACTDIFF_CHROMEDRIVER`); without them every test here fails, saying so.
+//! `large_report_sizes_and_index_load_time` (8 ranks, 1 million rows) is
+//! ignored by default: `cargo test --release --test browser -- --ignored
+//! --nocapture`.
+
+#[path = "browser/webdriver.rs"]
+mod webdriver;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use webdriver::Browser;
+
+/// One browser at a time: the machines running this are small.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target/tmp has a parent")
+        .to_path_buf()
+}
+
+fn screenshot_dir() -> PathBuf {
+    target_dir().join("browser-screenshots")
+}
+
+/// A report written by the `actdiff` binary, with its `summary.json` and
+/// `--rows` file read back.
+struct Report {
+    dir: PathBuf,
+    summary: Value,
+    rows: Vec<Value>,
+}
+
+impl Report {
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+    fn rank(&self, rank: u64) -> &Value {
+        self.summary["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rank"] == rank)
+            .unwrap_or_else(|| panic!("no rank {rank} in summary.json"))
+    }
+    /// Rows of one rank, in result order.
+    fn rank_rows(&self, rank: u64) -> Vec<&Value> {
+        self.rows.iter().filter(|r| r["rank"] == rank).collect()
+    }
+}
+
+/// `actdiff compare testdata/NAME/run_A testdata/NAME/run_B` into
+/// `target/tmp/browser/NAME` (written once per test run).
+fn compare(name: &str, extra: &[&str]) -> Report {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata")
+        .join(name);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rows = dir.join("rows.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
+        .arg("compare")
+        .arg(data.join("run_A"))
+        .arg(data.join("run_B"))
+        .arg("-o")
+        .arg(&dir)
+        .arg("--rows")
+        .arg(&rows)
+        .arg("-q")
+        .args(extra)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "actdiff compare {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let rows = std::fs::read_to_string(&rows)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    Report { dir, summary, rows }
+}
+
+/// `bug_layer2` with 100 rows per page (three pages).
+fn bug_layer2() -> &'static Report {
+    static R: OnceLock<Report> = OnceLock::new();
+    R.get_or_init(|| compare("bug_layer2", &["--page-rows", "100"]))
+}
+
+/// `multirank_fsdp`: four ranks, one page each.
+fn multirank() -> &'static Report {
+    static R: OnceLock<Report> = OnceLock::new();
+    R.get_or_init(|| compare("multirank_fsdp", &[]))
+}
+
+/// The key shown for a row reference of `summary.json` or a `--rows` row.
+fn key_of(v: &Value) -> &str {
+    v["key1"]
+        .as_str()
+        .or(v["key2"].as_str())
+        .unwrap_or_else(|| panic!("no key in {v}"))
+}
+
+/// Asserts that nothing went wrong on the pages visited since the last
+/// call: no console message of level SEVERE (script errors, failed loads)
+/// and no request for anything but `file:`, `data:` or `about:` URLs (or
+/// the browser's own `chrome:` pages).
+fn assert_clean(b: &Browser, what: &str) {
+    let severe: Vec<Value> = b
+        .log("browser")
+        .into_iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .collect();
+    assert!(severe.is_empty(), "{what}: console errors: {severe:#?}");
+    let mut requests = 0;
+    for e in b.log("performance") {
+        let Some(m) = e["message"].as_str() else {
+            continue;
+        };
+        let m: Value = serde_json::from_str(m).unwrap_or(Value::Null);
+        if m["message"]["method"] == "Network.requestWillBeSent" {
+            requests += 1;
+            let url = m["message"]["params"]["request"]["url"]
+                .as_str()
+                .unwrap_or("");
+            assert!(
+                url.starts_with("file:")
+                    || url.starts_with("data:")
+                    || url.starts_with("about:")
+                    || url.starts_with("chrome:"),
+                "{what}: a network request for {url}"
+            );
+        }
+    }
+    let resources = b.js(
+        "return performance.getEntriesByType('resource').map(e => e.name)",
+        vec![],
+    );
+    for r in resources.as_array().unwrap() {
+        let r = r.as_str().unwrap();
+        assert!(r.starts_with("file:"), "{what}: loaded {r}");
+    }
+    let _ = requests;
+}
+
+/// The rank table of the index, as shown.
+fn index_table(b: &Browser) -> Vec<Value> {
+    b.js(
+        r#"return Array.from(document.querySelectorAll('table.ranks > tbody > tr')).map(tr => {
+            const rk = tr.querySelector('td.rk');
+            const fd = tr.querySelector('td.fdc > a.fdk');
+            const fc = tr.querySelector('td.fdc .fc a.fdk');
+            return {
+              rank: rk ? rk.firstChild.nodeValue.trim() : null,
+              nums: Array.from(tr.querySelectorAll('td.num')).map(td => td.textContent.trim()),
+              first: fd ? fd.textContent : null,
+              first_href: fd ? fd.getAttribute('href') : null,
+              cause: fc ? fc.textContent : null,
+              cause_href: fc ? fc.getAttribute('href') : null,
+              onesided: tr.classList.contains('onesided'),
+              text: tr.textContent,
+            };
+        })"#,
+        vec![],
+    )
+    .as_array()
+    .unwrap()
+    .clone()
+}
+
+/// Checks the index's table against `summary.json`.
+fn check_index_against_summary(b: &Browser, r: &Report) {
+    b.open(&r.path("index.html"));
+    let table = index_table(b);
+    let ranks = r.summary["ranks"].as_array().unwrap();
+    assert_eq!(table.len(), ranks.len(), "{table:#?}");
+    for (row, s) in table.iter().zip(ranks) {
+        assert_eq!(row["rank"], s["rank"].to_string(), "{row}");
+        let c = &s["counts"];
+        let mut want = vec![format!(
+            "{} / {}",
+            s["run1"]["entries"], s["run2"]["entries"]
+        )];
+        for k in ["match", "diff", "only1", "only2", "missing", "truncated"] {
+            want.push(c[k].to_string());
+        }
+        let got: Vec<String> = row["nums"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(got, want, "counts of rank {}", s["rank"]);
+        let fd = &s["first_divergence"];
+        assert_eq!(
+            row["first"],
+            key_of(fd),
+            "first divergence of rank {}",
+            s["rank"]
+        );
+        assert_eq!(
+            row["first_href"],
+            format!(
+                "{}#{}",
+                fd["page"].as_str().unwrap(),
+                fd["anchor"].as_str().unwrap()
+            )
+        );
+        let fc = &s["root_causes"]["first_cause"]["row"];
+        assert_eq!(
+            row["cause"],
+            key_of(fc),
+            "first cause of rank {}",
+            s["rank"]
+        );
+    }
+    // The totals line.
+    let totals = b.js(
+        "return Array.from(document.querySelectorAll('.summary .cnt')).map(e => e.textContent)",
+        vec![],
+    );
+    let t = &r.summary["counts"];
+    let totals: Vec<&str> = totals
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        totals.contains(&format!("{} match", t["match"]).as_str()),
+        "{totals:?}"
+    );
+    assert!(
+        totals.contains(&format!("{} diff", t["diff"]).as_str()),
+        "{totals:?}"
+    );
+    // One heatmap and one origins table per rank, the first origin or entry
+    // linking to its row, and outlined in the heatmap.
+    for s in ranks {
+        let rank = s["rank"].as_u64().unwrap();
+        let fc = &s["root_causes"]["first_cause"]["row"];
+        let href = format!(
+            "{}#{}",
+            fc["page"].as_str().unwrap(),
+            fc["anchor"].as_str().unwrap()
+        );
+        let found = b.js(
+            r#"const sec = document.getElementById('rank-' + arguments[0]);
+               if (!sec) return 'no section';
+               if (!sec.querySelector('svg.heat')) return 'no heatmap';
+               const first = sec.querySelector('table.causes tbody tr a.fdk');
+               if (!first || first.getAttribute('href') !== arguments[1]) return 'first cause link ' + (first && first.getAttribute('href'));
+               const cell = Array.from(sec.querySelectorAll('svg.heat a')).find(a => a.getAttribute('href') === arguments[1]);
+               if (!cell) return 'no heatmap cell links to it';
+               if (!cell.querySelector('rect').classList.contains('o')) return 'its cell is not outlined';
+               return 'ok';"#,
+            vec![json!(rank), json!(href)],
+        );
+        assert_eq!(found, "ok", "rank {rank}: {href}");
+    }
+    assert_clean(b, "index");
+}
+
+#[test]
+fn index_shows_counts_and_first_divergence_per_rank() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    let r = bug_layer2();
+    check_index_against_summary(&b, r);
+    // The injected bug: the first origin is the add of layers.2.ffn_norm.
+    assert_eq!(
+        index_table(&b)[0]["cause"],
+        "layers.2.ffn_norm/op_1_add_",
+        "bug_layer2's first origin"
+    );
+
+    let r = multirank();
+    check_index_against_summary(&b, r);
+    let t = index_table(&b);
+    let causes: Vec<&str> = t.iter().map(|r| r["cause"].as_str().unwrap()).collect();
+    assert_eq!(
+        causes,
+        [
+            "<none>/op_6_lerp_",
+            "tok_embeddings/op_2_embedding",
+            "<none>/op_6_lerp_",
+            "<none>/op_6_lerp_"
+        ]
+    );
+    // A heatmap cell opens its row.
+    let fc = &r.rank(1)["root_causes"]["first_cause"]["row"];
+    let href = format!(
+        "{}#{}",
+        fc["page"].as_str().unwrap(),
+        fc["anchor"].as_str().unwrap()
+    );
+    let cell = b.find(&format!("#rank-1 svg.heat a[href=\"{href}\"] rect"));
+    b.click(&cell);
+    let url = b.url();
+    assert!(url.ends_with(&href), "{url}");
+    let target = b.wait_for(
+        "const t = document.querySelector(':target'); return t ? t.id : ''",
+        5,
+    );
+    assert_eq!(target, fc["anchor"]);
+    assert_clean(&b, "heatmap link");
+}
+
+/// Ids of the result rows (`<tbody>`) of the page, with their status and
+/// whether they are displayed.
+fn page_rows(b: &Browser) -> Vec<(String, String, bool)> {
+    let v = b.js(
+        r#"return Array.from(document.querySelectorAll('table.res tbody[id]')).map(tb =>
+             [tb.id, tb.className.split(' ')[0], getComputedStyle(tb).display !== 'none'])"#,
+        vec![],
+    );
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x[0].as_str().unwrap().to_string(),
+                x[1].as_str().unwrap().to_string(),
+                x[2].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn each_status_checkbox_hides_exactly_its_rows() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    for (r, page) in [
+        (multirank(), "rank1-page1.html"),
+        (bug_layer2(), "rank0-page2.html"),
+    ] {
+        b.open(&r.path(page));
+        let rows = page_rows(&b);
+        assert!(rows.iter().all(|r| r.2), "all rows shown at first");
+        let boxes = b.find_all("#filters input[type=checkbox][data-st]");
+        assert!(boxes.len() >= 6, "one checkbox per status");
+        let mut seen = 0;
+        for cb in &boxes {
+            let st = b.js("return arguments[0].dataset.st", vec![b.arg(cb)]);
+            let st = st.as_str().unwrap().to_string();
+            b.click(cb);
+            let now = page_rows(&b);
+            for (id, s, shown) in &now {
+                assert_eq!(*shown, *s != st, "{page}: {id} ({s}) with `{st}` unchecked");
+            }
+            seen += now.iter().filter(|r| r.1 == st).count();
+            b.click(cb);
+            assert!(
+                page_rows(&b).iter().all(|r| r.2),
+                "{page}: `{st}` checked again"
+            );
+        }
+        assert_eq!(
+            seen,
+            rows.len(),
+            "{page}: every row has a status with a checkbox"
+        );
+        assert_clean(&b, page);
+    }
+}
+
+#[test]
+fn regex_filter_hides_non_matching_rows_and_reports_invalid_ones() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    let r = bug_layer2();
+    b.open(&r.path("rank0-page1.html"));
+    let rows = r.rank_rows(0);
+    let on_page: Vec<(usize, &Value)> = rows.iter().copied().enumerate().take(100).collect();
+    let pattern = r"layers\.2\.(ffn|attention_norm)";
+    let re = regex::RegexBuilder::new(pattern)
+        .case_insensitive(true)
+        .build()
+        .unwrap();
+    let want: Vec<String> = on_page
+        .iter()
+        .filter(|(_, row)| {
+            [&row["key1"], &row["key2"]]
+                .iter()
+                .any(|k| k.as_str().is_some_and(|k| re.is_match(k)))
+        })
+        .map(|(i, _)| format!("rank0-row{i}"))
+        .collect();
+    assert!(!want.is_empty() && want.len() < on_page.len());
+    let boxe = b.find("#re");
+    b.type_into(&boxe, pattern);
+    let expect = format!("{} / {} rows match", want.len(), on_page.len());
+    let status = b.wait_for(
+        &format!(
+            "const s = document.getElementById('re-status').textContent; return s === {} ? s : ''",
+            json!(expect)
+        ),
+        5,
+    );
+    assert_eq!(
+        status,
+        expect,
+        "status: {}",
+        b.js(
+            "return document.getElementById('re-status').textContent",
+            vec![]
+        )
+    );
+    let shown: Vec<String> = page_rows(&b)
+        .into_iter()
+        .filter(|r| r.2)
+        .map(|r| r.0)
+        .collect();
+    assert_eq!(shown, want);
+    // An invalid regex: a message, no crash.
+    b.clear(&boxe);
+    b.type_into(&boxe, "layers[");
+    let err = b.wait_for(
+        "const s = document.getElementById('re-status'); return s.className === 'err' ? s.textContent : ''",
+        5,
+    );
+    assert!(err.as_str().unwrap().starts_with("invalid regex"), "{err}");
+    // Cleared: every row again.
+    b.clear(&boxe);
+    b.type_into(&boxe, " ");
+    b.wait_for(
+        "return document.getElementById('re-status').textContent === ''",
+        5,
+    );
+    assert!(page_rows(&b).iter().all(|r| r.2));
+    assert_clean(&b, "regex filter");
+}
+
+#[test]
+fn page_links_reach_every_page() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    let r = bug_layer2();
+    let pages: Vec<String> = r.rank(0)["pages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["file"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(pages.len(), 3, "265 rows at 100 per page");
+    // From the index, each page link.
+    for (k, file) in pages.iter().enumerate() {
+        b.open(&r.path("index.html"));
+        let link = b.find(&format!("table.ranks td.pg a[href=\"{file}\"]"));
+        b.click(&link);
+        assert!(b.url().ends_with(file.as_str()), "{}", b.url());
+        let sub = b.js("return document.querySelector('.sub').textContent", vec![]);
+        assert!(
+            sub.as_str()
+                .unwrap()
+                .contains(&format!("page {} of 3", k + 1)),
+            "{sub}"
+        );
+        let ids: Vec<String> = page_rows(&b).into_iter().map(|r| r.0).collect();
+        let first = k * 100;
+        let last = ((k + 1) * 100).min(265) - 1;
+        assert_eq!(ids.first().unwrap(), &format!("rank0-row{first}"));
+        assert_eq!(ids.last().unwrap(), &format!("rank0-row{last}"));
+        assert_eq!(ids.len(), last - first + 1);
+    }
+    // From page 1, "next" to the last page, then "previous" back, then the index.
+    b.open(&r.path(&pages[0]));
+    let mut walked = vec![b.url()];
+    while let Some(next) = b.find_all("header nav.pager a[rel=next]").first() {
+        b.click(next);
+        walked.push(b.url());
+    }
+    assert_eq!(walked.len(), 3, "{walked:?}");
+    for (u, f) in walked.iter().zip(&pages) {
+        assert!(u.ends_with(f.as_str()), "{u}");
+    }
+    b.click(&b.find("header nav.pager a[rel=prev]"));
+    assert!(b.url().ends_with(pages[1].as_str()));
+    b.click(&b.find("header nav.pager a[href=\"index.html\"]"));
+    assert!(b.url().ends_with("index.html"));
+    assert_clean(&b, "page links");
+}
+
+#[test]
+fn hovering_one_half_of_a_row_pair_highlights_both() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    let r = bug_layer2();
+    b.open(&r.path("rank0-page1.html"));
+    let hover = b.js(
+        "const d = document.createElement('div'); d.style.background = 'var(--hover)'; document.body.appendChild(d);
+         const c = getComputedStyle(d).backgroundColor; d.remove(); return c",
+        vec![],
+    );
+    // The side-label cells: second of row 1, first of row 2.
+    let bg = |id: &str| -> (String, String) {
+        let v = b.js(
+            "const tb = document.getElementById(arguments[0]); const tr = tb.querySelectorAll('tr');
+             return [getComputedStyle(tr[0].children[1]).backgroundColor, getComputedStyle(tr[1].children[0]).backgroundColor]",
+            vec![json!(id)],
+        );
+        (v[0].as_str().unwrap().into(), v[1].as_str().unwrap().into())
+    };
+    for (half, sel) in [
+        ("run 2's half", "#rank0-row5 tr + tr > td:first-child"),
+        (
+            "run 1's half",
+            "#rank0-row5 tr:first-child > td:nth-child(2)",
+        ),
+    ] {
+        b.hover(&b.find(sel));
+        let (a, c) = bg("rank0-row5");
+        assert_eq!(a, hover, "{half}: run 1's row");
+        assert_eq!(c, hover, "{half}: run 2's row");
+        let (x, y) = bg("rank0-row7");
+        assert!(x != hover && y != hover, "another row is highlighted too");
+    }
+    assert_clean(&b, "hover");
+}
+
+#[test]
+fn clipped_cell_expands_and_collapses_on_click() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    let r = multirank();
+    b.open(&r.path("rank0-page1.html"));
+    let cell = b.find("table.res div.c");
+    let size = |b: &Browser| -> (f64, f64, bool) {
+        let v = b.js(
+            "const c = document.querySelector('table.res div.c'); return [c.clientHeight, c.scrollHeight, c.classList.contains('open')]",
+            vec![],
+        );
+        (
+            v[0].as_f64().unwrap(),
+            v[1].as_f64().unwrap(),
+            v[2].as_bool().unwrap(),
+        )
+    };
+    let (h0, full, open) = size(&b);
+    assert!(!open && h0 < full, "clipped at first: {h0} of {full}");
+    b.click(&cell);
+    let (h1, full1, open) = size(&b);
+    assert!(open && h1 >= full1 && h1 > h0, "expanded: {h1} of {full1}");
+    b.click(&cell);
+    let (h2, _, open) = size(&b);
+    assert!(!open && h2 == h0, "collapsed again");
+    assert_clean(&b, "clipped cell");
+}
+
+/// Types `key` into the index's search box for `rank`, presses Enter and
+/// waits for the row's page.
+fn search_and_jump(b: &Browser, r: &Report, rank: u64, key: &str) -> String {
+    b.open(&r.path("index.html"));
+    let scripts = b.js(
+        "return document.querySelectorAll('script[src]').length",
+        vec![],
+    );
+    assert_eq!(scripts, 0, "no key index is loaded before the box is used");
+    b.click(&b.find(&format!("#find-rank option[value=\"{rank}\"]")));
+    let boxe = b.find("#find-key");
+    b.type_into(&boxe, key);
+    let first = b.wait_for(
+        "const a = document.querySelector('#find-results a'); return a ? a.textContent : ''",
+        10,
+    );
+    assert_eq!(first, key, "first result");
+    let loaded = b.js(
+        "return Array.from(document.querySelectorAll('script[src]')).map(s => s.getAttribute('src'))",
+        vec![],
+    );
+    assert_eq!(loaded, json!([format!("rank{rank}-keys.js")]));
+    let index_url = b.url();
+    b.type_into(&boxe, "\u{E007}");
+    let t0 = Instant::now();
+    while b.url() == index_url && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    b.wait_for("return document.readyState === 'complete'", 10);
+    b.url()
+}
+
+#[test]
+fn key_search_jumps_to_the_right_page_and_row() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    let r = bug_layer2();
+    let rows = r.rank_rows(0);
+    for i in [250usize, 52, 0] {
+        let key = key_of(rows[i]);
+        let url = search_and_jump(&b, r, 0, key);
+        let page = i / 100 + 1;
+        assert!(
+            url.ends_with(&format!("rank0-page{page}.html#rank0-row{i}")),
+            "{key}: {url}"
+        );
+        let v = b.wait_for(
+            "const t = document.querySelector(':target'); if (!t) return '';
+             const r = t.getBoundingClientRect();
+             return r.top >= 0 && r.top < innerHeight ? t.id : 'off screen: ' + r.top",
+            5,
+        );
+        assert_eq!(v, format!("rank0-row{i}"), "{key}");
+        assert_clean(&b, "key search");
+    }
+    // Another rank of a multi-rank report.
+    let r = multirank();
+    let fc = &r.rank(1)["root_causes"]["first_cause"]["row"];
+    let url = search_and_jump(&b, r, 1, key_of(fc));
+    assert!(
+        url.ends_with(&format!(
+            "{}#{}",
+            fc["page"].as_str().unwrap(),
+            fc["anchor"].as_str().unwrap()
+        )),
+        "{url}"
+    );
+    assert_clean(&b, "key search, rank 1");
+}
+
+#[test]
+fn every_page_loads_without_errors_or_network() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    for r in [bug_layer2(), multirank()] {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&r.dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.extension().is_some_and(|x| x == "html")
+                    && !p.to_string_lossy().ends_with("-overview.html")
+            })
+            .collect();
+        files.sort();
+        assert!(files.len() >= 4);
+        for f in &files {
+            b.open(f);
+            let title = b.js("return document.title", vec![]);
+            assert!(title.as_str().unwrap().starts_with("Numerics Comparison"));
+            assert_clean(&b, &f.display().to_string());
+        }
+    }
+}
+
+#[test]
+fn looks_themes_and_screenshots() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    let r = bug_layer2();
+    let shots = screenshot_dir();
+    b.window_size(1280, 900);
+    let mut backgrounds = Vec::new();
+    for scheme in ["light", "dark"] {
+        b.color_scheme(scheme);
+        b.open(&r.path("index.html"));
+        let fits = b.js(
+            "return [document.documentElement.scrollWidth, innerWidth]",
+            vec![],
+        );
+        assert!(
+            fits[0].as_f64() <= fits[1].as_f64(),
+            "index at 1280 px scrolls sideways: {fits}"
+        );
+        b.screenshot(&shots.join(format!("index-{scheme}.png")));
+        b.open(&r.path("rank0-page1.html"));
+        let fits = b.js(
+            "return [document.documentElement.scrollWidth, innerWidth]",
+            vec![],
+        );
+        assert!(
+            fits[0].as_f64() <= fits[1].as_f64(),
+            "page at 1280 px scrolls sideways: {fits}"
+        );
+        backgrounds.push(b.js(
+            "return getComputedStyle(document.body).backgroundColor",
+            vec![],
+        ));
+        // Numbers: right-aligned, monospaced.
+        let num = b.js(
+            "const td = document.querySelector('#rank0-row1 tr:first-child > td:nth-last-child(4)');
+             const s = getComputedStyle(td); return [s.textAlign, s.fontFamily]",
+            vec![],
+        );
+        assert_eq!(num[0], "right", "{num}");
+        assert!(num[1].as_str().unwrap().contains("monospace"), "{num}");
+        b.screenshot(&shots.join(format!("page-{scheme}.png")));
+        // Column headers stay visible while scrolling.
+        let top = b.js(
+            "const t = document.querySelector('table.res'); window.scrollTo(0, t.offsetTop + t.offsetHeight / 2);
+             return document.querySelector('table.res th').getBoundingClientRect().top",
+            vec![],
+        );
+        let top = top.as_f64().unwrap();
+        assert!(
+            (-1.0..=2.0).contains(&top),
+            "header at {top} px after scrolling"
+        );
+        b.screenshot(&shots.join(format!("page-scrolled-{scheme}.png")));
+        assert_clean(&b, scheme);
+    }
+    assert_ne!(backgrounds[0], backgrounds[1], "a dark theme");
+    for f in [
+        "index-light.png",
+        "index-dark.png",
+        "page-light.png",
+        "page-dark.png",
+    ] {
+        let p = shots.join(f);
+        let n = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+        assert!(n > 10_000, "{}: {n} bytes", p.display());
+    }
+    eprintln!("screenshots in {}", shots.display());
+}
+
+/// An 8-rank comparison of about a million rows: no page over 2 MB, and the
+/// index loads in under a second.
+#[test]
+#[ignore = "large: generates 8 × 125,000 ops (about 700 MB of logs) and compares them; minutes on a small machine"]
+fn large_report_sizes_and_index_load_time() {
+    let _g = one_at_a_time();
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-large");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let (a, c, out) = (root.join("a"), root.join("b"), root.join("report"));
+    let t0 = Instant::now();
+    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
+        .args(["gen"])
+        .arg(&a)
+        .arg(&c)
+        .args(["--ops", "125000", "--ranks", "8", "--perturb", "0.01"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let gen = t0.elapsed();
+    let t0 = Instant::now();
+    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
+        .arg("compare")
+        .arg(&a)
+        .arg(&c)
+        .arg("-o")
+        .arg(&out)
+        .arg("-q")
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(1));
+    let cmp = t0.elapsed();
+    let _ = std::fs::remove_dir_all(&a);
+    let _ = std::fs::remove_dir_all(&c);
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let rows: u64 = summary["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let c = &r["counts"];
+            ["match", "diff", "only1", "only2", "missing", "truncated"]
+                .iter()
+                .map(|k| c[k].as_u64().unwrap())
+                .sum::<u64>()
+        })
+        .sum();
+    let mut largest = (0u64, String::new());
+    let (mut html, mut pages, mut keys) = (0u64, 0u64, 0u64);
+    for e in std::fs::read_dir(&out).unwrap() {
+        let p = e.unwrap().path();
+        let n = std::fs::metadata(&p).unwrap().len();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".html") {
+            html += n;
+            pages += 1;
+            if n > largest.0 {
+                largest = (n, name);
+            }
+        } else if name.ends_with("-keys.js") {
+            keys = keys.max(n);
+        }
+    }
+    let index = std::fs::metadata(out.join("index.html")).unwrap().len();
+    let b = Browser::start();
+    let mut loads = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        b.open(&out.join("index.html"));
+        let wall = t.elapsed().as_secs_f64();
+        let nav = b.js(
+            "const n = performance.getEntriesByType('navigation')[0]; return n.loadEventEnd - n.startTime",
+            vec![],
+        );
+        loads.push((wall, nav.as_f64().unwrap() / 1000.0));
+    }
+    assert_clean(&b, "large index");
+    // The key search on one rank of 125,000 rows.
+    let t = Instant::now();
+    let boxe = b.find("#find-key");
+    b.type_into(&boxe, "layers.31.feed_forward.w2/op_");
+    b.wait_for(
+        "return document.querySelectorAll('#find-results a').length > 0",
+        30,
+    );
+    let search = t.elapsed().as_secs_f64();
+    assert_clean(&b, "large key search");
+    let best = loads.iter().map(|l| l.1).fold(f64::MAX, f64::min);
+    eprintln!(
+        "large: {} ranks, {rows} rows; gen {:.1} s, compare {:.1} s; {pages} HTML files, {html} bytes; \
+         largest page {} ({} bytes); index {index} bytes; largest key index {keys} bytes; \
+         index load (wall, load event) {loads:.3?} s; key search (load + first results) {search:.2} s",
+        summary["ranks"].as_array().unwrap().len(),
+        gen.as_secs_f64(),
+        cmp.as_secs_f64(),
+        largest.1,
+        largest.0,
+    );
+    assert!(rows >= 1_000_000, "{rows} rows");
+    assert!(
+        largest.0 < 2_000_000,
+        "{} is {} bytes",
+        largest.1,
+        largest.0
+    );
+    assert!(best < 1.0, "the index loads in {best:.3} s");
+    let _ = std::fs::remove_dir_all(&root);
+}
