@@ -1,16 +1,33 @@
 //! HTML pages (tera templates in `templates/`, embedded at build time).
 //!
 //! Every rank gets one or more result pages (`rank{N}-page{k}.html`,
-//! [`ReportOptions::page_rows`] result rows each) and the comparison gets an
-//! `index.html`. Pages are self-contained (inline CSS and JS, no network) so
-//! they work from `file://`.
+//! [`ReportOptions::page_rows`] result rows each), an overview fragment
+//! (`rank{N}-overview.html`: an inline-SVG heatmap of layers × op type, see
+//! [`overview_file`]) and a key index (`rank{N}-keys.js`, see
+//! [`keys_file`]); the comparison gets an `index.html` that embeds each
+//! rank's overview, lists its origins and entries, and searches a rank's
+//! keys (loading its key index only when the search box is used). Pages are
+//! self-contained (inline CSS and JS, no network) so they work from
+//! `file://`.
 //!
 //! Escaping: all log text (keys, locations, shapes, hashes, producers, run
-//! names, op names) reaches the page only through tera `{{ }}` expressions
-//! with autoescape on (every template name ends in `.html`), never through
-//! `| safe`. No log text is ever placed inside a `<script>` element: the
-//! filter script reads the key text from the DOM. The colour rules in a
-//! page's `<style>` are built here from numbers only.
+//! names, op names) reaches a page only through tera `{{ }}` expressions
+//! with autoescape on (every template name ends in `.html`). The one
+//! `| safe` is the index embedding an overview fragment, which was itself
+//! rendered that way from `overview.html`. No log text is ever placed
+//! inside a `<script>` element: the filter script reads the key text from
+//! the DOM, and the key search reads keys from `rank{N}-keys.js`, where
+//! they are JSON strings passed to a function, and shows them with
+//! `textContent`. The colour rules in a page's `<style>` are built here from
+//! numbers only.
+//!
+//! Cells: a differing cell gets a colour class (below); a value holding NaN
+//! or Inf gets `nf`, and a difference involving one `nfx` (the NaN/Inf
+//! side) and `nfd` (the other), never a class of the finite scale. Each row
+//! shows its notes ([`crate::matcher::notes::row_notes`]; root cause, dtype
+//! and shape changes and non-gating rows as chips) and the tolerance or rule
+//! that judged it (the key cell's title; a chip on diverging rows judged by
+//! a rule or a per-dtype default).
 //!
 //! Memory: a page's tera context is built from the page's rows only and
 //! rendered straight into a buffered file, so memory is bounded by the page
