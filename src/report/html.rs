@@ -569,7 +569,9 @@ fn pair_ctx<'a>(
         };
         for (col, field) in [(C_OUT, Field::OutputHash), (C_IN, Field::InputHashes)] {
             let (x, y) = (t1.field(i, field), t2.field(j, field));
-            if x != y {
+            // A field in one run only is not a numeric difference: its "—"
+            // and the row's notes (status `missing`) say so.
+            if x != y && !x.is_empty() && !y.is_empty() {
                 if let Some(rd) = compare_hashes(x, y, Tolerance::REFERENCE, true).intensity {
                     mark(col, rd);
                 }
