@@ -307,7 +307,8 @@ mod tests {
         assert!(!plan(None, 1, None).is_filtered());
         // A budget that fits one row estimate: diverging rows only, cut to the first.
         let one = row_html_estimate(&rc, 1);
-        let tight = plan(None, 1, Some(one + 10));
+        // (the plan keeps a tenth of the budget for the index)
+        let tight = plan(None, 1, Some((one + 10) * 10 / 9 + 10));
         assert!(tight.is_filtered());
         assert_eq!((tight.len(), tight.cut_from()), (1, Some(2)));
         assert_eq!(tight.row(0), 1);
