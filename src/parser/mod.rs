@@ -258,10 +258,12 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
                     );
                 }
                 let key = &line[ks..ke];
-                if let Err(e) = (!key.is_ascii())
-                    .then(|| std::str::from_utf8(key))
-                    .unwrap_or(Ok(""))
-                {
+                let utf8 = if key.is_ascii() {
+                    Ok("")
+                } else {
+                    std::str::from_utf8(key)
+                };
+                if let Err(e) = utf8 {
                     p.warn(
                         lineno,
                         (ks + e.valid_up_to() + 1) as u64,
