@@ -312,6 +312,8 @@ class Profiler:
         enabled: bool = True,
         device_path: bool = False,
     ):
+        if int(capture_step) < 1:
+            raise ValueError(f"capture_step is 1-based, got {capture_step}")
         self.model = model
         self.dump_dir = os.fspath(dump_dir)
         self.rank = rank
