@@ -334,10 +334,22 @@ impl OpTable {
                 let s = (self.block_start[row] + col.off[row] as u64) as usize;
                 let data = self.source.bytes();
                 if len == LONG {
-                    // A value of 64 KiB or more: it runs to the end of its line.
-                    let rest = &data[s..];
-                    let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-                    return super::line::trim(&rest[..end]);
+                    // 64 KiB or more: classify its line again for the exact span.
+                    let start = memchr::memrchr(b'\n', &data[..s]).map_or(0, |i| i + 1);
+                    let end = memchr::memchr(b'\n', &data[s..]).map_or(data.len(), |i| s + i);
+                    let mut line = &data[start..end];
+                    if line.last() == Some(&b'\r') {
+                        line = &line[..line.len() - 1];
+                    }
+                    return match super::line::classify(line) {
+                        super::line::LineKind::Key {
+                            start: a, end: b, ..
+                        }
+                        | super::line::LineKind::Field {
+                            start: a, end: b, ..
+                        } => &line[a..b],
+                        _ => &[],
+                    };
                 }
                 &data[s..s + len as usize]
             }
