@@ -358,56 +358,48 @@ pub fn hashes_agree(
     .agrees
 }
 
-/// Whether the outputs of two paired rows agree: Shape text equal and the
-/// Output hash lists agreeing under `opts.hash`.
-pub fn output_agrees(
+/// The verdict on a pair of rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PairVerdict {
+    /// Everything compared agrees.
+    pub agrees: bool,
+    /// The output itself differs: Shape text, or Output hash beyond tolerance.
+    pub output_differs: bool,
+    /// The Output hash is present on one side only (and the Shape agrees).
+    pub output_missing: bool,
+}
+
+/// Judges a pair: the Shape text must be equal, the Output hash and Input
+/// hashes must agree under `opts.hash`, and, when `opts.stats` is set, the
+/// stats under it. Fields outside `compared` (ones a log never records) are
+/// not compared. With the defaults and full schemas this is the reference's
+/// status rule.
+pub fn judge_pair(
     t1: &OpTable,
     r1: usize,
     t2: &OpTable,
     r2: usize,
     opts: &CompareOptions,
-) -> bool {
-    t1.field(r1, Field::Shape) == t2.field(r2, Field::Shape)
-        && compare_hashes(
-            t1.field(r1, Field::OutputHash),
-            t2.field(r2, Field::OutputHash),
-            opts.hash,
-            opts.nan_equal,
-        )
-        .agrees
-}
-
-/// Whether the rest of two paired rows agrees: Input hashes (when
-/// `opts.gate_inputs`) and, when `opts.stats` is set, the stats.
-pub fn rest_agrees(
-    t1: &OpTable,
-    r1: usize,
-    t2: &OpTable,
-    r2: usize,
-    opts: &CompareOptions,
-) -> bool {
-    if opts.gate_inputs
-        && !compare_hashes(
-            t1.field(r1, Field::InputHashes),
-            t2.field(r2, Field::InputHashes),
-            opts.hash,
-            opts.nan_equal,
-        )
-        .agrees
-    {
-        return false;
+    compared: crate::parser::FieldSet,
+) -> PairVerdict {
+    let shape_differs =
+        compared.contains(Field::Shape) && t1.field(r1, Field::Shape) != t2.field(r2, Field::Shape);
+    let has_out = compared.contains(Field::OutputHash);
+    let output_missing = has_out && t1.has(r1, Field::OutputHash) != t2.has(r2, Field::OutputHash);
+    let output_differs =
+        shape_differs || (has_out && !hashes_agree(t1, r1, t2, r2, Field::OutputHash, opts));
+    let agrees = !output_differs
+        && (!compared.contains(Field::InputHashes)
+            || !opts.gate_inputs
+            || hashes_agree(t1, r1, t2, r2, Field::InputHashes, opts))
+        && opts
+            .stats
+            .is_none_or(|tol| stats_agree(t1, r1, t2, r2, tol, opts.nan_equal));
+    PairVerdict {
+        agrees,
+        output_differs,
+        output_missing: output_missing && !shape_differs,
     }
-    match opts.stats {
-        Some(tol) => stats_agree(t1, r1, t2, r2, tol, opts.nan_equal),
-        None => true,
-    }
-}
-
-/// Whether two paired rows agree: Shape text equal, Output hash and Input
-/// hashes agreeing under `opts.hash`, and, when `opts.stats` is set, the
-/// stats too. With the defaults this is the reference's status rule.
-pub fn rows_agree(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize, opts: &CompareOptions) -> bool {
-    output_agrees(t1, r1, t2, r2, opts) && rest_agrees(t1, r1, t2, r2, opts)
 }
 
 /// Whether a row's stats or Output hash hold a NaN or an infinity.

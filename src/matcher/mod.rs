@@ -4,7 +4,7 @@
 //! exact key, fuzzy key, stats; `shared/spec/matching.md`), each a hash-index
 //! lookup, never a scan: within a pass, side 1 is walked in file order and
 //! each unpaired row takes the first unclaimed side-2 row with an equal pass
-//! key. Each pair then gets a [`Status`] from [`compare::rows_agree`].
+//! key. Each pair then gets a [`Status`] from [`compare::judge_pair`].
 //!
 //! ```
 //! use actdiff::{parser, matcher};
@@ -626,29 +626,15 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
             if compare::non_finite(t2, r2u) {
                 flags |= ROW_NONFINITE2;
             }
-            let shape_differs = compared.contains(Field::Shape)
-                && t1.field(r1, Field::Shape) != t2.field(r2u, Field::Shape);
-            let out_missing = compared.contains(Field::OutputHash)
-                && t1.has(r1, Field::OutputHash) != t2.has(r2u, Field::OutputHash);
-            if shape_differs
-                || (compared.contains(Field::OutputHash)
-                    && !compare::hashes_agree(t1, r1, t2, r2u, Field::OutputHash, &rp.opts))
-            {
+            let v = compare::judge_pair(t1, r1, t2, r2u, &rp.opts, compared);
+            if v.output_differs {
                 flags |= ROW_OUT_DIFF;
             }
             let status = if t1.is_truncated(r1) || t2.is_truncated(r2u) {
                 Status::Truncated
-            } else if out_missing && !shape_differs {
+            } else if v.output_missing {
                 Status::Missing
-            } else if flags & ROW_OUT_DIFF == 0
-                && (!compared.contains(Field::InputHashes)
-                    || !rp.opts.gate_inputs
-                    || compare::hashes_agree(t1, r1, t2, r2u, Field::InputHashes, &rp.opts))
-                && rp
-                    .opts
-                    .stats
-                    .is_none_or(|tol| compare::stats_agree(t1, r1, t2, r2u, tol, rp.opts.nan_equal))
-            {
+            } else if v.agrees {
                 Status::Match
             } else {
                 Status::Diff
