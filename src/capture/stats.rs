@@ -199,6 +199,11 @@ trait Elem: Copy + Send + Sync {
 /// A floating element of a primary output.
 trait FElem: Elem {
     fn f(self) -> f32;
+    /// The slice itself when the elements are float32.
+    fn as_f32(x: &[Self]) -> Option<&[f32]> {
+        let _ = x;
+        None
+    }
 }
 impl Elem for f32 {
     #[inline(always)]
@@ -210,6 +215,9 @@ impl FElem for f32 {
     #[inline(always)]
     fn f(self) -> f32 {
         self
+    }
+    fn as_f32(x: &[f32]) -> Option<&[f32]> {
+        Some(x)
     }
 }
 /// float16 bits to float32, exactly, without branches the compiler cannot
@@ -344,77 +352,132 @@ fn pairwise<T: Copy + Send + Sync, A: Copy + Send>(
     merge(a, b)
 }
 
-/// One block: 16 independent lanes (the compiler turns them into SIMD
-/// registers; the order of additions is the same whatever the instruction
-/// set, so the result is too: x² of a float32 value is exact in float64,
-/// so even a fused multiply-add rounds the same).
-#[inline(always)]
-fn moments_block_body<T: FElem>(x: &[T]) -> Acc {
-    // Convert the block once (float32 for min/max, float64 for the sums),
-    // then one simple loop per statistic over the L1-cache resident values:
-    // each loop vectorizes cleanly.
-    let n = x.len();
-    let mut fb = [0f32; BLOCK];
-    let mut db = [0f64; BLOCK];
-    for ((o, d), e) in fb.iter_mut().zip(db.iter_mut()).zip(x) {
-        let v = e.f();
-        *o = v;
-        *d = v as f64;
-    }
-    let (f, d) = (&fb[..n], &db[..n]);
+/// One block: the float64 sums in 16 independent lanes (lane `l` adds
+/// elements `l`, `l + 16`, ... in order, then the lanes are summed
+/// pairwise), min and max over float32. The AVX2 build
+/// ([`moments_f32_avx2`]) adds in exactly this order, so both give the same
+/// bits: x² of a float32 value is exact in float64, so a fused multiply-add
+/// rounds like a multiply then an add. (Min and max ignore NaN here; the
+/// caller counts NaN.)
+fn moments_f32_plain(f: &[f32]) -> Acc {
     let mut l1 = [0f64; LANES];
     let mut sq = [0f64; LANES];
     let mut sum = [0f64; LANES];
-    let mut mn = [f32::INFINITY; LANES];
-    let mut mx = [f32::NEG_INFINITY; LANES];
-    let full = n - n % LANES;
-    for c in d[..full].chunks_exact(LANES) {
-        for l in 0..LANES {
-            l1[l] += c[l].abs();
-        }
+    let mut mn = f32::INFINITY;
+    let mut mx = f32::NEG_INFINITY;
+    for (i, &v) in f.iter().enumerate() {
+        let l = i % LANES;
+        let d = v as f64;
+        l1[l] += d.abs();
+        sq[l] += d * d;
+        sum[l] += d;
+        mn = if v < mn { v } else { mn };
+        mx = if v > mx { v } else { mx };
     }
-    for c in d[..full].chunks_exact(LANES) {
-        for l in 0..LANES {
-            sq[l] += c[l] * c[l];
-        }
-    }
-    for c in d[..full].chunks_exact(LANES) {
-        for l in 0..LANES {
-            sum[l] += c[l];
-        }
-    }
-    for c in f[..full].chunks_exact(LANES) {
-        for l in 0..LANES {
-            let v = c[l];
-            mn[l] = if v < mn[l] { v } else { mn[l] };
-            mx[l] = if v > mx[l] { v } else { mx[l] };
-        }
-    }
-    for (l, (&v, &dv)) in f[full..].iter().zip(&d[full..]).enumerate() {
-        l1[l] += dv.abs();
-        sq[l] += dv * dv;
-        sum[l] += dv;
-        mn[l] = if v < mn[l] { v } else { mn[l] };
-        mx[l] = if v > mx[l] { v } else { mx[l] };
-    }
-    let mut a = Acc {
+    Acc {
         l1: tree(l1),
         sq: tree(sq),
         sum: tree(sum),
-        min: mn[0],
-        max: mx[0],
-    };
-    for l in 1..LANES {
-        a.min = if mn[l] < a.min { mn[l] } else { a.min };
-        a.max = if mx[l] > a.max { mx[l] } else { a.max };
+        min: mn,
+        max: mx,
     }
-    a
+}
+
+/// [`moments_f32_plain`] with AVX2 and FMA: four 4-wide float64
+/// accumulators per sum (the 16 lanes), one 8-wide float32 min and max.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn moments_f32_avx2(f: &[f32]) -> Acc {
+    use std::arch::x86_64::*;
+    let n = f.len();
+    let full = n - n % LANES;
+    let p = f.as_ptr();
+    let abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fff_ffff_ffff_ffff));
+    let mut l1 = [_mm256_setzero_pd(); 4];
+    let mut sq = [_mm256_setzero_pd(); 4];
+    let mut sum = [_mm256_setzero_pd(); 4];
+    let mut mn = _mm256_set1_ps(f32::INFINITY);
+    let mut mx = _mm256_set1_ps(f32::NEG_INFINITY);
+    let mut i = 0;
+    while i < full {
+        // SAFETY: i + 16 <= full <= n elements of `f`.
+        let a = _mm256_loadu_ps(p.add(i));
+        let b = _mm256_loadu_ps(p.add(i + 8));
+        // min(v, m) is `v < m ? v : m`, as the plain loop.
+        mn = _mm256_min_ps(a, mn);
+        mn = _mm256_min_ps(b, mn);
+        mx = _mm256_max_ps(a, mx);
+        mx = _mm256_max_ps(b, mx);
+        let d = [
+            _mm256_cvtps_pd(_mm256_castps256_ps128(a)),
+            _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1)),
+            _mm256_cvtps_pd(_mm256_castps256_ps128(b)),
+            _mm256_cvtps_pd(_mm256_extractf128_ps(b, 1)),
+        ];
+        for j in 0..4 {
+            l1[j] = _mm256_add_pd(l1[j], _mm256_and_pd(d[j], abs_mask));
+            sq[j] = _mm256_fmadd_pd(d[j], d[j], sq[j]);
+            sum[j] = _mm256_add_pd(sum[j], d[j]);
+        }
+        i += LANES;
+    }
+    let mut al1 = [0f64; LANES];
+    let mut asq = [0f64; LANES];
+    let mut asum = [0f64; LANES];
+    for j in 0..4 {
+        _mm256_storeu_pd(al1.as_mut_ptr().add(4 * j), l1[j]);
+        _mm256_storeu_pd(asq.as_mut_ptr().add(4 * j), sq[j]);
+        _mm256_storeu_pd(asum.as_mut_ptr().add(4 * j), sum[j]);
+    }
+    let mut mns = [0f32; 8];
+    let mut mxs = [0f32; 8];
+    _mm256_storeu_ps(mns.as_mut_ptr(), mn);
+    _mm256_storeu_ps(mxs.as_mut_ptr(), mx);
+    let mut m_lo = f32::INFINITY;
+    let mut m_hi = f32::NEG_INFINITY;
+    for k in 0..8 {
+        m_lo = if mns[k] < m_lo { mns[k] } else { m_lo };
+        m_hi = if mxs[k] > m_hi { mxs[k] } else { m_hi };
+    }
+    for (l, &v) in f[full..].iter().enumerate() {
+        let d = v as f64;
+        al1[l] += d.abs();
+        asq[l] += d * d;
+        asum[l] += d;
+        m_lo = if v < m_lo { v } else { m_lo };
+        m_hi = if v > m_hi { v } else { m_hi };
+    }
+    Acc {
+        l1: tree(al1),
+        sq: tree(asq),
+        sum: tree(asum),
+        min: m_lo,
+        max: m_hi,
+    }
+}
+
+/// A block of any float dtype as float32 (no copy for float32).
+#[inline(always)]
+fn with_f32<T: FElem, R>(x: &[T], k: impl FnOnce(&[f32]) -> R) -> R {
+    if let Some(f) = T::as_f32(x) {
+        return k(f);
+    }
+    let mut buf = [0f32; BLOCK];
+    for (o, e) in buf.iter_mut().zip(x) {
+        *o = e.f();
+    }
+    k(&buf[..x.len()])
+}
+
+fn moments_block_body<T: FElem>(x: &[T]) -> Acc {
+    with_f32(x, moments_f32_plain)
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn moments_block_avx2<T: FElem>(x: &[T]) -> Acc {
-    moments_block_body(x)
+    // SAFETY: this function runs only where AVX2 and FMA are available.
+    with_f32(x, |f| unsafe { moments_f32_avx2(f) })
 }
 
 /// Whether the AVX2 build of the block kernels can run (checked once; it
@@ -452,6 +515,46 @@ fn l1_block_body<T: Elem>(x: &[T]) -> f64 {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn l1_block_avx2<T: Elem>(x: &[T]) -> f64 {
     l1_block_body(x)
+}
+
+/// The L1 norm of a float32 block with AVX2: [`l1_block_body`]'s order
+/// (16 lanes, four 4-wide float64 accumulators), so the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn l1_f32_avx2(f: &[f32]) -> f64 {
+    use std::arch::x86_64::*;
+    let n = f.len();
+    let full = n - n % LANES;
+    let p = f.as_ptr();
+    let abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fff_ffff_ffff_ffff));
+    let mut acc = [_mm256_setzero_pd(); 4];
+    let mut i = 0;
+    while i < full {
+        for (j, a) in acc.iter_mut().enumerate() {
+            // SAFETY: i + 16 <= full <= n elements of `f`.
+            let d = _mm256_cvtps_pd(_mm_loadu_ps(p.add(i + 4 * j)));
+            *a = _mm256_add_pd(*a, _mm256_and_pd(d, abs_mask));
+        }
+        i += LANES;
+    }
+    let mut l1 = [0f64; LANES];
+    for (j, a) in acc.iter().enumerate() {
+        _mm256_storeu_pd(l1.as_mut_ptr().add(4 * j), *a);
+    }
+    for (l, &v) in f[full..].iter().enumerate() {
+        l1[l] += (v as f64).abs();
+    }
+    tree(l1)
+}
+
+/// The L1 norm of a block of a float dtype (through float32).
+fn l1_float_block<T: FElem>(x: &[T]) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if simd() {
+        // SAFETY: simd() checked the CPU has AVX2.
+        return with_f32(x, |f| unsafe { l1_f32_avx2(f) });
+    }
+    with_f32(x, l1_block_body::<f32>)
 }
 
 /// NaN and Inf counts (the rare path: only when the L1 is not finite).
@@ -506,6 +609,10 @@ fn fused_moments<T: FElem>(x: &[T]) -> TensorStats {
     }
 }
 
+fn fused_l1_float<T: FElem>(x: &[T]) -> f64 {
+    pairwise(x, &l1_float_block::<T>, &|a, b| a + b)
+}
+
 fn fused_l1<T: Elem>(x: &[T]) -> f64 {
     #[cfg(target_arch = "x86_64")]
     if simd() {
@@ -527,9 +634,9 @@ fn fused(t: &Tensor, moments: bool) -> Option<TensorStats> {
         };
     }
     let l1 = match d {
-        HostData::F32(x) => fused_l1(x),
-        HostData::F16(x) => fused_l1(x),
-        HostData::BF16(x) => fused_l1(x),
+        HostData::F32(x) => fused_l1_float(x),
+        HostData::F16(x) => fused_l1_float(x),
+        HostData::BF16(x) => fused_l1_float(x),
         HostData::F64(x) => fused_l1(x),
         HostData::I64(x) => fused_l1(x),
         HostData::I32(x) => fused_l1(x),
@@ -641,6 +748,8 @@ mod tests {
             same(moments_block_avx2(&b), moments_block_body(&b));
             assert_eq!(l1_block_avx2(&x).to_bits(), l1_block_body(&x).to_bits());
             assert_eq!(l1_block_avx2(&h).to_bits(), l1_block_body(&h).to_bits());
+            assert_eq!(l1_f32_avx2(&x).to_bits(), l1_block_body(&x).to_bits());
+            assert_eq!(l1_float_block(&b).to_bits(), l1_block_body(&b).to_bits());
         }
     }
 
