@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Fills fuzz/corpus/<target>/ with seed inputs: small logs from ../shared/cases
+# and testdata/, override files, rules and config files. Run from fuzz/.
+# The corpus folders are gitignored; libFuzzer adds what it finds to them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+shared=${ACTDIFF_SHARED_DIR:-../../shared}
+mkdir -p corpus/parse_log corpus/parse_chunks corpus/overrides corpus/config
+n=0
+add_log() {
+    n=$((n + 1))
+    cp "$1" "corpus/parse_log/seed_$n.log"
+    # parse_chunks: two bytes of chunk target (little-endian, plus 1) first.
+    for t in '\x00\x00' '\x3f\x00' '\xff\x03'; do
+        { printf "$t"; cat "$1"; } > "corpus/parse_chunks/seed_${n}_$(printf "$t" | od -An -tx1 | tr -d ' ')"
+    done
+}
+if [ -d "$shared/cases" ]; then
+    while IFS= read -r f; do add_log "$f"; done < <(find "$shared/cases" -name '*.log' -size -40k | sort)
+    cp "$shared"/cases/06-counter-drift-overrides/overrides.* corpus/overrides/ 2>/dev/null || true
+    cp "$shared"/cases/14-tolerance-rules/rules*.txt corpus/config/ 2>/dev/null || true
+fi
+add_log ../testdata/bug_layer2/run_A/rank_0_activations.log
+add_log ../testdata/multirank_fsdp/run_B/rank_1_activations.log
+cp seeds/overrides_* corpus/overrides/
+cp seeds/*.toml corpus/config/
+echo "seeded: $(ls corpus/parse_log | wc -l) logs, $(ls corpus/overrides | wc -l) override files, $(ls corpus/config | wc -l) configs"
