@@ -215,11 +215,11 @@ class _Mode(TorchDispatchMode):
                 if gf is not None and gf not in self.node_loc:
                     self.node_loc[gf] = loc_prev
 
-        ins: list = []
-        _leaves(args, ins)
+        raw_ins: list = []
+        _leaves(args, raw_ins)
         if kwargs:
-            _leaves(kwargs, ins)
-        ins = [_local(t) for t in ins]
+            _leaves(kwargs, raw_ins)
+        ins = [_local(t) for t in raw_ins]
         # (not `None in ins`: that compares tensors with None through torch)
         readable = all(t is not None for t in ins)
         pre = None
@@ -228,31 +228,36 @@ class _Mode(TorchDispatchMode):
 
         out = func(*args, **kwargs)
 
-        outs: list = []
-        _leaves(out, outs)
-        outs = [_local(t) for t in outs]
+        raw: list = []
+        _leaves(out, raw)
+        outs = [_local(t) for t in raw]
         if not all(t is not None for t in outs):
             readable = False
         node = torch._C._current_autograd_node()
 
         primary = None
-        if info.wanted:
+        if readable and info.wanted:
             mn = self.min_numel
             for i, t in enumerate(outs):
                 if t.dtype in _FLOATS and t.numel() >= mn:
                     primary = i
                     break
-        captured = primary is not None or (info.inplace and (outs or ins))
+        captured = readable and (primary is not None or (info.inplace and bool(outs or ins)))
 
         if node is None:
-            loc = self.location() if (captured or outs) else None
-            if outs:
-                self.pending = (outs, loc)
+            # Forward: remember where this op ran for the backward ops of the
+            # autograd node its outputs get once this call returns (looked up
+            # at the next dispatch). Outputs get a node when an input
+            # requires grad (their own flag is not set yet down here).
+            grads = bool(raw) and any(t.requires_grad for t in raw_ins)
+            loc = self.location() if (captured or grads) else None
+            if grads:
+                self.pending = (raw, loc)
         else:
-            loc = self.node_loc.get(node)
+            loc = self.node_loc.get(node) if captured else None
             if loc is None and captured:
                 loc = self.location()
-        if not captured or not readable:
+        if not captured:
             return out
 
         if node is None:

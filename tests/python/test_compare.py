@@ -71,4 +71,5 @@ def test_device_path_log_is_read_the_same_way(actdiff_bin, run_a, tmp_path):
     r, summary, rows = compare(actdiff_bin, run_a, b, tmp_path / "report")
     assert r.returncode in (0, 1), r.stdout + r.stderr
     assert {row["strategy"] for row in rows} == {"exact"}
-    assert sum(row["status"] == "match" for row in rows) >= 0.95 * len(rows)
+    # (On this machine the two logs are byte-identical.)
+    assert sum(row["status"] == "match" for row in rows) >= 0.99 * len(rows)

@@ -77,6 +77,11 @@ def test_keys_phases_producers_locations(tmp_path):
     assert any(k.startswith("layers.0.attention.wq/") for k in back)
     assert any(k.startswith("<none>/") for k in back)  # the loss's backward
     assert all(d[k]["Location"].startswith("python/llama.py:") for k in back if k.startswith("layers."))
+    # A backward op's Location is its forward op's (the autograd node's).
+    # (Gradient accumulation adds run outside a node's forward op: they get
+    # the live location, the `loss.backward()` line.)
+    wq_back = [k for k in back if k.startswith("layers.0.attention.wq/") and k.endswith("_mm")]
+    assert wq_back and all(d[k]["Location"] == d["layers.0.attention.wq/op_0_mm"]["Location"] for k in wq_back)
     # Optimizer (AdamW foreach=False): in-place ops, forward phase, <none>;
     # hash-only rows for the 64-element norm weights.
     opt = [k for k in keys[keys.index(back[-1]) + 1:]]
