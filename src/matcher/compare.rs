@@ -197,7 +197,11 @@ pub fn compare_hashes(a: &[u8], b: &[u8], tol: Tolerance, nan_equal: bool) -> Ha
         };
     }
     if a == b && (nan_equal || !contains_nan(a)) {
-        let n = split_tokens(a).count();
+        let n = if memchr::memchr(b'[', a).is_none() {
+            memchr::memchr_iter(b',', a).count() + 1
+        } else {
+            split_tokens(a).count()
+        };
         return HashCmp {
             agrees: true,
             intensity: Some(0.0),

@@ -246,12 +246,14 @@ impl Policy {
     pub fn for_table_row(&self, t: &crate::parser::OpTable, r: usize) -> RowPolicy {
         let key = t.key(r);
         let (_, op) = super::keys::module_and_op(key);
-        self.for_row(
-            key,
-            op,
-            t.is_backward(r),
-            dtype_of(t.field(r, crate::parser::Field::Shape)),
-        )
+        // Reading the dtype costs a search of the Shape text: only when asked for.
+        let needs_dtype = !self.dtype.is_empty() || self.rules.iter().any(|r| r.dtype.is_some());
+        let dtype = if needs_dtype {
+            dtype_of(t.field(r, crate::parser::Field::Shape))
+        } else {
+            ""
+        };
+        self.for_row(key, op, t.is_backward(r), dtype)
     }
 
     /// The settings for a pair of rows: run 1's, except that when the two
@@ -265,7 +267,7 @@ impl Policy {
         r2: usize,
     ) -> RowPolicy {
         let rp = self.for_table_row(t1, r1);
-        if rp.source != Source::Default && !matches!(rp.source, Source::Dtype(_)) {
+        if self.dtype.is_empty() || matches!(rp.source, Source::Rule(_)) {
             return rp;
         }
         let d2 = dtype_of(t2.field(r2, crate::parser::Field::Shape));
