@@ -38,6 +38,9 @@ pub enum LineKind {
         /// One past the last byte of the value.
         end: usize,
     },
+    /// An extra line of actdiff's capture agent (`NaN count:`, `Inf count:`):
+    /// known, not compared, ignored like the reference ignores it.
+    Extra,
     /// A non-blank line that is no known field; `label_end` is the position of
     /// its first `:` (or the line length), for grouping warnings.
     Unknown {
@@ -236,6 +239,10 @@ pub fn classify_general(line: &[u8]) -> LineKind {
             end: start + v.len(),
         };
     }
+    let t = trim(line);
+    if t.starts_with(b"NaN count:") || t.starts_with(b"Inf count:") {
+        return LineKind::Extra;
+    }
     let label_end = memchr::memchr(b':', line).unwrap_or(line.len());
     LineKind::Unknown { label_end }
 }
@@ -361,6 +368,12 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn capture_agent_extra_lines_are_known() {
+        assert_eq!(classify(b"  NaN count: 3"), LineKind::Extra);
+        assert_eq!(classify(b"  Inf count: 1\r"), LineKind::Extra);
     }
 
     #[test]

@@ -327,6 +327,9 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
                 }
                 last_nonblank_in_block = true;
             }
+            LineKind::Extra => {
+                last_nonblank_in_block = true;
+            }
             LineKind::Unknown { label_end } => {
                 let label = lossy(trim(&line[..label_end]));
                 let col = (line.len() - line.trim_ascii_start().len()) as u64 + 1;
