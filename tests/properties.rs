@@ -16,8 +16,9 @@
 //! - swapping the runs swaps `only1`/`only2` and mirrors the pairs;
 //! - keys and hash lists of 64 KiB or more survive all of the above.
 //!
-//! The fuzz targets' invariants live in `fuzz/src/checks.rs`; the inputs the
-//! fuzzers found crashing are replayed from `tests/fuzz_regressions/`.
+//! The fuzz targets' invariants live in `fuzz/src/checks.rs`; inputs that
+//! broke one (found by a fuzzer or a property here) are replayed from
+//! `tests/fuzz_regressions/`.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
