@@ -132,9 +132,17 @@ impl<'a> Producers<'a> {
                 }
             }
             if !by_value.is_empty() {
-                for tok in split_tokens(t1.field(r1, Field::OutputHash)) {
-                    if let Some(v) = by_value.get_mut(tok) {
+                let out = t1.field(r1, Field::OutputHash);
+                if memchr::memchr(b',', out).is_none() {
+                    // One output (the usual case): the field is the token.
+                    if let Some(v) = by_value.get_mut(out) {
                         v.push(i);
+                    }
+                } else {
+                    for tok in split_tokens(out) {
+                        if let Some(v) = by_value.get_mut(tok) {
+                            v.push(i);
+                        }
                     }
                 }
             }

@@ -198,12 +198,11 @@ pub fn dtype_of(shape: &[u8]) -> &str {
 impl Policy {
     /// The settings for one row. `key` is the raw key, `op` the op name.
     pub fn for_row(&self, key: &[u8], op: &[u8], backward: bool, dtype: &str) -> RowPolicy {
-        let op_s = std::str::from_utf8(op).unwrap_or("");
         let mut rp = RowPolicy {
             opts: self.default,
             source: Source::Default,
-            ignored: self.ignore_ops.iter().any(|o| o == op_s),
-            unsynced: self.unsynced_ops.iter().any(|o| o == op_s),
+            ignored: self.ignore_ops.iter().any(|o| o.as_bytes() == op),
+            unsynced: self.unsynced_ops.iter().any(|o| o.as_bytes() == op),
         };
         if let Some((i, d)) = self
             .dtype

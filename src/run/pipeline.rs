@@ -298,6 +298,7 @@ fn compare_rank(
     if !done.errors.is_empty() {
         return done;
     }
+    timer.lap("checks");
     let one1 = t1.schema().minus(t2.schema());
     let one2 = t2.schema().minus(t1.schema());
     if !one1.is_empty() || !one2.is_empty() {
