@@ -442,21 +442,19 @@ impl std::hash::Hasher for PassThrough {
 impl Pairing {
     /// The exact pass over precomputed key hashes: run 2's unclaimed rows
     /// are chained per hash in file order (16 bytes per key in the index);
-    /// each unpaired run-1 row takes the first row of its hash's chain whose
-    /// key is equal (`same`), so a 64-bit collision can never pair
-    /// different keys.
+    /// each unpaired run-1 row takes the first unclaimed row of its hash's
+    /// chain whose key is equal (`same`), so a 64-bit collision can never
+    /// pair different keys. Lookups run in parallel; claims are then made
+    /// in run-1 order, so the result is the sequential pass's.
     fn pass_by_hash(
         &mut self,
-        hash1: impl Fn(usize) -> u64,
+        hash1: impl Fn(usize) -> u64 + Sync,
         hash2: &[u64],
-        same: impl Fn(usize, usize) -> bool,
+        same: impl Fn(usize, usize) -> bool + Sync,
     ) -> u64 {
         let (n1, n2) = (self.pair1.len(), self.pair2.len());
-        let mut head: std::collections::HashMap<
-            u64,
-            u32,
-            std::hash::BuildHasherDefault<PassThrough>,
-        > = std::collections::HashMap::with_capacity_and_hasher(n2, Default::default());
+        let mut head: std::collections::HashMap<u64, u32, std::hash::BuildHasherDefault<PassThrough>> =
+            std::collections::HashMap::with_capacity_and_hasher(n2, Default::default());
         let mut next: Vec<u32> = vec![NO_ROW; n2];
         for r2 in (0..n2).rev() {
             if self.pair2[r2] == NO_ROW {
@@ -465,29 +463,36 @@ impl Pairing {
                 }
             }
         }
+        // In parallel: each run-1 row's candidate, the first row of its
+        // hash chain with an equal key, as if nothing were claimed yet.
+        let pair1 = &self.pair1;
+        let candidate: Vec<u32> = (0..n1)
+            .into_par_iter()
+            .with_min_len(4096)
+            .map(|r1| {
+                if pair1[r1] != NO_ROW {
+                    return NO_ROW;
+                }
+                let mut c = head.get(&hash1(r1)).copied().unwrap_or(NO_ROW);
+                while c != NO_ROW && !same(r1, c as usize) {
+                    c = next[c as usize];
+                }
+                c
+            })
+            .collect();
+        // In order: take the candidate, or, when an earlier row claimed it
+        // (equal keys on several rows), the next unclaimed row of the chain
+        // with an equal key — exactly the sequential rule.
         let mut paired = 0;
-        for r1 in 0..n1 {
-            if self.pair1[r1] != NO_ROW {
+        for (r1, &c0) in candidate.iter().enumerate() {
+            let mut c = c0;
+            while c != NO_ROW && (self.pair2[c as usize] != NO_ROW || !same(r1, c as usize)) {
+                c = next[c as usize];
+            }
+            if c == NO_ROW {
                 continue;
             }
-            let Some(h) = head.get_mut(&hash1(r1)) else {
-                continue;
-            };
-            // Walk the chain for the first row with an equal key; unlink it.
-            let (mut prev, mut cur) = (NO_ROW, *h);
-            while cur != NO_ROW && !same(r1, cur as usize) {
-                prev = cur;
-                cur = next[cur as usize];
-            }
-            if cur == NO_ROW {
-                continue;
-            }
-            if prev == NO_ROW {
-                *h = next[cur as usize];
-            } else {
-                next[prev as usize] = next[cur as usize];
-            }
-            let r2 = cur as usize;
+            let r2 = c as usize;
             self.pair1[r1] = r2 as u32;
             self.pair2[r2] = r1 as u32;
             self.strat1[r1] = Strategy::Exact;
