@@ -453,8 +453,11 @@ impl Pairing {
         same: impl Fn(usize, usize) -> bool + Sync,
     ) -> u64 {
         let (n1, n2) = (self.pair1.len(), self.pair2.len());
-        let mut head: std::collections::HashMap<u64, u32, std::hash::BuildHasherDefault<PassThrough>> =
-            std::collections::HashMap::with_capacity_and_hasher(n2, Default::default());
+        let mut head: std::collections::HashMap<
+            u64,
+            u32,
+            std::hash::BuildHasherDefault<PassThrough>,
+        > = std::collections::HashMap::with_capacity_and_hasher(n2, Default::default());
         let mut next: Vec<u32> = vec![NO_ROW; n2];
         for r2 in (0..n2).rev() {
             if self.pair2[r2] == NO_ROW {
