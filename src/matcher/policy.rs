@@ -275,19 +275,15 @@ impl Policy {
             .iter()
             .enumerate()
             .find(|(_, (name, _))| name == d2);
-        match (rp.source, other) {
+        let looser = match (rp.source, other) {
             (Source::Dtype(i), Some((j, (_, t)))) if t.rtol > self.dtype[i as usize].1.rtol => {
-                RowPolicy {
-                    opts: CompareOptions {
-                        hash: *t,
-                        stats: Some(*t),
-                        ..rp.opts
-                    },
-                    source: Source::Dtype(j as u16),
-                    ..rp
-                }
+                Some((j, t))
             }
-            (Source::Default, Some((j, (_, t)))) => RowPolicy {
+            (Source::Default, Some((j, (_, t)))) => Some((j, t)),
+            _ => None,
+        };
+        match looser {
+            Some((j, t)) => RowPolicy {
                 opts: CompareOptions {
                     hash: *t,
                     stats: Some(*t),
@@ -296,7 +292,7 @@ impl Policy {
                 source: Source::Dtype(j as u16),
                 ..rp
             },
-            _ => rp,
+            None => rp,
         }
     }
 

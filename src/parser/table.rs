@@ -225,6 +225,11 @@ pub(crate) fn column_of(f: Field) -> Option<usize> {
     }
 }
 
+/// Whether `f` is kept as a column (cheap to read for every row).
+pub fn is_column(f: Field) -> bool {
+    column_of(f).is_some()
+}
+
 /// Number of columns.
 pub(crate) const N_COLUMNS: usize = COLUMNS.len();
 
