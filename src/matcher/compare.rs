@@ -408,6 +408,9 @@ pub fn judge_pair(
 
 /// Whether a row's stats or Output hash hold a NaN or an infinity.
 pub fn non_finite(t: &OpTable, r: usize) -> bool {
+    if !t.maybe_nonfinite(r) {
+        return false; // no `n`/`N` in any of these values (checked at parse)
+    }
     let has_l1 = t.schema().contains(Field::L1Norm);
     [
         Field::L1Norm,

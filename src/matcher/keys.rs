@@ -1,33 +1,7 @@
 //! Key normalisation, as in the reference comparator (`shared/spec/matching.md`):
 //! the root-class strip, the fuzzy key and the op type.
 
-/// Removes one leading model-class segment: it starts with an uppercase ASCII
-/// letter, consists of `[A-Za-z0-9_]`, contains at least one more uppercase
-/// letter, and is followed by `.`.
-///
-/// `FSDPLlama3Model.layers.0.wq/op_0_mm` → `layers.0.wq/op_0_mm`;
-/// `Linear.x` is unchanged (one uppercase letter only).
-pub fn strip_root_class(key: &[u8]) -> &[u8] {
-    if !key.first().is_some_and(|b| b.is_ascii_uppercase()) {
-        return key;
-    }
-    let mut upper = 0;
-    for (i, &b) in key.iter().enumerate() {
-        if b == b'.' {
-            return if upper >= 2 && i > 0 {
-                &key[i + 1..]
-            } else {
-                key
-            };
-        }
-        if b.is_ascii_uppercase() {
-            upper += 1;
-        } else if !(b.is_ascii_alphanumeric() || b == b'_') {
-            return key;
-        }
-    }
-    key
-}
+pub use crate::parser::keyindex::strip_root_class;
 
 /// Whether `/op_<digits>_` starts at `key[i]`; returns its length.
 fn op_counter_at(key: &[u8], i: usize) -> Option<usize> {

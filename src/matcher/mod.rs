@@ -420,86 +420,76 @@ impl Pairing {
     }
 }
 
-/// A hasher for keys that are already hashes: passes the `u64` through.
-#[derive(Default)]
-struct PassThrough(u64);
-
-impl std::hash::Hasher for PassThrough {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is used; fold anything else in.
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v;
-    }
-}
-
 impl Pairing {
-    /// The exact pass over precomputed key hashes: run 2's unclaimed rows
-    /// are chained per hash in file order (16 bytes per key in the index);
-    /// each unpaired run-1 row takes the first unclaimed row of its hash's
-    /// chain whose key is equal (`same`), so a 64-bit collision can never
-    /// pair different keys. Lookups run in parallel; claims are then made
-    /// in run-1 order, so the result is the sequential pass's.
-    fn pass_by_hash(
+    /// The exact pass over the two tables' key indexes
+    /// ([`OpTable::key_index`]: `(hash, row)` sorted, so the rows of one key
+    /// are consecutive and in file order). A merge of the two indexes gives
+    /// each run-1 row the run-2 rows of its hash; each unpaired run-1 row
+    /// takes the first unclaimed one whose key is equal (`same`), so a
+    /// 64-bit collision can never pair different keys. Lookups run in
+    /// parallel; claims are then made in run-1 order, so the result is the
+    /// sequential pass's (`shared/spec/matching.md`, pass 1).
+    fn pass_by_index(
         &mut self,
-        hash1: impl Fn(usize) -> u64 + Sync,
-        hash2: &[u64],
+        index1: &[(u64, u32)],
+        index2: &[(u64, u32)],
         same: impl Fn(usize, usize) -> bool + Sync,
     ) -> u64 {
-        let (n1, n2) = (self.pair1.len(), self.pair2.len());
-        let mut head: std::collections::HashMap<
-            u64,
-            u32,
-            std::hash::BuildHasherDefault<PassThrough>,
-        > = std::collections::HashMap::with_capacity_and_hasher(n2, Default::default());
-        let mut next: Vec<u32> = vec![NO_ROW; n2];
-        for r2 in (0..n2).rev() {
-            if self.pair2[r2] == NO_ROW {
-                if let Some(old) = head.insert(hash2[r2], r2 as u32) {
-                    next[r2] = old;
-                }
+        let n1 = self.pair1.len();
+        // Merge: where each run-1 row's hash starts in index 2.
+        let mut group: Vec<u32> = vec![NO_ROW; n1];
+        let mut j = 0;
+        for &(h, r1) in index1 {
+            while j < index2.len() && index2[j].0 < h {
+                j += 1;
+            }
+            if j < index2.len() && index2[j].0 == h {
+                group[r1 as usize] = j as u32;
             }
         }
-        // In parallel: each run-1 row's candidate, the first row of its
-        // hash chain with an equal key, as if nothing were claimed yet.
-        let pair1 = &self.pair1;
+        // In parallel: each run-1 row's candidate (a position in index 2),
+        // the first run-2 row of its hash with an equal key that no earlier
+        // pass paired, as if this pass had claimed nothing yet.
+        let (pair1, pair2) = (&self.pair1, &self.pair2);
         let candidate: Vec<u32> = (0..n1)
             .into_par_iter()
             .with_min_len(4096)
             .map(|r1| {
-                if pair1[r1] != NO_ROW {
+                let g = group[r1];
+                if pair1[r1] != NO_ROW || g == NO_ROW {
                     return NO_ROW;
                 }
-                let mut c = head.get(&hash1(r1)).copied().unwrap_or(NO_ROW);
-                while c != NO_ROW && !same(r1, c as usize) {
-                    c = next[c as usize];
-                }
-                c
+                let h = index2[g as usize].0;
+                index2[g as usize..]
+                    .iter()
+                    .take_while(|(h2, _)| *h2 == h)
+                    .position(|(_, r2)| pair2[*r2 as usize] == NO_ROW && same(r1, *r2 as usize))
+                    .map_or(NO_ROW, |k| g + k as u32)
             })
             .collect();
+        drop(group);
         // In order: take the candidate, or, when an earlier row claimed it
-        // (equal keys on several rows), the next unclaimed row of the chain
+        // (equal keys on several rows), the next unclaimed row of the hash
         // with an equal key — exactly the sequential rule.
         let mut paired = 0;
-        for (r1, &c0) in candidate.iter().enumerate() {
-            let mut c = c0;
-            while c != NO_ROW && (self.pair2[c as usize] != NO_ROW || !same(r1, c as usize)) {
-                c = next[c as usize];
-            }
-            if c == NO_ROW {
+        for (r1, &k0) in candidate.iter().enumerate() {
+            if k0 == NO_ROW {
                 continue;
             }
-            let r2 = c as usize;
-            self.pair1[r1] = r2 as u32;
-            self.pair2[r2] = r1 as u32;
-            self.strat1[r1] = Strategy::Exact;
-            paired += 1;
+            let h = index2[k0 as usize].0;
+            let found = index2[k0 as usize..]
+                .iter()
+                .take_while(|(h2, _)| *h2 == h)
+                .enumerate()
+                .find(|(k, (_, r2))| {
+                    self.pair2[*r2 as usize] == NO_ROW && (*k == 0 || same(r1, *r2 as usize))
+                });
+            if let Some((_, &(_, r2))) = found {
+                self.pair1[r1] = r2;
+                self.pair2[r2 as usize] = r1 as u32;
+                self.strat1[r1] = Strategy::Exact;
+                paired += 1;
+            }
         }
         paired
     }
@@ -524,23 +514,13 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
         );
     }
     sc.exact = if off1 == 0 && off2 == 0 {
-        // The common case: keys are slices of the logs. Index run 2 by the
-        // keys' 64-bit hashes (computed in parallel), keeping only the hash
-        // and a row number per key; compare key bytes on a hit.
+        // The common case: the exact key is the key without its root
+        // class, the key the tables' key indexes are sorted by.
         fn exact(t: &OpTable, r: usize) -> &[u8] {
             keys::strip_root_class(t.key(r))
         }
-        let state = ahash::RandomState::with_seeds(0x9e37, 0x79b9, 0x7f4a, 0x7c15);
-        let h2: Vec<u64> = (0..n2)
-            .into_par_iter()
-            .with_min_len(8192)
-            .map(|r| state.hash_one(exact(t2, r)))
-            .collect();
-        p.pass_by_hash(
-            |r| state.hash_one(exact(t1, r)),
-            &h2,
-            |r1, r2| exact(t1, r1) == exact(t2, r2),
-        )
+        let (index1, index2) = rayon::join(|| t1.key_index(), || t2.key_index());
+        p.pass_by_index(index1, index2, |r1, r2| exact(t1, r1) == exact(t2, r2))
     } else {
         p.pass(
             Strategy::Exact,

@@ -276,17 +276,51 @@ fn root_causes_follow_producers() {
 }
 
 #[test]
-fn exact_pass_by_hash_survives_collisions() {
-    // Every key hashes alike: the chain walk must still pair by equal keys,
-    // first unclaimed run-2 row first, exactly as the plain pass does.
+fn exact_pass_by_index_survives_collisions() {
+    // Every key hashes alike: the walk over a hash's rows must still pair by
+    // equal keys, first unclaimed run-2 row first, exactly as the plain pass
+    // does.
     let k1 = ["a", "b", "a", "c"];
     let k2 = ["b", "a", "x", "a", "a"];
+    let index = |n: usize| -> Vec<(u64, u32)> { (0..n as u32).map(|r| (7, r)).collect() };
     let mut p = Pairing::new(k1.len(), k2.len());
-    let paired = p.pass_by_hash(|_| 7, &[7; 5], |r1, r2| k1[r1] == k2[r2]);
+    let paired = p.pass_by_index(&index(4), &index(5), |r1, r2| k1[r1] == k2[r2]);
     assert_eq!(paired, 3);
     assert_eq!(p.pair1, vec![1, 0, 3, NO_ROW]);
     let mut q = Pairing::new(k1.len(), k2.len());
     q.pass(Strategy::Exact, |r| Some(k1[r]), |r| Some(k2[r]));
     assert_eq!(p.pair1, q.pair1);
     assert_eq!(p.pair2, q.pair2);
+}
+
+#[test]
+fn exact_pass_by_index_equals_the_plain_pass() {
+    // Hashes by first letter (so `ab`/`ax` collide), rows an earlier pass
+    // paired are skipped on both sides, and repeated keys pair in order.
+    let k1 = ["ab", "c", "ab", "ax", "d", "c", "e"];
+    let k2 = ["c", "ax", "ab", "c", "ab", "e", "q", "c"];
+    let index = |k: &[&str]| -> Vec<(u64, u32)> {
+        let mut v: Vec<(u64, u32)> = k
+            .iter()
+            .enumerate()
+            .map(|(r, s)| (u64::from(s.as_bytes()[0]), r as u32))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let prepaired = |p: &mut Pairing| {
+        // An earlier pass paired run 1's row 6 with run 2's row 3.
+        p.pair1[6] = 3;
+        p.pair2[3] = 6;
+    };
+    let mut p = Pairing::new(k1.len(), k2.len());
+    prepaired(&mut p);
+    let paired = p.pass_by_index(&index(&k1), &index(&k2), |r1, r2| k1[r1] == k2[r2]);
+    let mut q = Pairing::new(k1.len(), k2.len());
+    prepaired(&mut q);
+    let plain = q.pass(Strategy::Exact, |r| Some(k1[r]), |r| Some(k2[r]));
+    assert_eq!(paired, plain);
+    assert_eq!(p.pair1, q.pair1);
+    assert_eq!(p.pair2, q.pair2);
+    assert_eq!(p.pair1, vec![2, 0, 4, 1, NO_ROW, 7, 3]);
 }

@@ -12,6 +12,7 @@
 //! println!("{} ops, first key {}", table.len(), table.key_str(0));
 //! ```
 
+pub mod keyindex;
 pub mod line;
 pub mod number;
 pub mod source;
@@ -25,7 +26,7 @@ use rayon::prelude::*;
 pub use source::LogSource;
 pub use table::{
     Field, FieldSet, Header, OpTable, ParseWarning, Rel, WarningKind, FLAG_BACKWARD,
-    FLAG_TRUNCATED, N_FIELDS,
+    FLAG_MAYBE_NONFINITE, FLAG_TRUNCATED, N_FIELDS,
 };
 
 use line::{classify, trim, LineKind};
@@ -192,6 +193,16 @@ fn lossy(b: &[u8]) -> String {
 }
 
 /// Parses bytes `start..end` of `data`. `start` is 0 or the first byte of a line.
+/// Whether `v` holds an `n` or `N` (so may spell a NaN or an infinity).
+/// Branch-free over the bytes: these values are short, and a loop without
+/// an early exit compiles to a few vector instructions.
+#[inline]
+fn has_n(v: &[u8]) -> bool {
+    v.iter()
+        .fold(0u8, |acc, b| acc | u8::from((b | 0x20) == b'n'))
+        != 0
+}
+
 fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
     let mut p = Partial {
         start,
@@ -303,6 +314,18 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
                             );
                         }
                         seen |= 1 << field as u16;
+                        if matches!(
+                            field,
+                            Field::L1Norm
+                                | Field::L2Norm
+                                | Field::Min
+                                | Field::Max
+                                | Field::Mean
+                                | Field::OutputHash
+                        ) && has_n(&line[fs..fe])
+                        {
+                            p.flags[row] |= FLAG_MAYBE_NONFINITE;
+                        }
                         if let Some(c) = table::column_of(field) {
                             p.cols[c].set(row, Rel { off, len });
                         } else if field == Field::Phase {
@@ -470,6 +493,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
         total_lines: 0,
         ends_with_newline: source.bytes().last() == Some(&b'\n'),
         duplicates: Default::default(),
+        key_index: Default::default(),
     };
     for col in t.cols.iter_mut() {
         col.reserve(rows);
@@ -562,38 +586,25 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
 
 /// Keys that occur more than once in one table, each with the 1-based line
 /// numbers of its blocks, in first-occurrence order. Computed once per
-/// table (hashes in parallel, then a sort), then cached.
+/// table from its key index ([`OpTable::key_index`]), then cached.
 pub fn duplicate_keys(t: &OpTable) -> &[(String, Vec<u64>)] {
     t.duplicates.get_or_init(|| {
-        let state = ahash::RandomState::with_seeds(1, 2, 3, 4);
-        let mut hashed: Vec<(u64, u32)> = (0..t.len())
-            .into_par_iter()
-            .with_min_len(8192)
-            .map(|r| (state.hash_one(t.key(r)), r as u32))
-            .collect();
-        hashed.par_sort_unstable();
+        let index = t.key_index();
         // Runs of equal hashes: group rows by key bytes (a true hash
-        // collision between different keys is not a duplicate).
+        // collision between different keys, or keys equal only without
+        // their root class, is not a duplicate).
         let mut groups: Vec<Vec<u32>> = Vec::new();
-        let mut i = 0;
-        while i < hashed.len() {
-            let mut j = i + 1;
-            while j < hashed.len() && hashed[j].0 == hashed[i].0 {
-                j += 1;
-            }
-            if j - i > 1 {
-                let mut run: Vec<u32> = hashed[i..j].iter().map(|x| x.1).collect();
-                while let Some(first) = run.first().copied() {
-                    let (same, rest): (Vec<u32>, Vec<u32>) = run
-                        .iter()
-                        .partition(|r| t.key(**r as usize) == t.key(first as usize));
-                    if same.len() > 1 {
-                        groups.push(same);
-                    }
-                    run = rest;
+        for g in keyindex::groups(index).filter(|g| g.len() > 1) {
+            let mut run: Vec<u32> = index[g].iter().map(|x| x.1).collect();
+            while let Some(first) = run.first().copied() {
+                let (same, rest): (Vec<u32>, Vec<u32>) = run
+                    .iter()
+                    .partition(|r| t.key(**r as usize) == t.key(first as usize));
+                if same.len() > 1 {
+                    groups.push(same);
                 }
+                run = rest;
             }
-            i = j;
         }
         groups.sort_by_key(|g| g[0]);
         groups

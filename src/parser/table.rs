@@ -196,6 +196,11 @@ pub enum WarningKind {
 pub const FLAG_TRUNCATED: u8 = 1;
 /// Row flag: `Phase: backward`.
 pub const FLAG_BACKWARD: u8 = 2;
+/// Row flag: a value that can hold a NaN or an infinity (L1/L2 norm, Min,
+/// Max, Mean, Output hash) has an `n` or `N` in it. Without it the row is
+/// all finite (`%.6e` numbers have no `n`), so the matcher skips the closer
+/// look ([`OpTable::maybe_nonfinite`]).
+pub const FLAG_MAYBE_NONFINITE: u8 = 4;
 
 /// Fields kept as columns, in column order; the rest are re-read from the block.
 pub(crate) const COLUMNS: [Field; 8] = [
@@ -283,6 +288,8 @@ pub struct OpTable {
     pub(crate) ends_with_newline: bool,
     /// Cache of [`crate::parser::duplicate_keys`].
     pub(crate) duplicates: std::sync::OnceLock<Vec<(String, Vec<u64>)>>,
+    /// Cache of [`OpTable::key_index`].
+    pub(crate) key_index: std::sync::OnceLock<super::keyindex::KeyIndex>,
 }
 
 impl std::fmt::Debug for OpTable {
@@ -415,9 +422,26 @@ impl OpTable {
     pub fn block_offset(&self, row: usize) -> u64 {
         self.block_start[row]
     }
+    /// Every row's `(key hash, row)`, sorted: rows of one key are
+    /// consecutive, in file order ([`super::keyindex`]). Built on first use
+    /// (in parallel; 16 bytes per row) and kept until
+    /// [`OpTable::release_key_index`].
+    pub fn key_index(&self) -> &[(u64, u32)] {
+        self.key_index.get_or_init(|| super::keyindex::build(self))
+    }
+    /// Frees the key index (once matching is done with it).
+    pub fn release_key_index(&mut self) {
+        self.key_index.take();
+    }
     /// Whether the block was cut short by the end of the file.
     pub fn is_truncated(&self, row: usize) -> bool {
         self.flags[row] & FLAG_TRUNCATED != 0
+    }
+    /// Whether one of the row's L1/L2 norm, Min, Max, Mean or Output hash
+    /// values has an `n` or `N` in it (so may hold a NaN or an infinity).
+    /// `false` means none of them does.
+    pub fn maybe_nonfinite(&self, row: usize) -> bool {
+        self.flags[row] & FLAG_MAYBE_NONFINITE != 0
     }
     /// Whether the row is in the backward phase (`Phase: backward`).
     pub fn is_backward(&self, row: usize) -> bool {

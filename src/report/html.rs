@@ -136,6 +136,13 @@ fn engine() -> Result<&'static Tera, ReportError> {
         })
 }
 
+/// Builds the template engine now (it is otherwise built on first use), so
+/// that a caller can do it on a spare thread while logs are parsed. Errors
+/// are kept and returned by the first report written.
+pub fn prepare() {
+    let _ = engine();
+}
+
 /// Renders template `name` with `ctx` into the file `path`.
 fn render_file(name: &str, ctx: &Context, path: &Path) -> Result<(), ReportError> {
     let tera = engine()?;
@@ -1093,18 +1100,27 @@ fn write_overview(
     let mut op_names: Vec<&[u8]> = Vec::new();
     let mut op_counts: Vec<u64> = Vec::new();
     let mut max_layer: Option<u64> = None;
+    // Each row's layer and op type (in parallel: it reads every key), then
+    // op types interned in row order.
+    let parts: Vec<(Option<u64>, &[u8])> = m
+        .rows
+        .par_iter()
+        .with_min_len(8192)
+        .map(|row| {
+            let key = match (row.r1(), row.r2()) {
+                (Some(i), _) => rc.t1.key(i),
+                (None, Some(j)) => rc.t2.key(j),
+                _ => &[],
+            };
+            let layer = notes::layer_index(key).map(|(_, l)| l);
+            (layer, crate::matcher::keys::module_and_op(key).1)
+        })
+        .collect();
     let mut at: Vec<(Option<u64>, u32)> = Vec::with_capacity(m.rows.len());
-    for row in &m.rows {
-        let key = match (row.r1(), row.r2()) {
-            (Some(i), _) => rc.t1.key(i),
-            (None, Some(j)) => rc.t2.key(j),
-            _ => &[],
-        };
-        let layer = notes::layer_index(key).map(|(_, l)| l);
+    for (layer, op) in parts {
         if let Some(l) = layer {
             max_layer = Some(max_layer.map_or(l, |x| x.max(l)));
         }
-        let op = crate::matcher::keys::module_and_op(key).1;
         let n = op_names.len() as u32;
         let id = *op_ids.entry(op).or_insert(n);
         if id == n {

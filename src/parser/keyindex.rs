@@ -1,0 +1,93 @@
+//! The key index of an op table: every row's 64-bit key hash, sorted.
+//!
+//! The exact-key pass and the duplicate-key check both need rows grouped by
+//! key; one parallel hash-and-sort serves both ([`OpTable::key_index`]).
+//! Keys are hashed without their root-class segment ([`strip_root_class`]),
+//! the exact pass's key (`shared/spec/matching.md`); rows with equal raw keys
+//! therefore share a hash too. A hash is only a grouping: every user compares
+//! key bytes within a group, so a 64-bit collision never joins two keys.
+
+use rayon::prelude::*;
+
+use super::OpTable;
+
+/// Removes one leading model-class segment: it starts with an uppercase ASCII
+/// letter, consists of `[A-Za-z0-9_]`, contains at least one more uppercase
+/// letter, and is followed by `.`.
+///
+/// `FSDPLlama3Model.layers.0.wq/op_0_mm` → `layers.0.wq/op_0_mm`;
+/// `Linear.x` is unchanged (one uppercase letter only).
+pub fn strip_root_class(key: &[u8]) -> &[u8] {
+    if !key.first().is_some_and(|b| b.is_ascii_uppercase()) {
+        return key;
+    }
+    let mut upper = 0;
+    for (i, &b) in key.iter().enumerate() {
+        if b == b'.' {
+            return if upper >= 2 && i > 0 {
+                &key[i + 1..]
+            } else {
+                key
+            };
+        }
+        if b.is_ascii_uppercase() {
+            upper += 1;
+        } else if !(b.is_ascii_alphanumeric() || b == b'_') {
+            return key;
+        }
+    }
+    key
+}
+
+/// `(hash, row)` of every row of a table, sorted by hash, then row: the
+/// rows of one key are consecutive and in file order. 12 bytes of payload
+/// per row (16 with padding).
+pub type KeyIndex = Vec<(u64, u32)>;
+
+/// Builds the key index of `t` (hashes in parallel, then a parallel sort).
+pub(crate) fn build(t: &OpTable) -> KeyIndex {
+    let state = ahash::RandomState::with_seeds(0x9e37, 0x79b9, 0x7f4a, 0x7c15);
+    let mut index: KeyIndex = (0..t.len())
+        .into_par_iter()
+        .with_min_len(8192)
+        .map(|r| (state.hash_one(strip_root_class(t.key(r))), r as u32))
+        .collect();
+    index.par_sort_unstable();
+    index
+}
+
+/// The runs of equal hashes in a key index, as `start..end` ranges.
+pub fn groups(index: &[(u64, u32)]) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if i >= index.len() {
+            return None;
+        }
+        let h = index[i].0;
+        let start = i;
+        while i < index.len() && index[i].0 == h {
+            i += 1;
+        }
+        Some(start..i)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::parse_bytes;
+
+    #[test]
+    fn rows_of_one_key_are_grouped_in_file_order() {
+        let log = "[a/op_0_mm]\n\n[BigModel.b/op_1_add]\n\n[a/op_0_mm]\n\n[b/op_1_add]\n\n[c/op_2_mul]\n\n";
+        let t = parse_bytes(log.as_bytes().to_vec(), "t.log");
+        let index = t.key_index();
+        assert_eq!(index.len(), 5);
+        let mut sets: Vec<Vec<u32>> = groups(index)
+            .map(|g| index[g].iter().map(|x| x.1).collect())
+            .collect();
+        sets.sort();
+        // The root class `BigModel.` is stripped: rows 1 and 3 share a key.
+        assert_eq!(sets, vec![vec![0, 2], vec![1, 3], vec![4]]);
+    }
+}
