@@ -1,8 +1,64 @@
-/* actdiff result page: status filters, key regex filter, clipped cells,
-   fragment targets. Reads everything from the DOM; no data is embedded. */
+/* actdiff result page: draws the rows from the page's JSON (#rows), then
+   status filters, key regex filter, clipped cells, fragment targets. */
 (function () {
   "use strict";
   var body = document.body;
+
+  /* Rows: the JSON written by src/report/rowdata.rs. Every string from it
+     is escaped before it goes into markup. */
+  var ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+  function esc(s) { return String(s).replace(/[&<>"']/g, function (c) { return ESC[c]; }); }
+  function cell(c) {
+    if (typeof c === "string") return "<td>" + esc(c);
+    var h = "<td";
+    if (c.x) h += ' class="x' + esc(c.x) + '"';
+    else if (c.k) h += ' class="' + esc(c.k) + '"';
+    if (c.d) h += ' title="' + esc(c.d) + '"';
+    h += ">";
+    if (c.m) return h + "\u2014";
+    if (c.c) h += "<div class=c>";
+    if (c.v) {
+      h += c.v.map(function (v) {
+        return v.p ? '<span title="produced by ' + esc(v.p) + '">' + esc(v.h) + "</span>" : esc(v.h);
+      }).join(", ");
+    } else {
+      h += esc(c.t || "");
+    }
+    if (c.c) h += "</div>";
+    return h;
+  }
+  function pair(p, n) {
+    var h = '<tbody id="' + esc(p.id) + '" class="' + esc(p.st) + '"><tr><td rowspan=2 class=k title="' + esc(p.title) + '">';
+    if (p.k2) {
+      h += "<span class=kn>" + esc(n[0]) + "</span> <span class=kt>" + esc(p.k1) + "</span><br><span class=kn>" +
+        esc(n[1]) + "</span> <span class=kt>" + esc(p.k2) + "</span>";
+    } else {
+      h += esc(p.k1);
+    }
+    h += "<br>";
+    if (p.chip) h += '<i class="' + esc(p.sg) + '">' + esc(p.chip) + "</i>";
+    h += '<b class="' + esc(p.st) + '">' +
+      esc(p.st === "only1" ? "only " + n[0] : p.st === "only2" ? "only " + n[1] : p.st) + "</b>";
+    (p.notes || []).forEach(function (t) { h += '<i class="' + esc(t[0]) + '">' + esc(t[1]) + "</i>"; });
+    if (p.tol) h += "<i class=tl>" + esc(p.tol) + "</i>";
+    if (p.nx) h += "<div class=nx>" + esc(p.nx) + "</div>";
+    for (var i = 0; i < 2; i++) {
+      if (i) h += "<tr>";
+      h += "<td>" + esc(n[i]);
+      h += p.s[i] ? p.s[i].map(cell).join("") : "<td colspan=9 class=ms>\u2014";
+    }
+    return h + "</tbody>";
+  }
+  var data = document.getElementById("rows");
+  if (data) {
+    var d = JSON.parse(data.textContent);
+    ["forward", "backward"].forEach(function (id) {
+      var t = document.querySelector("#" + id + " table.res"), rows = d[id] || [];
+      if (t && rows.length) {
+        t.insertAdjacentHTML("beforeend", rows.map(function (p) { return pair(p, d.n); }).join(""));
+      }
+    });
+  }
 
   /* Status checkboxes: unchecked hides the rows of that status (CSS). */
   var boxes = document.querySelectorAll("#filters input[type=checkbox][data-st]");

@@ -6,8 +6,10 @@
 //! `summary.json` are written last from the summaries alone
 //! ([`write_index`]), so memory does not grow with the number of ranks.
 
+pub mod colour;
 pub mod html;
 pub mod junit;
+mod rowdata;
 pub mod rows;
 pub mod summary;
 pub mod terminal;

@@ -1,0 +1,445 @@
+//! The rows of a result page as data: for each result row, its keys,
+//! status, match method, chips, notes and the nine cells of each side
+//! (Output hash, Input hashes, Location, Shape, Phase, L2 norm, Min, Max,
+//! Mean), with differing cells coloured. A page carries them as JSON in a
+//! `<script type="application/json" id="rows">` element and its script
+//! (`templates/report.js`, `drawRows`) draws the table from them: writing
+//! JSON with serde is many times faster than rendering every cell through
+//! tera, and a page's markup is drawn by the browser in milliseconds.
+//!
+//! JSON shape ([`write_page_json`]): `{"n": [name1, name2], "forward":
+//! [row, ...], "backward": [row, ...]}`; a row is [`RowData`] with empty fields left
+//! out; a cell is a string (plain text) or an object (`t` text, `v` input
+//! hashes `[{"h", "p"}]`, `m` absent, `c` clipped, `x` colour class, `k`
+//! other class, `d` title). The JSON is written so that it cannot end its
+//! `<script>` element: every `<` is `\u003c`. The page
+//! script escapes every string it puts into markup.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+
+use super::colour::Palette;
+use super::RankComparison;
+use crate::matcher::cause::CauseKind;
+use crate::matcher::compare::{compare_hashes, split_tokens, stat_diffs, token_number};
+use crate::matcher::notes::{self, dims_difference};
+use crate::matcher::policy::dtype_of;
+use crate::matcher::{MatchRow, Policy, Source, Status, Tolerance};
+use crate::parser::{Field, OpTable};
+
+/// A displayed cell longer than this (in bytes) is clipped to about three
+/// lines and expands on click.
+const CLIP_LEN: usize = 64;
+
+/// One input hash value and the key of the op that produced it ("" when
+/// unknown).
+#[derive(Serialize)]
+struct HashVal<'a> {
+    h: Cow<'a, str>,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    p: Cow<'a, str>,
+}
+
+/// One data cell of one side. Most cells are [`Cell::Plain`]: a bare JSON
+/// string, drawn as `<td>text`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Cell<'a> {
+    /// A present field, not coloured, not clipped, without producers.
+    Plain(Cow<'a, str>),
+    /// Anything else.
+    Rich(Box<Rich<'a>>),
+}
+
+/// A cell with attributes or structure.
+#[derive(Serialize, Default)]
+struct Rich<'a> {
+    /// Text (unused when `v` is set).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    t: Cow<'a, str>,
+    /// Input hash values with their producers (Input hashes only).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    v: Vec<HashVal<'a>>,
+    /// The field is absent: show "—".
+    #[serde(skip_serializing_if = "is_false")]
+    m: bool,
+    /// Clip to about three lines.
+    #[serde(skip_serializing_if = "is_false")]
+    c: bool,
+    /// Colour class `x{n}` of a differing cell; 0 when not coloured.
+    #[serde(skip_serializing_if = "is_zero")]
+    x: u32,
+    /// Another class when `x` is 0: `m` (absent), `nf` (holds NaN or Inf),
+    /// `nfx` (holds NaN or Inf and differs), `nfd` (finite, differs from a
+    /// NaN or Inf); "" for none.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    k: &'static str,
+    /// Title of a differing cell (run 2's side only; "" otherwise).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    d: String,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
+}
+
+/// Whether a field's text holds a NaN or an infinity (any of its values).
+fn has_nonfinite(b: &[u8]) -> bool {
+    // `%.6e` numbers hold no `n`/`N`; only then look closer.
+    memchr::memchr2(b'n', b'N', b).is_some()
+        && split_tokens(b).any(|tok| token_number(tok).is_some_and(|x| !x.is_finite()))
+}
+
+impl<'a> Cell<'a> {
+    /// A field's cell: absent, clipped or plain; a value holding NaN or Inf
+    /// gets the class `nf`.
+    fn text(b: &'a [u8]) -> Cell<'a> {
+        if b.is_empty() {
+            Cell::Rich(Box::new(Rich {
+                m: true,
+                k: "m",
+                ..Rich::default()
+            }))
+        } else if b.len() > CLIP_LEN || has_nonfinite(b) {
+            Cell::Rich(Box::new(Rich {
+                t: String::from_utf8_lossy(b),
+                c: b.len() > CLIP_LEN,
+                k: if has_nonfinite(b) { "nf" } else { "" },
+                ..Rich::default()
+            }))
+        } else {
+            Cell::Plain(String::from_utf8_lossy(b))
+        }
+    }
+    /// The Input hashes cell: each value with its producer, when any is known.
+    fn inputs(hashes: &'a [u8], producers: &'a [u8]) -> Cell<'a> {
+        if hashes.is_empty()
+            || producers
+                .iter()
+                .all(|b| *b == b';' || b.is_ascii_whitespace())
+        {
+            return Cell::text(hashes);
+        }
+        let mut prod = producers.split(|b| *b == b';');
+        let v = split_tokens(hashes)
+            .map(|h| HashVal {
+                h: String::from_utf8_lossy(h),
+                p: String::from_utf8_lossy(prod.next().map(|p| p.trim_ascii()).unwrap_or_default()),
+            })
+            .collect();
+        Cell::Rich(Box::new(Rich {
+            v,
+            c: hashes.len() > CLIP_LEN,
+            k: if has_nonfinite(hashes) { "nf" } else { "" },
+            ..Rich::default()
+        }))
+    }
+    /// The cell's attributes, made rich first if needed.
+    fn rich(&mut self) -> &mut Rich<'a> {
+        if let Cell::Plain(t) = self {
+            *self = Cell::Rich(Box::new(Rich {
+                t: std::mem::take(t),
+                ..Rich::default()
+            }));
+        }
+        match self {
+            Cell::Rich(r) => r,
+            Cell::Plain(_) => unreachable!(),
+        }
+    }
+    /// Whether the cell holds a NaN or an infinity.
+    fn nonfinite(&self) -> bool {
+        matches!(self, Cell::Rich(r) if r.k == "nf")
+    }
+    /// Colours the cell with class `x` (and `title`, if not empty).
+    fn colour(&mut self, x: u32, title: String) {
+        let rich = self.rich();
+        rich.x = x;
+        rich.d = title;
+    }
+    /// Marks the cell as part of a difference involving NaN or Inf.
+    fn colour_nonfinite(&mut self, title: &str) {
+        let rich = self.rich();
+        rich.k = if rich.k == "nf" { "nfx" } else { "nfd" };
+        rich.d = title.to_string();
+    }
+}
+
+/// Indices of the cells of a side, in column order.
+const C_OUT: usize = 0;
+const C_IN: usize = 1;
+const C_SHAPE: usize = 3;
+const C_L2: usize = 5;
+
+/// The nine data cells of one side: Output hash, Input hashes, Location,
+/// Shape, Phase, L2 norm, Min, Max, Mean.
+fn side_cells(t: &OpTable, r: usize) -> Vec<Cell<'_>> {
+    vec![
+        Cell::text(t.field(r, Field::OutputHash)),
+        Cell::inputs(
+            t.field(r, Field::InputHashes),
+            t.field(r, Field::InputProducers),
+        ),
+        Cell::text(t.field(r, Field::Location)),
+        Cell::text(t.field(r, Field::Shape)),
+        Cell::Plain(t.phase(r)),
+        Cell::text(t.field(r, Field::L2Norm)),
+        Cell::text(t.field(r, Field::Min)),
+        Cell::text(t.field(r, Field::Max)),
+        Cell::text(t.field(r, Field::Mean)),
+    ]
+}
+
+/// One result row (drawn as a `<tbody>` of two table rows). Empty fields
+/// are left out of the JSON.
+#[derive(Serialize)]
+struct RowData<'a> {
+    /// Anchor id.
+    id: String,
+    /// Status class.
+    st: &'static str,
+    /// Match-method chip text ("" when unpaired).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    chip: &'static str,
+    /// Strategy class of the chip ("" when unpaired).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    sg: &'static str,
+    /// The key shown first (run 1's, else run 2's).
+    k1: Cow<'a, str>,
+    /// Run 2's key when it differs from run 1's ("" otherwise).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    k2: Cow<'a, str>,
+    /// Title of the key cell: log line numbers of the blocks and the
+    /// tolerance or rule applied (`lines 12 / 14 · default: hashes rel <= 1e-8`).
+    title: String,
+    /// The tolerance or rule applied, shown as a chip on diverging rows
+    /// judged by a rule or a per-dtype default ("" on the others, where it
+    /// is in the title only).
+    #[serde(skip_serializing_if = "str::is_empty")]
+    tol: String,
+    /// Chips: (class, text), e.g. `("nt origin", "origin")`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<(&'static str, String)>,
+    /// The row's notes not shown as chips, joined with ` · `.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    nx: String,
+    /// The cells of run 1's and run 2's side (`null` for a missing side).
+    s: [Option<Vec<Cell<'a>>>; 2],
+}
+
+/// Chips and notes of a row. Chips show what the row's status alone does
+/// not tell, at a glance: where a divergence starts or enters (root cause),
+/// a dtype or shape change, rows that do not gate the exit status, values
+/// non-finite in one run only. The row's other notes
+/// ([`crate::matcher::notes::row_notes`]: which input differs, a one-sided
+/// row's position, a missing hash, a normalised key, ...) are returned as
+/// text.
+fn row_chips(
+    rc: &RankComparison<'_>,
+    index: usize,
+    row: &MatchRow,
+    names: (&str, &str),
+) -> (Vec<(&'static str, String)>, String) {
+    let mut chips = Vec::new();
+    let cause = rc.matches.cause_kinds.get(index).copied().flatten();
+    match cause {
+        Some(CauseKind::Origin) => chips.push(("nt origin", "origin".to_string())),
+        Some(CauseKind::Entry) => chips.push(("nt entry", "entry".to_string())),
+        Some(CauseKind::ViaCollective) => {
+            chips.push(("nt entry", "entry via collective".to_string()))
+        }
+        _ => {}
+    }
+    if let (Some(i), Some(j)) = (row.r1(), row.r2()) {
+        let (s1, s2) = (rc.t1.field(i, Field::Shape), rc.t2.field(j, Field::Shape));
+        if !s1.is_empty() && !s2.is_empty() && s1 != s2 {
+            let (d1, d2) = (dtype_of(s1), dtype_of(s2));
+            if d1 != d2 {
+                chips.push(("nt lbl", format!("dtype differs ({d1} → {d2})")));
+            }
+            if dims_difference(s1, s2).is_some() {
+                chips.push(("nt lbl", "shape differs".to_string()));
+            }
+        }
+    }
+    let mut text: Vec<String> = Vec::new();
+    for n in notes::row_notes(rc.t1, rc.t2, rc.matches, index, names) {
+        if cause.is_some_and(|c| c.as_str() == n) && chips.iter().any(|(_, t)| *t == n) {
+            continue; // the cause chip says it
+        }
+        if n.starts_with("dtype ") && chips.iter().any(|(_, t)| t.starts_with("dtype differs")) {
+            continue; // the dtype chip says it
+        }
+        if n.starts_with("unsynced collective") || n.starts_with("ignored") {
+            chips.push(("nt quiet", n));
+        } else if n.starts_with("non-finite") {
+            chips.push(("nt nonfinite", n));
+        } else {
+            text.push(n);
+        }
+    }
+    (chips, text.join(" · "))
+}
+
+/// Descriptions of the tolerance sources of one page, each built once.
+#[derive(Default)]
+struct Tolerances {
+    seen: Vec<(Source, String)>,
+}
+
+impl Tolerances {
+    /// `policy.describe(source)`, cached.
+    fn describe(&mut self, policy: &Policy, source: Source) -> &str {
+        let i = match self.seen.iter().position(|(s, _)| *s == source) {
+            Some(i) => i,
+            None => {
+                self.seen.push((source, policy.describe(source)));
+                self.seen.len() - 1
+            }
+        };
+        &self.seen[i].1
+    }
+}
+
+/// The row data of result row `index` (`row`), its differing cells
+/// coloured with classes from `palette`.
+fn row_data<'a>(
+    rc: &RankComparison<'a>,
+    index: usize,
+    row: &MatchRow,
+    palette: &mut Palette,
+    tolerances: &mut Tolerances,
+    names: (&str, &str),
+) -> RowData<'a> {
+    let (t1, t2) = (rc.t1, rc.t2);
+    let mut a = row.r1().map(|i| side_cells(t1, i));
+    let mut b = row.r2().map(|j| side_cells(t2, j));
+    if let (Some(i), Some(j), Some(sa), Some(sb)) = (row.r1(), row.r2(), a.as_mut(), b.as_mut()) {
+        let mut mark = |col: usize, rd: f64| {
+            if sa[col].nonfinite() || sb[col].nonfinite() {
+                // A NaN or an infinity on either side: the non-finite
+                // colour, never the top of the finite scale.
+                sa[col].colour_nonfinite("non-finite difference");
+                sb[col].colour_nonfinite("non-finite difference");
+                return;
+            }
+            // The title goes on run 2's cell only (the page script copies it
+            // to run 1's on hover): most cells of a diverging page are
+            // coloured, and this keeps 2,000-row pages under 2 MB.
+            let x = palette.class(rd);
+            sa[col].colour(x, String::new());
+            sb[col].colour(x, format!("rel. diff {rd:.2e}"));
+        };
+        for (col, field) in [(C_OUT, Field::OutputHash), (C_IN, Field::InputHashes)] {
+            let (x, y) = (t1.field(i, field), t2.field(j, field));
+            // A field in one run only is not a numeric difference: its "—"
+            // and the row's notes (status `missing`) say so.
+            if x != y && !x.is_empty() && !y.is_empty() {
+                if let Some(rd) = compare_hashes(x, y, Tolerance::REFERENCE, true).intensity {
+                    mark(col, rd);
+                }
+            }
+        }
+        for (k, rd) in stat_diffs(t1, i, t2, j).into_iter().enumerate() {
+            if let Some(rd) = rd {
+                mark(if k == 0 { C_SHAPE } else { C_L2 + k - 1 }, rd);
+            }
+        }
+    }
+    let k1 = match (row.r1(), row.r2()) {
+        (Some(i), _) => t1.key_str(i),
+        (None, Some(j)) => t2.key_str(j),
+        _ => Cow::Borrowed(""),
+    };
+    let k2 = match (row.r1(), row.r2()) {
+        (Some(i), Some(j)) if t1.key(i) != t2.key(j) => t2.key_str(j),
+        _ => Cow::Borrowed(""),
+    };
+    let lines = match (row.r1(), row.r2()) {
+        (Some(i), Some(j)) => format!("lines {} / {}", t1.line(i), t2.line(j)),
+        (Some(i), None) => format!("line {}", t1.line(i)),
+        (None, Some(j)) => format!("line {}", t2.line(j)),
+        _ => String::new(),
+    };
+    let tol = tolerances.describe(&rc.matches.policy, row.source);
+    let (notes, nx) = row_chips(rc, index, row, names);
+    RowData {
+        id: super::summary::anchor(rc.rank1, index),
+        title: format!("{lines} · {tol}"),
+        tol: if matches!(row.status, Status::Diff | Status::Missing)
+            && row.source != Source::Default
+        {
+            tol.to_string()
+        } else {
+            String::new()
+        },
+        notes,
+        nx,
+        st: row.status.as_str(),
+        chip: row.strategy.chip(),
+        sg: if row.strategy.chip().is_empty() {
+            ""
+        } else {
+            row.strategy.as_str().unwrap_or("")
+        },
+        k1,
+        k2,
+        s: [a, b],
+    }
+}
+
+/// Writes the rows `sections` (result row indexes: forward, then backward)
+/// of one page as JSON into `out`: `{"n": [name1, name2], "forward":
+/// [...], "backward": [...]}`, every `<` (only ever inside a JSON string)
+/// written `\u003c`, so no log text can close the `<script>` element the
+/// JSON sits in or open an HTML comment. Each row is built, written and
+/// dropped in turn; differing cells get classes from `palette`.
+pub(crate) fn write_page_json(
+    out: &mut Vec<u8>,
+    rc: &RankComparison<'_>,
+    sections: [&[usize]; 2],
+    names: (&str, &str),
+    palette: &mut Palette,
+) {
+    /// Appends to a buffer, spelling `<` as `\u003c`.
+    struct NoLt<'b>(&'b mut Vec<u8>);
+    impl std::io::Write for NoLt<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let mut rest = buf;
+            while let Some(i) = memchr::memchr(b'<', rest) {
+                self.0.extend_from_slice(&rest[..i]);
+                self.0.extend_from_slice(b"\\u003c");
+                rest = &rest[i + 1..];
+            }
+            self.0.extend_from_slice(rest);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // Serialising these types into memory cannot fail.
+    const OK: &str = "row data serialises";
+    let mut w = NoLt(out);
+    let mut tolerances = Tolerances::default();
+    w.0.extend_from_slice(b"{\"n\":");
+    serde_json::to_writer(&mut w, &[names.0, names.1]).expect(OK);
+    for (name, rows) in [("forward", sections[0]), ("backward", sections[1])] {
+        w.0.extend_from_slice(format!(",\"{name}\":[").as_bytes());
+        for (k, &index) in rows.iter().enumerate() {
+            if k > 0 {
+                w.0.push(b',');
+            }
+            let row = &rc.matches.rows[index];
+            let data = row_data(rc, index, row, palette, &mut tolerances, names);
+            serde_json::to_writer(&mut w, &data).expect(OK);
+        }
+        w.0.push(b']');
+    }
+    w.0.push(b'}');
+}
