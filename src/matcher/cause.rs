@@ -124,26 +124,46 @@ impl<'a> Producers<'a> {
                 }
             }
         }
-        for (i, row) in m.rows.iter().enumerate() {
-            let Some(r1) = row.r1() else { continue };
-            if !by_key.is_empty() {
-                if let Some(v) = by_key.get_mut(t1.key(r1)) {
+        // Lookups in parallel (read-only maps), hits recorded in row order.
+        if !by_key.is_empty() {
+            let hits: Vec<(usize, &[u8])> = m
+                .rows
+                .par_iter()
+                .enumerate()
+                .with_min_len(8192)
+                .filter_map(|(i, row)| {
+                    let k = t1.key(row.r1()?);
+                    by_key.contains_key(k).then_some((i, k))
+                })
+                .collect();
+            for (i, k) in hits {
+                if let Some(v) = by_key.get_mut(k) {
                     v.push(i);
                 }
             }
-            if !by_value.is_empty() {
-                let out = t1.field(r1, Field::OutputHash);
-                if memchr::memchr(b',', out).is_none() {
+        }
+        if !by_value.is_empty() {
+            let hits: Vec<(usize, &[u8])> = m
+                .rows
+                .par_iter()
+                .enumerate()
+                .with_min_len(8192)
+                .flat_map_iter(|(i, row)| {
+                    let out = row
+                        .r1()
+                        .map_or(&[][..], |r1| t1.field(r1, Field::OutputHash));
                     // One output (the usual case): the field is the token.
-                    if let Some(v) = by_value.get_mut(out) {
-                        v.push(i);
-                    }
-                } else {
-                    for tok in split_tokens(out) {
-                        if let Some(v) = by_value.get_mut(tok) {
-                            v.push(i);
-                        }
-                    }
+                    let single = memchr::memchr(b',', out).is_none();
+                    let one = single.then_some(out).into_iter();
+                    let many = (!single).then(|| split_tokens(out)).into_iter().flatten();
+                    one.chain(many)
+                        .filter(|t| !t.is_empty() && by_value.contains_key(t))
+                        .map(move |t| (i, t))
+                })
+                .collect();
+            for (i, t) in hits {
+                if let Some(v) = by_value.get_mut(t) {
+                    v.push(i);
                 }
             }
         }

@@ -22,10 +22,25 @@ pub fn dims_of(shape: &[u8]) -> Option<Vec<i64>> {
 
 /// The layer index of a key (`layers.4.attention...` → 4), if any.
 pub fn layer_index(key: &[u8]) -> Option<(usize, u64)> {
-    let s = std::str::from_utf8(key).ok()?;
-    let p = s.find("layers.")? + 7;
-    let digits: String = s[p..].chars().take_while(|c| c.is_ascii_digit()).collect();
-    Some((p, digits.parse().ok()?))
+    if !key.is_ascii() && std::str::from_utf8(key).is_err() {
+        return None;
+    }
+    static LAYERS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"layers."));
+    let p = LAYERS.find(key)? + 7;
+    let digits = &key[p..];
+    let digits = &digits[..digits
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(digits.len())];
+    if digits.is_empty() {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for d in digits {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some((p, n))
 }
 
 /// How two shapes differ, position by position (`dim0 6 vs 5`), or `None`
@@ -192,6 +207,20 @@ mod tests {
             Some(vec![])
         );
         assert_eq!(layer_index(b"layers.12.attention/op_0_mm"), Some((7, 12)));
+        assert_eq!(layer_index(b"model.layers.3/op_0_mm"), Some((13, 3)));
+        assert_eq!(layer_index(b"layers.x/op_0_mm"), None, "no digits");
+        assert_eq!(layer_index(b"norm/op_0_mul"), None);
+        assert_eq!(
+            layer_index(b"layers.99999999999999999999/op_0_mm"),
+            None,
+            "past u64"
+        );
+        assert_eq!(
+            layer_index(b"d\xc3\xa9.layers.2/op"),
+            Some((11, 2)),
+            "UTF-8"
+        );
+        assert_eq!(layer_index(b"\xff.layers.2/op"), None, "not UTF-8");
         assert!(is_subnormal_vs_zero(b"1.401298e-45", b"0.000000e+00"));
         assert!(!is_subnormal_vs_zero(b"1.0e-3", b"0.000000e+00"));
     }

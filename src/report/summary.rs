@@ -211,18 +211,25 @@ pub struct ShapeMismatches {
 
 impl ShapeMismatches {
     fn build(rc: &RankComparison<'_>) -> Option<ShapeMismatches> {
-        let mut by: std::collections::BTreeMap<String, u64> = Default::default();
-        let mut count = 0;
-        for r in &rc.matches.rows {
-            if let (Some(a), Some(b)) = (r.r1(), r.r2()) {
+        use rayon::prelude::*;
+        // Every paired row's shapes are compared (in parallel; few differ).
+        let diffs: Vec<String> = rc
+            .matches
+            .rows
+            .par_iter()
+            .with_min_len(8192)
+            .filter_map(|r| {
+                let (a, b) = (r.r1()?, r.r2()?);
                 let (s1, s2) = (rc.t1.field(a, Field::Shape), rc.t2.field(b, Field::Shape));
-                if s1 != s2 {
-                    if let Some(d) = crate::matcher::notes::dims_difference(s1, s2) {
-                        count += 1;
-                        *by.entry(d).or_insert(0) += 1;
-                    }
-                }
-            }
+                (s1 != s2)
+                    .then(|| crate::matcher::notes::dims_difference(s1, s2))
+                    .flatten()
+            })
+            .collect();
+        let count = diffs.len() as u64;
+        let mut by: std::collections::BTreeMap<String, u64> = Default::default();
+        for d in diffs {
+            *by.entry(d).or_insert(0) += 1;
         }
         let (common, common_count) = by
             .into_iter()
