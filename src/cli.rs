@@ -121,8 +121,9 @@ pub struct CompareArgs {
     pub html_rows: HtmlRows,
     /// Size budget of each rank's HTML pages in MiB (0: none). Over it the
     /// pages hold only the diverging rows, then the first of them that fit.
-    #[arg(long, value_name = "MB", default_value_t = crate::report::DEFAULT_HTML_BUDGET_MB)]
-    pub html_budget_mb: u64,
+    /// Default: 256, and none with `--html-rows all`.
+    #[arg(long, value_name = "MB")]
+    pub html_budget_mb: Option<u64>,
     /// Result rows per HTML page.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
     pub page_rows: u64,
@@ -208,6 +209,17 @@ pub enum Format {
 }
 
 /// Builds the tolerance policy from the config file, rules file and flags.
+/// The HTML size budget in bytes from `--html-budget-mb` (`0`: none) and
+/// `--html-rows`: unset, it is the default budget, except with
+/// `--html-rows all`, which asks for every row.
+fn html_budget(html_rows: Option<usize>, mb: Option<u64>) -> Option<u64> {
+    match (mb, html_rows) {
+        (Some(0), _) | (None, None) => None,
+        (Some(mb), _) => Some(mb << 20),
+        (None, Some(_)) => Some(crate::report::DEFAULT_HTML_BUDGET_MB << 20),
+    }
+}
+
 fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
     let config = a.config.clone().or_else(|| {
         let p = PathBuf::from("actdiff.toml");
@@ -345,7 +357,7 @@ fn compare(a: CompareArgs) -> i32 {
             path2: a.run2.display().to_string(),
             page_rows: a.page_rows as usize,
             html_rows: a.html_rows.0,
-            html_budget: (a.html_budget_mb > 0).then_some(a.html_budget_mb << 20),
+            html_budget: html_budget(a.html_rows.0, a.html_budget_mb),
         },
         run1: a.run1,
         run2: a.run2,
@@ -396,5 +408,24 @@ fn compare(a: CompareArgs) -> i32 {
             eprintln!("error: {e}");
             exit_codes::INPUT_ERROR
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::html_budget;
+
+    #[test]
+    fn html_rows_all_lifts_the_default_budget_only() {
+        let default = Some(crate::report::DEFAULT_HTML_BUDGET_MB << 20);
+        assert_eq!(html_budget(Some(200_000), None), default);
+        assert_eq!(html_budget(None, None), None, "--html-rows all: every row");
+        assert_eq!(
+            html_budget(None, Some(19)),
+            Some(19 << 20),
+            "an explicit budget stays"
+        );
+        assert_eq!(html_budget(Some(10), Some(0)), None);
+        assert_eq!(html_budget(Some(10), Some(5)), Some(5 << 20));
     }
 }

@@ -371,8 +371,13 @@ impl OpTable {
     /// Finds a non-column field by re-reading the block, with the parser's
     /// rules (the last occurrence wins).
     fn scan_block(&self, row: usize, field: Field) -> &[u8] {
+        self.scan_all(row)[field as usize]
+    }
+    /// Every field line of row `row`'s block, by [`Field`] index ("" when
+    /// absent), in one pass; the last occurrence wins, as in the parse.
+    fn scan_all(&self, row: usize) -> [&[u8]; N_FIELDS] {
         let block = self.block(row);
-        let mut found: &[u8] = &[];
+        let mut found: [&[u8]; N_FIELDS] = [&[]; N_FIELDS];
         let mut lines = block.split(|b| *b == b'\n');
         lines.next(); // the `[key]` line
         for line in lines {
@@ -386,12 +391,23 @@ impl OpTable {
                 end,
             } = super::line::classify(line)
             {
-                if f == field {
-                    found = &line[start..end];
-                }
+                found[f as usize] = &line[start..end];
             }
         }
         found
+    }
+    /// Every field of row `row`, by [`Field`] index ("" when absent):
+    /// the columns as [`OpTable::field`] gives them, the rest from one pass
+    /// over the block (cheaper than one [`OpTable::field`] call per
+    /// non-column field).
+    pub fn fields(&self, row: usize) -> [&[u8]; N_FIELDS] {
+        let mut all = self.scan_all(row);
+        for f in Field::ALL {
+            if column_of(f).is_some() {
+                all[f as usize] = self.field(row, f);
+            }
+        }
+        all
     }
     /// Whether `field` is present in row `row`.
     #[inline]

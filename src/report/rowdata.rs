@@ -88,6 +88,15 @@ fn is_zero(x: &u32) -> bool {
     *x == 0
 }
 
+/// Log bytes as text: borrowed when valid UTF-8 (checked by the fast
+/// validator), else with replacement characters.
+fn text(b: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(b),
+    }
+}
+
 /// Whether a field's text holds a NaN or an infinity (any of its values).
 fn has_nonfinite(b: &[u8]) -> bool {
     // `%.6e` numbers hold no `n`/`N`; only then look closer.
@@ -107,13 +116,13 @@ impl<'a> Cell<'a> {
             }))
         } else if b.len() > CLIP_LEN || has_nonfinite(b) {
             Cell::Rich(Box::new(Rich {
-                t: String::from_utf8_lossy(b),
+                t: text(b),
                 c: b.len() > CLIP_LEN,
                 k: if has_nonfinite(b) { "nf" } else { "" },
                 ..Rich::default()
             }))
         } else {
-            Cell::Plain(String::from_utf8_lossy(b))
+            Cell::Plain(text(b))
         }
     }
     /// The Input hashes cell: each value with its producer, when any is known.
@@ -128,8 +137,8 @@ impl<'a> Cell<'a> {
         let mut prod = producers.split(|b| *b == b';');
         let v = split_tokens(hashes)
             .map(|h| HashVal {
-                h: String::from_utf8_lossy(h),
-                p: String::from_utf8_lossy(prod.next().map(|p| p.trim_ascii()).unwrap_or_default()),
+                h: text(h),
+                p: text(prod.next().map(|p| p.trim_ascii()).unwrap_or_default()),
             })
             .collect();
         Cell::Rich(Box::new(Rich {
@@ -179,19 +188,18 @@ const C_L2: usize = 5;
 /// The nine data cells of one side: Output hash, Input hashes, Location,
 /// Shape, Phase, L2 norm, Min, Max, Mean.
 fn side_cells(t: &OpTable, r: usize) -> Vec<Cell<'_>> {
+    let f = t.fields(r);
+    let at = |field: Field| f[field as usize];
     vec![
-        Cell::text(t.field(r, Field::OutputHash)),
-        Cell::inputs(
-            t.field(r, Field::InputHashes),
-            t.field(r, Field::InputProducers),
-        ),
-        Cell::text(t.field(r, Field::Location)),
-        Cell::text(t.field(r, Field::Shape)),
+        Cell::text(at(Field::OutputHash)),
+        Cell::inputs(at(Field::InputHashes), at(Field::InputProducers)),
+        Cell::text(at(Field::Location)),
+        Cell::text(at(Field::Shape)),
         Cell::Plain(t.phase(r)),
-        Cell::text(t.field(r, Field::L2Norm)),
-        Cell::text(t.field(r, Field::Min)),
-        Cell::text(t.field(r, Field::Max)),
-        Cell::text(t.field(r, Field::Mean)),
+        Cell::text(at(Field::L2Norm)),
+        Cell::text(at(Field::Min)),
+        Cell::text(at(Field::Max)),
+        Cell::text(at(Field::Mean)),
     ]
 }
 
@@ -406,40 +414,42 @@ pub(crate) fn write_page_json(
     names: (&str, &str),
     palette: &mut Palette,
 ) {
-    /// Appends to a buffer, spelling `<` as `\u003c`.
-    struct NoLt<'b>(&'b mut Vec<u8>);
-    impl std::io::Write for NoLt<'_> {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            let mut rest = buf;
-            while let Some(i) = memchr::memchr(b'<', rest) {
-                self.0.extend_from_slice(&rest[..i]);
-                self.0.extend_from_slice(b"\\u003c");
-                rest = &rest[i + 1..];
-            }
-            self.0.extend_from_slice(rest);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     // Serialising these types into memory cannot fail.
     const OK: &str = "row data serialises";
-    let mut w = NoLt(out);
     let mut tolerances = Tolerances::default();
-    w.0.extend_from_slice(b"{\"n\":");
-    serde_json::to_writer(&mut w, &[names.0, names.1]).expect(OK);
+    let start = out.len();
+    out.extend_from_slice(b"{\"n\":");
+    serde_json::to_writer(&mut *out, &[names.0, names.1]).expect(OK);
+    no_lt(out, start);
     for (name, rows) in [("forward", sections[0]), ("backward", sections[1])] {
-        w.0.extend_from_slice(format!(",\"{name}\":[").as_bytes());
+        out.extend_from_slice(format!(",\"{name}\":[").as_bytes());
         for (k, &index) in rows.iter().enumerate() {
             if k > 0 {
-                w.0.push(b',');
+                out.push(b',');
             }
             let row = &rc.matches.rows[index];
             let data = row_data(rc, index, row, palette, &mut tolerances, names);
-            serde_json::to_writer(&mut w, &data).expect(OK);
+            let start = out.len();
+            serde_json::to_writer(&mut *out, &data).expect(OK);
+            no_lt(out, start);
         }
-        w.0.push(b']');
+        out.push(b']');
     }
-    w.0.push(b'}');
+    out.push(b'}');
+}
+
+/// Rewrites every `<` of `out[start..]` as `\u003c` (one look over the
+/// bytes; most rows have none).
+fn no_lt(out: &mut Vec<u8>, start: usize) {
+    if memchr::memchr(b'<', &out[start..]).is_none() {
+        return;
+    }
+    let tail = out.split_off(start);
+    let mut rest = &tail[..];
+    while let Some(i) = memchr::memchr(b'<', rest) {
+        out.extend_from_slice(&rest[..i]);
+        out.extend_from_slice(b"\\u003c");
+        rest = &rest[i + 1..];
+    }
+    out.extend_from_slice(rest);
 }
