@@ -8,7 +8,9 @@
 //! exactly its rows; the regex filter (`k / n rows match`, invalid regex
 //! message); page links reach every page; hovering one half of a row pair
 //! highlights both; a clipped cell expands on click; the key search jumps
-//! to the right page and row; the look (1280 px without horizontal
+//! to the right page and row; log text that tries to become markup (tags
+//! and scripts in keys, locations, producers and run names) is drawn by
+//! the page script as text, the differing cells coloured; the look (1280 px without horizontal
 //! scrolling, sticky headers, right-aligned monospaced numbers, light and
 //! dark themes); and on every page visited: no console errors and no
 //! request that is not `file:`. Screenshots go to
@@ -673,6 +675,111 @@ fn every_page_loads_without_errors_or_network() {
             assert_clean(&b, &f.display().to_string());
         }
     }
+}
+
+/// Two logs whose text tries to become markup: a key with an `<img
+/// onerror>`, a Location closing its cell, a `<none>` producer, run names
+/// with tags. The page script draws the rows from JSON; every string must
+/// arrive as text.
+fn hostile_report() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser")
+        .join("hostile");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let block = |out: &str, l2: &str| {
+        format!(
+            "[<img src=x onerror=\"window.__pwned=1\">/op_0_mm]\n  Shape: torch.Size([2]), Dtype: torch.float32\n  L2 norm: {l2}\n  Output hash: {out}\n  Input hashes: 2.000000e+00, 3.000000e+00\n  Input producers: <none>/op_0_embedding;\n  Location: \"q\"</td><script>window.__pwned=2</script>.py:1\n\n"
+        )
+    };
+    for (name, out, l2) in [
+        ("a.log", "5.000000e+00", "2.000000e+00"),
+        ("b.log", "5.000100e+00", "2.000100e+00"),
+    ] {
+        let text = format!(
+            "Total captured activations: 1\n{}\n\n{}",
+            "=".repeat(80),
+            block(out, l2)
+        );
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
+        .current_dir(&dir)
+        .args([
+            "compare",
+            "a.log",
+            "b.log",
+            "-o",
+            "out",
+            "-q",
+            "--name1",
+            "<b>one</b>",
+            "--name2",
+            "two'\"",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.join("out")
+}
+
+#[test]
+fn log_text_is_drawn_as_text() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    let out = hostile_report();
+    b.open(&out.join("rank0-page1.html"));
+    let got = b.js(
+        r#"const tb = document.querySelector('table.res tbody[id]');
+           const rows = tb.querySelectorAll('tr');
+           const side = i => Array.from(rows[i].children).filter(td => !td.classList.contains('k'));
+           return {
+             pwned: window.__pwned === undefined ? null : window.__pwned,
+             markup: document.querySelectorAll('table.res img, table.res script, table.res b:not([class])').length,
+             id: tb.id,
+             status: tb.className,
+             key: tb.querySelector('td.k').firstChild.nodeValue,
+             labels: [side(0)[0].textContent, side(1)[0].textContent],
+             location: side(0)[3].textContent,
+             producer: side(0)[2].querySelector('span').title,
+             inputs: side(0)[2].textContent,
+             out1: [side(0)[1].className, side(0)[1].textContent, side(0)[1].title],
+             out2: [side(1)[1].className, side(1)[1].textContent, side(1)[1].title],
+             cells: [side(0).length, side(1).length],
+           };"#,
+        vec![],
+    );
+    assert_eq!(got["pwned"], Value::Null, "a log's script ran: {got}");
+    assert_eq!(got["markup"], 0, "log text became elements: {got}");
+    assert_eq!(got["id"], "rank0-row0");
+    assert_eq!(got["status"], "diff");
+    assert_eq!(
+        got["key"],
+        "<img src=x onerror=\"window.__pwned=1\">/op_0_mm"
+    );
+    assert_eq!(got["labels"], json!(["<b>one</b>", "two'\""]));
+    assert_eq!(
+        got["location"],
+        "\"q\"</td><script>window.__pwned=2</script>.py:1"
+    );
+    assert_eq!(got["producer"], "produced by <none>/op_0_embedding");
+    assert_eq!(got["inputs"], "2.000000e+00, 3.000000e+00");
+    assert_eq!(got["out1"], json!(["x1", "5.000000e+00", ""]));
+    assert_eq!(
+        got["out2"],
+        json!(["x1", "5.000100e+00", "rel. diff 2.00e-5"])
+    );
+    assert_eq!(
+        got["cells"],
+        json!([10, 10]),
+        "side label and nine cells a side"
+    );
+    assert_clean(&b, "hostile page");
 }
 
 #[test]
