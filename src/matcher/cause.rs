@@ -126,13 +126,24 @@ impl<'a> Producers<'a> {
         }
         // Lookups in parallel (read-only maps), hits recorded in row order.
         if !by_key.is_empty() {
+            // A row's key is read only when its hash (computed at parse) is
+            // one of the producers'.
+            let hasher = crate::parser::keyindex::hasher();
+            let hashes: ahash::AHashSet<u64> = by_key
+                .keys()
+                .map(|k| crate::parser::keyindex::key_hash(&hasher, k))
+                .collect();
             let hits: Vec<(usize, &[u8])> = m
                 .rows
                 .par_iter()
                 .enumerate()
                 .with_min_len(8192)
                 .filter_map(|(i, row)| {
-                    let k = t1.key(row.r1()?);
+                    let r1 = row.r1()?;
+                    if !hashes.contains(&t1.key_hash(r1)) {
+                        return None;
+                    }
+                    let k = t1.key(r1);
                     by_key.contains_key(k).then_some((i, k))
                 })
                 .collect();

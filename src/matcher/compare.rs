@@ -371,6 +371,8 @@ pub struct PairVerdict {
     pub output_differs: bool,
     /// The Output hash is present on one side only (and the Shape agrees).
     pub output_missing: bool,
+    /// Both Shape texts are present and differ (compared or not).
+    pub shape_text_differs: bool,
 }
 
 /// Judges a pair: the Shape text must be equal, the Output hash and Input
@@ -386,8 +388,9 @@ pub fn judge_pair(
     opts: &CompareOptions,
     compared: crate::parser::FieldSet,
 ) -> PairVerdict {
-    let shape_differs =
-        compared.contains(Field::Shape) && t1.field(r1, Field::Shape) != t2.field(r2, Field::Shape);
+    let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
+    let shape_text_differs = s1 != s2 && !s1.is_empty() && !s2.is_empty();
+    let shape_differs = compared.contains(Field::Shape) && s1 != s2;
     let has_out = compared.contains(Field::OutputHash);
     let output_missing = has_out && t1.has(r1, Field::OutputHash) != t2.has(r2, Field::OutputHash);
     let output_differs =
@@ -403,6 +406,7 @@ pub fn judge_pair(
         agrees,
         output_differs,
         output_missing: output_missing && !shape_differs,
+        shape_text_differs,
     }
 }
 

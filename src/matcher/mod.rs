@@ -134,6 +134,9 @@ pub const ROW_NONFINITE1: u8 = 4;
 pub const ROW_NONFINITE2: u8 = 8;
 /// Row flag: the output itself differs (Shape text or Output hash beyond tolerance).
 pub const ROW_OUT_DIFF: u8 = 16;
+/// Row flag: a pair whose Shape texts differ (both present), whether or not
+/// Shape is compared.
+pub const ROW_SHAPE_TEXT_DIFF: u8 = 32;
 
 /// One result row: a pair, or a row of one side only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -592,13 +595,15 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
         .into_par_iter()
         .with_min_len(4096)
         .map(|r1| {
-            let rp = judge(t1, r1);
-            let mut flags = flags_of(&rp);
-            if compare::non_finite(t1, r1) {
-                flags |= ROW_NONFINITE1;
-            }
+            let nonfinite1 = if compare::non_finite(t1, r1) {
+                ROW_NONFINITE1
+            } else {
+                0
+            };
             let r2 = p.pair1[r1];
             if r2 == NO_ROW {
+                let rp = judge(t1, r1);
+                let flags = flags_of(&rp) | nonfinite1;
                 return MatchRow {
                     row1: r1 as u32,
                     row2: NO_ROW,
@@ -610,13 +615,16 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
             }
             let r2u = r2 as usize;
             let rp = policy.for_pair(t1, r1, t2, r2u);
-            let mut flags = flags_of(&rp) | (flags & ROW_NONFINITE1);
+            let mut flags = flags_of(&rp) | nonfinite1;
             if compare::non_finite(t2, r2u) {
                 flags |= ROW_NONFINITE2;
             }
             let v = compare::judge_pair(t1, r1, t2, r2u, &rp.opts, compared);
             if v.output_differs {
                 flags |= ROW_OUT_DIFF;
+            }
+            if v.shape_text_differs {
+                flags |= ROW_SHAPE_TEXT_DIFF;
             }
             let status = if t1.is_truncated(r1) || t2.is_truncated(r2u) {
                 Status::Truncated

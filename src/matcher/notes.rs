@@ -25,9 +25,8 @@ pub fn layer_index(key: &[u8]) -> Option<(usize, u64)> {
     if !key.is_ascii() && std::str::from_utf8(key).is_err() {
         return None;
     }
-    static LAYERS: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"layers."));
-    let p = LAYERS.find(key)? + 7;
+    // Keys are short: look at each `l` rather than set up a substring search.
+    let p = memchr::memchr_iter(b'l', key).find(|&i| key[i..].starts_with(b"layers."))? + 7;
     let digits = &key[p..];
     let digits = &digits[..digits
         .iter()

@@ -44,13 +44,27 @@ pub fn strip_root_class(key: &[u8]) -> &[u8] {
 /// per row (16 with padding).
 pub type KeyIndex = Vec<(u64, u32)>;
 
-/// Builds the key index of `t` (hashes in parallel, then a parallel sort).
+/// The hasher of [`key_hash`] (fixed seeds: the same key always hashes
+/// alike, in every table).
+pub fn hasher() -> ahash::RandomState {
+    ahash::RandomState::with_seeds(0x9e37, 0x79b9, 0x7f4a, 0x7c15)
+}
+
+/// The 64-bit hash of a key without its root class; the parser computes it
+/// for every row while the key is in cache ([`OpTable::key_hash`]).
+#[inline]
+pub fn key_hash(hasher: &ahash::RandomState, key: &[u8]) -> u64 {
+    hasher.hash_one(strip_root_class(key))
+}
+
+/// Builds the key index of `t` from the hashes the parser computed (then a
+/// parallel sort).
 pub(crate) fn build(t: &OpTable) -> KeyIndex {
-    let state = ahash::RandomState::with_seeds(0x9e37, 0x79b9, 0x7f4a, 0x7c15);
-    let mut index: KeyIndex = (0..t.len())
-        .into_par_iter()
-        .with_min_len(8192)
-        .map(|r| (state.hash_one(strip_root_class(t.key(r))), r as u32))
+    let mut index: KeyIndex = t
+        .key_hash
+        .iter()
+        .enumerate()
+        .map(|(r, h)| (*h, r as u32))
         .collect();
     index.par_sort_unstable();
     index

@@ -165,6 +165,7 @@ struct Partial {
     block_start: Vec<u64>,
     line: Vec<u64>,
     flags: Vec<u8>,
+    key_hash: Vec<u64>,
     cols: [table::Spans; table::N_COLUMNS],
     schema: FieldSet,
     warnings: Vec<ParseWarning>,
@@ -214,6 +215,7 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
         block_start: Vec::new(),
         line: Vec::new(),
         flags: Vec::new(),
+        key_hash: Vec::new(),
         cols: Default::default(),
         schema: FieldSet::default(),
         warnings: Vec::new(),
@@ -221,6 +223,18 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
         lines: 0,
         crlf_line: None,
     };
+    // Rows of this chunk, estimated from its size (blocks of real logs are
+    // 150 bytes or more): reserving once saves the growth copies, and pages
+    // of a reservation never written are never touched.
+    let est = (end - start) / 128 + 16;
+    p.block_start.reserve(est);
+    p.line.reserve(est);
+    p.flags.reserve(est);
+    p.key_hash.reserve(est);
+    for col in p.cols.iter_mut() {
+        col.reserve(est);
+    }
+    let hasher = keyindex::hasher();
     let mut pos = start;
     let mut lineno: u64 = 0; // 0-based within the chunk
     let mut in_block = false;
@@ -269,6 +283,7 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
                     );
                 }
                 let key = &line[ks..ke];
+                p.key_hash.push(keyindex::key_hash(&hasher, key));
                 let utf8 = if key.is_ascii() {
                     Ok("")
                 } else {
@@ -486,6 +501,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
         block_start: Vec::with_capacity(rows),
         line: Vec::with_capacity(rows),
         flags: Vec::with_capacity(rows),
+        key_hash: Vec::with_capacity(rows),
         cols: Default::default(),
         schema: FieldSet::default(),
         warnings: Vec::new(),
@@ -513,6 +529,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
                 .map(|l| u32::try_from(l + line_base).unwrap_or(u32::MAX)),
         );
         t.flags.extend_from_slice(&p.flags);
+        t.key_hash.extend_from_slice(&p.key_hash);
         for (dst, src) in t.cols.iter_mut().zip(p.cols.iter()) {
             dst.extend(src);
         }

@@ -280,6 +280,9 @@ pub struct OpTable {
     pub(crate) block_start: Vec<u64>,
     pub(crate) line: Vec<u32>,
     pub(crate) flags: Vec<u8>,
+    /// Each row's key hash ([`super::keyindex::key_hash`]), computed while
+    /// parsing.
+    pub(crate) key_hash: Vec<u64>,
     pub(crate) cols: [Spans; N_COLUMNS],
     pub(crate) schema: FieldSet,
     pub(crate) warnings: Vec<ParseWarning>,
@@ -444,6 +447,12 @@ impl OpTable {
     /// [`OpTable::release_key_index`].
     pub fn key_index(&self) -> &[(u64, u32)] {
         self.key_index.get_or_init(|| super::keyindex::build(self))
+    }
+    /// Row `row`'s key hash ([`super::keyindex::key_hash`]): equal keys
+    /// (without their root class) hash alike; compare the keys to be sure.
+    #[inline]
+    pub fn key_hash(&self, row: usize) -> u64 {
+        self.key_hash[row]
     }
     /// Frees the key index (once matching is done with it).
     pub fn release_key_index(&mut self) {

@@ -211,13 +211,12 @@ pub struct ShapeMismatches {
 
 impl ShapeMismatches {
     fn build(rc: &RankComparison<'_>) -> Option<ShapeMismatches> {
-        use rayon::prelude::*;
-        // Every paired row's shapes are compared (in parallel; few differ).
+        // The matcher flagged the pairs whose Shape texts differ.
         let diffs: Vec<String> = rc
             .matches
             .rows
-            .par_iter()
-            .with_min_len(8192)
+            .iter()
+            .filter(|r| r.has(crate::matcher::ROW_SHAPE_TEXT_DIFF))
             .filter_map(|r| {
                 let (a, b) = (r.r1()?, r.r2()?);
                 let (s1, s2) = (rc.t1.field(a, Field::Shape), rc.t2.field(b, Field::Shape));
