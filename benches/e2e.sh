@@ -15,6 +15,7 @@
 #   SETS        which data sets: "single multi", "single"... [single multi]
 #   REGEN       1: regenerate even if the logs exist         [0]
 #   BUILD       0: skip `cargo build --release`              [1]
+#   HTML_ALL    1: also time `--html-rows all` on the single set [1]
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,6 +29,7 @@ JOBS="${JOBS:-}"
 SETS="${SETS:-single multi}"
 REGEN="${REGEN:-0}"
 BUILD="${BUILD:-1}"
+HTML_ALL="${HTML_ALL:-1}"
 
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 ACTDIFF="$TARGET_DIR/release/actdiff"
@@ -42,47 +44,31 @@ if [[ "$BUILD" == 1 ]]; then
 fi
 [[ -x "$ACTDIFF" ]] || { say "no binary at $ACTDIFF"; exit 2; }
 
-# Peak-RSS measurement: GNU time if present (installed with apt-get when
-# possible), else polling VmHWM of the process.
-TIME_BIN=""
-if [[ -x /usr/bin/time ]] && /usr/bin/time -v true >/dev/null 2>&1; then
-    TIME_BIN=/usr/bin/time
-elif command -v apt-get >/dev/null 2>&1 && [[ "$(id -u)" == 0 ]]; then
-    say "== installing GNU time"
-    if apt-get install -y -qq time >/dev/null 2>&1 && [[ -x /usr/bin/time ]]; then
-        TIME_BIN=/usr/bin/time
-    fi
-fi
-[[ -n "$TIME_BIN" ]] || say "GNU time not available: peak RSS from polling /proc/PID/status VmHWM"
-
 now() { date +%s.%N; }
 
-# run_timed NAME CMD...: runs CMD, sets WALL (s), RSS_KB and RC.
+# run_timed NAME CMD...: runs CMD, sets WALL (s), RSS_KB (peak resident set,
+# VmHWM: mapped logs included), ANON_KB (peak anonymous memory, RssAnon:
+# heap and stacks, sampled every 10 ms) and RC.
 run_timed() {
     local name="$1"
     shift
-    local tfile="$BENCH_DIR/logs/$name.time" t0 t1
+    local t0 t1
     t0="$(now)"
     set +e
-    if [[ -n "$TIME_BIN" ]]; then
-        "$TIME_BIN" -v -o "$tfile" "$@" >"$BENCH_DIR/logs/$name.out" 2>"$BENCH_DIR/logs/$name.err"
-        RC=$?
-        t1="$(now)"
-        RSS_KB="$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tfile")"
-    else
-        "$@" >"$BENCH_DIR/logs/$name.out" 2>"$BENCH_DIR/logs/$name.err" &
-        local pid=$! hwm=0 v
-        while kill -0 "$pid" 2>/dev/null; do
-            v="$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)"
-            [[ -n "$v" && "$v" -gt "$hwm" ]] && hwm="$v"
-            sleep 0.05
-        done
-        wait "$pid"
-        RC=$?
-        t1="$(now)"
-        RSS_KB="$hwm"
-    fi
+    "$@" >"$BENCH_DIR/logs/$name.out" 2>"$BENCH_DIR/logs/$name.err" &
+    local pid=$! hwm=0 anon=0 v a
+    while kill -0 "$pid" 2>/dev/null; do
+        read -r v a < <(awk '/^VmHWM:/ {h=$2} /^RssAnon:/ {r=$2} END {print h+0, r+0}' "/proc/$pid/status" 2>/dev/null || echo "0 0")
+        [[ -n "$v" && "$v" -gt "$hwm" ]] && hwm="$v"
+        [[ -n "$a" && "$a" -gt "$anon" ]] && anon="$a"
+        sleep 0.01
+    done
+    wait "$pid"
+    RC=$?
+    t1="$(now)"
     set -e
+    RSS_KB="$hwm"
+    ANON_KB="$anon"
     WALL="$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')"
 }
 
@@ -125,7 +111,8 @@ EOF
 }
 
 ROWS=()
-row() { ROWS+=("$(printf '%-8s %-16s %10.1f %9.3f %9.1f %10.1f  %s' "$@")"); }
+row() { ROWS+=("$(printf '%-8s %-18s %10.1f %9.3f %9.1f %9.1f %9.1f  %s' "$@")"); }
+mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 
 for set in $SETS; do
     case "$set" in
@@ -146,23 +133,38 @@ for set in $SETS; do
     say "== $set: wc -l ($mb MB)"
     run_timed "$set-wc" wc -l "${files[@]}"
     row "$set" "wc -l" "$mb" "$WALL" "$(awk -v b="$bytes" -v w="$WALL" 'BEGIN {printf "%.1f", b / 1e6 / w}')" \
-        "$(awk -v k="$RSS_KB" 'BEGIN {printf "%.1f", k / 1024}')" "exit $RC"
+        "$(mib "$RSS_KB")" "$(mib "$ANON_KB")" "exit $RC"
 
     say "== $set: actdiff compare ($mb MB)"
     report="$BENCH_DIR/report-$set"
     rm -rf "$report"
     jobs_arg=()
     [[ -n "$JOBS" ]] && jobs_arg=(-j "$JOBS")
-    run_timed "$set-compare" "$ACTDIFF" compare "$dir/run1" "$dir/run2" -o "$report" --quiet "${jobs_arg[@]}"
+    run_timed "$set-compare" env ACTDIFF_TIMINGS=1 "$ACTDIFF" compare "$dir/run1" "$dir/run2" -o "$report" --quiet "${jobs_arg[@]}"
     row "$set" "actdiff compare" "$mb" "$WALL" "$(awk -v b="$bytes" -v w="$WALL" 'BEGIN {printf "%.1f", b / 1e6 / w}')" \
-        "$(awk -v k="$RSS_KB" 'BEGIN {printf "%.1f", k / 1024}')" "exit $RC, diff rows $(diff_count "$report") (expected $expect)"
+        "$(mib "$RSS_KB")" "$(mib "$ANON_KB")" "exit $RC, diff rows $(diff_count "$report") (expected $expect)"
     if [[ "$RC" != 0 && "$RC" != 1 ]]; then
         say "actdiff compare exited $RC:"
         tail -n 20 "$BENCH_DIR/logs/$set-compare.err" >&2
+    fi
+
+    if [[ "$HTML_ALL" == 1 && "$set" == single ]]; then
+        # Every row on the pages: MB/s of HTML written, over the whole run
+        # and over the report stage alone (ACTDIFF_TIMINGS).
+        say "== $set: actdiff compare --html-rows all"
+        rm -rf "$report"
+        run_timed "$set-html-all" env ACTDIFF_TIMINGS=1 "$ACTDIFF" compare "$dir/run1" "$dir/run2" -o "$report" --quiet --html-rows all "${jobs_arg[@]}"
+        html="$(cat "$report"/*.html | wc -c)"
+        stage="$(awk '/ report / {s += $5} END {print s + 0}' "$BENCH_DIR/logs/$set-html-all.err")"
+        hmb="$(awk -v b="$html" 'BEGIN {printf "%.1f", b / 1e6}')"
+        row "$set" "--html-rows all" "$mb" "$WALL" "$(awk -v b="$html" -v w="$WALL" 'BEGIN {printf "%.1f", b / 1e6 / w}')" \
+            "$(mib "$RSS_KB")" "$(mib "$ANON_KB")" \
+            "exit $RC, HTML $hmb MB; report stage $stage s: $(awk -v b="$html" -v w="$stage" 'BEGIN {printf "%.1f", w > 0 ? b / 1e6 / w : 0}') MB/s of HTML"
+        rm -rf "$report"
     fi
 done
 
 echo
 echo "actdiff e2e bench: $(nproc) cores, BENCH_DIR=$BENCH_DIR, timings in $BENCH_DIR/logs"
-printf '%-8s %-16s %10s %9s %9s %10s  %s\n' set tool MB wall_s MB/s peak_MB notes
+printf '%-8s %-18s %10s %9s %9s %9s %9s  %s\n' set tool MB wall_s MB/s rss_MB heap_MB notes
 for r in "${ROWS[@]}"; do echo "$r"; done

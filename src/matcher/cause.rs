@@ -128,10 +128,10 @@ impl<'a> Producers<'a> {
         if !by_key.is_empty() {
             // A row's key is read only when its hash (computed at parse) is
             // one of the producers'.
-            let hasher = crate::parser::keyindex::hasher();
+            let hasher = crate::parser::key::hasher();
             let hashes: ahash::AHashSet<u64> = by_key
                 .keys()
-                .map(|k| crate::parser::keyindex::key_hash(&hasher, k))
+                .map(|k| crate::parser::key::key_hash(&hasher, k))
                 .collect();
             let hits: Vec<(usize, &[u8])> = m
                 .rows

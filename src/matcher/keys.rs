@@ -1,20 +1,8 @@
 //! Key normalisation, as in the reference comparator (`shared/spec/matching.md`):
 //! the root-class strip, the fuzzy key and the op type.
 
-pub use crate::parser::keyindex::strip_root_class;
-
-/// Whether `/op_<digits>_` starts at `key[i]`; returns its length.
-fn op_counter_at(key: &[u8], i: usize) -> Option<usize> {
-    let rest = &key[i..];
-    if !rest.starts_with(b"/op_") {
-        return None;
-    }
-    let digits = rest[4..].iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || rest.get(4 + digits) != Some(&b'_') {
-        return None;
-    }
-    Some(5 + digits)
-}
+use crate::parser::key::op_counter_at;
+pub use crate::parser::key::{module_and_op, strip_root_class};
 
 /// The fuzzy key: every `/op_<digits>_` replaced with `/` (left to right, not
 /// overlapping, like Python's `re.sub`), then [`strip_root_class`].
@@ -45,20 +33,6 @@ pub fn op_type(fuzzy: &[u8]) -> &[u8] {
         Some(i) => &fuzzy[i + 1..],
         None => fuzzy,
     }
-}
-
-/// Splits a raw key into (module FQN, op name) for display:
-/// `enc/blk.0/attn/op_0_index_put_` → (`enc/blk.0/attn`, `index_put_`).
-/// Keys without an `/op_<n>_` segment give the whole key as the module.
-pub fn module_and_op(key: &[u8]) -> (&[u8], &[u8]) {
-    let mut i = key.len();
-    while let Some(p) = memchr::memrchr(b'/', &key[..i]) {
-        if let Some(n) = op_counter_at(key, p) {
-            return (&key[..p], &key[p + n..]);
-        }
-        i = p;
-    }
-    (key, &[])
 }
 
 /// Adds `offset` to the first `layers.<N>` index of a key (pipeline stage

@@ -20,27 +20,7 @@ pub fn dims_of(shape: &[u8]) -> Option<Vec<i64>> {
     inner.split(',').map(|d| d.trim().parse().ok()).collect()
 }
 
-/// The layer index of a key (`layers.4.attention...` → 4), if any.
-pub fn layer_index(key: &[u8]) -> Option<(usize, u64)> {
-    if !key.is_ascii() && std::str::from_utf8(key).is_err() {
-        return None;
-    }
-    // Keys are short: look at each `l` rather than set up a substring search.
-    let p = memchr::memchr_iter(b'l', key).find(|&i| key[i..].starts_with(b"layers."))? + 7;
-    let digits = &key[p..];
-    let digits = &digits[..digits
-        .iter()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(digits.len())];
-    if digits.is_empty() {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for d in digits {
-        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some((p, n))
-}
+pub use crate::parser::key::layer_index;
 
 /// How two shapes differ, position by position (`dim0 6 vs 5`), or `None`
 /// when the dims are equal or unreadable.

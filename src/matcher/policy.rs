@@ -244,7 +244,7 @@ impl Policy {
     /// The settings for run row `r` of `t` (its raw key, op name, phase and dtype).
     pub fn for_table_row(&self, t: &crate::parser::OpTable, r: usize) -> RowPolicy {
         let key = t.key(r);
-        let (_, op) = super::keys::module_and_op(key);
+        let op = t.op_name(t.op_type(r));
         // Reading the dtype costs a search of the Shape text: only when asked for.
         let needs_dtype = !self.dtype.is_empty() || self.rules.iter().any(|r| r.dtype.is_some());
         let dtype = if needs_dtype {

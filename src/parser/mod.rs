@@ -12,7 +12,7 @@
 //! println!("{} ops, first key {}", table.len(), table.key_str(0));
 //! ```
 
-pub mod keyindex;
+pub mod key;
 pub mod line;
 pub mod number;
 pub mod source;
@@ -91,7 +91,7 @@ pub fn parse_bytes(bytes: Vec<u8>, path: impl Into<PathBuf>) -> OpTable {
     let source = Arc::new(LogSource::Owned(bytes));
     let len = source.bytes().len();
     let part = parse_range(source.bytes(), 0, len);
-    join(source, path.into(), vec![part])
+    join(source.clone(), path.into(), vec![part])
 }
 
 /// Parses `source` in chunks of about `len / (4 × threads)` bytes, at least 4 MiB.
@@ -125,7 +125,7 @@ fn parse_chunks_progress(
     if ranges.is_empty() {
         ranges.push((0, data.len()));
     }
-    let parts: Vec<Partial> = ranges
+    let parts: Vec<Partial<'_>> = ranges
         .par_iter()
         .map(|&(s, e)| {
             let part = parse_range(data, s, e);
@@ -158,14 +158,19 @@ pub fn chunk_bounds(data: &[u8], target: usize) -> Vec<usize> {
     out
 }
 
-/// One chunk's rows. Line numbers are 0-based and relative to the chunk.
-struct Partial {
+/// One chunk's rows. Line numbers are 0-based and relative to the chunk;
+/// op types are numbered in the chunk's order of first occurrence.
+struct Partial<'a> {
     start: usize,
     header: Option<Header>,
     block_start: Vec<u64>,
     line: Vec<u64>,
     flags: Vec<u8>,
     key_hash: Vec<u64>,
+    layer: Vec<u32>,
+    op_type: Vec<u32>,
+    op_ids: ahash::AHashMap<&'a [u8], u32>,
+    op_names: Vec<&'a [u8]>,
     cols: [table::Spans; table::N_COLUMNS],
     schema: FieldSet,
     warnings: Vec<ParseWarning>,
@@ -174,7 +179,7 @@ struct Partial {
     crlf_line: Option<(u64, u64)>,
 }
 
-impl Partial {
+impl Partial<'_> {
     fn warn(&mut self, line: u64, column: u64, kind: WarningKind, label: &str, message: String) {
         *self.counts.entry((kind, label.to_string())).or_insert(0) += 1;
         if self.warnings.len() < MAX_STORED_WARNINGS {
@@ -204,7 +209,7 @@ fn has_n(v: &[u8]) -> bool {
         != 0
 }
 
-fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
+fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
     let mut p = Partial {
         start,
         header: if start == 0 {
@@ -216,6 +221,10 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
         line: Vec::new(),
         flags: Vec::new(),
         key_hash: Vec::new(),
+        layer: Vec::new(),
+        op_type: Vec::new(),
+        op_ids: Default::default(),
+        op_names: Vec::new(),
         cols: Default::default(),
         schema: FieldSet::default(),
         warnings: Vec::new(),
@@ -231,10 +240,12 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
     p.line.reserve(est);
     p.flags.reserve(est);
     p.key_hash.reserve(est);
+    p.layer.reserve(est);
+    p.op_type.reserve(est);
     for col in p.cols.iter_mut() {
         col.reserve(est);
     }
-    let hasher = keyindex::hasher();
+    let hasher = key::hasher();
     let mut pos = start;
     let mut lineno: u64 = 0; // 0-based within the chunk
     let mut in_block = false;
@@ -282,8 +293,22 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial {
                         format!("block header `{}` has no closing `]`", lossy(line)),
                     );
                 }
-                let key = &line[ks..ke];
-                p.key_hash.push(keyindex::key_hash(&hasher, key));
+                let k = &line[ks..ke];
+                p.key_hash.push(key::key_hash(&hasher, k));
+                p.layer.push(
+                    key::layer_index(k)
+                        .and_then(|(_, l)| u32::try_from(l).ok())
+                        .filter(|l| *l != table::NO_LAYER)
+                        .unwrap_or(table::NO_LAYER),
+                );
+                let op = key::module_and_op(k).1;
+                let next = p.op_names.len() as u32;
+                let id = *p.op_ids.entry(op).or_insert(next);
+                if id == next {
+                    p.op_names.push(op);
+                }
+                p.op_type.push(id);
+                let key = k;
                 let utf8 = if key.is_ascii() {
                     Ok("")
                 } else {
@@ -435,7 +460,7 @@ fn has_count_header(data: &[u8]) -> bool {
         || first.starts_with(b"Total captured tensor hash ops:")
 }
 
-fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial) {
+fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
     let t = trim(line);
     const TOTALS: [&[u8]; 2] = [
         b"Total captured activations:",
@@ -492,7 +517,7 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial) {
 }
 
 /// Joins partial tables in order, numbering lines, and checks the header.
-fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
+fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTable {
     let rows: usize = parts.iter().map(|p| p.block_start.len()).sum();
     let mut t = OpTable {
         source: source.clone(),
@@ -502,6 +527,9 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
         line: Vec::with_capacity(rows),
         flags: Vec::with_capacity(rows),
         key_hash: Vec::with_capacity(rows),
+        layer: Vec::with_capacity(rows),
+        op_type: Vec::with_capacity(rows),
+        op_names: Vec::new(),
         cols: Default::default(),
         schema: FieldSet::default(),
         warnings: Vec::new(),
@@ -515,6 +543,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
         col.reserve(rows);
     }
     let mut counts: ahash::AHashMap<(WarningKind, String), u64> = Default::default();
+    let mut op_ids: ahash::AHashMap<&[u8], u32> = Default::default();
     let mut line_base = 1u64; // 1-based
     let mut crlf: Option<(u64, u64)> = None;
     for mut p in parts {
@@ -530,6 +559,23 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial>) -> OpTable {
         );
         t.flags.extend_from_slice(&p.flags);
         t.key_hash.extend_from_slice(&p.key_hash);
+        t.layer.extend_from_slice(&p.layer);
+        // The chunk's op types, renumbered in the file's order of first
+        // occurrence.
+        let global: Vec<u32> = p
+            .op_names
+            .iter()
+            .map(|name| {
+                let next = t.op_names.len() as u32;
+                let id = *op_ids.entry(name).or_insert(next);
+                if id == next {
+                    t.op_names.push(name.to_vec().into_boxed_slice());
+                }
+                id
+            })
+            .collect();
+        t.op_type
+            .extend(p.op_type.iter().map(|local| global[*local as usize]));
         for (dst, src) in t.cols.iter_mut().zip(p.cols.iter()) {
             dst.extend(src);
         }
@@ -611,7 +657,7 @@ pub fn duplicate_keys(t: &OpTable) -> &[(String, Vec<u64>)] {
         // collision between different keys, or keys equal only without
         // their root class, is not a duplicate).
         let mut groups: Vec<Vec<u32>> = Vec::new();
-        for g in keyindex::groups(index).filter(|g| g.len() > 1) {
+        for g in key::groups(index).filter(|g| g.len() > 1) {
             let mut run: Vec<u32> = index[g].iter().map(|x| x.1).collect();
             while let Some(first) = run.first().copied() {
                 let (same, rest): (Vec<u32>, Vec<u32>) = run

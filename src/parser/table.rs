@@ -192,6 +192,9 @@ pub enum WarningKind {
     RepeatedField,
 }
 
+/// [`OpTable::layer`]'s "no layer index" (also for one past `u32`).
+pub(crate) const NO_LAYER: u32 = u32::MAX;
+
 /// Row flag: the block was cut short (the file ends inside it without a final newline).
 pub const FLAG_TRUNCATED: u8 = 1;
 /// Row flag: `Phase: backward`.
@@ -280,9 +283,17 @@ pub struct OpTable {
     pub(crate) block_start: Vec<u64>,
     pub(crate) line: Vec<u32>,
     pub(crate) flags: Vec<u8>,
-    /// Each row's key hash ([`super::keyindex::key_hash`]), computed while
+    /// Each row's key hash ([`super::key::key_hash`]), computed while
     /// parsing.
     pub(crate) key_hash: Vec<u64>,
+    /// Each row's layer index ([`super::key::layer_index`]; [`NO_LAYER`]:
+    /// none).
+    pub(crate) layer: Vec<u32>,
+    /// Each row's op type: an index into `op_names`.
+    pub(crate) op_type: Vec<u32>,
+    /// The op names of the table ([`super::key::module_and_op`]), in the
+    /// order they first occur.
+    pub(crate) op_names: Vec<Box<[u8]>>,
     pub(crate) cols: [Spans; N_COLUMNS],
     pub(crate) schema: FieldSet,
     pub(crate) warnings: Vec<ParseWarning>,
@@ -292,7 +303,7 @@ pub struct OpTable {
     /// Cache of [`crate::parser::duplicate_keys`].
     pub(crate) duplicates: std::sync::OnceLock<Vec<(String, Vec<u64>)>>,
     /// Cache of [`OpTable::key_index`].
-    pub(crate) key_index: std::sync::OnceLock<super::keyindex::KeyIndex>,
+    pub(crate) key_index: std::sync::OnceLock<super::key::KeyIndex>,
 }
 
 impl std::fmt::Debug for OpTable {
@@ -442,17 +453,38 @@ impl OpTable {
         self.block_start[row]
     }
     /// Every row's `(key hash, row)`, sorted: rows of one key are
-    /// consecutive, in file order ([`super::keyindex`]). Built on first use
+    /// consecutive, in file order ([`super::key`]). Built on first use
     /// (in parallel; 16 bytes per row) and kept until
     /// [`OpTable::release_key_index`].
     pub fn key_index(&self) -> &[(u64, u32)] {
-        self.key_index.get_or_init(|| super::keyindex::build(self))
+        self.key_index.get_or_init(|| super::key::build(self))
     }
-    /// Row `row`'s key hash ([`super::keyindex::key_hash`]): equal keys
+    /// Row `row`'s key hash ([`super::key::key_hash`]): equal keys
     /// (without their root class) hash alike; compare the keys to be sure.
     #[inline]
     pub fn key_hash(&self, row: usize) -> u64 {
         self.key_hash[row]
+    }
+    /// Row `row`'s layer index (`layers.<N>` in its key), if any.
+    #[inline]
+    pub fn layer(&self, row: usize) -> Option<u32> {
+        Some(self.layer[row]).filter(|l| *l != NO_LAYER)
+    }
+    /// Row `row`'s op type: an id for its op name (the key after
+    /// `/op_<seq>_`), numbered from 0 in the order names first occur in the
+    /// log; [`OpTable::op_name`] gives the name.
+    #[inline]
+    pub fn op_type(&self, row: usize) -> u32 {
+        self.op_type[row]
+    }
+    /// The op name of op type `id` (`mm`, `add_`; empty for keys without an
+    /// `/op_<seq>_` segment).
+    pub fn op_name(&self, id: u32) -> &[u8] {
+        &self.op_names[id as usize]
+    }
+    /// Number of op types (distinct op names) of the table.
+    pub fn op_types(&self) -> usize {
+        self.op_names.len()
     }
     /// Frees the key index (once matching is done with it).
     pub fn release_key_index(&mut self) {

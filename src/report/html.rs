@@ -56,7 +56,6 @@ use super::summary::{page_file, CausesSummary, PageRef, RowRef, SideSummary};
 use super::{PagePlan, RankComparison, RankSummary, ReportError, ReportOptions, Summary};
 use crate::matcher::cause::CauseKind;
 use crate::matcher::compare::{compare_hashes, stat_diffs};
-use crate::matcher::notes;
 use crate::matcher::{Counts, MatchRow, Status, Tolerance};
 use crate::parser::Field;
 
@@ -684,42 +683,50 @@ fn write_overview(
     let mut op_names: Vec<&[u8]> = Vec::new();
     let mut op_counts: Vec<u64> = Vec::new();
     let mut max_layer: Option<u64> = None;
-    // Each row's layer and op type: read in parallel (it reads every key),
-    // a block of rows at a time, then op types interned in row order.
-    const BLOCK: usize = 1 << 16;
+    // Each row's layer and op type, from the tables (read from the keys at
+    // parse time); op types numbered in result-row order of first sight.
     const NO_LAYER: u32 = u32::MAX;
+    const UNSEEN: u32 = u32::MAX;
+    let mut seen: [Vec<u32>; 2] = [
+        vec![UNSEEN; rc.t1.op_types()],
+        vec![UNSEEN; rc.t2.op_types()],
+    ];
     let mut at: Vec<(u32, u32)> = Vec::with_capacity(m.rows.len());
-    for block in m.rows.chunks(BLOCK) {
-        let parts: Vec<(u32, &[u8])> = block
-            .par_iter()
-            .with_min_len(4096)
-            .map(|row| {
-                let key = match (row.r1(), row.r2()) {
-                    (Some(i), _) => rc.t1.key(i),
-                    (None, Some(j)) => rc.t2.key(j),
-                    _ => &[],
-                };
-                let layer = notes::layer_index(key)
-                    .and_then(|(_, l)| u32::try_from(l).ok())
-                    .filter(|l| *l != NO_LAYER)
-                    .unwrap_or(NO_LAYER);
-                (layer, crate::matcher::keys::module_and_op(key).1)
-            })
-            .collect();
-        for (layer, op) in parts {
-            if layer != NO_LAYER {
-                let l = u64::from(layer);
-                max_layer = Some(max_layer.map_or(l, |x| x.max(l)));
+    for row in &m.rows {
+        let (t, side, r) = match (row.r1(), row.r2()) {
+            (Some(i), _) => (rc.t1, 0, i),
+            (None, Some(j)) => (rc.t2, 1, j),
+            _ => {
+                // Not a row of either run (never built by the matcher).
+                let n = op_names.len() as u32;
+                let id = *op_ids.entry(&[]).or_insert(n);
+                if id == n {
+                    op_names.push(&[]);
+                    op_counts.push(0);
+                }
+                op_counts[id as usize] += 1;
+                at.push((NO_LAYER, id));
+                continue;
             }
+        };
+        let layer = t.layer(r);
+        if let Some(l) = layer {
+            let l = u64::from(l);
+            max_layer = Some(max_layer.map_or(l, |x| x.max(l)));
+        }
+        let ty = t.op_type(r) as usize;
+        if seen[side][ty] == UNSEEN {
+            let op = t.op_name(ty as u32);
             let n = op_names.len() as u32;
-            let id = *op_ids.entry(op).or_insert(n);
-            if id == n {
+            seen[side][ty] = *op_ids.entry(op).or_insert(n);
+            if seen[side][ty] == n {
                 op_names.push(op);
                 op_counts.push(0);
             }
-            op_counts[id as usize] += 1;
-            at.push((layer, id));
         }
+        let id = seen[side][ty];
+        op_counts[id as usize] += 1;
+        at.push((layer.unwrap_or(NO_LAYER), id));
     }
     // Rows: the most frequent op types (in first-seen order), then "other ops".
     let mut by_count: Vec<usize> = (0..op_names.len()).collect();

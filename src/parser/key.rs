@@ -1,4 +1,6 @@
-//! The key index of an op table: every row's 64-bit key hash, sorted.
+//! Keys (`[<module_fqn>/op_<seq>_<op_name>]`): their parts (root class,
+//! layer index, module FQN and op name) and a table's key index, every
+//! row's 64-bit key hash, sorted.
 //!
 //! The exact-key pass and the duplicate-key check both need rows grouped by
 //! key; one parallel hash-and-sort serves both ([`OpTable::key_index`]).
@@ -37,6 +39,55 @@ pub fn strip_root_class(key: &[u8]) -> &[u8] {
         }
     }
     key
+}
+
+/// Whether `/op_<digits>_` starts at `key[i]`; returns its length.
+pub(crate) fn op_counter_at(key: &[u8], i: usize) -> Option<usize> {
+    let rest = &key[i..];
+    if !rest.starts_with(b"/op_") {
+        return None;
+    }
+    let digits = rest[4..].iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || rest.get(4 + digits) != Some(&b'_') {
+        return None;
+    }
+    Some(5 + digits)
+}
+
+/// Splits a raw key into (module FQN, op name) for display:
+/// `enc/blk.0/attn/op_0_index_put_` → (`enc/blk.0/attn`, `index_put_`).
+/// Keys without an `/op_<n>_` segment give the whole key as the module.
+pub fn module_and_op(key: &[u8]) -> (&[u8], &[u8]) {
+    let mut i = key.len();
+    while let Some(p) = memchr::memrchr(b'/', &key[..i]) {
+        if let Some(n) = op_counter_at(key, p) {
+            return (&key[..p], &key[p + n..]);
+        }
+        i = p;
+    }
+    (key, &[])
+}
+
+/// The layer index of a key (`layers.4.attention...` → 4), if any.
+pub fn layer_index(key: &[u8]) -> Option<(usize, u64)> {
+    if !key.is_ascii() && std::str::from_utf8(key).is_err() {
+        return None;
+    }
+    // Keys are short: look at each `l` rather than set up a substring search.
+    let p = memchr::memchr_iter(b'l', key).find(|&i| key[i..].starts_with(b"layers."))? + 7;
+    let digits = &key[p..];
+    let digits = &digits[..digits
+        .iter()
+        .position(|b| !b.is_ascii_digit())
+        .unwrap_or(digits.len())];
+    if digits.is_empty() {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for d in digits {
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some((p, n))
 }
 
 /// `(hash, row)` of every row of a table, sorted by hash, then row: the
