@@ -431,7 +431,30 @@ fn assert_same_fields(a: &OpTable, b: &OpTable) {
             );
         }
         assert_eq!(a.is_truncated(row), b.is_truncated(row), "row {row}");
+        // What the parser derives from the key: equal across the two
+        // parses (op types are numbered in file order either way), and
+        // what the key functions give.
+        assert_eq!(a.key_hash(row), b.key_hash(row), "row {row} key hash");
+        assert_eq!(a.op_type(row), b.op_type(row), "row {row} op type");
+        assert_eq!(a.layer(row), b.layer(row), "row {row} layer");
+        let key = a.key(row);
+        checks::assert_bytes_eq(
+            a.op_name(a.op_type(row)),
+            actdiff::parser::key::module_and_op(key).1,
+            format_args!("row {row} op name"),
+        );
+        assert_eq!(
+            a.layer(row).map(u64::from),
+            actdiff::parser::key::layer_index(key).map(|(_, l)| l),
+            "row {row} layer"
+        );
+        assert_eq!(
+            a.key_hash(row),
+            actdiff::parser::key::key_hash(&actdiff::parser::key::hasher(), key),
+            "row {row} key hash"
+        );
     }
+    assert_eq!(a.op_types(), b.op_types(), "op types");
     assert_eq!(a.schema(), b.schema(), "schema");
 }
 
