@@ -504,6 +504,19 @@ impl Pairing {
 /// default options the pairs, order, statuses and strategies are identical
 /// to it (checked against every `shared/testdata/*/golden.json`).
 pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTable {
+    let indexes = rayon::join(|| t1.key_index(), || t2.key_index());
+    match_tables_indexed(t1, t2, opts, indexes)
+}
+
+/// [`match_tables`] with the two tables' key indexes
+/// ([`OpTable::key_index`]) already built (the duplicate-key check needs
+/// them too); they are dropped as soon as the exact-key pass is done.
+pub fn match_tables_indexed(
+    t1: &OpTable,
+    t2: &OpTable,
+    opts: &MatchOptions,
+    indexes: (crate::parser::key::KeyIndex, crate::parser::key::KeyIndex),
+) -> MatchTable {
     let (n1, n2) = (t1.len(), t2.len());
     let mut p = Pairing::new(n1, n2);
     let mut sc = StrategyCounts::default();
@@ -522,9 +535,10 @@ pub fn match_tables(t1: &OpTable, t2: &OpTable, opts: &MatchOptions) -> MatchTab
         fn exact(t: &OpTable, r: usize) -> &[u8] {
             keys::strip_root_class(t.key(r))
         }
-        let (index1, index2) = rayon::join(|| t1.key_index(), || t2.key_index());
-        p.pass_by_index(index1, index2, |r1, r2| exact(t1, r1) == exact(t2, r2))
+        let (index1, index2) = indexes;
+        p.pass_by_index(&index1, &index2, |r1, r2| exact(t1, r1) == exact(t2, r2))
     } else {
+        drop(indexes);
         p.pass(
             Strategy::Exact,
             |r| {

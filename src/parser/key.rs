@@ -148,7 +148,7 @@ mod tests {
         let t = parse_bytes(log.as_bytes().to_vec(), "t.log");
         let index = t.key_index();
         assert_eq!(index.len(), 5);
-        let mut sets: Vec<Vec<u32>> = groups(index)
+        let mut sets: Vec<Vec<u32>> = groups(&index)
             .map(|g| index[g].iter().map(|x| x.1).collect())
             .collect();
         sets.sort();

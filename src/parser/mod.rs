@@ -537,7 +537,6 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
         total_lines: 0,
         ends_with_newline: source.bytes().last() == Some(&b'\n'),
         duplicates: Default::default(),
-        key_index: Default::default(),
     };
     for col in t.cols.iter_mut() {
         col.reserve(rows);
@@ -649,10 +648,19 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
 
 /// Keys that occur more than once in one table, each with the 1-based line
 /// numbers of its blocks, in first-occurrence order. Computed once per
-/// table from its key index ([`OpTable::key_index`]), then cached.
+/// table (from a key index built for it, unless [`duplicate_keys_from`]
+/// gave one), then cached.
 pub fn duplicate_keys(t: &OpTable) -> &[(String, Vec<u64>)] {
+    if let Some(d) = t.duplicates.get() {
+        return d;
+    }
+    duplicate_keys_from(t, &t.key_index())
+}
+
+/// [`duplicate_keys`], computed from `index`, `t`'s key index
+/// ([`OpTable::key_index`]), unless already known.
+pub fn duplicate_keys_from<'t>(t: &'t OpTable, index: &[(u64, u32)]) -> &'t [(String, Vec<u64>)] {
     t.duplicates.get_or_init(|| {
-        let index = t.key_index();
         // Runs of equal hashes: group rows by key bytes (a true hash
         // collision between different keys, or keys equal only without
         // their root class, is not a duplicate).

@@ -245,20 +245,25 @@ pub(crate) const N_COLUMNS: usize = COLUMNS.len();
 /// reading to the end of its line.
 pub(crate) const LONG: u16 = u16::MAX;
 
-/// One column of byte ranges, relative to each row's block start.
+/// Offset marker: the value starts 64 KiB or more into its block; it is
+/// found by reading the block again.
+pub(crate) const FAR: u16 = u16::MAX;
+
+/// One column of byte ranges, relative to each row's block start: 4 bytes
+/// a row (values that start or run past 64 KiB are marked and re-read).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Spans {
-    pub(crate) off: Vec<u32>,
+    pub(crate) off: Vec<u16>,
     pub(crate) len: Vec<u16>,
 }
 
 impl Spans {
     pub(crate) fn push(&mut self, r: Rel) {
-        self.off.push(r.off);
+        self.off.push(r.off.min(FAR as u32) as u16);
         self.len.push(r.len.min(LONG as u32) as u16);
     }
     pub(crate) fn set(&mut self, row: usize, r: Rel) {
-        self.off[row] = r.off;
+        self.off[row] = r.off.min(FAR as u32) as u16;
         self.len[row] = r.len.min(LONG as u32) as u16;
     }
     pub(crate) fn extend(&mut self, o: &Spans) {
@@ -302,8 +307,6 @@ pub struct OpTable {
     pub(crate) ends_with_newline: bool,
     /// Cache of [`crate::parser::duplicate_keys`].
     pub(crate) duplicates: std::sync::OnceLock<Vec<(String, Vec<u64>)>>,
-    /// Cache of [`OpTable::key_index`].
-    pub(crate) key_index: std::sync::OnceLock<super::key::KeyIndex>,
 }
 
 impl std::fmt::Debug for OpTable {
@@ -357,7 +360,20 @@ impl OpTable {
                 if len == 0 {
                     return &[];
                 }
-                let s = (self.block_start[row] + col.off[row] as u64) as usize;
+                let off = col.off[row];
+                if off == FAR {
+                    // 64 KiB or more into the block (never the key, at 1).
+                    let all = self.scan_all(row);
+                    let v = all[field as usize];
+                    // A present Output hash column without an Output hash
+                    // line holds the L1 norm (`use_l1_as_output_hash`).
+                    return if v.is_empty() && field == Field::OutputHash {
+                        all[Field::L1Norm as usize]
+                    } else {
+                        v
+                    };
+                }
+                let s = (self.block_start[row] + off as u64) as usize;
                 let data = self.source.bytes();
                 if len == LONG {
                     // 64 KiB or more: classify its line again for the exact span.
@@ -453,11 +469,12 @@ impl OpTable {
         self.block_start[row]
     }
     /// Every row's `(key hash, row)`, sorted: rows of one key are
-    /// consecutive, in file order ([`super::key`]). Built on first use
-    /// (in parallel; 16 bytes per row) and kept until
-    /// [`OpTable::release_key_index`].
-    pub fn key_index(&self) -> &[(u64, u32)] {
-        self.key_index.get_or_init(|| super::key::build(self))
+    /// consecutive, in file order ([`super::key`]). Built on each call (a
+    /// parallel sort of the hashes the parser computed; 16 bytes per row):
+    /// build it once and pass it on ([`crate::parser::duplicate_keys_from`],
+    /// [`crate::matcher::match_tables_indexed`]).
+    pub fn key_index(&self) -> super::key::KeyIndex {
+        super::key::build(self)
     }
     /// Row `row`'s key hash ([`super::key::key_hash`]): equal keys
     /// (without their root class) hash alike; compare the keys to be sure.
@@ -485,10 +502,6 @@ impl OpTable {
     /// Number of op types (distinct op names) of the table.
     pub fn op_types(&self) -> usize {
         self.op_names.len()
-    }
-    /// Frees the key index (once matching is done with it).
-    pub fn release_key_index(&mut self) {
-        self.key_index.take();
     }
     /// Whether the block was cut short by the end of the file.
     pub fn is_truncated(&self, row: usize) -> bool {

@@ -216,6 +216,34 @@ fn every_chunk_split_gives_the_serial_result() {
 }
 
 #[test]
+fn columns_64_kib_into_a_block_read_back() {
+    // A 70 KB Location line first: the column fields after it start past
+    // what a 16-bit offset holds, and are found by reading the block again.
+    let far = "x".repeat(70_000);
+    let s = format!(
+        "Total captured activations: 2\n\n[a/op_0_mm]\n  Location: {far}\n  Shape: torch.Size([2]), Dtype: torch.float32\n  L2 norm: 1.000000e+00\n  Output hash: 2.000000e+00\n  Input hashes: 3.000000e+00\n\n[b/op_1_add]\n  Location: {far}\n  L1 norm: 4.000000e+00\n\n"
+    );
+    let mut t = table(&s);
+    assert_eq!(t.len(), 2);
+    assert_eq!(t.field(0, Field::Location), far.as_bytes());
+    assert_eq!(
+        t.field(0, Field::Shape),
+        b"torch.Size([2]), Dtype: torch.float32"
+    );
+    assert_eq!(t.field(0, Field::L2Norm), b"1.000000e+00");
+    assert_eq!(t.field(0, Field::OutputHash), b"2.000000e+00");
+    assert_eq!(t.field(0, Field::InputHashes), b"3.000000e+00");
+    assert_eq!(t.key(1), b"b/op_1_add");
+    assert!(!t.has(1, Field::OutputHash));
+    assert_eq!(t.use_l1_as_output_hash(), 1);
+    assert_eq!(
+        t.field(1, Field::OutputHash),
+        b"4.000000e+00",
+        "L1 past 64 KiB"
+    );
+}
+
+#[test]
 fn values_over_64_kib_and_block_fields_read_back() {
     let hashes: Vec<String> = (0..6000)
         .map(|i| format!("{}.000000e+00", i % 10))

@@ -314,6 +314,11 @@ fn compare_rank(
         ));
         return done;
     }
+    // The key indexes serve the duplicate-key check here and the exact-key
+    // pass of matching, which drops them.
+    let indexes = rayon::join(|| t1.key_index(), || t2.key_index());
+    parser::duplicate_keys_from(&t1, &indexes.0);
+    parser::duplicate_keys_from(&t2, &indexes.1);
     for (t, side) in [(&t1, "run1"), (&t2, "run2")] {
         if let Err(e) = check_usable(t, side, cfg.allow_duplicates) {
             done.errors.push(e);
@@ -355,14 +360,11 @@ fn compare_rank(
             layer_offset,
             ..cfg.matching.clone()
         };
-        matcher::match_tables(&t1, &t2, &opts)
+        matcher::match_tables_indexed(&t1, &t2, &opts, indexes)
     } else {
-        matcher::match_tables(&t1, &t2, &cfg.matching)
+        matcher::match_tables_indexed(&t1, &t2, &cfg.matching, indexes)
     };
     timer.lap("match");
-    // Matching is done with the key indexes (16 bytes per row each).
-    t1.release_key_index();
-    t2.release_key_index();
     return_free_memory();
     done.rule_hits = m.rule_hits.clone();
     if cfg.matching.policy.exhaustive {
