@@ -48,7 +48,7 @@ now() { date +%s.%N; }
 
 # run_timed NAME CMD...: runs CMD, sets WALL (s), RSS_KB (peak resident set,
 # VmHWM: mapped logs included), ANON_KB (peak anonymous memory, RssAnon:
-# heap and stacks, sampled every 10 ms) and RC.
+# heap and stacks, sampled about every 10 ms) and RC.
 run_timed() {
     local name="$1"
     shift
@@ -56,13 +56,21 @@ run_timed() {
     t0="$(now)"
     set +e
     "$@" >"$BENCH_DIR/logs/$name.out" 2>"$BENCH_DIR/logs/$name.err" &
-    local pid=$! hwm=0 anon=0 v a
+    local pid=$! hwm=0 anon=0 k v rest sfd
+    # Polled with shell builtins only (no process per sample, which would
+    # take CPU from the run on a small machine): an fd that never has data
+    # makes `read -t` a sleep.
+    exec {sfd}<> <(:)
     while kill -0 "$pid" 2>/dev/null; do
-        read -r v a < <(awk '/^VmHWM:/ {h=$2} /^RssAnon:/ {r=$2} END {print h+0, r+0}' "/proc/$pid/status" 2>/dev/null || echo "0 0")
-        [[ -n "$v" && "$v" -gt "$hwm" ]] && hwm="$v"
-        [[ -n "$a" && "$a" -gt "$anon" ]] && anon="$a"
-        sleep 0.01
+        while read -r k v rest; do
+            case "$k" in
+                VmHWM:) ((v > hwm)) && hwm="$v" ;;
+                RssAnon:) ((v > anon)) && anon="$v" ;;
+            esac
+        done <"/proc/$pid/status" 2>/dev/null || true
+        read -r -t 0.01 -u "$sfd" _ || true
     done
+    exec {sfd}<&-
     wait "$pid"
     RC=$?
     t1="$(now)"
@@ -159,7 +167,7 @@ for set in $SETS; do
         hmb="$(awk -v b="$html" 'BEGIN {printf "%.1f", b / 1e6}')"
         row "$set" "--html-rows all" "$mb" "$WALL" "$(awk -v b="$html" -v w="$WALL" 'BEGIN {printf "%.1f", b / 1e6 / w}')" \
             "$(mib "$RSS_KB")" "$(mib "$ANON_KB")" \
-            "exit $RC, HTML $hmb MB; report stage $stage s: $(awk -v b="$html" -v w="$stage" 'BEGIN {printf "%.1f", w > 0 ? b / 1e6 / w : 0}') MB/s of HTML"
+            "exit $RC, HTML $hmb MB; report stage $stage s: $(awk -v b="$html" -v w="$stage" 'BEGIN {printf "%.1f", (w > 0 ? b / 1e6 / w : 0)}') MB/s of HTML"
         rm -rf "$report"
     fi
 done

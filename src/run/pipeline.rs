@@ -208,13 +208,17 @@ fn return_free_memory() {
 /// benchmarks), each with the process's anonymous memory (heap and stacks,
 /// `RssAnon` of /proc/self/status on Linux) at the end of the stage.
 struct Timer {
-    rank: u32,
+    /// The rank timed; `None`: the whole comparison.
+    rank: Option<u32>,
     on: bool,
     last: std::cell::Cell<std::time::Instant>,
 }
 
 impl Timer {
     fn new(rank: u32) -> Timer {
+        Timer::of(Some(rank))
+    }
+    fn of(rank: Option<u32>) -> Timer {
         Timer {
             rank,
             on: std::env::var_os("ACTDIFF_TIMINGS").is_some(),
@@ -232,9 +236,9 @@ impl Timer {
                 })
                 .map(|kb| format!(" (RssAnon {} MB)", kb / 1024))
                 .unwrap_or_default();
+            let what = self.rank.map_or(String::new(), |r| format!("rank {r} "));
             eprintln!(
-                "timing: rank {} {stage} {:.3} s{anon}",
-                self.rank,
+                "timing: {what}{stage} {:.3} s{anon}",
                 (now - self.last.get()).as_secs_f64()
             );
             self.last.set(now);
@@ -550,7 +554,9 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         exit_status,
         verdict,
     };
+    let timer = Timer::of(None);
     report::write_index(&summary, &cfg.report)?;
+    timer.lap("index");
     Ok(Outcome {
         summary,
         errors,
