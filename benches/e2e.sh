@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end bench: generate two big runs, then time `wc -l` and
-# `actdiff compare` on them (wall seconds, MB/s, peak RSS).
+# `actdiff compare` on them (wall seconds, MB/s, peak RSS and peak heap),
+# and `--html-rows all` (MB/s of HTML written).
 #
 # Usage: benches/e2e.sh            (from anywhere; see benches/README.md)
 #

@@ -3,7 +3,7 @@
 //! A log is memory-mapped ([`LogSource`]), split at block boundaries (a `[`
 //! at the start of a line) into chunks that are parsed on rayon threads, and
 //! the partial tables are joined in dispatch order. Each line is classified
-//! by the nom combinators in [`line`]; field values are stored as byte ranges
+//! by the nom combinators in [`mod@line`]; field values are stored as byte ranges
 //! into the map, never copied. The format and the reference reader it mirrors
 //! are described in `shared/spec/log-format.md`.
 //!

@@ -2,7 +2,7 @@
 //! difference to a position on the scale ([`diff_scale`]), that position to
 //! CSS colours (the reference's dark-theme scale, [`diff_colour`], and a
 //! light-theme one, [`light_colour`]), and the per-page colour classes
-//! ([`Palette`]).
+//! (`Palette`).
 
 use serde::Serialize;
 
