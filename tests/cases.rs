@@ -2291,6 +2291,9 @@ fn case19_progress_on_a_terminal() {
             .windows(2)
             .any(|w| w[0] == b'\r' && w[1] != b'\n');
     assert!(redraw, "no progress output on a terminal:\n{text}");
+    for bar in ["parsed", "ranks", "pages"] {
+        assert!(text.contains(bar), "no `{bar}` progress bar:\n{text}");
+    }
 }
 
 /// Case 19-huge-log-streaming (reduced, as above): the HTML report stays

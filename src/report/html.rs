@@ -414,6 +414,7 @@ pub fn write_rank_pages(
     s: &RankSummary,
     opts: &ReportOptions,
     plan: &PagePlan,
+    progress: &dyn super::PageProgress,
 ) -> Result<Vec<PageRef>, ReportError> {
     engine()?;
     let n = plan.len();
@@ -426,11 +427,14 @@ pub fn write_rank_pages(
             end_row: ((k + 1) * per).min(n),
         })
         .collect();
+    progress.planned(refs.len() as u64);
     let (pages, extra) = rayon::join(
         || {
-            refs.par_iter()
-                .enumerate()
-                .try_for_each(|(k, p)| write_page(rc, s, opts, plan, &refs, k, p))
+            refs.par_iter().enumerate().try_for_each(|(k, p)| {
+                write_page(rc, s, opts, plan, &refs, k, p)?;
+                progress.written();
+                Ok::<(), ReportError>(())
+            })
         },
         || write_overview(rc, plan, opts).and_then(|()| write_keys(rc, plan, opts)),
     );

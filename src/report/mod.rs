@@ -234,15 +234,38 @@ impl PagePlan {
 /// Writes one rank's HTML pages and returns its summary.
 pub struct RankReport;
 
+/// What the report stage tells a progress display, from the threads that
+/// write pages.
+pub trait PageProgress: Sync {
+    /// A rank's pages are planned: `pages` more to write.
+    fn planned(&self, pages: u64);
+    /// One page was written.
+    fn written(&self);
+}
+
+/// No progress display.
+impl PageProgress for () {
+    fn planned(&self, _: u64) {}
+    fn written(&self) {}
+}
+
 impl RankReport {
     /// Writes the result pages of `rc` into `opts.out_dir` and summarises it.
     pub fn write(
         rc: &RankComparison<'_>,
         opts: &ReportOptions,
     ) -> Result<RankSummary, ReportError> {
+        Self::write_with_progress(rc, opts, &())
+    }
+    /// [`RankReport::write`], telling `progress` about the pages.
+    pub fn write_with_progress(
+        rc: &RankComparison<'_>,
+        opts: &ReportOptions,
+        progress: &dyn PageProgress,
+    ) -> Result<RankSummary, ReportError> {
         let plan = PagePlan::new(rc, opts);
         let mut s = RankSummary::build(rc, &plan);
-        s.pages = html::write_rank_pages(rc, &s, opts, &plan)?;
+        s.pages = html::write_rank_pages(rc, &s, opts, &plan, progress)?;
         Ok(s)
     }
 }

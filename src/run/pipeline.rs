@@ -150,6 +150,16 @@ struct Progress {
     multi: MultiProgress,
     bytes: ProgressBar,
     ranks: ProgressBar,
+    pages: ProgressBar,
+}
+
+impl report::PageProgress for Progress {
+    fn planned(&self, pages: u64) {
+        self.pages.inc_length(pages);
+    }
+    fn written(&self) {
+        self.pages.inc(1);
+    }
 }
 
 impl Progress {
@@ -171,13 +181,19 @@ impl Progress {
             ProgressStyle::with_template("{spinner} ranks {pos}/{len} {msg} {wide_bar} eta {eta}")
                 .expect("valid template"),
         );
-        for b in [&bytes, &bar] {
+        let pages = multi.add(ProgressBar::new(0));
+        pages.set_style(
+            ProgressStyle::with_template("{spinner} pages {pos}/{len} {per_sec} eta {eta}")
+                .expect("valid template"),
+        );
+        for b in [&bytes, &bar, &pages] {
             b.enable_steady_tick(std::time::Duration::from_millis(120));
         }
         Progress {
             multi,
             bytes,
             ranks: bar,
+            pages,
         }
     }
     fn stage(&self, rank: u32, what: &str) {
@@ -186,6 +202,7 @@ impl Progress {
     fn finish(&self) {
         self.bytes.finish_and_clear();
         self.ranks.finish_and_clear();
+        self.pages.finish_and_clear();
         let _ = self.multi.clear();
     }
 }
@@ -400,7 +417,7 @@ fn compare_rank(
         matches: &m,
     };
     progress.stage(rank1, "writing pages");
-    match RankReport::write(&rc, &cfg.report) {
+    match RankReport::write_with_progress(&rc, &cfg.report, progress) {
         Ok(s) => done.summary = Some(s),
         Err(e) => done.errors.push(e.to_string()),
     }
