@@ -127,9 +127,9 @@ pub struct CompareArgs {
     /// Result rows per HTML page.
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..))]
     pub page_rows: u64,
-    /// Worker threads (default: one per core).
-    #[arg(short = 'j', long)]
-    pub jobs: Option<usize>,
+    /// Worker threads, 1 to 1024 (default: one per core).
+    #[arg(short = 'j', long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub jobs: Option<u16>,
     /// No progress bars and no terminal summary (errors and warnings still go to stderr).
     #[arg(short, long)]
     pub quiet: bool,
@@ -366,7 +366,7 @@ fn compare(a: CompareArgs) -> i32 {
         rank_map,
         allow_incomplete: a.allow_incomplete,
         allow_duplicates: a.allow_duplicates,
-        jobs: a.jobs,
+        jobs: a.jobs.map(usize::from),
         quiet: a.quiet,
         strict: a.strict,
         layer_offsets,

@@ -484,6 +484,73 @@ fn bad_override_json_exit_2() {
 }
 
 #[test]
+fn a_second_report_in_the_same_folder_leaves_no_pages_of_the_first() {
+    let tmp = TempDir::new().unwrap();
+    let out = tmp.path().join("out");
+    let r = compare(&tmp, &testdata(MULTI_A), &testdata(MULTI_B), &[]);
+    r.expect(1);
+    assert!(out.join("rank3-page1.html").exists());
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    // One rank now: the pages of ranks 1-3 must go.
+    let r = compare(&tmp, &testdata(BUG_A), &testdata(BUG_B), &[]);
+    r.expect(1);
+    for rank in 1..4 {
+        for f in ["page1.html", "overview.html", "keys.js"] {
+            let p = out.join(format!("rank{rank}-{f}"));
+            assert!(!p.exists(), "{} left from the first report", p.display());
+        }
+    }
+    assert!(out.join("rank0-page1.html").exists());
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    // An input error writes summary.json and the index; no old page stays.
+    let r = compare(&tmp, &tmp.path().join("nope.log"), &testdata(BUG_B), &[]);
+    r.expect(2);
+    assert!(!out.join("rank0-page1.html").exists());
+    assert!(out.join("summary.json").exists());
+}
+
+/// `actdiff compare ... --format json | head -c 10`: the reader is gone
+/// before actdiff writes; it ends like other Unix filters (SIGPIPE), never
+/// with a panic about the closed pipe.
+#[cfg(unix)]
+#[test]
+fn closed_stdout_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = TempDir::new().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_actdiff"))
+        .arg("compare")
+        .arg(testdata(MULTI_A))
+        .arg(testdata(MULTI_B))
+        .arg("-o")
+        .arg(tmp.path().join("out"))
+        .args(["--format", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the reader goes away at once
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(13), "{:?}: {stderr}", out.status);
+}
+
+#[test]
+fn jobs_out_of_range_exit_2_and_in_range_works() {
+    let tmp = TempDir::new().unwrap();
+    for bad in ["0", "100000"] {
+        let r = compare(&tmp, &testdata(BUG_A), &testdata(BUG_B), &["-j", bad]);
+        r.expect(2).stderr_has("1..=1024");
+    }
+    let r = compare(&tmp, &testdata(BUG_A), &testdata(BUG_B), &["-j", "3"]);
+    r.expect(1);
+}
+
+#[test]
 fn duplicate_keys_exit_2_with_both_lines() {
     let tmp = TempDir::new().unwrap();
     let log = read_testdata(BUG_A);

@@ -194,9 +194,32 @@ impl Partial<'_> {
     }
 }
 
+/// Log text quoted in a warning: at most [`EXCERPT_CHARS`] characters (then
+/// `…` and the full length), invalid UTF-8 replaced, control characters
+/// escaped (`\u{1b}`), so a warning is one printable line whatever the log
+/// holds.
 fn lossy(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    let text = String::from_utf8_lossy(&b[..b.len().min(EXCERPT_CHARS * 4)]);
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == EXCERPT_CHARS {
+            out.push_str(&format!("… ({} bytes)", b.len()));
+            return out;
+        }
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    if b.len() > EXCERPT_CHARS * 4 {
+        out.push_str(&format!("… ({} bytes)", b.len()));
+    }
+    out
 }
+
+/// Most characters of log text quoted in one warning.
+const EXCERPT_CHARS: usize = 120;
 
 /// Parses bytes `start..end` of `data`. `start` is 0 or the first byte of a line.
 /// Whether `v` holds an `n` or `N` (so may spell a NaN or an infinity).
@@ -511,7 +534,7 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
         "header",
         format!(
             "line before the first block is no header line: `{}`",
-            lossy(&t[..t.len().min(80)]).escape_debug()
+            lossy(&t[..t.len().min(80)])
         ),
     );
 }

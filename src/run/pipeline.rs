@@ -271,10 +271,18 @@ struct RankDone {
     rows_tmp: Option<PathBuf>,
 }
 
+/// Most warning lines printed per log; the rest are counted in one line.
+const WARNING_LINES: usize = 20;
+
+/// The warnings of one log, one line per kind of warning (and per unknown
+/// field label), each at its first occurrence's line and column; at most
+/// [`WARNING_LINES`] lines, then a count of the rest.
 fn warnings_of(t: &OpTable, side: &str) -> Vec<String> {
+    use parser::WarningKind as K;
     let mut out = Vec::new();
     let path = t.path().display();
-    for (kind, label, n) in t.warning_counts() {
+    let counts = t.warning_counts();
+    for (kind, label, n) in counts.iter().take(WARNING_LINES) {
         let first = t
             .warnings()
             .iter()
@@ -282,14 +290,21 @@ fn warnings_of(t: &OpTable, side: &str) -> Vec<String> {
         let at = first
             .map(|w| format!("{path}:{}:{}", w.line, w.column))
             .unwrap_or_else(|| path.to_string());
-        let msg = first.map(|w| w.message.as_str()).unwrap_or("");
-        let what = match kind {
-            parser::WarningKind::UnknownField => {
-                format!("{n} unknown field line(s) `{label}` ignored")
-            }
-            _ => msg.to_string(),
+        let what = match (kind, first) {
+            (K::UnknownField, _) => format!("{n} unknown field line(s) `{label}` ignored"),
+            (_, Some(w)) if *n > 1 => format!("{} ({n} times)", w.message),
+            (_, Some(w)) => w.message.clone(),
+            // Past the warnings kept with their positions.
+            (_, None) => format!("{n} more warning(s) of kind `{label}`"),
         };
         out.push(format!("{at}: {side}: {what}"));
+    }
+    if counts.len() > WARNING_LINES {
+        let rest: u64 = counts[WARNING_LINES..].iter().map(|c| c.2).sum();
+        out.push(format!(
+            "{path}: {side}: {rest} more warning(s) of {} other kind(s) or label(s) (is this an activation log?)",
+            counts.len() - WARNING_LINES
+        ));
     }
     out
 }
@@ -477,6 +492,9 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         path: out.to_path_buf(),
         message: format!("cannot create the report folder (-o): {e}"),
     })?;
+    // A previous comparison's pages (of ranks or pages this one may not
+    // write) must not look like part of this report.
+    report::clear_previous(out)?;
 
     let total_bytes: u64 = plan
         .pairs
