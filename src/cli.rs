@@ -223,7 +223,12 @@ fn html_budget(html_rows: Option<usize>, mb: Option<u64>) -> Option<u64> {
 fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
     let config = a.config.clone().or_else(|| {
         let p = PathBuf::from("actdiff.toml");
-        p.is_file().then_some(p)
+        let found = p.is_file();
+        if found && !a.quiet {
+            // Found, not asked for: say so, since it can change the verdict.
+            eprintln!("note: using rules from ./actdiff.toml (--config to choose another)");
+        }
+        found.then_some(p)
     });
     let mut p = match &config {
         Some(c) => Policy::read_toml(c).map_err(|e| e.to_string())?,

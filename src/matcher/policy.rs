@@ -318,136 +318,101 @@ impl Policy {
         }
     }
 
-    /// Reads an `actdiff.toml` config (see the README for its keys).
+    /// Reads an `actdiff.toml` config (see the README for its keys). The
+    /// file is read with serde into the sections below; an unknown section
+    /// or setting, a value of the wrong type, a negative or non-finite
+    /// tolerance, a phase other than `forward`/`backward` and an invalid
+    /// regex are errors at their line and column.
     pub fn from_toml(text: &str, file: &str) -> Result<Policy, RuleError> {
-        let err = |line: usize, message: String| RuleError {
-            file: file.into(),
-            line,
-            column: 1,
-            message,
-        };
-        let value: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
+        use toml::Spanned;
+        let at = |offset: usize, message: String| {
+            let (line, column) = line_col(text, offset);
             RuleError {
                 file: file.into(),
                 line,
                 column,
-                message: e.message().to_string(),
+                message,
             }
-        })?;
-        let mut p = Policy::default();
-        let num = |t: &toml::Table, k: &str| -> Option<f64> {
-            t.get(k)
-                .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
         };
-        for (k, v) in &value {
-            match k.as_str() {
-                "defaults" => {
-                    let t = v
-                        .as_table()
-                        .ok_or_else(|| err(1, "[defaults] must be a table".into()))?;
-                    let rtol = num(t, "rtol");
-                    let atol = num(t, "atol");
-                    if rtol.is_some() || atol.is_some() {
-                        p.default.hash = Tolerance {
-                            rtol: rtol.unwrap_or(p.default.hash.rtol),
-                            atol: atol.unwrap_or(p.default.hash.atol),
-                        };
-                    }
-                    match t.get("gate_stats").and_then(|v| v.as_bool()) {
-                        Some(true) => p.default.stats = Some(p.default.hash),
-                        Some(false) => p.default.stats = None,
-                        None => {}
-                    }
-                    if let Some(b) = t.get("nan_equal").and_then(|v| v.as_bool()) {
-                        p.default.nan_equal = b;
-                    }
-                }
-                "dtype" => {
-                    let t = v
-                        .as_table()
-                        .ok_or_else(|| err(1, "[dtype.NAME] tables expected".into()))?;
-                    for (name, d) in t {
-                        let d = d
-                            .as_table()
-                            .ok_or_else(|| err(1, format!("[dtype.{name}] must be a table")))?;
-                        p.dtype.push((
-                            name.trim_start_matches("torch.").to_string(),
-                            Tolerance {
-                                rtol: num(d, "rtol").unwrap_or(0.0),
-                                atol: num(d, "atol").unwrap_or(F32_MIN_NORMAL),
-                            },
-                        ));
-                    }
-                }
-                "collectives" => {
-                    let t = v
-                        .as_table()
-                        .ok_or_else(|| err(1, "[collectives] must be a table".into()))?;
-                    if let Some(a) = t.get("unsynced").and_then(|v| v.as_array()) {
-                        p.unsynced_ops = a
-                            .iter()
-                            .filter_map(|x| x.as_str().map(String::from))
-                            .collect();
-                    }
-                }
-                "rule" => {
-                    let a = v
-                        .as_array()
-                        .ok_or_else(|| err(1, "rules are written [[rule]]".into()))?;
-                    for (i, r) in a.iter().enumerate() {
-                        let origin = format!("{file} rule {}", i + 1);
-                        let r = r
-                            .as_table()
-                            .ok_or_else(|| err(1, format!("{origin}: not a table")))?;
-                        let line = find_rule_line(text, i);
-                        let s = |k: &str| r.get(k).and_then(|v| v.as_str()).map(String::from);
-                        let key_src = s("key").unwrap_or_else(|| ".*".into());
-                        for k in r.keys() {
-                            if ![
-                                "key",
-                                "op",
-                                "phase",
-                                "dtype",
-                                "rtol",
-                                "atol",
-                                "gate_stats",
-                                "ignore",
-                                "unsynced",
-                            ]
-                            .contains(&k.as_str())
-                            {
-                                return Err(err(line, format!("{origin}: unknown setting `{k}`")));
-                            }
-                        }
-                        let rtol = num(r, "rtol");
-                        let atol = num(r, "atol");
-                        p.rules.push(Rule {
-                            origin,
-                            key: Some(full_regex(&key_src, file, line, 1)?),
-                            key_src,
-                            op: s("op").map(|o| full_regex(&o, file, line, 1)).transpose()?,
-                            phase: s("phase"),
-                            dtype: s("dtype").map(|d| d.trim_start_matches("torch.").to_string()),
-                            tol: (rtol.is_some() || atol.is_some()).then(|| Tolerance {
-                                rtol: rtol.unwrap_or(0.0),
-                                atol: atol.unwrap_or(F32_MIN_NORMAL),
-                            }),
-                            gate_stats: r.get("gate_stats").and_then(|v| v.as_bool()),
-                            ignore: r.get("ignore").and_then(|v| v.as_bool()).unwrap_or(false),
-                            unsynced: r.get("unsynced").and_then(|v| v.as_bool()),
-                        });
-                    }
-                }
-                other => {
-                    return Err(err(
-                        1,
-                        format!(
-                        "unknown section `{other}` (expected defaults, dtype, collectives, rule)"
-                    ),
-                    ))
-                }
+        let cfg: ConfigFile = toml::from_str(text).map_err(|e: toml::de::Error| {
+            at(
+                e.span().map_or(0, |s| s.start),
+                e.message().trim_end().to_string(),
+            )
+        })?;
+        let tol = |v: &Option<Spanned<f64>>, what: &str| -> Result<Option<f64>, RuleError> {
+            match v {
+                Some(x) if !(x.get_ref().is_finite() && *x.get_ref() >= 0.0) => Err(at(
+                    x.span().start,
+                    format!("{what} must be a finite number >= 0, not {}", x.get_ref()),
+                )),
+                Some(x) => Ok(Some(*x.get_ref())),
+                None => Ok(None),
             }
+        };
+        let mut p = Policy::default();
+        if let Some(d) = &cfg.defaults {
+            let (rtol, atol) = (tol(&d.rtol, "rtol")?, tol(&d.atol, "atol")?);
+            if rtol.is_some() || atol.is_some() {
+                p.default.hash = Tolerance {
+                    rtol: rtol.unwrap_or(p.default.hash.rtol),
+                    atol: atol.unwrap_or(p.default.hash.atol),
+                };
+            }
+            match d.gate_stats {
+                Some(true) => p.default.stats = Some(p.default.hash),
+                Some(false) => p.default.stats = None,
+                None => {}
+            }
+            if let Some(b) = d.nan_equal {
+                p.default.nan_equal = b;
+            }
+        }
+        for (name, d) in &cfg.dtype {
+            p.dtype.push((
+                name.trim_start_matches("torch.").to_string(),
+                Tolerance {
+                    rtol: tol(&d.rtol, "rtol")?.unwrap_or(0.0),
+                    atol: tol(&d.atol, "atol")?.unwrap_or(F32_MIN_NORMAL),
+                },
+            ));
+        }
+        if let Some(unsynced) = cfg.collectives.and_then(|c| c.unsynced) {
+            p.unsynced_ops = unsynced;
+        }
+        for (i, r) in cfg.rule.iter().enumerate() {
+            let origin = format!("{file} rule {}", i + 1);
+            let regex = |v: &Spanned<String>| {
+                let (line, column) = line_col(text, v.span().start);
+                full_regex(v.get_ref(), file, line, column)
+            };
+            let key_src = r
+                .key
+                .as_ref()
+                .map_or_else(|| ".*".to_string(), |k| k.get_ref().clone());
+            let key = match &r.key {
+                Some(k) => regex(k)?,
+                None => full_regex(".*", file, 1, 1)?,
+            };
+            let (rtol, atol) = (tol(&r.rtol, "rtol")?, tol(&r.atol, "atol")?);
+            p.rules.push(Rule {
+                origin,
+                key: Some(key),
+                key_src,
+                op: r.op.as_ref().map(regex).transpose()?,
+                phase: r.phase.map(|ph| ph.as_str().to_string()),
+                dtype: r
+                    .dtype
+                    .as_ref()
+                    .map(|d| d.trim_start_matches("torch.").to_string()),
+                tol: (rtol.is_some() || atol.is_some()).then(|| Tolerance {
+                    rtol: rtol.unwrap_or(0.0),
+                    atol: atol.unwrap_or(F32_MIN_NORMAL),
+                }),
+                gate_stats: r.gate_stats,
+                ignore: r.ignore.unwrap_or(false),
+                unsynced: r.unsynced,
+            });
         }
         Ok(p)
     }
@@ -464,20 +429,80 @@ impl Policy {
     }
 }
 
+/// `actdiff.toml`, as written (see [`Policy::from_toml`]).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    defaults: Option<DefaultsSection>,
+    #[serde(default)]
+    dtype: std::collections::BTreeMap<String, DtypeSection>,
+    collectives: Option<CollectivesSection>,
+    #[serde(default)]
+    rule: Vec<RuleSection>,
+}
+
+/// `[defaults]`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DefaultsSection {
+    rtol: Option<toml::Spanned<f64>>,
+    atol: Option<toml::Spanned<f64>>,
+    gate_stats: Option<bool>,
+    nan_equal: Option<bool>,
+}
+
+/// `[dtype.NAME]`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DtypeSection {
+    rtol: Option<toml::Spanned<f64>>,
+    atol: Option<toml::Spanned<f64>>,
+}
+
+/// `[collectives]`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CollectivesSection {
+    unsynced: Option<Vec<String>>,
+}
+
+/// One `[[rule]]`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleSection {
+    key: Option<toml::Spanned<String>>,
+    op: Option<toml::Spanned<String>>,
+    phase: Option<PhaseName>,
+    dtype: Option<String>,
+    rtol: Option<toml::Spanned<f64>>,
+    atol: Option<toml::Spanned<f64>>,
+    gate_stats: Option<bool>,
+    ignore: Option<bool>,
+    unsynced: Option<bool>,
+}
+
+/// A rule's `phase`.
+#[derive(serde::Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum PhaseName {
+    Forward,
+    Backward,
+}
+
+impl PhaseName {
+    fn as_str(self) -> &'static str {
+        match self {
+            PhaseName::Forward => "forward",
+            PhaseName::Backward => "backward",
+        }
+    }
+}
+
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
     let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
     (line, col)
-}
-
-fn find_rule_line(text: &str, index: usize) -> usize {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| l.trim() == "[[rule]]")
-        .nth(index)
-        .map(|(i, _)| i + 1)
-        .unwrap_or(1)
 }
 
 /// Parses a rules text file: one rule per line, `<key regex> <predicate>`
@@ -641,6 +666,39 @@ rtol = 1e-3
         let e = Policy::from_toml("[defaults]\nrtol = \n", "c.toml").unwrap_err();
         assert_eq!(e.line, 2, "{e}");
         let e = Policy::from_toml("[[rule]]\nspeed = 1\n", "c.toml").unwrap_err();
-        assert!(e.message.contains("unknown setting"));
+        assert!(e.message.contains("unknown field `speed`"), "{e}");
+        assert_eq!((e.line, e.column), (2, 1), "{e}");
+        // Everything a fresh user got through silently before: each is an
+        // error at the value's line.
+        for (text, line, says) in [
+            ("[defaults]\nrtol = \"abc\"\n", 2, "invalid type"),
+            ("[defaults]\nrtoll = 1e-3\n", 2, "unknown field `rtoll`"),
+            ("[defaults]\ngate_stats = \"yes\"\n", 2, "invalid type"),
+            ("[defaults]\nnan_equal = 3\n", 2, "invalid type"),
+            ("[collectives]\nunsynced = 5\n", 2, "invalid type"),
+            ("[[rule]]\nkey = 'a'\nrtol = -1\n", 3, "finite number >= 0"),
+            ("[dtype.bfloat16]\natol = -1e-3\n", 2, "finite number >= 0"),
+            (
+                "[[rule]]\nphase = \"sideways\"\n",
+                2,
+                "unknown variant `sideways`",
+            ),
+            ("[[rule]]\nop = 'mm'\nkey = '('\n", 3, "invalid regex"),
+            ("[speed]\nx = 1\n", 1, "unknown field `speed`"),
+        ] {
+            let e = Policy::from_toml(text, "c.toml").unwrap_err();
+            assert!(e.message.contains(says), "{text:?}: {e}");
+            assert_eq!(e.line, line, "{text:?}: {e}");
+            assert!(e.to_string().starts_with("c.toml:"), "{e}");
+        }
+        // Integers are numbers; the phase is checked, not just matched.
+        let p = Policy::from_toml(
+            "[defaults]\nrtol = 0\n[[rule]]\nphase = 'backward'\natol = 1\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(p.default.hash.rtol, 0.0);
+        assert_eq!(p.rules[0].phase.as_deref(), Some("backward"));
+        assert_eq!(p.rules[0].tol.map(|t| t.atol), Some(1.0));
     }
 }
