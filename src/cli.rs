@@ -109,7 +109,9 @@ pub struct CompareArgs {
     /// Compare run-1 rank A with run-2 rank B (`A:B`, repeatable or comma-separated).
     #[arg(long = "rank-map", value_name = "A:B")]
     pub rank_map: Vec<String>,
-    /// Report truncated logs and header count mismatches without exit 3: the exit status is then 1 or 0 by the rows compared.
+    /// Compare truncated logs and logs whose header count does not match
+    /// instead of exit 3: the rows are compared and shown, and the exit
+    /// status is 1 (never 0: the input is incomplete) or 2.
     #[arg(long)]
     pub allow_incomplete: bool,
     /// Keep keys that occur twice in one log (paired by occurrence) instead of exit 2.

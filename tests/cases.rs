@@ -698,6 +698,11 @@ fn case03_missing_hash_is_a_status_of_its_own() {
         "status is `{}`: {ag}",
         ag["status"]
     );
+    // The terminal summary counts it, and says it does not gate; both
+    // rows count as paired.
+    r.stdout_has("1 missing (Output hash in one run only)");
+    r.stdout_has("differences, none gating: 0 diff, 1 missing");
+    r.stdout_has("paired 2/2");
     let largest = &r.rank(0)["root_causes"]["largest_diff"];
     assert!(
         largest.is_null() || ref_key(largest) != ALL_GATHER,

@@ -443,7 +443,7 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
                         line.len() as u64 + 1,
                         WarningKind::Truncated,
                         "truncated",
-                        "last block ends without a newline (possibly truncated)".into(),
+                        "last block ends without newline (possibly truncated)".into(),
                     );
                 }
                 pos = end;

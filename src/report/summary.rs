@@ -115,7 +115,14 @@ impl SideSummary {
             }
         }
         if t.truncated_rows() > 0 {
-            incomplete.push("last block ends without newline (possibly truncated)".into());
+            // The parser's own words: a missing final newline, or a count
+            // header whose last block lacks its empty line.
+            let why = t
+                .warnings()
+                .iter()
+                .find(|w| w.kind == WarningKind::Truncated)
+                .map_or("last block possibly truncated", |w| w.message.as_str());
+            incomplete.push(why.to_string());
         }
         SideSummary {
             entries: t.len(),
@@ -327,7 +334,7 @@ impl RankSummary {
     /// Summarises one rank (pages are filled in by the HTML writer).
     pub fn build(rc: &RankComparison<'_>, plan: &PagePlan) -> RankSummary {
         let c = rc.matches.counts();
-        let paired = c.matched + c.diff + c.truncated;
+        let paired = c.matched + c.diff + c.missing + c.truncated;
         RankSummary {
             rank: rc.rank1,
             rank2: rc.rank2,

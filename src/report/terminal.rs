@@ -9,7 +9,13 @@ fn pct(a: u64, b: usize) -> String {
     if b == 0 {
         "0%".into()
     } else {
-        format!("{:.0}%", 100.0 * a as f64 / b as f64)
+        // Never "100%" for part of the rows: 264 of 265 is 99.6%.
+        let p = 100.0 * a as f64 / b as f64;
+        if a as usize != b && p >= 99.5 {
+            format!("{p:.1}%")
+        } else {
+            format!("{p:.0}%")
+        }
     }
 }
 
@@ -47,6 +53,9 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         "{rank}: {} ops vs {} ops: {} match, {} diff, {} only in {}, {} only in {}",
         r.run1.entries, r.run2.entries, c.matched, c.diff, c.only1, s.name1, c.only2, s.name2
     );
+    if c.missing > 0 {
+        let _ = write!(out, ", {} missing (Output hash in one run only)", c.missing);
+    }
     if c.truncated > 0 {
         let _ = write!(out, ", {} truncated (no verdict)", c.truncated);
     }

@@ -648,8 +648,20 @@ fn verdict(
     }
     let c = Summary::total_counts(ranks);
     if c.diverging() > 0 {
+        let missing = if c.missing > 0 {
+            format!("{} missing, ", c.missing)
+        } else {
+            String::new()
+        };
+        // Rows that differ but do not gate (ignored ops, unsynced
+        // collectives) are not a divergence of the run.
+        let what = if c.gating > 0 {
+            "diverged"
+        } else {
+            "differences, none gating"
+        };
         lines.push(format!(
-            "diverged: {} diff, {} only in {}, {} only in {}",
+            "{what}: {} diff, {missing}{} only in {}, {} only in {}",
             c.diff, c.only1, cfg.report.name1, c.only2, cfg.report.name2
         ));
     }
