@@ -540,6 +540,57 @@ fn closed_stdout_ends_quietly() {
 }
 
 #[test]
+fn a_rank_with_an_input_error_is_listed_and_the_others_compared() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for (src, dst) in [(MULTI_A, &a), (MULTI_B, &b)] {
+        std::fs::create_dir_all(dst).unwrap();
+        for e in std::fs::read_dir(testdata(src)).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, dst.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::write(a.join("rank_1_activations.log"), b"not a log\n").unwrap();
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(2).stderr_has("rank_1_activations.log");
+    let s = r.summary();
+    let failed = s["ranks_failed"].as_array().expect("ranks_failed");
+    assert_eq!(failed.len(), 1, "{s}");
+    assert_eq!(failed[0]["rank"], 1);
+    assert!(failed[0]["errors"][0]
+        .as_str()
+        .unwrap()
+        .contains("rank_1_activations.log"));
+    let compared: Vec<u64> = s["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rank"].as_u64().unwrap())
+        .collect();
+    assert_eq!(compared, [0, 2, 3]);
+    let index = std::fs::read_to_string(tmp.path().join("out/index.html")).unwrap();
+    assert!(index.contains("input error</b>"), "the index lists rank 1");
+}
+
+#[test]
+fn gen_into_an_unwritable_place_names_it() {
+    let tmp = TempDir::new().unwrap();
+    let file = write(tmp.path(), "a_file", b"x");
+    let (d1, d2) = (file.join("run1"), file.join("run2"));
+    let r = actdiff(
+        [
+            OsStr::new("gen"),
+            d1.as_os_str(),
+            d2.as_os_str(),
+            OsStr::new("--ops"),
+            OsStr::new("10"),
+        ],
+        tmp.path().join("unused"),
+    );
+    r.expect(2).stderr_has(&d1.display().to_string());
+}
+
+#[test]
 fn jobs_out_of_range_exit_2_and_in_range_works() {
     let tmp = TempDir::new().unwrap();
     for bad in ["0", "100000"] {

@@ -121,8 +121,8 @@ pub fn generate(dir1: &Path, dir2: &Path, opts: &GenOptions) -> io::Result<GenSt
             dir1.display()
         )));
     }
-    std::fs::create_dir_all(dir1)?;
-    std::fs::create_dir_all(dir2)?;
+    std::fs::create_dir_all(dir1).map_err(|e| with_path(e, dir1))?;
+    std::fs::create_dir_all(dir2).map_err(|e| with_path(e, dir2))?;
     let jobs: Vec<(u32, u8)> = (0..opts.ranks).flat_map(|r| [(r, 1u8), (r, 2u8)]).collect();
     let results: Vec<io::Result<GenStats>> = jobs
         .par_iter()

@@ -1019,6 +1019,8 @@ struct RankRow<'a> {
     rank2: u32,
     /// "" for a compared rank; `only1` / `only2` for a rank one run lacks.
     only: &'static str,
+    /// Why a rank both runs have was not compared ("" otherwise).
+    failed: String,
     entries1: usize,
     entries2: usize,
     counts: Vec<u64>,
@@ -1282,6 +1284,7 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
                 rank: r.rank,
                 rank2: r.rank2,
                 only: "",
+                failed: String::new(),
                 entries1: r.run1.entries,
                 entries2: r.run2.entries,
                 counts: status_counts(&r.counts, n1, n2)
@@ -1324,6 +1327,13 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
             ..RankRow::default()
         }));
     }
+    // Ranks that could not be compared, with why.
+    ranks.extend(summary.ranks_failed.iter().map(|f| RankRow {
+        rank: f.rank,
+        rank2: f.rank,
+        failed: f.errors.join("; "),
+        ..RankRow::default()
+    }));
     ranks.sort_by_key(|r| r.rank);
     let search_rank = ranks
         .iter()
@@ -1542,6 +1552,7 @@ Excluded ops dispatched: (none)
             ranks: vec![s],
             ranks_only1: vec![3],
             ranks_only2: vec![],
+            ranks_failed: vec![],
             groups,
             exit_status: 1,
             verdict: vec!["rank 0 diverges at <script>".into()],

@@ -270,6 +270,15 @@ pub struct CauseRef {
     pub chain: Vec<String>,
 }
 
+/// A rank both runs have that could not be compared.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FailedRank {
+    /// Run 1's rank number.
+    pub rank: u32,
+    /// Why (`file:line:col: message`).
+    pub errors: Vec<String>,
+}
+
 /// Root-cause findings of one rank (see `matcher::cause`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct CausesSummary {
@@ -392,6 +401,10 @@ pub struct Summary {
     pub ranks_only1: Vec<u32>,
     /// Ranks present in run 2 only.
     pub ranks_only2: Vec<u32>,
+    /// Ranks in both runs that could not be compared (an input error), with
+    /// the errors; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub ranks_failed: Vec<FailedRank>,
     /// Ranks that behave alike: same first divergence and counts.
     pub groups: Vec<RankGroup>,
     /// The exit status `actdiff compare` returns for this comparison.

@@ -264,6 +264,7 @@ impl Timer {
 }
 
 struct RankDone {
+    rank: u32,
     rule_hits: Vec<u64>,
     summary: Option<RankSummary>,
     errors: Vec<String>,
@@ -318,6 +319,7 @@ fn compare_rank(
     progress: &Progress,
 ) -> RankDone {
     let mut done = RankDone {
+        rank: rank1,
         rule_hits: Vec::new(),
         summary: None,
         errors: Vec::new(),
@@ -549,7 +551,14 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
             }
         }
     }
+    let mut ranks_failed = Vec::new();
     for d in done {
+        if d.summary.is_none() && !d.errors.is_empty() {
+            ranks_failed.push(report::summary::FailedRank {
+                rank: d.rank,
+                errors: d.errors.clone(),
+            });
+        }
         errors.extend(d.errors);
         warnings.extend(d.warnings);
         ranks.extend(d.summary);
@@ -584,6 +593,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         counts,
         ranks_only1: plan.only1.clone(),
         ranks_only2: plan.only2.clone(),
+        ranks_failed,
         groups: Summary::group_ranks(&ranks),
         ranks,
         exit_status,
