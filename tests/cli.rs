@@ -573,6 +573,34 @@ fn a_rank_with_an_input_error_is_listed_and_the_others_compared() {
 }
 
 #[test]
+fn options_that_match_nothing_are_warned_about() {
+    let tmp = TempDir::new().unwrap();
+    let r = compare(
+        &tmp,
+        &testdata(MULTI_A),
+        &testdata(MULTI_B),
+        &[
+            "--ignore-op",
+            "nosuchop",
+            "--ignore-op",
+            "_allgather_base_",
+            "--rank-map",
+            "0:7",
+            "--layer-offset",
+            "run2:9=1",
+        ],
+    );
+    r.stderr_has("--ignore-op nosuchop: no op of that name")
+        .stderr_has("--rank-map 0:7 compared nothing")
+        .stderr_has("--layer-offset run2:9=1 applies to no compared rank");
+    assert!(
+        !r.stderr.contains("--ignore-op _allgather_base_"),
+        "an op the logs have is not warned about:\n{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn gen_into_an_unwritable_place_names_it() {
     let tmp = TempDir::new().unwrap();
     let file = write(tmp.path(), "a_file", b"x");

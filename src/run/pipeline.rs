@@ -266,6 +266,8 @@ impl Timer {
 struct RankDone {
     rank: u32,
     rule_hits: Vec<u64>,
+    /// Per `--ignore-op`: whether either log of the rank has that op.
+    ignore_seen: Vec<bool>,
     summary: Option<RankSummary>,
     errors: Vec<String>,
     warnings: Vec<String>,
@@ -321,6 +323,7 @@ fn compare_rank(
     let mut done = RankDone {
         rank: rank1,
         rule_hits: Vec::new(),
+        ignore_seen: Vec::new(),
         summary: None,
         errors: Vec::new(),
         warnings: Vec::new(),
@@ -340,6 +343,17 @@ fn compare_rank(
             return done;
         }
     };
+    done.ignore_seen = cfg
+        .matching
+        .policy
+        .ignore_ops
+        .iter()
+        .map(|op| {
+            [&t1, &t2]
+                .iter()
+                .any(|t| (0..t.op_types() as u32).any(|id| t.op_name(id) == op.as_bytes()))
+        })
+        .collect();
     if cfg.l1_as_hash {
         t1.use_l1_as_output_hash();
         t2.use_l1_as_output_hash();
@@ -530,6 +544,32 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
     progress.finish();
 
     let mut warnings = Vec::new();
+    // Options that name ranks or ops no log has do nothing: say so.
+    for (a, b) in &cfg.rank_map {
+        if !plan.pairs.iter().any(|(x, _, y, _)| x == a && y == b) {
+            warnings.push(format!(
+                "--rank-map {a}:{b} compared nothing (run1 rank {a} with run2 rank {b} is not a pair of these runs)"
+            ));
+        }
+    }
+    for (side, rank, offset) in &cfg.layer_offsets {
+        if let Some(r) = rank {
+            let present = plan
+                .pairs
+                .iter()
+                .any(|(x, _, y, _)| if *side == 1 { x == r } else { y == r });
+            if !present {
+                warnings.push(format!(
+                    "--layer-offset run{side}:{r}={offset} applies to no compared rank (run{side} has no rank {r} in a pair)"
+                ));
+            }
+        }
+    }
+    for (i, op) in cfg.matching.policy.ignore_ops.iter().enumerate() {
+        if !done.is_empty() && !done.iter().any(|d| d.ignore_seen.get(i) == Some(&true)) {
+            warnings.push(format!("--ignore-op {op}: no op of that name in any log"));
+        }
+    }
     let mut ranks = Vec::new();
     let mut rows_tmp = Vec::new();
     let rules = &cfg.matching.policy.rules;
