@@ -138,7 +138,7 @@ fn read_rows(p: &Path) -> Vec<Value> {
             let mut keys: Vec<&str> = obj
                 .keys()
                 .map(|k| k.as_str())
-                .filter(|k| *k != "notes")
+                .filter(|k| *k != "notes" && *k != "hash_diffs")
                 .collect();
             keys.sort();
             assert_eq!(
@@ -264,6 +264,22 @@ fn bug_layer2_exit_1_first_divergence_counts_and_rows() {
         .unwrap();
     assert_eq!(later["status"], "diff");
     assert!(!later["diffs"].as_object().unwrap().is_empty(), "{later}");
+    // The hash-only row still says by how much its Output hash differs;
+    // a match row's hash differences, if any, are within the tolerance.
+    let out = first["hash_diffs"]["Output hash"]
+        .as_f64()
+        .expect("hash_diffs");
+    assert!(out > 1e-8 && out < 1e-2, "{first}");
+    for r in rows.iter().filter(|r| r["status"] == "match") {
+        for d in r
+            .get("hash_diffs")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|o| o.values())
+        {
+            assert!(d.as_f64().unwrap() <= 1e-8, "{r}");
+        }
+    }
 }
 
 #[test]

@@ -2,15 +2,17 @@
 //! matcher's output order:
 //! `{"rank": 0, "key1": "..."|null, "key2": "..."|null, "status": "match"|"diff"|"only1"|"only2"|"truncated",
 //!   "strategy": "override"|"exact"|"fuzzy"|"stats"|null, "diffs": {"L2 norm": 1.2e-6, ...}}`.
-//! `diffs` holds the reference's per-stat differences (`_compute_diffs`).
+//! `diffs` holds the reference's per-stat differences (`_compute_diffs`);
+//! `hash_diffs` (when any) the Output hash and Input hashes differences.
 
 use std::io::Write;
 
 use serde::Serialize;
 
 use super::RankComparison;
-use crate::matcher::compare::stat_diffs;
+use crate::matcher::compare::{compare_hashes, stat_diffs};
 use crate::matcher::notes::row_notes;
+use crate::matcher::Tolerance;
 use crate::parser::Field;
 
 #[derive(Serialize)]
@@ -21,6 +23,10 @@ struct Row<'a> {
     status: &'static str,
     strategy: Option<&'static str>,
     diffs: serde_json::Map<String, serde_json::Value>,
+    /// Output hash and Input hashes relative differences (the largest over
+    /// the values) where the texts differ; omitted when none.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    hash_diffs: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     notes: Vec<String>,
     tolerance: String,
@@ -37,10 +43,19 @@ pub fn write_rows(
     let m = rc.matches;
     for (i, r) in m.rows.iter().enumerate() {
         let mut diffs = serde_json::Map::new();
+        let mut hash_diffs = serde_json::Map::new();
         if let (Some(a), Some(b)) = (r.r1(), r.r2()) {
             for (f, d) in Field::DIFF_STATS.iter().zip(stat_diffs(rc.t1, a, rc.t2, b)) {
                 if let Some(d) = d {
                     diffs.insert(f.label().to_string(), serde_json::json!(d));
+                }
+            }
+            for f in [Field::OutputHash, Field::InputHashes] {
+                let (x, y) = (rc.t1.field(a, f), rc.t2.field(b, f));
+                if x != y && !x.is_empty() && !y.is_empty() {
+                    if let Some(d) = compare_hashes(x, y, Tolerance::REFERENCE, true).intensity {
+                        hash_diffs.insert(f.label().to_string(), serde_json::json!(d));
+                    }
                 }
             }
         }
@@ -51,6 +66,7 @@ pub fn write_rows(
             status: r.status.as_str(),
             strategy: r.strategy.as_str(),
             diffs,
+            hash_diffs,
             notes: row_notes(rc.t1, rc.t2, m, i, names),
             tolerance: m.policy.describe(r.source),
         };
