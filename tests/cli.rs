@@ -617,6 +617,23 @@ fn options_that_match_nothing_are_warned_about() {
 }
 
 #[test]
+fn filtered_pages_count_their_rows_among_the_shown_ones() {
+    let tmp = TempDir::new().unwrap();
+    let r = compare(
+        &tmp,
+        &testdata(BUG_A),
+        &testdata(BUG_B),
+        &["--html-rows", "10", "--page-rows", "7"],
+    );
+    r.expect(1);
+    let page = std::fs::read_to_string(r.out.join("rank0-page2.html")).unwrap();
+    assert!(
+        page.contains("diverging rows 8–14 of the 102 shown (265 rows in all)"),
+        "page 2 of the diverging rows"
+    );
+}
+
+#[test]
 fn gen_into_an_unwritable_place_names_it() {
     let tmp = TempDir::new().unwrap();
     let file = write(tmp.path(), "a_file", b"x");

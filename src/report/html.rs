@@ -342,6 +342,11 @@ struct PageCtx<'a> {
     first_row: usize,
     end_row: usize,
     total_rows: usize,
+    /// Rows on all pages of the rank (fewer than `total_rows` when only the
+    /// diverging rows are shown).
+    shown_rows: usize,
+    /// Only the diverging rows are shown.
+    filtered: bool,
     /// "showing 31,880 diverging rows of 3,264,458; ..." when the pages hold only diverging rows.
     shown_note: String,
     prev: String,
@@ -505,6 +510,8 @@ fn write_page(
         first_row: p.first_row,
         end_row: p.end_row,
         total_rows: rc.matches.rows.len(),
+        shown_rows: plan.len(),
+        filtered: plan.is_filtered(),
         shown_note: shown_note(s),
         prev: if k > 0 { file(k - 1) } else { String::new() },
         next: file(k + 1),
