@@ -36,7 +36,11 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             f.row.key(),
             f.row.line1.unwrap_or(0),
             if more > 0 {
-                format!(", {more} more origin(s)/entr(ies)")
+                format!(
+                    ", {more} more origin{} or entr{}",
+                    if more == 1 { "" } else { "s" },
+                    if more == 1 { "y" } else { "ies" }
+                )
             } else {
                 String::new()
             }
