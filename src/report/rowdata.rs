@@ -338,7 +338,7 @@ fn row_data<'a>(
             }
             // The title goes on run 2's cell only (the page script copies it
             // to run 1's on hover): most cells of a diverging page are
-            // coloured, and this keeps 2,000-row pages under 2 MB.
+            // coloured, and this keeps even 2,000-row pages under 2 MB.
             let x = palette.class(rd);
             sa[col].colour(x, String::new());
             sb[col].colour(x, format!("rel. diff {rd:.2e}"));
