@@ -601,7 +601,29 @@ pub fn match_tables_indexed(
     // that one log never records is not compared (old writers, cases/07).
     let compared = t1.schema().intersect(t2.schema());
     let policy = &opts.policy;
-    let judge = |t: &OpTable, r: usize| policy.for_table_row(t, r);
+    // Without rules or per-dtype defaults a row's settings depend on its op
+    // alone: look them up once per op type of each table.
+    let op_only = policy.rules.is_empty() && policy.dtype.is_empty();
+    let by_op = |t: &OpTable| -> Vec<RowPolicy> {
+        if !op_only {
+            return Vec::new();
+        }
+        (0..t.op_types() as u32)
+            .map(|id| policy.for_row(&[], t.op_name(id), false, ""))
+            .collect()
+    };
+    let (by_op1, by_op2) = (by_op(t1), by_op(t2));
+    let judge = |t: &OpTable, r: usize| {
+        let cached = if std::ptr::eq(t, t1) {
+            &by_op1
+        } else {
+            &by_op2
+        };
+        match cached.get(t.op_type(r) as usize) {
+            Some(rp) if op_only => *rp,
+            _ => policy.for_table_row(t, r),
+        }
+    };
     let flags_of = |rp: &RowPolicy| {
         (if rp.ignored { ROW_IGNORED } else { 0 }) | (if rp.unsynced { ROW_UNSYNCED } else { 0 })
     };
@@ -628,7 +650,13 @@ pub fn match_tables_indexed(
                 };
             }
             let r2u = r2 as usize;
-            let rp = policy.for_pair(t1, r1, t2, r2u);
+            // `for_pair` is run 1's row's settings unless per-dtype
+            // defaults apply.
+            let rp = if op_only {
+                judge(t1, r1)
+            } else {
+                policy.for_pair(t1, r1, t2, r2u)
+            };
             let mut flags = flags_of(&rp) | nonfinite1;
             if compare::non_finite(t2, r2u) {
                 flags |= ROW_NONFINITE2;
