@@ -9,8 +9,6 @@
 //! therefore share a hash too. A hash is only a grouping: every user compares
 //! key bytes within a group, so a 64-bit collision never joins two keys.
 
-use rayon::prelude::*;
-
 use super::OpTable;
 
 /// Removes one leading model-class segment: it starts with an uppercase ASCII
@@ -111,13 +109,46 @@ pub fn key_hash(hasher: &ahash::RandomState, key: &[u8]) -> u64 {
 /// Builds the key index of `t` from the hashes the parser computed (then a
 /// parallel sort).
 pub(crate) fn build(t: &OpTable) -> KeyIndex {
-    let mut index: KeyIndex = t
-        .key_hash
-        .iter()
-        .enumerate()
-        .map(|(r, h)| (*h, r as u32))
-        .collect();
-    index.par_sort_unstable();
+    sorted_index(&t.key_hash)
+}
+
+/// `(hash, row)` for `hashes`, sorted by hash, then row. The hashes are
+/// uniform, so a bucket pass on their top bits (about four rows a bucket,
+/// rows kept in order) and a sort of each small bucket beat a comparison
+/// sort of the whole.
+fn sorted_index(hashes: &[u64]) -> KeyIndex {
+    let n = hashes.len();
+    if n < 1 << 12 {
+        let mut index: KeyIndex = hashes
+            .iter()
+            .enumerate()
+            .map(|(r, h)| (*h, r as u32))
+            .collect();
+        index.sort_unstable();
+        return index;
+    }
+    let bits = (usize::BITS - (n / 4).leading_zeros()).clamp(10, 24);
+    let shift = 64 - bits;
+    let mut start = vec![0u32; (1 << bits) + 1];
+    for h in hashes {
+        start[(h >> shift) as usize + 1] += 1;
+    }
+    for b in 1..start.len() {
+        start[b] += start[b - 1];
+    }
+    let mut next = start.clone();
+    let mut index: KeyIndex = vec![(0, 0); n];
+    for (r, h) in hashes.iter().enumerate() {
+        let b = (h >> shift) as usize;
+        index[next[b] as usize] = (*h, r as u32);
+        next[b] += 1;
+    }
+    for w in start.windows(2) {
+        let bucket = &mut index[w[0] as usize..w[1] as usize];
+        if bucket.len() > 1 {
+            bucket.sort_unstable();
+        }
+    }
     index
 }
 
@@ -141,6 +172,36 @@ pub fn groups(index: &[(u64, u32)]) -> impl Iterator<Item = std::ops::Range<usiz
 mod tests {
     use super::*;
     use crate::parser::parse_bytes;
+
+    #[test]
+    fn bucket_sort_equals_a_plain_sort() {
+        // Pseudo-random hashes with repeats (so equal hashes keep row
+        // order), above and below the bucket threshold, and skewed ones.
+        for n in [0usize, 1, 100, 5_000, 70_000] {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            let hashes: Vec<u64> = (0..n)
+                .map(|i| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    if i % 7 == 3 {
+                        42
+                    } else if i % 11 == 0 {
+                        x >> 40
+                    } else {
+                        x
+                    }
+                })
+                .collect();
+            let mut want: KeyIndex = hashes
+                .iter()
+                .enumerate()
+                .map(|(r, h)| (*h, r as u32))
+                .collect();
+            want.sort_unstable();
+            assert_eq!(sorted_index(&hashes), want, "n = {n}");
+        }
+    }
 
     #[test]
     fn rows_of_one_key_are_grouped_in_file_order() {
