@@ -634,6 +634,20 @@ fn filtered_pages_count_their_rows_among_the_shown_ones() {
 }
 
 #[test]
+fn two_logs_of_one_rank_in_a_folder_exit_2_naming_both() {
+    let tmp = TempDir::new().unwrap();
+    let a = tmp.path().join("a");
+    std::fs::create_dir_all(&a).unwrap();
+    let log = read_testdata(BUG_A);
+    write(&a, "rank_0_activations.log", &log);
+    write(&a, "rank_0_activations.log.gz", &gzip(&log));
+    let r = compare(&tmp, &a, &testdata("bug_layer2/run_B"), &[]);
+    r.expect(2)
+        .stderr_has("rank 0 has two logs")
+        .stderr_has("rank_0_activations.log.gz");
+}
+
+#[test]
 fn gen_into_an_unwritable_place_names_it() {
     let tmp = TempDir::new().unwrap();
     let file = write(tmp.path(), "a_file", b"x");

@@ -30,6 +30,19 @@ pub enum RunError {
     /// A bad `--rank-map` entry.
     #[error("--rank-map `{0}`: expected RUN1_RANK:RUN2_RANK, e.g. 10:3")]
     RankMap(String),
+    /// Two logs of one rank in one folder (`rank_3_activations.log` and
+    /// `rank_3_activations.log.gz`): which one is meant is not known.
+    #[error("{}: rank {rank} has two logs, {} and {}; keep one", path.display(), first.display(), second.display())]
+    TwoLogs {
+        /// The folder.
+        path: PathBuf,
+        /// The rank.
+        rank: u32,
+        /// One log.
+        first: PathBuf,
+        /// The other.
+        second: PathBuf,
+    },
 }
 
 /// One run as given on the command line: its rank logs, by rank number.
@@ -96,6 +109,14 @@ impl RunInput {
                 .collect();
             if !ranks.is_empty() {
                 ranks.sort();
+                if let Some(w) = ranks.windows(2).find(|w| w[0].0 == w[1].0) {
+                    return Err(RunError::TwoLogs {
+                        path: dir,
+                        rank: w[0].0,
+                        first: w[0].1.clone(),
+                        second: w[1].1.clone(),
+                    });
+                }
                 return Ok(RunInput {
                     path: path.to_path_buf(),
                     ranks,
