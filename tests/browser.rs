@@ -782,6 +782,37 @@ fn log_text_is_drawn_as_text() {
     assert_clean(&b, "hostile page");
 }
 
+/// A differing cell shows its colour on every result, the zebra-striped
+/// (even) ones included: each colour class has one background.
+#[test]
+fn differing_cells_keep_their_colour_on_striped_results() {
+    let _g = one_at_a_time();
+    let b = Browser::start();
+    b.open(&bug_layer2().path("rank0-page1.html"));
+    let got = b.js(
+        r#"const by = {};
+           let even = 0;
+           document.querySelectorAll('table.res tbody').forEach((tb, i) => {
+             tb.querySelectorAll('td[class^=x]').forEach(td => {
+               if (i % 2 === 1) even += 1;
+               (by[td.className] = by[td.className] || new Set()).add(getComputedStyle(td).backgroundColor);
+             });
+           });
+           return { even, mixed: Object.entries(by).filter(([, v]) => v.size > 1).map(([k, v]) => k + ': ' + [...v].join(' | ')) };"#,
+        vec![],
+    );
+    assert!(
+        got["even"].as_u64().unwrap() > 0,
+        "no coloured cell on a striped result: {got}"
+    );
+    assert_eq!(
+        got["mixed"],
+        json!([]),
+        "a colour class with two backgrounds"
+    );
+    assert_clean(&b, "colours");
+}
+
 #[test]
 fn looks_themes_and_screenshots() {
     let _g = one_at_a_time();
