@@ -127,7 +127,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "MB")]
     pub html_budget_mb: Option<u64>,
     /// Result rows per HTML page.
-    #[arg(long, default_value_t = crate::report::DEFAULT_PAGE_ROWS as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = crate::report::DEFAULT_PAGE_ROWS as u64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub page_rows: u64,
     /// Worker threads, 1 to 1024 (default: one per core).
     #[arg(short = 'j', long, value_parser = clap::value_parser!(u16).range(1..=1024))]

@@ -104,7 +104,9 @@
     for (i = 0; i < d.low.length; i++) if (d.low[i] !== q && d.low[i].indexOf(q) >= 0) add(i);
     list.appendChild(frag);
     status.className = "mut";
-    status.textContent = found === 0 ? "no key of rank " + rank + " contains it"
+    status.textContent = found === 0
+      ? (d.rows ? "no diverging row of rank " + rank + " has such a key (the pages hold only diverging rows; every row: --html-rows all)"
+                : "no key of rank " + rank + " contains it")
       : found + " row" + (found === 1 ? "" : "s") + (found > MAX ? " (first " + MAX + " listed)" : "") + " · Enter opens the first";
   }
 

@@ -631,6 +631,11 @@ fn filtered_pages_count_their_rows_among_the_shown_ones() {
         page.contains("diverging rows 8–14 of the 102 shown (265 rows in all)"),
         "page 2 of the diverging rows"
     );
+    let index = std::fs::read_to_string(r.out.join("index.html")).unwrap();
+    assert!(
+        index.contains("title=\"diverging rows 8–14 of the 102 shown\""),
+        "the index's link to page 2 says what it holds"
+    );
 }
 
 #[test]

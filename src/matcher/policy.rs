@@ -121,12 +121,16 @@ impl Rule {
 
 /// Anchors a user regex so it must match the whole text.
 fn full_regex(src: &str, file: &str, line: usize, column: usize) -> Result<Regex, RuleError> {
-    Regex::new(&format!("^(?:{src})$")).map_err(|e| RuleError {
-        file: file.into(),
-        line,
-        column,
-        message: format!("invalid regex `{src}`: {e}"),
-    })
+    // The pattern alone first, so that an error shows what was written, not
+    // the anchored form.
+    Regex::new(src)
+        .and_then(|_| Regex::new(&format!("^(?:{src})$")))
+        .map_err(|e| RuleError {
+            file: file.into(),
+            line,
+            column,
+            message: format!("invalid regex `{src}`: {e}"),
+        })
 }
 
 /// Where the tolerance of a row came from.

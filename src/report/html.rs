@@ -1018,6 +1018,8 @@ struct PageLink<'a> {
     n: usize,
     first: usize,
     end: usize,
+    /// The link's title: the rows the page holds.
+    title: String,
 }
 
 /// One rank's line in the index table, and its section below it.
@@ -1313,6 +1315,18 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
                         n: k + 1,
                         first: p.first_row + 1,
                         end: p.end_row,
+                        // Pages of diverging rows only hold rows k–j of
+                        // the rows shown, not result rows k–j.
+                        title: if r.html_filtered {
+                            format!(
+                                "diverging rows {}–{} of the {} shown",
+                                p.first_row + 1,
+                                p.end_row,
+                                r.html_rows
+                            )
+                        } else {
+                            format!("rows {}–{}", p.first_row, p.end_row.saturating_sub(1))
+                        },
                     })
                     .collect(),
                 more_causes: r.root_causes.cause_count.saturating_sub(listed),
