@@ -416,22 +416,15 @@ pub fn non_finite(t: &OpTable, r: usize) -> bool {
         return false; // no `n`/`N` in any of these values (checked at parse)
     }
     let has_l1 = t.schema().contains(Field::L1Norm);
-    [
-        Field::L1Norm,
-        Field::L2Norm,
-        Field::Min,
-        Field::Max,
-        Field::Mean,
-        Field::OutputHash,
-    ]
-    .iter()
-    .filter(|f| has_l1 || **f != Field::L1Norm)
-    .any(|f| {
-        let v = t.field(r, *f);
-        // `%.6e` numbers hold no `n`/`N`; only then look closer.
-        memchr::memchr2(b'n', b'N', v).is_some()
-            && split_tokens(v).any(|tok| token_number(tok).is_some_and(|x| !x.is_finite()))
-    })
+    crate::parser::table::NONFINITE_FIELDS
+        .iter()
+        .filter(|f| has_l1 || **f != Field::L1Norm)
+        .any(|f| {
+            let v = t.field(r, *f);
+            // `%.6e` numbers hold no `n`/`N`; only then look closer.
+            memchr::memchr2(b'n', b'N', v).is_some()
+                && split_tokens(v).any(|tok| token_number(tok).is_some_and(|x| !x.is_finite()))
+        })
 }
 
 /// 0-based positions where two hash lists disagree under `tol` (a length

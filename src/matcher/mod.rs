@@ -613,16 +613,10 @@ pub fn match_tables_indexed(
             .collect()
     };
     let (by_op1, by_op2) = (by_op(t1), by_op(t2));
-    let judge = |t: &OpTable, r: usize| {
-        let cached = if std::ptr::eq(t, t1) {
-            &by_op1
-        } else {
-            &by_op2
-        };
-        match cached.get(t.op_type(r) as usize) {
-            Some(rp) if op_only => *rp,
-            _ => policy.for_table_row(t, r),
-        }
+    let judge = |t: &OpTable, r: usize, by_op: &[RowPolicy]| match by_op.get(t.op_type(r) as usize)
+    {
+        Some(rp) if op_only => *rp,
+        _ => policy.for_table_row(t, r),
     };
     let flags_of = |rp: &RowPolicy| {
         (if rp.ignored { ROW_IGNORED } else { 0 }) | (if rp.unsynced { ROW_UNSYNCED } else { 0 })
@@ -638,7 +632,7 @@ pub fn match_tables_indexed(
             };
             let r2 = p.pair1[r1];
             if r2 == NO_ROW {
-                let rp = judge(t1, r1);
+                let rp = judge(t1, r1, &by_op1);
                 let flags = flags_of(&rp) | nonfinite1;
                 return MatchRow {
                     row1: r1 as u32,
@@ -653,7 +647,7 @@ pub fn match_tables_indexed(
             // `for_pair` is run 1's row's settings unless per-dtype
             // defaults apply.
             let rp = if op_only {
-                judge(t1, r1)
+                judge(t1, r1, &by_op1)
             } else {
                 policy.for_pair(t1, r1, t2, r2u)
             };
@@ -688,7 +682,7 @@ pub fn match_tables_indexed(
         })
         .collect();
     rows.extend((0..n2).filter(|r| p.pair2[*r] == NO_ROW).map(|r2| {
-        let rp = judge(t2, r2);
+        let rp = judge(t2, r2, &by_op2);
         let mut flags = flags_of(&rp);
         if compare::non_finite(t2, r2) {
             flags |= ROW_NONFINITE2;

@@ -331,11 +331,10 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
                     p.op_names.push(op);
                 }
                 p.op_type.push(id);
-                let key = k;
-                let utf8 = if key.is_ascii() {
+                let utf8 = if k.is_ascii() {
                     Ok("")
                 } else {
-                    std::str::from_utf8(key)
+                    std::str::from_utf8(k)
                 };
                 if let Err(e) = utf8 {
                     p.warn(
@@ -377,16 +376,7 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
                             );
                         }
                         seen |= 1 << field as u16;
-                        if matches!(
-                            field,
-                            Field::L1Norm
-                                | Field::L2Norm
-                                | Field::Min
-                                | Field::Max
-                                | Field::Mean
-                                | Field::OutputHash
-                        ) && has_n(&line[fs..fe])
-                        {
+                        if table::NONFINITE_FIELDS.contains(&field) && has_n(&line[fs..fe]) {
                             p.flags[row] |= FLAG_MAYBE_NONFINITE;
                         }
                         if let Some(c) = table::column_of(field) {

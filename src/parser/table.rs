@@ -205,6 +205,18 @@ pub const FLAG_BACKWARD: u8 = 2;
 /// look ([`OpTable::maybe_nonfinite`]).
 pub const FLAG_MAYBE_NONFINITE: u8 = 4;
 
+/// The fields whose values can hold a NaN or an infinity that matters (the
+/// stats and the Output hash): what [`FLAG_MAYBE_NONFINITE`] and the
+/// matcher's non-finite check look at.
+pub const NONFINITE_FIELDS: [Field; 6] = [
+    Field::L1Norm,
+    Field::L2Norm,
+    Field::Min,
+    Field::Max,
+    Field::Mean,
+    Field::OutputHash,
+];
+
 /// Fields kept as columns, in column order; the rest are re-read from the block.
 pub(crate) const COLUMNS: [Field; 8] = [
     Field::Key,
