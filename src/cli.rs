@@ -291,17 +291,48 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
     Ok(p)
 }
 
+/// The `--junit FILE` (or `--junit=FILE`) of a command line clap could
+/// not parse, if it has one.
+fn junit_arg(args: impl Iterator<Item = std::ffi::OsString>) -> Option<PathBuf> {
+    let args: Vec<std::ffi::OsString> = args.collect();
+    let compare = args.iter().skip(1).any(|a| a == "compare");
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "--junit" {
+            return it.next().filter(|_| compare).map(PathBuf::from);
+        }
+        if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--junit=")) {
+            return compare.then(|| PathBuf::from(v));
+        }
+    }
+    None
+}
+
 /// Runs the command line and returns the exit status.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
-                exit_codes::INPUT_ERROR
-            } else {
-                exit_codes::OK
-            };
+            if !e.use_stderr() {
+                return exit_codes::OK;
+            }
+            // A CI job asked for JUnit: it gets one saying why, not none.
+            if let Some(j) = junit_arg(std::env::args_os()) {
+                let msg = e.to_string();
+                let first = msg
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                if let Err(err) = run::outputs::usage_error_junit(&j, first) {
+                    eprintln!("error: {}: {err}", j.display());
+                }
+            }
+            return exit_codes::INPUT_ERROR;
         }
     };
     match cli.command {

@@ -136,6 +136,26 @@ pub fn input_error(report: ReportOptions, errors: Vec<String>, outs: &RunOutputs
     finish(meta, Vec::new(), outs)
 }
 
+/// The JUnit file of a command line the option parser rejected (before
+/// even the report folder is known): one `<error>` case, `input`, with
+/// `message`.
+pub fn usage_error_junit(path: &std::path::Path, message: &str) -> std::io::Result<()> {
+    let meta = RunMeta {
+        report: ReportOptions {
+            name1: "run1".into(),
+            name2: "run2".into(),
+            ..ReportOptions::default()
+        },
+        errors: vec![message.to_string()],
+        ..RunMeta::default()
+    };
+    let summary = summarise(&meta, Vec::new());
+    junit::write_junit(
+        &summary,
+        std::io::BufWriter::new(std::fs::File::create(path)?),
+    )
+}
+
 /// Creates the report folder and removes the report files a previous
 /// comparison left there (see [`report::clear_previous`]).
 pub fn prepare_report_folder(report: &ReportOptions) -> Result<(), report::ReportError> {
