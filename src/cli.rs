@@ -9,8 +9,8 @@ use crate::exit_codes;
 use crate::matcher::compare::Tolerance;
 use crate::matcher::policy::{self, Policy, F32_MIN_NORMAL};
 use crate::matcher::{MatchOptions, Overrides};
-use crate::report::{junit, terminal, ReportOptions};
-use crate::run::{self, CompareConfig};
+use crate::report::ReportOptions;
+use crate::run::{self, CompareConfig, RunOutputs, Terminal};
 
 /// Find where two deep-learning training runs stop agreeing numerically.
 #[derive(Parser, Debug)]
@@ -294,17 +294,48 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
     Ok(p)
 }
 
+/// The `--junit FILE` (or `--junit=FILE`) of a command line clap could
+/// not parse, if it has one.
+fn junit_arg(args: impl Iterator<Item = std::ffi::OsString>) -> Option<PathBuf> {
+    let args: Vec<std::ffi::OsString> = args.collect();
+    let compare = args.iter().skip(1).any(|a| a == "compare");
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "--junit" {
+            return it.next().filter(|_| compare).map(PathBuf::from);
+        }
+        if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--junit=")) {
+            return compare.then(|| PathBuf::from(v));
+        }
+    }
+    None
+}
+
 /// Runs the command line and returns the exit status.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
-                exit_codes::INPUT_ERROR
-            } else {
-                exit_codes::OK
-            };
+            if !e.use_stderr() {
+                return exit_codes::OK;
+            }
+            // A CI job asked for JUnit: it gets one saying why, not none.
+            if let Some(j) = junit_arg(std::env::args_os()) {
+                let msg = e.to_string();
+                let first = msg
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                if let Err(err) = run::outputs::usage_error_junit(&j, first) {
+                    eprintln!("error: {}: {err}", j.display());
+                }
+            }
+            return exit_codes::INPUT_ERROR;
         }
     };
     match cli.command {
@@ -313,66 +344,57 @@ pub fn main() -> i32 {
     }
 }
 
-fn compare(a: CompareArgs) -> i32 {
+/// The report settings of `a` (names default to the run folders').
+fn report_options(a: &CompareArgs) -> ReportOptions {
+    ReportOptions {
+        out_dir: a.out.clone(),
+        name1: a
+            .name1
+            .clone()
+            .unwrap_or_else(|| run::pipeline::default_name(&a.run1)),
+        name2: a
+            .name2
+            .clone()
+            .unwrap_or_else(|| run::pipeline::default_name(&a.run2)),
+        path1: a.run1.display().to_string(),
+        path2: a.run2.display().to_string(),
+        page_rows: a.page_rows as usize,
+        html_rows: a.html_rows.0,
+        html_budget: html_budget(a.html_rows.0, a.html_budget_mb),
+    }
+}
+
+/// The matching settings of `a`: overrides (warning about skipped lines),
+/// the tolerance policy, the shape tie-break.
+fn match_options(a: &CompareArgs) -> Result<MatchOptions, String> {
     let mut matching = MatchOptions::default();
     if let Some(p) = &a.overrides {
-        match Overrides::read(p) {
-            Ok(o) => {
-                for (line, text) in &o.skipped {
-                    eprintln!(
-                        "warning: {}:{line}:1: override line without a comma skipped: `{text}`",
-                        p.display()
-                    );
-                }
-                matching.overrides = o;
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return exit_codes::INPUT_ERROR;
-            }
+        let o = Overrides::read(p).map_err(|e| e.to_string())?;
+        for (line, text) in &o.skipped {
+            eprintln!(
+                "warning: {}:{line}:1: override line without a comma skipped: `{text}`",
+                p.display()
+            );
         }
+        matching.overrides = o;
     }
-    matching.policy = match build_policy(&a) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::INPUT_ERROR;
-        }
-    };
+    matching.policy = build_policy(a)?;
     matching.shape_tie_break = !a.no_shape_tie_break;
-    let layer_offsets = match run::pipeline::parse_layer_offsets(&a.layer_offsets) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::INPUT_ERROR;
-        }
-    };
-    let rank_map = match run::parse_rank_map(&a.rank_map) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::INPUT_ERROR;
-        }
-    };
-    let cfg = CompareConfig {
-        report: ReportOptions {
-            out_dir: a.out.clone(),
-            name1: a
-                .name1
-                .unwrap_or_else(|| run::pipeline::default_name(&a.run1)),
-            name2: a
-                .name2
-                .unwrap_or_else(|| run::pipeline::default_name(&a.run2)),
-            path1: a.run1.display().to_string(),
-            path2: a.run2.display().to_string(),
-            page_rows: a.page_rows as usize,
-            html_rows: a.html_rows.0,
-            html_budget: html_budget(a.html_rows.0, a.html_budget_mb),
-        },
-        run1: a.run1,
-        run2: a.run2,
+    Ok(matching)
+}
+
+/// The whole configuration of `actdiff compare`; an error names the option
+/// or file at fault.
+fn compare_config(a: &CompareArgs) -> Result<CompareConfig, String> {
+    let matching = match_options(a)?;
+    let layer_offsets = run::pipeline::parse_layer_offsets(&a.layer_offsets)?;
+    let rank_map = run::parse_rank_map(&a.rank_map).map_err(|e| e.to_string())?;
+    Ok(CompareConfig {
+        report: report_options(a),
+        run1: a.run1.clone(),
+        run2: a.run2.clone(),
         matching,
-        rows: a.rows,
+        rows: a.rows.clone(),
         rank_map,
         allow_incomplete: a.allow_incomplete,
         allow_duplicates: a.allow_duplicates,
@@ -381,43 +403,23 @@ fn compare(a: CompareArgs) -> i32 {
         strict: a.strict,
         layer_offsets,
         l1_as_hash: a.l1_equals_hash,
+    })
+}
+
+fn compare(a: CompareArgs) -> i32 {
+    let outs = RunOutputs {
+        junit: a.junit.clone(),
+        terminal: match a.format {
+            Format::Json => Terminal::Json,
+            Format::Text if a.quiet => Terminal::Quiet,
+            Format::Text => Terminal::Text,
+        },
     };
-    match run::compare_runs(&cfg) {
-        Ok(outcome) => {
-            for w in &outcome.warnings {
-                eprintln!("warning: {w}");
-            }
-            for e in &outcome.errors {
-                eprintln!("error: {e}");
-            }
-            if let Some(j) = &a.junit {
-                let res = std::fs::File::create(j)
-                    .and_then(|f| junit::write_junit(&outcome.summary, std::io::BufWriter::new(f)));
-                if let Err(e) = res {
-                    eprintln!("error: {}: {e}", j.display());
-                    return exit_codes::INPUT_ERROR;
-                }
-            }
-            match a.format {
-                Format::Json => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&outcome.summary).expect("summary serialises")
-                ),
-                Format::Text if !a.quiet => {
-                    let index = cfg.report.out_dir.join("index.html");
-                    print!(
-                        "{}",
-                        terminal::render(&outcome.summary, &index.display().to_string())
-                    );
-                }
-                Format::Text => {}
-            }
-            outcome.exit_status()
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            exit_codes::INPUT_ERROR
-        }
+    match compare_config(&a) {
+        Ok(cfg) => run::compare(&cfg, &outs),
+        // A bad option or option file: no rank is read, and every output
+        // (report folder, JUnit, terminal) says why.
+        Err(e) => run::outputs::input_error(report_options(&a), vec![e], &outs),
     }
 }
 

@@ -4,11 +4,15 @@
 //! [`pipeline`] drives the stages for every rank pair: parse both logs →
 //! match → report, ranks in parallel, then the index and the exit status.
 
+pub mod outputs;
 pub mod pipeline;
+mod progress;
+mod timer;
 
 use std::path::{Path, PathBuf};
 
-pub use pipeline::{compare_runs, CompareConfig, Outcome};
+pub use outputs::{finish, RunMeta, RunOutputs, Terminal};
+pub use pipeline::{compare, compare_runs, CompareConfig, Compared};
 
 /// Errors locating the logs of a run.
 #[derive(Debug, thiserror::Error)]

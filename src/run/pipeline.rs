@@ -1,6 +1,8 @@
 //! The compare pipeline: for every rank pair, parse both logs, match them and
-//! write the rank's report pages, ranks in parallel on a rayon pool; then the
-//! index, `summary.json`, the `--rows` file and the exit status.
+//! write the rank's report pages and `--rows` part, ranks in parallel on a
+//! rayon pool; then the `--rows` file. The run-level outputs (index,
+//! `summary.json`, JUnit, terminal, exit status) are [`super::outputs`]'s,
+//! from the rank summaries alone.
 //!
 //! Input problems of one rank (an empty log, a log without ops, duplicate
 //! keys) are collected as errors and never abort the other ranks.
@@ -9,14 +11,16 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 
-use super::{plan, RunInput};
-use crate::exit_codes;
-use crate::matcher::{self, MatchOptions};
+use super::outputs::{finish, prepare_report_folder, RunMeta, RunOutputs};
+use super::progress::Progress;
+use super::timer::Timer;
+use super::{plan, RankPlan, RunInput};
+use crate::matcher::{self, MatchOptions, MatchTable};
 use crate::parser::{self, duplicate_keys, Field, OpTable};
-use crate::report::{self, RankComparison, RankReport, RankSummary, ReportOptions, Summary};
+use crate::report::summary::FailedRank;
+use crate::report::{self, RankComparison, RankReport, RankSummary, ReportOptions};
 
 /// Everything `actdiff compare` needs, already parsed from the command line.
 #[derive(Clone, Debug, Default)]
@@ -73,35 +77,6 @@ pub fn parse_layer_offsets(values: &[String]) -> Result<Vec<(u8, Option<u32>, i6
         .collect()
 }
 
-/// What a comparison produced.
-#[derive(Debug)]
-pub struct Outcome {
-    /// The summary written to `summary.json` (also when some ranks failed).
-    pub summary: Summary,
-    /// Input errors, one message per problem, naming the file.
-    pub errors: Vec<String>,
-    /// Warnings for stderr.
-    pub warnings: Vec<String>,
-}
-
-impl Outcome {
-    /// The exit status (see [`crate::exit_codes`]).
-    pub fn exit_status(&self) -> i32 {
-        self.summary.exit_status
-    }
-}
-
-/// Errors that stop the whole comparison before any rank is compared.
-#[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
-    /// The report folder could not be written.
-    #[error(transparent)]
-    Report(#[from] report::ReportError),
-    /// The worker pool could not start.
-    #[error("cannot start {0} worker threads")]
-    Pool(usize),
-}
-
 /// Checks that a parsed log can be compared: not empty, has ops, has some
 /// comparable field. `side` is `run1` or `run2`.
 fn check_usable(t: &OpTable, side: &str, allow_duplicates: bool) -> Result<(), String> {
@@ -144,69 +119,6 @@ fn parse_side(path: &Path, progress: &Progress) -> Result<OpTable, String> {
     parser::parse_path_progress(path, &|n| progress.bytes.inc(n)).map_err(|e| e.to_string())
 }
 
-/// Progress bars on stderr (drawn only when stderr is a terminal): bytes
-/// parsed over all logs, and ranks compared.
-struct Progress {
-    multi: MultiProgress,
-    bytes: ProgressBar,
-    ranks: ProgressBar,
-    pages: ProgressBar,
-}
-
-impl report::PageProgress for Progress {
-    fn planned(&self, pages: u64) {
-        self.pages.inc_length(pages);
-    }
-    fn written(&self) {
-        self.pages.inc(1);
-    }
-}
-
-impl Progress {
-    fn new(quiet: bool, total_bytes: u64, ranks: u64) -> Progress {
-        let multi = if quiet {
-            MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
-        } else {
-            MultiProgress::new()
-        };
-        let bytes = multi.add(ProgressBar::new(total_bytes));
-        bytes.set_style(
-            ProgressStyle::with_template(
-                "{spinner} parsed {bytes}/{total_bytes} {wide_bar} {bytes_per_sec} eta {eta}",
-            )
-            .expect("valid template"),
-        );
-        let bar = multi.add(ProgressBar::new(ranks));
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} ranks {pos}/{len} {msg} {wide_bar} eta {eta}")
-                .expect("valid template"),
-        );
-        let pages = multi.add(ProgressBar::new(0));
-        pages.set_style(
-            ProgressStyle::with_template("{spinner} pages {pos}/{len} {per_sec} eta {eta}")
-                .expect("valid template"),
-        );
-        for b in [&bytes, &bar, &pages] {
-            b.enable_steady_tick(std::time::Duration::from_millis(120));
-        }
-        Progress {
-            multi,
-            bytes,
-            ranks: bar,
-            pages,
-        }
-    }
-    fn stage(&self, rank: u32, what: &str) {
-        self.ranks.set_message(format!("(rank {rank}: {what})"));
-    }
-    fn finish(&self) {
-        self.bytes.finish_and_clear();
-        self.ranks.finish_and_clear();
-        self.pages.finish_and_clear();
-        let _ = self.multi.clear();
-    }
-}
-
 /// Returns the heap's free memory to the operating system. The parallel
 /// parse builds partial tables on worker threads and joins them into one,
 /// and matching builds key indexes it then drops; glibc keeps such freed
@@ -218,48 +130,6 @@ fn return_free_memory() {
     // preconditions.
     unsafe {
         libc::malloc_trim(0);
-    }
-}
-
-/// Per-stage wall times on stderr when `ACTDIFF_TIMINGS` is set (for
-/// benchmarks), each with the process's anonymous memory (heap and stacks,
-/// `RssAnon` of /proc/self/status on Linux) at the end of the stage.
-struct Timer {
-    /// The rank timed; `None`: the whole comparison.
-    rank: Option<u32>,
-    on: bool,
-    last: std::cell::Cell<std::time::Instant>,
-}
-
-impl Timer {
-    fn new(rank: u32) -> Timer {
-        Timer::of(Some(rank))
-    }
-    fn of(rank: Option<u32>) -> Timer {
-        Timer {
-            rank,
-            on: std::env::var_os("ACTDIFF_TIMINGS").is_some(),
-            last: std::cell::Cell::new(std::time::Instant::now()),
-        }
-    }
-    fn lap(&self, stage: &str) {
-        if self.on {
-            let now = std::time::Instant::now();
-            let anon = std::fs::read_to_string("/proc/self/status")
-                .ok()
-                .and_then(|s| {
-                    let l = s.lines().find(|l| l.starts_with("RssAnon:"))?;
-                    l.split_whitespace().nth(1)?.parse::<u64>().ok()
-                })
-                .map(|kb| format!(" (RssAnon {} MB)", kb / 1024))
-                .unwrap_or_default();
-            let what = self.rank.map_or(String::new(), |r| format!("rank {r} "));
-            eprintln!(
-                "timing: {what}{stage} {:.3} s{anon}",
-                (now - self.last.get()).as_secs_f64()
-            );
-            self.last.set(now);
-        }
     }
 }
 
@@ -312,6 +182,121 @@ fn warnings_of(t: &OpTable, side: &str) -> Vec<String> {
     out
 }
 
+/// Parses both logs of a rank pair in parallel; the errors of either.
+fn parse_pair(
+    p1: &Path,
+    p2: &Path,
+    progress: &Progress,
+) -> Result<(OpTable, OpTable), Vec<String>> {
+    let (t1, t2) = rayon::join(|| parse_side(p1, progress), || parse_side(p2, progress));
+    return_free_memory();
+    match (t1, t2) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        (a, b) => Err(a.err().into_iter().chain(b.err()).collect()),
+    }
+}
+
+/// Per `--ignore-op`: whether either log has an op of that name.
+fn ignore_ops_seen(cfg: &CompareConfig, t1: &OpTable, t2: &OpTable) -> Vec<bool> {
+    cfg.matching
+        .policy
+        .ignore_ops
+        .iter()
+        .map(|op| {
+            [t1, t2]
+                .iter()
+                .any(|t| (0..t.op_types() as u32).any(|id| t.op_name(id) == op.as_bytes()))
+        })
+        .collect()
+}
+
+/// The warning for fields that only one log of a rank has (they are not
+/// compared), if there are any.
+fn one_sided_fields_warning(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<String> {
+    let one1 = t1.schema().minus(t2.schema());
+    let one2 = t2.schema().minus(t1.schema());
+    if one1.is_empty() && one2.is_empty() {
+        return None;
+    }
+    let names = |v: &[Field]| {
+        let s: Vec<&str> = v.iter().map(|f| f.label()).collect();
+        if s.is_empty() {
+            "none".to_string()
+        } else {
+            s.join(", ")
+        }
+    };
+    Some(format!(
+        "rank {rank}: fields not on both sides are not compared: run1-only: {}; run2-only: {}",
+        names(&one1),
+        names(&one2)
+    ))
+}
+
+/// Matches a rank pair, with the `--layer-offset` of its two ranks.
+fn match_pair(
+    rank1: u32,
+    rank2: u32,
+    t1: &OpTable,
+    t2: &OpTable,
+    indexes: (parser::key::KeyIndex, parser::key::KeyIndex),
+    cfg: &CompareConfig,
+) -> MatchTable {
+    let offset = |side: u8, rank: u32| {
+        cfg.layer_offsets
+            .iter()
+            .filter(|(s, r, _)| *s == side && r.is_none_or(|r| r == rank))
+            .map(|(_, _, o)| *o)
+            .next_back()
+            .unwrap_or(0)
+    };
+    let layer_offset = [offset(1, rank1), offset(2, rank2)];
+    if layer_offset != cfg.matching.layer_offset {
+        let opts = MatchOptions {
+            layer_offset,
+            ..cfg.matching.clone()
+        };
+        matcher::match_tables_indexed(t1, t2, &opts, indexes)
+    } else {
+        matcher::match_tables_indexed(t1, t2, &cfg.matching, indexes)
+    }
+}
+
+/// With `--rules-exhaustive`, the error for the first row no rule judged.
+fn exhaustive_error(rank: u32, m: &MatchTable, t1: &OpTable, t2: &OpTable) -> Option<String> {
+    let r = m
+        .rows
+        .iter()
+        .find(|r| !matches!(r.source, matcher::Source::Rule(_)))?;
+    let key = match (r.r1(), r.r2()) {
+        (Some(a), _) => t1.key_str(a).into_owned(),
+        (None, Some(b)) => t2.key_str(b).into_owned(),
+        _ => String::new(),
+    };
+    Some(format!(
+        "rank {rank}: no rule matches {key} (--rules-exhaustive)"
+    ))
+}
+
+/// Writes the rank's result rows as JSON Lines into a temporary file of
+/// the report folder (joined into the `--rows` file after every rank).
+fn write_rows_tmp(rc: &RankComparison<'_>, cfg: &CompareConfig) -> Result<PathBuf, String> {
+    let tmp = cfg
+        .report
+        .out_dir
+        .join(format!(".rows-rank{}.jsonl.tmp", rc.rank1));
+    File::create(&tmp)
+        .and_then(|f| {
+            let mut w = BufWriter::new(f);
+            report::rows::write_rows(rc, (&cfg.report.name1, &cfg.report.name2), &mut w)?;
+            w.flush()
+        })
+        .map(|()| tmp.clone())
+        .map_err(|e| format!("{}: {e}", tmp.display()))
+}
+
+/// One rank pair end to end: parse, check, match, write its pages (and its
+/// `--rows` part). Problems are collected in the result, never raised.
 fn compare_rank(
     rank1: u32,
     p1: &Path,
@@ -331,29 +316,17 @@ fn compare_rank(
     };
     let timer = Timer::new(rank1);
     progress.stage(rank1, "parsing");
-    let (t1, t2) = rayon::join(|| parse_side(p1, progress), || parse_side(p2, progress));
-    return_free_memory();
+    let parsed = parse_pair(p1, p2, progress);
     timer.lap("parse");
     progress.stage(rank1, "matching");
-    let (mut t1, mut t2) = match (t1, t2) {
-        (Ok(a), Ok(b)) => (a, b),
-        (a, b) => {
-            done.errors.extend(a.err());
-            done.errors.extend(b.err());
+    let (mut t1, mut t2) = match parsed {
+        Ok(t) => t,
+        Err(e) => {
+            done.errors = e;
             return done;
         }
     };
-    done.ignore_seen = cfg
-        .matching
-        .policy
-        .ignore_ops
-        .iter()
-        .map(|op| {
-            [&t1, &t2]
-                .iter()
-                .any(|t| (0..t.op_types() as u32).any(|id| t.op_name(id) == op.as_bytes()))
-        })
-        .collect();
+    done.ignore_seen = ignore_ops_seen(cfg, &t1, &t2);
     if cfg.l1_as_hash {
         t1.use_l1_as_output_hash();
         t2.use_l1_as_output_hash();
@@ -381,59 +354,14 @@ fn compare_rank(
         return done;
     }
     timer.lap("checks");
-    let one1 = t1.schema().minus(t2.schema());
-    let one2 = t2.schema().minus(t1.schema());
-    if !one1.is_empty() || !one2.is_empty() {
-        let names = |v: &[Field]| {
-            let s: Vec<&str> = v.iter().map(|f| f.label()).collect();
-            if s.is_empty() {
-                "none".to_string()
-            } else {
-                s.join(", ")
-            }
-        };
-        done.warnings.push(format!(
-            "rank {rank1}: fields not on both sides are not compared: run1-only: {}; run2-only: {}",
-            names(&one1),
-            names(&one2)
-        ));
-    }
-    let offset = |side: u8, rank: u32| {
-        cfg.layer_offsets
-            .iter()
-            .filter(|(s, r, _)| *s == side && r.is_none_or(|r| r == rank))
-            .map(|(_, _, o)| *o)
-            .next_back()
-            .unwrap_or(0)
-    };
-    let layer_offset = [offset(1, rank1), offset(2, rank2)];
-    let m = if layer_offset != cfg.matching.layer_offset {
-        let opts = MatchOptions {
-            layer_offset,
-            ..cfg.matching.clone()
-        };
-        matcher::match_tables_indexed(&t1, &t2, &opts, indexes)
-    } else {
-        matcher::match_tables_indexed(&t1, &t2, &cfg.matching, indexes)
-    };
+    done.warnings
+        .extend(one_sided_fields_warning(rank1, &t1, &t2));
+    let m = match_pair(rank1, rank2, &t1, &t2, indexes, cfg);
     timer.lap("match");
     return_free_memory();
     done.rule_hits = m.rule_hits.clone();
     if cfg.matching.policy.exhaustive {
-        if let Some(r) = m
-            .rows
-            .iter()
-            .find(|r| !matches!(r.source, matcher::Source::Rule(_)))
-        {
-            let key = match (r.r1(), r.r2()) {
-                (Some(a), _) => t1.key_str(a).into_owned(),
-                (None, Some(b)) => t2.key_str(b).into_owned(),
-                _ => String::new(),
-            };
-            done.errors.push(format!(
-                "rank {rank1}: no rule matches {key} (--rules-exhaustive)"
-            ));
-        }
+        done.errors.extend(exhaustive_error(rank1, &m, &t1, &t2));
     }
     for (k, v) in &m.unused_overrides {
         done.warnings.push(format!(
@@ -454,18 +382,9 @@ fn compare_rank(
     }
     timer.lap("report");
     if cfg.rows.is_some() {
-        let tmp = cfg
-            .report
-            .out_dir
-            .join(format!(".rows-rank{rank1}.jsonl.tmp"));
-        let res = File::create(&tmp).and_then(|f| {
-            let mut w = BufWriter::new(f);
-            report::rows::write_rows(&rc, (&cfg.report.name1, &cfg.report.name2), &mut w)?;
-            w.flush()
-        });
-        match res {
-            Ok(()) => done.rows_tmp = Some(tmp),
-            Err(e) => done.errors.push(format!("{}: {e}", tmp.display())),
+        match write_rows_tmp(&rc, cfg) {
+            Ok(tmp) => done.rows_tmp = Some(tmp),
+            Err(e) => done.errors.push(e),
         }
     }
     done
@@ -486,32 +405,21 @@ pub fn default_name(path: &Path) -> String {
     name
 }
 
-/// Compares two runs end to end and writes the report.
-///
-/// Errors: only problems that stop everything (a run path missing, a folder
-/// without logs, the report folder unwritable). Per-rank input errors are in
-/// [`Outcome::errors`] and make the exit status 2.
-pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
-    // A run that cannot be found is an input error, still reported in
-    // summary.json and on stdout like any other.
-    let mut errors = Vec::new();
-    let plan = match (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2)) {
+/// Finds both runs' logs and pairs their ranks; a run that cannot be found
+/// is an input error (and no rank is compared).
+fn discover(cfg: &CompareConfig, errors: &mut Vec<String>) -> RankPlan {
+    match (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2)) {
         (Ok(in1), Ok(in2)) => plan(&in1, &in2, &cfg.rank_map),
         (a, b) => {
             errors.extend(a.err().map(|e| e.to_string()));
             errors.extend(b.err().map(|e| e.to_string()));
-            super::RankPlan::default()
+            RankPlan::default()
         }
-    };
-    let out = &cfg.report.out_dir;
-    std::fs::create_dir_all(out).map_err(|e| report::ReportError::Io {
-        path: out.to_path_buf(),
-        message: format!("cannot create the report folder (-o): {e}"),
-    })?;
-    // A previous comparison's pages (of ranks or pages this one may not
-    // write) must not look like part of this report.
-    report::clear_previous(out)?;
+    }
+}
 
+/// Compares every rank pair of `plan`, in parallel on `cfg.jobs` threads.
+fn compare_ranks(plan: &RankPlan, cfg: &CompareConfig) -> Result<Vec<RankDone>, String> {
     let total_bytes: u64 = plan
         .pairs
         .iter()
@@ -537,14 +445,18 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         Some(n) => rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
             .build()
-            .map_err(|_| PipelineError::Pool(n))?
+            .map_err(|_| format!("cannot start {n} worker threads"))?
             .install(work),
         None => work(),
     };
     progress.finish();
+    Ok(done)
+}
 
+/// Warnings for options that name ranks or ops no compared log has (they
+/// did nothing).
+fn unused_option_warnings(plan: &RankPlan, done: &[RankDone], cfg: &CompareConfig) -> Vec<String> {
     let mut warnings = Vec::new();
-    // Options that name ranks or ops no log has do nothing: say so.
     for (a, b) in &cfg.rank_map {
         if !plan.pairs.iter().any(|(x, _, y, _)| x == a && y == b) {
             warnings.push(format!(
@@ -570,190 +482,120 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
             warnings.push(format!("--ignore-op {op}: no op of that name in any log"));
         }
     }
-    let mut ranks = Vec::new();
-    let mut rows_tmp = Vec::new();
+    warnings
+}
+
+/// Rules that judged no row of any rank: warnings, or errors with `--strict`.
+fn unused_rules(done: &[RankDone], cfg: &CompareConfig, meta: &mut RunMeta) {
+    if done.is_empty() {
+        return;
+    }
     let rules = &cfg.matching.policy.rules;
     let mut hits = vec![0u64; rules.len()];
-    for d in &done {
+    for d in done {
         for (h, x) in hits.iter_mut().zip(&d.rule_hits) {
             *h += x;
         }
     }
-    if !done.is_empty() {
-        for (rule, h) in rules.iter().zip(&hits) {
-            if *h == 0 {
-                let msg = format!("rule {} `{}` matched no row", rule.origin, rule.key_src);
-                if cfg.strict {
-                    errors.push(format!("{msg} (--strict)"));
-                } else {
-                    warnings.push(msg);
-                }
+    for (rule, h) in rules.iter().zip(&hits) {
+        if *h == 0 {
+            let msg = format!("rule {} `{}` matched no row", rule.origin, rule.key_src);
+            if cfg.strict {
+                meta.errors.push(format!("{msg} (--strict)"));
+            } else {
+                meta.warnings.push(msg);
             }
         }
     }
-    let mut ranks_failed = Vec::new();
+}
+
+/// Joins the ranks' `--rows` parts into the `--rows` file, in rank order,
+/// and removes them.
+fn join_rows(rows: &Path, parts: &[PathBuf]) -> Result<(), String> {
+    let res = File::create(rows).and_then(|f| {
+        let mut w = BufWriter::new(f);
+        for tmp in parts {
+            std::io::copy(&mut File::open(tmp)?, &mut w)?;
+        }
+        w.flush()
+    });
+    for tmp in parts {
+        let _ = std::fs::remove_file(tmp);
+    }
+    res.map_err(|e| format!("{}: {e}", rows.display()))
+}
+
+/// A compared run: the summaries of the ranks compared, and the rest of
+/// what the run-level outputs need ([`super::outputs::finish`]).
+#[derive(Debug)]
+pub struct Compared {
+    /// Names, paths, one-sided and failed ranks, errors, warnings.
+    pub meta: RunMeta,
+    /// The compared ranks, in run-1 rank order.
+    pub ranks: Vec<RankSummary>,
+}
+
+/// Compares two runs and writes every rank's pages (and the `--rows`
+/// file); the run-level outputs are [`super::outputs::finish`]'s.
+///
+/// Never fails: a run that cannot be found, a report folder that cannot be
+/// written, a rank whose logs are unusable are input errors in
+/// [`RunMeta::errors`] (the exit status 2), the other ranks compared.
+pub fn compare_runs(cfg: &CompareConfig) -> Compared {
+    let mut meta = RunMeta {
+        report: cfg.report.clone(),
+        allow_incomplete: cfg.allow_incomplete,
+        ..RunMeta::default()
+    };
+    let plan = discover(cfg, &mut meta.errors);
+    meta.ranks_only1 = plan.only1.clone();
+    meta.ranks_only2 = plan.only2.clone();
+    // A previous comparison's pages (of ranks or pages this one may not
+    // write) must not look like part of this report.
+    if let Err(e) = prepare_report_folder(&cfg.report) {
+        meta.errors.push(e.to_string());
+        return Compared {
+            meta,
+            ranks: Vec::new(),
+        };
+    }
+    let done = match compare_ranks(&plan, cfg) {
+        Ok(d) => d,
+        Err(e) => {
+            meta.errors.push(e);
+            Vec::new()
+        }
+    };
+    meta.warnings = unused_option_warnings(&plan, &done, cfg);
+    unused_rules(&done, cfg, &mut meta);
+    let mut ranks = Vec::new();
+    let mut rows_tmp = Vec::new();
     for d in done {
         if d.summary.is_none() && !d.errors.is_empty() {
-            ranks_failed.push(report::summary::FailedRank {
+            meta.ranks_failed.push(FailedRank {
                 rank: d.rank,
                 errors: d.errors.clone(),
             });
         }
-        errors.extend(d.errors);
-        warnings.extend(d.warnings);
+        meta.errors.extend(d.errors);
+        meta.warnings.extend(d.warnings);
         ranks.extend(d.summary);
         rows_tmp.extend(d.rows_tmp);
     }
     if let Some(rows) = &cfg.rows {
-        let res = File::create(rows).and_then(|f| {
-            let mut w = BufWriter::new(f);
-            for tmp in &rows_tmp {
-                std::io::copy(&mut File::open(tmp)?, &mut w)?;
-            }
-            w.flush()
-        });
-        for tmp in &rows_tmp {
-            let _ = std::fs::remove_file(tmp);
-        }
-        if let Err(e) = res {
-            errors.push(format!("{}: {e}", rows.display()));
+        if let Err(e) = join_rows(rows, &rows_tmp) {
+            meta.errors.push(e);
         }
     }
+    Compared { meta, ranks }
+}
 
-    Summary::link_collective_ranks(&mut ranks);
-    let counts = Summary::total_counts(&ranks);
-    let (exit_status, verdict) = verdict(&ranks, &plan.only1, &plan.only2, &errors, cfg);
-    let summary = Summary {
-        schema_version: report::summary::SCHEMA_VERSION,
-        tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
-        name1: cfg.report.name1.clone(),
-        name2: cfg.report.name2.clone(),
-        path1: cfg.report.path1.clone(),
-        path2: cfg.report.path2.clone(),
-        counts,
-        ranks_only1: plan.only1.clone(),
-        ranks_only2: plan.only2.clone(),
-        ranks_failed,
-        groups: Summary::group_ranks(&ranks),
-        ranks,
-        exit_status,
-        verdict,
-    };
+/// `actdiff compare`: [`compare_runs`], then every run-level output
+/// ([`super::outputs::finish`]); returns the exit status.
+pub fn compare(cfg: &CompareConfig, outs: &RunOutputs) -> i32 {
+    let c = compare_runs(cfg);
     let timer = Timer::of(None);
-    report::write_index(&summary, &cfg.report)?;
+    let status = finish(c.meta, c.ranks, outs);
     timer.lap("index");
-    Ok(Outcome {
-        summary,
-        errors,
-        warnings,
-    })
-}
-
-/// The exit status and one line per reason, by the contract in
-/// [`crate::exit_codes`]: input errors (2) before incomplete input (3)
-/// before divergence (1).
-fn verdict(
-    ranks: &[RankSummary],
-    only1: &[u32],
-    only2: &[u32],
-    errors: &[String],
-    cfg: &CompareConfig,
-) -> (i32, Vec<String>) {
-    let mut lines = Vec::new();
-    let mut status = exit_codes::OK;
-    if !errors.is_empty() {
-        lines.push(format!("input error: {}", errors.join("; ")));
-        status = exit_codes::INPUT_ERROR;
-    }
-    if ranks.is_empty() && errors.is_empty() {
-        lines.push("nothing compared: no rank is present in both runs".into());
-        status = exit_codes::INPUT_ERROR;
-    }
-    let incomplete: Vec<String> = ranks
-        .iter()
-        .flat_map(|r| {
-            let side = |s: &report::summary::SideSummary, n: &str| {
-                s.incomplete
-                    .iter()
-                    .map(|x| format!("rank {} {n} ({}) {x}", r.rank, s.path))
-                    .collect::<Vec<_>>()
-            };
-            let mut v = side(&r.run1, "run1");
-            v.extend(side(&r.run2, "run2"));
-            v
-        })
-        .collect();
-    if !incomplete.is_empty() {
-        for i in &incomplete {
-            lines.push(format!("incomplete input: {i}"));
-        }
-        if status == exit_codes::OK {
-            // Never a pass on incomplete input: 3, or 1 when it is allowed.
-            status = if cfg.allow_incomplete {
-                exit_codes::DIVERGED
-            } else {
-                exit_codes::INCOMPLETE
-            };
-        }
-    }
-    let c = Summary::total_counts(ranks);
-    if c.diverging() > 0 {
-        let missing = if c.missing > 0 {
-            format!("{} missing, ", c.missing)
-        } else {
-            String::new()
-        };
-        // Rows that differ but do not gate (ignored ops, unsynced
-        // collectives) are not a divergence of the run.
-        let what = if c.gating > 0 {
-            "diverged"
-        } else {
-            "differences, none gating"
-        };
-        lines.push(format!(
-            "{what}: {} diff, {missing}{} only in {}, {} only in {}",
-            c.diff, c.only1, cfg.report.name1, c.only2, cfg.report.name2
-        ));
-    }
-    if c.ignored > 0 {
-        lines.push(format!(
-            "{} ignored difference{} (shown, not gating)",
-            c.ignored,
-            if c.ignored == 1 { "" } else { "s" }
-        ));
-    }
-    if c.unsynced > 0 {
-        lines.push(format!(
-            "{} unsynced collective row{} differ (shown, not gating)",
-            c.unsynced,
-            if c.unsynced == 1 { "" } else { "s" }
-        ));
-    }
-    if !only1.is_empty() || !only2.is_empty() {
-        lines.push(format!(
-            "ranks on one side only: {} only in {}, {} only in {}",
-            fmt_ranks(only1),
-            cfg.report.name1,
-            fmt_ranks(only2),
-            cfg.report.name2
-        ));
-    }
-    if status == exit_codes::OK && (c.gating > 0 || !only1.is_empty() || !only2.is_empty()) {
-        status = exit_codes::DIVERGED;
-    }
-    if status == exit_codes::OK {
-        lines.push(format!(
-            "no divergence beyond tolerance: {} rows match",
-            c.matched
-        ));
-    }
-    (status, lines)
-}
-
-fn fmt_ranks(r: &[u32]) -> String {
-    if r.is_empty() {
-        return "none".into();
-    }
-    let v: Vec<String> = r.iter().map(|x| x.to_string()).collect();
-    format!("[{}]", v.join(", "))
+    status
 }
