@@ -185,8 +185,13 @@ pub struct RankSummary {
     pub counts: Counts,
     /// Rows paired per pass.
     pub strategy_counts: StrategyCounts,
-    /// The first `diff`, `only1` or `only2` row in run-1 dispatch order.
+    /// The first row that gates (makes the exit status 1), in run-1
+    /// dispatch order: a `diff`, `missing`, `only1` or `only2` row that is
+    /// neither ignored nor an unsynced collective.
     pub first_divergence: Option<RowRef>,
+    /// The first diverging row that does not gate (an unsynced collective
+    /// or an ignored op), if any.
+    pub first_nongating_difference: Option<RowRef>,
     /// Override pairs that paired nothing: `[run1 key, run2 key]`.
     pub unused_overrides: Vec<(String, String)>,
     /// Where the divergence starts (origins and entries) and non-finite values.
@@ -264,9 +269,22 @@ pub struct CauseRef {
     pub kind: CauseKind,
     /// 0-based positions of the differing inputs.
     pub inputs: Vec<usize>,
-    /// Number of inherited rows whose chain leads back here.
+    /// Number of rows whose divergence is counted under this cause
+    /// (inherited, below print precision, through an uncaptured op).
     pub inherited: u64,
-    /// Keys of the first inherited rows, in dispatch order.
+    /// Of those, rows inherited below print precision.
+    pub below_print: u64,
+    /// Of those, rows whose differing input has no captured producer.
+    pub untraced: u64,
+    /// Other rows that read the same differing input (an entry) or receive
+    /// a difference through the same collective (an entry via collective).
+    pub reads: u64,
+    /// An origin whose difference print rounding could explain, with nothing
+    /// diverging before it.
+    pub print_limited: bool,
+    /// For an entry via collective: the nearest unsynced collective before it.
+    pub collective: Option<RowRef>,
+    /// Keys of the first rows counted under it, in dispatch order.
     pub chain: Vec<String>,
 }
 
@@ -286,8 +304,11 @@ pub struct CausesSummary {
     pub first_cause: Option<CauseRef>,
     /// Origins, entries and entries via collective, in dispatch order (at most 50 here).
     pub causes: Vec<CauseRef>,
-    /// Number of origins and entries.
+    /// Number of origins and entries (entries that read the same differing
+    /// input counted once).
     pub cause_count: u64,
+    /// Diverging `diff` rows per root-cause class, every row counted.
+    pub kinds: crate::matcher::cause::KindCounts,
     /// The rank's divergence only enters through unsynced collectives.
     pub via_collective_only: bool,
     /// For such a rank: the ranks with origins or entries of their own.
@@ -302,8 +323,11 @@ pub struct CausesSummary {
     pub first_nonfinite2: Option<RowRef>,
     /// First paired row non-finite on one side only.
     pub first_nonfinite_one_sided: Option<RowRef>,
-    /// The `diff` row with the largest finite relative difference.
+    /// The gating `diff` row with the largest finite relative difference in
+    /// a field that gates under its tolerance.
     pub largest_diff: Option<RowRef>,
+    /// That field (`Output hash`, `Input hashes`, or a stat when stats gate).
+    pub largest_diff_field: Option<&'static str>,
     /// That difference.
     pub largest_rel_diff: Option<f64>,
 }
@@ -317,6 +341,11 @@ impl CausesSummary {
             kind: e.kind,
             inputs: e.inputs.clone(),
             inherited: e.inherited,
+            below_print: e.below_print,
+            untraced: e.untraced,
+            reads: e.reads,
+            print_limited: e.print_limited,
+            collective: e.collective.map(r),
             chain: e.chain.iter().map(|i| r(*i).key().to_string()).collect(),
         };
         CausesSummary {
@@ -326,6 +355,7 @@ impl CausesSummary {
                 .map(cref),
             causes: c.causes.iter().take(50).map(cref).collect(),
             cause_count: c.cause_count,
+            kinds: c.kinds,
             via_collective_only: c.via_collective_only,
             see_ranks: Vec::new(),
             first_divergence_forward: rc.matches.first_gating(rc.t1, rc.t2, false).map(r),
@@ -333,8 +363,9 @@ impl CausesSummary {
             first_nonfinite1: c.first_nonfinite1.map(r),
             first_nonfinite2: c.first_nonfinite2.map(r),
             first_nonfinite_one_sided: c.first_nonfinite_one_sided.map(r),
-            largest_diff: c.largest_diff.map(|(i, _)| r(i)),
-            largest_rel_diff: c.largest_diff.map(|(_, d)| d),
+            largest_diff: c.largest_diff.map(|d| r(d.index)),
+            largest_diff_field: c.largest_diff.map(|d| d.field),
+            largest_rel_diff: c.largest_diff.map(|d| d.rel),
         }
     }
 }
@@ -354,6 +385,10 @@ impl RankSummary {
             first_divergence: rc
                 .matches
                 .first_divergence()
+                .map(|i| RowRef::new(rc, i, plan)),
+            first_nongating_difference: rc
+                .matches
+                .first_nongating()
                 .map(|i| RowRef::new(rc, i, plan)),
             unused_overrides: rc.matches.unused_overrides.clone(),
             root_causes: CausesSummary::build(rc, plan),
