@@ -354,13 +354,19 @@ impl MatchTable {
         }
     }
     /// Index of the first gating row (see [`MatchRow::gates`]) of the given
-    /// phase, in result order.
-    pub fn first_gating(&self, t1: &OpTable, t2: &OpTable, backward: bool) -> Option<usize> {
+    /// phase (run 1's row's, else run 2's: [`OpTable::phase_kind`]), in
+    /// result order.
+    pub fn first_gating(
+        &self,
+        t1: &OpTable,
+        t2: &OpTable,
+        phase: crate::parser::Phase,
+    ) -> Option<usize> {
         self.rows.iter().position(|r| {
             r.gates()
                 && match (r.r1(), r.r2()) {
-                    (Some(a), _) => t1.is_backward(a) == backward,
-                    (None, Some(b)) => t2.is_backward(b) == backward,
+                    (Some(a), _) => t1.phase_kind(a) == phase,
+                    (None, Some(b)) => t2.phase_kind(b) == phase,
                     _ => false,
                 }
         })
@@ -636,7 +642,7 @@ pub fn match_tables_indexed(
             return Vec::new();
         }
         (0..t.op_types() as u32)
-            .map(|id| policy.for_row(&[], t.op_name(id), false, ""))
+            .map(|id| policy.for_row(&[], t.op_name(id), crate::parser::Phase::Forward, ""))
             .collect()
     };
     let (by_op1, by_op2) = (by_op(t1), by_op(t2));

@@ -174,6 +174,7 @@ fn status_rules() {
                 stats: Some(Tolerance {
                     rtol: 1e-3,
                     atol: 0.0,
+                    both: false,
                 }),
                 ..Default::default()
             },

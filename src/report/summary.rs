@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{files, PagePlan, RankComparison};
 use crate::matcher::cause::CauseKind;
 use crate::matcher::{Counts, MatchRow, Status, StrategyCounts};
-use crate::parser::{duplicate_keys, Field, OpTable, WarningKind};
+use crate::parser::{duplicate_keys, Field, OpTable, Phase, WarningKind};
 
 /// Version of the `summary.json` layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -307,6 +307,9 @@ pub struct CausesSummary {
     pub first_divergence_forward: Option<RowRef>,
     /// First gating divergence in the backward phase (tolerance-aware).
     pub first_divergence_backward: Option<RowRef>,
+    /// First gating divergence in the optimizer step (rows after the last
+    /// backward op without a Phase line; tolerance-aware).
+    pub first_divergence_optimizer: Option<RowRef>,
     /// First row whose run-1 values hold NaN or Inf.
     pub first_nonfinite1: Option<RowRef>,
     /// First row whose run-2 values hold NaN or Inf.
@@ -348,8 +351,15 @@ impl CausesSummary {
             kinds: c.kinds,
             via_collective_only: c.via_collective_only,
             see_ranks: Vec::new(),
-            first_divergence_forward: rc.matches.first_gating(rc.t1, rc.t2, false).map(r),
-            first_divergence_backward: rc.matches.first_gating(rc.t1, rc.t2, true).map(r),
+            first_divergence_forward: rc.matches.first_gating(rc.t1, rc.t2, Phase::Forward).map(r),
+            first_divergence_backward: rc
+                .matches
+                .first_gating(rc.t1, rc.t2, Phase::Backward)
+                .map(r),
+            first_divergence_optimizer: rc
+                .matches
+                .first_gating(rc.t1, rc.t2, Phase::Optimizer)
+                .map(r),
             first_nonfinite1: c.first_nonfinite1.map(r),
             first_nonfinite2: c.first_nonfinite2.map(r),
             first_nonfinite_one_sided: c.first_nonfinite_one_sided.map(r),

@@ -103,6 +103,7 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
     for (phase, f) in [
         ("forward", &rc.first_divergence_forward),
         ("backward", &rc.first_divergence_backward),
+        ("optimizer", &rc.first_divergence_optimizer),
     ] {
         if let Some(f) = f {
             let _ = writeln!(out, "  first divergence ({phase}): {}", f.key());
