@@ -107,8 +107,12 @@ impl PrintPrecision {
 
     /// The precision of a table's log.
     pub fn of(t: &OpTable) -> PrintPrecision {
-        let _ = t;
-        PrintPrecision::REFERENCE
+        match t.precision() {
+            crate::parser::Precision::Full => PrintPrecision::Full,
+            crate::parser::Precision::Printed { significant_digits } => {
+                PrintPrecision::Digits(significant_digits)
+            }
+        }
     }
 
     /// The coarser of two precisions (what two logs can be compared at).
