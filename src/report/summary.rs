@@ -448,15 +448,20 @@ pub struct Summary {
     pub verdict: Vec<String>,
 }
 
-/// Ranks whose comparisons look the same.
+/// Ranks with the same verdict: the same first cause, or the same
+/// collective their change arrives through, or the same first divergence.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RankGroup {
     /// The ranks, ascending.
     pub ranks: Vec<u32>,
-    /// Non-`match` rows per rank.
+    /// Non-`match` rows: the most of any rank of the group.
     pub diverging: u64,
-    /// Key of the first diverging row (the same in every rank of the group).
+    /// Key of the first gating row of the group's first rank.
     pub first_divergence: Option<String>,
+    /// The verdict the ranks share, in words (`first entry
+    /// tok_embeddings/op_2_embedding`, `receive the change through the
+    /// gradient reduce-scatter`, `no divergence`).
+    pub verdict: String,
 }
 
 impl RankGroup {
@@ -466,43 +471,172 @@ impl RankGroup {
         match &self.first_divergence {
             None => format!("ranks {{{}}}: all matched", ranks.join(",")),
             Some(k) => format!(
-                "ranks {{{}}}: first divergence {k} ({} differing op{})",
+                "ranks {{{}}}: first divergence {k} ({} differing op{}){}",
                 ranks.join(","),
                 self.diverging,
-                if self.diverging == 1 { "" } else { "s" }
+                if self.diverging == 1 { "" } else { "s" },
+                if self.verdict.starts_with("receive") {
+                    format!(": {}", self.verdict)
+                } else {
+                    String::new()
+                }
             ),
         }
     }
 }
 
+/// What a collective carries, in words: `gradient reduce-scatter` for
+/// `_reduce_scatter_base_`, `parameter all-gather` for `_allgather_base_`.
+pub fn collective_words(key: &str) -> String {
+    let op = crate::matcher::keys::op_type(&crate::matcher::keys::fuzzy_key(key.as_bytes()))
+        .to_vec();
+    let op = String::from_utf8_lossy(&op).to_lowercase();
+    if op.contains("reduce_scatter") {
+        "gradient reduce-scatter".into()
+    } else if op.contains("allgather") || op.contains("all_gather") {
+        "parameter all-gather".into()
+    } else if op.contains("all_reduce") || op.contains("allreduce") {
+        "all-reduce".into()
+    } else {
+        format!("collective {op}")
+    }
+}
+
+impl RankSummary {
+    /// The rank's verdict in words, the same for ranks that diverge alike:
+    /// its first cause (`first entry K`), the collective its change arrives
+    /// through, its first gating row, or `no divergence`.
+    pub fn verdict(&self) -> String {
+        let rc = &self.root_causes;
+        if let Some(c) = &rc.first_cause {
+            return format!("first {} {}", c.kind.as_str(), c.row.key());
+        }
+        if rc.via_collective_only {
+            let via = rc
+                .causes
+                .iter()
+                .find_map(|c| c.collective.as_ref())
+                .map_or("a collective".to_string(), |c| {
+                    format!("the {}", collective_words(c.key()))
+                });
+            return format!("receive the change through {via}");
+        }
+        match &self.first_divergence {
+            Some(f) => format!("first divergence {}", f.key()),
+            None => "no divergence".into(),
+        }
+    }
+}
+
+/// `0`, `0 and 2`, `0, 2 and 3`.
+fn and_list(v: &[u32]) -> String {
+    let s: Vec<String> = v.iter().map(u32::to_string).collect();
+    match s.len() {
+        0 => String::new(),
+        1 => s[0].clone(),
+        n => format!("{} and {}", s[..n - 1].join(", "), s[n - 1]),
+    }
+}
+
+fn rank_word(v: &[u32]) -> String {
+    format!(
+        "{} {}",
+        if v.len() == 1 { "rank" } else { "ranks" },
+        and_list(v)
+    )
+}
+
 impl Summary {
-    /// Groups ranks with the same first divergence and counts, in rank order.
+    /// Groups ranks by verdict ([`RankSummary::verdict`]), in rank order.
     pub fn group_ranks(ranks: &[RankSummary]) -> Vec<RankGroup> {
-        let mut groups: Vec<(String, RankGroup)> = Vec::new();
+        let mut groups: Vec<RankGroup> = Vec::new();
         for r in ranks {
-            let first = r.first_divergence.as_ref().map(|f| f.key().to_string());
-            let sig = format!("{first:?}|{:?}", r.counts);
-            match groups.iter_mut().find(|(s, _)| *s == sig) {
-                Some((_, g)) => g.ranks.push(r.rank),
-                None => groups.push((
-                    sig,
-                    RankGroup {
-                        ranks: vec![r.rank],
-                        diverging: r.counts.diverging(),
-                        first_divergence: first,
-                    },
-                )),
+            let verdict = r.verdict();
+            match groups.iter_mut().find(|g| g.verdict == verdict) {
+                Some(g) => {
+                    g.ranks.push(r.rank);
+                    g.diverging = g.diverging.max(r.counts.diverging());
+                }
+                None => groups.push(RankGroup {
+                    ranks: vec![r.rank],
+                    diverging: r.counts.diverging(),
+                    first_divergence: r.first_divergence.as_ref().map(|f| f.key().to_string()),
+                    verdict,
+                }),
             }
         }
-        groups.into_iter().map(|(_, g)| g).collect()
+        groups
     }
 
-    /// Points ranks whose divergence only enters via collectives at the
+    /// The one sentence the index and the terminal open with, from the rank
+    /// summaries alone: where the run diverges first and how the other ranks
+    /// get it, e.g. "rank 1 diverges first at `tok_embeddings/op_2_embedding`
+    /// (a differing input), and ranks 0, 2 and 3 receive that change through
+    /// the gradient reduce-scatter." `None` when no rank has a gating row.
+    pub fn headline(ranks: &[RankSummary]) -> Option<String> {
+        let groups = Summary::group_ranks(ranks);
+        let what = |r: &RankSummary| -> Option<String> {
+            let c = r.root_causes.first_cause.as_ref()?;
+            Some(format!(
+                "`{}` ({})",
+                c.row.key(),
+                match c.kind {
+                    CauseKind::Entry => "a differing input",
+                    CauseKind::Origin => "inputs agree, the output differs",
+                    _ => c.kind.as_str(),
+                }
+            ))
+        };
+        let mut parts: Vec<String> = Vec::new();
+        let mut via: Vec<(Vec<u32>, String)> = Vec::new();
+        let mut other: Vec<String> = Vec::new();
+        for g in &groups {
+            let Some(first) = ranks.iter().find(|r| r.rank == g.ranks[0]) else {
+                continue;
+            };
+            if !first.gates() {
+                continue;
+            }
+            if let Some(w) = what(first) {
+                parts.push(format!(
+                    "{} {} first at {w}",
+                    rank_word(&g.ranks),
+                    if g.ranks.len() == 1 { "diverges" } else { "diverge" }
+                ));
+            } else if g.verdict.starts_with("receive") {
+                let v = g.verdict.trim_start_matches("receive the change ");
+                via.push((g.ranks.clone(), v.to_string()));
+            } else if let Some(f) = &g.first_divergence {
+                other.push(format!(
+                    "{} {} first at `{f}`",
+                    rank_word(&g.ranks),
+                    if g.ranks.len() == 1 { "diverges" } else { "diverge" }
+                ));
+            }
+        }
+        let had_cause = !parts.is_empty();
+        parts.extend(other);
+        parts.extend(via.into_iter().map(|(r, v)| {
+            format!(
+                "{} {} {} {v}",
+                rank_word(&r),
+                if r.len() == 1 { "receives" } else { "receive" },
+                if had_cause { "that change" } else { "a change" }
+            )
+        }));
+        match parts.len() {
+            0 => None,
+            1 => Some(format!("{}.", parts[0])),
+            n => Some(format!("{}, and {}.", parts[..n - 1].join(", "), parts[n - 1])),
+        }
+    }
+
+    /// Points ranks whose divergence only arrives through collectives at the
     /// ranks that have origins or entries of their own.
     pub fn link_collective_ranks(ranks: &mut [RankSummary]) {
         let with_causes: Vec<u32> = ranks
             .iter()
-            .filter(|r| r.root_causes.cause_count > 0)
+            .filter(|r| r.root_causes.cause_count > 0 && !r.root_causes.via_collective_only)
             .map(|r| r.rank)
             .collect();
         for r in ranks.iter_mut() {
