@@ -28,6 +28,28 @@ pub enum Command {
     Compare(Box<CompareArgs>),
     /// Write two runs of realistic generated logs (benchmarks, reproducible from a seed).
     Gen(GenArgs),
+    /// Join the parts of a sharded compare (`compare --shard`) into one report.
+    Merge(MergeArgs),
+}
+
+/// `actdiff merge` options.
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The part folders (the `-o` of each `actdiff compare --shard K/N`), all N of them.
+    #[arg(required = true, value_name = "PART_DIR")]
+    pub parts: Vec<PathBuf>,
+    /// Report folder (index.html, result pages, summary.json).
+    #[arg(short = 'o', long = "out", default_value = "report")]
+    pub out: PathBuf,
+    /// Write JUnit XML (one test case per rank) to this file.
+    #[arg(long, value_name = "FILE.xml")]
+    pub junit: Option<PathBuf>,
+    /// Terminal output: a text summary, or the summary.json document on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// No terminal summary (errors and warnings still go to stderr).
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// `actdiff gen` options.
@@ -84,16 +106,28 @@ fn gen(a: GenArgs) -> i32 {
     }
 }
 
-/// `actdiff compare` options.
-#[derive(Args, Debug)]
+/// `actdiff compare` options. Serialised (less the output options, marked
+/// `skip`) into a part's manifest as the options that affect results.
+#[derive(Args, Debug, serde::Serialize)]
 pub struct CompareArgs {
     /// Run 1 (the baseline): a rank_N_activations.log file, or a folder of them.
     pub run1: PathBuf,
     /// Run 2: a rank_N_activations.log file, or a folder of them.
     pub run2: PathBuf,
-    /// Report folder (index.html, result pages, summary.json).
+    /// Report folder (index.html, result pages, summary.json); with
+    /// --shard, the part's folder.
     #[arg(short = 'o', long = "out", default_value = "report")]
+    #[serde(skip)]
     pub out: PathBuf,
+    /// Compare part K of N of the ranks (K from 0) and write it as a part
+    /// for `actdiff merge`; `auto` takes K and N from a Slurm job array
+    /// (SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT), `auto/N` or `auto`
+    /// with ACTDIFF_SHARD_COUNT=N from a Kubernetes Indexed Job
+    /// (JOB_COMPLETION_INDEX). A part exits 0 once written, whatever it
+    /// found: the merge gives the verdict.
+    #[arg(long, value_name = "K/N|auto[/N]")]
+    #[serde(skip)]
+    pub shard: Option<run::shard::ShardSpec>,
     /// Display name of run 1 (default: its folder name).
     #[arg(long)]
     pub name1: Option<String>,
@@ -103,8 +137,10 @@ pub struct CompareArgs {
     /// Manual pairs, one `run1 key, run2 key` per line (or a JSON object).
     #[arg(long = "override", value_name = "PAIRS")]
     pub overrides: Option<PathBuf>,
-    /// Write every result row as JSON Lines to this file.
-    #[arg(long, value_name = "ROWS.jsonl")]
+    /// Write every result row to this file: Parquet when it ends in
+    /// `.parquet`, else JSON Lines.
+    #[arg(long, value_name = "ROWS.jsonl|ROWS.parquet")]
+    #[serde(skip)]
     pub rows: Option<PathBuf>,
     /// Compare run-1 rank A with run-2 rank B (`A:B`, repeatable or comma-separated).
     #[arg(long = "rank-map", value_name = "A:B")]
@@ -131,9 +167,11 @@ pub struct CompareArgs {
     pub page_rows: u64,
     /// Worker threads, 1 to 1024 (default: one per core).
     #[arg(short = 'j', long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[serde(skip)]
     pub jobs: Option<u16>,
     /// No progress bars and no terminal summary (errors and warnings still go to stderr).
     #[arg(short, long)]
+    #[serde(skip)]
     pub quiet: bool,
     /// Relative tolerance on hashes and stats (setting it makes the stats gate too).
     #[arg(long, value_name = "X")]
@@ -167,6 +205,7 @@ pub struct CompareArgs {
     pub strict: bool,
     /// Terminal output: a text summary, or the summary.json document on stdout.
     #[arg(long, value_enum, default_value = "text")]
+    #[serde(skip)]
     pub format: Format,
     /// Add OFFSET to `layers.N` in one side's keys before pairing: `run2:1=4`
     /// (run 2's rank 1 is a pipeline stage starting at layer 4) or `run2=4` (all ranks).
@@ -181,11 +220,12 @@ pub struct CompareArgs {
     pub l1_equals_hash: bool,
     /// Write JUnit XML (one test case per rank) to this file.
     #[arg(long, value_name = "FILE.xml")]
+    #[serde(skip)]
     pub junit: Option<PathBuf>,
 }
 
 /// `--html-rows`: a row count, or `all`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct HtmlRows(pub Option<usize>);
 
 impl std::str::FromStr for HtmlRows {
@@ -307,6 +347,84 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Compare(a) => compare(*a),
         Command::Gen(a) => gen(a),
+        Command::Merge(a) => merge(a),
+    }
+}
+
+/// The options of `a` that affect results, for a part's manifest: every
+/// option but the output ones, and the size and digest of each rules,
+/// config and override file (the `./actdiff.toml` found too).
+fn result_options(a: &CompareArgs) -> serde_json::Value {
+    let mut v = serde_json::to_value(a).expect("options serialise");
+    let config = a
+        .config
+        .clone()
+        .or_else(|| Some(PathBuf::from("actdiff.toml")).filter(|p| p.is_file()));
+    let mut files = serde_json::Map::new();
+    for p in [config.as_ref(), a.rules.as_ref(), a.overrides.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        files.insert(p.display().to_string(), run::shard::file_record(p));
+    }
+    v["files"] = serde_json::Value::Object(files);
+    v
+}
+
+/// Prints an outcome (warnings, errors, terminal summary or JSON), writes
+/// JUnit, and returns the exit status: the same for compare and merge.
+fn finish(
+    outcome: &run::Outcome,
+    out_dir: &std::path::Path,
+    junit_path: Option<&std::path::Path>,
+    format: Format,
+    quiet: bool,
+) -> i32 {
+    for w in &outcome.warnings {
+        eprintln!("warning: {w}");
+    }
+    for e in &outcome.errors {
+        eprintln!("error: {e}");
+    }
+    if let Some(j) = junit_path {
+        let res = std::fs::File::create(j)
+            .and_then(|f| junit::write_junit(&outcome.summary, std::io::BufWriter::new(f)));
+        if let Err(e) = res {
+            eprintln!("error: {}: {e}", j.display());
+            return exit_codes::INPUT_ERROR;
+        }
+    }
+    match format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&outcome.summary).expect("summary serialises")
+        ),
+        Format::Text if !quiet => {
+            let index = out_dir.join("index.html");
+            print!(
+                "{}",
+                terminal::render(&outcome.summary, &index.display().to_string())
+            );
+        }
+        Format::Text => {}
+    }
+    outcome.exit_status()
+}
+
+fn merge(a: MergeArgs) -> i32 {
+    match run::merge::merge_parts(&a.parts, &a.out) {
+        Ok(outcome) => finish(&outcome, &a.out, a.junit.as_deref(), a.format, a.quiet),
+        Err(run::merge::MergeError::Parts(problems)) => {
+            for p in problems {
+                eprintln!("error: {p}");
+            }
+            eprintln!("error: nothing merged: {} is not written", a.out.display());
+            exit_codes::INPUT_ERROR
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit_codes::INPUT_ERROR
+        }
     }
 }
 
@@ -351,7 +469,25 @@ fn compare(a: CompareArgs) -> i32 {
             return exit_codes::INPUT_ERROR;
         }
     };
+    let shard = match a.shard {
+        None => None,
+        Some(spec) => match spec.resolve(&|k| std::env::var(k).ok()) {
+            Ok(s) => Some(run::ShardPart {
+                shard: s,
+                options: result_options(&a),
+            }),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return exit_codes::INPUT_ERROR;
+            }
+        },
+    };
+    if shard.is_some() && a.junit.is_some() {
+        eprintln!("error: --junit with --shard: JUnit is the merge's (actdiff merge PARTS... --junit FILE)");
+        return exit_codes::INPUT_ERROR;
+    }
     let cfg = CompareConfig {
+        shard,
         report: ReportOptions {
             out_dir: a.out.clone(),
             name1: a
@@ -380,37 +516,38 @@ fn compare(a: CompareArgs) -> i32 {
         l1_as_hash: a.l1_equals_hash,
     };
     match run::compare_runs(&cfg) {
-        Ok(outcome) => {
-            for w in &outcome.warnings {
-                eprintln!("warning: {w}");
-            }
-            for e in &outcome.errors {
-                eprintln!("error: {e}");
-            }
-            if let Some(j) = &a.junit {
-                let res = std::fs::File::create(j)
-                    .and_then(|f| junit::write_junit(&outcome.summary, std::io::BufWriter::new(f)));
-                if let Err(e) = res {
-                    eprintln!("error: {}: {e}", j.display());
-                    return exit_codes::INPUT_ERROR;
+        Ok(outcome) => match &outcome.part {
+            None => finish(
+                &outcome,
+                &cfg.report.out_dir,
+                a.junit.as_deref(),
+                a.format,
+                a.quiet,
+            ),
+            Some((part, units)) => {
+                // A part: its ranks' problems now; the verdict is the merge's.
+                // (Said of this part's ranks only.)
+                for w in &outcome.warnings {
+                    eprintln!("warning: part {part}: {w}");
                 }
-            }
-            match a.format {
-                Format::Json => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&outcome.summary).expect("summary serialises")
-                ),
-                Format::Text if !a.quiet => {
-                    let index = cfg.report.out_dir.join("index.html");
-                    print!(
-                        "{}",
-                        terminal::render(&outcome.summary, &index.display().to_string())
+                for e in &outcome.errors {
+                    eprintln!("error: part {part}: {e}");
+                }
+                if !a.quiet {
+                    let c = &outcome.summary.counts;
+                    println!(
+                        "part {part}: {} rank(s) compared ({} rows, {} diverging), {} listed; written to {} ({}); the verdict is `actdiff merge`'s",
+                        outcome.summary.ranks.len() + outcome.summary.ranks_failed.len(),
+                        c.total(),
+                        c.diverging(),
+                        units.len(),
+                        cfg.report.out_dir.display(),
+                        run::shard::MANIFEST
                     );
                 }
-                Format::Text => {}
+                exit_codes::OK
             }
-            outcome.exit_status()
-        }
+        },
         Err(e) => {
             eprintln!("error: {e}");
             exit_codes::INPUT_ERROR

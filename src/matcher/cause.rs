@@ -25,7 +25,7 @@ use super::{
 use crate::parser::{Field, OpTable};
 
 /// How a diverging row came to diverge.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CauseKind {
     /// Inputs agree, output diverges: the divergence starts here.

@@ -9,6 +9,7 @@
 pub mod colour;
 pub mod html;
 pub mod junit;
+pub mod parquet;
 mod rowdata;
 pub mod rows;
 pub mod summary;

@@ -3,12 +3,16 @@
 //!
 //! [`pipeline`] drives the stages for every rank pair: parse both logs →
 //! match → report, ranks in parallel, then the index and the exit status.
+//! [`shard`] splits the ranks into parts (`--shard`) and [`merge`] joins
+//! the parts into one report (`actdiff merge`).
 
+pub mod merge;
 pub mod pipeline;
+pub mod shard;
 
 use std::path::{Path, PathBuf};
 
-pub use pipeline::{compare_runs, CompareConfig, Outcome};
+pub use pipeline::{compare_runs, run_outputs, CompareConfig, Outcome, ShardPart};
 
 /// Errors locating the logs of a run.
 #[derive(Debug, thiserror::Error)]

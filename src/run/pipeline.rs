@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 
+use super::shard::{self, RankResult, RunLevel};
 use super::{plan, RunInput};
 use crate::exit_codes;
 use crate::matcher::{self, MatchOptions};
@@ -47,6 +48,18 @@ pub struct CompareConfig {
     pub layer_offsets: Vec<(u8, Option<u32>, i64)>,
     /// Read `L1 norm` as the Output hash where a block has none.
     pub l1_as_hash: bool,
+    /// Compare one part of the ranks (`--shard`) and write it as a part.
+    pub shard: Option<ShardPart>,
+}
+
+/// One part of a sharded compare: which, and the options recorded in its
+/// manifest (see [`shard::Manifest::options`]).
+#[derive(Clone, Debug)]
+pub struct ShardPart {
+    /// The part.
+    pub shard: shard::Shard,
+    /// The command-line options that affect results, as JSON.
+    pub options: serde_json::Value,
 }
 
 /// Parses `--layer-offset` values `SIDE[:RANK]=OFFSET`, e.g. `run2:1=4`
@@ -82,6 +95,9 @@ pub struct Outcome {
     pub errors: Vec<String>,
     /// Warnings for stderr.
     pub warnings: Vec<String>,
+    /// For a part of a sharded compare: which, and the units it holds (its
+    /// summary covers those ranks only and is not written).
+    pub part: Option<(shard::Shard, Vec<shard::Unit>)>,
 }
 
 impl Outcome {
@@ -264,14 +280,16 @@ impl Timer {
 }
 
 struct RankDone {
-    rank: u32,
-    rule_hits: Vec<u64>,
-    /// Per `--ignore-op`: whether either log of the rank has that op.
-    ignore_seen: Vec<bool>,
-    summary: Option<RankSummary>,
-    errors: Vec<String>,
-    warnings: Vec<String>,
+    result: RankResult,
     rows_tmp: Option<PathBuf>,
+}
+
+/// Where `--rows` goes: JSON Lines (per-rank temporary files, joined in
+/// rank order at the end) or one Parquet file written as ranks finish.
+enum RowsOut {
+    None,
+    Jsonl,
+    Parquet(report::parquet::ParquetRows),
 }
 
 /// Most warning lines printed per log; the rest are counted in one line.
@@ -319,15 +337,27 @@ fn compare_rank(
     p2: &Path,
     cfg: &CompareConfig,
     progress: &Progress,
+    rows_out: &RowsOut,
 ) -> RankDone {
-    let mut done = RankDone {
+    let mut rows_tmp = None;
+    let result = compare_rank_result(rank1, p1, rank2, p2, cfg, progress, rows_out, &mut rows_tmp);
+    RankDone { result, rows_tmp }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compare_rank_result(
+    rank1: u32,
+    p1: &Path,
+    rank2: u32,
+    p2: &Path,
+    cfg: &CompareConfig,
+    progress: &Progress,
+    rows_out: &RowsOut,
+    rows_tmp: &mut Option<PathBuf>,
+) -> RankResult {
+    let mut done = RankResult {
         rank: rank1,
-        rule_hits: Vec::new(),
-        ignore_seen: Vec::new(),
-        summary: None,
-        errors: Vec::new(),
-        warnings: Vec::new(),
-        rows_tmp: None,
+        ..Default::default()
     };
     let timer = Timer::new(rank1);
     progress.stage(rank1, "parsing");
@@ -453,7 +483,12 @@ fn compare_rank(
         Err(e) => done.errors.push(e.to_string()),
     }
     timer.lap("report");
-    if cfg.rows.is_some() {
+    if let RowsOut::Parquet(w) = rows_out {
+        if let Err(e) = w.write_rank(&rc) {
+            done.errors.push(format!("{}: {e}", w.path().display()));
+        }
+    }
+    if let RowsOut::Jsonl = rows_out {
         let tmp = cfg
             .report
             .out_dir
@@ -464,7 +499,7 @@ fn compare_rank(
             w.flush()
         });
         match res {
-            Ok(()) => done.rows_tmp = Some(tmp),
+            Ok(()) => *rows_tmp = Some(tmp),
             Err(e) => done.errors.push(format!("{}: {e}", tmp.display())),
         }
     }
@@ -486,21 +521,80 @@ pub fn default_name(path: &Path) -> String {
     name
 }
 
-/// Compares two runs end to end and writes the report.
+/// Compares two runs end to end and writes the report; with
+/// [`CompareConfig::shard`], compares one part of the ranks and writes the
+/// part (its ranks' pages and `part.json`) instead of the index.
 ///
-/// Errors: only problems that stop everything (a run path missing, a folder
-/// without logs, the report folder unwritable). Per-rank input errors are in
-/// [`Outcome::errors`] and make the exit status 2.
+/// Errors: only problems that stop everything (the report folder
+/// unwritable, the worker pool). A run path missing, a folder without logs
+/// and per-rank input errors are in [`Outcome::errors`] and make the exit
+/// status 2.
 pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
     // A run that cannot be found is an input error, still reported in
     // summary.json and on stdout like any other.
-    let mut errors = Vec::new();
-    let plan = match (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2)) {
-        (Ok(in1), Ok(in2)) => plan(&in1, &in2, &cfg.rank_map),
-        (a, b) => {
-            errors.extend(a.err().map(|e| e.to_string()));
-            errors.extend(b.err().map(|e| e.to_string()));
-            super::RankPlan::default()
+    let mut input_errors = Vec::new();
+    let (in1, in2) = (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2));
+    let full_plan = match (&in1, &in2) {
+        (Ok(in1), Ok(in2)) => plan(in1, in2, &cfg.rank_map),
+        _ => super::RankPlan::default(),
+    };
+    let inputs = shard::Inputs {
+        run1: in1.as_ref().ok().map(shard::RunRecord::of),
+        run2: in2.as_ref().ok().map(shard::RunRecord::of),
+    };
+    input_errors.extend(in1.err().map(|e| e.to_string()));
+    input_errors.extend(in2.err().map(|e| e.to_string()));
+    let run = RunLevel {
+        name1: cfg.report.name1.clone(),
+        name2: cfg.report.name2.clone(),
+        path1: cfg.report.path1.clone(),
+        path2: cfg.report.path2.clone(),
+        allow_incomplete: cfg.allow_incomplete,
+        strict: cfg.strict,
+        rank_map: cfg.rank_map.clone(),
+        layer_offsets: cfg.layer_offsets.clone(),
+        ignore_ops: cfg.matching.policy.ignore_ops.clone(),
+        rules: cfg
+            .matching
+            .policy
+            .rules
+            .iter()
+            .map(|r| (r.origin.to_string(), r.key_src.clone()))
+            .collect(),
+        pairs: full_plan
+            .pairs
+            .iter()
+            .map(|(a, _, b, _)| (*a, *b))
+            .collect(),
+        only1: full_plan.only1.clone(),
+        only2: full_plan.only2.clone(),
+        input_errors,
+    };
+    // The part's share of the ranks: the split depends on the recorded log
+    // sizes only, so every part (and the merge) computes the same one.
+    let (plan, mut manifest) = match &cfg.shard {
+        None => (full_plan, None),
+        Some(part) => {
+            let size = |p: &Path| {
+                [&inputs.run1, &inputs.run2]
+                    .iter()
+                    .find_map(|r| r.as_ref()?.size_of(p))
+                    .unwrap_or(0)
+            };
+            let units = shard::units_of_part(&full_plan, part.shard, &size);
+            let m = shard::Manifest {
+                format: shard::FORMAT.into(),
+                version: shard::VERSION,
+                tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
+                shard: part.shard,
+                status: shard::PartStatus::Running,
+                inputs: inputs.clone(),
+                options: part.options.clone(),
+                units: units.clone(),
+                run: run.clone(),
+                results: Vec::new(),
+            };
+            (shard::restrict(&full_plan, &units), Some(m))
         }
     };
     let out = &cfg.report.out_dir;
@@ -511,6 +605,10 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
     // A previous comparison's pages (of ranks or pages this one may not
     // write) must not look like part of this report.
     report::clear_previous(out)?;
+    if let Some(m) = &manifest {
+        m.write(out)
+            .map_err(|e| report::ReportError::io(&out.join(shard::MANIFEST), e))?;
+    }
 
     let total_bytes: u64 = plan
         .pairs
@@ -520,6 +618,21 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         .map(|m| m.len())
         .sum();
     let progress = Progress::new(cfg.quiet, total_bytes, plan.pairs.len() as u64);
+    let rows_out = match &cfg.rows {
+        Some(p) if report::parquet::is_parquet_path(p) => {
+            match report::parquet::ParquetRows::create(p) {
+                Ok(w) => RowsOut::Parquet(w),
+                Err(e) => {
+                    return Err(PipelineError::Report(report::ReportError::Io {
+                        path: p.clone(),
+                        message: e.to_string(),
+                    }))
+                }
+            }
+        }
+        Some(_) => RowsOut::Jsonl,
+        None => RowsOut::None,
+    };
     // Parse the built-in templates while the logs are parsed (about 0.1 s
     // of one core; the first report waits for it if it is not done).
     std::thread::spawn(report::html::prepare);
@@ -527,7 +640,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         plan.pairs
             .par_iter()
             .map(|(a, pa, b, pb)| {
-                let d = compare_rank(*a, pa, *b, pb, cfg, &progress);
+                let d = compare_rank(*a, pa, *b, pb, cfg, &progress, &rows_out);
                 progress.ranks.inc(1);
                 d
             })
@@ -543,21 +656,89 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
     };
     progress.finish();
 
+    let mut rows_errors = Vec::new();
+    let mut results = Vec::with_capacity(done.len());
+    let mut rows_tmp = Vec::new();
+    for d in done {
+        rows_tmp.extend(d.rows_tmp);
+        results.push(d.result);
+    }
+    match (&cfg.rows, rows_out) {
+        (Some(rows), RowsOut::Jsonl) => {
+            let res = File::create(rows).and_then(|f| {
+                let mut w = BufWriter::new(f);
+                for tmp in &rows_tmp {
+                    std::io::copy(&mut File::open(tmp)?, &mut w)?;
+                }
+                w.flush()
+            });
+            for tmp in &rows_tmp {
+                let _ = std::fs::remove_file(tmp);
+            }
+            if let Err(e) = res {
+                rows_errors.push(format!("{}: {e}", rows.display()));
+            }
+        }
+        (Some(rows), RowsOut::Parquet(w)) => {
+            if let Err(e) = w.finish() {
+                rows_errors.push(format!("{}: {e}", rows.display()));
+            }
+        }
+        _ => {}
+    }
+
+    if let Some(mut m) = manifest.take() {
+        // A part: its results go to part.json; the run-level outputs are
+        // the merge's. Errors writing its rows file belong to its ranks.
+        if let Some(first) = results.first_mut() {
+            first.errors.extend(rows_errors.iter().cloned());
+        }
+        let sub = RunLevel {
+            pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
+            only1: plan.only1.clone(),
+            only2: plan.only2.clone(),
+            ..run.clone()
+        };
+        let outcome = run_outputs(&sub, results.clone(), rows_errors);
+        m.results = results;
+        m.status = shard::PartStatus::Done;
+        m.write(out)
+            .map_err(|e| report::ReportError::io(&out.join(shard::MANIFEST), e))?;
+        return Ok(Outcome {
+            part: Some((m.shard, m.units)),
+            ..outcome
+        });
+    }
+    let outcome = run_outputs(&run, results, rows_errors);
+    let timer = Timer::of(None);
+    report::write_index(&outcome.summary, &cfg.report)?;
+    timer.lap("index");
+    Ok(outcome)
+}
+
+/// The run-level outputs from the per-rank results and the run metadata
+/// alone (never the op tables): the [`Summary`] (counts, rank groups,
+/// collective links, exit status and verdict), the input errors and the
+/// warnings. `actdiff compare` and `actdiff merge` both call this, so a
+/// merged report is the one a single compare writes. `more_errors` (e.g.
+/// the `--rows` file could not be written) come last.
+pub fn run_outputs(run: &RunLevel, results: Vec<RankResult>, more_errors: Vec<String>) -> Outcome {
+    let mut errors = run.input_errors.clone();
     let mut warnings = Vec::new();
     // Options that name ranks or ops no log has do nothing: say so.
-    for (a, b) in &cfg.rank_map {
-        if !plan.pairs.iter().any(|(x, _, y, _)| x == a && y == b) {
+    for (a, b) in &run.rank_map {
+        if !run.pairs.iter().any(|(x, y)| x == a && y == b) {
             warnings.push(format!(
                 "--rank-map {a}:{b} compared nothing (run1 rank {a} with run2 rank {b} is not a pair of these runs)"
             ));
         }
     }
-    for (side, rank, offset) in &cfg.layer_offsets {
+    for (side, rank, offset) in &run.layer_offsets {
         if let Some(r) = rank {
-            let present = plan
+            let present = run
                 .pairs
                 .iter()
-                .any(|(x, _, y, _)| if *side == 1 { x == r } else { y == r });
+                .any(|(x, y)| if *side == 1 { x == r } else { y == r });
             if !present {
                 warnings.push(format!(
                     "--layer-offset run{side}:{r}={offset} applies to no compared rank (run{side} has no rank {r} in a pair)"
@@ -565,25 +746,23 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
             }
         }
     }
-    for (i, op) in cfg.matching.policy.ignore_ops.iter().enumerate() {
-        if !done.is_empty() && !done.iter().any(|d| d.ignore_seen.get(i) == Some(&true)) {
+    for (i, op) in run.ignore_ops.iter().enumerate() {
+        if !results.is_empty() && !results.iter().any(|d| d.ignore_seen.get(i) == Some(&true)) {
             warnings.push(format!("--ignore-op {op}: no op of that name in any log"));
         }
     }
     let mut ranks = Vec::new();
-    let mut rows_tmp = Vec::new();
-    let rules = &cfg.matching.policy.rules;
-    let mut hits = vec![0u64; rules.len()];
-    for d in &done {
+    let mut hits = vec![0u64; run.rules.len()];
+    for d in &results {
         for (h, x) in hits.iter_mut().zip(&d.rule_hits) {
             *h += x;
         }
     }
-    if !done.is_empty() {
-        for (rule, h) in rules.iter().zip(&hits) {
+    if !results.is_empty() {
+        for ((origin, key_src), h) in run.rules.iter().zip(&hits) {
             if *h == 0 {
-                let msg = format!("rule {} `{}` matched no row", rule.origin, rule.key_src);
-                if cfg.strict {
+                let msg = format!("rule {origin} `{key_src}` matched no row");
+                if run.strict {
                     errors.push(format!("{msg} (--strict)"));
                 } else {
                     warnings.push(msg);
@@ -592,7 +771,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         }
     }
     let mut ranks_failed = Vec::new();
-    for d in done {
+    for d in results {
         if d.summary.is_none() && !d.errors.is_empty() {
             ranks_failed.push(report::summary::FailedRank {
                 rank: d.rank,
@@ -602,51 +781,34 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         errors.extend(d.errors);
         warnings.extend(d.warnings);
         ranks.extend(d.summary);
-        rows_tmp.extend(d.rows_tmp);
     }
-    if let Some(rows) = &cfg.rows {
-        let res = File::create(rows).and_then(|f| {
-            let mut w = BufWriter::new(f);
-            for tmp in &rows_tmp {
-                std::io::copy(&mut File::open(tmp)?, &mut w)?;
-            }
-            w.flush()
-        });
-        for tmp in &rows_tmp {
-            let _ = std::fs::remove_file(tmp);
-        }
-        if let Err(e) = res {
-            errors.push(format!("{}: {e}", rows.display()));
-        }
-    }
+    errors.extend(more_errors);
 
     Summary::link_collective_ranks(&mut ranks);
     let counts = Summary::total_counts(&ranks);
-    let (exit_status, verdict) = verdict(&ranks, &plan.only1, &plan.only2, &errors, cfg);
+    let (exit_status, verdict) = verdict(&ranks, &run.only1, &run.only2, &errors, run);
     let summary = Summary {
         schema_version: report::summary::SCHEMA_VERSION,
         tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
-        name1: cfg.report.name1.clone(),
-        name2: cfg.report.name2.clone(),
-        path1: cfg.report.path1.clone(),
-        path2: cfg.report.path2.clone(),
+        name1: run.name1.clone(),
+        name2: run.name2.clone(),
+        path1: run.path1.clone(),
+        path2: run.path2.clone(),
         counts,
-        ranks_only1: plan.only1.clone(),
-        ranks_only2: plan.only2.clone(),
+        ranks_only1: run.only1.clone(),
+        ranks_only2: run.only2.clone(),
         ranks_failed,
         groups: Summary::group_ranks(&ranks),
         ranks,
         exit_status,
         verdict,
     };
-    let timer = Timer::of(None);
-    report::write_index(&summary, &cfg.report)?;
-    timer.lap("index");
-    Ok(Outcome {
+    Outcome {
         summary,
         errors,
         warnings,
-    })
+        part: None,
+    }
 }
 
 /// The exit status and one line per reason, by the contract in
@@ -657,7 +819,7 @@ fn verdict(
     only1: &[u32],
     only2: &[u32],
     errors: &[String],
-    cfg: &CompareConfig,
+    run: &RunLevel,
 ) -> (i32, Vec<String>) {
     let mut lines = Vec::new();
     let mut status = exit_codes::OK;
@@ -689,7 +851,7 @@ fn verdict(
         }
         if status == exit_codes::OK {
             // Never a pass on incomplete input: 3, or 1 when it is allowed.
-            status = if cfg.allow_incomplete {
+            status = if run.allow_incomplete {
                 exit_codes::DIVERGED
             } else {
                 exit_codes::INCOMPLETE
@@ -712,7 +874,7 @@ fn verdict(
         };
         lines.push(format!(
             "{what}: {} diff, {missing}{} only in {}, {} only in {}",
-            c.diff, c.only1, cfg.report.name1, c.only2, cfg.report.name2
+            c.diff, c.only1, run.name1, c.only2, run.name2
         ));
     }
     if c.ignored > 0 {
@@ -733,9 +895,9 @@ fn verdict(
         lines.push(format!(
             "ranks on one side only: {} only in {}, {} only in {}",
             fmt_ranks(only1),
-            cfg.report.name1,
+            run.name1,
             fmt_ranks(only2),
-            cfg.report.name2
+            run.name2
         ));
     }
     if status == exit_codes::OK && (c.gating > 0 || !only1.is_empty() || !only2.is_empty()) {
