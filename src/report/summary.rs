@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{PagePlan, RankComparison};
+use super::{files, PagePlan, RankComparison};
 use crate::matcher::cause::CauseKind;
 use crate::matcher::{Counts, MatchRow, Status, StrategyCounts};
 use crate::parser::{duplicate_keys, Field, OpTable, WarningKind};
@@ -58,25 +58,15 @@ impl RowRef {
             },
             page: plan
                 .page_of(index)
-                .map(|p| page_file(rc.rank1, p))
+                .map(|p| files::page(rc.rank1, p))
                 .unwrap_or_default(),
-            anchor: anchor(rc.rank1, index),
+            anchor: files::anchor(rc.rank1, index),
         }
     }
     /// The key to show: run 1's, else run 2's.
     pub fn key(&self) -> &str {
         self.key1.as_deref().or(self.key2.as_deref()).unwrap_or("")
     }
-}
-
-/// File name of page `page` (0-based) of rank `rank`.
-pub fn page_file(rank: u32, page: usize) -> String {
-    format!("rank{rank}-page{}.html", page + 1)
-}
-
-/// Anchor of result row `index` of rank `rank`.
-pub fn anchor(rank: u32, index: usize) -> String {
-    format!("rank{rank}-row{index}")
 }
 
 /// One side of a rank.
