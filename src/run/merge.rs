@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use super::pipeline::{run_outputs, Outcome};
 use super::shard::{self, Manifest, PartStatus};
-use crate::report::{self, ReportOptions};
+use crate::report::{self, files, ReportOptions};
 
 /// Errors that stop a merge.
 #[derive(Debug, thiserror::Error)]
@@ -284,7 +284,7 @@ fn link_pages(part: &Path, out: &Path) -> Result<(), report::ReportError> {
         let e = e.map_err(|e| report::ReportError::io(part, e))?;
         let file = e.file_name();
         let Some(n) = file.to_str() else { continue };
-        if n == "index.html" || n == "summary.json" || !report::is_report_file(n) {
+        if n == files::INDEX || n == files::SUMMARY || !files::is_report_file(n) {
             continue;
         }
         let to = out.join(n);

@@ -55,7 +55,7 @@ pub fn assert_same_report(single: &Path, merged: &Path) {
     let report = |d: &Path| -> Vec<String> {
         files(d)
             .into_iter()
-            .filter(|n| actdiff::report::is_report_file(n))
+            .filter(|n| actdiff::report::files::is_report_file(n))
             .collect()
     };
     let (a, b) = (report(single), report(merged));
