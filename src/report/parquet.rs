@@ -3,10 +3,12 @@
 //! chooses it (anything else is JSON Lines, [`super::rows`]).
 //!
 //! Ranks are compared in parallel; each builds its rows in batches of
-//! [`BATCH_ROWS`] and hands them to one [`ArrowWriter`] (behind a mutex), which
-//! encodes and writes a row group every [`ROW_GROUP_ROWS`] rows. Memory stays
-//! bounded by a few batches per worker and one row group, whatever the
-//! number of rows. Batches of different ranks may interleave in the file:
+//! [`BATCH_ROWS`] (a window of batches at a time, built on all worker
+//! threads) and sends them through a bounded channel to one writer thread,
+//! whose [`ArrowWriter`] encodes, compresses and writes a row group every
+//! [`ROW_GROUP_ROWS`] rows while the ranks go on. Memory stays bounded by a
+//! window of batches per rank, [`QUEUE_BATCHES`] in the channel and one row
+//! group, whatever the number of rows. Batches of different ranks may interleave in the file:
 //! order by `rank, row` for result order. The parts of a sharded compare
 //! each write their own file; read them as one table with a glob
 //! (`read_parquet('parts/*/rows.parquet')`).
@@ -18,7 +20,8 @@
 //! `pass` utf8 (`override`, `exact`, `fuzzy`, `stats`; null when unpaired),
 //! `phase` utf8, `op` utf8 (op name), `layer` u32 (`layers.N`),
 //! `diff_shape`, `diff_l2_norm`, `diff_min`, `diff_max`, `diff_mean` f64 (the
-//! reference's per-stat relative differences, `rows` JSON `diffs`),
+//! reference's per-stat relative differences, `rows` JSON `diffs`; 0 when
+//! both texts are equal, null when a side lacks the field),
 //! `diff_output_hash`, `diff_input_hashes` f64 (largest relative difference
 //! of the values; 0 when the texts are equal; null when a side lacks it),
 //! `gates` bool (the row fails the run), `cause` utf8 (`origin`, `entry`,
@@ -30,6 +33,8 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use rayon::prelude::*;
+
 use arrow_array::builder::{
     BooleanBuilder, Float64Builder, StringBuilder, UInt32Builder, UInt64Builder,
 };
@@ -37,7 +42,7 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field as Column, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use super::RankComparison;
@@ -50,6 +55,9 @@ pub const BATCH_ROWS: usize = 64 * 1024;
 
 /// Rows per Parquet row group.
 pub const ROW_GROUP_ROWS: usize = 1024 * 1024;
+
+/// Batches waiting for the writer thread at most.
+pub const QUEUE_BATCHES: usize = 8;
 
 /// Whether `path` names a Parquet file (extension `.parquet`, any case).
 pub fn is_parquet_path(path: &Path) -> bool {
@@ -98,7 +106,10 @@ const DIFF_COLUMNS: [&str; 7] = [
 pub struct ParquetRows {
     path: PathBuf,
     schema: SchemaRef,
-    writer: Mutex<Option<ArrowWriter<BufWriter<File>>>>,
+    /// To the writer thread (`None` once finished).
+    tx: Mutex<Option<crossbeam_channel::Sender<RecordBatch>>>,
+    /// The writer thread: the first error, if any.
+    thread: std::thread::JoinHandle<Result<(), String>>,
 }
 
 impl ParquetRows {
@@ -107,19 +118,41 @@ impl ParquetRows {
         let file =
             File::create(path).map_err(|e| parquet::errors::ParquetError::External(e.into()))?;
         let schema = schema();
-        // Keys are nearly unique: a dictionary would only be built and dropped.
-        let props = WriterProperties::builder()
+        // Dictionaries only for the few-valued text columns; the keys are
+        // nearly unique (no dictionary, no min/max statistics to compare).
+        let mut props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_column_dictionary_enabled(ColumnPath::from("key1"), false)
-            .set_column_dictionary_enabled(ColumnPath::from("key2"), false)
-            .set_created_by(format!("actdiff {}", env!("CARGO_PKG_VERSION")))
-            .build();
-        let writer = ArrowWriter::try_new(BufWriter::new(file), schema.clone(), Some(props))?;
+            .set_dictionary_enabled(false)
+            .set_created_by(format!("actdiff {}", env!("CARGO_PKG_VERSION")));
+        for c in ["status", "pass", "phase", "op", "cause"] {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(c), true);
+        }
+        for c in ["key1", "key2"] {
+            props =
+                props.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::None);
+        }
+        let mut writer =
+            ArrowWriter::try_new(BufWriter::new(file), schema.clone(), Some(props.build()))?;
+        let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(QUEUE_BATCHES);
+        let thread = std::thread::spawn(move || {
+            let mut err = None;
+            // After an error, keep draining so that no sender blocks.
+            for batch in rx {
+                if err.is_none() {
+                    err = writer.write(&batch).err().map(|e| e.to_string());
+                }
+            }
+            match err {
+                Some(e) => Err(e),
+                None => writer.close().map(|_| ()).map_err(|e| e.to_string()),
+            }
+        });
         Ok(ParquetRows {
             path: path.to_path_buf(),
             schema,
-            writer: Mutex::new(Some(writer)),
+            tx: Mutex::new(Some(tx)),
+            thread,
         })
     }
 
@@ -128,31 +161,38 @@ impl ParquetRows {
         &self.path
     }
 
-    /// Writes every result row of `rc`, [`BATCH_ROWS`] at a time.
+    /// Writes every result row of `rc`: batches of [`BATCH_ROWS`], a window
+    /// of one batch per worker thread built in parallel, then sent in order.
     pub fn write_rank(&self, rc: &RankComparison<'_>) -> Result<(), String> {
         let n = rc.matches.rows.len();
-        let mut start = 0;
-        while start < n {
-            let end = (start + BATCH_ROWS).min(n);
-            let batch = self.batch(rc, start..end).map_err(|e| e.to_string())?;
-            let mut w = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-            match w.as_mut() {
-                Some(w) => w.write(&batch).map_err(|e| e.to_string())?,
-                None => return Err("the Parquet file is already closed".into()),
+        let tx = self
+            .tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or("the Parquet file is already closed")?;
+        let window = BATCH_ROWS * rayon::current_num_threads().max(1);
+        for w in (0..n).step_by(window) {
+            let starts: Vec<usize> = (w..(w + window).min(n)).step_by(BATCH_ROWS).collect();
+            let batches: Vec<_> = starts
+                .into_par_iter()
+                .map(|s| self.batch(rc, s..(s + BATCH_ROWS).min(n)))
+                .collect();
+            for b in batches {
+                let b = b.map_err(|e| e.to_string())?;
+                tx.send(b)
+                    .map_err(|_| "the Parquet writer stopped".to_string())?;
             }
-            start = end;
         }
         Ok(())
     }
 
-    /// Writes the last row group and the footer.
+    /// Waits for the writer thread to write the last row group and the footer.
     pub fn finish(self) -> Result<(), String> {
-        let w = self
-            .writer
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .ok_or("the Parquet file is already closed")?;
-        w.close().map(|_| ()).map_err(|e| e.to_string())
+        drop(self.tx.lock().unwrap_or_else(|e| e.into_inner()).take());
+        self.thread
+            .join()
+            .map_err(|_| "the Parquet writer thread panicked".to_string())?
     }
 
     fn batch(
@@ -184,8 +224,8 @@ impl ParquetRows {
             rank.append_value(rc.rank1);
             rank2.append_value(rc.rank2);
             row.append_value(i as u32);
-            key1.append_option(r.r1().map(|a| rc.t1.key_str(a)));
-            key2.append_option(r.r2().map(|b| rc.t2.key_str(b)));
+            key1.append_option(r.r1().map(|a| text(rc.t1.key(a))));
+            key2.append_option(r.r2().map(|b| text(rc.t2.key(b))));
             line1.append_option(r.r1().map(|a| rc.t1.line(a)));
             line2.append_option(r.r2().map(|b| rc.t2.line(b)));
             status.append_value(r.status.as_str());
@@ -202,12 +242,33 @@ impl ParquetRows {
                 layer.append_null();
             } else {
                 phase.append_value(t.phase(side));
-                op.append_value(String::from_utf8_lossy(t.op_name(t.op_type(side))));
+                op.append_value(text(t.op_name(t.op_type(side))));
                 layer.append_option(t.layer(side));
             }
             match (r.r1(), r.r2()) {
                 (Some(a), Some(b)) => {
-                    for (k, d) in stat_diffs(rc.t1, a, rc.t2, b).iter().enumerate() {
+                    // Equal texts on both sides: 0; the reference's
+                    // differences only when some text differs (rare).
+                    let mut out = [None; 5];
+                    let mut differ = false;
+                    for (k, f) in Field::DIFF_STATS.iter().enumerate() {
+                        let (x, y) = (rc.t1.field(a, *f), rc.t2.field(b, *f));
+                        if !x.is_empty() && !y.is_empty() {
+                            if x == y {
+                                out[k] = Some(0.0);
+                            } else {
+                                differ = true;
+                            }
+                        }
+                    }
+                    if differ {
+                        for (o, d) in out.iter_mut().zip(stat_diffs(rc.t1, a, rc.t2, b)) {
+                            if o.is_none() {
+                                *o = d;
+                            }
+                        }
+                    }
+                    for (k, d) in out.iter().enumerate() {
                         diffs[k].append_option(*d);
                     }
                     for (k, f) in [Field::OutputHash, Field::InputHashes].iter().enumerate() {
@@ -245,6 +306,14 @@ impl ParquetRows {
         cols.push(Arc::new(gates.finish()));
         cols.push(Arc::new(cause.finish()));
         RecordBatch::try_new(self.schema.clone(), cols)
+    }
+}
+
+/// A log's bytes as text: borrowed when UTF-8 (nearly always), else lossy.
+fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(b),
     }
 }
 

@@ -419,6 +419,12 @@ impl Manifest {
     }
     /// Reads `dir/part.json`.
     pub fn read(dir: &Path) -> Result<Manifest, String> {
+        if dir.exists() && !dir.is_dir() {
+            return Err(format!(
+                "{}: not a part of a sharded compare (a file; a part is the folder `actdiff compare --shard` wrote)",
+                dir.display()
+            ));
+        }
         let path = dir.join(MANIFEST);
         let bytes = std::fs::read(&path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
