@@ -9,8 +9,8 @@ use crate::exit_codes;
 use crate::matcher::compare::Tolerance;
 use crate::matcher::policy::{self, Policy, F32_MIN_NORMAL};
 use crate::matcher::{MatchOptions, Overrides};
-use crate::report::{junit, terminal, ReportOptions};
-use crate::run::{self, CompareConfig};
+use crate::report::ReportOptions;
+use crate::run::{self, CompareConfig, RunOutputs, Terminal};
 
 /// Find where two deep-learning training runs stop agreeing numerically.
 #[derive(Parser, Debug)]
@@ -114,8 +114,7 @@ pub struct CompareArgs {
     pub run1: PathBuf,
     /// Run 2: a rank_N_activations.log file, or a folder of them.
     pub run2: PathBuf,
-    /// Report folder (index.html, result pages, summary.json); with
-    /// --shard, the part's folder.
+    /// Report folder (index.html, result pages, summary.json).
     #[arg(short = 'o', long = "out", default_value = "report")]
     #[serde(skip)]
     pub out: PathBuf,
@@ -137,9 +136,8 @@ pub struct CompareArgs {
     /// Manual pairs, one `run1 key, run2 key` per line (or a JSON object).
     #[arg(long = "override", value_name = "PAIRS")]
     pub overrides: Option<PathBuf>,
-    /// Write every result row to this file: Parquet when it ends in
-    /// `.parquet`, else JSON Lines.
-    #[arg(long, value_name = "ROWS.jsonl|ROWS.parquet")]
+    /// Write every result row as JSON Lines to this file.
+    #[arg(long, value_name = "ROWS.jsonl")]
     #[serde(skip)]
     pub rows: Option<PathBuf>,
     /// Compare run-1 rank A with run-2 rank B (`A:B`, repeatable or comma-separated).
@@ -331,17 +329,48 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
     Ok(p)
 }
 
+/// The `--junit FILE` (or `--junit=FILE`) of a command line clap could
+/// not parse, if it has one.
+fn junit_arg(args: impl Iterator<Item = std::ffi::OsString>) -> Option<PathBuf> {
+    let args: Vec<std::ffi::OsString> = args.collect();
+    let compare = args.iter().skip(1).any(|a| a == "compare");
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "--junit" {
+            return it.next().filter(|_| compare).map(PathBuf::from);
+        }
+        if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--junit=")) {
+            return compare.then(|| PathBuf::from(v));
+        }
+    }
+    None
+}
+
 /// Runs the command line and returns the exit status.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
-                exit_codes::INPUT_ERROR
-            } else {
-                exit_codes::OK
-            };
+            if !e.use_stderr() {
+                return exit_codes::OK;
+            }
+            // A CI job asked for JUnit: it gets one saying why, not none.
+            if let Some(j) = junit_arg(std::env::args_os()) {
+                let msg = e.to_string();
+                let first = msg
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                if let Err(err) = run::outputs::usage_error_junit(&j, first) {
+                    eprintln!("error: {}: {err}", j.display());
+                }
+            }
+            return exit_codes::INPUT_ERROR;
         }
     };
     match cli.command {
@@ -371,49 +400,23 @@ fn result_options(a: &CompareArgs) -> serde_json::Value {
     v
 }
 
-/// Prints an outcome (warnings, errors, terminal summary or JSON), writes
-/// JUnit, and returns the exit status: the same for compare and merge.
-fn finish(
-    outcome: &run::Outcome,
-    out_dir: &std::path::Path,
-    junit_path: Option<&std::path::Path>,
-    format: Format,
-    quiet: bool,
-) -> i32 {
-    for w in &outcome.warnings {
-        eprintln!("warning: {w}");
-    }
-    for e in &outcome.errors {
-        eprintln!("error: {e}");
-    }
-    if let Some(j) = junit_path {
-        let res = std::fs::File::create(j)
-            .and_then(|f| junit::write_junit(&outcome.summary, std::io::BufWriter::new(f)));
-        if let Err(e) = res {
-            eprintln!("error: {}: {e}", j.display());
-            return exit_codes::INPUT_ERROR;
-        }
-    }
+fn terminal(format: Format, quiet: bool) -> Terminal {
     match format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&outcome.summary).expect("summary serialises")
-        ),
-        Format::Text if !quiet => {
-            let index = out_dir.join("index.html");
-            print!(
-                "{}",
-                terminal::render(&outcome.summary, &index.display().to_string())
-            );
-        }
-        Format::Text => {}
+        Format::Json => Terminal::Json,
+        Format::Text if quiet => Terminal::Quiet,
+        Format::Text => Terminal::Text,
     }
-    outcome.exit_status()
 }
 
+/// `actdiff merge`: the parts checked, then the run-level outputs exactly
+/// as `actdiff compare` writes them ([`run::finish`]).
 fn merge(a: MergeArgs) -> i32 {
+    let outs = RunOutputs {
+        junit: a.junit.clone(),
+        terminal: terminal(a.format, a.quiet),
+    };
     match run::merge::merge_parts(&a.parts, &a.out) {
-        Ok(outcome) => finish(&outcome, &a.out, a.junit.as_deref(), a.format, a.quiet),
+        Ok(c) => run::finish(c.meta, c.ranks, &outs),
         Err(run::merge::MergeError::Parts(problems)) => {
             for p in problems {
                 eprintln!("error: {p}");
@@ -428,84 +431,95 @@ fn merge(a: MergeArgs) -> i32 {
     }
 }
 
-fn compare(a: CompareArgs) -> i32 {
+/// A part of a sharded compare: its ranks' problems on stderr, one line on
+/// stdout; exit 0 once `part.json` says done (the verdict is the merge's),
+/// 2 when the part failed.
+fn part_done(c: run::Compared, part: run::shard::Shard, units: usize, quiet: bool) -> i32 {
+    for w in &c.meta.warnings {
+        eprintln!("warning: part {part}: {w}");
+    }
+    for e in &c.meta.errors {
+        eprintln!("error: part {part}: {e}");
+    }
+    let dir = &c.meta.report.out_dir;
+    let done = run::shard::Manifest::read(dir)
+        .map(|m| m.status == run::shard::PartStatus::Done)
+        .unwrap_or(false);
+    if !quiet {
+        let n: u64 = c.ranks.iter().map(|r| r.counts.total()).sum();
+        let d: u64 = c.ranks.iter().map(|r| r.counts.diverging()).sum();
+        println!(
+            "part {part}: {} rank(s) compared ({n} rows, {d} diverging), {units} unit(s); written to {}; the verdict is `actdiff merge`'s",
+            c.ranks.len(),
+            dir.join(run::shard::MANIFEST).display()
+        );
+    }
+    if done {
+        exit_codes::OK
+    } else {
+        exit_codes::INPUT_ERROR
+    }
+}
+
+/// The report settings of `a` (names default to the run folders').
+fn report_options(a: &CompareArgs) -> ReportOptions {
+    ReportOptions {
+        out_dir: a.out.clone(),
+        name1: a
+            .name1
+            .clone()
+            .unwrap_or_else(|| run::pipeline::default_name(&a.run1)),
+        name2: a
+            .name2
+            .clone()
+            .unwrap_or_else(|| run::pipeline::default_name(&a.run2)),
+        path1: a.run1.display().to_string(),
+        path2: a.run2.display().to_string(),
+        page_rows: a.page_rows as usize,
+        html_rows: a.html_rows.0,
+        html_budget: html_budget(a.html_rows.0, a.html_budget_mb),
+    }
+}
+
+/// The matching settings of `a`: overrides (warning about skipped lines),
+/// the tolerance policy, the shape tie-break.
+fn match_options(a: &CompareArgs) -> Result<MatchOptions, String> {
     let mut matching = MatchOptions::default();
     if let Some(p) = &a.overrides {
-        match Overrides::read(p) {
-            Ok(o) => {
-                for (line, text) in &o.skipped {
-                    eprintln!(
-                        "warning: {}:{line}:1: override line without a comma skipped: `{text}`",
-                        p.display()
-                    );
-                }
-                matching.overrides = o;
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return exit_codes::INPUT_ERROR;
-            }
+        let o = Overrides::read(p).map_err(|e| e.to_string())?;
+        for (line, text) in &o.skipped {
+            eprintln!(
+                "warning: {}:{line}:1: override line without a comma skipped: `{text}`",
+                p.display()
+            );
         }
+        matching.overrides = o;
     }
-    matching.policy = match build_policy(&a) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::INPUT_ERROR;
-        }
-    };
+    matching.policy = build_policy(a)?;
     matching.shape_tie_break = !a.no_shape_tie_break;
-    let layer_offsets = match run::pipeline::parse_layer_offsets(&a.layer_offsets) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::INPUT_ERROR;
-        }
-    };
-    let rank_map = match run::parse_rank_map(&a.rank_map) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::INPUT_ERROR;
-        }
-    };
+    Ok(matching)
+}
+
+/// The whole configuration of `actdiff compare`; an error names the option
+/// or file at fault.
+fn compare_config(a: &CompareArgs) -> Result<CompareConfig, String> {
+    let matching = match_options(a)?;
+    let layer_offsets = run::pipeline::parse_layer_offsets(&a.layer_offsets)?;
+    let rank_map = run::parse_rank_map(&a.rank_map).map_err(|e| e.to_string())?;
     let shard = match a.shard {
         None => None,
-        Some(spec) => match spec.resolve(&|k| std::env::var(k).ok()) {
-            Ok(s) => Some(run::ShardPart {
-                shard: s,
-                options: result_options(&a),
-            }),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return exit_codes::INPUT_ERROR;
-            }
-        },
+        Some(spec) => Some(run::ShardPart {
+            shard: spec.resolve(&|k| std::env::var(k).ok())?,
+            options: result_options(a),
+        }),
     };
-    if shard.is_some() && a.junit.is_some() {
-        eprintln!("error: --junit with --shard: JUnit is the merge's (actdiff merge PARTS... --junit FILE)");
-        return exit_codes::INPUT_ERROR;
-    }
-    let cfg = CompareConfig {
+    Ok(CompareConfig {
         shard,
-        report: ReportOptions {
-            out_dir: a.out.clone(),
-            name1: a
-                .name1
-                .unwrap_or_else(|| run::pipeline::default_name(&a.run1)),
-            name2: a
-                .name2
-                .unwrap_or_else(|| run::pipeline::default_name(&a.run2)),
-            path1: a.run1.display().to_string(),
-            path2: a.run2.display().to_string(),
-            page_rows: a.page_rows as usize,
-            html_rows: a.html_rows.0,
-            html_budget: html_budget(a.html_rows.0, a.html_budget_mb),
-        },
-        run1: a.run1,
-        run2: a.run2,
+        report: report_options(a),
+        run1: a.run1.clone(),
+        run2: a.run2.clone(),
         matching,
-        rows: a.rows,
+        rows: a.rows.clone(),
         rank_map,
         allow_incomplete: a.allow_incomplete,
         allow_duplicates: a.allow_duplicates,
@@ -514,44 +528,30 @@ fn compare(a: CompareArgs) -> i32 {
         strict: a.strict,
         layer_offsets,
         l1_as_hash: a.l1_equals_hash,
+    })
+}
+
+fn compare(a: CompareArgs) -> i32 {
+    let outs = RunOutputs {
+        junit: a.junit.clone(),
+        terminal: terminal(a.format, a.quiet),
     };
-    match run::compare_runs(&cfg) {
-        Ok(outcome) => match &outcome.part {
-            None => finish(
-                &outcome,
-                &cfg.report.out_dir,
-                a.junit.as_deref(),
-                a.format,
-                a.quiet,
-            ),
-            Some((part, units)) => {
-                // A part: its ranks' problems now; the verdict is the merge's.
-                // (Said of this part's ranks only.)
-                for w in &outcome.warnings {
-                    eprintln!("warning: part {part}: {w}");
-                }
-                for e in &outcome.errors {
-                    eprintln!("error: part {part}: {e}");
-                }
-                if !a.quiet {
-                    let c = &outcome.summary.counts;
-                    println!(
-                        "part {part}: {} rank(s) compared ({} rows, {} diverging), {} listed; written to {} ({}); the verdict is `actdiff merge`'s",
-                        outcome.summary.ranks.len() + outcome.summary.ranks_failed.len(),
-                        c.total(),
-                        c.diverging(),
-                        units.len(),
-                        cfg.report.out_dir.display(),
-                        run::shard::MANIFEST
-                    );
-                }
-                exit_codes::OK
+    if a.shard.is_some() && a.junit.is_some() {
+        eprintln!("error: --junit with --shard: JUnit is the merge's (actdiff merge PART_DIR... --junit FILE)");
+        return exit_codes::INPUT_ERROR;
+    }
+    match compare_config(&a) {
+        Ok(cfg) if cfg.shard.is_some() => {
+            let c = run::compare_runs(&cfg);
+            match c.part.clone() {
+                Some((part, units)) => part_done(c, part, units.len(), a.quiet),
+                None => run::finish(c.meta, c.ranks, &outs),
             }
-        },
-        Err(e) => {
-            eprintln!("error: {e}");
-            exit_codes::INPUT_ERROR
         }
+        Ok(cfg) => run::compare(&cfg, &outs),
+        // A bad option or option file: no rank is read, and every output
+        // (report folder, JUnit, terminal) says why.
+        Err(e) => run::outputs::input_error(report_options(&a), vec![e], &outs),
     }
 }
 

@@ -397,6 +397,10 @@ pub struct Summary {
     /// the errors; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub ranks_failed: Vec<FailedRank>,
+    /// Every input error of the comparison (those of `ranks_failed`
+    /// included), each naming its file; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub input_errors: Vec<String>,
     /// Ranks that behave alike: same first divergence and counts.
     pub groups: Vec<RankGroup>,
     /// The exit status `actdiff compare` returns for this comparison.

@@ -7,13 +7,13 @@
 //! versions, a part whose compare did not finish or failed, and a part whose
 //! ranks are not the ones the split gives. Then the ranks' pages are linked
 //! (or copied) into the report folder, and the per-rank results go through
-//! [`run_outputs`], the function `actdiff compare` itself ends with, so the
-//! index, `summary.json`, JUnit, terminal summary and exit status are the
-//! single compare's.
+//! [`assemble`] and [`super::outputs::finish`], the functions `actdiff
+//! compare` itself ends with, so the index, `summary.json`, JUnit, terminal
+//! summary and exit status are the single compare's.
 
 use std::path::{Path, PathBuf};
 
-use super::pipeline::{run_outputs, Outcome};
+use super::pipeline::{assemble, Compared};
 use super::shard::{self, Manifest, PartStatus};
 use crate::report::{self, files, ReportOptions};
 
@@ -89,9 +89,9 @@ fn inputs_difference(a: &shard::Inputs, b: &shard::Inputs) -> String {
 }
 
 /// Checks the parts and merges them into `out` (see the module
-/// documentation). Returns the outcome of the whole run; the caller prints
-/// it, writes JUnit and exits with its status.
-pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Outcome, MergeError> {
+/// documentation), linking the pages into `out`. Returns the whole run's
+/// rank summaries and metadata for [`super::outputs::finish`].
+pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError> {
     let mut problems = Vec::new();
     if parts.is_empty() {
         return Err(MergeError::Parts(vec![
@@ -249,21 +249,6 @@ pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Outcome, MergeError>
         return Err(MergeError::Parts(problems));
     }
     let run = read[0].0.run.clone();
-
-    std::fs::create_dir_all(out).map_err(|e| report::ReportError::Io {
-        path: out.to_path_buf(),
-        message: format!("cannot create the report folder (-o): {e}"),
-    })?;
-    report::clear_previous(out)?;
-    let mut results = Vec::new();
-    for (m, dir) in read {
-        link_pages(dir, out)?;
-        results.extend(m.results);
-    }
-    // Plan order (run-1 rank order), as a single compare lists them.
-    let pos = |rank: u32| run.pairs.iter().position(|(a, _)| *a == rank);
-    results.sort_by_key(|r| pos(r.rank));
-    let outcome = run_outputs(&run, results, Vec::new());
     let opts = ReportOptions {
         out_dir: out.to_path_buf(),
         name1: run.name1.clone(),
@@ -272,8 +257,16 @@ pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Outcome, MergeError>
         path2: run.path2.clone(),
         ..Default::default()
     };
-    report::write_index(&outcome.summary, &opts)?;
-    Ok(outcome)
+    super::outputs::prepare_report_folder(&opts)?;
+    let mut results = Vec::new();
+    for (m, dir) in read {
+        link_pages(dir, out)?;
+        results.extend(m.results);
+    }
+    // Plan order (run-1 rank order), as a single compare lists them.
+    let pos = |rank: u32| run.pairs.iter().position(|(a, _)| *a == rank);
+    results.sort_by_key(|r| pos(r.rank));
+    Ok(assemble(&run, opts, Vec::new(), results, Vec::new()))
 }
 
 /// Hard-links (or, across file systems, copies) a part's rank pages into

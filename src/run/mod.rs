@@ -7,12 +7,16 @@
 //! the parts into one report (`actdiff merge`).
 
 pub mod merge;
+pub mod outputs;
 pub mod pipeline;
+mod progress;
 pub mod shard;
+mod timer;
 
 use std::path::{Path, PathBuf};
 
-pub use pipeline::{compare_runs, run_outputs, CompareConfig, Outcome, ShardPart};
+pub use outputs::{finish, RunMeta, RunOutputs, Terminal};
+pub use pipeline::{assemble, compare, compare_runs, CompareConfig, Compared, ShardPart};
 
 /// Errors locating the logs of a run.
 #[derive(Debug, thiserror::Error)]
