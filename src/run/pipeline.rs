@@ -16,6 +16,7 @@ use rayon::prelude::*;
 use super::outputs::{finish, prepare_report_folder, RunMeta, RunOutputs};
 use super::progress::Progress;
 use super::timer::Timer;
+use super::shard::{self, RankResult, RunLevel};
 use super::{plan, RankPlan, RunInput};
 use crate::matcher::{self, MatchOptions, MatchTable};
 use crate::parser::{self, duplicate_keys, Field, OpTable};
@@ -51,6 +52,26 @@ pub struct CompareConfig {
     pub layer_offsets: Vec<(u8, Option<u32>, i64)>,
     /// Read `L1 norm` as the Output hash where a block has none.
     pub l1_as_hash: bool,
+    /// Compare one part of the ranks (`--shard`) and write it as a part.
+    pub shard: Option<ShardPart>,
+}
+
+/// One part of a sharded compare: which, and the options recorded in its
+/// manifest (see [`shard::Manifest::options`]).
+#[derive(Clone, Debug)]
+pub struct ShardPart {
+    /// The part.
+    pub shard: shard::Shard,
+    /// The command-line options that affect results, as JSON.
+    pub options: serde_json::Value,
+}
+
+/// Where `--rows` goes: JSON Lines (per-rank temporary files, joined in
+/// rank order at the end) or one Parquet file written as ranks finish.
+enum RowsOut {
+    None,
+    Jsonl,
+    Parquet(report::parquet::ParquetRows),
 }
 
 /// Parses `--layer-offset` values `SIDE[:RANK]=OFFSET`, e.g. `run2:1=4`
@@ -304,6 +325,7 @@ fn compare_rank(
     p2: &Path,
     cfg: &CompareConfig,
     progress: &Progress,
+    rows_out: &RowsOut,
 ) -> RankDone {
     let mut done = RankDone {
         rank: rank1,
@@ -381,7 +403,12 @@ fn compare_rank(
         Err(e) => done.errors.push(e.to_string()),
     }
     timer.lap("report");
-    if cfg.rows.is_some() {
+    if let RowsOut::Parquet(w) = rows_out {
+        if let Err(e) = w.write_rank(&rc) {
+            done.errors.push(format!("{}: {e}", w.path().display()));
+        }
+    }
+    if let RowsOut::Jsonl = rows_out {
         match write_rows_tmp(&rc, cfg) {
             Ok(tmp) => done.rows_tmp = Some(tmp),
             Err(e) => done.errors.push(e),
@@ -406,20 +433,31 @@ pub fn default_name(path: &Path) -> String {
 }
 
 /// Finds both runs' logs and pairs their ranks; a run that cannot be found
-/// is an input error (and no rank is compared).
-fn discover(cfg: &CompareConfig, errors: &mut Vec<String>) -> RankPlan {
-    match (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2)) {
+/// is an input error (and no rank is compared). Also returns the runs as a
+/// part's manifest records them (with their logs' sizes).
+fn discover(cfg: &CompareConfig, errors: &mut Vec<String>) -> (RankPlan, shard::Inputs) {
+    let (in1, in2) = (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2));
+    let inputs = shard::Inputs {
+        run1: in1.as_ref().ok().map(shard::RunRecord::of),
+        run2: in2.as_ref().ok().map(shard::RunRecord::of),
+    };
+    let p = match (in1, in2) {
         (Ok(in1), Ok(in2)) => plan(&in1, &in2, &cfg.rank_map),
         (a, b) => {
             errors.extend(a.err().map(|e| e.to_string()));
             errors.extend(b.err().map(|e| e.to_string()));
             RankPlan::default()
         }
-    }
+    };
+    (p, inputs)
 }
 
 /// Compares every rank pair of `plan`, in parallel on `cfg.jobs` threads.
-fn compare_ranks(plan: &RankPlan, cfg: &CompareConfig) -> Result<Vec<RankDone>, String> {
+fn compare_ranks(
+    plan: &RankPlan,
+    cfg: &CompareConfig,
+    rows_out: &RowsOut,
+) -> Result<Vec<RankDone>, String> {
     let total_bytes: u64 = plan
         .pairs
         .iter()
@@ -435,7 +473,7 @@ fn compare_ranks(plan: &RankPlan, cfg: &CompareConfig) -> Result<Vec<RankDone>, 
         plan.pairs
             .par_iter()
             .map(|(a, pa, b, pb)| {
-                let d = compare_rank(*a, pa, *b, pb, cfg, &progress);
+                let d = compare_rank(*a, pa, *b, pb, cfg, &progress, rows_out);
                 progress.ranks.inc(1);
                 d
             })
@@ -455,21 +493,21 @@ fn compare_ranks(plan: &RankPlan, cfg: &CompareConfig) -> Result<Vec<RankDone>, 
 
 /// Warnings for options that name ranks or ops no compared log has (they
 /// did nothing).
-fn unused_option_warnings(plan: &RankPlan, done: &[RankDone], cfg: &CompareConfig) -> Vec<String> {
+fn unused_option_warnings(run: &RunLevel, done: &[RankResult]) -> Vec<String> {
     let mut warnings = Vec::new();
-    for (a, b) in &cfg.rank_map {
-        if !plan.pairs.iter().any(|(x, _, y, _)| x == a && y == b) {
+    for (a, b) in &run.rank_map {
+        if !run.pairs.iter().any(|(x, y)| x == a && y == b) {
             warnings.push(format!(
                 "--rank-map {a}:{b} compared nothing (run1 rank {a} with run2 rank {b} is not a pair of these runs)"
             ));
         }
     }
-    for (side, rank, offset) in &cfg.layer_offsets {
+    for (side, rank, offset) in &run.layer_offsets {
         if let Some(r) = rank {
-            let present = plan
+            let present = run
                 .pairs
                 .iter()
-                .any(|(x, _, y, _)| if *side == 1 { x == r } else { y == r });
+                .any(|(x, y)| if *side == 1 { x == r } else { y == r });
             if !present {
                 warnings.push(format!(
                     "--layer-offset run{side}:{r}={offset} applies to no compared rank (run{side} has no rank {r} in a pair)"
@@ -477,7 +515,7 @@ fn unused_option_warnings(plan: &RankPlan, done: &[RankDone], cfg: &CompareConfi
             }
         }
     }
-    for (i, op) in cfg.matching.policy.ignore_ops.iter().enumerate() {
+    for (i, op) in run.ignore_ops.iter().enumerate() {
         if !done.is_empty() && !done.iter().any(|d| d.ignore_seen.get(i) == Some(&true)) {
             warnings.push(format!("--ignore-op {op}: no op of that name in any log"));
         }
@@ -486,26 +524,69 @@ fn unused_option_warnings(plan: &RankPlan, done: &[RankDone], cfg: &CompareConfi
 }
 
 /// Rules that judged no row of any rank: warnings, or errors with `--strict`.
-fn unused_rules(done: &[RankDone], cfg: &CompareConfig, meta: &mut RunMeta) {
+fn unused_rules(run: &RunLevel, done: &[RankResult], meta: &mut RunMeta) {
     if done.is_empty() {
         return;
     }
-    let rules = &cfg.matching.policy.rules;
-    let mut hits = vec![0u64; rules.len()];
+    let mut hits = vec![0u64; run.rules.len()];
     for d in done {
         for (h, x) in hits.iter_mut().zip(&d.rule_hits) {
             *h += x;
         }
     }
-    for (rule, h) in rules.iter().zip(&hits) {
+    for ((origin, key_src), h) in run.rules.iter().zip(&hits) {
         if *h == 0 {
-            let msg = format!("rule {} `{}` matched no row", rule.origin, rule.key_src);
-            if cfg.strict {
+            let msg = format!("rule {origin} `{key_src}` matched no row");
+            if run.strict {
                 meta.errors.push(format!("{msg} (--strict)"));
             } else {
                 meta.warnings.push(msg);
             }
         }
+    }
+}
+
+/// The run's metadata for [`super::outputs::finish`] from the per-rank
+/// results and the run-level facts alone (never the op tables): one-sided
+/// and failed ranks, every input error and warning, in the order a single
+/// compare gives them. `actdiff compare` and `actdiff merge` both build
+/// their [`RunMeta`] here. `errors` are the errors found before any rank
+/// (after [`RunLevel::input_errors`]); `more_errors` come last (the
+/// `--rows` file).
+pub fn assemble(
+    run: &RunLevel,
+    report: ReportOptions,
+    errors: Vec<String>,
+    results: Vec<RankResult>,
+    more_errors: Vec<String>,
+) -> Compared {
+    let mut meta = RunMeta {
+        report,
+        allow_incomplete: run.allow_incomplete,
+        ranks_only1: run.only1.clone(),
+        ranks_only2: run.only2.clone(),
+        errors: run.input_errors.iter().cloned().chain(errors).collect(),
+        ..RunMeta::default()
+    };
+    meta.warnings = unused_option_warnings(run, &results);
+    unused_rules(run, &results, &mut meta);
+    let mut ranks = Vec::new();
+    for d in results {
+        if d.summary.is_none() && !d.errors.is_empty() {
+            meta.ranks_failed.push(FailedRank {
+                rank: d.rank,
+                errors: d.errors.clone(),
+            });
+        }
+        meta.errors.extend(d.errors);
+        meta.warnings.extend(d.warnings);
+        ranks.extend(d.summary);
+    }
+    meta.errors.extend(more_errors);
+    Compared {
+        meta,
+        ranks,
+        part: None,
     }
 }
 
@@ -533,61 +614,166 @@ pub struct Compared {
     pub meta: RunMeta,
     /// The compared ranks, in run-1 rank order.
     pub ranks: Vec<RankSummary>,
+    /// For a part of a sharded compare (`--shard`): which, and the units it
+    /// holds; `meta` and `ranks` then cover this part only, and the part's
+    /// `part.json` is written instead of the run-level outputs.
+    pub part: Option<(shard::Shard, Vec<shard::Unit>)>,
+}
+
+/// The run-level facts of a compare that its parts share.
+fn run_level(cfg: &CompareConfig, plan: &RankPlan, input_errors: Vec<String>) -> RunLevel {
+    RunLevel {
+        name1: cfg.report.name1.clone(),
+        name2: cfg.report.name2.clone(),
+        path1: cfg.report.path1.clone(),
+        path2: cfg.report.path2.clone(),
+        allow_incomplete: cfg.allow_incomplete,
+        strict: cfg.strict,
+        rank_map: cfg.rank_map.clone(),
+        layer_offsets: cfg.layer_offsets.clone(),
+        ignore_ops: cfg.matching.policy.ignore_ops.clone(),
+        rules: cfg
+            .matching
+            .policy
+            .rules
+            .iter()
+            .map(|r| (r.origin.to_string(), r.key_src.clone()))
+            .collect(),
+        pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
+        only1: plan.only1.clone(),
+        only2: plan.only2.clone(),
+        input_errors,
+    }
 }
 
 /// Compares two runs and writes every rank's pages (and the `--rows`
-/// file); the run-level outputs are [`super::outputs::finish`]'s.
+/// file); the run-level outputs are [`super::outputs::finish`]'s. With
+/// [`CompareConfig::shard`], compares the part's ranks only and writes its
+/// `part.json` (see [`shard::Manifest`]).
 ///
 /// Never fails: a run that cannot be found, a report folder that cannot be
 /// written, a rank whose logs are unusable are input errors in
 /// [`RunMeta::errors`] (the exit status 2), the other ranks compared.
 pub fn compare_runs(cfg: &CompareConfig) -> Compared {
-    let mut meta = RunMeta {
-        report: cfg.report.clone(),
-        allow_incomplete: cfg.allow_incomplete,
-        ..RunMeta::default()
+    let mut input_errors = Vec::new();
+    let (full_plan, inputs) = discover(cfg, &mut input_errors);
+    let run = run_level(cfg, &full_plan, input_errors);
+    // The part's share of the ranks: the split depends on the recorded log
+    // sizes only, so every part (and the merge) computes the same one.
+    let (plan, mut manifest) = match &cfg.shard {
+        None => (full_plan, None),
+        Some(part) => {
+            let size = |p: &Path| {
+                [&inputs.run1, &inputs.run2]
+                    .iter()
+                    .find_map(|r| r.as_ref()?.size_of(p))
+                    .unwrap_or(0)
+            };
+            let units = shard::units_of_part(&full_plan, part.shard, &size);
+            let m = shard::Manifest {
+                format: shard::FORMAT.into(),
+                version: shard::VERSION,
+                tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
+                shard: part.shard,
+                status: shard::PartStatus::Running,
+                inputs,
+                options: part.options.clone(),
+                units: units.clone(),
+                run: run.clone(),
+                results: Vec::new(),
+            };
+            (shard::restrict(&full_plan, &units), Some(m))
+        }
     };
-    let plan = discover(cfg, &mut meta.errors);
-    meta.ranks_only1 = plan.only1.clone();
-    meta.ranks_only2 = plan.only2.clone();
+    // The part's own view: its ranks' pairs and one-sided ranks.
+    let view = RunLevel {
+        pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
+        only1: plan.only1.clone(),
+        only2: plan.only2.clone(),
+        ..run.clone()
+    };
+    let mut errors = Vec::new();
     // A previous comparison's pages (of ranks or pages this one may not
     // write) must not look like part of this report.
     if let Err(e) = prepare_report_folder(&cfg.report) {
-        meta.errors.push(e.to_string());
-        return Compared {
-            meta,
-            ranks: Vec::new(),
-        };
+        errors.push(e.to_string());
+        let mut c = assemble(&view, cfg.report.clone(), errors, Vec::new(), Vec::new());
+        c.part = manifest.map(|m| (m.shard, m.units));
+        return c;
     }
-    let done = match compare_ranks(&plan, cfg) {
+    if let Some(m) = &manifest {
+        if let Err(e) = m.write(&cfg.report.out_dir) {
+            errors.push(format!("{}: {e}", cfg.report.out_dir.join(shard::MANIFEST).display()));
+        }
+    }
+    let rows_out = match &cfg.rows {
+        Some(p) if report::parquet::is_parquet_path(p) => {
+            match report::parquet::ParquetRows::create(p) {
+                Ok(w) => RowsOut::Parquet(w),
+                Err(e) => {
+                    errors.push(format!("{}: {e}", p.display()));
+                    RowsOut::None
+                }
+            }
+        }
+        Some(_) => RowsOut::Jsonl,
+        None => RowsOut::None,
+    };
+    let done = match compare_ranks(&plan, cfg, &rows_out) {
         Ok(d) => d,
         Err(e) => {
-            meta.errors.push(e);
+            errors.push(e);
             Vec::new()
         }
     };
-    meta.warnings = unused_option_warnings(&plan, &done, cfg);
-    unused_rules(&done, cfg, &mut meta);
-    let mut ranks = Vec::new();
+    let mut results = Vec::with_capacity(done.len());
     let mut rows_tmp = Vec::new();
     for d in done {
-        if d.summary.is_none() && !d.errors.is_empty() {
-            meta.ranks_failed.push(FailedRank {
-                rank: d.rank,
-                errors: d.errors.clone(),
-            });
-        }
-        meta.errors.extend(d.errors);
-        meta.warnings.extend(d.warnings);
-        ranks.extend(d.summary);
         rows_tmp.extend(d.rows_tmp);
+        results.push(RankResult {
+            rank: d.rank,
+            rule_hits: d.rule_hits,
+            ignore_seen: d.ignore_seen,
+            summary: d.summary,
+            errors: d.errors,
+            warnings: d.warnings,
+        });
     }
-    if let Some(rows) = &cfg.rows {
-        if let Err(e) = join_rows(rows, &rows_tmp) {
-            meta.errors.push(e);
+    let mut more_errors = Vec::new();
+    match (&cfg.rows, rows_out) {
+        (Some(rows), RowsOut::Jsonl) => {
+            if let Err(e) = join_rows(rows, &rows_tmp) {
+                more_errors.push(e);
+            }
         }
+        (Some(rows), RowsOut::Parquet(w)) => {
+            if let Err(e) = w.finish() {
+                more_errors.push(format!("{}: {e}", rows.display()));
+            }
+        }
+        _ => {}
     }
-    Compared { meta, ranks }
+    let Some(mut m) = manifest.take() else {
+        return assemble(&run, cfg.report.clone(), errors, results, more_errors);
+    };
+    // A part: its results go to part.json, the run-level outputs are the
+    // merge's. A part that could not do its work (its folder, its rows
+    // file, the worker pool) is a failed part, which the merge names.
+    let failed: Vec<String> = errors.iter().chain(&more_errors).cloned().collect();
+    m.results = results.clone();
+    m.status = if failed.is_empty() {
+        shard::PartStatus::Done
+    } else {
+        shard::PartStatus::Failed {
+            message: failed.join("; "),
+        }
+    };
+    if let Err(e) = m.write(&cfg.report.out_dir) {
+        errors.push(format!("{}: {e}", cfg.report.out_dir.join(shard::MANIFEST).display()));
+    }
+    let mut c = assemble(&view, cfg.report.clone(), errors, results, more_errors);
+    c.part = Some((m.shard, m.units));
+    c
 }
 
 /// `actdiff compare`: [`compare_runs`], then every run-level output
