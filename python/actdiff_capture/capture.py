@@ -164,6 +164,28 @@ class _OpInfo:
         self.wanted = op_filter is None or any(f in self.name for f in op_filter)
 
 
+_FILTERED, _USER, _GRAPH, _INTERPRETER = 0, 1, 2, 3
+_RUN_NODE = torch.fx.Interpreter.run_node.__code__
+
+
+def _code_kind(frame) -> int:
+    """_GRAPH for the generated ``forward`` of a GraphModule (its file name
+    can be anything, torch.fx's own files included), _INTERPRETER for
+    ``torch.fx.Interpreter.run_node`` (its local ``n`` is the node),
+    _FILTERED for frames never shown as a Location
+    (``fx.is_filtered_frame``), else _USER."""
+    code = frame.f_code
+    if code is _RUN_NODE:
+        return _INTERPRETER
+    if code.co_name == "forward":
+        gm = frame.f_locals.get("self")
+        if isinstance(gm, torch.fx.GraphModule):
+            fwd = getattr(type(gm).forward, "__code__", None)
+            if fwd is code:
+                return _GRAPH
+    return _FILTERED if fx.is_filtered_frame(code.co_filename) else _USER
+
+
 _current_module_name = fx._current_module_name
 _current_stack_frames = fx._current_stack_frames
 _current_phase_override = fx._current_phase_override
@@ -182,7 +204,7 @@ class _Mode(TorchDispatchMode):
         self.ids = _Ids()
         self.node_loc: dict = {}
         self.pending = None  # (outputs, location) of the last forward op
-        self.file_ok: dict = {}
+        self.code_kind: dict = {}  # code object -> _USER / _GRAPH / _FILTERED
         self.graphs = fx.GraphSites(names)
 
     @classmethod
@@ -192,22 +214,28 @@ class _Mode(TorchDispatchMode):
         return True
 
     def site(self):
-        """(Location of the innermost frame outside torch internals and this
-        package, FX node context or None): the context when that frame is
-        generated GraphModule code (see ``fx.GraphSites``)."""
+        """(Location of the innermost frame outside torch internals, generated
+        graph code and this package; the FX node context of the innermost
+        frame of generated GraphModule code, or None; see ``fx.GraphSites``)."""
         f = sys._getframe(1)
-        ok = self.file_ok
+        kinds = self.code_kind
+        ctx = None
         while f is not None:
-            fn = f.f_code.co_filename
-            good = ok.get(fn)
-            if good is None:
-                good = not fx.is_filtered_frame(fn)
-                ok[fn] = good
-            if good:
-                ctx = self.graphs.lookup(f) if fn.startswith("<") else None
-                return fx.short_location(fn, f.f_lineno), ctx
+            code = f.f_code
+            kind = kinds.get(code)
+            if kind is None:
+                kind = kinds[code] = _code_kind(f)
+            if kind == _USER:
+                return fx.short_location(code.co_filename, f.f_lineno), ctx
+            if ctx is None:
+                if kind == _GRAPH:
+                    ctx = self.graphs.lookup(f)
+                elif kind == _INTERPRETER:
+                    n = f.f_locals.get("n")
+                    if isinstance(n, torch.fx.Node):
+                        ctx = self.graphs.node(n)
             f = f.f_back
-        return None, None
+        return None, ctx
 
     def _settle(self):
         # The outputs of the last forward op have their autograd node now.

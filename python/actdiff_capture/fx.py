@@ -96,7 +96,9 @@ class StackFrame:
         return short_location(self.filename, self.lineno)
 
 
-_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n?([^\n]*)')
+# `File "path", line N, in name`, then the source line unless the next line
+# is another frame.
+_FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)(?:\n(?![ \t]*File ")([^\n]*))?')
 
 
 def parse_stack_trace(trace: str) -> list[StackFrame]:
@@ -109,10 +111,7 @@ def parse_stack_trace(trace: str) -> list[StackFrame]:
         path = m.group(1)
         if is_filtered_frame(path):
             continue
-        src = m.group(4).strip()
-        # The next entry's `File` line is not this frame's source line.
-        if src.startswith('File "'):
-            src = ""
+        src = (m.group(4) or "").strip()
         frames.append(StackFrame(path, int(m.group(2)), m.group(3).strip(), src or None))
     return frames
 
@@ -220,6 +219,13 @@ def _stack_fqn(stack, names: dict | None) -> str | None:
     return _path_fqn(path) if isinstance(path, str) else None
 
 
+def _is_gradient_acc(meta: dict) -> bool:
+    if meta.get("is_gradient_acc"):
+        return True
+    acc = getattr(torch.fx.traceback, "GRADIENT_ACC_SPECIAL_STACK", None)
+    return bool(acc) and acc in (meta.get("stack_trace") or "")
+
+
 def _is_backward(meta: dict) -> bool:
     return bool(meta.get("autograd_backward")) or meta.get("partitioner_tag") == "is_backward"
 
@@ -237,13 +243,13 @@ def meta_fqn(meta: dict, names: dict | None) -> str | None:
 def node_context(node: torch.fx.Node, names: dict | None, fqn_of=None):
     """(module FQN or None, Location or None, backward?) of an FX node, from
     its metadata (see the module docstring). ``names``: id(module) → FQN.
-    ``fqn_of(node)``: the FQN of another node; a node whose metadata names
-    no module (AOT autograd's gradient-accumulation adds) takes that of its
-    last argument that has one: the contribution added last, whose autograd
-    node runs the add in eager mode."""
+    ``fqn_of(node)``: the FQN of another node; a gradient-accumulation add
+    (AOT autograd's, traced by make_fx), whose metadata names no module,
+    takes that of its last argument that has one: the contribution added
+    last, whose autograd node runs the add in eager mode."""
     meta = node.meta
     fqn = meta_fqn(meta, names)
-    if fqn is None and fqn_of is not None:
+    if fqn is None and fqn_of is not None and _is_gradient_acc(meta):
         fqn = fqn_of(node)
     loc = None
     trace = meta.get("stack_trace")
@@ -263,6 +269,7 @@ class GraphSites:
         self.graphs: dict = {}  # code object -> (gm, nodes) or None
         self.sites: dict = {}  # (code, line) -> node_context(...) or None
         self.fqns: dict = {}  # node -> module FQN or None
+        self.contexts: dict = {}  # node -> node_context(...)
 
     def fqn_of(self, node, depth: int = 0):
         """The node's module FQN, else its last argument's that has one
@@ -278,6 +285,13 @@ class GraphSites:
                         break
         self.fqns[node] = fqn
         return fqn
+
+    def node(self, node):
+        """node_context(...) of a node (cached)."""
+        ctx = self.contexts.get(node, False)
+        if ctx is False:
+            ctx = self.contexts[node] = node_context(node, self.names, self.fqn_of)
+        return ctx
 
     def lookup(self, frame):
         """node_context(...) of the node whose line ``frame`` (a frame of
@@ -299,6 +313,6 @@ class GraphSites:
             # Generated lines are numbered from the `def forward` line.
             idx = gm._lineno_map.get(frame.f_lineno - code.co_firstlineno)
             if idx is not None and 0 <= idx < len(nodes):
-                ctx = node_context(nodes[idx], self.names, self.fqn_of)
+                ctx = self.node(nodes[idx])
         self.sites[key] = ctx
         return ctx
