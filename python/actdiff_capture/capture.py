@@ -484,10 +484,9 @@ class Profiler:
 
     def _new_capture(self, path: str):
         kw = {"device_path": self.device_path}
-        if self.precision is not None:
-            kw["precision"] = self.precision
-        if self.digests:
-            kw["digests"] = True
+        if self.precision is not None or self.digests:
+            kw["precision"] = self.precision or "default"
+            kw["digests"] = self.digests
         try:
             return Capture(path, **kw)
         except TypeError as e:
