@@ -43,6 +43,7 @@
 //! Without the `capture` feature nothing here needs libtorch: the engine
 //! builds and tests without it.
 
+pub mod digest;
 pub mod record;
 pub mod writer;
 
@@ -50,11 +51,13 @@ pub mod writer;
 pub mod batch;
 #[cfg(feature = "capture")]
 pub mod stats;
+#[cfg(feature = "capture")]
+pub mod torch;
 
 #[cfg(feature = "python")]
 mod python;
 
-pub use record::{Moments, Phase, Record, Stats};
+pub use record::{Moments, Phase, Precision, Record, Stats};
 pub use writer::LogWriter;
 
 #[cfg(feature = "capture")]

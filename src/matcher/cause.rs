@@ -249,7 +249,7 @@ pub fn analyse(
             let producers: Vec<&[u8]> = t1
                 .field(r1, Field::InputProducers)
                 .split(|b| *b == b';')
-                .map(crate::parser::line::trim)
+                .map(crate::parser::trim)
                 .collect();
             let inputs: Vec<&[u8]> = split_tokens(t1.field(r1, Field::InputHashes)).collect();
             let links = bad

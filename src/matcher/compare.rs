@@ -7,9 +7,7 @@
 //! infinities are equal, and an infinity against anything else is a full
 //! (1.0) difference, never NaN.
 
-use crate::parser::line::trim;
-use crate::parser::number::py_float;
-use crate::parser::{Field, OpTable};
+use crate::parser::{py_float, trim, Field, OpTable};
 
 /// The floor of the reference's denominator, `max(|a|, |b|, 1e-30)`.
 pub const DENOM_FLOOR: f64 = 1e-30;
@@ -416,7 +414,7 @@ pub fn non_finite(t: &OpTable, r: usize) -> bool {
         return false; // no `n`/`N` in any of these values (checked at parse)
     }
     let has_l1 = t.schema().contains(Field::L1Norm);
-    crate::parser::table::NONFINITE_FIELDS
+    Field::NONFINITE
         .iter()
         .filter(|f| has_l1 || **f != Field::L1Norm)
         .any(|f| {
