@@ -101,7 +101,9 @@ def _runs_dir() -> pathlib.Path:
 
 
 @functools.cache
-def recipe_log(mode: str, *extra: str) -> pathlib.Path:
-    """run_recipe once per (mode, arguments) in a test session."""
-    name = "-".join([mode, *extra]).replace("/", "_").replace("=", "_").replace(" ", "_")
+def recipe_log(mode: str, *extra: str, run: int = 0) -> pathlib.Path:
+    """run_recipe once per (mode, arguments, run number) in a test session:
+    another ``run`` is another process."""
+    name = "-".join([mode, *extra, str(run)])
+    name = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
     return run_recipe(_runs_dir() / name, mode, *extra)
