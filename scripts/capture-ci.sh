@@ -92,9 +92,9 @@ for v in $versions; do
     run env CARGO_TARGET_DIR="$target" cargo test --release --features capture --lib capture::
     run env CARGO_TARGET_DIR="$target" cargo test --release --features capture --test capture
     run env CARGO_TARGET_DIR="$target" cargo clippy --release --features python --lib --test capture -- -D warnings
-    # The user's command: no variable names the venv (maturin tells the build
-    # its interpreter); the target folder only keeps the build incremental.
-    run env -u VIRTUAL_ENV -u PYO3_PYTHON PATH="$base_path" CARGO_TARGET_DIR="$target" \
+    # The user's command in an activated venv, but without VIRTUAL_ENV (maturin
+    # tells the build its interpreter); the target folder keeps it incremental.
+    run env -u VIRTUAL_ENV -u PYO3_PYTHON PATH="$venv/bin:$base_path" CARGO_TARGET_DIR="$target" \
         "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
         --no-build-isolation --force-reinstall --no-deps ./python
     run "$venv/bin/python" -m pytest -q -p no:cacheprovider tests/python

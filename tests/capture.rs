@@ -55,10 +55,7 @@ fn torch_reference(t: &Tensor) -> (f64, Option<[f64; 6]>) {
     let i = t.info().unwrap();
     let moments = i.floating && i.numel > 0;
     let v = t.reference_stats(moments).unwrap();
-    (
-        v[0],
-        moments.then(|| [v[1], v[2], v[3], v[4], v[5], v[6]]),
-    )
+    (v[0], moments.then(|| [v[1], v[2], v[3], v[4], v[5], v[6]]))
 }
 
 /// Relative 1e-12 (`scale` widens it for sums with cancellation: the mean
@@ -241,9 +238,7 @@ fn hash_cases() -> Vec<(String, Tensor)> {
         ),
         (
             "complex64".into(),
-            t32(&pairs, &[100, 2])
-                .to_kind(Kind::ComplexFloat)
-                .unwrap(),
+            t32(&pairs, &[100, 2]).to_kind(Kind::ComplexFloat).unwrap(),
         ),
         (
             "int64 transposed".into(),
@@ -333,7 +328,11 @@ fn digest_is_independent_of_layout_and_sensitive_to_contents() {
     };
     for path in [false, true] {
         let want = d(&dense, path);
-        assert_eq!(d(&view, path), want, "strided, offset view (device ops: {path})");
+        assert_eq!(
+            d(&view, path),
+            want,
+            "strided, offset view (device ops: {path})"
+        );
         assert_eq!(d(&tt, path), want, "transposed copy (device ops: {path})");
         let mut y = x.clone();
         y[123] = f32::from_bits(y[123].to_bits() + 1);
@@ -598,10 +597,32 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
     // The extra `NaN count:` line of the relu row is known to the parser:
     // no warning at all; the line is in the log.
     assert!(t.warnings().is_empty(), "{:?}", t.warnings());
-    assert!(text.contains("  NaN count: 48\n"), "the NaN count line is written");
+    assert!(
+        text.contains("  NaN count: 48\n"),
+        "the NaN count line is written"
+    );
 
     let keys: Vec<String> = (0..4).map(|r| t.key_str(r).into_owned()).collect();
     assert_eq!(keys, [k1.clone(), k2.clone(), k3, k4]);
+    // The parser reads the precision and the digests back (contract 2).
+    assert_eq!(
+        t.precision(),
+        match precision {
+            Precision::Printed => actdiff::parser::Precision::Printed {
+                significant_digits: 7
+            },
+            Precision::Full => actdiff::parser::Precision::Full,
+        }
+    );
+    if digests {
+        let got: Vec<Option<u64>> = t.digests(0, Field::InputDigests).collect();
+        assert_eq!(
+            got,
+            vec![Some(digest::digest(&xv)), Some(digest::digest(&wv))]
+        );
+        let got: Vec<Option<u64>> = t.digests(0, Field::OutputDigest).collect();
+        assert_eq!(got, vec![Some(digest::digest(&yv))]);
+    }
 
     let (l1y, wy) = torch_reference(&y);
     let wy = wy.unwrap();
@@ -670,7 +691,11 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
         let want = format!("{od}{id}  Input producers:");
         assert!(block0.contains(&want), "{block0}");
         let after_hashes = block0.split("  Input hashes: ").nth(1).unwrap();
-        assert!(after_hashes.split_once('\n').unwrap().1.starts_with("  Output digest: "));
+        assert!(after_hashes
+            .split_once('\n')
+            .unwrap()
+            .1
+            .starts_with("  Output digest: "));
         let block2 = text.split("\n\n").nth(3).unwrap();
         assert!(
             block2.contains(&format!(

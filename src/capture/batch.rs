@@ -267,7 +267,11 @@ impl StatsBatch {
             Inputs::Tensors(ts) => ts.len(),
             Inputs::Hashed(h) => h.n,
         };
-        let base_out = if primary.is_some() { N_MOMENT_SCALARS } else { 0 };
+        let base_out = if primary.is_some() {
+            N_MOMENT_SCALARS
+        } else {
+            0
+        };
         let base_in = base_out + n_out;
         let dbase = base_in + n_in;
         let n_values = dbase + if self.digests { n_out + n_in } else { 0 };

@@ -160,14 +160,28 @@ impl Capture {
                 .ok_or_else(|| PyTypeError::new_err("PreHashes used twice"))?;
             return self
                 .core()
-                .record(meta, primary, &outs, Inputs::Hashed(h), &input_ids, &output_ids)
+                .record(
+                    meta,
+                    primary,
+                    &outs,
+                    Inputs::Hashed(h),
+                    &input_ids,
+                    &output_ids,
+                )
                 .map_err(err);
         }
         let ins: Vec<Bound<'_, PyAny>> = inputs.extract()?;
         let ins = tensors(&ins, "inputs")?;
         let ins: Vec<&Tensor> = ins.iter().collect();
         self.core()
-            .record(meta, primary, &outs, Inputs::Tensors(&ins), &input_ids, &output_ids)
+            .record(
+                meta,
+                primary,
+                &outs,
+                Inputs::Tensors(&ins),
+                &input_ids,
+                &output_ids,
+            )
             .map_err(err)
     }
 

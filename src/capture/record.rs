@@ -100,7 +100,12 @@ pub fn clean_fqn(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Appends the header (see [`crate::logformat::write_header`]).
-pub fn write_header(out: &mut Vec<u8>, count: u64, excluded: Option<&[String]>, precision: Precision) {
+pub fn write_header(
+    out: &mut Vec<u8>,
+    count: u64,
+    excluded: Option<&[String]>,
+    precision: Precision,
+) {
     lf_header(out, count, excluded, precision)
 }
 

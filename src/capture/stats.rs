@@ -105,8 +105,16 @@ fn host_data<'a>(_t: &'a Tensor, i: &Info) -> Option<HostData<'a>> {
     let n = i.numel;
     if n == 0 {
         return match i.kind {
-            Kind::Float | Kind::Half | Kind::BFloat16 | Kind::Double | Kind::Int64 | Kind::Int
-            | Kind::Int16 | Kind::Int8 | Kind::Uint8 | Kind::Bool => Some(HostData::F32(&[])),
+            Kind::Float
+            | Kind::Half
+            | Kind::BFloat16
+            | Kind::Double
+            | Kind::Int64
+            | Kind::Int
+            | Kind::Int16
+            | Kind::Int8
+            | Kind::Uint8
+            | Kind::Bool => Some(HostData::F32(&[])),
             _ => None,
         };
     }

@@ -351,7 +351,12 @@ impl Tensor {
     }
 
     /// `t.as_strided(sizes, strides, offset)` (strides and offset in elements).
-    pub fn as_strided(&self, sizes: &[i64], strides: &[i64], offset: i64) -> Result<Tensor, TorchError> {
+    pub fn as_strided(
+        &self,
+        sizes: &[i64],
+        strides: &[i64],
+        offset: i64,
+    ) -> Result<Tensor, TorchError> {
         if sizes.len() != strides.len() {
             return Err(TorchError("sizes and strides differ in length".into()));
         }

@@ -209,7 +209,10 @@ mod tests {
     fn empty_log_and_drop_without_finish() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rank_3_activations.log");
-        let n = LogWriter::create(&path, Precision::Printed).unwrap().finish(None).unwrap();
+        let n = LogWriter::create(&path, Precision::Printed)
+            .unwrap()
+            .finish(None)
+            .unwrap();
         assert_eq!(n, 0);
         assert_eq!(
             fs::read_to_string(&path).unwrap(),

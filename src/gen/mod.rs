@@ -35,7 +35,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::logformat::{fmt_e6, push_u64};
+use crate::logformat::{self as lf, push_u64, write_header, Precision};
 
 /// What to generate.
 #[derive(Clone, Debug, PartialEq)]
@@ -171,12 +171,8 @@ pub fn write_log(
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + (64 << 10));
     let mut bytes = 0u64;
 
-    buf.extend_from_slice(b"Total captured activations: ");
-    push_u64(&mut buf, opts.ops);
-    buf.push(b'\n');
-    buf.extend_from_slice(EXCLUDED);
-    buf.extend_from_slice(&[b'='; 80]);
-    buf.extend_from_slice(b"\n\n");
+    let excluded: Vec<String> = EXCLUDED.iter().map(|s| s.to_string()).collect();
+    write_header(&mut buf, opts.ops, Some(&excluded), Precision::Printed);
 
     for _ in 0..opts.ops {
         g.block(&mut buf);
@@ -206,7 +202,23 @@ fn with_path(e: io::Error, path: &Path) -> io::Error {
 
 const FLUSH_AT: usize = 1 << 20;
 
-const EXCLUDED: &[u8] = b"Excluded ops dispatched: _to_copy, _unsafe_view, as_strided, clone, detach, expand, ones_like, slice, t, transpose, view, view_as_complex, view_as_real\n";
+/// The header's `Excluded ops dispatched` (TorchTitan's default excluded ops
+/// that a Llama step dispatches).
+const EXCLUDED: &[&str] = &[
+    "_to_copy",
+    "_unsafe_view",
+    "as_strided",
+    "clone",
+    "detach",
+    "expand",
+    "ones_like",
+    "slice",
+    "t",
+    "transpose",
+    "view",
+    "view_as_complex",
+    "view_as_real",
+];
 
 /// Relative change of a perturbed value in run 2.
 const PERTURB_FACTOR: f64 = 1.0 + 1e-4;
@@ -472,12 +484,48 @@ impl Program {
         };
         let none = b.module("<none>");
         let emb = b.module("tok_embeddings");
-
-        // Forward.
-        if fsdp {
-            b.fsdp_gather(emb);
+        let (layers, lsm) = b.forward(fsdp, emb, none);
+        b.backward = true;
+        b.backward_pass(fsdp, emb, none, &layers, lsm);
+        // Optimizer step: not backward.
+        b.backward = false;
+        b.optimizer(none);
+        Program {
+            modules: b.modules,
+            ops: b.ops,
         }
-        let mut res = b.stats(
+    }
+}
+
+/// The modules of one decoder layer and the forward ops its backward reads.
+struct Layer {
+    top: u32,
+    attn_norm: u32,
+    wq: u32,
+    wk: u32,
+    wv: u32,
+    inner: u32,
+    wo: u32,
+    ffn_norm: u32,
+    ff: u32,
+    w1: u32,
+    w2: u32,
+    w3: u32,
+    flash: Option<u32>,
+    ff_mul: Option<u32>,
+    silu: Option<u32>,
+    w1_out: Option<u32>,
+    w3_out: Option<u32>,
+}
+
+impl Builder {
+    /// The forward pass: embedding, the layers, the final norm, the output
+    /// projection and the loss's log-softmax (returned with the layers).
+    fn forward(&mut self, fsdp: bool, emb: u32, none: u32) -> (Vec<Layer>, Option<u32>) {
+        if fsdp {
+            self.fsdp_gather(emb);
+        }
+        let mut res = self.stats(
             emb,
             "embedding",
             SH_ACT,
@@ -485,124 +533,19 @@ impl Program {
             "llama3/model.py:192",
             0.0,
         );
-        struct Layer {
-            top: u32,
-            attn_norm: u32,
-            wq: u32,
-            wk: u32,
-            wv: u32,
-            inner: u32,
-            wo: u32,
-            ffn_norm: u32,
-            ff: u32,
-            w1: u32,
-            w2: u32,
-            w3: u32,
-            flash: Option<u32>,
-            ff_mul: Option<u32>,
-            silu: Option<u32>,
-            w1_out: Option<u32>,
-            w3_out: Option<u32>,
-        }
         let mut layers = Vec::with_capacity(N_LAYERS);
         for i in 0..N_LAYERS {
-            let p = format!("layers.{i}");
-            let mut l = Layer {
-                top: b.module(&p),
-                attn_norm: b.module(&format!("{p}.attention_norm")),
-                wq: b.module(&format!("{p}.attention.wq")),
-                wk: b.module(&format!("{p}.attention.wk")),
-                wv: b.module(&format!("{p}.attention.wv")),
-                inner: b.module(&format!("{p}.attention.inner_attention")),
-                wo: b.module(&format!("{p}.attention.wo")),
-                ffn_norm: b.module(&format!("{p}.ffn_norm")),
-                ff: b.module(&format!("{p}.feed_forward")),
-                w1: b.module(&format!("{p}.feed_forward.w1")),
-                w2: b.module(&format!("{p}.feed_forward.w2")),
-                w3: b.module(&format!("{p}.feed_forward.w3")),
-                flash: None,
-                ff_mul: None,
-                silu: None,
-                w1_out: None,
-                w3_out: None,
-            };
-            if fsdp {
-                b.fsdp_gather(l.top);
-            }
-            b.norm_fwd(l.attn_norm, res, 152);
-            b.stats(l.wq, "mm", SH_MM, &[None, None], "llama3/model.py:109", 1.0);
-            b.stats(
-                l.wk,
-                "mm",
-                SH_MM_KV,
-                &[None, None],
-                "llama3/model.py:110",
-                1.0,
-            );
-            b.stats(
-                l.wv,
-                "mm",
-                SH_MM_KV,
-                &[None, None],
-                "llama3/model.py:111",
-                1.0,
-            );
-            l.flash = b.push(
-                l.inner,
-                "_scaled_dot_product_flash_attention_for_cpu",
-                Kind::Stats,
-                SH_ATTN,
-                2,
-                &[None, None, None], // through views
-                "llama3/model.py:91",
-                0.0,
-            );
-            let o = b.stats(l.wo, "mm", SH_MM, &[None, None], "llama3/model.py:124", 0.5);
-            res = b.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:152", 0.5);
-            let h = b.norm_fwd(l.ffn_norm, res, 153);
-            l.w1_out = b.stats(
-                l.w1,
-                "mm",
-                SH_MM_FFN,
-                &[h, None],
-                "llama3/model.py:135",
-                1.0,
-            );
-            l.silu = b.stats(
-                l.ff,
-                "silu",
-                SH_FFN,
-                &[l.w1_out],
-                "llama3/model.py:135",
-                0.5,
-            );
-            l.w3_out = b.stats(
-                l.w3,
-                "mm",
-                SH_MM_FFN,
-                &[h, None],
-                "llama3/model.py:135",
-                1.0,
-            );
-            l.ff_mul = b.stats(
-                l.ff,
-                "mul",
-                SH_FFN,
-                &[l.silu, l.w3_out],
-                "llama3/model.py:135",
-                0.5,
-            );
-            let o = b.stats(l.w2, "mm", SH_MM, &[None, None], "llama3/model.py:135", 0.5);
-            res = b.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:153", 0.5);
+            let (l, r) = self.layer_forward(i, res, fsdp);
+            res = r;
             layers.push(l);
         }
-        let norm = b.module("norm");
-        let output = b.module("output");
+        let norm = self.module("norm");
+        let output = self.module("output");
         if fsdp {
-            b.fsdp_gather(norm);
+            self.fsdp_gather(norm);
         }
-        let h = b.norm_fwd(norm, res, 195);
-        let logits = b.stats(
+        let h = self.norm_fwd(norm, res, 195);
+        let logits = self.stats(
             output,
             "mm",
             SH_LOGITS,
@@ -610,7 +553,7 @@ impl Program {
             "llama3/model.py:196",
             2.0,
         );
-        let lsm = b.stats(
+        let lsm = self.stats(
             none,
             "_log_softmax",
             SH_LOGITS,
@@ -618,10 +561,116 @@ impl Program {
             "components/loss.py:27",
             3.0,
         );
+        (layers, lsm)
+    }
 
-        // Backward.
-        b.backward = true;
-        let nll = b.stats(
+    /// Layer `i`'s forward from the residual stream `res`; returns the layer
+    /// and the new residual.
+    fn layer_forward(&mut self, i: usize, res: Option<u32>, fsdp: bool) -> (Layer, Option<u32>) {
+        let mut res = res;
+        let p = format!("layers.{i}");
+        let mut l = Layer {
+            top: self.module(&p),
+            attn_norm: self.module(&format!("{p}.attention_norm")),
+            wq: self.module(&format!("{p}.attention.wq")),
+            wk: self.module(&format!("{p}.attention.wk")),
+            wv: self.module(&format!("{p}.attention.wv")),
+            inner: self.module(&format!("{p}.attention.inner_attention")),
+            wo: self.module(&format!("{p}.attention.wo")),
+            ffn_norm: self.module(&format!("{p}.ffn_norm")),
+            ff: self.module(&format!("{p}.feed_forward")),
+            w1: self.module(&format!("{p}.feed_forward.w1")),
+            w2: self.module(&format!("{p}.feed_forward.w2")),
+            w3: self.module(&format!("{p}.feed_forward.w3")),
+            flash: None,
+            ff_mul: None,
+            silu: None,
+            w1_out: None,
+            w3_out: None,
+        };
+        if fsdp {
+            self.fsdp_gather(l.top);
+        }
+        self.norm_fwd(l.attn_norm, res, 152);
+        self.stats(l.wq, "mm", SH_MM, &[None, None], "llama3/model.py:109", 1.0);
+        self.stats(
+            l.wk,
+            "mm",
+            SH_MM_KV,
+            &[None, None],
+            "llama3/model.py:110",
+            1.0,
+        );
+        self.stats(
+            l.wv,
+            "mm",
+            SH_MM_KV,
+            &[None, None],
+            "llama3/model.py:111",
+            1.0,
+        );
+        l.flash = self.push(
+            l.inner,
+            "_scaled_dot_product_flash_attention_for_cpu",
+            Kind::Stats,
+            SH_ATTN,
+            2,
+            &[None, None, None], // through views
+            "llama3/model.py:91",
+            0.0,
+        );
+        let o = self.stats(l.wo, "mm", SH_MM, &[None, None], "llama3/model.py:124", 0.5);
+        res = self.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:152", 0.5);
+        let h = self.norm_fwd(l.ffn_norm, res, 153);
+        l.w1_out = self.stats(
+            l.w1,
+            "mm",
+            SH_MM_FFN,
+            &[h, None],
+            "llama3/model.py:135",
+            1.0,
+        );
+        l.silu = self.stats(
+            l.ff,
+            "silu",
+            SH_FFN,
+            &[l.w1_out],
+            "llama3/model.py:135",
+            0.5,
+        );
+        l.w3_out = self.stats(
+            l.w3,
+            "mm",
+            SH_MM_FFN,
+            &[h, None],
+            "llama3/model.py:135",
+            1.0,
+        );
+        l.ff_mul = self.stats(
+            l.ff,
+            "mul",
+            SH_FFN,
+            &[l.silu, l.w3_out],
+            "llama3/model.py:135",
+            0.5,
+        );
+        let o = self.stats(l.w2, "mm", SH_MM, &[None, None], "llama3/model.py:135", 0.5);
+        res = self.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:153", 0.5);
+        (l, res)
+    }
+
+    /// The backward pass from the loss to the embedding, layers in reverse.
+    fn backward_pass(
+        &mut self,
+        fsdp: bool,
+        emb: u32,
+        none: u32,
+        layers: &[Layer],
+        lsm: Option<u32>,
+    ) {
+        let norm = self.module("norm");
+        let output = self.module("output");
+        let nll = self.stats(
             none,
             "nll_loss_backward",
             SH_LOGITS,
@@ -629,7 +678,7 @@ impl Program {
             "components/loss.py:27",
             -4.0,
         );
-        let g = b.stats(
+        let g = self.stats(
             none,
             "_log_softmax_backward_data",
             SH_LOGITS,
@@ -637,42 +686,15 @@ impl Program {
             "components/loss.py:27",
             -4.0,
         );
-        let g = b.linear_bwd(output, g, SH_MM, SH_EMB, 196, None);
+        let g = self.linear_bwd(output, g, SH_MM, SH_EMB, 196, None);
         if fsdp {
-            b.fsdp_scatter(output);
+            self.fsdp_scatter(output);
         }
-        let mut g = b.norm_bwd(norm, g, 195);
+        let mut g = self.norm_bwd(norm, g, 195);
         for l in layers.iter().rev() {
-            let loc = "llama3/model.py:135";
-            let gm = b.linear_bwd(l.w2, g, SH_MM, SH_W2, 135, None);
-            let a = b.stats(l.ff, "mul", SH_FFN, &[gm, l.w3_out], loc, -2.5);
-            let c = b.stats(l.ff, "mul", SH_FFN, &[gm, l.silu], loc, -2.5);
-            let g3 = b.linear_bwd(l.w3, c, SH_MM, SH_W2, 135, None);
-            let s = b.stats(l.ff, "silu_backward", SH_FFN, &[a, l.w1_out], loc, -2.5);
-            let gh = b.linear_bwd(l.w1, s, SH_MM, SH_W1, 135, Some(g3));
-            let gn = b.norm_bwd(l.ffn_norm, gh, 153);
-            g = b.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:153", -2.0);
-            let go = b.linear_bwd(l.wo, g, SH_MM, SH_W, 124, None);
-            let fb = b.push(
-                l.inner,
-                "_scaled_dot_product_flash_attention_for_cpu_backward",
-                Kind::Stats,
-                SH_ATTN,
-                3,
-                &[go, None, None, None, None, l.flash],
-                "llama3/model.py:91",
-                -3.0,
-            );
-            let gv = b.linear_bwd(l.wv, fb, SH_MM, SH_W_KV, 111, None);
-            let gk = b.linear_bwd(l.wk, fb, SH_MM, SH_W_KV, 110, Some(gv));
-            let gq = b.linear_bwd(l.wq, fb, SH_MM, SH_W, 109, Some(gk));
-            let gn = b.norm_bwd(l.attn_norm, gq, 152);
-            g = b.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:152", -2.0);
-            if fsdp {
-                b.fsdp_scatter(l.top);
-            }
+            g = self.layer_backward(l, g, fsdp);
         }
-        b.stats(
+        self.stats(
             emb,
             "embedding_dense_backward",
             SH_EMB,
@@ -681,13 +703,49 @@ impl Program {
             -2.0,
         );
         if fsdp {
-            b.fsdp_scatter(emb);
+            self.fsdp_scatter(emb);
         }
+    }
 
-        // Optimizer step: not backward.
-        b.backward = false;
+    /// Layer `l`'s backward from the gradient `g`; returns the gradient of
+    /// its input.
+    fn layer_backward(&mut self, l: &Layer, g: Option<u32>, fsdp: bool) -> Option<u32> {
+        let mut g = g;
+        let loc = "llama3/model.py:135";
+        let gm = self.linear_bwd(l.w2, g, SH_MM, SH_W2, 135, None);
+        let a = self.stats(l.ff, "mul", SH_FFN, &[gm, l.w3_out], loc, -2.5);
+        let c = self.stats(l.ff, "mul", SH_FFN, &[gm, l.silu], loc, -2.5);
+        let g3 = self.linear_bwd(l.w3, c, SH_MM, SH_W2, 135, None);
+        let s = self.stats(l.ff, "silu_backward", SH_FFN, &[a, l.w1_out], loc, -2.5);
+        let gh = self.linear_bwd(l.w1, s, SH_MM, SH_W1, 135, Some(g3));
+        let gn = self.norm_bwd(l.ffn_norm, gh, 153);
+        g = self.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:153", -2.0);
+        let go = self.linear_bwd(l.wo, g, SH_MM, SH_W, 124, None);
+        let fb = self.push(
+            l.inner,
+            "_scaled_dot_product_flash_attention_for_cpu_backward",
+            Kind::Stats,
+            SH_ATTN,
+            3,
+            &[go, None, None, None, None, l.flash],
+            "llama3/model.py:91",
+            -3.0,
+        );
+        let gv = self.linear_bwd(l.wv, fb, SH_MM, SH_W_KV, 111, None);
+        let gk = self.linear_bwd(l.wk, fb, SH_MM, SH_W_KV, 110, Some(gv));
+        let gq = self.linear_bwd(l.wq, fb, SH_MM, SH_W, 109, Some(gk));
+        let gn = self.norm_bwd(l.attn_norm, gq, 152);
+        g = self.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:152", -2.0);
+        if fsdp {
+            self.fsdp_scatter(l.top);
+        }
+        g
+    }
+
+    /// The optimizer step: grad-norm clipping and the fused AdamW.
+    fn optimizer(&mut self, none: u32) {
         let n_params = 9 * N_LAYERS + 3;
-        b.push(
+        self.push(
             none,
             "_foreach_add_",
             Kind::HashOnly,
@@ -698,7 +756,7 @@ impl Program {
             0.0,
         );
         let inputs = vec![None; 4 * n_params + 4];
-        b.push(
+        self.push(
             none,
             "_fused_adamw_",
             Kind::AdamW,
@@ -708,7 +766,7 @@ impl Program {
             "optim/adam.py:880",
             0.0,
         );
-        b.push(
+        self.push(
             none,
             "add_",
             Kind::HashOnly,
@@ -718,7 +776,7 @@ impl Program {
             "optim/adam.py:415",
             0.0,
         );
-        let clip = b.stats(
+        let clip = self.stats(
             none,
             "norm",
             b"  Shape: torch.Size([]), Dtype: torch.float32\n",
@@ -726,7 +784,7 @@ impl Program {
             "distributed/utils.py:305",
             0.0,
         );
-        b.push(
+        self.push(
             none,
             "mul_",
             Kind::HashOnly,
@@ -736,10 +794,6 @@ impl Program {
             "distributed/utils.py:339",
             0.0,
         );
-        Program {
-            modules: b.modules,
-            ops: b.ops,
-        }
     }
 }
 
@@ -921,29 +975,23 @@ impl Generator {
 
         // Text.
         let op = &self.prog.ops[idx];
-        out.push(b'[');
-        write_key(out, &self.prog.modules[op.module as usize], seq, op.name);
-        out.extend_from_slice(b"]\n");
+        let mut key = Vec::with_capacity(64);
+        write_key(
+            &mut key,
+            &self.prog.modules[op.module as usize],
+            seq,
+            op.name,
+        );
+        lf::key_line(out, &key);
         if !matches!(kind, Kind::HashOnly | Kind::AdamW) {
             out.extend_from_slice(op.shape);
-            out.extend_from_slice(b"  L2 norm: ");
-            fmt_e6(out, l2);
-            out.extend_from_slice(b"\n  Min: ");
-            fmt_e6(out, min);
-            out.extend_from_slice(b"\n  Max: ");
-            fmt_e6(out, max);
-            out.extend_from_slice(b"\n  Mean: ");
-            fmt_e6(out, mean);
-            out.push(b'\n');
+            lf::stat_line(out, "L2 norm", l2, Precision::Printed);
+            lf::stat_line(out, "Min", min, Precision::Printed);
+            lf::stat_line(out, "Max", max, Precision::Printed);
+            lf::stat_line(out, "Mean", mean, Precision::Printed);
         }
-        if !self.out_hashes.is_empty() {
-            out.extend_from_slice(b"  Output hash: ");
-            push_list(out, &self.out_hashes);
-        }
-        if !self.in_hashes.is_empty() {
-            out.extend_from_slice(b"  Input hashes: ");
-            push_list(out, &self.in_hashes);
-        }
+        lf::list_line(out, "Output hash", &self.out_hashes, Precision::Printed);
+        lf::list_line(out, "Input hashes", &self.in_hashes, Precision::Printed);
         let linked = op.inputs.iter().any(|p| p.is_some());
         if kind != Kind::HashOnly && (linked || op.inputs.len() > 1) {
             out.extend_from_slice(b"  Input producers: ");
@@ -973,16 +1021,6 @@ fn write_key(out: &mut Vec<u8>, module: &[u8], seq: u64, name: &str) {
     push_u64(out, seq);
     out.push(b'_');
     out.extend_from_slice(name.as_bytes());
-}
-
-fn push_list(out: &mut Vec<u8>, vals: &[f64]) {
-    for (i, &v) in vals.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        fmt_e6(out, v);
-    }
-    out.push(b'\n');
 }
 
 #[cfg(test)]
