@@ -7,21 +7,24 @@
 //! infinities are equal, and an infinity against anything else is a full
 //! (1.0) difference, never NaN.
 
-use crate::parser::line::trim;
-use crate::parser::number::py_float;
-use crate::parser::{Field, OpTable};
+use crate::parser::{py_float, trim, Field, OpTable};
 
 /// The floor of the reference's denominator, `max(|a|, |b|, 1e-30)`.
 pub const DENOM_FLOOR: f64 = 1e-30;
 
 /// A tolerance: two numbers agree when their relative difference is at most
-/// `rtol` **or** their absolute difference is at most `atol`.
+/// `rtol` **or** their absolute difference is at most `atol` (with `both`:
+/// **and**).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tolerance {
     /// Relative tolerance, on `|a - b| / max(|a|, |b|, 1e-30)`.
     pub rtol: f64,
     /// Absolute tolerance, on `|a - b|`.
     pub atol: f64,
+    /// Both bounds must hold (a rules file's `rel <= X and abs <= Y`);
+    /// `false`, the reference's form and the default: either one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub both: bool,
 }
 
 impl Tolerance {
@@ -29,6 +32,7 @@ impl Tolerance {
     pub const REFERENCE: Tolerance = Tolerance {
         rtol: 1e-8,
         atol: 0.0,
+        both: false,
     };
     /// Whether `a` and `b` agree. Equal values (including `0` and `-0`, and
     /// equal infinities) always agree; NaN never agrees here (callers decide
@@ -38,7 +42,14 @@ impl Tolerance {
             return true;
         }
         match rel_diff(a, b) {
-            Some(rd) => rd <= self.rtol || (a - b).abs() <= self.atol,
+            Some(rd) => {
+                let (rel, abs) = (rd <= self.rtol, (a - b).abs() <= self.atol);
+                if self.both {
+                    rel && abs
+                } else {
+                    rel || abs
+                }
+            }
             None => false,
         }
     }
@@ -56,6 +67,13 @@ pub struct CompareOptions {
     pub nan_equal: bool,
     /// Whether differing Input hashes make a row `diff` (the reference: yes).
     pub gate_inputs: bool,
+}
+
+impl CompareOptions {
+    /// Whether every difference counts (`--bitwise`: rtol 0, atol 0).
+    pub fn is_bitwise(&self) -> bool {
+        self.hash.rtol == 0.0 && self.hash.atol == 0.0
+    }
 }
 
 impl Default for CompareOptions {
@@ -410,13 +428,63 @@ pub fn judge_pair(
     }
 }
 
+/// Positions (0-based) where two rows' digest lists in `field` differ, or
+/// `None` when either row has no such line (a malformed digest differs).
+pub fn digest_differences(
+    t1: &OpTable,
+    r1: usize,
+    t2: &OpTable,
+    r2: usize,
+    field: Field,
+) -> Option<Vec<usize>> {
+    if !t1.has(r1, field) || !t2.has(r2, field) {
+        return None;
+    }
+    let a: Vec<Option<u64>> = t1.digests(r1, field).collect();
+    let b: Vec<Option<u64>> = t2.digests(r2, field).collect();
+    Some(
+        (0..a.len().max(b.len()))
+            .filter(|&i| match (a.get(i), b.get(i)) {
+                (Some(Some(x)), Some(Some(y))) => x != y,
+                _ => true,
+            })
+            .collect(),
+    )
+}
+
+/// Whether two rows are bitwise identical by their digests: `None` when
+/// either row has no `Output digest:` line, else whether every Output
+/// digest and Input digest (when both have them) is equal.
+pub fn bitwise_identical(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize) -> Option<bool> {
+    let out = digest_differences(t1, r1, t2, r2, Field::OutputDigest)?;
+    let inputs = digest_differences(t1, r1, t2, r2, Field::InputDigests).unwrap_or_default();
+    Some(out.is_empty() && inputs.is_empty())
+}
+
+/// Whether every printed value two rows both have is the same text (Shape,
+/// hashes, stats).
+pub fn printed_equal(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize) -> bool {
+    [
+        Field::Shape,
+        Field::OutputHash,
+        Field::InputHashes,
+        Field::L1Norm,
+        Field::L2Norm,
+        Field::Min,
+        Field::Max,
+        Field::Mean,
+    ]
+    .iter()
+    .all(|f| t1.field(r1, *f) == t2.field(r2, *f))
+}
+
 /// Whether a row's stats or Output hash hold a NaN or an infinity.
 pub fn non_finite(t: &OpTable, r: usize) -> bool {
     if !t.maybe_nonfinite(r) {
         return false; // no `n`/`N` in any of these values (checked at parse)
     }
     let has_l1 = t.schema().contains(Field::L1Norm);
-    crate::parser::table::NONFINITE_FIELDS
+    Field::NONFINITE
         .iter()
         .filter(|f| has_l1 || **f != Field::L1Norm)
         .any(|f| {
@@ -513,10 +581,17 @@ mod tests {
         let t = Tolerance {
             rtol: 1e-4,
             atol: 1e-3,
+            both: false,
         };
         assert!(t.agrees(1.0, 1.00005));
         assert!(t.agrees(0.0, 0.0009));
         assert!(!t.agrees(1.0, 1.01));
         assert!(!t.agrees(f64::NAN, f64::NAN));
+        // `rel <= 1e-4 and abs <= 1e-3`: each alone is not enough.
+        let t = Tolerance { both: true, ..t };
+        assert!(t.agrees(1.0, 1.00005), "both hold");
+        assert!(!t.agrees(0.0, 0.0009), "abs holds, rel does not");
+        assert!(!t.agrees(100.0, 100.005), "rel holds, abs does not");
+        assert!(t.agrees(0.0, -0.0));
     }
 }

@@ -3,13 +3,12 @@
 //! row's 64-bit key hash, sorted.
 //!
 //! The exact-key pass and the duplicate-key check both need rows grouped by
-//! key; one parallel hash-and-sort serves both ([`OpTable::key_index`]).
+//! key; one bucket sort of the hashes the parser computed serves both
+//! ([`crate::parser::OpTable::key_index`]).
 //! Keys are hashed without their root-class segment ([`strip_root_class`]),
 //! the exact pass's key (`shared/spec/matching.md`); rows with equal raw keys
 //! therefore share a hash too. A hash is only a grouping: every user compares
 //! key bytes within a group, so a 64-bit collision never joins two keys.
-
-use super::OpTable;
 
 /// Removes one leading model-class segment: it starts with an uppercase ASCII
 /// letter, consists of `[A-Za-z0-9_]`, contains at least one more uppercase
@@ -100,23 +99,18 @@ pub fn hasher() -> ahash::RandomState {
 }
 
 /// The 64-bit hash of a key without its root class; the parser computes it
-/// for every row while the key is in cache ([`OpTable::key_hash`]).
+/// for every row while the key is in cache
+/// ([`crate::parser::OpTable::key_hash`]).
 #[inline]
 pub fn key_hash(hasher: &ahash::RandomState, key: &[u8]) -> u64 {
     hasher.hash_one(strip_root_class(key))
-}
-
-/// Builds the key index of `t` from the hashes the parser computed (then a
-/// parallel sort).
-pub(crate) fn build(t: &OpTable) -> KeyIndex {
-    sorted_index(&t.key_hash)
 }
 
 /// `(hash, row)` for `hashes`, sorted by hash, then row. The hashes are
 /// uniform, so a bucket pass on their top bits (about four rows a bucket,
 /// rows kept in order) and a sort of each small bucket beat a comparison
 /// sort of the whole.
-fn sorted_index(hashes: &[u64]) -> KeyIndex {
+pub(crate) fn sorted_index(hashes: &[u64]) -> KeyIndex {
     let n = hashes.len();
     if n < 1 << 12 {
         let mut index: KeyIndex = hashes

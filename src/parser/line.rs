@@ -1,18 +1,27 @@
-//! Classifying one line of a log with nom combinators.
+//! Classifying one line of a log.
 //!
 //! Mirrors the reference parser (`parse_log` in TorchTitan's
 //! `compare_numerics.py`): a stat line is leading whitespace, one of the six
 //! stat names, a colon, whitespace and a value; any other line that contains
 //! one of the labels `Location:`, `Phase:`, `Output hash:`, `Input hashes:`,
-//! `Input producers:` sets that field to the text after the label.
+//! `Input producers:` sets that field to the text after the label. The
+//! capture agent's `Output digest:` / `Input digests:` lines are read by the
+//! same "contains" rule, after the reference's labels (the reference ignores
+//! them). The labels come from [`super::field`].
+//!
+//! Two paths decide a line, and tests check they agree on every line shape:
+//! [`classify_canonical`], hand-written (`starts_with` over the labels, no
+//! backtracking), takes the lines every real writer produces and is the one
+//! that runs for nearly every line; [`classify_general`] applies the
+//! reference's rules in full, the stat regex as a nom parser
+//! ([`stat_line`]) and the "label anywhere" rule as one scan over the
+//! line's colons.
 
-use nom::branch::alt;
 use nom::bytes::complete::{tag, take_while1};
 use nom::character::complete::char;
-use nom::combinator::value;
 use nom::IResult;
 
-use super::table::Field;
+use super::field::{Field, CONTAINS_LABELS, STAT_FIELDS};
 
 /// What one line of a log is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,15 +78,17 @@ pub fn trim(s: &[u8]) -> &[u8] {
     &s[a..b]
 }
 
+/// One of the six stat labels ([`STAT_FIELDS`]), as a nom parser.
 fn stat_name(i: &[u8]) -> IResult<&[u8], Field> {
-    alt((
-        value(Field::Shape, tag("Shape")),
-        value(Field::L1Norm, tag("L1 norm")),
-        value(Field::L2Norm, tag("L2 norm")),
-        value(Field::Min, tag("Min")),
-        value(Field::Max, tag("Max")),
-        value(Field::Mean, tag("Mean")),
-    ))(i)
+    for f in STAT_FIELDS {
+        if let Ok((rest, _)) = tag::<_, _, nom::error::Error<&[u8]>>(f.label())(i) {
+            return Ok((rest, f));
+        }
+    }
+    Err(nom::Err::Error(nom::error::Error::new(
+        i,
+        nom::error::ErrorKind::Tag,
+    )))
 }
 
 /// `\s+(Shape|L1 norm|L2 norm|Min|Max|Mean):\s+(.+)` — returns the field and the
@@ -90,17 +101,12 @@ fn stat_line(i: &[u8]) -> IResult<&[u8], Field> {
     Ok((i, f))
 }
 
-/// Labels found anywhere in a line, in the reference's order of checks, with
-/// the accepted second spellings after them.
-const LABELS: [(&str, Field); 6] = [
-    ("Location:", Field::Location),
-    ("Phase:", Field::Phase),
-    ("Output hash:", Field::OutputHash),
-    ("Input hashes:", Field::InputHashes),
-    ("Input producers:", Field::InputProducers),
-    // PyTorch debug-mode tensor-hash dump spelling (see cases/05).
-    ("Output hashes:", Field::OutputHash),
-];
+/// Whether `t` starts with `label` and a `:`; the length of both.
+#[inline]
+fn label_colon(t: &[u8], label: &str) -> Option<usize> {
+    let n = label.len();
+    (t.len() > n && t[n] == b':' && t.starts_with(label.as_bytes())).then_some(n + 1)
+}
 
 fn offset_in(line: &[u8], part: &[u8]) -> usize {
     part.as_ptr() as usize - line.as_ptr() as usize
@@ -136,24 +142,6 @@ pub fn classify(line: &[u8]) -> LineKind {
     classify_general(line)
 }
 
-/// Labels a writer puts at the start of a field line, with what decides
-/// them: `stat` labels are the reference's stat regex; the others are its
-/// "line contains the label" checks, of which `rank` is the order.
-const CANONICAL: [(&str, Field, bool, u8); 12] = [
-    ("Shape:", Field::Shape, true, 0),
-    ("L1 norm:", Field::L1Norm, true, 0),
-    ("L2 norm:", Field::L2Norm, true, 0),
-    ("Min:", Field::Min, true, 0),
-    ("Max:", Field::Max, true, 0),
-    ("Mean:", Field::Mean, true, 0),
-    ("Location:", Field::Location, false, 0),
-    ("Phase:", Field::Phase, false, 1),
-    ("Output hash:", Field::OutputHash, false, 2),
-    ("Input hashes:", Field::InputHashes, false, 3),
-    ("Input producers:", Field::InputProducers, false, 4),
-    ("Output hashes:", Field::OutputHash, false, 5),
-];
-
 /// The fast path for the lines every real writer produces: indented
 /// `Label: value` where the label starts the trimmed line. It returns
 /// `None` whenever the general rules could decide differently (no
@@ -164,18 +152,26 @@ fn classify_canonical(line: &[u8], t: &[u8]) -> Option<LineKind> {
     if !line.first().is_some_and(|b| is_py_space(*b)) {
         return None;
     }
-    let (label, field, stat, rank) = CANONICAL
+    // (field, label and colon length, stat rule, rank in the reference's
+    // order of "contains" checks)
+    let (field, n, stat, rank) = STAT_FIELDS
         .iter()
-        .find(|(l, ..)| t.starts_with(l.as_bytes()))?;
-    let rest = &t[label.len()..];
-    if *stat && !rest.first().is_some_and(|b| is_py_space(*b)) {
+        .find_map(|f| Some((*f, label_colon(t, f.label())?, true, 0)))
+        .or_else(|| {
+            CONTAINS_LABELS
+                .iter()
+                .enumerate()
+                .find_map(|(rank, (l, f))| Some((*f, label_colon(t, l)?, false, rank)))
+        })?;
+    let rest = &t[n..];
+    if stat && !rest.first().is_some_and(|b| is_py_space(*b)) {
         return None;
     }
     let v = trim(rest);
-    if *stat && v.is_empty() {
+    if stat && v.is_empty() {
         return None;
     }
-    if !*stat && *rank > 0 && memchr::memchr(b':', rest).is_some() {
+    if !stat && rank > 0 && memchr::memchr(b':', rest).is_some() {
         return None;
     }
     let start = if v.is_empty() {
@@ -184,7 +180,7 @@ fn classify_canonical(line: &[u8], t: &[u8]) -> Option<LineKind> {
         offset_in(line, v)
     };
     Some(LineKind::Field {
-        field: *field,
+        field,
         start,
         end: start + v.len(),
     })
@@ -209,8 +205,8 @@ pub fn classify_general(line: &[u8]) -> LineKind {
     // (label index, end of its first occurrence)
     let mut found: Option<(usize, usize)> = None;
     for colon in memchr::memchr_iter(b':', line) {
-        let head = &line[..=colon];
-        for (i, (label, _)) in LABELS.iter().enumerate() {
+        let head = &line[..colon];
+        for (i, (label, _)) in CONTAINS_LABELS.iter().enumerate() {
             if found.is_some_and(|(f, _)| f <= i) {
                 break;
             }
@@ -224,7 +220,7 @@ pub fn classify_general(line: &[u8]) -> LineKind {
         }
     }
     if let Some((i, end)) = found {
-        let field = LABELS[i].1;
+        let field = CONTAINS_LABELS[i].1;
         // The reference takes the text after the label's first occurrence.
         let after = &line[end..];
         let v = trim(after);
@@ -348,6 +344,8 @@ mod tests {
             "Input hashes:",
             "Input producers:",
             "Output hashes:",
+            "Output digest:",
+            "Input digests:",
             "Min",
             "Call type:",
         ];

@@ -12,24 +12,29 @@
 //! println!("{} ops, first key {}", table.len(), table.key_str(0));
 //! ```
 
+pub mod field;
 pub mod key;
 pub mod line;
 pub mod number;
 pub mod source;
 pub mod table;
+pub mod value;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
 
+pub use field::{Field, FieldSet, Phase, Precision, N_FIELDS};
+pub use line::trim;
+pub use number::py_float;
 pub use source::LogSource;
 pub use table::{
-    Field, FieldSet, Header, OpTable, ParseWarning, Rel, WarningKind, FLAG_BACKWARD,
-    FLAG_MAYBE_NONFINITE, FLAG_TRUNCATED, N_FIELDS,
+    Header, OpTable, ParseWarning, Rel, WarningKind, FLAG_BACKWARD, FLAG_MAYBE_NONFINITE,
+    FLAG_OPTIMIZER, FLAG_PHASE_LINE, FLAG_TRUNCATED,
 };
 
-use line::{classify, trim, LineKind};
+use line::{classify, LineKind};
 
 /// At most this many warnings are stored per file; all are counted.
 pub const MAX_STORED_WARNINGS: usize = 100;
@@ -221,7 +226,6 @@ fn lossy(b: &[u8]) -> String {
 /// Most characters of log text quoted in one warning.
 const EXCERPT_CHARS: usize = 120;
 
-/// Parses bytes `start..end` of `data`. `start` is 0 or the first byte of a line.
 /// Whether `v` holds an `n` or `N` (so may spell a NaN or an infinity).
 /// Branch-free over the bytes: these values are short, and a loop without
 /// an early exit compiles to a few vector instructions.
@@ -232,6 +236,7 @@ fn has_n(v: &[u8]) -> bool {
         != 0
 }
 
+/// Parses bytes `start..end` of `data`. `start` is 0 or the first byte of a line.
 fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
     let mut p = Partial {
         start,
@@ -376,18 +381,35 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
                             );
                         }
                         seen |= 1 << field as u16;
-                        if table::NONFINITE_FIELDS.contains(&field) && has_n(&line[fs..fe]) {
+                        if Field::NONFINITE.contains(&field) && has_n(&line[fs..fe]) {
                             p.flags[row] |= FLAG_MAYBE_NONFINITE;
+                        }
+                        if field.is_digest() {
+                            if let Some((at, bad)) = value::first_bad_digest(&line[fs..fe]) {
+                                p.warn(
+                                    lineno,
+                                    (fs + at + 1) as u64,
+                                    WarningKind::MalformedDigest,
+                                    field.label(),
+                                    format!(
+                                        "{} value `{}` is not 16 hex digits; that position is not compared",
+                                        field.label(),
+                                        lossy(bad)
+                                    ),
+                                );
+                            }
                         }
                         if let Some(c) = table::column_of(field) {
                             p.cols[c].set(row, Rel { off, len });
                         } else if field == Field::Phase {
-                            let backward = &line[fs..fe] == b"backward";
-                            if backward {
-                                p.flags[row] |= FLAG_BACKWARD;
-                            } else {
-                                p.flags[row] &= !FLAG_BACKWARD;
-                            }
+                            // The later Phase line wins, as in the reference.
+                            p.flags[row] &= !(FLAG_BACKWARD | FLAG_OPTIMIZER | FLAG_PHASE_LINE);
+                            p.flags[row] |= match &line[fs..fe] {
+                                b"" => 0,
+                                b"backward" => FLAG_BACKWARD,
+                                b"optimizer" => FLAG_OPTIMIZER | FLAG_PHASE_LINE,
+                                _ => FLAG_PHASE_LINE,
+                            };
                         }
                         if len > 0 {
                             p.schema.insert(field);
@@ -513,6 +535,23 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
         });
         return;
     }
+    if let Some(rest) = t.strip_prefix(b"Precision:".as_slice()) {
+        let v = trim(rest);
+        match v {
+            b"full" => h.precision = Precision::Full,
+            _ => p.warn(
+                lineno,
+                (offset_of(line, v) + 1) as u64,
+                WarningKind::UnknownHeader,
+                "header",
+                format!(
+                    "precision `{}` is not `full`; read as the reference's 7 printed digits",
+                    lossy(v)
+                ),
+            ),
+        }
+        return;
+    }
     if t.len() >= 10 && t.iter().all(|b| *b == b'=') {
         h.has_rule = true;
         return;
@@ -527,6 +566,11 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
             lossy(&t[..t.len().min(80)])
         ),
     );
+}
+
+/// Offset of `part` (a subslice of `line`) in `line`.
+fn offset_of(line: &[u8], part: &[u8]) -> usize {
+    part.as_ptr() as usize - line.as_ptr() as usize
 }
 
 /// Joins partial tables in order, numbering lines, and checks the header.
@@ -607,6 +651,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
         line_base += p.lines;
     }
     t.total_lines = line_base - 1;
+    mark_optimizer_rows(&mut t.flags);
     let mut push = |t: &mut OpTable, line: u64, column: u64, kind, label: &str, message| {
         *counts.entry((kind, label.to_string())).or_insert(0) += 1;
         if t.warnings.len() < MAX_STORED_WARNINGS {
@@ -657,6 +702,21 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
     c.sort();
     t.warning_counts = c;
     t
+}
+
+/// Flags the rows after the step's last backward op that have no `Phase:`
+/// line as [`FLAG_OPTIMIZER`]: the tracer writes no Phase line for the
+/// optimizer step, which runs after backward. A log without backward ops
+/// keeps the reference's `forward` for every row without the line.
+fn mark_optimizer_rows(flags: &mut [u8]) {
+    let Some(last) = flags.iter().rposition(|f| f & FLAG_BACKWARD != 0) else {
+        return;
+    };
+    for f in &mut flags[last + 1..] {
+        if *f & FLAG_PHASE_LINE == 0 {
+            *f |= FLAG_OPTIMIZER;
+        }
+    }
 }
 
 /// Keys that occur more than once in one table, each with the 1-based line

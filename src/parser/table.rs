@@ -1,132 +1,20 @@
 //! The columnar op table: one row per captured op block.
 //!
 //! Strings are never copied out of the log. The fields that matching reads
-//! for every row (key, Shape, the four stats, Output hash, Input hashes) are
-//! columns of byte ranges relative to the block start (a `u32` offset and a
-//! `u16` length each); the others (L1 norm, Input producers, Location, Phase
-//! text) are found by re-reading the block when asked for, which only the
-//! report and the root-cause analysis do, for the rows they show. A row
-//! costs about 61 bytes whatever its text length.
+//! for every row (key, Shape, the four stats, Output hash, Input hashes and
+//! the capture agent's digests) are columns of byte ranges relative to the
+//! block start (a `u16` offset and a `u16` length each; a value that starts
+//! or runs 64 KiB or more into its block is marked and found by re-reading
+//! the block); the others (L1 norm, Input producers, Location, Phase text)
+//! are found by re-reading the block when asked for, which only the report
+//! and the root-cause analysis do, for the rows they show. A row costs
+//! about 69 bytes whatever its text length (29 of row data, 4 per column).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use super::field::{Field, FieldSet, Phase, Precision, N_FIELDS};
 use super::source::LogSource;
-
-/// One field of an op block, in the writer's order. `Key` is the text in the
-/// block's `[...]` header line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Field {
-    /// `[<module_fqn>/op_<seq>_<op_name>]`
-    Key = 0,
-    /// `Shape: torch.Size([...]), Dtype: torch.<dtype>` — the whole text after `Shape: `.
-    Shape,
-    /// `L1 norm:` (older writers only).
-    L1Norm,
-    /// `L2 norm:` (float64 reduction).
-    L2Norm,
-    /// `Min:` (float32).
-    Min,
-    /// `Max:` (float32).
-    Max,
-    /// `Mean:` (float64).
-    Mean,
-    /// `Output hash:` comma-separated L1 norms, one per tensor output.
-    OutputHash,
-    /// `Input hashes:` comma-separated L1 norms of the inputs, before the op ran.
-    InputHashes,
-    /// `Input producers:` `;`-separated keys, positionally aligned with the input hashes.
-    InputProducers,
-    /// `Location: <file>:<line>`.
-    Location,
-    /// `Phase:`; absent means `forward`.
-    Phase,
-}
-
-/// Number of [`Field`] variants.
-pub const N_FIELDS: usize = 12;
-
-impl Field {
-    /// Every field, in the writer's order.
-    pub const ALL: [Field; N_FIELDS] = [
-        Field::Key,
-        Field::Shape,
-        Field::L1Norm,
-        Field::L2Norm,
-        Field::Min,
-        Field::Max,
-        Field::Mean,
-        Field::OutputHash,
-        Field::InputHashes,
-        Field::InputProducers,
-        Field::Location,
-        Field::Phase,
-    ];
-
-    /// The five per-stat columns the reference compares for display
-    /// (`_compute_diffs`), with their reference names.
-    pub const DIFF_STATS: [Field; 5] = [
-        Field::Shape,
-        Field::L2Norm,
-        Field::Min,
-        Field::Max,
-        Field::Mean,
-    ];
-
-    /// The label as it appears in a log (`L2 norm`, `Output hash`, ...).
-    pub fn label(self) -> &'static str {
-        match self {
-            Field::Key => "Key",
-            Field::Shape => "Shape",
-            Field::L1Norm => "L1 norm",
-            Field::L2Norm => "L2 norm",
-            Field::Min => "Min",
-            Field::Max => "Max",
-            Field::Mean => "Mean",
-            Field::OutputHash => "Output hash",
-            Field::InputHashes => "Input hashes",
-            Field::InputProducers => "Input producers",
-            Field::Location => "Location",
-            Field::Phase => "Phase",
-        }
-    }
-
-    fn bit(self) -> u16 {
-        1 << (self as u16)
-    }
-}
-
-/// A set of [`Field`]s, as a bit mask. Used for a log's schema: which fields
-/// occur in at least one of its blocks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FieldSet(u16);
-
-impl FieldSet {
-    /// Adds `f`.
-    pub fn insert(&mut self, f: Field) {
-        self.0 |= f.bit();
-    }
-    /// Whether `f` is in the set.
-    pub fn contains(self, f: Field) -> bool {
-        self.0 & f.bit() != 0
-    }
-    /// The union of two sets.
-    pub fn union(self, other: FieldSet) -> FieldSet {
-        FieldSet(self.0 | other.0)
-    }
-    /// Fields in both sets.
-    pub fn intersect(self, other: FieldSet) -> FieldSet {
-        FieldSet(self.0 & other.0)
-    }
-    /// Fields in `self` but not in `other`, in writer order.
-    pub fn minus(self, other: FieldSet) -> Vec<Field> {
-        Field::ALL
-            .iter()
-            .copied()
-            .filter(|f| self.contains(*f) && !other.contains(*f))
-            .collect()
-    }
-}
 
 /// A byte range relative to the start of its block. `len == 0` means the
 /// field is absent (the reference treats an absent field and an empty one
@@ -150,6 +38,9 @@ pub struct Header {
     pub excluded: Option<Vec<String>>,
     /// Whether the line of 80 `=` was seen.
     pub has_rule: bool,
+    /// `Precision: full` ([`Precision::Full`]); absent: the reference's
+    /// `%.6e` ([`Precision::Printed`] with 7 significant digits).
+    pub precision: Precision,
 }
 
 /// A problem found while parsing that did not stop the parse.
@@ -190,6 +81,11 @@ pub enum WarningKind {
     DuplicateKey,
     /// A field given twice in one block (the later one wins, as in the reference).
     RepeatedField,
+    /// An `Output digest:` / `Input digests:` value that is not 16 hex digits.
+    MalformedDigest,
+    /// A number (a stat, an Output hash or Input hashes value) that is not
+    /// Python `float()` syntax: two dots, stray letters, an empty value.
+    MalformedNumber,
 }
 
 /// [`OpTable::layer`]'s "no layer index" (also for one past `u32`).
@@ -199,26 +95,19 @@ pub(crate) const NO_LAYER: u32 = u32::MAX;
 pub const FLAG_TRUNCATED: u8 = 1;
 /// Row flag: `Phase: backward`.
 pub const FLAG_BACKWARD: u8 = 2;
+/// Row flag: the row is in the optimizer step: `Phase: optimizer`, or no
+/// `Phase:` line after the step's last backward op ([`OpTable::phase_kind`]).
+pub const FLAG_OPTIMIZER: u8 = 8;
+/// Row flag: the block has a non-empty `Phase:` line other than `backward`.
+pub const FLAG_PHASE_LINE: u8 = 16;
 /// Row flag: a value that can hold a NaN or an infinity (L1/L2 norm, Min,
 /// Max, Mean, Output hash) has an `n` or `N` in it. Without it the row is
 /// all finite (`%.6e` numbers have no `n`), so the matcher skips the closer
 /// look ([`OpTable::maybe_nonfinite`]).
 pub const FLAG_MAYBE_NONFINITE: u8 = 4;
 
-/// The fields whose values can hold a NaN or an infinity that matters (the
-/// stats and the Output hash): what [`FLAG_MAYBE_NONFINITE`] and the
-/// matcher's non-finite check look at.
-pub const NONFINITE_FIELDS: [Field; 6] = [
-    Field::L1Norm,
-    Field::L2Norm,
-    Field::Min,
-    Field::Max,
-    Field::Mean,
-    Field::OutputHash,
-];
-
 /// Fields kept as columns, in column order; the rest are re-read from the block.
-pub(crate) const COLUMNS: [Field; 8] = [
+pub(crate) const COLUMNS: [Field; 10] = [
     Field::Key,
     Field::Shape,
     Field::L2Norm,
@@ -227,6 +116,8 @@ pub(crate) const COLUMNS: [Field; 8] = [
     Field::Mean,
     Field::OutputHash,
     Field::InputHashes,
+    Field::OutputDigest,
+    Field::InputDigests,
 ];
 
 /// Column index of `f`, if it is a column.
@@ -241,13 +132,10 @@ pub(crate) fn column_of(f: Field) -> Option<usize> {
         Field::Mean => Some(5),
         Field::OutputHash => Some(6),
         Field::InputHashes => Some(7),
+        Field::OutputDigest => Some(8),
+        Field::InputDigests => Some(9),
         _ => None,
     }
-}
-
-/// Whether `f` is kept as a column (cheap to read for every row).
-pub fn is_column(f: Field) -> bool {
-    column_of(f).is_some()
 }
 
 /// Number of columns.
@@ -451,6 +339,13 @@ impl OpTable {
         }
         all
     }
+    /// Bytes of text of row `row`'s column fields (key, Shape, L2 norm,
+    /// Min, Max, Mean, Output hash, Input hashes, digests), from the
+    /// columns alone: a cheap estimate of the row's size (a value of 64 KiB
+    /// or more counts as 64 KiB).
+    pub fn column_text_len(&self, row: usize) -> u64 {
+        self.cols.iter().map(|c| u64::from(c.len[row])).sum()
+    }
     /// Whether `field` is present in row `row`.
     #[inline]
     pub fn has(&self, row: usize, field: Field) -> bool {
@@ -482,11 +377,11 @@ impl OpTable {
     }
     /// Every row's `(key hash, row)`, sorted: rows of one key are
     /// consecutive, in file order ([`super::key`]). Built on each call (a
-    /// parallel sort of the hashes the parser computed; 16 bytes per row):
+    /// bucket sort of the hashes the parser computed; 16 bytes per row):
     /// build it once and pass it on ([`crate::parser::duplicate_keys_from`],
     /// [`crate::matcher::match_tables_indexed`]).
     pub fn key_index(&self) -> super::key::KeyIndex {
-        super::key::build(self)
+        super::key::sorted_index(&self.key_hash)
     }
     /// Row `row`'s key hash ([`super::key::key_hash`]): equal keys
     /// (without their root class) hash alike; compare the keys to be sure.
@@ -525,14 +420,50 @@ impl OpTable {
     pub fn maybe_nonfinite(&self, row: usize) -> bool {
         self.flags[row] & FLAG_MAYBE_NONFINITE != 0
     }
+    /// The log's float precision (the `Precision:` header line).
+    pub fn precision(&self) -> Precision {
+        self.header.precision
+    }
+    /// Whether any block has an `Output digest:` or `Input digests:` line.
+    pub fn has_digests(&self) -> bool {
+        self.schema.contains(Field::OutputDigest) || self.schema.contains(Field::InputDigests)
+    }
+    /// Row `row`'s digests in `field` ([`Field::OutputDigest`] or
+    /// [`Field::InputDigests`]), one per value, aligned with the Output hash
+    /// / Input hashes values: `None` for a malformed one (warned at parse
+    /// with its line and column). No items when the line is absent.
+    pub fn digests(&self, row: usize, field: Field) -> impl Iterator<Item = Option<u64>> + '_ {
+        debug_assert!(field.is_digest());
+        super::value::digests(self.field(row, field))
+    }
     /// Whether the row is in the backward phase (`Phase: backward`).
     pub fn is_backward(&self, row: usize) -> bool {
         self.flags[row] & FLAG_BACKWARD != 0
     }
-    /// The phase text, `forward` when absent.
+    /// Row `row`'s phase: `backward` for `Phase: backward`, `optimizer`
+    /// for `Phase: optimizer` and for a row without a Phase line after the
+    /// step's last backward op, else `forward` (the reference's default;
+    /// also for a Phase text actdiff does not know, which
+    /// [`OpTable::phase`] shows as written).
+    #[inline]
+    pub fn phase_kind(&self, row: usize) -> Phase {
+        let f = self.flags[row];
+        if f & FLAG_BACKWARD != 0 {
+            Phase::Backward
+        } else if f & FLAG_OPTIMIZER != 0 {
+            Phase::Optimizer
+        } else {
+            Phase::Forward
+        }
+    }
+    /// The phase as text: the Phase line's text when the block has one,
+    /// else `optimizer` or `forward` as [`OpTable::phase_kind`] says.
     pub fn phase(&self, row: usize) -> std::borrow::Cow<'_, str> {
         if self.is_backward(row) {
             return std::borrow::Cow::Borrowed("backward");
+        }
+        if self.flags[row] & FLAG_PHASE_LINE == 0 {
+            return std::borrow::Cow::Borrowed(self.phase_kind(row).as_str());
         }
         if !self.schema.contains(Field::Phase) {
             return std::borrow::Cow::Borrowed("forward");

@@ -259,7 +259,8 @@ fn values_over_64_kib_and_block_fields_read_back() {
     assert_eq!(t.field(0, Field::InputProducers), b"a;;b");
     assert_eq!(t.field(0, Field::Location), b"optim/adam.py:1");
     assert!(t.is_backward(0));
-    assert_eq!(t.phase(1), "forward");
+    // No Phase line after the last backward op: the optimizer step.
+    assert_eq!(t.phase(1), "optimizer");
     assert_eq!(t.field(1, Field::L1Norm), b"3.0");
     assert!(!t.has(1, Field::Location));
     let mut t = t;
@@ -268,4 +269,227 @@ fn values_over_64_kib_and_block_fields_read_back() {
         0,
         "row 1 has an Output hash already"
     );
+}
+
+/// A full-precision capture with digests (contract 1 of the log-format
+/// additions): `Precision: full` in the header, digest lines after the
+/// Input hashes.
+const FULL: &str = "Total captured activations: 2
+Excluded ops dispatched: (none)
+Precision: full
+================================================================================
+
+[layers.0.attention.wq/op_0_mm]
+  Shape: torch.Size([2, 3]), Dtype: torch.float32
+  L2 norm: 1.2345678901234567e+02
+  Min: -0e+00
+  Max: 5e-324
+  Mean: -1.7976931348623157e+308
+  Output hash: 1.2345678901234567e+02
+  Input hashes: 3.0000000000000004, 2.2250738585072014e-308
+  Output digest: 0123456789abcdef
+  Input digests: ffffffffffffffff, 0000000000000000
+  Input producers: ;
+  Location: model.py:3
+
+[<none>/op_1_add_]
+  Output hash: nan
+  Input hashes: inf
+  Output digest: 00000000000000zz
+  Input digests: 0000000000000001,
+  Location: model.py:4
+
+";
+
+#[test]
+fn precision_header_and_digest_lines() {
+    let t = table(FULL);
+    assert_eq!(t.precision(), Precision::Full);
+    assert_eq!(t.header().total, Some(2));
+    assert!(t.header().has_rule);
+    assert!(t.has_digests());
+    assert_eq!(
+        t.digests(0, Field::OutputDigest).collect::<Vec<_>>(),
+        vec![Some(0x0123_4567_89ab_cdef)]
+    );
+    assert_eq!(
+        t.digests(0, Field::InputDigests).collect::<Vec<_>>(),
+        vec![Some(u64::MAX), Some(0)]
+    );
+    // The digest lines set no hash and no other field.
+    assert_eq!(t.field(0, Field::OutputHash), b"1.2345678901234567e+02");
+    assert_eq!(
+        t.field(0, Field::InputHashes),
+        b"3.0000000000000004, 2.2250738585072014e-308"
+    );
+    assert_eq!(t.field(0, Field::InputProducers), b";");
+    // Malformed digests: kept in position as `None`, warned with line and
+    // column of the bad value.
+    assert_eq!(
+        t.digests(1, Field::OutputDigest).collect::<Vec<_>>(),
+        vec![None]
+    );
+    assert_eq!(
+        t.digests(1, Field::InputDigests).collect::<Vec<_>>(),
+        vec![Some(1), None]
+    );
+    let bad: Vec<(u64, u64)> = t
+        .warnings()
+        .iter()
+        .filter(|w| w.kind == WarningKind::MalformedDigest)
+        .map(|w| (w.line, w.column))
+        .collect();
+    assert_eq!(bad, vec![(22, 18), (23, 35)]);
+    assert!(
+        t.warnings()
+            .iter()
+            .all(|w| w.kind == WarningKind::MalformedDigest),
+        "{:?}",
+        t.warnings()
+    );
+}
+
+#[test]
+fn full_precision_floats_read_exactly() {
+    let t = table(FULL);
+    let num = |f: Field| py_float(t.field(0, f)).unwrap();
+    assert_eq!(num(Field::L2Norm), 1.2345678901234567e+02);
+    assert_eq!(
+        num(Field::L2Norm).to_bits(),
+        123.45678901234567f64.to_bits()
+    );
+    let z = num(Field::Min);
+    assert!(z == 0.0 && z.is_sign_negative(), "-0e+00 keeps its sign");
+    assert_eq!(
+        num(Field::Max),
+        f64::from_bits(1),
+        "5e-324 is the smallest subnormal"
+    );
+    assert_eq!(num(Field::Mean), -f64::MAX);
+    for (text, v) in [
+        ("-0.0", -0.0f64),
+        ("3.0000000000000004", 3.0000000000000004),
+        ("2.2250738585072014e-308", f64::MIN_POSITIVE),
+        ("1e+16", 1e16),
+        ("0.1", 0.1),
+        ("9007199254740993", 9007199254740992.0),
+    ] {
+        assert_eq!(
+            py_float(text.as_bytes()).map(f64::to_bits),
+            Some(v.to_bits()),
+            "{text}"
+        );
+    }
+    // Every float64's shortest round-trip text (Rust's `{:e}` is one, as
+    // Python's repr) reads back to the same bits.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let v = f64::from_bits(x);
+        if !v.is_finite() {
+            continue;
+        }
+        let text = format!("{v:e}");
+        assert_eq!(
+            py_float(text.as_bytes()).map(f64::to_bits),
+            Some(x),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn logs_without_the_additions_keep_the_reference_defaults() {
+    let t = table(SAMPLE);
+    assert_eq!(
+        t.precision(),
+        Precision::Printed {
+            significant_digits: 7
+        }
+    );
+    assert!(!t.has_digests());
+    assert_eq!(t.digests(0, Field::OutputDigest).count(), 0);
+    // An unknown precision is a warning at its value, and the default.
+    let t = table(&FULL.replace("Precision: full", "Precision: half"));
+    assert_eq!(t.precision(), Precision::default());
+    let w = t
+        .warnings()
+        .iter()
+        .find(|w| w.kind == WarningKind::UnknownHeader)
+        .unwrap();
+    assert_eq!((w.line, w.column), (3, 12));
+    // A `Precision:` line after the first block is no header line.
+    let late = SAMPLE.replace("  Location: x.py:1", "  Location: x.py:1\nPrecision: full");
+    assert_eq!(table(&late).precision(), Precision::default());
+}
+
+#[test]
+fn digest_lines_take_the_reference_fields_first() {
+    // A line the reference reads as one of its fields (it contains
+    // `Location:`) stays that field, digest label or not.
+    let t = table("[a/op_0_mm]\n  Output digest: Location: x.py:1\n  Output hash: 1\n\n");
+    assert_eq!(t.field(0, Field::Location), b"x.py:1");
+    assert!(!t.has(0, Field::OutputDigest));
+}
+
+#[test]
+fn ops_after_the_last_backward_op_are_the_optimizer_step() {
+    let log = "[a/op_0_mm]\n  Output hash: 1\n\n\
+               [a/op_1_mm]\n  Output hash: 1\n  Phase: backward\n\n\
+               [b/op_0_add]\n  Output hash: 1\n\n\
+               [c/op_0_mm]\n  Output hash: 1\n  Phase: backward\n\n\
+               [<none>/op_1__fused_adamw_]\n  Input hashes: 1\n\n\
+               [<none>/op_2_lerp_]\n  Output hash: 1\n  Phase: forward\n\n\
+               [<none>/op_3_mul_]\n  Output hash: 1\n  Phase: recompute\n\n\
+               [<none>/op_4_add_]\n  Output hash: 1\n\n";
+    let want = [
+        Phase::Forward,
+        Phase::Backward,
+        // Between backward ops (a recomputed forward op, say): forward.
+        Phase::Forward,
+        Phase::Backward,
+        Phase::Optimizer,
+        // A Phase line says what it says.
+        Phase::Forward,
+        Phase::Forward,
+        Phase::Optimizer,
+    ];
+    let t = table(log);
+    let got: Vec<Phase> = (0..t.len()).map(|r| t.phase_kind(r)).collect();
+    assert_eq!(got, want);
+    let text: Vec<String> = (0..t.len()).map(|r| t.phase(r).into_owned()).collect();
+    assert_eq!(
+        text,
+        [
+            "forward",
+            "backward",
+            "forward",
+            "backward",
+            "optimizer",
+            "forward",
+            "recompute",
+            "optimizer"
+        ]
+    );
+    // Any chunk split gives the same phases (the last backward op may be
+    // in another chunk than the optimizer rows).
+    let src = Arc::new(LogSource::Owned(log.as_bytes().to_vec()));
+    for target in 1..log.len() {
+        let par = parse_chunks(
+            src.clone(),
+            "t.log".into(),
+            &chunk_bounds(src.bytes(), target),
+        );
+        let got: Vec<Phase> = (0..par.len()).map(|r| par.phase_kind(r)).collect();
+        assert_eq!(got, want, "chunk target {target}");
+    }
+    // Without backward ops every row keeps the reference's forward.
+    let fwd = table("[a/op_0_mm]\n  Output hash: 1\n\n[<none>/op_1_lerp_]\n  Output hash: 1\n\n");
+    assert!((0..fwd.len()).all(|r| fwd.phase_kind(r) == Phase::Forward));
+    // `Phase: optimizer` is read as written.
+    let opt = table("[a/op_0_mm]\n  Output hash: 1\n  Phase: optimizer\n\n");
+    assert_eq!(opt.phase_kind(0), Phase::Optimizer);
+    assert_eq!(opt.phase(0), "optimizer");
 }

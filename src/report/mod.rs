@@ -123,18 +123,10 @@ pub const DEFAULT_HTML_BUDGET_MB: u64 = 256;
 
 /// Estimated HTML bytes of one result row: both sides' texts, plus markup.
 fn row_html_estimate(rc: &RankComparison<'_>, index: usize) -> u64 {
-    use crate::parser::Field;
     let r = &rc.matches.rows[index];
     let side = |t: &OpTable, row: Option<usize>| -> u64 {
         // Every column field once, the key twice (it is shown and anchored).
-        row.map_or(0, |i| {
-            Field::ALL
-                .iter()
-                .filter(|f| crate::parser::table::is_column(**f))
-                .map(|f| t.field(i, *f).len() as u64)
-                .sum::<u64>()
-                + t.key(i).len() as u64
-        })
+        row.map_or(0, |i| t.column_text_len(i) + t.key(i).len() as u64)
     };
     side(rc.t1, r.r1()) + side(rc.t2, r.r2()) + 420
 }

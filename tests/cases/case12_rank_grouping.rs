@@ -39,8 +39,9 @@ fn case12_groups_and_byte_identical_rerun() {
     assert_eq!(
         r.summary()["groups"],
         serde_json::json!([
-            {"ranks": [0, 2], "diverging": 0, "first_divergence": null},
-            {"ranks": [1, 3], "diverging": 1, "first_divergence": "layers.1.attention/op_0_softmax"},
+            {"ranks": [0, 2], "diverging": 0, "first_divergence": null, "verdict": "no divergence"},
+            {"ranks": [1, 3], "diverging": 1, "first_divergence": "layers.1.attention/op_0_softmax",
+             "verdict": "first origin layers.1.attention/op_0_softmax"},
         ])
     );
     let again = in_case(case, &["compare", "run1", "run2"]);

@@ -208,6 +208,8 @@ struct IndexCtx<'a> {
     path2: &'a str,
     tool: &'a str,
     exit_status: i32,
+    /// The opening sentence ([`Summary::headline`]).
+    headline: Option<String>,
     verdict: &'a [String],
     counts: Vec<StatusCount>,
     /// Columns of the rank table after the rank number.
@@ -417,6 +419,7 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         path2: &summary.path2,
         tool: &summary.tool,
         exit_status: summary.exit_status,
+        headline: Summary::headline(&summary.ranks),
         verdict: &summary.verdict,
         counts: status_counts(&summary.counts, n1, n2),
         rest_cols: status_counts(&summary.counts, n1, n2).len() + 3,
