@@ -127,6 +127,35 @@ fn merged_parts_equal_a_single_compare() {
     assert_eq!(s["ranks_failed"][0]["rank"], 9);
 }
 
+/// The real 4-rank FSDP capture (`testdata/multirank_fsdp`): rank 1's
+/// change reaches ranks 0, 2, 3 through a reduce-scatter, so the cross-rank
+/// verdicts (the ranks a via-collective rank points to, rank groups, the
+/// headline) are computed over parts that each hold one rank.
+#[test]
+fn merged_parts_of_a_real_capture_keep_the_cross_rank_verdicts() {
+    let t = tempfile::tempdir().unwrap();
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/multirank_fsdp");
+    let (merged, status) =
+        single_and_merged(t.path(), &data.join("run_A"), &data.join("run_B"), &[]);
+    assert_eq!(status, 1);
+    let s = summary(&merged);
+    assert_eq!(s["ranks"].as_array().unwrap().len(), 4);
+    let text = s.to_string();
+    assert!(
+        text.contains("tok_embeddings/op_2_embedding"),
+        "rank 1's entry"
+    );
+    // Ranks 0, 2, 3 (each compared in another part than rank 1) point to rank 1.
+    for r in [0, 2, 3] {
+        assert_eq!(
+            s["ranks"][r]["root_causes"]["see_ranks"],
+            serde_json::json!([1]),
+            "rank {r}"
+        );
+    }
+    assert_eq!(s["groups"].as_array().unwrap().len(), 2);
+}
+
 /// Four parts of a small run under `dir`, with `--rows` Parquet files.
 fn parts(dir: &Path, extra: &[&str]) -> Vec<PathBuf> {
     let (a, b) = gen(dir, 8, 600, 3);

@@ -158,7 +158,15 @@ fn is_additive(op: &[u8]) -> bool {
     let op = op.strip_prefix(b"_foreach_").unwrap_or(op);
     matches!(
         op,
-        b"add" | b"sub" | b"rsub" | b"sum" | b"mean" | b"cumsum" | b"lerp" | b"addcmul" | b"addcdiv"
+        b"add"
+            | b"sub"
+            | b"rsub"
+            | b"sum"
+            | b"mean"
+            | b"cumsum"
+            | b"lerp"
+            | b"addcmul"
+            | b"addcdiv"
     )
 }
 
@@ -271,7 +279,7 @@ pub struct CauseEntry {
 
 /// Diverging rows of a rank per [`CauseKind`] (every row counted; causes
 /// grouped in [`RootCauses::causes`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct KindCounts {
     /// Origins.
     pub origin: u64,
@@ -496,8 +504,16 @@ pub fn analyse(
                 t1.field(r1, Field::InputHashes),
                 t2.field(r2, Field::InputHashes),
             );
-            let bad = differing_positions(in1, in2, o.hash, o.nan_equal);
-            let explained = bad.is_empty() && print_explains(t1, r1, t2, r2, &o, prec);
+            // Digests on both sides decide exactly; else the printed hashes
+            // under the row's tolerance, and print rounding may explain.
+            let (bad, exact) = match (
+                super::compare::digest_differences(t1, r1, t2, r2, Field::InputDigests),
+                t1.has(r1, Field::OutputDigest) && t2.has(r2, Field::OutputDigest),
+            ) {
+                (Some(d), true) => (d, true),
+                _ => (differing_positions(in1, in2, o.hash, o.nan_equal), false),
+            };
+            let explained = !exact && bad.is_empty() && print_explains(t1, r1, t2, r2, &o, prec);
             let producers: Vec<&[u8]> = t1
                 .field(r1, Field::InputProducers)
                 .split(|b| *b == b';')

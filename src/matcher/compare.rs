@@ -69,6 +69,13 @@ pub struct CompareOptions {
     pub gate_inputs: bool,
 }
 
+impl CompareOptions {
+    /// Whether every difference counts (`--bitwise`: rtol 0, atol 0).
+    pub fn is_bitwise(&self) -> bool {
+        self.hash.rtol == 0.0 && self.hash.atol == 0.0
+    }
+}
+
 impl Default for CompareOptions {
     fn default() -> Self {
         CompareOptions {
@@ -419,6 +426,56 @@ pub fn judge_pair(
         output_missing: output_missing && !shape_differs,
         shape_text_differs,
     }
+}
+
+/// Positions (0-based) where two rows' digest lists in `field` differ, or
+/// `None` when either row has no such line (a malformed digest differs).
+pub fn digest_differences(
+    t1: &OpTable,
+    r1: usize,
+    t2: &OpTable,
+    r2: usize,
+    field: Field,
+) -> Option<Vec<usize>> {
+    if !t1.has(r1, field) || !t2.has(r2, field) {
+        return None;
+    }
+    let a: Vec<Option<u64>> = t1.digests(r1, field).collect();
+    let b: Vec<Option<u64>> = t2.digests(r2, field).collect();
+    Some(
+        (0..a.len().max(b.len()))
+            .filter(|&i| match (a.get(i), b.get(i)) {
+                (Some(Some(x)), Some(Some(y))) => x != y,
+                _ => true,
+            })
+            .collect(),
+    )
+}
+
+/// Whether two rows are bitwise identical by their digests: `None` when
+/// either row has no `Output digest:` line, else whether every Output
+/// digest and Input digest (when both have them) is equal.
+pub fn bitwise_identical(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize) -> Option<bool> {
+    let out = digest_differences(t1, r1, t2, r2, Field::OutputDigest)?;
+    let inputs = digest_differences(t1, r1, t2, r2, Field::InputDigests).unwrap_or_default();
+    Some(out.is_empty() && inputs.is_empty())
+}
+
+/// Whether every printed value two rows both have is the same text (Shape,
+/// hashes, stats).
+pub fn printed_equal(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize) -> bool {
+    [
+        Field::Shape,
+        Field::OutputHash,
+        Field::InputHashes,
+        Field::L1Norm,
+        Field::L2Norm,
+        Field::Min,
+        Field::Max,
+        Field::Mean,
+    ]
+    .iter()
+    .all(|f| t1.field(r1, *f) == t2.field(r2, *f))
 }
 
 /// Whether a row's stats or Output hash hold a NaN or an infinity.

@@ -138,6 +138,12 @@ pub const ROW_OUT_DIFF: u8 = 16;
 /// Shape is compared.
 pub const ROW_SHAPE_TEXT_DIFF: u8 = 32;
 
+/// Row flag: both rows have digests and they are all equal: bitwise identical.
+pub const ROW_BITWISE: u8 = 64;
+/// Row flag: the digests differ while every printed value agrees (a `diff`
+/// only the digests show).
+pub const ROW_DIGEST_ONLY: u8 = 128;
+
 /// One result row: a pair, or a row of one side only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MatchRow {
@@ -321,6 +327,25 @@ impl MatchTable {
     /// Rows paired per pass.
     pub fn strategy_counts(&self) -> StrategyCounts {
         self.strategies
+    }
+    /// When both logs have digests: (paired rows bitwise identical, paired
+    /// rows with digests on both sides); `None` without digests.
+    pub fn bitwise_counts(&self, t1: &OpTable, t2: &OpTable) -> Option<(u64, u64)> {
+        if !t1.has_digests() || !t2.has_digests() {
+            return None;
+        }
+        let same = self.rows.iter().filter(|r| r.has(ROW_BITWISE)).count() as u64;
+        let with = self
+            .rows
+            .iter()
+            .filter(|r| match (r.r1(), r.r2()) {
+                (Some(a), Some(b)) => {
+                    t1.has(a, Field::OutputDigest) && t2.has(b, Field::OutputDigest)
+                }
+                _ => false,
+            })
+            .count() as u64;
+        Some((same, with))
     }
     /// Index of the first row that gates (see [`MatchRow::gates`]): the
     /// first divergence, in result order (run-1 dispatch order, then the
@@ -695,11 +720,29 @@ pub fn match_tables_indexed(
             if v.shape_text_differs {
                 flags |= ROW_SHAPE_TEXT_DIFF;
             }
+            // With digests on both sides: identical digests are a bitwise
+            // match; differing ones are a `diff` under `--bitwise`, and when
+            // every printed value agrees (only the digests can tell).
+            let mut agrees = v.agrees;
+            if let Some(same) = compare::bitwise_identical(t1, r1, t2, r2u) {
+                if same {
+                    flags |= ROW_BITWISE;
+                } else if rp.opts.is_bitwise() {
+                    agrees = false;
+                    flags |= ROW_OUT_DIFF;
+                } else if agrees && compare::printed_equal(t1, r1, t2, r2u) {
+                    agrees = false;
+                    flags |= ROW_DIGEST_ONLY | ROW_OUT_DIFF;
+                }
+                if !same && rp.opts.is_bitwise() && compare::printed_equal(t1, r1, t2, r2u) {
+                    flags |= ROW_DIGEST_ONLY;
+                }
+            }
             let status = if t1.is_truncated(r1) || t2.is_truncated(r2u) {
                 Status::Truncated
             } else if v.output_missing {
                 Status::Missing
-            } else if v.agrees {
+            } else if agrees {
                 Status::Match
             } else {
                 Status::Diff

@@ -93,6 +93,12 @@ pub fn row_notes(
         let side = if t1.is_truncated(r1) { n1 } else { n2 };
         out.push(format!("{side} block truncated: no verdict"));
     }
+    if row.has(super::ROW_BITWISE) {
+        out.push("bitwise identical".into());
+    }
+    if row.has(super::ROW_DIGEST_ONLY) {
+        out.push("digests differ while every printed value agrees".into());
+    }
     if let Some(c) = cause {
         out.push(c.as_str().to_string());
     }

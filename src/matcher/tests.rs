@@ -259,7 +259,10 @@ fn root_causes_follow_producers() {
     );
     let c = &m.causes;
     assert_eq!(c.first_cause, Some(0));
-    assert_eq!(c.cause_count, 1, "the via-collective cause is not the rank's own");
+    assert_eq!(
+        c.cause_count, 1,
+        "the via-collective cause is not the rank's own"
+    );
     assert_eq!(c.causes[0].inherited, 3);
     assert_eq!(c.causes[0].untraced, 1);
     assert_eq!(c.causes[0].chain, vec![1, 2, 5]);
@@ -372,7 +375,12 @@ fn a_difference_print_rounding_explains_is_no_origin() {
     let m = match_tables(&a, &b, &MatchOptions::default());
     assert_eq!(
         m.cause_kinds,
-        vec![Some(Origin), Some(BelowPrint), Some(Origin), Some(BelowPrint)]
+        vec![
+            Some(Origin),
+            Some(BelowPrint),
+            Some(Origin),
+            Some(BelowPrint)
+        ]
     );
     let c = &m.causes;
     assert_eq!(c.cause_count, 2);
@@ -420,7 +428,10 @@ fn entries_reading_one_changed_input_are_one_cause() {
         ),
     ]);
     let m = match_tables(&a, &b, &MatchOptions::default());
-    assert_eq!(m.cause_kinds, vec![Some(Entry), Some(Entry), Some(Untraced)]);
+    assert_eq!(
+        m.cause_kinds,
+        vec![Some(Entry), Some(Entry), Some(Untraced)]
+    );
     let c = &m.causes;
     assert_eq!(c.cause_count, 1);
     assert_eq!(c.causes.len(), 1);
@@ -477,4 +488,120 @@ fn the_largest_difference_counts_only_gating_fields() {
     let d = m.causes.largest_diff.unwrap();
     assert_eq!(d.field, "Output hash");
     assert!((d.rel - 5e-6).abs() < 1e-9, "{}", d.rel);
+}
+
+/// A full-precision log with digests (`Precision: full` header).
+fn full_log(blocks: &[(&str, &str)]) -> OpTable {
+    let mut s = format!(
+        "Total captured activations: {}\nExcluded ops dispatched: \nPrecision: full\n",
+        blocks.len()
+    );
+    s.push_str(&"=".repeat(80));
+    s.push_str("\n\n");
+    for (k, body) in blocks {
+        s.push_str(&format!("[{k}]\n"));
+        for l in body.lines() {
+            s.push_str(&format!("  {l}\n"));
+        }
+        s.push('\n');
+    }
+    parse_bytes(s.into_bytes(), "full.log")
+}
+
+#[test]
+fn digests_decide_bitwise_identity_and_exact_origins() {
+    use cause::CauseKind::*;
+    let body = |out: &str, od: &str, inp: &str, id: &str| {
+        format!("Output hash: {out}\nOutput digest: {od}\nInput hashes: {inp}\nInput digests: {id}")
+    };
+    let a0 = body("2.5", "00000000000000aa", "1.25", "00000000000000bb");
+    // Same printed values, another output digest: a diff only digests show;
+    // its inputs' digests agree, so it is an exact origin.
+    let a1 = body("3.5", "00000000000000cc", "2.5", "00000000000000aa");
+    let b1 = body("3.5", "00000000000000cd", "2.5", "00000000000000aa");
+    // A 2e-7 output difference, inputs bitwise equal: the digests show it
+    // is the row's own (no print allowance).
+    let a2 = body("1.0000001", "00000000000000d0", "4.0", "00000000000000e0");
+    let b2 = body("1.0000003", "00000000000000d1", "4.0", "00000000000000e0");
+    let a = full_log(&[("x/op_0_mm", &a0), ("y/op_0_mul", &a1), ("z/op_0_mm", &a2)]);
+    let b = full_log(&[("x/op_0_mm", &a0), ("y/op_0_mul", &b1), ("z/op_0_mm", &b2)]);
+    assert_eq!(a.precision(), crate::parser::Precision::Full);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let st: Vec<Status> = m.rows.iter().map(|r| r.status).collect();
+    assert_eq!(st, vec![Status::Match, Status::Diff, Status::Diff]);
+    assert!(m.rows[0].has(ROW_BITWISE));
+    assert!(
+        m.rows[1].has(ROW_DIGEST_ONLY),
+        "printed values agree, digests do not"
+    );
+    assert!(!m.rows[2].has(ROW_DIGEST_ONLY));
+    assert_eq!(m.cause_kinds[1], Some(Origin));
+    assert_eq!(m.cause_kinds[2], Some(Origin));
+    assert_eq!(m.bitwise_counts(&a, &b), Some((1, 3)));
+    let notes = notes::row_notes(&a, &b, &m, 1, ("a", "b"));
+    assert!(
+        notes.iter().any(|n| n.starts_with("digests differ")),
+        "{notes:?}"
+    );
+    // Identical runs: every row bitwise identical, also under --bitwise.
+    let mut opts = MatchOptions::default();
+    opts.policy.default.hash = Tolerance {
+        rtol: 0.0,
+        atol: 0.0,
+        both: false,
+    };
+    opts.policy.default.stats = Some(opts.policy.default.hash);
+    let same = match_tables(&a, &a, &opts);
+    assert_eq!(same.counts().diff, 0);
+    assert_eq!(same.bitwise_counts(&a, &a), Some((3, 3)));
+}
+
+#[test]
+fn full_precision_shrinks_the_print_allowance() {
+    // One printed unit of `%.6e` on the output is noise at 7 digits, but a
+    // real difference when the log prints every float in full.
+    let blocks = |out: &str| {
+        vec![
+            (
+                "n/op_0_add_",
+                "Output hash: 1.0\nInput hashes: 1.0".to_string(),
+            ),
+            (
+                "w3/op_0_mm",
+                format!("Output hash: {out}\nInput hashes: 2.662878e+04"),
+            ),
+        ]
+    };
+    let mk = |full: bool, out: &str| {
+        let b = blocks(out);
+        let v: Vec<(&str, &str)> = b.iter().map(|(k, x)| (*k, x.as_str())).collect();
+        if full {
+            full_log(&v)
+        } else {
+            log(&v)
+        }
+    };
+    // Run 2's first row differs so that something diverges before w3.
+    let first2 = |t: bool| {
+        let v = vec![
+            ("n/op_0_add_", "Output hash: 1.5\nInput hashes: 1.0"),
+            (
+                "w3/op_0_mm",
+                "Output hash: 8.524767e+03\nInput hashes: 2.662878e+04",
+            ),
+        ];
+        if t {
+            full_log(&v)
+        } else {
+            log(&v)
+        }
+    };
+    for (full, kind) in [
+        (false, cause::CauseKind::BelowPrint),
+        (true, cause::CauseKind::Origin),
+    ] {
+        let (a, b) = (mk(full, "8.524768e+03"), first2(full));
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        assert_eq!(m.cause_kinds[1], Some(kind), "full precision: {full}");
+    }
 }

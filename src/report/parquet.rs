@@ -25,8 +25,9 @@
 //! `diff_output_hash`, `diff_input_hashes` f64 (largest relative difference
 //! of the values; 0 when the texts are equal; null when a side lacks it),
 //! `gates` bool (the row fails the run), `cause` utf8 (`origin`, `entry`,
-//! `inherited`, `via_collective`, `unsynced`; null for rows without a cause
-//! class).
+//! `inherited`, `inherited_below_print`, `inherited_untraced`,
+//! `via_collective`, `unsynced`, as in `summary.json`; null for rows
+//! without a cause class).
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -324,6 +325,8 @@ fn cause_name(k: crate::matcher::cause::CauseKind) -> &'static str {
         K::Origin => "origin",
         K::Entry => "entry",
         K::Inherited => "inherited",
+        K::BelowPrint => "inherited_below_print",
+        K::Untraced => "inherited_untraced",
         K::ViaCollective => "via_collective",
         K::Unsynced => "unsynced",
     }

@@ -283,8 +283,13 @@ fn row_chips(
         if n.starts_with("dtype ") && chips.iter().any(|(_, t)| t.starts_with("dtype differs")) {
             continue; // the dtype chip says it
         }
-        if n.starts_with("unsynced collective") || n.starts_with("ignored") {
+        if n.starts_with("unsynced collective")
+            || n.starts_with("ignored")
+            || n == "bitwise identical"
+        {
             chips.push(("nt quiet", n));
+        } else if n.starts_with("digests differ") {
+            chips.push(("nt lbl", n));
         } else if n.starts_with("non-finite") {
             chips.push(("nt nonfinite", n));
         } else {

@@ -184,6 +184,10 @@ pub struct RankSummary {
     /// The first diverging row that does not gate (an unsynced collective
     /// or an ignored op), if any.
     pub first_nongating_difference: Option<RowRef>,
+    /// When both logs have digests: how many paired rows are bitwise
+    /// identical; absent without digests.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub bitwise: Option<BitwiseCounts>,
     /// Override pairs that paired nothing: `[run1 key, run2 key]`.
     pub unused_overrides: Vec<(String, String)>,
     /// Where the divergence starts (origins and entries) and non-finite values.
@@ -200,6 +204,17 @@ pub struct RankSummary {
     /// When the size budget cut the diverging rows too: how many there were
     /// (the pages hold the first `html_rows` of them).
     pub html_cut_from: Option<usize>,
+}
+
+/// Bitwise identity of a rank's paired rows, by their digests.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct BitwiseCounts {
+    /// Paired rows whose digests are all equal.
+    pub identical: u64,
+    /// Paired rows with digests on both sides.
+    pub with_digests: u64,
+    /// Every paired row is bitwise identical.
+    pub all: bool,
 }
 
 /// Paired rows whose dims differ ("3 of 3 shape mismatches share dim0 6 vs 5").
@@ -322,7 +337,8 @@ pub struct CausesSummary {
     /// a field that gates under its tolerance.
     pub largest_diff: Option<RowRef>,
     /// That field (`Output hash`, `Input hashes`, or a stat when stats gate).
-    pub largest_diff_field: Option<&'static str>,
+    #[serde(deserialize_with = "statics::field_label")]
+    pub largest_diff_field: Option<statics::Name>,
     /// That difference.
     pub largest_rel_diff: Option<f64>,
 }
@@ -392,6 +408,14 @@ impl RankSummary {
                 .matches
                 .first_nongating()
                 .map(|i| RowRef::new(rc, i, plan)),
+            bitwise: rc
+                .matches
+                .bitwise_counts(rc.t1, rc.t2)
+                .map(|(identical, with_digests)| BitwiseCounts {
+                    identical,
+                    with_digests,
+                    all: identical == with_digests && identical == paired,
+                }),
             unused_overrides: rc.matches.unused_overrides.clone(),
             root_causes: CausesSummary::build(rc, plan),
             shape_mismatches: ShapeMismatches::build(rc),
@@ -494,8 +518,8 @@ impl RankGroup {
 /// What a collective carries, in words: `gradient reduce-scatter` for
 /// `_reduce_scatter_base_`, `parameter all-gather` for `_allgather_base_`.
 pub fn collective_words(key: &str) -> String {
-    let op = crate::matcher::keys::op_type(&crate::matcher::keys::fuzzy_key(key.as_bytes()))
-        .to_vec();
+    let op =
+        crate::matcher::keys::op_type(&crate::matcher::keys::fuzzy_key(key.as_bytes())).to_vec();
     let op = String::from_utf8_lossy(&op).to_lowercase();
     if op.contains("reduce_scatter") {
         "gradient reduce-scatter".into()
@@ -607,7 +631,11 @@ impl Summary {
                 parts.push(format!(
                     "{} {} first at {w}",
                     rank_word(&g.ranks),
-                    if g.ranks.len() == 1 { "diverges" } else { "diverge" }
+                    if g.ranks.len() == 1 {
+                        "diverges"
+                    } else {
+                        "diverge"
+                    }
                 ));
             } else if g.verdict.starts_with("receive") {
                 let v = g.verdict.trim_start_matches("receive the change ");
@@ -616,7 +644,11 @@ impl Summary {
                 other.push(format!(
                     "{} {} first at `{f}`",
                     rank_word(&g.ranks),
-                    if g.ranks.len() == 1 { "diverges" } else { "diverge" }
+                    if g.ranks.len() == 1 {
+                        "diverges"
+                    } else {
+                        "diverge"
+                    }
                 ));
             }
         }
@@ -633,7 +665,11 @@ impl Summary {
         match parts.len() {
             0 => None,
             1 => Some(format!("{}.", parts[0])),
-            n => Some(format!("{}, and {}.", parts[..n - 1].join(", "), parts[n - 1])),
+            n => Some(format!(
+                "{}, and {}.",
+                parts[..n - 1].join(", "),
+                parts[n - 1]
+            )),
         }
     }
 
@@ -687,6 +723,19 @@ pub mod statics {
             .iter()
             .find_map(|x| x.as_str().filter(|n| *n == s))
             .ok_or_else(|| D::Error::custom(format!("unknown pass `{s}`")))
+        })
+        .transpose()
+    }
+
+    /// A field label or `null`.
+    pub fn field_label<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        s.map(|s| {
+            Field::ALL
+                .iter()
+                .map(|f| f.label())
+                .find(|l| *l == s)
+                .ok_or_else(|| D::Error::custom(format!("unknown field `{s}`")))
         })
         .transpose()
     }
