@@ -44,7 +44,7 @@ use super::{MatchTable, Status, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF, RO
 use crate::parser::{Field, OpTable};
 
 /// How a diverging row came to diverge.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CauseKind {
     /// Inputs agree, output diverges beyond print rounding: the divergence starts here.

@@ -35,7 +35,7 @@ pub use policy::{Policy, RowPolicy, Source};
 pub const NO_ROW: u32 = u32::MAX;
 
 /// The verdict on one result row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     /// Paired and agreeing.
@@ -183,7 +183,7 @@ impl MatchRow {
 }
 
 /// Result rows per status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Counts {
     /// Paired and agreeing.
     #[serde(rename = "match")]
@@ -254,7 +254,7 @@ impl Counts {
 }
 
 /// Rows paired by each pass.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StrategyCounts {
     /// Pass 0.
     #[serde(rename = "override")]

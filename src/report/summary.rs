@@ -2,7 +2,7 @@
 //! the first diverging row, coverage, excluded ops and input warnings.
 //! The schema is documented in `docs/summary-schema.md`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{files, PagePlan, RankComparison};
 use crate::matcher::cause::CauseKind;
@@ -13,7 +13,7 @@ use crate::parser::{duplicate_keys, Field, OpTable, Phase, WarningKind};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// A pointer to one result row.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RowRef {
     /// 0-based index in the rank's result rows.
     pub index: usize,
@@ -24,7 +24,8 @@ pub struct RowRef {
     /// The row's status.
     pub status: Status,
     /// The pass that paired it (`null` when unpaired).
-    pub strategy: Option<&'static str>,
+    #[serde(deserialize_with = "statics::strategy")]
+    pub strategy: Option<statics::Name>,
     /// 1-based line of the block in run 1's log.
     pub line1: Option<u64>,
     /// 1-based line of the block in run 2's log.
@@ -69,7 +70,7 @@ impl RowRef {
 }
 
 /// One side of a rank.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SideSummary {
     /// The log file.
     pub path: String,
@@ -84,7 +85,8 @@ pub struct SideSummary {
     /// Blocks cut short by the end of the file.
     pub truncated_blocks: usize,
     /// Fields present in this log but in no block of the other side's log.
-    pub one_sided_fields: Vec<&'static str>,
+    #[serde(deserialize_with = "statics::field_labels")]
+    pub one_sided_fields: Vec<statics::Name>,
     /// Keys that occur more than once, with their 1-based lines.
     pub duplicate_keys: Vec<(String, Vec<u64>)>,
     /// Parse warnings (at most 100 stored per file), `file:line:col: message`.
@@ -149,7 +151,7 @@ impl SideSummary {
 }
 
 /// Page of a rank's report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct PageRef {
     /// File name, relative to the report folder.
     pub file: String,
@@ -161,7 +163,7 @@ pub struct PageRef {
 }
 
 /// Summary of one rank pair.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RankSummary {
     /// Run 1's rank number.
     pub rank: u32,
@@ -216,7 +218,7 @@ pub struct BitwiseCounts {
 }
 
 /// Paired rows whose dims differ ("3 of 3 shape mismatches share dim0 6 vs 5").
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ShapeMismatches {
     /// Paired rows whose dims differ.
     pub count: u64,
@@ -266,7 +268,7 @@ impl ShapeMismatches {
 }
 
 /// An origin or entry of a rank, for `summary.json` and the report.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct CauseRef {
     /// The row.
     pub row: RowRef,
@@ -294,7 +296,7 @@ pub struct CauseRef {
 }
 
 /// A rank both runs have that could not be compared.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct FailedRank {
     /// Run 1's rank number.
     pub rank: u32,
@@ -303,7 +305,7 @@ pub struct FailedRank {
 }
 
 /// Root-cause findings of one rank (see `matcher::cause`).
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct CausesSummary {
     /// The first origin or entry: the op to look at first.
     pub first_cause: Option<CauseRef>,
@@ -437,7 +439,7 @@ impl RankSummary {
 }
 
 /// The whole comparison, as written to `summary.json`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
     /// Layout version of this file ([`SCHEMA_VERSION`]).
     pub schema_version: u32,
@@ -463,6 +465,10 @@ pub struct Summary {
     /// the errors; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub ranks_failed: Vec<FailedRank>,
+    /// Every input error of the comparison (those of `ranks_failed`
+    /// included), each naming its file; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub input_errors: Vec<String>,
     /// Ranks that behave alike: same first divergence and counts.
     pub groups: Vec<RankGroup>,
     /// The exit status `actdiff compare` returns for this comparison.
@@ -473,7 +479,7 @@ pub struct Summary {
 
 /// Ranks with the same verdict: the same first cause, or the same
 /// collective their change arrives through, or the same first divergence.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RankGroup {
     /// The ranks, ascending.
     pub ranks: Vec<u32>,
@@ -687,5 +693,50 @@ impl Summary {
             c.merge(&r.counts);
         }
         c
+    }
+}
+
+/// Reading back the `&'static str` fields of a serialised summary (`actdiff
+/// merge` reads the parts' [`RankSummary`] lists): the texts are mapped to
+/// the program's own names, and an unknown one is an error.
+pub mod statics {
+    use serde::{de::Error, Deserialize, Deserializer};
+
+    use crate::matcher::Strategy;
+    use crate::parser::Field;
+
+    /// A name the program owns (`&'static str`; an alias, so that serde's
+    /// derive does not ask the input to live forever).
+    pub type Name = &'static str;
+
+    /// A pass name (`override`, `exact`, `fuzzy`, `stats`) or `null`.
+    pub fn strategy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        s.map(|s| {
+            [
+                Strategy::Override,
+                Strategy::Exact,
+                Strategy::Fuzzy,
+                Strategy::Stats,
+            ]
+            .iter()
+            .find_map(|x| x.as_str().filter(|n| *n == s))
+            .ok_or_else(|| D::Error::custom(format!("unknown pass `{s}`")))
+        })
+        .transpose()
+    }
+
+    /// Field labels (`L2 norm`, `Output hash`, ...).
+    pub fn field_labels<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<&'static str>, D::Error> {
+        let v: Vec<String> = Vec::deserialize(d)?;
+        v.into_iter()
+            .map(|s| {
+                Field::ALL
+                    .iter()
+                    .map(|f| f.label())
+                    .find(|l| *l == s)
+                    .ok_or_else(|| D::Error::custom(format!("unknown field `{s}`")))
+            })
+            .collect()
     }
 }

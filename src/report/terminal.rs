@@ -217,6 +217,14 @@ pub fn render(s: &Summary, report: &str) -> String {
     if !s.ranks_only2.is_empty() {
         let _ = writeln!(out, "ranks only in {}: {:?}", s.name2, s.ranks_only2);
     }
+    for f in &s.ranks_failed {
+        let _ = writeln!(
+            out,
+            "rank {}: not compared: {}",
+            f.rank,
+            f.errors.join("; ")
+        );
+    }
     if s.ranks.len() > 1 {
         for g in &s.groups {
             let _ = writeln!(out, "{}", g.describe());

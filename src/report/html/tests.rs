@@ -173,6 +173,7 @@ fn write_all(f: &Fixture, opts: &ReportOptions) -> Summary {
         ranks_only1: vec![3],
         ranks_only2: vec![],
         ranks_failed: vec![],
+        input_errors: vec![],
         groups,
         exit_status: 1,
         verdict: vec!["rank 0 diverges at <script>".into()],
