@@ -9,8 +9,8 @@ use crate::exit_codes;
 use crate::matcher::compare::Tolerance;
 use crate::matcher::policy::{self, Policy, F32_MIN_NORMAL};
 use crate::matcher::{MatchOptions, Overrides};
-use crate::report::{junit, terminal, ReportOptions};
-use crate::run::{self, CompareConfig};
+use crate::report::ReportOptions;
+use crate::run::{self, CompareConfig, RunOutputs, Terminal};
 
 /// Find where two deep-learning training runs stop agreeing numerically.
 #[derive(Parser, Debug)]
@@ -28,6 +28,28 @@ pub enum Command {
     Compare(Box<CompareArgs>),
     /// Write two runs of realistic generated logs (benchmarks, reproducible from a seed).
     Gen(GenArgs),
+    /// Join the parts of a sharded compare (`compare --shard`) into one report.
+    Merge(MergeArgs),
+}
+
+/// `actdiff merge` options.
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// The part folders (the `-o` of each `actdiff compare --shard K/N`), all N of them.
+    #[arg(required = true, value_name = "PART_DIR")]
+    pub parts: Vec<PathBuf>,
+    /// Report folder (index.html, result pages, summary.json).
+    #[arg(short = 'o', long = "out", default_value = "report")]
+    pub out: PathBuf,
+    /// Write JUnit XML (one test case per rank) to this file.
+    #[arg(long, value_name = "FILE.xml")]
+    pub junit: Option<PathBuf>,
+    /// Terminal output: a text summary, or the summary.json document on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// No terminal summary (errors and warnings still go to stderr).
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// `actdiff gen` options.
@@ -84,8 +106,9 @@ fn gen(a: GenArgs) -> i32 {
     }
 }
 
-/// `actdiff compare` options.
-#[derive(Args, Debug)]
+/// `actdiff compare` options. Serialised (less the output options, marked
+/// `skip`) into a part's manifest as the options that affect results.
+#[derive(Args, Debug, serde::Serialize)]
 pub struct CompareArgs {
     /// Run 1 (the baseline): a rank_N_activations.log file, or a folder of them.
     pub run1: PathBuf,
@@ -93,7 +116,17 @@ pub struct CompareArgs {
     pub run2: PathBuf,
     /// Report folder (index.html, result pages, summary.json).
     #[arg(short = 'o', long = "out", default_value = "report")]
+    #[serde(skip)]
     pub out: PathBuf,
+    /// Compare part K of N of the ranks (K from 0) and write it as a part
+    /// for `actdiff merge`; `auto` takes K and N from a Slurm job array
+    /// (SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT), `auto/N` or `auto`
+    /// with ACTDIFF_SHARD_COUNT=N from a Kubernetes Indexed Job
+    /// (JOB_COMPLETION_INDEX). A part exits 0 once written, whatever it
+    /// found: the merge gives the verdict.
+    #[arg(long, value_name = "K/N|auto[/N]")]
+    #[serde(skip)]
+    pub shard: Option<run::shard::ShardSpec>,
     /// Display name of run 1 (default: its folder name).
     #[arg(long)]
     pub name1: Option<String>,
@@ -105,6 +138,7 @@ pub struct CompareArgs {
     pub overrides: Option<PathBuf>,
     /// Write every result row as JSON Lines to this file.
     #[arg(long, value_name = "ROWS.jsonl")]
+    #[serde(skip)]
     pub rows: Option<PathBuf>,
     /// Compare run-1 rank A with run-2 rank B (`A:B`, repeatable or comma-separated).
     #[arg(long = "rank-map", value_name = "A:B")]
@@ -131,9 +165,11 @@ pub struct CompareArgs {
     pub page_rows: u64,
     /// Worker threads, 1 to 1024 (default: one per core).
     #[arg(short = 'j', long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[serde(skip)]
     pub jobs: Option<u16>,
     /// No progress bars and no terminal summary (errors and warnings still go to stderr).
     #[arg(short, long)]
+    #[serde(skip)]
     pub quiet: bool,
     /// Relative tolerance on hashes and stats (setting it makes the stats gate too).
     #[arg(long, value_name = "X")]
@@ -167,6 +203,7 @@ pub struct CompareArgs {
     pub strict: bool,
     /// Terminal output: a text summary, or the summary.json document on stdout.
     #[arg(long, value_enum, default_value = "text")]
+    #[serde(skip)]
     pub format: Format,
     /// Add OFFSET to `layers.N` in one side's keys before pairing: `run2:1=4`
     /// (run 2's rank 1 is a pipeline stage starting at layer 4) or `run2=4` (all ranks).
@@ -181,11 +218,12 @@ pub struct CompareArgs {
     pub l1_equals_hash: bool,
     /// Write JUnit XML (one test case per rank) to this file.
     #[arg(long, value_name = "FILE.xml")]
+    #[serde(skip)]
     pub junit: Option<PathBuf>,
 }
 
 /// `--html-rows`: a row count, or `all`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct HtmlRows(pub Option<usize>);
 
 impl std::str::FromStr for HtmlRows {
@@ -294,85 +332,197 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
     Ok(p)
 }
 
+/// The `--junit FILE` (or `--junit=FILE`) of a command line clap could
+/// not parse, if it has one.
+fn junit_arg(args: impl Iterator<Item = std::ffi::OsString>) -> Option<PathBuf> {
+    let args: Vec<std::ffi::OsString> = args.collect();
+    let compare = args.iter().skip(1).any(|a| a == "compare");
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--" {
+            break;
+        }
+        if a == "--junit" {
+            return it.next().filter(|_| compare).map(PathBuf::from);
+        }
+        if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--junit=")) {
+            return compare.then(|| PathBuf::from(v));
+        }
+    }
+    None
+}
+
 /// Runs the command line and returns the exit status.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
-                exit_codes::INPUT_ERROR
-            } else {
-                exit_codes::OK
-            };
+            if !e.use_stderr() {
+                return exit_codes::OK;
+            }
+            // A CI job asked for JUnit: it gets one saying why, not none.
+            if let Some(j) = junit_arg(std::env::args_os()) {
+                let msg = e.to_string();
+                let first = msg
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ");
+                if let Err(err) = run::outputs::usage_error_junit(&j, first) {
+                    eprintln!("error: {}: {err}", j.display());
+                }
+            }
+            return exit_codes::INPUT_ERROR;
         }
     };
     match cli.command {
         Command::Compare(a) => compare(*a),
         Command::Gen(a) => gen(a),
+        Command::Merge(a) => merge(a),
     }
 }
 
-fn compare(a: CompareArgs) -> i32 {
-    let mut matching = MatchOptions::default();
-    if let Some(p) = &a.overrides {
-        match Overrides::read(p) {
-            Ok(o) => {
-                for (line, text) in &o.skipped {
-                    eprintln!(
-                        "warning: {}:{line}:1: override line without a comma skipped: `{text}`",
-                        p.display()
-                    );
-                }
-                matching.overrides = o;
+/// The options of `a` that affect results, for a part's manifest: every
+/// option but the output ones, and the size and digest of each rules,
+/// config and override file (the `./actdiff.toml` found too).
+fn result_options(a: &CompareArgs) -> serde_json::Value {
+    let mut v = serde_json::to_value(a).expect("options serialise");
+    let config = a
+        .config
+        .clone()
+        .or_else(|| Some(PathBuf::from("actdiff.toml")).filter(|p| p.is_file()));
+    let mut files = serde_json::Map::new();
+    for p in [config.as_ref(), a.rules.as_ref(), a.overrides.as_ref()]
+        .into_iter()
+        .flatten()
+    {
+        files.insert(p.display().to_string(), run::shard::file_record(p));
+    }
+    v["files"] = serde_json::Value::Object(files);
+    v
+}
+
+fn terminal(format: Format, quiet: bool) -> Terminal {
+    match format {
+        Format::Json => Terminal::Json,
+        Format::Text if quiet => Terminal::Quiet,
+        Format::Text => Terminal::Text,
+    }
+}
+
+/// `actdiff merge`: the parts checked, then the run-level outputs exactly
+/// as `actdiff compare` writes them ([`run::finish`]).
+fn merge(a: MergeArgs) -> i32 {
+    let outs = RunOutputs {
+        junit: a.junit.clone(),
+        terminal: terminal(a.format, a.quiet),
+    };
+    match run::merge::merge_parts(&a.parts, &a.out) {
+        Ok(c) => run::finish(c.meta, c.ranks, &outs),
+        Err(run::merge::MergeError::Parts(problems)) => {
+            for p in problems {
+                eprintln!("error: {p}");
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return exit_codes::INPUT_ERROR;
-            }
+            eprintln!("error: nothing merged: {} is not written", a.out.display());
+            exit_codes::INPUT_ERROR
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit_codes::INPUT_ERROR
         }
     }
-    matching.policy = match build_policy(&a) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::INPUT_ERROR;
+}
+
+/// A part of a sharded compare: its ranks' problems on stderr, one line on
+/// stdout; exit 0 once `part.json` says done (the verdict is the merge's),
+/// 2 when the part failed.
+fn part_done(c: run::Compared, part: run::shard::Shard, units: usize, quiet: bool) -> i32 {
+    for w in &c.meta.warnings {
+        eprintln!("warning: part {part}: {w}");
+    }
+    for e in &c.meta.errors {
+        eprintln!("error: part {part}: {e}");
+    }
+    let dir = &c.meta.report.out_dir;
+    let done = run::shard::Manifest::read(dir)
+        .map(|m| m.status == run::shard::PartStatus::Done)
+        .unwrap_or(false);
+    if !quiet {
+        let n: u64 = c.ranks.iter().map(|r| r.counts.total()).sum();
+        let d: u64 = c.ranks.iter().map(|r| r.counts.diverging()).sum();
+        println!(
+            "part {part}: {} rank(s) compared ({n} rows, {d} diverging), {units} unit(s); written to {}; the verdict is `actdiff merge`'s",
+            c.ranks.len(),
+            dir.join(run::shard::MANIFEST).display()
+        );
+    }
+    if done {
+        exit_codes::OK
+    } else {
+        exit_codes::INPUT_ERROR
+    }
+}
+
+/// The report settings of `a` (names default to the run folders').
+fn report_options(a: &CompareArgs) -> ReportOptions {
+    ReportOptions {
+        out_dir: a.out.clone(),
+        name1: a
+            .name1
+            .clone()
+            .unwrap_or_else(|| run::pipeline::default_name(&a.run1)),
+        name2: a
+            .name2
+            .clone()
+            .unwrap_or_else(|| run::pipeline::default_name(&a.run2)),
+        path1: a.run1.display().to_string(),
+        path2: a.run2.display().to_string(),
+        page_rows: a.page_rows as usize,
+        html_rows: a.html_rows.0,
+        html_budget: html_budget(a.html_rows.0, a.html_budget_mb),
+    }
+}
+
+/// The matching settings of `a`: overrides (warning about skipped lines),
+/// the tolerance policy, the shape tie-break.
+fn match_options(a: &CompareArgs) -> Result<MatchOptions, String> {
+    let mut matching = MatchOptions::default();
+    if let Some(p) = &a.overrides {
+        let o = Overrides::read(p).map_err(|e| e.to_string())?;
+        for (line, text) in &o.skipped {
+            eprintln!(
+                "warning: {}:{line}:1: override line without a comma skipped: `{text}`",
+                p.display()
+            );
         }
-    };
+        matching.overrides = o;
+    }
+    matching.policy = build_policy(a)?;
     matching.shape_tie_break = !a.no_shape_tie_break;
-    let layer_offsets = match run::pipeline::parse_layer_offsets(&a.layer_offsets) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::INPUT_ERROR;
-        }
+    Ok(matching)
+}
+
+/// The whole configuration of `actdiff compare`; an error names the option
+/// or file at fault.
+fn compare_config(a: &CompareArgs) -> Result<CompareConfig, String> {
+    let matching = match_options(a)?;
+    let layer_offsets = run::pipeline::parse_layer_offsets(&a.layer_offsets)?;
+    let rank_map = run::parse_rank_map(&a.rank_map).map_err(|e| e.to_string())?;
+    let shard = match a.shard {
+        None => None,
+        Some(spec) => Some(run::ShardPart {
+            shard: spec.resolve(&|k| std::env::var(k).ok())?,
+            options: result_options(a),
+        }),
     };
-    let rank_map = match run::parse_rank_map(&a.rank_map) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return exit_codes::INPUT_ERROR;
-        }
-    };
-    let cfg = CompareConfig {
-        report: ReportOptions {
-            out_dir: a.out.clone(),
-            name1: a
-                .name1
-                .unwrap_or_else(|| run::pipeline::default_name(&a.run1)),
-            name2: a
-                .name2
-                .unwrap_or_else(|| run::pipeline::default_name(&a.run2)),
-            path1: a.run1.display().to_string(),
-            path2: a.run2.display().to_string(),
-            page_rows: a.page_rows as usize,
-            html_rows: a.html_rows.0,
-            html_budget: html_budget(a.html_rows.0, a.html_budget_mb),
-        },
-        run1: a.run1,
-        run2: a.run2,
+    Ok(CompareConfig {
+        shard,
+        report: report_options(a),
+        run1: a.run1.clone(),
+        run2: a.run2.clone(),
         matching,
-        rows: a.rows,
+        rows: a.rows.clone(),
         rank_map,
         allow_incomplete: a.allow_incomplete,
         allow_duplicates: a.allow_duplicates,
@@ -381,43 +531,30 @@ fn compare(a: CompareArgs) -> i32 {
         strict: a.strict,
         layer_offsets,
         l1_as_hash: a.l1_equals_hash,
+    })
+}
+
+fn compare(a: CompareArgs) -> i32 {
+    let outs = RunOutputs {
+        junit: a.junit.clone(),
+        terminal: terminal(a.format, a.quiet),
     };
-    match run::compare_runs(&cfg) {
-        Ok(outcome) => {
-            for w in &outcome.warnings {
-                eprintln!("warning: {w}");
+    if a.shard.is_some() && a.junit.is_some() {
+        eprintln!("error: --junit with --shard: JUnit is the merge's (actdiff merge PART_DIR... --junit FILE)");
+        return exit_codes::INPUT_ERROR;
+    }
+    match compare_config(&a) {
+        Ok(cfg) if cfg.shard.is_some() => {
+            let c = run::compare_runs(&cfg);
+            match c.part.clone() {
+                Some((part, units)) => part_done(c, part, units.len(), a.quiet),
+                None => run::finish(c.meta, c.ranks, &outs),
             }
-            for e in &outcome.errors {
-                eprintln!("error: {e}");
-            }
-            if let Some(j) = &a.junit {
-                let res = std::fs::File::create(j)
-                    .and_then(|f| junit::write_junit(&outcome.summary, std::io::BufWriter::new(f)));
-                if let Err(e) = res {
-                    eprintln!("error: {}: {e}", j.display());
-                    return exit_codes::INPUT_ERROR;
-                }
-            }
-            match a.format {
-                Format::Json => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&outcome.summary).expect("summary serialises")
-                ),
-                Format::Text if !a.quiet => {
-                    let index = cfg.report.out_dir.join("index.html");
-                    print!(
-                        "{}",
-                        terminal::render(&outcome.summary, &index.display().to_string())
-                    );
-                }
-                Format::Text => {}
-            }
-            outcome.exit_status()
         }
-        Err(e) => {
-            eprintln!("error: {e}");
-            exit_codes::INPUT_ERROR
-        }
+        Ok(cfg) => run::compare(&cfg, &outs),
+        // A bad option or option file: no rank is read, and every output
+        // (report folder, JUnit, terminal) says why.
+        Err(e) => run::outputs::input_error(report_options(&a), vec![e], &outs),
     }
 }
 

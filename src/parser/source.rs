@@ -1,6 +1,7 @@
-//! Where a log's bytes come from: a read-only memory map of the file, or the
+//! Where a log's bytes come from: a read-only memory map of the file, the
 //! decompressed bytes of a gzip file (detected by its magic bytes, whatever
-//! the file is called).
+//! the file is called), or the bytes of a stream that cannot be mapped (a
+//! pipe, `/dev/stdin`, a process substitution), read to its end.
 
 use std::fs::File;
 use std::io::Read;
@@ -21,7 +22,8 @@ pub enum LogSource {
 
 impl LogSource {
     /// Opens `path`: maps it, or decompresses it when it starts with the gzip
-    /// magic bytes `1f 8b`.
+    /// magic bytes `1f 8b`; a path that is not a regular file (a pipe) is
+    /// read to its end instead of mapped.
     ///
     /// Errors: [`ParseError::Io`] when the file cannot be opened or mapped,
     /// [`ParseError::Gzip`] when the gzip stream is corrupt.
@@ -37,6 +39,14 @@ impl LogSource {
                 path: path.to_path_buf(),
                 message: "is a directory, expected a log file".into(),
             });
+        }
+        if !meta.is_file() {
+            // A pipe, `/dev/stdin`, a process substitution (`<(zcat b.gz)`):
+            // no length and nothing to map; read it to its end.
+            let mut bytes = Vec::new();
+            let mut file = file;
+            file.read_to_end(&mut bytes).map_err(io)?;
+            return Self::from_bytes(bytes, path);
         }
         if meta.len() == 0 {
             return Ok(LogSource::Owned(Vec::new()));
@@ -58,6 +68,22 @@ impl LogSource {
             return Ok(LogSource::Owned(out));
         }
         Ok(LogSource::Mapped(map))
+    }
+
+    /// Bytes read from a stream: decompressed when they start with the
+    /// gzip magic bytes.
+    fn from_bytes(bytes: Vec<u8>, path: &Path) -> Result<LogSource, ParseError> {
+        if bytes.len() >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b {
+            let mut out = Vec::new();
+            flate2::read::MultiGzDecoder::new(&bytes[..])
+                .read_to_end(&mut out)
+                .map_err(|e| ParseError::Gzip {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                })?;
+            return Ok(LogSource::Owned(out));
+        }
+        Ok(LogSource::Owned(bytes))
     }
 
     /// The log's bytes.

@@ -1,7 +1,19 @@
-//! `--junit FILE`: JUnit XML with one test case per rank, so CI systems
-//! (GitHub, GitLab, Jenkins) show a numeric regression natively. A rank
-//! fails when it has gating divergences; its failure lists the origins and
-//! entries. Ranks present on one side only are failing test cases too.
+//! `--junit FILE`: JUnit XML with one test case per rank of either run, so
+//! CI systems (GitHub, GitLab, Jenkins) show a numeric regression natively.
+//!
+//! - a compared rank passes, or fails (`<failure type="NumericDivergence">`)
+//!   when it has gating divergences, listing its origins and entries;
+//! - a rank present in one run only fails (`OneSidedRank`);
+//! - a rank whose input is incomplete is an `<error type="IncompleteInput">`
+//!   (a `<failure>` under `--allow-incomplete`, whose exit status is 1);
+//! - a rank that could not be compared is an `<error type="InputError">`
+//!   with the reason;
+//! - input errors that belong to no rank (a missing run, a bad option or
+//!   option file) are one more `<error>` case, `input`; so is any other
+//!   reason for a non-zero exit status that no rank shows.
+//!
+//! So the file passes (no failure, no error) exactly when the exit status
+//! is 0, and it is written even when no rank was read.
 
 use std::io::Write;
 
@@ -9,6 +21,32 @@ use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;
 
 use super::summary::{RankSummary, Summary};
+use crate::exit_codes;
+
+/// How one test case ended.
+enum Outcome {
+    Pass,
+    /// `<failure>`: the comparison ran and found a divergence.
+    Failure {
+        ty: &'static str,
+        message: String,
+        body: String,
+    },
+    /// `<error>`: the comparison could not run on this input.
+    Error {
+        ty: &'static str,
+        message: String,
+        body: String,
+    },
+}
+
+/// One test case: a rank, or `input`.
+struct Case {
+    name: String,
+    /// For ordering: the rank number (`u32::MAX + 1` for `input`).
+    order: u64,
+    outcome: Outcome,
+}
 
 fn failure_text(s: &Summary, r: &RankSummary) -> String {
     let mut t = format!(
@@ -34,80 +72,175 @@ fn failure_text(s: &Summary, r: &RankSummary) -> String {
     t
 }
 
+/// The test case of a compared rank.
+fn compared_case(s: &Summary, r: &RankSummary) -> Case {
+    let incomplete: Vec<String> = [("run1", &r.run1), ("run2", &r.run2)]
+        .iter()
+        .flat_map(|(n, side)| {
+            side.incomplete
+                .iter()
+                .map(move |x| format!("{n} ({}) {x}", side.path))
+        })
+        .collect();
+    let outcome = if !incomplete.is_empty() {
+        let message = format!("rank {}: incomplete input: {}", r.rank, incomplete[0]);
+        let mut body = incomplete.join("\n");
+        body.push('\n');
+        if r.gates() {
+            body.push_str(&failure_text(s, r));
+        }
+        if s.exit_status == exit_codes::DIVERGED {
+            // --allow-incomplete: compared anyway, never a pass.
+            Outcome::Failure {
+                ty: "IncompleteInput",
+                message,
+                body,
+            }
+        } else {
+            Outcome::Error {
+                ty: "IncompleteInput",
+                message,
+                body,
+            }
+        }
+    } else if r.gates() {
+        let message = match &r.root_causes.first_cause {
+            Some(c) => format!(
+                "rank {}: numerics diverge; first {}: {}",
+                r.rank,
+                c.kind.as_str(),
+                c.row.key()
+            ),
+            None => format!(
+                "rank {}: numerics diverge ({} gating rows)",
+                r.rank, r.counts.gating
+            ),
+        };
+        Outcome::Failure {
+            ty: "NumericDivergence",
+            message,
+            body: failure_text(s, r),
+        }
+    } else {
+        Outcome::Pass
+    };
+    Case {
+        name: format!("rank {}", r.rank),
+        order: u64::from(r.rank),
+        outcome,
+    }
+}
+
+/// Every test case of `s`, in rank order, `input` last.
+fn cases(s: &Summary) -> Vec<Case> {
+    let mut cases: Vec<Case> = s.ranks.iter().map(|r| compared_case(s, r)).collect();
+    for (ranks, name, other) in [
+        (&s.ranks_only1, &s.name1, &s.name2),
+        (&s.ranks_only2, &s.name2, &s.name1),
+    ] {
+        for rank in ranks {
+            let message = format!("rank {rank} is only in {name}");
+            cases.push(Case {
+                name: format!("rank {rank}"),
+                order: u64::from(*rank),
+                outcome: Outcome::Failure {
+                    ty: "OneSidedRank",
+                    body: format!("{message}: {other} has no log of this rank\n"),
+                    message,
+                },
+            });
+        }
+    }
+    for f in &s.ranks_failed {
+        cases.push(Case {
+            name: format!("rank {}", f.rank),
+            order: u64::from(f.rank),
+            outcome: Outcome::Error {
+                ty: "InputError",
+                message: format!(
+                    "rank {}: not compared: {}",
+                    f.rank,
+                    f.errors.first().map_or("", String::as_str)
+                ),
+                body: f.errors.join("\n") + "\n",
+            },
+        });
+    }
+    cases.sort_by_key(|c| c.order);
+    // Errors no failed rank holds, or a non-zero status no case shows.
+    let of_ranks = |e: &String| s.ranks_failed.iter().any(|f| f.errors.contains(e));
+    let rest: Vec<&String> = s.input_errors.iter().filter(|e| !of_ranks(e)).collect();
+    let shown = cases.iter().any(|c| !matches!(c.outcome, Outcome::Pass));
+    if !rest.is_empty() || (s.exit_status != exit_codes::OK && !shown) {
+        let lines: Vec<&String> = if rest.is_empty() {
+            s.verdict.iter().collect()
+        } else {
+            rest
+        };
+        let mut body = String::new();
+        for l in &lines {
+            body.push_str(l);
+            body.push('\n');
+        }
+        cases.push(Case {
+            name: "input".into(),
+            order: u64::from(u32::MAX) + 1,
+            outcome: Outcome::Error {
+                ty: "InputError",
+                message: format!(
+                    "exit status {}: {}",
+                    s.exit_status,
+                    lines.first().map_or("", |l| l.as_str())
+                ),
+                body,
+            },
+        });
+    }
+    cases
+}
+
 /// Writes the JUnit XML of `s` to `w`.
 pub fn write_junit(s: &Summary, w: impl Write) -> std::io::Result<()> {
+    let cases = cases(s);
+    let count = |f: fn(&Outcome) -> bool| cases.iter().filter(|c| f(&c.outcome)).count();
+    let failures = count(|o| matches!(o, Outcome::Failure { .. }));
+    let errors = count(|o| matches!(o, Outcome::Error { .. }));
     let mut x = Writer::new_with_indent(w, b' ', 2);
-    let err = |e: quick_xml::Error| std::io::Error::other(e.to_string());
-    x.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))
-        .map_err(std::io::Error::other)?;
-    let failures =
-        s.ranks.iter().filter(|r| r.gates()).count() + s.ranks_only1.len() + s.ranks_only2.len();
-    let tests = s.ranks.len() + s.ranks_only1.len() + s.ranks_only2.len();
+    let ev = |x: &mut Writer<_>, e: Event<'_>| x.write_event(e).map_err(std::io::Error::other);
+    ev(
+        &mut x,
+        Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)),
+    )?;
     let mut suite = BytesStart::new("testsuite");
     suite.push_attribute((
         "name",
         format!("actdiff {} vs {}", s.name1, s.name2).as_str(),
     ));
-    suite.push_attribute(("tests", tests.to_string().as_str()));
+    suite.push_attribute(("tests", cases.len().to_string().as_str()));
     suite.push_attribute(("failures", failures.to_string().as_str()));
-    suite.push_attribute(("errors", "0"));
-    x.write_event(Event::Start(suite))
-        .map_err(std::io::Error::other)?;
-    let case = |x: &mut Writer<_>,
-                name: String,
-                failure: Option<(String, String)>|
-     -> std::io::Result<()> {
-        let mut c = BytesStart::new("testcase");
-        c.push_attribute(("classname", "actdiff.compare"));
-        c.push_attribute(("name", name.as_str()));
-        match failure {
-            None => x
-                .write_event(Event::Empty(c))
-                .map_err(std::io::Error::other)?,
-            Some((msg, body)) => {
-                x.write_event(Event::Start(c))
-                    .map_err(std::io::Error::other)?;
-                let mut f = BytesStart::new("failure");
-                f.push_attribute(("message", msg.as_str()));
-                f.push_attribute(("type", "NumericDivergence"));
-                x.write_event(Event::Start(f))
-                    .map_err(std::io::Error::other)?;
-                x.write_event(Event::Text(BytesText::new(&body)))
-                    .map_err(std::io::Error::other)?;
-                x.write_event(Event::End(BytesEnd::new("failure")))
-                    .map_err(std::io::Error::other)?;
-                x.write_event(Event::End(BytesEnd::new("testcase")))
-                    .map_err(std::io::Error::other)?;
+    suite.push_attribute(("errors", errors.to_string().as_str()));
+    ev(&mut x, Event::Start(suite))?;
+    for c in &cases {
+        let mut tc = BytesStart::new("testcase");
+        tc.push_attribute(("classname", "actdiff.compare"));
+        tc.push_attribute(("name", c.name.as_str()));
+        let (tag, ty, message, body) = match &c.outcome {
+            Outcome::Pass => {
+                ev(&mut x, Event::Empty(tc))?;
+                continue;
             }
-        }
-        Ok(())
-    };
-    for r in &s.ranks {
-        let failure = r.gates().then(|| {
-            let msg = match &r.root_causes.first_cause {
-                Some(c) => format!(
-                    "rank {}: numerics diverge; first {}: {}",
-                    r.rank,
-                    c.kind.as_str(),
-                    c.row.key()
-                ),
-                None => format!(
-                    "rank {}: numerics diverge ({} gating rows)",
-                    r.rank, r.counts.gating
-                ),
-            };
-            (msg, failure_text(s, r))
-        });
-        case(&mut x, format!("rank {}", r.rank), failure)?;
+            Outcome::Failure { ty, message, body } => ("failure", ty, message, body),
+            Outcome::Error { ty, message, body } => ("error", ty, message, body),
+        };
+        ev(&mut x, Event::Start(tc))?;
+        let mut f = BytesStart::new(tag);
+        f.push_attribute(("message", message.as_str()));
+        f.push_attribute(("type", *ty));
+        ev(&mut x, Event::Start(f))?;
+        ev(&mut x, Event::Text(BytesText::new(body)))?;
+        ev(&mut x, Event::End(BytesEnd::new(tag)))?;
+        ev(&mut x, Event::End(BytesEnd::new("testcase")))?;
     }
-    for (ranks, name) in [(&s.ranks_only1, &s.name1), (&s.ranks_only2, &s.name2)] {
-        for rank in ranks {
-            let msg = format!("rank {rank} is only in {name}");
-            case(&mut x, format!("rank {rank}"), Some((msg.clone(), msg)))?;
-        }
-    }
-    x.write_event(Event::End(BytesEnd::new("testsuite")))
-        .map_err(std::io::Error::other)?;
-    let _ = err;
+    ev(&mut x, Event::End(BytesEnd::new("testsuite")))?;
     Ok(())
 }

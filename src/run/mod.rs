@@ -3,12 +3,20 @@
 //!
 //! [`pipeline`] drives the stages for every rank pair: parse both logs →
 //! match → report, ranks in parallel, then the index and the exit status.
+//! [`shard`] splits the ranks into parts (`--shard`) and [`merge`] joins
+//! the parts into one report (`actdiff merge`).
 
+pub mod merge;
+pub mod outputs;
 pub mod pipeline;
+mod progress;
+pub mod shard;
+mod timer;
 
 use std::path::{Path, PathBuf};
 
-pub use pipeline::{compare_runs, CompareConfig, Outcome};
+pub use outputs::{finish, RunMeta, RunOutputs, Terminal};
+pub use pipeline::{assemble, compare, compare_runs, CompareConfig, Compared, ShardPart};
 
 /// Errors locating the logs of a run.
 #[derive(Debug, thiserror::Error)]

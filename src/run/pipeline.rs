@@ -1,6 +1,8 @@
 //! The compare pipeline: for every rank pair, parse both logs, match them and
-//! write the rank's report pages, ranks in parallel on a rayon pool; then the
-//! index, `summary.json`, the `--rows` file and the exit status.
+//! write the rank's report pages and `--rows` part, ranks in parallel on a
+//! rayon pool; then the `--rows` file. The run-level outputs (index,
+//! `summary.json`, JUnit, terminal, exit status) are [`super::outputs`]'s,
+//! from the rank summaries alone.
 //!
 //! Input problems of one rank (an empty log, a log without ops, duplicate
 //! keys) are collected as errors and never abort the other ranks.
@@ -9,14 +11,17 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 
-use super::{plan, RunInput};
-use crate::exit_codes;
-use crate::matcher::{self, MatchOptions};
+use super::outputs::{finish, prepare_report_folder, RunMeta, RunOutputs};
+use super::progress::Progress;
+use super::timer::Timer;
+use super::shard::{self, RankResult, RunLevel};
+use super::{plan, RankPlan, RunInput};
+use crate::matcher::{self, MatchOptions, MatchTable};
 use crate::parser::{self, duplicate_keys, Field, OpTable};
-use crate::report::{self, RankComparison, RankReport, RankSummary, ReportOptions, Summary};
+use crate::report::summary::FailedRank;
+use crate::report::{self, RankComparison, RankReport, RankSummary, ReportOptions};
 
 /// Everything `actdiff compare` needs, already parsed from the command line.
 #[derive(Clone, Debug, Default)]
@@ -47,6 +52,26 @@ pub struct CompareConfig {
     pub layer_offsets: Vec<(u8, Option<u32>, i64)>,
     /// Read `L1 norm` as the Output hash where a block has none.
     pub l1_as_hash: bool,
+    /// Compare one part of the ranks (`--shard`) and write it as a part.
+    pub shard: Option<ShardPart>,
+}
+
+/// One part of a sharded compare: which, and the options recorded in its
+/// manifest (see [`shard::Manifest::options`]).
+#[derive(Clone, Debug)]
+pub struct ShardPart {
+    /// The part.
+    pub shard: shard::Shard,
+    /// The command-line options that affect results, as JSON.
+    pub options: serde_json::Value,
+}
+
+/// Where `--rows` goes: JSON Lines (per-rank temporary files, joined in
+/// rank order at the end) or one Parquet file written as ranks finish.
+enum RowsOut {
+    None,
+    Jsonl,
+    Parquet(report::parquet::ParquetRows),
 }
 
 /// Parses `--layer-offset` values `SIDE[:RANK]=OFFSET`, e.g. `run2:1=4`
@@ -71,35 +96,6 @@ pub fn parse_layer_offsets(values: &[String]) -> Result<Vec<(u8, Option<u32>, i6
             Ok((side, rank, off))
         })
         .collect()
-}
-
-/// What a comparison produced.
-#[derive(Debug)]
-pub struct Outcome {
-    /// The summary written to `summary.json` (also when some ranks failed).
-    pub summary: Summary,
-    /// Input errors, one message per problem, naming the file.
-    pub errors: Vec<String>,
-    /// Warnings for stderr.
-    pub warnings: Vec<String>,
-}
-
-impl Outcome {
-    /// The exit status (see [`crate::exit_codes`]).
-    pub fn exit_status(&self) -> i32 {
-        self.summary.exit_status
-    }
-}
-
-/// Errors that stop the whole comparison before any rank is compared.
-#[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
-    /// The report folder could not be written.
-    #[error(transparent)]
-    Report(#[from] report::ReportError),
-    /// The worker pool could not start.
-    #[error("cannot start {0} worker threads")]
-    Pool(usize),
 }
 
 /// Checks that a parsed log can be compared: not empty, has ops, has some
@@ -144,69 +140,6 @@ fn parse_side(path: &Path, progress: &Progress) -> Result<OpTable, String> {
     parser::parse_path_progress(path, &|n| progress.bytes.inc(n)).map_err(|e| e.to_string())
 }
 
-/// Progress bars on stderr (drawn only when stderr is a terminal): bytes
-/// parsed over all logs, and ranks compared.
-struct Progress {
-    multi: MultiProgress,
-    bytes: ProgressBar,
-    ranks: ProgressBar,
-    pages: ProgressBar,
-}
-
-impl report::PageProgress for Progress {
-    fn planned(&self, pages: u64) {
-        self.pages.inc_length(pages);
-    }
-    fn written(&self) {
-        self.pages.inc(1);
-    }
-}
-
-impl Progress {
-    fn new(quiet: bool, total_bytes: u64, ranks: u64) -> Progress {
-        let multi = if quiet {
-            MultiProgress::with_draw_target(ProgressDrawTarget::hidden())
-        } else {
-            MultiProgress::new()
-        };
-        let bytes = multi.add(ProgressBar::new(total_bytes));
-        bytes.set_style(
-            ProgressStyle::with_template(
-                "{spinner} parsed {bytes}/{total_bytes} {wide_bar} {bytes_per_sec} eta {eta}",
-            )
-            .expect("valid template"),
-        );
-        let bar = multi.add(ProgressBar::new(ranks));
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} ranks {pos}/{len} {msg} {wide_bar} eta {eta}")
-                .expect("valid template"),
-        );
-        let pages = multi.add(ProgressBar::new(0));
-        pages.set_style(
-            ProgressStyle::with_template("{spinner} pages {pos}/{len} {per_sec} eta {eta}")
-                .expect("valid template"),
-        );
-        for b in [&bytes, &bar, &pages] {
-            b.enable_steady_tick(std::time::Duration::from_millis(120));
-        }
-        Progress {
-            multi,
-            bytes,
-            ranks: bar,
-            pages,
-        }
-    }
-    fn stage(&self, rank: u32, what: &str) {
-        self.ranks.set_message(format!("(rank {rank}: {what})"));
-    }
-    fn finish(&self) {
-        self.bytes.finish_and_clear();
-        self.ranks.finish_and_clear();
-        self.pages.finish_and_clear();
-        let _ = self.multi.clear();
-    }
-}
-
 /// Returns the heap's free memory to the operating system. The parallel
 /// parse builds partial tables on worker threads and joins them into one,
 /// and matching builds key indexes it then drops; glibc keeps such freed
@@ -218,48 +151,6 @@ fn return_free_memory() {
     // preconditions.
     unsafe {
         libc::malloc_trim(0);
-    }
-}
-
-/// Per-stage wall times on stderr when `ACTDIFF_TIMINGS` is set (for
-/// benchmarks), each with the process's anonymous memory (heap and stacks,
-/// `RssAnon` of /proc/self/status on Linux) at the end of the stage.
-struct Timer {
-    /// The rank timed; `None`: the whole comparison.
-    rank: Option<u32>,
-    on: bool,
-    last: std::cell::Cell<std::time::Instant>,
-}
-
-impl Timer {
-    fn new(rank: u32) -> Timer {
-        Timer::of(Some(rank))
-    }
-    fn of(rank: Option<u32>) -> Timer {
-        Timer {
-            rank,
-            on: std::env::var_os("ACTDIFF_TIMINGS").is_some(),
-            last: std::cell::Cell::new(std::time::Instant::now()),
-        }
-    }
-    fn lap(&self, stage: &str) {
-        if self.on {
-            let now = std::time::Instant::now();
-            let anon = std::fs::read_to_string("/proc/self/status")
-                .ok()
-                .and_then(|s| {
-                    let l = s.lines().find(|l| l.starts_with("RssAnon:"))?;
-                    l.split_whitespace().nth(1)?.parse::<u64>().ok()
-                })
-                .map(|kb| format!(" (RssAnon {} MB)", kb / 1024))
-                .unwrap_or_default();
-            let what = self.rank.map_or(String::new(), |r| format!("rank {r} "));
-            eprintln!(
-                "timing: {what}{stage} {:.3} s{anon}",
-                (now - self.last.get()).as_secs_f64()
-            );
-            self.last.set(now);
-        }
     }
 }
 
@@ -312,6 +203,121 @@ fn warnings_of(t: &OpTable, side: &str) -> Vec<String> {
     out
 }
 
+/// Parses both logs of a rank pair in parallel; the errors of either.
+fn parse_pair(
+    p1: &Path,
+    p2: &Path,
+    progress: &Progress,
+) -> Result<(OpTable, OpTable), Vec<String>> {
+    let (t1, t2) = rayon::join(|| parse_side(p1, progress), || parse_side(p2, progress));
+    return_free_memory();
+    match (t1, t2) {
+        (Ok(a), Ok(b)) => Ok((a, b)),
+        (a, b) => Err(a.err().into_iter().chain(b.err()).collect()),
+    }
+}
+
+/// Per `--ignore-op`: whether either log has an op of that name.
+fn ignore_ops_seen(cfg: &CompareConfig, t1: &OpTable, t2: &OpTable) -> Vec<bool> {
+    cfg.matching
+        .policy
+        .ignore_ops
+        .iter()
+        .map(|op| {
+            [t1, t2]
+                .iter()
+                .any(|t| (0..t.op_types() as u32).any(|id| t.op_name(id) == op.as_bytes()))
+        })
+        .collect()
+}
+
+/// The warning for fields that only one log of a rank has (they are not
+/// compared), if there are any.
+fn one_sided_fields_warning(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<String> {
+    let one1 = t1.schema().minus(t2.schema());
+    let one2 = t2.schema().minus(t1.schema());
+    if one1.is_empty() && one2.is_empty() {
+        return None;
+    }
+    let names = |v: &[Field]| {
+        let s: Vec<&str> = v.iter().map(|f| f.label()).collect();
+        if s.is_empty() {
+            "none".to_string()
+        } else {
+            s.join(", ")
+        }
+    };
+    Some(format!(
+        "rank {rank}: fields not on both sides are not compared: run1-only: {}; run2-only: {}",
+        names(&one1),
+        names(&one2)
+    ))
+}
+
+/// Matches a rank pair, with the `--layer-offset` of its two ranks.
+fn match_pair(
+    rank1: u32,
+    rank2: u32,
+    t1: &OpTable,
+    t2: &OpTable,
+    indexes: (parser::key::KeyIndex, parser::key::KeyIndex),
+    cfg: &CompareConfig,
+) -> MatchTable {
+    let offset = |side: u8, rank: u32| {
+        cfg.layer_offsets
+            .iter()
+            .filter(|(s, r, _)| *s == side && r.is_none_or(|r| r == rank))
+            .map(|(_, _, o)| *o)
+            .next_back()
+            .unwrap_or(0)
+    };
+    let layer_offset = [offset(1, rank1), offset(2, rank2)];
+    if layer_offset != cfg.matching.layer_offset {
+        let opts = MatchOptions {
+            layer_offset,
+            ..cfg.matching.clone()
+        };
+        matcher::match_tables_indexed(t1, t2, &opts, indexes)
+    } else {
+        matcher::match_tables_indexed(t1, t2, &cfg.matching, indexes)
+    }
+}
+
+/// With `--rules-exhaustive`, the error for the first row no rule judged.
+fn exhaustive_error(rank: u32, m: &MatchTable, t1: &OpTable, t2: &OpTable) -> Option<String> {
+    let r = m
+        .rows
+        .iter()
+        .find(|r| !matches!(r.source, matcher::Source::Rule(_)))?;
+    let key = match (r.r1(), r.r2()) {
+        (Some(a), _) => t1.key_str(a).into_owned(),
+        (None, Some(b)) => t2.key_str(b).into_owned(),
+        _ => String::new(),
+    };
+    Some(format!(
+        "rank {rank}: no rule matches {key} (--rules-exhaustive)"
+    ))
+}
+
+/// Writes the rank's result rows as JSON Lines into a temporary file of
+/// the report folder (joined into the `--rows` file after every rank).
+fn write_rows_tmp(rc: &RankComparison<'_>, cfg: &CompareConfig) -> Result<PathBuf, String> {
+    let tmp = cfg
+        .report
+        .out_dir
+        .join(format!(".rows-rank{}.jsonl.tmp", rc.rank1));
+    File::create(&tmp)
+        .and_then(|f| {
+            let mut w = BufWriter::new(f);
+            report::rows::write_rows(rc, (&cfg.report.name1, &cfg.report.name2), &mut w)?;
+            w.flush()
+        })
+        .map(|()| tmp.clone())
+        .map_err(|e| format!("{}: {e}", tmp.display()))
+}
+
+/// One rank pair end to end: parse, check, match, write its pages (and its
+/// `--rows` part). Problems are collected in the result, never raised.
 fn compare_rank(
     rank1: u32,
     p1: &Path,
@@ -319,6 +325,7 @@ fn compare_rank(
     p2: &Path,
     cfg: &CompareConfig,
     progress: &Progress,
+    rows_out: &RowsOut,
 ) -> RankDone {
     let mut done = RankDone {
         rank: rank1,
@@ -331,29 +338,17 @@ fn compare_rank(
     };
     let timer = Timer::new(rank1);
     progress.stage(rank1, "parsing");
-    let (t1, t2) = rayon::join(|| parse_side(p1, progress), || parse_side(p2, progress));
-    return_free_memory();
+    let parsed = parse_pair(p1, p2, progress);
     timer.lap("parse");
     progress.stage(rank1, "matching");
-    let (mut t1, mut t2) = match (t1, t2) {
-        (Ok(a), Ok(b)) => (a, b),
-        (a, b) => {
-            done.errors.extend(a.err());
-            done.errors.extend(b.err());
+    let (mut t1, mut t2) = match parsed {
+        Ok(t) => t,
+        Err(e) => {
+            done.errors = e;
             return done;
         }
     };
-    done.ignore_seen = cfg
-        .matching
-        .policy
-        .ignore_ops
-        .iter()
-        .map(|op| {
-            [&t1, &t2]
-                .iter()
-                .any(|t| (0..t.op_types() as u32).any(|id| t.op_name(id) == op.as_bytes()))
-        })
-        .collect();
+    done.ignore_seen = ignore_ops_seen(cfg, &t1, &t2);
     if cfg.l1_as_hash {
         t1.use_l1_as_output_hash();
         t2.use_l1_as_output_hash();
@@ -381,59 +376,14 @@ fn compare_rank(
         return done;
     }
     timer.lap("checks");
-    let one1 = t1.schema().minus(t2.schema());
-    let one2 = t2.schema().minus(t1.schema());
-    if !one1.is_empty() || !one2.is_empty() {
-        let names = |v: &[Field]| {
-            let s: Vec<&str> = v.iter().map(|f| f.label()).collect();
-            if s.is_empty() {
-                "none".to_string()
-            } else {
-                s.join(", ")
-            }
-        };
-        done.warnings.push(format!(
-            "rank {rank1}: fields not on both sides are not compared: run1-only: {}; run2-only: {}",
-            names(&one1),
-            names(&one2)
-        ));
-    }
-    let offset = |side: u8, rank: u32| {
-        cfg.layer_offsets
-            .iter()
-            .filter(|(s, r, _)| *s == side && r.is_none_or(|r| r == rank))
-            .map(|(_, _, o)| *o)
-            .next_back()
-            .unwrap_or(0)
-    };
-    let layer_offset = [offset(1, rank1), offset(2, rank2)];
-    let m = if layer_offset != cfg.matching.layer_offset {
-        let opts = MatchOptions {
-            layer_offset,
-            ..cfg.matching.clone()
-        };
-        matcher::match_tables_indexed(&t1, &t2, &opts, indexes)
-    } else {
-        matcher::match_tables_indexed(&t1, &t2, &cfg.matching, indexes)
-    };
+    done.warnings
+        .extend(one_sided_fields_warning(rank1, &t1, &t2));
+    let m = match_pair(rank1, rank2, &t1, &t2, indexes, cfg);
     timer.lap("match");
     return_free_memory();
     done.rule_hits = m.rule_hits.clone();
     if cfg.matching.policy.exhaustive {
-        if let Some(r) = m
-            .rows
-            .iter()
-            .find(|r| !matches!(r.source, matcher::Source::Rule(_)))
-        {
-            let key = match (r.r1(), r.r2()) {
-                (Some(a), _) => t1.key_str(a).into_owned(),
-                (None, Some(b)) => t2.key_str(b).into_owned(),
-                _ => String::new(),
-            };
-            done.errors.push(format!(
-                "rank {rank1}: no rule matches {key} (--rules-exhaustive)"
-            ));
-        }
+        done.errors.extend(exhaustive_error(rank1, &m, &t1, &t2));
     }
     for (k, v) in &m.unused_overrides {
         done.warnings.push(format!(
@@ -453,19 +403,15 @@ fn compare_rank(
         Err(e) => done.errors.push(e.to_string()),
     }
     timer.lap("report");
-    if cfg.rows.is_some() {
-        let tmp = cfg
-            .report
-            .out_dir
-            .join(format!(".rows-rank{rank1}.jsonl.tmp"));
-        let res = File::create(&tmp).and_then(|f| {
-            let mut w = BufWriter::new(f);
-            report::rows::write_rows(&rc, (&cfg.report.name1, &cfg.report.name2), &mut w)?;
-            w.flush()
-        });
-        match res {
-            Ok(()) => done.rows_tmp = Some(tmp),
-            Err(e) => done.errors.push(format!("{}: {e}", tmp.display())),
+    if let RowsOut::Parquet(w) = rows_out {
+        if let Err(e) = w.write_rank(&rc) {
+            done.errors.push(format!("{}: {e}", w.path().display()));
+        }
+    }
+    if let RowsOut::Jsonl = rows_out {
+        match write_rows_tmp(&rc, cfg) {
+            Ok(tmp) => done.rows_tmp = Some(tmp),
+            Err(e) => done.errors.push(e),
         }
     }
     done
@@ -486,32 +432,32 @@ pub fn default_name(path: &Path) -> String {
     name
 }
 
-/// Compares two runs end to end and writes the report.
-///
-/// Errors: only problems that stop everything (a run path missing, a folder
-/// without logs, the report folder unwritable). Per-rank input errors are in
-/// [`Outcome::errors`] and make the exit status 2.
-pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
-    // A run that cannot be found is an input error, still reported in
-    // summary.json and on stdout like any other.
-    let mut errors = Vec::new();
-    let plan = match (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2)) {
+/// Finds both runs' logs and pairs their ranks; a run that cannot be found
+/// is an input error (and no rank is compared). Also returns the runs as a
+/// part's manifest records them (with their logs' sizes).
+fn discover(cfg: &CompareConfig, errors: &mut Vec<String>) -> (RankPlan, shard::Inputs) {
+    let (in1, in2) = (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2));
+    let inputs = shard::Inputs {
+        run1: in1.as_ref().ok().map(shard::RunRecord::of),
+        run2: in2.as_ref().ok().map(shard::RunRecord::of),
+    };
+    let p = match (in1, in2) {
         (Ok(in1), Ok(in2)) => plan(&in1, &in2, &cfg.rank_map),
         (a, b) => {
             errors.extend(a.err().map(|e| e.to_string()));
             errors.extend(b.err().map(|e| e.to_string()));
-            super::RankPlan::default()
+            RankPlan::default()
         }
     };
-    let out = &cfg.report.out_dir;
-    std::fs::create_dir_all(out).map_err(|e| report::ReportError::Io {
-        path: out.to_path_buf(),
-        message: format!("cannot create the report folder (-o): {e}"),
-    })?;
-    // A previous comparison's pages (of ranks or pages this one may not
-    // write) must not look like part of this report.
-    report::clear_previous(out)?;
+    (p, inputs)
+}
 
+/// Compares every rank pair of `plan`, in parallel on `cfg.jobs` threads.
+fn compare_ranks(
+    plan: &RankPlan,
+    cfg: &CompareConfig,
+    rows_out: &RowsOut,
+) -> Result<Vec<RankDone>, String> {
     let total_bytes: u64 = plan
         .pairs
         .iter()
@@ -527,7 +473,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         plan.pairs
             .par_iter()
             .map(|(a, pa, b, pb)| {
-                let d = compare_rank(*a, pa, *b, pb, cfg, &progress);
+                let d = compare_rank(*a, pa, *b, pb, cfg, &progress, rows_out);
                 progress.ranks.inc(1);
                 d
             })
@@ -537,27 +483,31 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
         Some(n) => rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
             .build()
-            .map_err(|_| PipelineError::Pool(n))?
+            .map_err(|_| format!("cannot start {n} worker threads"))?
             .install(work),
         None => work(),
     };
     progress.finish();
+    Ok(done)
+}
 
+/// Warnings for options that name ranks or ops no compared log has (they
+/// did nothing).
+fn unused_option_warnings(run: &RunLevel, done: &[RankResult]) -> Vec<String> {
     let mut warnings = Vec::new();
-    // Options that name ranks or ops no log has do nothing: say so.
-    for (a, b) in &cfg.rank_map {
-        if !plan.pairs.iter().any(|(x, _, y, _)| x == a && y == b) {
+    for (a, b) in &run.rank_map {
+        if !run.pairs.iter().any(|(x, y)| x == a && y == b) {
             warnings.push(format!(
                 "--rank-map {a}:{b} compared nothing (run1 rank {a} with run2 rank {b} is not a pair of these runs)"
             ));
         }
     }
-    for (side, rank, offset) in &cfg.layer_offsets {
+    for (side, rank, offset) in &run.layer_offsets {
         if let Some(r) = rank {
-            let present = plan
+            let present = run
                 .pairs
                 .iter()
-                .any(|(x, _, y, _)| if *side == 1 { x == r } else { y == r });
+                .any(|(x, y)| if *side == 1 { x == r } else { y == r });
             if !present {
                 warnings.push(format!(
                     "--layer-offset run{side}:{r}={offset} applies to no compared rank (run{side} has no rank {r} in a pair)"
@@ -565,195 +515,273 @@ pub fn compare_runs(cfg: &CompareConfig) -> Result<Outcome, PipelineError> {
             }
         }
     }
-    for (i, op) in cfg.matching.policy.ignore_ops.iter().enumerate() {
+    for (i, op) in run.ignore_ops.iter().enumerate() {
         if !done.is_empty() && !done.iter().any(|d| d.ignore_seen.get(i) == Some(&true)) {
             warnings.push(format!("--ignore-op {op}: no op of that name in any log"));
         }
     }
-    let mut ranks = Vec::new();
-    let mut rows_tmp = Vec::new();
-    let rules = &cfg.matching.policy.rules;
-    let mut hits = vec![0u64; rules.len()];
-    for d in &done {
+    warnings
+}
+
+/// Rules that judged no row of any rank: warnings, or errors with `--strict`.
+fn unused_rules(run: &RunLevel, done: &[RankResult], meta: &mut RunMeta) {
+    if done.is_empty() {
+        return;
+    }
+    let mut hits = vec![0u64; run.rules.len()];
+    for d in done {
         for (h, x) in hits.iter_mut().zip(&d.rule_hits) {
             *h += x;
         }
     }
-    if !done.is_empty() {
-        for (rule, h) in rules.iter().zip(&hits) {
-            if *h == 0 {
-                let msg = format!("rule {} `{}` matched no row", rule.origin, rule.key_src);
-                if cfg.strict {
-                    errors.push(format!("{msg} (--strict)"));
-                } else {
-                    warnings.push(msg);
-                }
+    for ((origin, key_src), h) in run.rules.iter().zip(&hits) {
+        if *h == 0 {
+            let msg = format!("rule {origin} `{key_src}` matched no row");
+            if run.strict {
+                meta.errors.push(format!("{msg} (--strict)"));
+            } else {
+                meta.warnings.push(msg);
             }
         }
     }
-    let mut ranks_failed = Vec::new();
-    for d in done {
+}
+
+/// The run's metadata for [`super::outputs::finish`] from the per-rank
+/// results and the run-level facts alone (never the op tables): one-sided
+/// and failed ranks, every input error and warning, in the order a single
+/// compare gives them. `actdiff compare` and `actdiff merge` both build
+/// their [`RunMeta`] here. `errors` are the errors found before any rank
+/// (after [`RunLevel::input_errors`]); `more_errors` come last (the
+/// `--rows` file).
+pub fn assemble(
+    run: &RunLevel,
+    report: ReportOptions,
+    errors: Vec<String>,
+    results: Vec<RankResult>,
+    more_errors: Vec<String>,
+) -> Compared {
+    let mut meta = RunMeta {
+        report,
+        allow_incomplete: run.allow_incomplete,
+        ranks_only1: run.only1.clone(),
+        ranks_only2: run.only2.clone(),
+        errors: run.input_errors.iter().cloned().chain(errors).collect(),
+        ..RunMeta::default()
+    };
+    meta.warnings = unused_option_warnings(run, &results);
+    unused_rules(run, &results, &mut meta);
+    let mut ranks = Vec::new();
+    for d in results {
         if d.summary.is_none() && !d.errors.is_empty() {
-            ranks_failed.push(report::summary::FailedRank {
+            meta.ranks_failed.push(FailedRank {
                 rank: d.rank,
                 errors: d.errors.clone(),
             });
         }
-        errors.extend(d.errors);
-        warnings.extend(d.warnings);
+        meta.errors.extend(d.errors);
+        meta.warnings.extend(d.warnings);
         ranks.extend(d.summary);
-        rows_tmp.extend(d.rows_tmp);
     }
-    if let Some(rows) = &cfg.rows {
-        let res = File::create(rows).and_then(|f| {
-            let mut w = BufWriter::new(f);
-            for tmp in &rows_tmp {
-                std::io::copy(&mut File::open(tmp)?, &mut w)?;
-            }
-            w.flush()
-        });
-        for tmp in &rows_tmp {
-            let _ = std::fs::remove_file(tmp);
-        }
-        if let Err(e) = res {
-            errors.push(format!("{}: {e}", rows.display()));
-        }
+    meta.errors.extend(more_errors);
+    Compared {
+        meta,
+        ranks,
+        part: None,
     }
+}
 
-    Summary::link_collective_ranks(&mut ranks);
-    let counts = Summary::total_counts(&ranks);
-    let (exit_status, verdict) = verdict(&ranks, &plan.only1, &plan.only2, &errors, cfg);
-    let summary = Summary {
-        schema_version: report::summary::SCHEMA_VERSION,
-        tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
+/// Joins the ranks' `--rows` parts into the `--rows` file, in rank order,
+/// and removes them.
+fn join_rows(rows: &Path, parts: &[PathBuf]) -> Result<(), String> {
+    let res = File::create(rows).and_then(|f| {
+        let mut w = BufWriter::new(f);
+        for tmp in parts {
+            std::io::copy(&mut File::open(tmp)?, &mut w)?;
+        }
+        w.flush()
+    });
+    for tmp in parts {
+        let _ = std::fs::remove_file(tmp);
+    }
+    res.map_err(|e| format!("{}: {e}", rows.display()))
+}
+
+/// A compared run: the summaries of the ranks compared, and the rest of
+/// what the run-level outputs need ([`super::outputs::finish`]).
+#[derive(Debug)]
+pub struct Compared {
+    /// Names, paths, one-sided and failed ranks, errors, warnings.
+    pub meta: RunMeta,
+    /// The compared ranks, in run-1 rank order.
+    pub ranks: Vec<RankSummary>,
+    /// For a part of a sharded compare (`--shard`): which, and the units it
+    /// holds; `meta` and `ranks` then cover this part only, and the part's
+    /// `part.json` is written instead of the run-level outputs.
+    pub part: Option<(shard::Shard, Vec<shard::Unit>)>,
+}
+
+/// The run-level facts of a compare that its parts share.
+fn run_level(cfg: &CompareConfig, plan: &RankPlan, input_errors: Vec<String>) -> RunLevel {
+    RunLevel {
         name1: cfg.report.name1.clone(),
         name2: cfg.report.name2.clone(),
         path1: cfg.report.path1.clone(),
         path2: cfg.report.path2.clone(),
-        counts,
-        ranks_only1: plan.only1.clone(),
-        ranks_only2: plan.only2.clone(),
-        ranks_failed,
-        groups: Summary::group_ranks(&ranks),
-        ranks,
-        exit_status,
-        verdict,
-    };
-    let timer = Timer::of(None);
-    report::write_index(&summary, &cfg.report)?;
-    timer.lap("index");
-    Ok(Outcome {
-        summary,
-        errors,
-        warnings,
-    })
+        allow_incomplete: cfg.allow_incomplete,
+        strict: cfg.strict,
+        rank_map: cfg.rank_map.clone(),
+        layer_offsets: cfg.layer_offsets.clone(),
+        ignore_ops: cfg.matching.policy.ignore_ops.clone(),
+        rules: cfg
+            .matching
+            .policy
+            .rules
+            .iter()
+            .map(|r| (r.origin.to_string(), r.key_src.clone()))
+            .collect(),
+        pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
+        only1: plan.only1.clone(),
+        only2: plan.only2.clone(),
+        input_errors,
+    }
 }
 
-/// The exit status and one line per reason, by the contract in
-/// [`crate::exit_codes`]: input errors (2) before incomplete input (3)
-/// before divergence (1).
-fn verdict(
-    ranks: &[RankSummary],
-    only1: &[u32],
-    only2: &[u32],
-    errors: &[String],
-    cfg: &CompareConfig,
-) -> (i32, Vec<String>) {
-    let mut lines = Vec::new();
-    let mut status = exit_codes::OK;
-    if !errors.is_empty() {
-        lines.push(format!("input error: {}", errors.join("; ")));
-        status = exit_codes::INPUT_ERROR;
-    }
-    if ranks.is_empty() && errors.is_empty() {
-        lines.push("nothing compared: no rank is present in both runs".into());
-        status = exit_codes::INPUT_ERROR;
-    }
-    let incomplete: Vec<String> = ranks
-        .iter()
-        .flat_map(|r| {
-            let side = |s: &report::summary::SideSummary, n: &str| {
-                s.incomplete
+/// Compares two runs and writes every rank's pages (and the `--rows`
+/// file); the run-level outputs are [`super::outputs::finish`]'s. With
+/// [`CompareConfig::shard`], compares the part's ranks only and writes its
+/// `part.json` (see [`shard::Manifest`]).
+///
+/// Never fails: a run that cannot be found, a report folder that cannot be
+/// written, a rank whose logs are unusable are input errors in
+/// [`RunMeta::errors`] (the exit status 2), the other ranks compared.
+pub fn compare_runs(cfg: &CompareConfig) -> Compared {
+    let mut input_errors = Vec::new();
+    let (full_plan, inputs) = discover(cfg, &mut input_errors);
+    let run = run_level(cfg, &full_plan, input_errors);
+    // The part's share of the ranks: the split depends on the recorded log
+    // sizes only, so every part (and the merge) computes the same one.
+    let (plan, mut manifest) = match &cfg.shard {
+        None => (full_plan, None),
+        Some(part) => {
+            let size = |p: &Path| {
+                [&inputs.run1, &inputs.run2]
                     .iter()
-                    .map(|x| format!("rank {} {n} ({}) {x}", r.rank, s.path))
-                    .collect::<Vec<_>>()
+                    .find_map(|r| r.as_ref()?.size_of(p))
+                    .unwrap_or(0)
             };
-            let mut v = side(&r.run1, "run1");
-            v.extend(side(&r.run2, "run2"));
-            v
-        })
-        .collect();
-    if !incomplete.is_empty() {
-        for i in &incomplete {
-            lines.push(format!("incomplete input: {i}"));
-        }
-        if status == exit_codes::OK {
-            // Never a pass on incomplete input: 3, or 1 when it is allowed.
-            status = if cfg.allow_incomplete {
-                exit_codes::DIVERGED
-            } else {
-                exit_codes::INCOMPLETE
+            let units = shard::units_of_part(&full_plan, part.shard, &size);
+            let m = shard::Manifest {
+                format: shard::FORMAT.into(),
+                version: shard::VERSION,
+                tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
+                shard: part.shard,
+                status: shard::PartStatus::Running,
+                inputs,
+                options: part.options.clone(),
+                units: units.clone(),
+                run: run.clone(),
+                results: Vec::new(),
             };
+            (shard::restrict(&full_plan, &units), Some(m))
+        }
+    };
+    // The part's own view: its ranks' pairs and one-sided ranks.
+    let view = RunLevel {
+        pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
+        only1: plan.only1.clone(),
+        only2: plan.only2.clone(),
+        ..run.clone()
+    };
+    let mut errors = Vec::new();
+    // A previous comparison's pages (of ranks or pages this one may not
+    // write) must not look like part of this report.
+    if let Err(e) = prepare_report_folder(&cfg.report) {
+        errors.push(e.to_string());
+        let mut c = assemble(&view, cfg.report.clone(), errors, Vec::new(), Vec::new());
+        c.part = manifest.map(|m| (m.shard, m.units));
+        return c;
+    }
+    if let Some(m) = &manifest {
+        if let Err(e) = m.write(&cfg.report.out_dir) {
+            errors.push(format!("{}: {e}", cfg.report.out_dir.join(shard::MANIFEST).display()));
         }
     }
-    let c = Summary::total_counts(ranks);
-    if c.diverging() > 0 {
-        let missing = if c.missing > 0 {
-            format!("{} missing, ", c.missing)
-        } else {
-            String::new()
-        };
-        // Rows that differ but do not gate (ignored ops, unsynced
-        // collectives) are not a divergence of the run.
-        let what = if c.gating > 0 {
-            "diverged"
-        } else {
-            "differences, none gating"
-        };
-        lines.push(format!(
-            "{what}: {} diff, {missing}{} only in {}, {} only in {}",
-            c.diff, c.only1, cfg.report.name1, c.only2, cfg.report.name2
-        ));
+    let rows_out = match &cfg.rows {
+        Some(p) if report::parquet::is_parquet_path(p) => {
+            match report::parquet::ParquetRows::create(p) {
+                Ok(w) => RowsOut::Parquet(w),
+                Err(e) => {
+                    errors.push(format!("{}: {e}", p.display()));
+                    RowsOut::None
+                }
+            }
+        }
+        Some(_) => RowsOut::Jsonl,
+        None => RowsOut::None,
+    };
+    let done = match compare_ranks(&plan, cfg, &rows_out) {
+        Ok(d) => d,
+        Err(e) => {
+            errors.push(e);
+            Vec::new()
+        }
+    };
+    let mut results = Vec::with_capacity(done.len());
+    let mut rows_tmp = Vec::new();
+    for d in done {
+        rows_tmp.extend(d.rows_tmp);
+        results.push(RankResult {
+            rank: d.rank,
+            rule_hits: d.rule_hits,
+            ignore_seen: d.ignore_seen,
+            summary: d.summary,
+            errors: d.errors,
+            warnings: d.warnings,
+        });
     }
-    if c.ignored > 0 {
-        lines.push(format!(
-            "{} ignored difference{} (shown, not gating)",
-            c.ignored,
-            if c.ignored == 1 { "" } else { "s" }
-        ));
+    let mut more_errors = Vec::new();
+    match (&cfg.rows, rows_out) {
+        (Some(rows), RowsOut::Jsonl) => {
+            if let Err(e) = join_rows(rows, &rows_tmp) {
+                more_errors.push(e);
+            }
+        }
+        (Some(rows), RowsOut::Parquet(w)) => {
+            if let Err(e) = w.finish() {
+                more_errors.push(format!("{}: {e}", rows.display()));
+            }
+        }
+        _ => {}
     }
-    if c.unsynced > 0 {
-        lines.push(format!(
-            "{} unsynced collective row{} differ (shown, not gating)",
-            c.unsynced,
-            if c.unsynced == 1 { "" } else { "s" }
-        ));
+    let Some(mut m) = manifest.take() else {
+        return assemble(&run, cfg.report.clone(), errors, results, more_errors);
+    };
+    // A part: its results go to part.json, the run-level outputs are the
+    // merge's. A part that could not do its work (its folder, its rows
+    // file, the worker pool) is a failed part, which the merge names.
+    let failed: Vec<String> = errors.iter().chain(&more_errors).cloned().collect();
+    m.results = results.clone();
+    m.status = if failed.is_empty() {
+        shard::PartStatus::Done
+    } else {
+        shard::PartStatus::Failed {
+            message: failed.join("; "),
+        }
+    };
+    if let Err(e) = m.write(&cfg.report.out_dir) {
+        errors.push(format!("{}: {e}", cfg.report.out_dir.join(shard::MANIFEST).display()));
     }
-    if !only1.is_empty() || !only2.is_empty() {
-        lines.push(format!(
-            "ranks on one side only: {} only in {}, {} only in {}",
-            fmt_ranks(only1),
-            cfg.report.name1,
-            fmt_ranks(only2),
-            cfg.report.name2
-        ));
-    }
-    if status == exit_codes::OK && (c.gating > 0 || !only1.is_empty() || !only2.is_empty()) {
-        status = exit_codes::DIVERGED;
-    }
-    if status == exit_codes::OK {
-        lines.push(format!(
-            "no divergence beyond tolerance: {} rows match",
-            c.matched
-        ));
-    }
-    (status, lines)
+    let mut c = assemble(&view, cfg.report.clone(), errors, results, more_errors);
+    c.part = Some((m.shard, m.units));
+    c
 }
 
-fn fmt_ranks(r: &[u32]) -> String {
-    if r.is_empty() {
-        return "none".into();
-    }
-    let v: Vec<String> = r.iter().map(|x| x.to_string()).collect();
-    format!("[{}]", v.join(", "))
+/// `actdiff compare`: [`compare_runs`], then every run-level output
+/// ([`super::outputs::finish`]); returns the exit status.
+pub fn compare(cfg: &CompareConfig, outs: &RunOutputs) -> i32 {
+    let c = compare_runs(cfg);
+    let timer = Timer::of(None);
+    let status = finish(c.meta, c.ranks, outs);
+    timer.lap("index");
+    status
 }

@@ -1,0 +1,402 @@
+//! `--rows FILE.parquet`: every result row of every rank as one Parquet
+//! table with typed columns, for DuckDB, Spark or pandas. The extension
+//! chooses it (anything else is JSON Lines, [`super::rows`]).
+//!
+//! Ranks are compared in parallel; each builds its rows in batches of
+//! [`BATCH_ROWS`] (a window of batches at a time, built on all worker
+//! threads) and sends them through a bounded channel to one writer thread,
+//! whose [`ArrowWriter`] encodes, compresses and writes a row group every
+//! [`ROW_GROUP_ROWS`] rows while the ranks go on. Memory stays bounded by a
+//! window of batches per rank, [`QUEUE_BATCHES`] in the channel and one row
+//! group, whatever the number of rows. Batches of different ranks may interleave in the file:
+//! order by `rank, row` for result order. The parts of a sharded compare
+//! each write their own file; read them as one table with a glob
+//! (`read_parquet('parts/*/rows.parquet')`).
+//!
+//! Columns (nullable where a side or value can be absent):
+//! `rank` u32 (run 1's), `rank2` u32, `row` u32 (result row index),
+//! `key1`, `key2` utf8, `line1`, `line2` u64 (1-based block lines),
+//! `status` utf8 (`match`, `diff`, `only1`, `only2`, `truncated`, `missing`),
+//! `pass` utf8 (`override`, `exact`, `fuzzy`, `stats`; null when unpaired),
+//! `phase` utf8, `op` utf8 (op name), `layer` u32 (`layers.N`),
+//! `diff_shape`, `diff_l2_norm`, `diff_min`, `diff_max`, `diff_mean` f64 (the
+//! reference's per-stat relative differences, `rows` JSON `diffs`; 0 when
+//! both texts are equal, null when a side lacks the field),
+//! `diff_output_hash`, `diff_input_hashes` f64 (largest relative difference
+//! of the values; 0 when the texts are equal; null when a side lacks it),
+//! `gates` bool (the row fails the run), `cause` utf8 (`origin`, `entry`,
+//! `inherited`, `via_collective`, `unsynced`; null for rows without a cause
+//! class).
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+
+use arrow_array::builder::{
+    BooleanBuilder, Float64Builder, StringBuilder, UInt32Builder, UInt64Builder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field as Column, Schema, SchemaRef};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+
+use super::RankComparison;
+use crate::matcher::compare::{compare_hashes, stat_diffs};
+use crate::matcher::Tolerance;
+use crate::parser::Field;
+
+/// Rows per record batch handed to the writer.
+pub const BATCH_ROWS: usize = 64 * 1024;
+
+/// Rows per Parquet row group.
+pub const ROW_GROUP_ROWS: usize = 1024 * 1024;
+
+/// Batches waiting for the writer thread at most.
+pub const QUEUE_BATCHES: usize = 8;
+
+/// Whether `path` names a Parquet file (extension `.parquet`, any case).
+pub fn is_parquet_path(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
+}
+
+/// The table's schema (see the module documentation).
+pub fn schema() -> SchemaRef {
+    let f = |name: &str, t: DataType, nullable: bool| Column::new(name, t, nullable);
+    let mut cols = vec![
+        f("rank", DataType::UInt32, false),
+        f("rank2", DataType::UInt32, false),
+        f("row", DataType::UInt32, false),
+        f("key1", DataType::Utf8, true),
+        f("key2", DataType::Utf8, true),
+        f("line1", DataType::UInt64, true),
+        f("line2", DataType::UInt64, true),
+        f("status", DataType::Utf8, false),
+        f("pass", DataType::Utf8, true),
+        f("phase", DataType::Utf8, false),
+        f("op", DataType::Utf8, false),
+        f("layer", DataType::UInt32, true),
+    ];
+    for name in DIFF_COLUMNS {
+        cols.push(f(name, DataType::Float64, true));
+    }
+    cols.push(f("gates", DataType::Boolean, false));
+    cols.push(f("cause", DataType::Utf8, true));
+    Arc::new(Schema::new(cols))
+}
+
+/// The difference columns: [`Field::DIFF_STATS`] in order, then the hashes.
+const DIFF_COLUMNS: [&str; 7] = [
+    "diff_shape",
+    "diff_l2_norm",
+    "diff_min",
+    "diff_max",
+    "diff_mean",
+    "diff_output_hash",
+    "diff_input_hashes",
+];
+
+/// One Parquet file of result rows, written by the ranks as they finish.
+pub struct ParquetRows {
+    path: PathBuf,
+    schema: SchemaRef,
+    /// To the writer thread (`None` once finished).
+    tx: Mutex<Option<crossbeam_channel::Sender<RecordBatch>>>,
+    /// The writer thread: the first error, if any.
+    thread: std::thread::JoinHandle<Result<(), String>>,
+}
+
+impl ParquetRows {
+    /// Creates (truncates) `path`.
+    pub fn create(path: &Path) -> Result<ParquetRows, parquet::errors::ParquetError> {
+        let file =
+            File::create(path).map_err(|e| parquet::errors::ParquetError::External(e.into()))?;
+        let schema = schema();
+        // Dictionaries only for the few-valued text columns; the keys are
+        // nearly unique (no dictionary, no min/max statistics to compare).
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_dictionary_enabled(false)
+            .set_created_by(format!("actdiff {}", env!("CARGO_PKG_VERSION")));
+        for c in ["status", "pass", "phase", "op", "cause"] {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(c), true);
+        }
+        for c in ["key1", "key2"] {
+            props =
+                props.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::None);
+        }
+        let mut writer =
+            ArrowWriter::try_new(BufWriter::new(file), schema.clone(), Some(props.build()))?;
+        let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(QUEUE_BATCHES);
+        let thread = std::thread::spawn(move || {
+            let mut err = None;
+            // After an error, keep draining so that no sender blocks.
+            for batch in rx {
+                if err.is_none() {
+                    err = writer.write(&batch).err().map(|e| e.to_string());
+                }
+            }
+            match err {
+                Some(e) => Err(e),
+                None => writer.close().map(|_| ()).map_err(|e| e.to_string()),
+            }
+        });
+        Ok(ParquetRows {
+            path: path.to_path_buf(),
+            schema,
+            tx: Mutex::new(Some(tx)),
+            thread,
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes every result row of `rc`: batches of [`BATCH_ROWS`], a window
+    /// of one batch per worker thread built in parallel, then sent in order.
+    pub fn write_rank(&self, rc: &RankComparison<'_>) -> Result<(), String> {
+        let n = rc.matches.rows.len();
+        let tx = self
+            .tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or("the Parquet file is already closed")?;
+        let window = BATCH_ROWS * rayon::current_num_threads().max(1);
+        for w in (0..n).step_by(window) {
+            let starts: Vec<usize> = (w..(w + window).min(n)).step_by(BATCH_ROWS).collect();
+            let batches: Vec<_> = starts
+                .into_par_iter()
+                .map(|s| self.batch(rc, s..(s + BATCH_ROWS).min(n)))
+                .collect();
+            for b in batches {
+                let b = b.map_err(|e| e.to_string())?;
+                tx.send(b)
+                    .map_err(|_| "the Parquet writer stopped".to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the writer thread to write the last row group and the footer.
+    pub fn finish(self) -> Result<(), String> {
+        drop(self.tx.lock().unwrap_or_else(|e| e.into_inner()).take());
+        self.thread
+            .join()
+            .map_err(|_| "the Parquet writer thread panicked".to_string())?
+    }
+
+    fn batch(
+        &self,
+        rc: &RankComparison<'_>,
+        range: std::ops::Range<usize>,
+    ) -> Result<RecordBatch, arrow_schema::ArrowError> {
+        let m = rc.matches;
+        let len = range.len();
+        let mut rank = UInt32Builder::with_capacity(len);
+        let mut rank2 = UInt32Builder::with_capacity(len);
+        let mut row = UInt32Builder::with_capacity(len);
+        let mut key1 = StringBuilder::with_capacity(len, len * 64);
+        let mut key2 = StringBuilder::with_capacity(len, len * 64);
+        let mut line1 = UInt64Builder::with_capacity(len);
+        let mut line2 = UInt64Builder::with_capacity(len);
+        let mut status = StringBuilder::with_capacity(len, len * 5);
+        let mut pass = StringBuilder::with_capacity(len, len * 5);
+        let mut phase = StringBuilder::with_capacity(len, len * 8);
+        let mut op = StringBuilder::with_capacity(len, len * 8);
+        let mut layer = UInt32Builder::with_capacity(len);
+        let mut diffs: Vec<Float64Builder> = (0..DIFF_COLUMNS.len())
+            .map(|_| Float64Builder::with_capacity(len))
+            .collect();
+        let mut gates = BooleanBuilder::with_capacity(len);
+        let mut cause = StringBuilder::with_capacity(len, len);
+        for i in range {
+            let r = &m.rows[i];
+            rank.append_value(rc.rank1);
+            rank2.append_value(rc.rank2);
+            row.append_value(i as u32);
+            key1.append_option(r.r1().map(|a| text(rc.t1.key(a))));
+            key2.append_option(r.r2().map(|b| text(rc.t2.key(b))));
+            line1.append_option(r.r1().map(|a| rc.t1.line(a)));
+            line2.append_option(r.r2().map(|b| rc.t2.line(b)));
+            status.append_value(r.status.as_str());
+            pass.append_option(r.strategy.as_str());
+            // Run 1's side, else run 2's.
+            let (t, side) = match (r.r1(), r.r2()) {
+                (Some(a), _) => (rc.t1, a),
+                (None, Some(b)) => (rc.t2, b),
+                _ => (rc.t1, usize::MAX),
+            };
+            if side == usize::MAX {
+                phase.append_value("forward");
+                op.append_value("");
+                layer.append_null();
+            } else {
+                phase.append_value(t.phase(side));
+                op.append_value(text(t.op_name(t.op_type(side))));
+                layer.append_option(t.layer(side));
+            }
+            match (r.r1(), r.r2()) {
+                (Some(a), Some(b)) => {
+                    // Equal texts on both sides: 0; the reference's
+                    // differences only when some text differs (rare).
+                    let mut out = [None; 5];
+                    let mut differ = false;
+                    for (k, f) in Field::DIFF_STATS.iter().enumerate() {
+                        let (x, y) = (rc.t1.field(a, *f), rc.t2.field(b, *f));
+                        if !x.is_empty() && !y.is_empty() {
+                            if x == y {
+                                out[k] = Some(0.0);
+                            } else {
+                                differ = true;
+                            }
+                        }
+                    }
+                    if differ {
+                        for (o, d) in out.iter_mut().zip(stat_diffs(rc.t1, a, rc.t2, b)) {
+                            if o.is_none() {
+                                *o = d;
+                            }
+                        }
+                    }
+                    for (k, d) in out.iter().enumerate() {
+                        diffs[k].append_option(*d);
+                    }
+                    for (k, f) in [Field::OutputHash, Field::InputHashes].iter().enumerate() {
+                        let (x, y) = (rc.t1.field(a, *f), rc.t2.field(b, *f));
+                        let d = if x.is_empty() || y.is_empty() {
+                            None
+                        } else if x == y {
+                            Some(0.0)
+                        } else {
+                            compare_hashes(x, y, Tolerance::REFERENCE, true).intensity
+                        };
+                        diffs[Field::DIFF_STATS.len() + k].append_option(d);
+                    }
+                }
+                _ => diffs.iter_mut().for_each(|d| d.append_null()),
+            }
+            gates.append_value(r.gates());
+            cause.append_option(m.cause_kinds.get(i).copied().flatten().map(cause_name));
+        }
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(rank.finish()),
+            Arc::new(rank2.finish()),
+            Arc::new(row.finish()),
+            Arc::new(key1.finish()),
+            Arc::new(key2.finish()),
+            Arc::new(line1.finish()),
+            Arc::new(line2.finish()),
+            Arc::new(status.finish()),
+            Arc::new(pass.finish()),
+            Arc::new(phase.finish()),
+            Arc::new(op.finish()),
+            Arc::new(layer.finish()),
+        ];
+        cols.extend(diffs.iter_mut().map(|d| Arc::new(d.finish()) as ArrayRef));
+        cols.push(Arc::new(gates.finish()));
+        cols.push(Arc::new(cause.finish()));
+        RecordBatch::try_new(self.schema.clone(), cols)
+    }
+}
+
+/// A log's bytes as text: borrowed when UTF-8 (nearly always), else lossy.
+fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(b),
+    }
+}
+
+/// The `cause` column's name of a cause class (as in `summary.json`).
+fn cause_name(k: crate::matcher::cause::CauseKind) -> &'static str {
+    use crate::matcher::cause::CauseKind as K;
+    match k {
+        K::Origin => "origin",
+        K::Entry => "entry",
+        K::Inherited => "inherited",
+        K::ViaCollective => "via_collective",
+        K::Unsynced => "unsynced",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matcher::{match_tables, MatchOptions};
+    use crate::parser::parse_bytes;
+
+    #[test]
+    fn parquet_extension_chooses_the_format() {
+        assert!(is_parquet_path(Path::new("rows.parquet")));
+        assert!(is_parquet_path(Path::new("a/b.PARQUET")));
+        assert!(!is_parquet_path(Path::new("rows.jsonl")));
+        assert!(!is_parquet_path(Path::new("parquet")));
+    }
+
+    #[test]
+    fn writes_a_valid_file_with_every_row() {
+        let log = |h: &[&str]| {
+            let mut s = format!("Total captured activations: {}\n", h.len());
+            for (i, v) in h.iter().enumerate() {
+                s.push_str(&format!(
+                    "[layers.{i}.m/op_{i}_mm]\n  Output hash: {v}\n  L2 norm: {v}\n\n"
+                ));
+            }
+            parse_bytes(s.into_bytes(), "t.log")
+        };
+        let a = log(&["1", "2", "3"]);
+        let b = log(&["1", "2.5", "3"]);
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        let rc = RankComparison {
+            rank1: 7,
+            rank2: 7,
+            t1: &a,
+            t2: &b,
+            matches: &m,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("rows.parquet");
+        let w = ParquetRows::create(&p).unwrap();
+        let batch = w.batch(&rc, 0..3).unwrap();
+        assert_eq!(batch.num_rows(), 3);
+        let status = batch
+            .column_by_name("status")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .unwrap();
+        assert_eq!(
+            (status.value(0), status.value(1), status.value(2)),
+            ("match", "diff", "match")
+        );
+        let l2 = batch
+            .column_by_name("diff_l2_norm")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::Float64Array>()
+            .unwrap();
+        assert!((l2.value(1) - 0.2).abs() < 1e-12, "{}", l2.value(1));
+        let layer = batch
+            .column_by_name("layer")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::UInt32Array>()
+            .unwrap();
+        assert_eq!(layer.value(2), 2);
+        w.write_rank(&rc).unwrap();
+        w.finish().unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[..4], b"PAR1");
+        assert_eq!(&bytes[bytes.len() - 4..], b"PAR1");
+    }
+}

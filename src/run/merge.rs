@@ -1,0 +1,289 @@
+//! `actdiff merge PART_DIR... -o REPORT_DIR`: joins the parts of a sharded
+//! compare into the report a single `actdiff compare` of all ranks writes.
+//!
+//! The parts are checked first, and any problem is an error naming the
+//! parts (exit 2, nothing written): a folder that is not a part, a part
+//! given twice, a part missing, parts of different runs, options or tool
+//! versions, a part whose compare did not finish or failed, and a part whose
+//! ranks are not the ones the split gives. Then the ranks' pages are linked
+//! (or copied) into the report folder, and the per-rank results go through
+//! [`assemble`] and [`super::outputs::finish`], the functions `actdiff
+//! compare` itself ends with, so the index, `summary.json`, JUnit, terminal
+//! summary and exit status are the single compare's.
+
+use std::path::{Path, PathBuf};
+
+use super::pipeline::{assemble, Compared};
+use super::shard::{self, Manifest, PartStatus};
+use crate::report::{self, files, ReportOptions};
+
+/// Errors that stop a merge.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// The parts do not make one whole run (one message per problem).
+    #[error("{}", .0.join("\n"))]
+    Parts(Vec<String>),
+    /// The report folder could not be written.
+    #[error(transparent)]
+    Report(#[from] report::ReportError),
+}
+
+/// `part 2/4 (parts/p2)`.
+fn name(m: &Manifest, dir: &Path) -> String {
+    format!("part {} ({})", m.shard, dir.display())
+}
+
+/// Top-level keys whose values differ between two JSON objects.
+fn differing_keys(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return vec!["(options)".into()];
+    };
+    let mut keys: Vec<String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .cloned()
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// What differs between two parts' inputs, in words.
+fn inputs_difference(a: &shard::Inputs, b: &shard::Inputs) -> String {
+    for (side, x, y) in [("run1", &a.run1, &b.run1), ("run2", &a.run2, &b.run2)] {
+        match (x, y) {
+            (Some(x), Some(y)) if x != y => {
+                if x.path != y.path {
+                    return format!(
+                        "{side} is {} in one and {} in the other",
+                        x.path.display(),
+                        y.path.display()
+                    );
+                }
+                for l in &x.logs {
+                    match y.logs.iter().find(|m| m.rank == l.rank) {
+                        None => return format!("{side} rank {} is in one only", l.rank),
+                        Some(m) if m != l => {
+                            return format!(
+                                "{side} rank {}: {} ({} bytes) against {} ({} bytes)",
+                                l.rank,
+                                l.file.display(),
+                                l.bytes,
+                                m.file.display(),
+                                m.bytes
+                            )
+                        }
+                        _ => {}
+                    }
+                }
+                return format!("{side}'s logs differ");
+            }
+            (Some(_), None) | (None, Some(_)) => {
+                return format!("{side} was found by one and not by the other")
+            }
+            _ => {}
+        }
+    }
+    "the inputs differ".into()
+}
+
+/// Checks the parts and merges them into `out` (see the module
+/// documentation), linking the pages into `out`. Returns the whole run's
+/// rank summaries and metadata for [`super::outputs::finish`].
+pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError> {
+    let mut problems = Vec::new();
+    if parts.is_empty() {
+        return Err(MergeError::Parts(vec![
+            "no parts given: actdiff merge PART_DIR... -o REPORT_DIR".into(),
+        ]));
+    }
+    // The same folder twice (under two spellings) is one part given twice.
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let out_canon = canon(out);
+    let mut seen: Vec<(PathBuf, &PathBuf)> = Vec::new();
+    let mut read: Vec<(Manifest, &PathBuf)> = Vec::new();
+    for dir in parts {
+        let c = canon(dir);
+        if c == out_canon {
+            problems.push(format!(
+                "{}: the report folder (-o) is one of the parts; merge into another folder",
+                dir.display()
+            ));
+            continue;
+        }
+        if let Some((_, first)) = seen.iter().find(|(x, _)| *x == c) {
+            problems.push(format!(
+                "{}: given twice (as {} and {})",
+                dir.display(),
+                first.display(),
+                dir.display()
+            ));
+            continue;
+        }
+        seen.push((c, dir));
+        match Manifest::read(dir) {
+            Ok(m) => read.push((m, dir)),
+            Err(e) => problems.push(e),
+        }
+    }
+    let tool = format!("actdiff {}", env!("CARGO_PKG_VERSION"));
+    for (m, dir) in &read {
+        match &m.status {
+            PartStatus::Done => {}
+            PartStatus::Running => problems.push(format!(
+                "{}: its compare did not finish (interrupted, or still running)",
+                name(m, dir)
+            )),
+            PartStatus::Failed { message } => {
+                problems.push(format!("{}: its compare failed: {message}", name(m, dir)))
+            }
+        }
+        if m.tool != tool {
+            problems.push(format!(
+                "{}: written by {}, this is {tool}; compare and merge with one version",
+                name(m, dir),
+                m.tool
+            ));
+        }
+    }
+    if let Some((first, fdir)) = read.first() {
+        for (m, dir) in &read[1..] {
+            if m.shard.count != first.shard.count {
+                problems.push(format!(
+                    "{} and {}: parts of different splits ({} and {} parts)",
+                    name(first, fdir),
+                    name(m, dir),
+                    first.shard.count,
+                    m.shard.count
+                ));
+            }
+            if m.inputs != first.inputs {
+                problems.push(format!(
+                    "{} and {}: different inputs: {}",
+                    name(first, fdir),
+                    name(m, dir),
+                    inputs_difference(&first.inputs, &m.inputs)
+                ));
+            } else if m.options != first.options || m.run != first.run {
+                let mut keys = differing_keys(&first.options, &m.options);
+                if keys.is_empty() {
+                    keys.push("run metadata".into());
+                }
+                problems.push(format!(
+                    "{} and {}: different options: {}",
+                    name(first, fdir),
+                    name(m, dir),
+                    keys.join(", ")
+                ));
+            }
+        }
+        let count = first.shard.count;
+        let mut by_index: Vec<Option<&PathBuf>> = vec![None; count as usize];
+        for (m, dir) in &read {
+            let Some(slot) = by_index.get_mut(m.shard.index as usize) else {
+                continue;
+            };
+            match slot {
+                Some(other) => problems.push(format!(
+                    "part {} given twice: {} and {}",
+                    m.shard,
+                    other.display(),
+                    dir.display()
+                )),
+                None => *slot = Some(dir),
+            }
+        }
+        let missing: Vec<String> = by_index
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.is_none())
+            .map(|(k, _)| format!("{k}/{count}"))
+            .collect();
+        if !missing.is_empty() {
+            problems.push(format!(
+                "part{} {} missing: a merge needs all {count} parts (given: {})",
+                if missing.len() == 1 { "" } else { "s" },
+                missing.join(", "),
+                read.iter()
+                    .map(|(m, d)| format!("{} = {}", m.shard, d.display()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        // Every part holds exactly the units the split gives it.
+        if problems.is_empty() {
+            let runs = (first.inputs.run1.as_ref(), first.inputs.run2.as_ref());
+            let plan = match runs {
+                (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &first.run.rank_map),
+                _ => super::RankPlan::default(),
+            };
+            let size = |p: &Path| {
+                [runs.0, runs.1]
+                    .iter()
+                    .find_map(|r| r.and_then(|r| r.size_of(p)))
+                    .unwrap_or(0)
+            };
+            for (m, dir) in &read {
+                let want = shard::units_of_part(&plan, m.shard, &size);
+                let got: Vec<u32> = m.results.iter().map(|r| r.rank).collect();
+                let want_pairs: Vec<u32> = want
+                    .iter()
+                    .filter_map(|u| match u {
+                        shard::Unit::Pair(a) => Some(*a),
+                        _ => None,
+                    })
+                    .collect();
+                if m.units != want || got != want_pairs {
+                    problems.push(format!(
+                        "{}: holds ranks {:?}, but the split of these inputs gives it {:?}",
+                        name(m, dir),
+                        got,
+                        want_pairs
+                    ));
+                }
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(MergeError::Parts(problems));
+    }
+    let run = read[0].0.run.clone();
+    let opts = ReportOptions {
+        out_dir: out.to_path_buf(),
+        name1: run.name1.clone(),
+        name2: run.name2.clone(),
+        path1: run.path1.clone(),
+        path2: run.path2.clone(),
+        ..Default::default()
+    };
+    super::outputs::prepare_report_folder(&opts)?;
+    let mut results = Vec::new();
+    for (m, dir) in read {
+        link_pages(dir, out)?;
+        results.extend(m.results);
+    }
+    // Plan order (run-1 rank order), as a single compare lists them.
+    let pos = |rank: u32| run.pairs.iter().position(|(a, _)| *a == rank);
+    results.sort_by_key(|r| pos(r.rank));
+    Ok(assemble(&run, opts, Vec::new(), results, Vec::new()))
+}
+
+/// Hard-links (or, across file systems, copies) a part's rank pages into
+/// the report folder.
+fn link_pages(part: &Path, out: &Path) -> Result<(), report::ReportError> {
+    let entries = std::fs::read_dir(part).map_err(|e| report::ReportError::io(part, e))?;
+    for e in entries {
+        let e = e.map_err(|e| report::ReportError::io(part, e))?;
+        let file = e.file_name();
+        let Some(n) = file.to_str() else { continue };
+        if n == files::INDEX || n == files::SUMMARY || !files::is_report_file(n) {
+            continue;
+        }
+        let to = out.join(n);
+        if std::fs::hard_link(e.path(), &to).is_err() {
+            std::fs::copy(e.path(), &to).map_err(|err| report::ReportError::io(&to, err))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,273 @@
+//! The run-level outputs of a comparison: the exit status and its verdict
+//! lines, `summary.json`, `index.html`, the `--junit` file, the terminal
+//! summary and the input errors and warnings on stderr — all computed from
+//! the per-rank summaries ([`RankSummary`]) and the run's metadata
+//! ([`RunMeta`]) only, never from the op tables, so that `compare` (after
+//! its ranks) and a merge of a sharded run's parts produce them alike.
+//!
+//! They always agree: every output is written from one [`Summary`], and a
+//! failure to write the report folder is itself an input error that the
+//! JUnit file, the terminal and the exit status then show.
+
+use std::path::PathBuf;
+
+use crate::exit_codes;
+use crate::report::summary::{FailedRank, SideSummary, SCHEMA_VERSION};
+use crate::report::{self, files, junit, terminal, RankSummary, ReportOptions, Summary};
+
+/// What a run is, beside its rank summaries.
+#[derive(Clone, Debug, Default)]
+pub struct RunMeta {
+    /// The report folder, the runs' display names and paths.
+    pub report: ReportOptions,
+    /// Ranks only run 1 has.
+    pub ranks_only1: Vec<u32>,
+    /// Ranks only run 2 has.
+    pub ranks_only2: Vec<u32>,
+    /// Ranks both runs have that could not be compared, with why.
+    pub ranks_failed: Vec<FailedRank>,
+    /// Every input error (each naming its file), those of
+    /// [`RunMeta::ranks_failed`] included.
+    pub errors: Vec<String>,
+    /// Warnings for stderr.
+    pub warnings: Vec<String>,
+    /// `--allow-incomplete`: incomplete input is a divergence (1), not 3.
+    pub allow_incomplete: bool,
+}
+
+/// What the terminal shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Terminal {
+    /// The text summary.
+    #[default]
+    Text,
+    /// The `summary.json` document.
+    Json,
+    /// Nothing on stdout (`--quiet`).
+    Quiet,
+}
+
+/// Which run-level outputs to write beside `index.html` and `summary.json`.
+#[derive(Clone, Debug, Default)]
+pub struct RunOutputs {
+    /// `--junit FILE`.
+    pub junit: Option<PathBuf>,
+    /// stdout.
+    pub terminal: Terminal,
+}
+
+/// The summary of the whole comparison: ranks linked across collectives,
+/// grouped, counted, and the exit status with its verdict lines.
+pub fn summarise(meta: &RunMeta, mut ranks: Vec<RankSummary>) -> Summary {
+    Summary::link_collective_ranks(&mut ranks);
+    let (exit_status, verdict) = verdict(meta, &ranks);
+    Summary {
+        schema_version: SCHEMA_VERSION,
+        tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
+        name1: meta.report.name1.clone(),
+        name2: meta.report.name2.clone(),
+        path1: meta.report.path1.clone(),
+        path2: meta.report.path2.clone(),
+        counts: Summary::total_counts(&ranks),
+        ranks_only1: meta.ranks_only1.clone(),
+        ranks_only2: meta.ranks_only2.clone(),
+        ranks_failed: meta.ranks_failed.clone(),
+        input_errors: meta.errors.clone(),
+        groups: Summary::group_ranks(&ranks),
+        ranks,
+        exit_status,
+        verdict,
+    }
+}
+
+/// Writes every run-level output and returns the exit status: warnings and
+/// errors on stderr, `summary.json` and `index.html` into the report
+/// folder (which must exist), the JUnit file, then the terminal summary.
+pub fn finish(mut meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> i32 {
+    let mut summary = summarise(&meta, ranks);
+    if let Err(e) = report::write_index(&summary, &meta.report) {
+        meta.errors.push(e.to_string());
+        summary = summarise(&meta, summary.ranks);
+    }
+    for w in &meta.warnings {
+        eprintln!("warning: {w}");
+    }
+    for e in &meta.errors {
+        eprintln!("error: {e}");
+    }
+    if let Some(j) = &outs.junit {
+        let res = std::fs::File::create(j)
+            .and_then(|f| junit::write_junit(&summary, std::io::BufWriter::new(f)));
+        if let Err(e) = res {
+            eprintln!("error: {}: {e}", j.display());
+            return exit_codes::INPUT_ERROR;
+        }
+    }
+    match outs.terminal {
+        Terminal::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).expect("summary serialises")
+        ),
+        Terminal::Text => {
+            let index = meta.report.out_dir.join(files::INDEX);
+            print!(
+                "{}",
+                terminal::render(&summary, &index.display().to_string())
+            );
+        }
+        Terminal::Quiet => {}
+    }
+    summary.exit_status
+}
+
+/// The outputs of a comparison stopped by input errors before any rank was
+/// read (a missing run, a bad option, rules, config or override file): the
+/// report folder is prepared as for a comparison (its previous report
+/// removed, so no stale page says otherwise) and every output says why.
+pub fn input_error(report: ReportOptions, errors: Vec<String>, outs: &RunOutputs) -> i32 {
+    let mut meta = RunMeta {
+        report,
+        errors,
+        ..RunMeta::default()
+    };
+    if let Err(e) = prepare_report_folder(&meta.report) {
+        meta.errors.push(e.to_string());
+    }
+    finish(meta, Vec::new(), outs)
+}
+
+/// The JUnit file of a command line the option parser rejected (before
+/// even the report folder is known): one `<error>` case, `input`, with
+/// `message`.
+pub fn usage_error_junit(path: &std::path::Path, message: &str) -> std::io::Result<()> {
+    let meta = RunMeta {
+        report: ReportOptions {
+            name1: "run1".into(),
+            name2: "run2".into(),
+            ..ReportOptions::default()
+        },
+        errors: vec![message.to_string()],
+        ..RunMeta::default()
+    };
+    let summary = summarise(&meta, Vec::new());
+    junit::write_junit(
+        &summary,
+        std::io::BufWriter::new(std::fs::File::create(path)?),
+    )
+}
+
+/// Creates the report folder and removes the report files a previous
+/// comparison left there (see [`report::clear_previous`]).
+pub fn prepare_report_folder(report: &ReportOptions) -> Result<(), report::ReportError> {
+    let out = &report.out_dir;
+    std::fs::create_dir_all(out).map_err(|e| report::ReportError::Io {
+        path: out.to_path_buf(),
+        message: format!("cannot create the report folder (-o): {e}"),
+    })?;
+    report::clear_previous(out)?;
+    Ok(())
+}
+
+/// The exit status and one line per reason, by the contract in
+/// [`crate::exit_codes`]: input errors (2) before incomplete input (3)
+/// before divergence (1).
+fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
+    let (name1, name2) = (&meta.report.name1, &meta.report.name2);
+    let (only1, only2) = (&meta.ranks_only1, &meta.ranks_only2);
+    let errors = &meta.errors;
+    let mut lines = Vec::new();
+    let mut status = exit_codes::OK;
+    if !errors.is_empty() {
+        lines.push(format!("input error: {}", errors.join("; ")));
+        status = exit_codes::INPUT_ERROR;
+    }
+    if ranks.is_empty() && errors.is_empty() {
+        lines.push("nothing compared: no rank is present in both runs".into());
+        status = exit_codes::INPUT_ERROR;
+    }
+    let incomplete: Vec<String> = ranks
+        .iter()
+        .flat_map(|r| {
+            let side = |s: &SideSummary, n: &str| {
+                s.incomplete
+                    .iter()
+                    .map(|x| format!("rank {} {n} ({}) {x}", r.rank, s.path))
+                    .collect::<Vec<_>>()
+            };
+            let mut v = side(&r.run1, "run1");
+            v.extend(side(&r.run2, "run2"));
+            v
+        })
+        .collect();
+    if !incomplete.is_empty() {
+        for i in &incomplete {
+            lines.push(format!("incomplete input: {i}"));
+        }
+        if status == exit_codes::OK {
+            // Never a pass on incomplete input: 3, or 1 when it is allowed.
+            status = if meta.allow_incomplete {
+                exit_codes::DIVERGED
+            } else {
+                exit_codes::INCOMPLETE
+            };
+        }
+    }
+    let c = Summary::total_counts(ranks);
+    if c.diverging() > 0 {
+        let missing = if c.missing > 0 {
+            format!("{} missing, ", c.missing)
+        } else {
+            String::new()
+        };
+        // Rows that differ but do not gate (ignored ops, unsynced
+        // collectives) are not a divergence of the run.
+        let what = if c.gating > 0 {
+            "diverged"
+        } else {
+            "differences, none gating"
+        };
+        lines.push(format!(
+            "{what}: {} diff, {missing}{} only in {name1}, {} only in {name2}",
+            c.diff, c.only1, c.only2
+        ));
+    }
+    if c.ignored > 0 {
+        lines.push(format!(
+            "{} ignored difference{} (shown, not gating)",
+            c.ignored,
+            if c.ignored == 1 { "" } else { "s" }
+        ));
+    }
+    if c.unsynced > 0 {
+        lines.push(format!(
+            "{} unsynced collective row{} differ (shown, not gating)",
+            c.unsynced,
+            if c.unsynced == 1 { "" } else { "s" }
+        ));
+    }
+    if !only1.is_empty() || !only2.is_empty() {
+        lines.push(format!(
+            "ranks on one side only: {} only in {name1}, {} only in {name2}",
+            fmt_ranks(only1),
+            fmt_ranks(only2),
+        ));
+    }
+    if status == exit_codes::OK && (c.gating > 0 || !only1.is_empty() || !only2.is_empty()) {
+        status = exit_codes::DIVERGED;
+    }
+    if status == exit_codes::OK {
+        lines.push(format!(
+            "no divergence beyond tolerance: {} rows match",
+            c.matched
+        ));
+    }
+    (status, lines)
+}
+
+fn fmt_ranks(r: &[u32]) -> String {
+    if r.is_empty() {
+        return "none".into();
+    }
+    let v: Vec<String> = r.iter().map(|x| x.to_string()).collect();
+    format!("[{}]", v.join(", "))
+}

@@ -1,0 +1,494 @@
+//! Sharded compares (`compare --shard`), `actdiff merge`, Parquet rows and
+//! the Kubernetes manifest (issue 11), end to end against the binary.
+//!
+//! The central check: the parts of a 16-rank compare, merged, are the
+//! report a single compare writes: every report file byte for byte
+//! (index.html, summary.json, rank pages), the JUnit file, the terminal
+//! summary and the exit status; with a clean pair of runs (exit 1) and
+//! with a rank missing on one side plus an unreadable log (exit 2).
+//! The Parquet and YAML checks use Python's duckdb and yaml from the venv
+//! `scripts/py-venv.sh` makes under ~/.cache (created on first use; the
+//! tests fail, saying so, if it cannot be made). Real Slurm: tests/slurm.rs.
+
+#[path = "shard/common.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{actdiff, assert_same_report, gen, python, run};
+use serde_json::Value;
+
+/// A single compare and a 4-part compare + merge of `run1`/`run2` under
+/// `dir`; asserts they agree in every output and returns the merged
+/// report folder and the exit status.
+fn single_and_merged(dir: &Path, run1: &Path, run2: &Path, extra: &[&str]) -> (PathBuf, i32) {
+    let single = dir.join("single");
+    let o1 = run(actdiff()
+        .args(["compare"])
+        .arg(run1)
+        .arg(run2)
+        .arg("-o")
+        .arg(&single)
+        .arg("--junit")
+        .arg(dir.join("single.xml"))
+        .args(extra));
+    let mut parts = Vec::new();
+    for k in 0..4 {
+        let p = dir.join(format!("parts/part-{k}"));
+        let o = run(actdiff()
+            .args(["compare"])
+            .arg(run1)
+            .arg(run2)
+            .args(["--shard", &format!("{k}/4"), "-q", "-o"])
+            .arg(&p)
+            .args(extra));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "a written part exits 0: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(p.join("part.json").is_file());
+        assert!(
+            !p.join("index.html").exists() && !p.join("summary.json").exists(),
+            "a part never looks like a whole report"
+        );
+        parts.push(p);
+    }
+    let merged = dir.join("merged");
+    let o2 = run(actdiff()
+        .arg("merge")
+        .args(&parts)
+        .arg("-o")
+        .arg(&merged)
+        .arg("--junit")
+        .arg(dir.join("merged.xml")));
+    assert_eq!(
+        o1.status.code(),
+        o2.status.code(),
+        "exit status; merge stderr: {}",
+        String::from_utf8_lossy(&o2.stderr)
+    );
+    let text = |o: &std::process::Output, d: &Path| {
+        String::from_utf8_lossy(&o.stdout).replace(&d.display().to_string(), "REPORT")
+    };
+    assert_eq!(text(&o1, &single), text(&o2, &merged), "terminal summary");
+    assert!(text(&o2, &merged).contains("REPORT/index.html"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("single.xml")).unwrap(),
+        std::fs::read_to_string(dir.join("merged.xml")).unwrap(),
+        "JUnit"
+    );
+    assert_same_report(&single, &merged);
+    // Each rank in exactly one part.
+    let mut ranks: Vec<u64> = parts
+        .iter()
+        .flat_map(|p| {
+            let m: Value =
+                serde_json::from_slice(&std::fs::read(p.join("part.json")).unwrap()).unwrap();
+            m["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["rank"].as_u64().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let n = ranks.len();
+    ranks.sort();
+    ranks.dedup();
+    assert_eq!(ranks.len(), n, "a rank in two parts");
+    (merged, o2.status.code().unwrap())
+}
+
+fn summary(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn merged_parts_equal_a_single_compare() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = gen(t.path(), 16, 1500, 7);
+    let (merged, status) = single_and_merged(&t.path().join("clean"), &a, &b, &[]);
+    assert_eq!(status, 1, "the generated runs diverge");
+    let s = summary(&merged);
+    assert_eq!(s["ranks"].as_array().unwrap().len(), 16);
+    assert!(!s["groups"].as_array().unwrap().is_empty());
+
+    // A rank only run 1 has, and a rank whose log is empty: exit 2, and the
+    // merged report lists both exactly as the single one does.
+    std::fs::remove_file(b.join("rank_5_activations.log")).unwrap();
+    std::fs::write(a.join("rank_9_activations.log"), b"").unwrap();
+    let (merged, status) = single_and_merged(&t.path().join("broken"), &a, &b, &["--rtol", "1e-3"]);
+    assert_eq!(status, 2);
+    let s = summary(&merged);
+    assert_eq!(s["ranks_only1"], serde_json::json!([5]));
+    assert_eq!(s["ranks_failed"][0]["rank"], 9);
+}
+
+/// Four parts of a small run under `dir`, with `--rows` Parquet files.
+fn parts(dir: &Path, extra: &[&str]) -> Vec<PathBuf> {
+    let (a, b) = gen(dir, 8, 600, 3);
+    (0..4)
+        .map(|k| {
+            let p = dir.join(format!("part-{k}"));
+            std::fs::create_dir_all(&p).unwrap();
+            let o = run(actdiff()
+                .args(["compare"])
+                .arg(&a)
+                .arg(&b)
+                .args(["--shard", &format!("{k}/4"), "-q", "-o"])
+                .arg(&p)
+                .arg("--rows")
+                .arg(p.join("rows.parquet"))
+                .args(extra));
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            p
+        })
+        .collect()
+}
+
+fn merge(parts: &[&Path], out: &Path) -> std::process::Output {
+    run(actdiff().arg("merge").args(parts).arg("-o").arg(out))
+}
+
+#[test]
+fn merge_refuses_missing_repeated_mismatched_and_unfinished_parts() {
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let out = t.path().join("report");
+    let refused = |o: std::process::Output, want: &[&str]| {
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        for w in want {
+            assert!(err.contains(w), "`{w}` not in: {err}");
+        }
+        assert!(!out.join("summary.json").exists(), "nothing written: {err}");
+    };
+    refused(
+        merge(&[&p[0], &p[1], &p[3]], &out),
+        &["part 2/4 missing", "needs all 4 parts"],
+    );
+    refused(
+        merge(&[&p[0], &p[1], &p[2], &p[3], &p[1]], &out),
+        &["given twice", &p[1].display().to_string()],
+    );
+    let copy = t.path().join("copy-of-2");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(p[2].join("part.json"), copy.join("part.json")).unwrap();
+    refused(
+        merge(&[&p[0], &p[1], &p[2], &p[3], &copy], &out),
+        &["part 2/4 given twice", &copy.display().to_string()],
+    );
+    refused(
+        merge(&[&p[0], &p[1], &p[2], &t.path().join("run1")], &out),
+        &["not a part"],
+    );
+
+    // Part 3 again, with other options, then with other inputs.
+    let (a, b) = (t.path().join("run1"), t.path().join("run2"));
+    let other = t.path().join("other-3");
+    let redo = |extra: &[&str], run2: &Path| {
+        let o = run(actdiff()
+            .args(["compare"])
+            .arg(&a)
+            .arg(run2)
+            .args(["--shard", "3/4", "-q", "-o"])
+            .arg(&other)
+            .args(extra));
+        assert_eq!(o.status.code(), Some(0));
+    };
+    redo(&["--rtol", "1e-3"], &b);
+    refused(
+        merge(&[&p[0], &p[1], &p[2], &other], &out),
+        &["part 0/4", "part 3/4", "different options: rtol"],
+    );
+    let b2 = t.path().join("run2-changed");
+    std::fs::create_dir_all(&b2).unwrap();
+    for e in std::fs::read_dir(&b).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), b2.join(e.file_name())).unwrap();
+    }
+    redo(&[], &b2);
+    refused(
+        merge(&[&p[0], &p[1], &p[2], &other], &out),
+        &["different inputs"],
+    );
+    // A part of another split.
+    let o = run(actdiff()
+        .args(["compare"])
+        .arg(&a)
+        .arg(&b)
+        .args(["--shard", "3/5", "-q", "-o"])
+        .arg(&other));
+    assert_eq!(o.status.code(), Some(0));
+    refused(
+        merge(&[&p[0], &p[1], &p[2], &other], &out),
+        &["different splits"],
+    );
+
+    // An interrupted part, and one whose compare failed.
+    let m = p[1].join("part.json");
+    let good = std::fs::read_to_string(&m).unwrap();
+    assert!(good.contains(r#""status":{"state":"done"}"#));
+    std::fs::write(
+        &m,
+        good.replace(r#""state":"done""#, r#""state":"running""#),
+    )
+    .unwrap();
+    refused(
+        merge(&[&p[0], &p[1], &p[2], &p[3]], &out),
+        &["part 1/4", "did not finish"],
+    );
+    std::fs::write(
+        &m,
+        good.replace(
+            r#""state":"done""#,
+            r#""state":"failed","message":"disk full""#,
+        ),
+    )
+    .unwrap();
+    refused(
+        merge(&[&p[0], &p[1], &p[2], &p[3]], &out),
+        &["part 1/4", "failed: disk full"],
+    );
+    std::fs::write(&m, &good).unwrap();
+    let o = merge(&[&p[3], &p[1], &p[0], &p[2]], &out);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.join("index.html").is_file());
+}
+
+#[test]
+fn shard_auto_reads_the_schedulers_environment() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = gen(t.path(), 6, 200, 1);
+    let part = |env: &[(&str, &str)], spec: &str, out: &str| {
+        let mut c = actdiff();
+        for k in [
+            "SLURM_ARRAY_TASK_ID",
+            "SLURM_ARRAY_TASK_COUNT",
+            "SLURM_ARRAY_TASK_MIN",
+            "SLURM_ARRAY_TASK_STEP",
+            "JOB_COMPLETION_INDEX",
+            "ACTDIFF_SHARD_COUNT",
+        ] {
+            c.env_remove(k);
+        }
+        c.envs(env.iter().copied());
+        let o = run(c
+            .args(["compare"])
+            .arg(&a)
+            .arg(&b)
+            .args(["--shard", spec, "-q", "-o"])
+            .arg(t.path().join(out)));
+        let m: Option<Value> = std::fs::read(t.path().join(out).join("part.json"))
+            .ok()
+            .map(|b| serde_json::from_slice(&b).unwrap());
+        (o, m)
+    };
+    let (_, m) = part(
+        &[
+            ("SLURM_ARRAY_TASK_ID", "3"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+            ("SLURM_ARRAY_TASK_MIN", "1"),
+        ],
+        "auto",
+        "slurm",
+    );
+    let m = m.expect("a part");
+    assert_eq!(m["shard"], serde_json::json!({"index": 2, "count": 3}));
+    let (_, m) = part(&[("JOB_COMPLETION_INDEX", "1")], "auto/2", "k8s");
+    assert_eq!(
+        m.unwrap()["shard"],
+        serde_json::json!({"index": 1, "count": 2})
+    );
+    let (_, m) = part(
+        &[("JOB_COMPLETION_INDEX", "0"), ("ACTDIFF_SHARD_COUNT", "2")],
+        "auto",
+        "k8s-env",
+    );
+    assert_eq!(
+        m.unwrap()["shard"],
+        serde_json::json!({"index": 0, "count": 2})
+    );
+    let (o, m) = part(&[("JOB_COMPLETION_INDEX", "0")], "auto", "k8s-no-count");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(m.is_none());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ACTDIFF_SHARD_COUNT"));
+    let (o, _) = part(&[], "auto", "nothing");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("SLURM_ARRAY_TASK_ID"));
+    let (o, _) = part(&[], "4/4", "bad");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("K counts from 0"));
+}
+
+/// The README's DuckDB queries (section "Parquet rows"), with `ROWS` for
+/// the glob; keep them in step with the README.
+const QUERY_WORST: &str = "\
+SELECT layer, op, count(DISTINCT rank) AS ranks, max(diff_output_hash) AS worst
+FROM read_parquet(ROWS)
+WHERE status = 'diff'
+GROUP BY layer, op
+ORDER BY layer, worst DESC";
+const QUERY_FIRST_CAUSE: &str = "\
+WITH first AS (
+  SELECT rank, arg_min(coalesce(key1, key2), row) AS first_cause
+  FROM read_parquet(ROWS) WHERE cause IN ('origin', 'entry') GROUP BY rank),
+usual AS (SELECT mode(first_cause) AS key FROM first)
+SELECT rank, first_cause FROM first, usual
+WHERE first_cause <> usual.key ORDER BY rank";
+const QUERY_OVER: &str = "\
+SELECT rank, key1, phase, diff_output_hash, diff_l2_norm
+FROM read_parquet(ROWS)
+WHERE greatest(diff_output_hash, diff_l2_norm, diff_min, diff_max, diff_mean) > 1e-4
+ORDER BY rank, row";
+
+#[test]
+fn parquet_parts_read_as_one_table_by_duckdb_match_the_summary() {
+    let py = python();
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let out = t.path().join("report");
+    let o = merge(&p.iter().map(|p| p.as_path()).collect::<Vec<_>>(), &out);
+    assert_eq!(o.status.code(), Some(1));
+    let s = summary(&out);
+    let glob = format!("{}/part-*/rows.parquet", t.path().display());
+    let script = format!(
+        r#"
+import duckdb, json
+con = duckdb.connect()
+rows = {glob:?}
+def q(sql):
+    return con.execute(sql.replace("ROWS", repr(rows))).fetchall()
+out = {{}}
+out["status"] = dict(q("SELECT status, count(*) FROM read_parquet(ROWS) GROUP BY status"))
+out["gating"] = q("SELECT count(*) FROM read_parquet(ROWS) WHERE gates")[0][0]
+out["per_rank"] = {{str(r): n for r, n in q("SELECT rank, count(*) FROM read_parquet(ROWS) GROUP BY rank")}}
+out["types"] = {{n: t for n, t, *_ in q("DESCRIBE SELECT * FROM read_parquet(ROWS)")}}
+out["worst"] = q({worst:?})
+out["first_cause"] = q({first:?})
+out["over"] = len(q({over:?}))
+out["over_check"] = q("SELECT count(*) FROM read_parquet(ROWS) WHERE diff_output_hash > 1e-4 OR diff_l2_norm > 1e-4 OR diff_min > 1e-4 OR diff_max > 1e-4 OR diff_mean > 1e-4")[0][0]
+out["first_per_rank"] = {{str(r): k for r, k in q("SELECT rank, arg_min(coalesce(key1, key2), row) FROM read_parquet(ROWS) WHERE cause IN ('origin', 'entry') GROUP BY rank")}}
+print(json.dumps(out))
+"#,
+        worst = QUERY_WORST,
+        first = QUERY_FIRST_CAUSE,
+        over = QUERY_OVER
+    );
+    let o = run(Command::new(&py).arg("-c").arg(&script));
+    assert!(
+        o.status.success(),
+        "duckdb: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let d: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for st in ["match", "diff", "only1", "only2", "truncated", "missing"] {
+        assert_eq!(
+            d["status"][st].as_u64().unwrap_or(0),
+            s["counts"][st].as_u64().unwrap(),
+            "{st} rows"
+        );
+    }
+    assert_eq!(d["gating"], s["counts"]["gating"]);
+    for r in s["ranks"].as_array().unwrap() {
+        let total: u64 = ["match", "diff", "only1", "only2", "truncated", "missing"]
+            .iter()
+            .map(|k| r["counts"][k].as_u64().unwrap())
+            .sum();
+        assert_eq!(d["per_rank"][r["rank"].to_string()].as_u64(), Some(total));
+        // The first cause per rank is summary.json's.
+        if let Some(key) = r["root_causes"]["first_cause"]["row"]["key1"].as_str() {
+            assert_eq!(
+                d["first_per_rank"][r["rank"].to_string()],
+                key,
+                "rank {}",
+                r["rank"]
+            );
+        }
+    }
+    for (col, ty) in [
+        ("rank", "UINTEGER"),
+        ("line1", "UBIGINT"),
+        ("key1", "VARCHAR"),
+        ("diff_l2_norm", "DOUBLE"),
+        ("gates", "BOOLEAN"),
+        ("cause", "VARCHAR"),
+    ] {
+        assert_eq!(d["types"][col], ty, "{col}");
+    }
+    assert!(!d["worst"].as_array().unwrap().is_empty());
+    assert_eq!(d["over"], d["over_check"]);
+    assert!(d["over"].as_u64().unwrap() > 0);
+    let listed: Vec<u64> = d["first_cause"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[0].as_u64().unwrap())
+        .collect();
+    assert!(listed.len() < s["ranks"].as_array().unwrap().len());
+}
+
+#[test]
+fn kubernetes_manifest_is_an_indexed_job_with_a_merge() {
+    let py = python();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/k8s-indexed-job.yaml");
+    let o = run(Command::new(&py)
+        .arg("-c")
+        .arg("import sys, yaml, json; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))")
+        .arg(&path));
+    assert!(
+        o.status.success(),
+        "{}: {}",
+        path.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let docs: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let docs = docs.as_array().unwrap();
+    assert_eq!(docs.len(), 2, "the compare Job and the merge Job");
+    let job = &docs[0];
+    assert_eq!(
+        (job["apiVersion"].as_str(), job["kind"].as_str()),
+        (Some("batch/v1"), Some("Job"))
+    );
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"], "Indexed");
+    let n = spec["completions"].as_u64().expect("completions");
+    assert!(spec["parallelism"].as_u64().expect("parallelism") <= n);
+    let c = &spec["template"]["spec"]["containers"][0];
+    let env_n = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "ACTDIFF_SHARD_COUNT")
+        .expect("ACTDIFF_SHARD_COUNT")["value"]
+        .as_str()
+        .unwrap()
+        .parse::<u64>()
+        .unwrap();
+    assert_eq!(env_n, n, "ACTDIFF_SHARD_COUNT = completions");
+    let cmd = c["args"].to_string();
+    assert!(
+        cmd.contains("--shard auto") && cmd.contains("JOB_COMPLETION_INDEX"),
+        "{cmd}"
+    );
+    let m = &docs[1];
+    assert_eq!(m["kind"], "Job");
+    let cmd = m["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(
+        cmd.contains("actdiff merge") && cmd.contains("part-*"),
+        "{cmd}"
+    );
+}
