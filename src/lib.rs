@@ -13,12 +13,16 @@
 //! - [`matcher`]: the reference's four pairing passes and status rule, into a [`matcher::MatchTable`].
 //! - [`report`]: paginated HTML, `summary.json`, JSON Lines rows and the terminal summary.
 //! - [`run`]: finding the rank logs of a run and comparing every rank.
+//! - [`logformat`]: the writer of the log text (headers, field lines, numbers), shared by
+//!   [`capture`] and [`gen`].
 //! - [`capture`]: the libtorch capture agent (feature `capture`).
+//! - [`gen`]: a generator of realistic logs for benchmarks.
 
 pub mod capture;
 pub mod cli;
 pub mod exit_codes;
 pub mod gen;
+pub mod logformat;
 pub mod matcher;
 pub mod parser;
 pub mod report;

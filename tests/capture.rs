@@ -1,48 +1,61 @@
 //! The capture agent against libtorch's own computations, and its log
-//! against our parser. Needs feature `capture` (libtorch through tch):
-//! `scripts/capture-ci.sh` runs it.
+//! against our parser. Needs feature `capture` (the libtorch shim, built
+//! against the torch of the build's Python): `scripts/capture-ci.sh` runs it
+//! under the oldest and the newest supported torch.
+//!
+//! Tensors are made from host buffers (`Tensor::from_slice`) and viewed with
+//! `as_strided`; every statistic is checked against what torch computes one
+//! op and one `.item()` at a time (`Tensor::reference_stats`, the reference
+//! tracer's way), and every digest against the algorithm's definition
+//! applied to the element bits that libtorch reads out in logical order.
 #![cfg(feature = "capture")]
 
+use actdiff::capture::digest;
 use actdiff::capture::stats::{host_stats, read_back};
+use actdiff::capture::torch::{Kind, Tensor};
 use actdiff::capture::{
-    Capture, Inputs, OpRecord, Phase, Record, StatsBatch, StatsPath, TensorStats,
+    Capture, Inputs, OpRecord, Phase, Precision, Record, StatsBatch, StatsPath, TensorStats,
 };
-use actdiff::gen::fmt_e6;
+use actdiff::logformat::{fmt_e6, fmt_full};
 use actdiff::parser::{parse_bytes, Field};
-use tch::{Device, Kind, Tensor};
 
-/// What PyTorch computes (the reference tracer's `_compute_stats` and
-/// DebugMode's `norm_hash_fn`), through the same libtorch ops torch's
-/// Python API calls.
-fn torch_reference(t: &Tensor) -> (f64, Option<[f64; 6]>) {
-    let _g = tch::no_grad_guard();
-    let h = if t.is_complex() {
-        t.to_kind(Kind::ComplexDouble).abs().sum(Kind::Double)
-    } else if t.is_floating_point() {
-        t.to_kind(Kind::Double).abs().sum(Kind::Double)
-    } else {
-        t.to_kind(Kind::Float)
-            .to_kind(Kind::Double)
-            .abs()
-            .sum(Kind::Double)
-    };
-    let l1 = h.double_value(&[]);
-    if !t.is_floating_point() || t.numel() == 0 {
-        return (l1, None);
+/// xorshift64* with Box-Muller normals: deterministic test data.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    let t64 = t.to_kind(Kind::Double);
-    let t32 = t.to_kind(Kind::Float);
-    (
-        l1,
-        Some([
-            t64.norm().double_value(&[]),
-            t32.min().double_value(&[]),
-            t32.max().double_value(&[]),
-            t64.mean(Kind::Double).double_value(&[]),
-            t.isnan().sum(Kind::Int64).int64_value(&[]) as f64,
-            t.isinf().sum(Kind::Int64).int64_value(&[]) as f64,
-        ]),
-    )
+    fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    fn normal(&mut self) -> f32 {
+        let (a, b) = (self.unit(), self.unit());
+        ((-2.0 * a.ln()).sqrt() * (std::f64::consts::TAU * b).cos()) as f32
+    }
+    fn randn(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.normal()).collect()
+    }
+}
+
+fn t32(v: &[f32], shape: &[i64]) -> Tensor {
+    Tensor::from_slice(v, shape).unwrap()
+}
+
+/// The transpose of a contiguous 2-d tensor, as a strided view.
+fn transposed(t: &Tensor) -> Tensor {
+    let s = t.sizes().unwrap();
+    t.as_strided(&[s[1], s[0]], &[1, s[1]], 0).unwrap()
+}
+
+/// What PyTorch computes: (l1, [l2, min, max, mean, nan, inf]).
+fn torch_reference(t: &Tensor) -> (f64, Option<[f64; 6]>) {
+    let i = t.info().unwrap();
+    let moments = i.floating && i.numel > 0;
+    let v = t.reference_stats(moments).unwrap();
+    (v[0], moments.then(|| [v[1], v[2], v[3], v[4], v[5], v[6]]))
 }
 
 /// Relative 1e-12 (`scale` widens it for sums with cancellation: the mean
@@ -73,7 +86,7 @@ fn check_as(name: &str, t: &Tensor, s: &TensorStats, moments: bool) {
     let (l1, want) = torch_reference(t);
     let want = want.filter(|_| moments);
     close(&format!("{name} l1"), s.l1, l1, 0.0);
-    let n = t.numel().max(1) as f64;
+    let n = t.info().unwrap().numel.max(1) as f64;
     match (want, s.moments) {
         (Some(w), Some(m)) => {
             close(&format!("{name} l2"), m.l2, w[0], 0.0);
@@ -99,91 +112,141 @@ fn check_as(name: &str, t: &Tensor, s: &TensorStats, moments: bool) {
     }
 }
 
+/// The digest by its definition, from the bits libtorch reads out in
+/// logical order.
+fn digest_by_definition(t: &Tensor) -> u64 {
+    let bits = t.digest_bits().unwrap();
+    let s = bits
+        .iter()
+        .enumerate()
+        .fold(0u64, |s, (i, w)| s.wrapping_add(digest::term(*w, i as u64)));
+    digest::finish(s, bits.len() as u64)
+}
+
+fn finished(t: &Tensor, s: &TensorStats) -> u64 {
+    let i = t.info().unwrap();
+    let n = if i.complex { 2 * i.numel } else { i.numel };
+    digest::finish(s.digest.expect("a digest"), n as u64)
+}
+
 fn cases() -> Vec<(String, Tensor)> {
-    tch::manual_seed(7);
-    let cpu = (Kind::Float, Device::Cpu);
+    let mut r = Rng(7);
     let mut v: Vec<(String, Tensor)> = Vec::new();
-    for n in [1i64, 7, 8, 255, 256, 257, 4096, 65_537, 1 << 20] {
-        v.push((format!("randn[{n}]"), Tensor::randn([n], cpu) * 3.0 + 0.25));
+    for n in [1usize, 7, 8, 255, 256, 257, 4096, 65_537, 1 << 20] {
+        let x: Vec<f32> = r.randn(n).iter().map(|x| x * 3.0 + 0.25).collect();
+        v.push((format!("randn[{n}]"), t32(&x, &[n as i64])));
     }
-    v.push(("0-d".into(), Tensor::from(-2.5f32)));
-    v.push(("0-d nan".into(), Tensor::from(f32::NAN)));
-    v.push(("2-d".into(), Tensor::randn([64, 33], cpu)));
+    v.push(("0-d".into(), t32(&[-2.5], &[])));
+    v.push(("0-d nan".into(), t32(&[f32::NAN], &[])));
+    v.push(("2-d".into(), t32(&r.randn(64 * 33), &[64, 33])));
     v.push((
         "transposed (non-contiguous)".into(),
-        Tensor::randn([300, 17], cpu).tr(),
+        transposed(&t32(&r.randn(300 * 17), &[300, 17])),
     ));
+    let base = t32(&r.randn(1000), &[1000]);
     v.push((
         "strided slice".into(),
-        Tensor::randn([1000], cpu).slice(0, 1, 1000, 3),
+        base.as_strided(&[333], &[3], 1).unwrap(),
     ));
-    let x = Tensor::randn([5000], cpu);
-    let _ = x.narrow(0, 10, 3).fill_(f64::NAN);
-    let _ = x.narrow(0, 100, 2).fill_(f64::INFINITY);
-    let _ = x.narrow(0, 4000, 1).fill_(f64::NEG_INFINITY);
-    v.push(("nan+inf".into(), x));
-    let y = Tensor::randn([3000], cpu);
-    let _ = y.narrow(0, 7, 1).fill_(f64::INFINITY);
-    v.push(("+inf only".into(), y));
-    let z = Tensor::randn([3000], cpu);
-    let _ = z.narrow(0, 7, 5).fill_(f64::NEG_INFINITY);
-    v.push(("-inf only".into(), z));
-    v.push(("all nan".into(), Tensor::full([2000], f64::NAN, cpu)));
-    v.push(("zeros".into(), Tensor::zeros([2048], cpu)));
-    v.push(("big values".into(), Tensor::randn([10_000], cpu) * 1e30));
-    v.push(("tiny values".into(), Tensor::randn([10_000], cpu) * 1e-40));
-    let h = Tensor::randn([70_000], cpu) * 100.0;
-    v.push(("float16".into(), h.to_kind(Kind::Half)));
-    v.push(("float16 overflow".into(), (h * 1000.0).to_kind(Kind::Half)));
+    let mut x = r.randn(5000);
+    x[10..13].fill(f32::NAN);
+    x[100..102].fill(f32::INFINITY);
+    x[4000] = f32::NEG_INFINITY;
+    v.push(("nan+inf".into(), t32(&x, &[5000])));
+    let mut y = r.randn(3000);
+    y[7] = f32::INFINITY;
+    v.push(("+inf only".into(), t32(&y, &[3000])));
+    let mut z = r.randn(3000);
+    z[7..12].fill(f32::NEG_INFINITY);
+    v.push(("-inf only".into(), t32(&z, &[3000])));
+    v.push(("all nan".into(), t32(&[f32::NAN; 2000], &[2000])));
+    v.push(("zeros".into(), t32(&[0.0; 2048], &[2048])));
+    let big: Vec<f32> = r.randn(10_000).iter().map(|x| x * 1e30).collect();
+    v.push(("big values".into(), t32(&big, &[10_000])));
+    let tiny: Vec<f32> = r.randn(10_000).iter().map(|x| x * 1e-40).collect();
+    v.push(("tiny values".into(), t32(&tiny, &[10_000])));
+    let h: Vec<f32> = r.randn(70_000).iter().map(|x| x * 100.0).collect();
+    v.push((
+        "float16".into(),
+        t32(&h, &[70_000]).to_kind(Kind::Half).unwrap(),
+    ));
+    let h2: Vec<f32> = h.iter().map(|x| x * 1000.0).collect();
+    v.push((
+        "float16 overflow".into(),
+        t32(&h2, &[70_000]).to_kind(Kind::Half).unwrap(),
+    ));
+    let b: Vec<f32> = r.randn(15_000).iter().map(|x| x * 7.0).collect();
     v.push((
         "bfloat16".into(),
-        (Tensor::randn([5, 1000, 3], cpu) * 7.0).to_kind(Kind::BFloat16),
+        t32(&b, &[5, 1000, 3]).to_kind(Kind::BFloat16).unwrap(),
     ));
     v.push((
         "bfloat16 transposed".into(),
-        Tensor::randn([40, 50], cpu).to_kind(Kind::BFloat16).tr(),
+        transposed(
+            &t32(&r.randn(2000), &[40, 50])
+                .to_kind(Kind::BFloat16)
+                .unwrap(),
+        ),
     ));
-    v.push(("empty [0]".into(), Tensor::zeros([0], cpu)));
-    v.push(("empty [3, 0, 2]".into(), Tensor::zeros([3, 0, 2], cpu)));
+    v.push(("empty [0]".into(), t32(&[], &[0])));
+    v.push(("empty [3, 0, 2]".into(), t32(&[], &[3, 0, 2])));
     v.push((
         "empty float16".into(),
-        Tensor::zeros([0, 4], (Kind::Half, Device::Cpu)),
+        t32(&[], &[0, 4]).to_kind(Kind::Half).unwrap(),
     ));
     v
 }
 
 fn hash_cases() -> Vec<(String, Tensor)> {
-    tch::manual_seed(9);
+    let mut r = Rng(9);
+    let tokens: Vec<i64> = (0..128).map(|_| (r.next() % 2000) as i64).collect();
+    let grid: Vec<i64> = (0..600).map(|_| (r.next() % 50) as i64).collect();
+    let f64s: Vec<f64> = (0..3333).map(|_| r.normal() as f64 * 1.5).collect();
+    let pairs = r.randn(200);
     vec![
         (
             "int64 tokens".into(),
-            Tensor::randint(2000, [2, 64], (Kind::Int64, Device::Cpu)),
+            Tensor::from_slice(&tokens, &[2, 64]).unwrap(),
         ),
         (
             "int64 beyond 2^24 (through float32)".into(),
-            Tensor::from_slice(&[(1i64 << 24) + 1, -(1i64 << 40) - 3, 5]),
+            Tensor::from_slice(&[(1i64 << 24) + 1, -(1i64 << 40) - 3, 5], &[3]).unwrap(),
         ),
         (
             "int32".into(),
-            Tensor::from_slice(&[-3i32, 4, i32::MAX, i32::MIN]),
+            Tensor::from_slice(&[-3i32, 4, i32::MAX, i32::MIN], &[4]).unwrap(),
         ),
-        ("bool".into(), Tensor::from_slice(&[true, false, true])),
-        ("uint8".into(), Tensor::from_slice(&[255u8, 1, 0])),
+        (
+            "int16".into(),
+            Tensor::from_slice(&[-3i16, 4, i16::MIN], &[3]).unwrap(),
+        ),
+        (
+            "int8".into(),
+            Tensor::from_slice(&[-3i8, 4, i8::MIN], &[3]).unwrap(),
+        ),
+        (
+            "bool".into(),
+            Tensor::from_slice(&[true, false, true], &[3]).unwrap(),
+        ),
+        (
+            "uint8".into(),
+            Tensor::from_slice(&[255u8, 1, 0], &[3]).unwrap(),
+        ),
         (
             "float64".into(),
-            Tensor::randn([3333], (Kind::Double, Device::Cpu)),
+            Tensor::from_slice(&f64s, &[3333]).unwrap(),
         ),
         (
             "complex64".into(),
-            Tensor::randn([100, 2], (Kind::Float, Device::Cpu)).view_as_complex(),
+            t32(&pairs, &[100, 2]).to_kind(Kind::ComplexFloat).unwrap(),
         ),
         (
             "int64 transposed".into(),
-            Tensor::randint(50, [30, 20], (Kind::Int64, Device::Cpu)).tr(),
+            transposed(&Tensor::from_slice(&grid, &[30, 20]).unwrap()),
         ),
         (
             "empty int".into(),
-            Tensor::zeros([0], (Kind::Int64, Device::Cpu)),
+            Tensor::from_slice::<i64>(&[], &[0]).unwrap(),
         ),
     ]
 }
@@ -191,11 +254,12 @@ fn hash_cases() -> Vec<(String, Tensor)> {
 #[test]
 fn host_pass_equals_torch() {
     for (name, t) in cases() {
-        let s = host_stats(&t, true).unwrap();
+        let s = host_stats(&t, true, false).unwrap();
         check(&name, &t, &s);
+        assert!(s.digest.is_none());
     }
     for (name, t) in hash_cases() {
-        let s = host_stats(&t, false).unwrap();
+        let s = host_stats(&t, false, false).unwrap();
         check_as(&name, &t, &s, false);
         assert!(s.moments.is_none());
     }
@@ -204,23 +268,96 @@ fn host_pass_equals_torch() {
 #[test]
 fn device_path_equals_torch() {
     for (name, t) in cases().into_iter().chain(hash_cases()) {
-        let s = read_back(&t, t.is_floating_point()).unwrap();
+        let floating = t.info().unwrap().floating;
+        let s = read_back(&t, floating, false).unwrap();
         check(&name, &t, &s);
+    }
+}
+
+/// The host pass and the device ops give the same digest, and it is the
+/// algorithm's definition over the bits libtorch reads in logical order.
+#[test]
+fn digests_equal_the_definition_on_both_paths() {
+    for (name, t) in cases().into_iter().chain(hash_cases()) {
+        let want = digest_by_definition(&t);
+        let floating = t.info().unwrap().floating;
+        let h = host_stats(&t, floating, true).unwrap();
+        let d = read_back(&t, floating, true).unwrap();
+        assert_eq!(finished(&t, &h), want, "{name}: host pass");
+        assert_eq!(finished(&t, &d), want, "{name}: device ops");
+        // The digest does not change the stats.
+        check_as(&name, &t, &h, floating);
+    }
+    // The bits libtorch reads are the elements' own (contiguous float32).
+    let x: Vec<f32> = Rng(3).randn(1000);
+    let want = digest::digest(&x);
+    assert_eq!(digest_by_definition(&t32(&x, &[1000])), want);
+}
+
+/// Equal for a contiguous tensor and a strided, offset view with the same
+/// logical contents; different for a one-ulp change and a permutation.
+#[test]
+fn digest_is_independent_of_layout_and_sensitive_to_contents() {
+    let mut r = Rng(11);
+    let x = r.randn(24 * 10);
+    let dense = t32(&x, &[24, 10]);
+    // The same 24x10 values at stride (30, 2), offset 7, in a bigger buffer.
+    let mut buf = vec![f32::NAN; 7 + 23 * 30 + 9 * 2 + 1];
+    for i in 0..24 {
+        for j in 0..10 {
+            buf[7 + i * 30 + j * 2] = x[i * 10 + j];
+        }
+    }
+    let n = buf.len() as i64;
+    let view = t32(&buf, &[n]).as_strided(&[24, 10], &[30, 2], 7).unwrap();
+    // A column-major copy viewed row-major (a transpose of the transpose).
+    let mut cm = vec![0f32; 240];
+    for i in 0..24 {
+        for j in 0..10 {
+            cm[j * 24 + i] = x[i * 10 + j];
+        }
+    }
+    let tt = transposed(&t32(&cm, &[10, 24]));
+    let d = |t: &Tensor, path: bool| {
+        let s = if path {
+            read_back(t, true, true).unwrap()
+        } else {
+            host_stats(t, true, true).unwrap()
+        };
+        finished(t, &s)
+    };
+    for path in [false, true] {
+        let want = d(&dense, path);
+        assert_eq!(
+            d(&view, path),
+            want,
+            "strided, offset view (device ops: {path})"
+        );
+        assert_eq!(d(&tt, path), want, "transposed copy (device ops: {path})");
+        let mut y = x.clone();
+        y[123] = f32::from_bits(y[123].to_bits() + 1);
+        assert_ne!(d(&t32(&y, &[24, 10]), path), want, "one ulp");
+        let mut y = x.clone();
+        y.swap(5, 200);
+        assert_ne!(d(&t32(&y, &[24, 10]), path), want, "a permutation");
+        // Same elements, other shape: the same logical sequence, same digest.
+        assert_eq!(d(&t32(&x, &[240]), path), want, "a reshape keeps the order");
     }
 }
 
 #[test]
 fn host_pass_is_deterministic_across_thread_counts() {
-    tch::manual_seed(3);
-    let t = Tensor::randn([3_000_001], (Kind::Float, Device::Cpu));
-    let a = host_stats(&t, true).unwrap();
+    let x = Rng(3).randn(3_000_001);
+    let t = t32(&x, &[3_000_001]);
+    let a = host_stats(&t, true, true).unwrap();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
         .unwrap();
-    let t2 = t.shallow_clone();
-    let b = pool.install(move || host_stats(&t2, true).unwrap());
+    let t2 = t.clone();
+    let b = pool.install(move || host_stats(&t2, true, true).unwrap());
     assert_eq!(a.l1.to_bits(), b.l1.to_bits());
+    assert_eq!(a.digest, b.digest);
     let (ma, mb) = (a.moments.unwrap(), b.moments.unwrap());
     assert_eq!(ma.l2.to_bits(), mb.l2.to_bits());
     assert_eq!(ma.mean.to_bits(), mb.mean.to_bits());
@@ -230,65 +367,76 @@ fn host_pass_is_deterministic_across_thread_counts() {
 /// field for field equal to PyTorch's; the device path makes one cat + copy.
 #[test]
 fn batch_flush_both_paths() {
-    for path in [StatsPath::Auto, StatsPath::Device] {
-        let cs = cases();
-        let hs = hash_cases();
-        let mut b = StatsBatch::new(path);
-        for (name, t) in &cs {
-            let rec = Record {
-                key: name.clone(),
-                ..Default::default()
-            };
-            let ins: Vec<&Tensor> = hs.iter().map(|(_, h)| h).collect();
-            b.push(rec, Some(0), &[t, &hs[0].1], Inputs::Tensors(&ins))
-                .unwrap();
-        }
-        if path == StatsPath::Device {
-            assert!(b.device_scalars() > 0);
-        } else {
-            assert_eq!(b.device_scalars(), 0);
-        }
-        assert_eq!(b.len(), cs.len());
-        let recs = b.flush().unwrap();
-        assert!(b.is_empty());
-        assert_eq!(recs.len(), cs.len());
-        for ((name, t), r) in cs.iter().zip(&recs) {
-            assert_eq!(&r.key, name);
-            let st = r.stats.as_ref().unwrap();
-            assert_eq!(st.shape, t.size(), "{name}");
-            let s = TensorStats {
-                l1: r.output_hashes[0],
-                moments: st.moments,
-            };
-            check(&format!("{path:?} {name}"), t, &s);
-            assert_eq!(r.output_hashes.len(), 2);
-            close(
-                "second output",
-                r.output_hashes[1],
-                torch_reference(&hs[0].1).0,
-                0.0,
-            );
-            assert_eq!(r.input_hashes.len(), hs.len());
-            for ((hn, h), v) in hs.iter().zip(&r.input_hashes) {
+    for digests in [false, true] {
+        for path in [StatsPath::Auto, StatsPath::Device] {
+            let cs = cases();
+            let hs = hash_cases();
+            let mut b = StatsBatch::new(path, digests);
+            for (name, t) in &cs {
+                let rec = Record {
+                    key: name.clone(),
+                    ..Default::default()
+                };
+                let ins: Vec<&Tensor> = hs.iter().map(|(_, h)| h).collect();
+                b.push(rec, Some(0), &[t, &hs[0].1], Inputs::Tensors(&ins))
+                    .unwrap();
+            }
+            if path == StatsPath::Device {
+                assert!(b.device_scalars() > 0);
+            } else {
+                assert_eq!(b.device_scalars(), 0);
+            }
+            assert_eq!(b.len(), cs.len());
+            let recs = b.flush().unwrap();
+            assert!(b.is_empty());
+            assert_eq!(recs.len(), cs.len());
+            for ((name, t), r) in cs.iter().zip(&recs) {
+                let what = format!("{path:?} digests {digests} {name}");
+                assert_eq!(&r.key, name);
+                let st = r.stats.as_ref().unwrap();
+                assert_eq!(st.shape, t.sizes().unwrap(), "{what}");
+                let s = TensorStats {
+                    l1: r.output_hashes[0],
+                    moments: st.moments,
+                    digest: None,
+                };
+                check(&what, t, &s);
+                assert_eq!(r.output_hashes.len(), 2);
                 close(
-                    &format!("{path:?} input {hn}"),
-                    *v,
-                    torch_reference(h).0,
+                    "second output",
+                    r.output_hashes[1],
+                    torch_reference(&hs[0].1).0,
                     0.0,
                 );
+                assert_eq!(r.input_hashes.len(), hs.len());
+                for ((hn, h), v) in hs.iter().zip(&r.input_hashes) {
+                    close(&format!("{what} input {hn}"), *v, torch_reference(h).0, 0.0);
+                }
+                if digests {
+                    assert_eq!(
+                        r.output_digests,
+                        vec![digest_by_definition(t), digest_by_definition(&hs[0].1)],
+                        "{what}"
+                    );
+                    let want: Vec<u64> = hs.iter().map(|(_, h)| digest_by_definition(h)).collect();
+                    assert_eq!(r.input_digests, want, "{what}");
+                } else {
+                    assert!(r.output_digests.is_empty() && r.input_digests.is_empty());
+                }
             }
         }
     }
 }
 
-/// Input hashes taken before an in-place op see the old values.
+/// Input hashes (and digests) taken before an in-place op see the old values.
 #[test]
 fn prehashed_inputs_see_values_before_the_op() {
     for path in [StatsPath::Auto, StatsPath::Device] {
-        let mut b = StatsBatch::new(path);
-        let mut x = Tensor::ones([2000], (Kind::Float, Device::Cpu));
+        let mut b = StatsBatch::new(path, true);
+        let mut x = t32(&[1.0; 2000], &[2000]);
+        let before = digest::digest(&[1.0f32; 2000]);
         let pre = b.hash_inputs(&[&x]).unwrap();
-        let _ = x.g_add_scalar_(1.0);
+        x.add_scalar_(1.0).unwrap();
         b.push(
             Record {
                 key: "m/op_0_add_".into(),
@@ -302,6 +450,8 @@ fn prehashed_inputs_see_values_before_the_op() {
         let r = b.flush().unwrap().pop().unwrap();
         assert_eq!(r.input_hashes, vec![2000.0], "{path:?}");
         assert_eq!(r.output_hashes, vec![4000.0], "{path:?}");
+        assert_eq!(r.input_digests, vec![before], "{path:?}");
+        assert_eq!(r.output_digests, vec![digest::digest(&[2.0f32; 2000])]);
     }
 }
 
@@ -311,121 +461,178 @@ fn e6(x: f64) -> String {
     String::from_utf8(v).unwrap()
 }
 
+fn full(x: f64) -> String {
+    let mut v = Vec::new();
+    fmt_full(&mut v, x);
+    String::from_utf8(v).unwrap()
+}
+
+/// x @ w for row-major host buffers (float32 products, float32 sums: only
+/// used as data; the stats are checked against libtorch on the result).
+fn matmul(x: &[f32], w: &[f32], n: usize, k: usize, m: usize) -> Vec<f32> {
+    let mut y = vec![0f32; n * m];
+    for i in 0..n {
+        for j in 0..m {
+            y[i * m + j] = (0..k).map(|l| x[i * k + l] * w[l * m + j]).sum();
+        }
+    }
+    y
+}
+
 /// A capture written by the writer thread and read back by our parser,
-/// field for field.
+/// field for field, at both precisions.
 #[test]
 fn capture_log_parses_back_field_for_field() {
-    for path in [StatsPath::Auto, StatsPath::Device] {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("numerics/rank_0_activations.log");
-        let mut cap = Capture::create(&log, path).unwrap();
-        cap.flush_every = 3; // several flushes
-        tch::manual_seed(1);
-        let cpu = (Kind::Float, Device::Cpu);
-        let x = Tensor::randn([32, 64], cpu);
-        let w = Tensor::randn([64, 48], cpu);
-        let y = x.mm(&w);
-        let k1 = cap
-            .record(
-                OpRecord {
-                    fqn: Some("layers.0._checkpoint_wrapped_module.wq"),
-                    op: "mm",
-                    phase: Phase::Forward,
-                    location: Some("llama3/model.py:10".into()),
-                },
-                Some(0),
-                &[&y],
-                Inputs::Tensors(&[&x, &w]),
-                &[1, 2],
-                &[3],
-            )
-            .unwrap();
-        assert_eq!(k1, "layers.0.wq/op_0_mm");
-        let nan = y.relu();
-        let _ = nan.narrow(0, 0, 1).fill_(f64::NAN);
-        let k2 = cap
-            .record(
-                OpRecord {
-                    fqn: Some("layers.0.wq"),
-                    op: "relu",
-                    phase: Phase::Forward,
-                    location: None,
-                },
-                Some(0),
-                &[&nan],
-                Inputs::Tensors(&[&y]),
-                &[3],
-                &[4],
-            )
-            .unwrap();
-        assert_eq!(k2, "layers.0.wq/op_1_relu");
-        let mut small = Tensor::ones([2, 64, 1], cpu);
-        let pre = cap.hash_inputs(&[&small]).unwrap();
-        let _ = small.g_add_scalar_(1e-5);
-        let k3 = cap
-            .record(
-                OpRecord {
-                    fqn: None,
-                    op: "add_",
-                    phase: Phase::Backward,
-                    location: None,
-                },
-                None,
-                &[&small],
-                Inputs::Hashed(pre),
-                &[5],
-                &[5],
-            )
-            .unwrap();
-        assert_eq!(k3, "<none>/op_0_add_");
-        let s = Tensor::from(3.5f32).to_kind(Kind::BFloat16);
-        let k4 = cap
-            .record(
-                OpRecord {
-                    fqn: Some("layers.0.wq"),
-                    op: "sum",
-                    phase: Phase::Backward,
-                    location: Some("a/b.py:1".into()),
-                },
-                Some(0),
-                &[&s],
-                Inputs::Tensors(&[&nan, &x]),
-                &[4, 1],
-                &[6],
-            )
-            .unwrap();
-        assert_eq!(k4, "layers.0.wq/op_2_sum");
-        cap.note_excluded("view");
-        cap.note_excluded("t");
-        cap.note_excluded("view");
-        let n = cap.finish().unwrap();
-        assert_eq!(n, 4);
+    for precision in [Precision::Printed, Precision::Full] {
+        for path in [StatsPath::Auto, StatsPath::Device] {
+            capture_log_case(path, precision);
+        }
+    }
+}
 
-        let bytes = std::fs::read(&log).unwrap();
-        let t = parse_bytes(bytes, &log);
-        assert_eq!(t.len(), 4);
-        assert_eq!(t.header().total, Some(4));
-        assert_eq!(t.header().excluded, Some(vec!["t".into(), "view".into()]));
-        // The extra `NaN count:` line of the relu row is known to the parser:
-        // no warning at all; the line is in the log.
-        assert!(t.warnings().is_empty(), "{:?}", t.warnings());
-        assert!(
-            String::from_utf8_lossy(t.bytes()).contains("  NaN count: 48\n"),
-            "the NaN count line is written"
-        );
+fn capture_log_case(path: StatsPath, precision: Precision) {
+    let digests = precision == Precision::Full;
+    let fmt = |x: f64| match precision {
+        Precision::Printed => e6(x),
+        Precision::Full => full(x),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("numerics/rank_0_activations.log");
+    let mut cap = Capture::with_options(&log, path, precision, digests).unwrap();
+    cap.flush_every = 3; // several flushes
+    let mut r = Rng(1);
+    let (xv, wv) = (r.randn(32 * 64), r.randn(64 * 48));
+    let x = t32(&xv, &[32, 64]);
+    let w = t32(&wv, &[64, 48]);
+    let yv = matmul(&xv, &wv, 32, 64, 48);
+    let y = t32(&yv, &[32, 48]);
+    let k1 = cap
+        .record(
+            OpRecord {
+                fqn: Some("layers.0._checkpoint_wrapped_module.wq"),
+                op: "mm",
+                phase: Phase::Forward,
+                location: Some("llama3/model.py:10".into()),
+            },
+            Some(0),
+            &[&y],
+            Inputs::Tensors(&[&x, &w]),
+            &[1, 2],
+            &[3],
+        )
+        .unwrap();
+    assert_eq!(k1, "layers.0.wq/op_0_mm");
+    let mut nanv: Vec<f32> = yv.iter().map(|v| v.max(0.0)).collect();
+    nanv[..48].fill(f32::NAN);
+    let nan = t32(&nanv, &[32, 48]);
+    let k2 = cap
+        .record(
+            OpRecord {
+                fqn: Some("layers.0.wq"),
+                op: "relu",
+                phase: Phase::Forward,
+                location: None,
+            },
+            Some(0),
+            &[&nan],
+            Inputs::Tensors(&[&y]),
+            &[3],
+            &[4],
+        )
+        .unwrap();
+    assert_eq!(k2, "layers.0.wq/op_1_relu");
+    let mut small = t32(&[1.0; 128], &[2, 64, 1]);
+    let pre = cap.hash_inputs(&[&small]).unwrap();
+    small.add_scalar_(1e-5).unwrap();
+    let k3 = cap
+        .record(
+            OpRecord {
+                fqn: None,
+                op: "add_",
+                phase: Phase::Backward,
+                location: None,
+            },
+            None,
+            &[&small],
+            Inputs::Hashed(pre),
+            &[5],
+            &[5],
+        )
+        .unwrap();
+    assert_eq!(k3, "<none>/op_0_add_");
+    let s = t32(&[3.5], &[]).to_kind(Kind::BFloat16).unwrap();
+    let k4 = cap
+        .record(
+            OpRecord {
+                fqn: Some("layers.0.wq"),
+                op: "sum",
+                phase: Phase::Backward,
+                location: Some("a/b.py:1".into()),
+            },
+            Some(0),
+            &[&s],
+            Inputs::Tensors(&[&nan, &x]),
+            &[4, 1],
+            &[6],
+        )
+        .unwrap();
+    assert_eq!(k4, "layers.0.wq/op_2_sum");
+    cap.note_excluded("view");
+    cap.note_excluded("t");
+    cap.note_excluded("view");
+    let n = cap.finish().unwrap();
+    assert_eq!(n, 4);
 
-        let keys: Vec<String> = (0..4).map(|r| t.key_str(r).into_owned()).collect();
-        assert_eq!(keys, [k1.clone(), k2.clone(), k3, k4]);
+    let bytes = std::fs::read(&log).unwrap();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    assert_eq!(
+        text.contains("\nPrecision: full\n"),
+        precision == Precision::Full,
+        "the precision header line"
+    );
+    let t = parse_bytes(bytes, &log);
+    assert_eq!(t.len(), 4);
+    assert_eq!(t.header().total, Some(4));
+    assert_eq!(t.header().excluded, Some(vec!["t".into(), "view".into()]));
+    // The extra `NaN count:` line of the relu row is known to the parser:
+    // no warning at all; the line is in the log.
+    assert!(t.warnings().is_empty(), "{:?}", t.warnings());
+    assert!(
+        text.contains("  NaN count: 48\n"),
+        "the NaN count line is written"
+    );
 
-        let (l1y, wy) = torch_reference(&y);
-        let wy = wy.unwrap();
+    let keys: Vec<String> = (0..4).map(|r| t.key_str(r).into_owned()).collect();
+    assert_eq!(keys, [k1.clone(), k2.clone(), k3, k4]);
+    // The parser reads the precision and the digests back (contract 2).
+    assert_eq!(
+        t.precision(),
+        match precision {
+            Precision::Printed => actdiff::parser::Precision::Printed {
+                significant_digits: 7
+            },
+            Precision::Full => actdiff::parser::Precision::Full,
+        }
+    );
+    if digests {
+        let got: Vec<Option<u64>> = t.digests(0, Field::InputDigests).collect();
         assert_eq!(
-            t.text(0, Field::Shape),
-            "torch.Size([32, 48]), Dtype: torch.float32"
+            got,
+            vec![Some(digest::digest(&xv)), Some(digest::digest(&wv))]
         );
+        let got: Vec<Option<u64>> = t.digests(0, Field::OutputDigest).collect();
+        assert_eq!(got, vec![Some(digest::digest(&yv))]);
+    }
+
+    let (l1y, wy) = torch_reference(&y);
+    let wy = wy.unwrap();
+    assert_eq!(
+        t.text(0, Field::Shape),
+        "torch.Size([32, 48]), Dtype: torch.float32"
+    );
+    if precision == Precision::Printed {
+        // Printed digits equal torch's values printed.
         assert_eq!(t.text(0, Field::L2Norm), e6(wy[0]));
-        assert_eq!(t.text(0, Field::Min), e6(wy[1]));
-        assert_eq!(t.text(0, Field::Max), e6(wy[2]));
         assert_eq!(t.text(0, Field::Mean), e6(wy[3]));
         assert_eq!(t.text(0, Field::OutputHash), e6(l1y));
         let hx = torch_reference(&x).0;
@@ -434,30 +641,71 @@ fn capture_log_parses_back_field_for_field() {
             t.text(0, Field::InputHashes),
             format!("{}, {}", e6(hx), e6(hw))
         );
-        // Two inputs without a captured producer: the separator only.
-        assert_eq!(t.text(0, Field::InputProducers), ";");
-        assert_eq!(t.text(0, Field::Location), "llama3/model.py:10");
-        assert!(!t.is_backward(0));
+    } else {
+        // Full precision: the printed text reads back within the sums'
+        // reduction-order noise of torch's value.
+        let num = |f| t.text(0, f).parse::<f64>().unwrap();
+        close("full l2", num(Field::L2Norm), wy[0], 0.0);
+        close("full mean", num(Field::Mean), wy[3], l1y / (32.0 * 48.0));
+        close("full hash", num(Field::OutputHash), l1y, 0.0);
+    }
+    // Min and max are exact in float32: equal text at either precision.
+    assert_eq!(t.text(0, Field::Min), fmt(wy[1]));
+    assert_eq!(t.text(0, Field::Max), fmt(wy[2]));
+    // Two inputs without a captured producer: the separator only.
+    assert_eq!(t.text(0, Field::InputProducers), ";");
+    assert_eq!(t.text(0, Field::Location), "llama3/model.py:10");
+    assert!(!t.is_backward(0));
 
-        assert_eq!(t.text(1, Field::Min), "nan");
-        assert_eq!(t.text(1, Field::InputProducers), k1);
-        assert!(!t.has(1, Field::Location));
+    assert_eq!(t.text(1, Field::Min), "nan");
+    assert_eq!(t.text(1, Field::InputProducers), k1);
+    assert!(!t.has(1, Field::Location));
 
-        assert!(!t.has(2, Field::Shape));
-        assert!(!t.has(2, Field::L2Norm));
-        assert_eq!(t.text(2, Field::InputHashes), e6(128.0));
-        assert_eq!(
-            t.text(2, Field::OutputHash),
-            e6(128.0 * (1.0 + 1e-5f32) as f64)
+    assert!(!t.has(2, Field::Shape));
+    assert!(!t.has(2, Field::L2Norm));
+    assert_eq!(t.text(2, Field::InputHashes), fmt(128.0));
+    assert_eq!(
+        t.text(2, Field::OutputHash),
+        fmt(128.0 * (1.0 + 1e-5f32) as f64)
+    );
+    assert!(t.is_backward(2));
+
+    assert_eq!(
+        t.text(3, Field::Shape),
+        "torch.Size([]), Dtype: torch.bfloat16"
+    );
+    assert_eq!(t.text(3, Field::Mean), fmt(3.5));
+    assert_eq!(t.text(3, Field::InputProducers), format!("{k2};"));
+    assert_eq!(t.text(3, Field::Phase), "backward");
+
+    // The digest lines (contract 1), right after Input hashes.
+    let hx = |v: u64| format!("{v:016x}");
+    let block0 = text.split("\n\n").nth(1).unwrap();
+    if digests {
+        let od = format!("  Output digest: {}\n", hx(digest::digest(&yv)));
+        let id = format!(
+            "  Input digests: {}, {}\n",
+            hx(digest::digest(&xv)),
+            hx(digest::digest(&wv))
         );
-        assert!(t.is_backward(2));
-
-        assert_eq!(
-            t.text(3, Field::Shape),
-            "torch.Size([]), Dtype: torch.bfloat16"
+        let want = format!("{od}{id}  Input producers:");
+        assert!(block0.contains(&want), "{block0}");
+        let after_hashes = block0.split("  Input hashes: ").nth(1).unwrap();
+        assert!(after_hashes
+            .split_once('\n')
+            .unwrap()
+            .1
+            .starts_with("  Output digest: "));
+        let block2 = text.split("\n\n").nth(3).unwrap();
+        assert!(
+            block2.contains(&format!(
+                "  Output digest: {}\n  Input digests: {}\n",
+                hx(digest::digest(&[1.0f32 + 1e-5; 128])),
+                hx(digest::digest(&[1.0f32; 128]))
+            )),
+            "{block2}"
         );
-        assert_eq!(t.text(3, Field::Mean), e6(3.5));
-        assert_eq!(t.text(3, Field::InputProducers), format!("{k2};"));
-        assert_eq!(t.text(3, Field::Phase), "backward");
+    } else {
+        assert!(!text.contains("digest"), "no digest lines by default");
     }
 }

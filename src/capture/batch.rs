@@ -5,12 +5,12 @@
 //!
 //! ```no_run
 //! use actdiff::capture::{Capture, OpRecord, StatsPath, Phase};
-//! use tch::{Device, Kind, Tensor};
+//! use actdiff::capture::torch::Tensor;
 //!
 //! let mut cap = Capture::create("dump/rank_0_activations.log", StatsPath::Auto).unwrap();
-//! let x = Tensor::randn([64, 64], (Kind::Float, Device::Cpu));
-//! let w = Tensor::randn([64, 64], (Kind::Float, Device::Cpu));
-//! let y = x.mm(&w);
+//! let x = Tensor::from_slice(&[1.0f32; 64 * 64], &[64, 64]).unwrap();
+//! let w = Tensor::from_slice(&[0.5f32; 64 * 64], &[64, 64]).unwrap();
+//! let y = Tensor::from_slice(&[32.0f32; 64 * 64], &[64, 64]).unwrap(); // x @ w
 //! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, location: None };
 //! // inputs' tensor ids 1, 2; output id 3 (any ids, stable while the tensors live)
 //! cap.record(meta, Some(0), &[&y], (&[&x, &w][..]).into(), &[1, 2], &[3]).unwrap();
@@ -24,20 +24,24 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use tch::{Device, TchError, Tensor};
-
-use super::record::{Phase, Record, Stats};
-use super::stats::{
-    device_l1, device_scalars, dtype_name, host_stats, moments_from, StatsPath, N_MOMENT_SCALARS,
-};
+use super::digest;
+use super::record::{Phase, Precision, Record, Stats};
+use super::stats::{host_stats, is_stats_kind, moments_from, StatsPath, N_MOMENT_SCALARS};
+use super::torch::{cat, Device, Info, Tensor, TorchError};
 use super::writer::LogWriter;
+
+/// The number of values a tensor's digest sums (`n` of [`digest`]'s step
+/// 4): its elements, a complex element counting as two.
+pub fn digest_len(i: &Info) -> u64 {
+    (i.numel * (1 + i.complex as usize)) as u64
+}
 
 /// Errors of the capture agent.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     /// A libtorch call failed.
     #[error("libtorch: {0}")]
-    Torch(#[from] TchError),
+    Torch(#[from] TorchError),
     /// Writing the log failed.
     #[error("{0}")]
     Io(#[from] io::Error),
@@ -47,8 +51,8 @@ pub enum CaptureError {
 }
 
 /// Scalars of one record or one set of input hashes under construction:
-/// values already on the host, and 0-d device tensors with the positions
-/// they go to.
+/// values already on the host, and 1-d float64 device tensors with the
+/// positions their values go to (one position per value, in order).
 #[derive(Default)]
 struct Scalars {
     host: Vec<(usize, f64)>,
@@ -56,22 +60,26 @@ struct Scalars {
 }
 
 impl Scalars {
-    fn push_dev(&mut self, pos: usize, t: Tensor) {
-        let d = t.device();
+    fn push_dev(&mut self, d: Device, positions: &[usize], t: Tensor) {
         match self.dev.iter_mut().find(|(dd, _, _)| *dd == d) {
             Some((_, ts, ps)) => {
                 ts.push(t);
-                ps.push(pos);
+                ps.extend_from_slice(positions);
             }
-            None => self.dev.push((d, vec![t], vec![pos])),
+            None => self.dev.push((d, vec![t], positions.to_vec())),
         }
     }
 
-    /// Stacks each device's scalars into one 1-d tensor.
-    fn stacked(self) -> Result<Stacked, TchError> {
+    /// Concatenates each device's scalars into one 1-d tensor.
+    fn stacked(self) -> Result<Stacked, TorchError> {
         let mut dev = Vec::with_capacity(self.dev.len());
         for (d, ts, ps) in self.dev {
-            dev.push((d, Tensor::f_stack(&ts, 0)?, ps));
+            let t = if ts.len() == 1 {
+                ts.into_iter().next().expect("one tensor")
+            } else {
+                cat(&ts.iter().collect::<Vec<_>>())?
+            };
+            dev.push((d, t, ps));
         }
         Ok(Stacked {
             host: self.host,
@@ -85,11 +93,13 @@ struct Stacked {
     dev: Vec<(Device, Tensor, Vec<usize>)>,
 }
 
-/// Input hashes taken before an op ran ([`StatsBatch::hash_inputs`]): on the
-/// host already, or queued on the inputs' devices (in stream order, so they
-/// see the inputs before the op changes them).
+/// Input hashes (and digests) taken before an op ran
+/// ([`StatsBatch::hash_inputs`]): on the host already, or queued on the
+/// inputs' devices (in stream order, so they see the inputs before the op
+/// changes them). Positions: hash `i` at `i`, digest `i` at `n + i`.
 pub struct InputHashes {
     n: usize,
+    numels: Vec<u64>,
     s: Stacked,
 }
 
@@ -136,12 +146,17 @@ struct Primary {
     nonempty: bool,
 }
 
+/// A pending record's values: `[moments (N_MOMENT_SCALARS) if primary]
+/// [output hashes] [input hashes]`, then with digests `[output digest sums]
+/// [input digest sums]` (float64 bit patterns, finished at flush with
+/// `numels`).
 struct Pending {
     rec: Record,
     primary: Option<Primary>,
     n_out: usize,
-    /// [moments (N_MOMENT_SCALARS) if primary] [output hashes] [input hashes]
+    n_in: usize,
     values: Vec<f64>,
+    numels: Vec<u64>,
     fixups: Vec<Fixup>,
 }
 
@@ -151,23 +166,27 @@ struct Group {
     len: usize,
 }
 
-/// A batch of records whose scalars may still be on devices. Each record's
-/// device scalars are stacked into one tensor per device; [`flush`]
-/// concatenates all of them and makes ONE device-to-host copy per device.
+/// A batch of records whose scalars may still be on devices. Each tensor's
+/// scalars (stats, hash, digest) are one 1-d device tensor, concatenated per
+/// record and device; [`flush`] concatenates all of them and makes ONE
+/// device-to-host copy per device.
 ///
 /// [`flush`]: StatsBatch::flush
 pub struct StatsBatch {
     path: StatsPath,
+    digests: bool,
     pending: Vec<Pending>,
     groups: Vec<Group>,
     device_scalars: usize,
 }
 
 impl StatsBatch {
-    /// An empty batch.
-    pub fn new(path: StatsPath) -> StatsBatch {
+    /// An empty batch; `digests`: every hashed tensor also gets a content
+    /// digest ([`digest`]).
+    pub fn new(path: StatsPath, digests: bool) -> StatsBatch {
         StatsBatch {
             path,
+            digests,
             pending: Vec::new(),
             groups: Vec::new(),
             device_scalars: 0,
@@ -190,36 +209,50 @@ impl StatsBatch {
         self.device_scalars
     }
 
-    fn on_host(&self, t: &Tensor) -> bool {
-        self.path == StatsPath::Auto && t.device() == Device::Cpu
-    }
-
-    fn hash_into(&self, s: &mut Scalars, pos: usize, t: &Tensor) -> Result<(), TchError> {
-        if self.on_host(t) {
-            s.host.push((pos, host_stats(t, false)?.l1));
+    /// Hashes (and digests) `t` into `hash_pos` (and `digest_pos`); returns
+    /// its element count.
+    fn hash_into(
+        &self,
+        s: &mut Scalars,
+        hash_pos: usize,
+        digest_pos: usize,
+        t: &Tensor,
+    ) -> Result<u64, TorchError> {
+        let i = t.info()?;
+        if self.path == StatsPath::Auto && i.device == Device::Cpu {
+            let st = host_stats(t, false, self.digests)?;
+            s.host.push((hash_pos, st.l1));
+            if let Some(d) = st.digest {
+                s.host.push((digest_pos, f64::from_bits(d)));
+            }
         } else {
-            s.push_dev(pos, device_l1(t)?);
+            let v = t.scalars(false, self.digests)?;
+            let ps = [hash_pos, digest_pos];
+            s.push_dev(i.device, &ps[..1 + self.digests as usize], v);
         }
-        Ok(())
+        Ok(digest_len(&i))
     }
 
     /// Hashes `inputs` now (before the op that may mutate them runs).
-    pub fn hash_inputs(&self, inputs: &[&Tensor]) -> Result<InputHashes, TchError> {
-        let _g = tch::no_grad_guard();
+    pub fn hash_inputs(&self, inputs: &[&Tensor]) -> Result<InputHashes, TorchError> {
         let mut s = Scalars::default();
+        let n = inputs.len();
+        let mut numels = Vec::with_capacity(n);
         for (i, t) in inputs.iter().enumerate() {
-            self.hash_into(&mut s, i, t)?;
+            numels.push(self.hash_into(&mut s, i, n + i, t)?);
         }
         Ok(InputHashes {
-            n: inputs.len(),
+            n,
+            numels,
             s: s.stacked()?,
         })
     }
 
     /// Queues a record: `rec` carries key, producers, location and phase;
-    /// its stats and hashes are filled from `outputs` (every tensor output,
-    /// hashed), `primary` (the index in `outputs` of the one whose Shape and
-    /// stats are written; `None` for a hash-only record) and `inputs`.
+    /// its stats, hashes (and digests) are filled from `outputs` (every
+    /// tensor output, hashed), `primary` (the index in `outputs` of the one
+    /// whose Shape and stats are written; `None` for a hash-only record) and
+    /// `inputs`.
     ///
     /// Panics if `primary` is not an index of `outputs`.
     pub fn push(
@@ -228,23 +261,42 @@ impl StatsBatch {
         primary: Option<usize>,
         outputs: &[&Tensor],
         inputs: Inputs<'_>,
-    ) -> Result<(), TchError> {
-        let _g = tch::no_grad_guard();
+    ) -> Result<(), TorchError> {
+        let n_out = outputs.len();
+        let n_in = match &inputs {
+            Inputs::Tensors(ts) => ts.len(),
+            Inputs::Hashed(h) => h.n,
+        };
+        let base_out = if primary.is_some() {
+            N_MOMENT_SCALARS
+        } else {
+            0
+        };
+        let base_in = base_out + n_out;
+        let dbase = base_in + n_in;
+        let n_values = dbase + if self.digests { n_out + n_in } else { 0 };
         let mut s = Scalars::default();
+        let mut numels = vec![0u64; if self.digests { n_out + n_in } else { 0 }];
         let mut prim = None;
-        let base_out = if let Some(index) = primary {
+        if let Some(index) = primary {
             let p = outputs[index];
-            let shape = p.size();
-            let nonempty = shape.iter().all(|d| *d != 0);
+            let info = p.info()?;
+            let shape = p.sizes()?;
+            let nonempty = info.numel > 0;
+            let moments = nonempty && is_stats_kind(info.kind);
             prim = Some(Primary {
                 shape,
-                dtype: dtype_name(p.f_kind()?),
+                dtype: info.dtype_name,
                 index,
-                nonempty,
+                nonempty: moments,
             });
-            if nonempty {
-                if self.on_host(p) {
-                    let st = host_stats(p, true)?;
+            if moments {
+                let dpos = dbase + index;
+                if self.digests {
+                    numels[index] = digest_len(&info);
+                }
+                if self.path == StatsPath::Auto && info.device == Device::Cpu {
+                    let st = host_stats(p, true, self.digests)?;
                     let m = st.moments.expect("moments of a non-empty float tensor");
                     let v = [
                         st.l1,
@@ -256,66 +308,77 @@ impl StatsBatch {
                         m.inf_count as f64,
                     ];
                     s.host.extend(v.into_iter().enumerate());
-                } else {
-                    for (i, t) in device_scalars(p)?.into_iter().enumerate() {
-                        s.push_dev(i, t);
+                    if let Some(d) = st.digest {
+                        s.host.push((dpos, f64::from_bits(d)));
                     }
+                } else {
+                    let ps: Vec<usize> = (0..N_MOMENT_SCALARS)
+                        .chain(self.digests.then_some(dpos))
+                        .collect();
+                    s.push_dev(info.device, &ps, p.scalars(true, self.digests)?);
                 }
             }
-            N_MOMENT_SCALARS
-        } else {
-            0
-        };
+        }
         let skip = prim.as_ref().filter(|p| p.nonempty).map(|p| p.index);
         for (i, t) in outputs.iter().enumerate() {
             if Some(i) != skip {
-                self.hash_into(&mut s, base_out + i, t)?;
+                let n = self.hash_into(&mut s, base_out + i, dbase + i, t)?;
+                if self.digests {
+                    numels[i] = n;
+                }
             }
         }
-        let base_in = base_out + outputs.len();
-        let n_in = match inputs {
+        let pre = match inputs {
             Inputs::Tensors(ts) => {
                 for (i, t) in ts.iter().enumerate() {
-                    self.hash_into(&mut s, base_in + i, t)?;
+                    let n = self.hash_into(&mut s, base_in + i, dbase + n_out + i, t)?;
+                    if self.digests {
+                        numels[n_out + i] = n;
+                    }
                 }
-                ts.len()
+                None
             }
             Inputs::Hashed(h) => {
-                s.host
-                    .extend(h.s.host.iter().map(|(p, v)| (base_in + p, *v)));
-                let st = s.stacked()?;
-                return self.queue(rec, prim, outputs.len(), base_in + h.n, st, Some(h.s.dev));
+                let remap = |p: usize| {
+                    if p < n_in {
+                        base_in + p
+                    } else {
+                        dbase + n_out + (p - n_in)
+                    }
+                };
+                s.host.extend(h.s.host.iter().map(|(p, v)| (remap(*p), *v)));
+                if self.digests {
+                    numels[n_out..].copy_from_slice(&h.numels);
+                }
+                Some(
+                    h.s.dev
+                        .into_iter()
+                        .map(|(d, t, ps)| (d, t, ps.into_iter().map(remap).collect()))
+                        .collect::<Vec<_>>(),
+                )
             }
         };
         let st = s.stacked()?;
-        self.queue(rec, prim, outputs.len(), base_in + n_in, st, None)
+        self.queue(rec, prim, (n_out, n_in), n_values, numels, st, pre)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn queue(
         &mut self,
         rec: Record,
         primary: Option<Primary>,
-        n_out: usize,
+        (n_out, n_in): (usize, usize),
         n_values: usize,
+        numels: Vec<u64>,
         st: Stacked,
         pre: Option<Vec<(Device, Tensor, Vec<usize>)>>,
-    ) -> Result<(), TchError> {
+    ) -> Result<(), TorchError> {
         let mut values = vec![f64::NAN; n_values];
         for (p, v) in &st.host {
             values[*p] = *v;
         }
-        let base_in = if primary.is_some() {
-            N_MOMENT_SCALARS
-        } else {
-            0
-        } + n_out;
         let mut fixups = Vec::new();
-        let parts = st.dev.into_iter().map(|(d, t, ps)| (d, t, ps, 0)).chain(
-            pre.into_iter()
-                .flatten()
-                .map(|(d, t, ps)| (d, t, ps, base_in)),
-        );
-        for (d, t, ps, off) in parts {
+        for (d, t, ps) in st.dev.into_iter().chain(pre.into_iter().flatten()) {
             let gi = match self.groups.iter().position(|g| g.device == d) {
                 Some(i) => i,
                 None => {
@@ -328,20 +391,22 @@ impl StatsBatch {
                 }
             };
             let g = &mut self.groups[gi];
-            fixups.push(Fixup {
-                group: gi,
-                src: g.len,
-                positions: ps.iter().map(|p| p + off).collect(),
-            });
             g.len += ps.len();
             self.device_scalars += ps.len();
+            fixups.push(Fixup {
+                group: gi,
+                src: g.len - ps.len(),
+                positions: ps,
+            });
             g.parts.push(t);
         }
         self.pending.push(Pending {
             rec,
             primary,
             n_out,
+            n_in,
             values,
+            numels,
             fixups,
         });
         Ok(())
@@ -349,14 +414,13 @@ impl StatsBatch {
 
     /// Moves every queued scalar to the host (per device: one `cat`, one
     /// copy) and returns the finished records in queue order.
-    pub fn flush(&mut self) -> Result<Vec<Record>, TchError> {
-        let _g = tch::no_grad_guard();
+    pub fn flush(&mut self) -> Result<Vec<Record>, TorchError> {
         let mut host: Vec<Vec<f64>> = Vec::with_capacity(self.groups.len());
         for g in self.groups.drain(..) {
-            let all = Tensor::f_cat(&g.parts, 0)?.f_to_device(Device::Cpu)?;
+            let all = cat(&g.parts.iter().collect::<Vec<_>>())?;
             drop(g.parts);
-            let v = Vec::<f64>::try_from(&all)?;
-            debug_assert_eq!(v.len(), g.len);
+            let mut v = vec![0f64; g.len];
+            all.copy_to_host(&mut v)?;
             host.push(v);
         }
         self.device_scalars = 0;
@@ -387,7 +451,17 @@ impl StatsBatch {
             if let Some((i, v)) = l1 {
                 rec.output_hashes[i] = v; // the primary's hash is its L1 norm
             }
-            rec.input_hashes = rest[p.n_out..].to_vec();
+            rec.input_hashes = rest[p.n_out..p.n_out + p.n_in].to_vec();
+            let d = &rest[p.n_out + p.n_in..];
+            if !p.numels.is_empty() {
+                let fin: Vec<u64> = d
+                    .iter()
+                    .zip(&p.numels)
+                    .map(|(v, n)| digest::finish(v.to_bits(), *n))
+                    .collect();
+                rec.output_digests = fin[..p.n_out].to_vec();
+                rec.input_digests = fin[p.n_out..].to_vec();
+            }
             out.push(rec);
         }
         Ok(out)
@@ -424,11 +498,23 @@ pub struct Capture {
 }
 
 impl Capture {
-    /// Starts a capture that writes the log at `path`.
+    /// Starts a capture that writes the log at `path` with `%.6e` numbers
+    /// and no digests (the reference tracer's format).
     pub fn create(path: impl Into<PathBuf>, stats_path: StatsPath) -> io::Result<Capture> {
+        Capture::with_options(path, stats_path, Precision::Printed, false)
+    }
+
+    /// Starts a capture that writes the log at `path` with `precision`, and
+    /// with `digests` an `Output digest:` / `Input digests:` line per block.
+    pub fn with_options(
+        path: impl Into<PathBuf>,
+        stats_path: StatsPath,
+        precision: Precision,
+        digests: bool,
+    ) -> io::Result<Capture> {
         Ok(Capture {
-            batch: StatsBatch::new(stats_path),
-            writer: Some(LogWriter::create(path)?),
+            batch: StatsBatch::new(stats_path, digests),
+            writer: Some(LogWriter::create(path, precision)?),
             counters: HashMap::new(),
             producers: HashMap::new(),
             excluded: BTreeSet::new(),
@@ -502,6 +588,7 @@ impl Capture {
             input_producers,
             location: meta.location,
             phase: meta.phase,
+            ..Default::default()
         };
         self.batch.push(rec, primary, outputs, inputs)?;
         let shared: Arc<str> = Arc::from(key.as_str());

@@ -1,31 +1,43 @@
-//! The capture agent: per-op statistics computed on the tensor's own device
-//! through libtorch (`tch`), moved to the host once per flush, and written by
-//! a writer thread in exactly the log format that [`crate::parser`] reads
-//! (`shared/spec/log-format.md`).
+//! The capture agent: per-op statistics (and, on request, content digests)
+//! computed on the tensor's own device through a small libtorch shim, moved
+//! to the host once per flush, and written by a writer thread in exactly the
+//! log format that [`crate::parser`] reads (`shared/spec/log-format.md`).
 //!
 //! ```text
-//! tch::Tensor ─► Capture::record ─► StatsBatch ─► flush: per device one cat + one copy ─► Vec<Record>
-//!                (key, producers)   (scalars stacked per record on the device;           │
-//!                                    CPU: one fused Rust pass, values at once)            ▼
-//!                                                                LogWriter thread ─► rank_N_activations.log
+//! torch.Tensor ─► Capture::record ─► StatsBatch ─► flush: per device one cat + one copy ─► Vec<Record>
+//!  (shim handle)  (key, producers)   (one 1-d float64 device tensor per tensor:             │
+//!                                     stats, hash, digest sum; CPU: one fused Rust pass)    ▼
+//!                                                     LogWriter thread ─► rank_N_activations.log
 //! ```
 //!
+//! - [`torch`] (feature `capture`): the Rust side of the libtorch shim
+//!   (`shim/shim.cpp`, compiled by build.rs against the installed torch,
+//!   2.13 to 2.15): a [`torch::Tensor`] handle, its dtype/device/layout,
+//!   the stats and digest ops queued on the device, `cat` and the one
+//!   device-to-host copy, and tensors from host buffers for the tests.
+//!   `shim/shim_python.cpp` (feature `python`) unpacks a `torch.Tensor`.
 //! - [`record`] (always built): [`Record`], one op as host values, and its
-//!   text (`write_header`, `write_block`), numbers through
-//!   [`crate::gen::fmt_e6`] (Python `%.6e`: `nan`, `inf`, `-inf`).
+//!   text (`write_header`, `write_block`) through the shared log writer
+//!   [`crate::logformat`], in [`Precision::Printed`] (`%.6e`, the
+//!   reference's) or [`Precision::Full`] (shortest round-trip float64, with
+//!   the `Precision: full` header line).
+//! - [`digest`] (always built): the 64-bit content digest of a tensor
+//!   (`Output digest:` / `Input digests:` lines), its definition and the
+//!   host implementation.
 //! - [`writer`] (always built): [`LogWriter`], the writer thread (crossbeam
 //!   channel). Blocks go to a body file while the capture runs; `finish`
 //!   writes the header with the block count, appends the body and renames.
 //! - `stats` (feature `capture`): the reductions of one tensor — the L1 norm
 //!   (the hash) and the L2 norm and mean in float64, min and max in float32,
-//!   NaN and Inf counts — as libtorch ops queued on the tensor's device, or,
-//!   for CPU tensors, one fused pass over the buffer (16 float64 lanes per
-//!   block of 256, blocks summed pairwise; deterministic; AVX2 build).
-//! - `batch` (feature `capture`): `StatsBatch` queues every record's scalars
-//!   (stacked into one device tensor per record) and makes one
-//!   device-to-host copy per device at `flush()`; `Capture` adds the
-//!   per-module op counters (`<fqn>/op_<seq>_<op>`), the producer links by
-//!   tensor id, the excluded-op set and the writer.
+//!   NaN and Inf counts, and the digest's sum — as libtorch ops queued on
+//!   the tensor's device, or, for CPU tensors, one fused pass over the
+//!   buffer (16 float64 lanes per block of 256, blocks summed pairwise;
+//!   deterministic; AVX2 build) plus the digest's pass.
+//! - `batch` (feature `capture`): `StatsBatch` queues every record's values
+//!   (one device tensor per record and device) and makes one device-to-host
+//!   copy per device at `flush()`; `Capture` adds the per-module op counters
+//!   (`<fqn>/op_<seq>_<op>`), the producer links by tensor id, the
+//!   excluded-op set and the writer.
 //! - `python` (feature `python`): the PyO3 module `actdiff_capture._native`
 //!   behind the Python package in `python/` (a `TorchDispatchMode` plus
 //!   module hooks, used like TorchTitan's `ActivationCaptureProfiler`).
@@ -35,7 +47,9 @@
 //! - `NaN count: N` and `Inf count: N` lines after the standard fields, only
 //!   when non-zero ([`record::NAN_COUNT_LABEL`], [`record::INF_COUNT_LABEL`]).
 //!   The reference comparator ignores them (no label of its own occurs in
-//!   them); actdiff's parser reports them as unknown field lines.
+//!   them); actdiff's parser reads them as known fields.
+//! - With digests: `Output digest:` and `Input digests:` lines right after
+//!   `Input hashes:`, one 16-hex-digit value per hashed tensor.
 //! - An empty primary output (possible with `min_numel` 0) gets its `Shape`
 //!   line and hash (0) but no `L2 norm`/`Min`/`Max`/`Mean` lines: the
 //!   reference tracer raises there (`min()` of an empty tensor).
@@ -43,6 +57,7 @@
 //! Without the `capture` feature nothing here needs libtorch: the engine
 //! builds and tests without it.
 
+pub mod digest;
 pub mod record;
 pub mod writer;
 
@@ -50,11 +65,13 @@ pub mod writer;
 pub mod batch;
 #[cfg(feature = "capture")]
 pub mod stats;
+#[cfg(feature = "capture")]
+pub mod torch;
 
 #[cfg(feature = "python")]
 mod python;
 
-pub use record::{Moments, Phase, Record, Stats};
+pub use record::{Moments, Phase, Precision, Record, Stats};
 pub use writer::LogWriter;
 
 #[cfg(feature = "capture")]

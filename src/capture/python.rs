@@ -1,25 +1,46 @@
 //! The PyO3 module `actdiff_capture._native` (feature `python`): a thin
 //! wrapper of [`Capture`](super::Capture) for the Python package in
 //! `python/actdiff_capture` (which owns the op interception). Tensors cross
-//! as `torch.Tensor` through `pyo3-tch` (no copy).
+//! as `torch.Tensor` objects, unpacked by the libtorch shim
+//! (`THPVariable_Unpack`: no copy).
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::{PyImportError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3_tch::PyTensor;
 
 use super::batch::{Capture as Core, CaptureError, InputHashes, Inputs, OpRecord};
-use super::record::Phase;
+use super::digest;
+use super::record::{Phase, Precision};
 use super::stats::{host_stats, read_back, StatsPath};
+use super::torch::{Device, Tensor, TorchError, TORCH_VERSION};
 
 fn err(e: CaptureError) -> PyErr {
     PyRuntimeError::new_err(e.to_string())
 }
 
-fn tch_err(e: tch::TchError) -> PyErr {
+fn torch_err(e: TorchError) -> PyErr {
     PyRuntimeError::new_err(format!("libtorch: {e}"))
+}
+
+/// The tensor behind a `torch.Tensor` argument, or a TypeError naming it.
+fn tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
+    // SAFETY: `obj` is a live object and we hold the GIL (`Bound`).
+    match unsafe { Tensor::from_python(obj.as_ptr().cast()) }.map_err(torch_err)? {
+        Some(t) => Ok(t),
+        None => Err(PyTypeError::new_err(format!(
+            "{what}: expected a torch.Tensor, got {}",
+            obj.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "?".into())
+        ))),
+    }
+}
+
+fn tensors(objs: &[Bound<'_, PyAny>], what: &str) -> PyResult<Vec<Tensor>> {
+    objs.iter().map(|o| tensor(o, what)).collect()
 }
 
 fn stats_path(device_path: bool) -> StatsPath {
@@ -27,6 +48,17 @@ fn stats_path(device_path: bool) -> StatsPath {
         StatsPath::Device
     } else {
         StatsPath::Auto
+    }
+}
+
+/// `"default"` (or `"printed"`) → `%.6e`; `"full"` → shortest round-trip.
+fn precision(p: &str) -> PyResult<Precision> {
+    match p {
+        "default" | "printed" => Ok(Precision::Printed),
+        "full" => Ok(Precision::Full),
+        _ => Err(PyValueError::new_err(format!(
+            "precision must be \"default\" or \"full\", got {p:?}"
+        ))),
     }
 }
 
@@ -38,13 +70,17 @@ struct PreHashes {
 
 /// One capture writing one `rank_N_activations.log`.
 ///
-/// `Capture(path, device_path=False)`: `device_path=True` computes CPU
-/// tensors' stats with libtorch ops queued like a GPU's (one copy at flush)
-/// instead of the fused Rust pass.
+/// `Capture(path, device_path=False, precision="default", digests=None)`:
+/// `device_path=True` computes CPU tensors' stats with libtorch ops queued
+/// like a GPU's (one copy at flush) instead of the fused Rust pass;
+/// `precision="full"` prints every float as the shortest text that
+/// round-trips in float64 (header line `Precision: full`); `digests` writes
+/// `Output digest:` / `Input digests:` lines (default: on with full
+/// precision, off otherwise).
 #[pyclass(module = "actdiff_capture._native")]
 struct Capture {
-    // pyclasses must be Sync (tch tensors are only Send). Backward ops may
-    // come from autograd's device threads, so `unsendable` would not do.
+    // Backward ops may come from autograd's device threads, so the capture
+    // is shared behind a mutex (not `unsendable`).
     inner: Mutex<Core>,
 }
 
@@ -57,9 +93,16 @@ impl Capture {
 #[pymethods]
 impl Capture {
     #[new]
-    #[pyo3(signature = (path, device_path = false))]
-    fn new(path: PathBuf, device_path: bool) -> PyResult<Self> {
-        let inner = Core::create(path, stats_path(device_path))
+    #[pyo3(signature = (path, device_path = false, precision = "default", digests = None))]
+    fn new(
+        path: PathBuf,
+        device_path: bool,
+        precision: &str,
+        digests: Option<bool>,
+    ) -> PyResult<Self> {
+        let p = self::precision(precision)?;
+        let digests = digests.unwrap_or(p == Precision::Full);
+        let inner = Core::with_options(path, stats_path(device_path), p, digests)
             .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         Ok(Capture {
             inner: Mutex::new(inner),
@@ -67,10 +110,11 @@ impl Capture {
     }
 
     /// Hashes `inputs` now, before a mutating op runs.
-    fn hash_inputs(&self, inputs: Vec<PyTensor>) -> PyResult<PreHashes> {
-        let ts: Vec<&tch::Tensor> = inputs.iter().map(|t| &t.0).collect();
+    fn hash_inputs(&self, inputs: Vec<Bound<'_, PyAny>>) -> PyResult<PreHashes> {
+        let ts = tensors(&inputs, "inputs")?;
+        let refs: Vec<&Tensor> = ts.iter().collect();
         Ok(PreHashes {
-            inner: Mutex::new(Some(self.core().hash_inputs(&ts).map_err(err)?)),
+            inner: Mutex::new(Some(self.core().hash_inputs(&refs).map_err(err)?)),
         })
     }
 
@@ -86,12 +130,13 @@ impl Capture {
         backward: bool,
         location: Option<String>,
         primary: Option<usize>,
-        outputs: Vec<PyTensor>,
+        outputs: Vec<Bound<'_, PyAny>>,
         inputs: &Bound<'_, PyAny>,
         input_ids: Vec<u64>,
         output_ids: Vec<u64>,
     ) -> PyResult<String> {
-        let outs: Vec<&tch::Tensor> = outputs.iter().map(|t| &t.0).collect();
+        let outs = tensors(&outputs, "outputs")?;
+        let outs: Vec<&Tensor> = outs.iter().collect();
         if primary.is_some_and(|i| i >= outs.len()) {
             return Err(PyTypeError::new_err("primary index out of range"));
         }
@@ -105,7 +150,7 @@ impl Capture {
             },
             location,
         };
-        if let Ok(pre) = inputs.downcast::<PreHashes>() {
+        if let Ok(pre) = inputs.cast::<PreHashes>() {
             let h = pre
                 .borrow()
                 .inner
@@ -125,8 +170,9 @@ impl Capture {
                 )
                 .map_err(err);
         }
-        let ins: Vec<PyTensor> = inputs.extract()?;
-        let ins: Vec<&tch::Tensor> = ins.iter().map(|t| &t.0).collect();
+        let ins: Vec<Bound<'_, PyAny>> = inputs.extract()?;
+        let ins = tensors(&ins, "inputs")?;
+        let ins: Vec<&Tensor> = ins.iter().collect();
         self.core()
             .record(
                 meta,
@@ -167,27 +213,21 @@ impl Capture {
     }
 }
 
-/// `tensor_stats(t, device_path=False) -> (l1, (l2, min, max, mean, nan, inf) | None)`:
+/// `tensor_stats(t, moments=True, device_path=False) -> (l1, (l2, min, max, mean, nan, inf) | None)`:
 /// the stats of one tensor, read back at once (tests and benchmarks).
 #[pyfunction]
 #[pyo3(signature = (t, moments = true, device_path = false))]
 #[allow(clippy::type_complexity)]
 fn tensor_stats(
     py: Python<'_>,
-    t: PyTensor,
+    t: &Bound<'_, PyAny>,
     moments: bool,
     device_path: bool,
 ) -> PyResult<(f64, Option<(f64, f64, f64, f64, u64, u64)>)> {
-    let t = t.0;
+    let t = tensor(t, "t")?;
     let s = py
-        .allow_threads(move || {
-            if device_path || t.device() != tch::Device::Cpu {
-                read_back(&t, moments)
-            } else {
-                host_stats(&t, moments)
-            }
-        })
-        .map_err(tch_err)?;
+        .detach(move || stats_of(&t, moments, false, device_path))
+        .map_err(torch_err)?;
     Ok((
         s.l1,
         s.moments
@@ -195,11 +235,51 @@ fn tensor_stats(
     ))
 }
 
+fn stats_of(
+    t: &Tensor,
+    moments: bool,
+    digest: bool,
+    device_path: bool,
+) -> Result<super::TensorStats, TorchError> {
+    let i = t.info()?;
+    let moments = moments && i.floating && i.numel > 0;
+    if device_path || i.device != Device::Cpu {
+        read_back(t, moments, digest)
+    } else {
+        host_stats(t, moments, digest)
+    }
+}
+
+/// `tensor_digest(t, device_path=False) -> int`: the 64-bit content digest
+/// that `Output digest:` / `Input digests:` lines carry (16 hex digits
+/// there), read back at once (tests and benchmarks).
+#[pyfunction]
+#[pyo3(signature = (t, device_path = false))]
+fn tensor_digest(py: Python<'_>, t: &Bound<'_, PyAny>, device_path: bool) -> PyResult<u64> {
+    let t = tensor(t, "t")?;
+    let n = super::batch::digest_len(&t.info().map_err(torch_err)?);
+    let s = py
+        .detach(move || stats_of(&t, false, true, device_path))
+        .map_err(torch_err)?;
+    Ok(digest::finish(s.digest.unwrap_or(0), n))
+}
+
 #[pymodule]
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The extension is tied to the torch it was compiled against.
+    let torch = m.py().import("torch")?;
+    let have: String = torch.getattr("__version__")?.extract()?;
+    if have != TORCH_VERSION {
+        return Err(PyImportError::new_err(format!(
+            "actdiff_capture was built against torch {TORCH_VERSION}, but torch {have} is installed: \
+             reinstall it (pip install --no-build-isolation --force-reinstall ./python)"
+        )));
+    }
+    m.add("TORCH_VERSION", TORCH_VERSION)?;
     m.add_class::<Capture>()?;
     m.add_class::<PreHashes>()?;
     m.add_function(wrap_pyfunction!(tensor_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(tensor_digest, m)?)?;
     Ok(())
 }

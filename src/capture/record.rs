@@ -1,15 +1,17 @@
 //! One captured op as host values, and its text in the log format
 //! (`shared/spec/log-format.md`), byte for byte as TorchTitan's
-//! `dump_captures_to_file` writes it.
+//! `dump_captures_to_file` writes it (with [`Precision::Printed`] and no
+//! digests), through the shared writer [`crate::logformat`].
 //!
 //! This part needs no libtorch: it is compiled and tested in the default build.
 
-use crate::gen::fmt_e6;
+pub use crate::logformat::Precision;
+use crate::logformat::{self as lf, write_header as lf_header};
 
 /// The label of the extra line with the number of NaN elements of the
 /// primary output (written only when it is not zero). The reference
 /// comparator ignores it (it contains none of its labels); actdiff's parser
-/// reports it as an unknown field line unless it learns it.
+/// knows it.
 pub const NAN_COUNT_LABEL: &str = "NaN count";
 /// The label of the extra line with the number of +inf/-inf elements of the
 /// primary output (written only when it is not zero).
@@ -77,20 +79,15 @@ pub struct Record {
     pub location: Option<String>,
     /// Forward or backward.
     pub phase: Phase,
+    /// Content digest per tensor output ([`crate::capture::digest`]),
+    /// aligned with `output_hashes`; empty: no `Output digest` line.
+    pub output_digests: Vec<u64>,
+    /// Content digest per tensor input, aligned with `input_hashes`; empty:
+    /// no `Input digests` line.
+    pub input_digests: Vec<u64>,
 }
 
-/// Appends `torch.Size([d0, d1, ...]), Dtype: torch.<dtype>`.
-pub fn push_shape(out: &mut Vec<u8>, shape: &[i64], dtype: &str) {
-    out.extend_from_slice(b"torch.Size([");
-    for (i, d) in shape.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        out.extend_from_slice(d.to_string().as_bytes());
-    }
-    out.extend_from_slice(b"]), Dtype: torch.");
-    out.extend_from_slice(dtype.as_bytes());
-}
+pub use crate::logformat::push_shape;
 
 /// Removes every `._checkpoint_wrapped_module` (the reference's `_clean_fqn`).
 pub fn clean_fqn(s: &str) -> std::borrow::Cow<'_, str> {
@@ -102,93 +99,52 @@ pub fn clean_fqn(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-fn push_list(out: &mut Vec<u8>, vals: &[f64]) {
-    for (i, v) in vals.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        fmt_e6(out, *v);
-    }
-}
-
-fn push_stat(out: &mut Vec<u8>, label: &str, v: f64) {
-    out.extend_from_slice(b"  ");
-    out.extend_from_slice(label.as_bytes());
-    out.extend_from_slice(b": ");
-    fmt_e6(out, v);
-    out.push(b'\n');
-}
-
-/// Appends the header: `Total captured activations: N`, the
-/// `Excluded ops dispatched:` line (sorted, `, `-joined, `(none)` when empty;
-/// no line when `excluded` is `None`), 80 `=` and an empty line.
-pub fn write_header(out: &mut Vec<u8>, count: u64, excluded: Option<&[String]>) {
-    out.extend_from_slice(b"Total captured activations: ");
-    out.extend_from_slice(count.to_string().as_bytes());
-    out.push(b'\n');
-    if let Some(ex) = excluded {
-        let mut ops: Vec<&str> = ex.iter().map(|s| s.as_str()).collect();
-        ops.sort_unstable();
-        ops.dedup();
-        out.extend_from_slice(b"Excluded ops dispatched: ");
-        if ops.is_empty() {
-            out.extend_from_slice(b"(none)");
-        } else {
-            out.extend_from_slice(ops.join(", ").as_bytes());
-        }
-        out.push(b'\n');
-    }
-    out.extend_from_slice(&[b'='; 80]);
-    out.extend_from_slice(b"\n\n");
+/// Appends the header (see [`crate::logformat::write_header`]).
+pub fn write_header(
+    out: &mut Vec<u8>,
+    count: u64,
+    excluded: Option<&[String]>,
+    precision: Precision,
+) {
+    lf_header(out, count, excluded, precision)
 }
 
 /// Appends one block: the `[key]` line, the field lines in the reference's
-/// order, the extra NaN/Inf count lines (only when non-zero) after them, and
-/// an empty line.
-pub fn write_block(out: &mut Vec<u8>, r: &Record) {
-    out.push(b'[');
-    out.extend_from_slice(clean_fqn(&r.key).as_bytes());
-    out.extend_from_slice(b"]\n");
+/// order with the digest lines after `Input hashes` (contract 1), the extra
+/// NaN/Inf count lines (only when non-zero) after them, and an empty line.
+/// Floats are printed in `precision`.
+pub fn write_block(out: &mut Vec<u8>, r: &Record, precision: Precision) {
+    lf::key_line(out, clean_fqn(&r.key).as_bytes());
     if let Some(s) = &r.stats {
-        out.extend_from_slice(b"  Shape: ");
-        push_shape(out, &s.shape, &s.dtype);
-        out.push(b'\n');
+        lf::shape_line(out, &s.shape, &s.dtype);
         if let Some(m) = &s.moments {
-            push_stat(out, "L2 norm", m.l2);
-            push_stat(out, "Min", m.min);
-            push_stat(out, "Max", m.max);
-            push_stat(out, "Mean", m.mean);
+            lf::stat_line(out, "L2 norm", m.l2, precision);
+            lf::stat_line(out, "Min", m.min, precision);
+            lf::stat_line(out, "Max", m.max, precision);
+            lf::stat_line(out, "Mean", m.mean, precision);
         }
     }
-    if !r.output_hashes.is_empty() {
-        out.extend_from_slice(b"  Output hash: ");
-        push_list(out, &r.output_hashes);
-        out.push(b'\n');
-    }
-    if !r.input_hashes.is_empty() {
-        out.extend_from_slice(b"  Input hashes: ");
-        push_list(out, &r.input_hashes);
-        out.push(b'\n');
-    }
+    lf::list_line(out, "Output hash", &r.output_hashes, precision);
+    lf::list_line(out, "Input hashes", &r.input_hashes, precision);
+    lf::digest_line(out, "Output digest", &r.output_digests);
+    lf::digest_line(out, "Input digests", &r.input_digests);
     let producers_len: usize = r.input_producers.iter().map(|p| p.len()).sum::<usize>()
         + r.input_producers.len().saturating_sub(1);
     if producers_len > 0 {
-        out.extend_from_slice(b"  Input producers: ");
+        let mut text = Vec::with_capacity(producers_len);
         for (i, p) in r.input_producers.iter().enumerate() {
             if i > 0 {
-                out.push(b';');
+                text.push(b';');
             }
-            out.extend_from_slice(clean_fqn(p).as_bytes());
+            text.extend_from_slice(clean_fqn(p).as_bytes());
         }
-        out.push(b'\n');
+        lf::text_line(out, "Input producers", &text);
     }
     if let Some(loc) = &r.location {
-        out.extend_from_slice(b"  Location: ");
-        out.extend_from_slice(loc.as_bytes());
-        out.push(b'\n');
+        lf::text_line(out, "Location", loc.as_bytes());
     }
     if r.phase == Phase::Backward {
-        out.extend_from_slice(b"  Phase: backward\n");
+        lf::text_line(out, "Phase", b"backward");
     }
     if let Some(Stats {
         moments: Some(m), ..
@@ -199,11 +155,7 @@ pub fn write_block(out: &mut Vec<u8>, r: &Record) {
             (INF_COUNT_LABEL, m.inf_count),
         ] {
             if n > 0 {
-                out.extend_from_slice(b"  ");
-                out.extend_from_slice(label.as_bytes());
-                out.extend_from_slice(b": ");
-                out.extend_from_slice(n.to_string().as_bytes());
-                out.push(b'\n');
+                lf::text_line(out, label, n.to_string().as_bytes());
             }
         }
     }
@@ -216,7 +168,7 @@ mod tests {
 
     fn text(r: &Record) -> String {
         let mut v = Vec::new();
-        write_block(&mut v, r);
+        write_block(&mut v, r, Precision::Printed);
         String::from_utf8(v).unwrap()
     }
 
@@ -320,6 +272,7 @@ mod tests {
             &mut v,
             3,
             Some(&["view".into(), "t".into(), "_to_copy".into()]),
+            Precision::Printed,
         );
         let s = String::from_utf8(v).unwrap();
         assert_eq!(
@@ -330,12 +283,43 @@ mod tests {
             )
         );
         let mut v = Vec::new();
-        write_header(&mut v, 0, Some(&[]));
+        write_header(&mut v, 0, Some(&[]), Precision::Printed);
         assert!(String::from_utf8(v)
             .unwrap()
             .starts_with("Total captured activations: 0\nExcluded ops dispatched: (none)\n"));
         let mut v = Vec::new();
-        write_header(&mut v, 0, None);
+        write_header(&mut v, 0, None, Precision::Printed);
         assert_eq!(v.iter().filter(|b| **b == b'\n').count(), 3);
+    }
+
+    #[test]
+    fn full_precision_and_digest_lines() {
+        let r = Record {
+            key: "a/op_0_add".into(),
+            stats: Some(Stats {
+                shape: vec![3],
+                dtype: "float32".into(),
+                moments: Some(Moments {
+                    l2: 0.1,
+                    min: -0.0,
+                    max: 1.0,
+                    mean: 1.0 / 3.0,
+                    nan_count: 0,
+                    inf_count: 0,
+                }),
+            }),
+            output_hashes: vec![2.5],
+            input_hashes: vec![1.0, f64::NAN],
+            input_producers: vec!["x/op_0_mm".into(), String::new()],
+            output_digests: vec![0x0123_4567_89ab_cdef],
+            input_digests: vec![1, u64::MAX],
+            ..Default::default()
+        };
+        let mut v = Vec::new();
+        write_block(&mut v, &r, Precision::Full);
+        assert_eq!(
+            String::from_utf8(v).unwrap(),
+            "[a/op_0_add]\n  Shape: torch.Size([3]), Dtype: torch.float32\n  L2 norm: 1e-01\n  Min: -0e+00\n  Max: 1e+00\n  Mean: 3.333333333333333e-01\n  Output hash: 2.5e+00\n  Input hashes: 1e+00, nan\n  Output digest: 0123456789abcdef\n  Input digests: 0000000000000001, ffffffffffffffff\n  Input producers: x/op_0_mm;\n\n"
+        );
     }
 }

@@ -11,10 +11,10 @@
 //!
 //! Two ways to get them:
 //!
-//! - [`device_scalars`]: libtorch ops queued on the tensor's own device, each
-//!   result a 0-d float64 tensor still on that device (nothing is copied to
-//!   the host; the batch stacks and moves them at flush). This is the GPU
-//!   path, and every dtype's fallback.
+//! - [`Tensor::scalars`]: libtorch ops queued on the tensor's own device (in
+//!   the shim), the results one 1-d float64 tensor still on that device
+//!   (nothing is copied to the host; the batch concatenates and moves them
+//!   at flush). This is the GPU path, and every dtype's fallback.
 //! - [`host_stats`] on a CPU tensor: when the tensor is a plain strided
 //!   float32/float16/bfloat16 (or integer, bool, float64 for hashes) buffer,
 //!   one fused pass over it in Rust — every sum accumulated in float64 in 16
@@ -28,9 +28,10 @@
 //!   Otherwise the libtorch ops, read back at once.
 
 use half::{bf16, f16};
-use tch::{Device, Kind, TchError, Tensor};
 
+use super::digest;
 use super::record::Moments;
+use super::torch::{Device, Info, Kind, Tensor, TorchError};
 
 /// How a [`StatsBatch`](super::StatsBatch) computes the stats of CPU tensors.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,7 +41,7 @@ pub enum StatsPath {
     #[default]
     Auto,
     /// Every tensor through libtorch ops queued on its device, CPU included:
-    /// what a GPU gets (stack per record, one cat and one copy per flush).
+    /// what a GPU gets (one 1-d tensor per record, one cat and one copy per flush).
     Device,
 }
 
@@ -52,37 +53,13 @@ pub struct TensorStats {
     /// The stats of a primary output; `None` when not asked for, or for an
     /// empty tensor (which has no min or max).
     pub moments: Option<Moments>,
+    /// The content digest ([`digest`]) when asked for.
+    pub digest: Option<u64>,
 }
 
-/// Number of scalars [`device_scalars`] gives with moments: l1, l2, min,
-/// max, mean, NaN count, Inf count.
+/// Number of scalars [`Tensor::scalars`] gives with moments (before the
+/// digest): l1, l2, min, max, mean, NaN count, Inf count.
 pub const N_MOMENT_SCALARS: usize = 7;
-
-/// PyTorch's name of a dtype, without `torch.`.
-pub fn dtype_name(k: Kind) -> &'static str {
-    match k {
-        Kind::Uint8 => "uint8",
-        Kind::Int8 => "int8",
-        Kind::Int16 => "int16",
-        Kind::Int => "int32",
-        Kind::Int64 => "int64",
-        Kind::Half => "float16",
-        Kind::Float => "float32",
-        Kind::Double => "float64",
-        Kind::ComplexHalf => "complex32",
-        Kind::ComplexFloat => "complex64",
-        Kind::ComplexDouble => "complex128",
-        Kind::Bool => "bool",
-        Kind::QInt8 => "qint8",
-        Kind::QUInt8 => "quint8",
-        Kind::QInt32 => "qint32",
-        Kind::BFloat16 => "bfloat16",
-        Kind::Float8e5m2 => "float8_e5m2",
-        Kind::Float8e4m3fn => "float8_e4m3fn",
-        Kind::Float8e5m2fnuz => "float8_e5m2fnuz",
-        Kind::Float8e4m3fnuz => "float8_e4m3fnuz",
-    }
-}
 
 /// Whether a dtype can be a primary output (the reference captures
 /// float32, float16 and bfloat16 results only).
@@ -90,44 +67,7 @@ pub fn is_stats_kind(k: Kind) -> bool {
     matches!(k, Kind::Float | Kind::Half | Kind::BFloat16)
 }
 
-// ---------------------------------------------------------------------------
-// The device path: libtorch ops, results left on the device.
-
-/// The hash of `t` as a 0-d float64 tensor on `t`'s device (DebugMode's
-/// `norm_hash_fn`: non-floating → float32 first; complex → complex128).
-pub fn device_l1(t: &Tensor) -> Result<Tensor, TchError> {
-    if t.f_is_complex()? {
-        return t
-            .f_to_kind(Kind::ComplexDouble)?
-            .f_abs()?
-            .f_sum(Kind::Double);
-    }
-    let t = if t.f_is_floating_point()? {
-        t.f_to_kind(Kind::Double)?
-    } else {
-        t.f_to_kind(Kind::Float)?.f_to_kind(Kind::Double)?
-    };
-    t.f_abs()?.f_sum(Kind::Double)
-}
-
-/// The [`N_MOMENT_SCALARS`] reductions of a non-empty floating tensor, as
-/// 0-d float64 tensors on its device: l1, l2, min, max, mean, NaN count,
-/// Inf count. Nothing leaves the device.
-pub fn device_scalars(t: &Tensor) -> Result<[Tensor; N_MOMENT_SCALARS], TchError> {
-    let t64 = t.f_to_kind(Kind::Double)?;
-    let t32 = t.f_to_kind(Kind::Float)?;
-    Ok([
-        t64.f_abs()?.f_sum(Kind::Double)?,
-        t64.f_norm()?,
-        t32.f_min()?.f_to_kind(Kind::Double)?,
-        t32.f_max()?.f_to_kind(Kind::Double)?,
-        t64.f_mean(Kind::Double)?,
-        t.f_isnan()?.f_sum(Kind::Double)?,
-        t.f_isinf()?.f_sum(Kind::Double)?,
-    ])
-}
-
-/// Converts the values of [`device_scalars`] (read back) to [`Moments`].
+/// Converts the values of [`Tensor::scalars`] with moments (read back) to [`Moments`].
 pub fn moments_from(v: &[f64]) -> Moments {
     Moments {
         l2: v[1],
@@ -143,6 +83,7 @@ pub fn moments_from(v: &[f64]) -> Moments {
 // The host path: one fused pass over a CPU buffer.
 
 /// A CPU buffer the fused pass can read.
+#[derive(Clone, Copy)]
 enum HostData<'a> {
     F32(&'a [f32]),
     F16(&'a [f16]),
@@ -157,27 +98,36 @@ enum HostData<'a> {
 
 /// The buffer of a defined, dense, contiguous CPU tensor of a supported
 /// dtype with no lazy negation, or `None`.
-fn host_data(t: &Tensor) -> Option<HostData<'_>> {
-    if !t.defined() || t.device() != Device::Cpu || t.is_sparse() || t.is_mkldnn() {
+fn host_data<'a>(_t: &'a Tensor, i: &Info) -> Option<HostData<'a>> {
+    if !i.defined || i.device != Device::Cpu || !i.strided || !i.contiguous || i.is_neg {
         return None;
     }
-    if !t.is_contiguous() || t.f_is_neg().unwrap_or(true) {
-        return None;
-    }
-    let kind = t.f_kind().ok()?;
-    let n = t.numel();
-    let p = t.data_ptr();
+    let n = i.numel;
     if n == 0 {
-        return Some(HostData::F32(&[]));
+        return match i.kind {
+            Kind::Float
+            | Kind::Half
+            | Kind::BFloat16
+            | Kind::Double
+            | Kind::Int64
+            | Kind::Int
+            | Kind::Int16
+            | Kind::Int8
+            | Kind::Uint8
+            | Kind::Bool => Some(HostData::F32(&[])),
+            _ => None,
+        };
     }
+    let p = i.data;
     if p.is_null() {
         return None;
     }
     // SAFETY: a defined, contiguous, dense CPU tensor holds `n` elements of
-    // its dtype from `data_ptr()`; the slice lives no longer than `&t`, and
-    // the caller holds the GIL / the only use of the tensor while reading.
+    // its dtype from its data pointer; the slice lives no longer than `&t`
+    // (which keeps the storage alive), and the caller holds the GIL / the
+    // only use of the tensor while reading.
     unsafe {
-        Some(match kind {
+        Some(match i.kind {
             Kind::Float => HostData::F32(std::slice::from_raw_parts(p as *const f32, n)),
             Kind::Half => HostData::F16(std::slice::from_raw_parts(p as *const f16, n)),
             Kind::BFloat16 => HostData::BF16(std::slice::from_raw_parts(p as *const bf16, n)),
@@ -600,6 +550,7 @@ fn fused_moments<T: FElem>(x: &[T]) -> TensorStats {
     };
     TensorStats {
         l1: a.l1,
+        digest: None,
         moments: Some(Moments {
             l2: a.sq.sqrt(),
             min,
@@ -625,15 +576,34 @@ fn fused_l1<T: Elem>(x: &[T]) -> f64 {
 }
 
 /// The fused pass, when `t`'s buffer allows it.
-fn fused(t: &Tensor, moments: bool) -> Option<TensorStats> {
-    let d = host_data(t)?;
-    if moments && t.numel() > 0 {
-        return match d {
-            HostData::F32(x) => Some(fused_moments(x)),
-            HostData::F16(x) => Some(fused_moments(x)),
-            HostData::BF16(x) => Some(fused_moments(x)),
-            _ => None,
+fn fused(t: &Tensor, i: &Info, moments: bool, digest: bool) -> Option<TensorStats> {
+    let d = host_data(t, i)?;
+    let dg = |d: &HostData<'_>| -> Option<u64> {
+        if !digest {
+            return None;
+        }
+        let s = match *d {
+            HostData::F32(x) => digest::host_sum(x),
+            HostData::F16(x) => digest::host_sum(x),
+            HostData::BF16(x) => digest::host_sum(x),
+            HostData::F64(x) => digest::host_sum(x),
+            HostData::I64(x) => digest::host_sum(x),
+            HostData::I32(x) => digest::host_sum(x),
+            HostData::I16(x) => digest::host_sum(x),
+            HostData::I8(x) => digest::host_sum(x),
+            HostData::U8(x) => digest::host_sum(x),
         };
+        Some(s)
+    };
+    if moments && i.numel > 0 {
+        let mut s = match d {
+            HostData::F32(x) => fused_moments(x),
+            HostData::F16(x) => fused_moments(x),
+            HostData::BF16(x) => fused_moments(x),
+            _ => return None,
+        };
+        s.digest = dg(&d);
+        return Some(s);
     }
     let l1 = match d {
         HostData::F32(x) => fused_l1_float(x),
@@ -646,47 +616,46 @@ fn fused(t: &Tensor, moments: bool) -> Option<TensorStats> {
         HostData::I8(x) => fused_l1(x),
         HostData::U8(x) => fused_l1(x),
     };
-    Some(TensorStats { l1, moments: None })
+    Some(TensorStats {
+        l1,
+        moments: None,
+        digest: dg(&d),
+    })
 }
 
-/// The hash and (with `moments`, for a non-empty tensor) the stats of a CPU
-/// tensor, on the host now: the fused pass where the buffer allows it
-/// (a non-contiguous float tensor is made contiguous first), else the
-/// libtorch ops read back at once. `t` must be on the CPU.
-pub fn host_stats(t: &Tensor, moments: bool) -> Result<TensorStats, TchError> {
-    let _g = tch::no_grad_guard();
-    if let Some(s) = fused(t, moments) {
+/// The hash, (with `moments`, for a non-empty floating tensor) the stats,
+/// and (with `digest`) the digest's sum ([`digest::host_sum`], not yet
+/// [`digest::finish`]ed) of a CPU tensor, on the host now: the fused pass
+/// where the buffer allows it (a non-contiguous tensor of a dtype the pass
+/// reads is made contiguous first), else the libtorch ops read back at once.
+pub fn host_stats(t: &Tensor, moments: bool, digest: bool) -> Result<TensorStats, TorchError> {
+    let i = t.info()?;
+    if let Some(s) = fused(t, &i, moments, digest) {
         return Ok(s);
     }
-    if t.device() == Device::Cpu
-        && !t.is_contiguous()
-        && matches!(t.f_kind(), Ok(Kind::Float | Kind::Half | Kind::BFloat16))
-    {
-        if let Some(s) = fused(&t.f_contiguous()?, moments) {
+    if i.device == Device::Cpu && i.strided && (!i.contiguous || i.is_neg) {
+        let c = t.contiguous()?;
+        let ci = c.info()?;
+        if let Some(s) = fused(&c, &ci, moments, digest) {
             return Ok(s);
         }
     }
-    read_back(t, moments)
+    read_back(t, moments, digest)
 }
 
 /// The device path, read back at once (one sync per tensor: for the host
-/// fallback and for tests).
-pub fn read_back(t: &Tensor, moments: bool) -> Result<TensorStats, TchError> {
-    let _g = tch::no_grad_guard();
-    if moments && t.numel() > 0 {
-        let s = device_scalars(t)?;
-        let v = Tensor::f_stack(&s, 0)?.f_to_device(Device::Cpu)?;
-        let v: Vec<f64> = Vec::<f64>::try_from(&v)?;
-        return Ok(TensorStats {
-            l1: v[0],
-            moments: Some(moments_from(&v)),
-        });
-    }
+/// fallback and for tests). The digest is the device sum, as
+/// [`host_stats`] gives it.
+pub fn read_back(t: &Tensor, moments: bool, digest: bool) -> Result<TensorStats, TorchError> {
+    let i = t.info()?;
+    let moments = moments && i.numel > 0 && i.floating;
+    let n = if moments { N_MOMENT_SCALARS } else { 1 } + digest as usize;
+    let mut v = vec![0f64; n];
+    t.scalars(moments, digest)?.copy_to_host(&mut v)?;
     Ok(TensorStats {
-        l1: device_l1(t)?
-            .f_to_device(Device::Cpu)?
-            .f_double_value(&[])?,
-        moments: None,
+        l1: v[0],
+        moments: moments.then(|| moments_from(&v)),
+        digest: digest.then(|| v[n - 1].to_bits()),
     })
 }
 

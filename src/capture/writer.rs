@@ -16,13 +16,14 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::record::{write_block, write_header, Record};
+use super::record::{write_block, write_header, Precision, Record};
 
 /// Writes one log on its own thread. Dropping it without
 /// [`finish`](LogWriter::finish) stops the thread and removes the body file.
 pub struct LogWriter {
     path: PathBuf,
     body_path: PathBuf,
+    precision: Precision,
     tx: Option<Sender<Vec<Record>>>,
     thread: Option<JoinHandle<io::Result<u64>>>,
 }
@@ -37,13 +38,13 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-fn run(rx: Receiver<Vec<Record>>, file: File) -> io::Result<u64> {
+fn run(rx: Receiver<Vec<Record>>, file: File, precision: Precision) -> io::Result<u64> {
     let mut w = BufWriter::with_capacity(1 << 20, file);
     let mut buf = Vec::with_capacity(1 << 16);
     let mut count = 0u64;
     for batch in rx {
         for r in &batch {
-            write_block(&mut buf, r);
+            write_block(&mut buf, r, precision);
             count += 1;
             if buf.len() >= 1 << 16 {
                 w.write_all(&buf)?;
@@ -57,8 +58,9 @@ fn run(rx: Receiver<Vec<Record>>, file: File) -> io::Result<u64> {
 }
 
 impl LogWriter {
-    /// Starts a writer for the log at `path` (its folder is created).
-    pub fn create(path: impl Into<PathBuf>) -> io::Result<LogWriter> {
+    /// Starts a writer for the log at `path` (its folder is created) that
+    /// prints floats in `precision`.
+    pub fn create(path: impl Into<PathBuf>, precision: Precision) -> io::Result<LogWriter> {
         let path = path.into();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(|e| with_path(e, dir))?;
@@ -68,10 +70,11 @@ impl LogWriter {
         let (tx, rx) = crossbeam_channel::unbounded();
         let thread = std::thread::Builder::new()
             .name("actdiff-log-writer".into())
-            .spawn(move || run(rx, file))?;
+            .spawn(move || run(rx, file, precision))?;
         Ok(LogWriter {
             path,
             body_path,
+            precision,
             tx: Some(tx),
             thread: Some(thread),
         })
@@ -112,7 +115,7 @@ impl LogWriter {
         };
         let tmp = sibling(&self.path, ".tmp");
         let mut head = Vec::new();
-        write_header(&mut head, count, excluded);
+        write_header(&mut head, count, excluded, self.precision);
         let result = (|| -> io::Result<()> {
             let mut out = File::create(&tmp).map_err(|e| with_path(e, &tmp))?;
             out.write_all(&head)?;
@@ -171,6 +174,7 @@ mod tests {
             } else {
                 Phase::Forward
             },
+            ..Default::default()
         }
     }
 
@@ -178,7 +182,7 @@ mod tests {
     fn header_count_equals_blocks_and_parses_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/rank_0_activations.log");
-        let w = LogWriter::create(&path).unwrap();
+        let w = LogWriter::create(&path, Precision::Printed).unwrap();
         w.write((0..3).map(rec).collect()).unwrap();
         w.write(vec![]).unwrap();
         w.write((3..1000).map(rec).collect()).unwrap();
@@ -205,14 +209,17 @@ mod tests {
     fn empty_log_and_drop_without_finish() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rank_3_activations.log");
-        let n = LogWriter::create(&path).unwrap().finish(None).unwrap();
+        let n = LogWriter::create(&path, Precision::Printed)
+            .unwrap()
+            .finish(None)
+            .unwrap();
         assert_eq!(n, 0);
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
             format!("Total captured activations: 0\n{}\n\n", "=".repeat(80))
         );
         let p2 = dir.path().join("rank_4_activations.log");
-        let w = LogWriter::create(&p2).unwrap();
+        let w = LogWriter::create(&p2, Precision::Printed).unwrap();
         w.write(vec![rec(1)]).unwrap();
         drop(w);
         assert!(!p2.exists());

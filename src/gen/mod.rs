@@ -35,6 +35,8 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
+use crate::logformat::{self as lf, push_u64, write_header, Precision};
+
 /// What to generate.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GenOptions {
@@ -169,12 +171,8 @@ pub fn write_log(
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + (64 << 10));
     let mut bytes = 0u64;
 
-    buf.extend_from_slice(b"Total captured activations: ");
-    push_u64(&mut buf, opts.ops);
-    buf.push(b'\n');
-    buf.extend_from_slice(EXCLUDED);
-    buf.extend_from_slice(&[b'='; 80]);
-    buf.extend_from_slice(b"\n\n");
+    let excluded: Vec<String> = EXCLUDED.iter().map(|s| s.to_string()).collect();
+    write_header(&mut buf, opts.ops, Some(&excluded), Precision::Printed);
 
     for _ in 0..opts.ops {
         g.block(&mut buf);
@@ -204,7 +202,23 @@ fn with_path(e: io::Error, path: &Path) -> io::Error {
 
 const FLUSH_AT: usize = 1 << 20;
 
-const EXCLUDED: &[u8] = b"Excluded ops dispatched: _to_copy, _unsafe_view, as_strided, clone, detach, expand, ones_like, slice, t, transpose, view, view_as_complex, view_as_real\n";
+/// The header's `Excluded ops dispatched` (TorchTitan's default excluded ops
+/// that a Llama step dispatches).
+const EXCLUDED: &[&str] = &[
+    "_to_copy",
+    "_unsafe_view",
+    "as_strided",
+    "clone",
+    "detach",
+    "expand",
+    "ones_like",
+    "slice",
+    "t",
+    "transpose",
+    "view",
+    "view_as_complex",
+    "view_as_real",
+];
 
 /// Relative change of a perturbed value in run 2.
 const PERTURB_FACTOR: f64 = 1.0 + 1e-4;
@@ -470,12 +484,48 @@ impl Program {
         };
         let none = b.module("<none>");
         let emb = b.module("tok_embeddings");
-
-        // Forward.
-        if fsdp {
-            b.fsdp_gather(emb);
+        let (layers, lsm) = b.forward(fsdp, emb, none);
+        b.backward = true;
+        b.backward_pass(fsdp, emb, none, &layers, lsm);
+        // Optimizer step: not backward.
+        b.backward = false;
+        b.optimizer(none);
+        Program {
+            modules: b.modules,
+            ops: b.ops,
         }
-        let mut res = b.stats(
+    }
+}
+
+/// The modules of one decoder layer and the forward ops its backward reads.
+struct Layer {
+    top: u32,
+    attn_norm: u32,
+    wq: u32,
+    wk: u32,
+    wv: u32,
+    inner: u32,
+    wo: u32,
+    ffn_norm: u32,
+    ff: u32,
+    w1: u32,
+    w2: u32,
+    w3: u32,
+    flash: Option<u32>,
+    ff_mul: Option<u32>,
+    silu: Option<u32>,
+    w1_out: Option<u32>,
+    w3_out: Option<u32>,
+}
+
+impl Builder {
+    /// The forward pass: embedding, the layers, the final norm, the output
+    /// projection and the loss's log-softmax (returned with the layers).
+    fn forward(&mut self, fsdp: bool, emb: u32, none: u32) -> (Vec<Layer>, Option<u32>) {
+        if fsdp {
+            self.fsdp_gather(emb);
+        }
+        let mut res = self.stats(
             emb,
             "embedding",
             SH_ACT,
@@ -483,124 +533,19 @@ impl Program {
             "llama3/model.py:192",
             0.0,
         );
-        struct Layer {
-            top: u32,
-            attn_norm: u32,
-            wq: u32,
-            wk: u32,
-            wv: u32,
-            inner: u32,
-            wo: u32,
-            ffn_norm: u32,
-            ff: u32,
-            w1: u32,
-            w2: u32,
-            w3: u32,
-            flash: Option<u32>,
-            ff_mul: Option<u32>,
-            silu: Option<u32>,
-            w1_out: Option<u32>,
-            w3_out: Option<u32>,
-        }
         let mut layers = Vec::with_capacity(N_LAYERS);
         for i in 0..N_LAYERS {
-            let p = format!("layers.{i}");
-            let mut l = Layer {
-                top: b.module(&p),
-                attn_norm: b.module(&format!("{p}.attention_norm")),
-                wq: b.module(&format!("{p}.attention.wq")),
-                wk: b.module(&format!("{p}.attention.wk")),
-                wv: b.module(&format!("{p}.attention.wv")),
-                inner: b.module(&format!("{p}.attention.inner_attention")),
-                wo: b.module(&format!("{p}.attention.wo")),
-                ffn_norm: b.module(&format!("{p}.ffn_norm")),
-                ff: b.module(&format!("{p}.feed_forward")),
-                w1: b.module(&format!("{p}.feed_forward.w1")),
-                w2: b.module(&format!("{p}.feed_forward.w2")),
-                w3: b.module(&format!("{p}.feed_forward.w3")),
-                flash: None,
-                ff_mul: None,
-                silu: None,
-                w1_out: None,
-                w3_out: None,
-            };
-            if fsdp {
-                b.fsdp_gather(l.top);
-            }
-            b.norm_fwd(l.attn_norm, res, 152);
-            b.stats(l.wq, "mm", SH_MM, &[None, None], "llama3/model.py:109", 1.0);
-            b.stats(
-                l.wk,
-                "mm",
-                SH_MM_KV,
-                &[None, None],
-                "llama3/model.py:110",
-                1.0,
-            );
-            b.stats(
-                l.wv,
-                "mm",
-                SH_MM_KV,
-                &[None, None],
-                "llama3/model.py:111",
-                1.0,
-            );
-            l.flash = b.push(
-                l.inner,
-                "_scaled_dot_product_flash_attention_for_cpu",
-                Kind::Stats,
-                SH_ATTN,
-                2,
-                &[None, None, None], // through views
-                "llama3/model.py:91",
-                0.0,
-            );
-            let o = b.stats(l.wo, "mm", SH_MM, &[None, None], "llama3/model.py:124", 0.5);
-            res = b.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:152", 0.5);
-            let h = b.norm_fwd(l.ffn_norm, res, 153);
-            l.w1_out = b.stats(
-                l.w1,
-                "mm",
-                SH_MM_FFN,
-                &[h, None],
-                "llama3/model.py:135",
-                1.0,
-            );
-            l.silu = b.stats(
-                l.ff,
-                "silu",
-                SH_FFN,
-                &[l.w1_out],
-                "llama3/model.py:135",
-                0.5,
-            );
-            l.w3_out = b.stats(
-                l.w3,
-                "mm",
-                SH_MM_FFN,
-                &[h, None],
-                "llama3/model.py:135",
-                1.0,
-            );
-            l.ff_mul = b.stats(
-                l.ff,
-                "mul",
-                SH_FFN,
-                &[l.silu, l.w3_out],
-                "llama3/model.py:135",
-                0.5,
-            );
-            let o = b.stats(l.w2, "mm", SH_MM, &[None, None], "llama3/model.py:135", 0.5);
-            res = b.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:153", 0.5);
+            let (l, r) = self.layer_forward(i, res, fsdp);
+            res = r;
             layers.push(l);
         }
-        let norm = b.module("norm");
-        let output = b.module("output");
+        let norm = self.module("norm");
+        let output = self.module("output");
         if fsdp {
-            b.fsdp_gather(norm);
+            self.fsdp_gather(norm);
         }
-        let h = b.norm_fwd(norm, res, 195);
-        let logits = b.stats(
+        let h = self.norm_fwd(norm, res, 195);
+        let logits = self.stats(
             output,
             "mm",
             SH_LOGITS,
@@ -608,7 +553,7 @@ impl Program {
             "llama3/model.py:196",
             2.0,
         );
-        let lsm = b.stats(
+        let lsm = self.stats(
             none,
             "_log_softmax",
             SH_LOGITS,
@@ -616,10 +561,116 @@ impl Program {
             "components/loss.py:27",
             3.0,
         );
+        (layers, lsm)
+    }
 
-        // Backward.
-        b.backward = true;
-        let nll = b.stats(
+    /// Layer `i`'s forward from the residual stream `res`; returns the layer
+    /// and the new residual.
+    fn layer_forward(&mut self, i: usize, res: Option<u32>, fsdp: bool) -> (Layer, Option<u32>) {
+        let mut res = res;
+        let p = format!("layers.{i}");
+        let mut l = Layer {
+            top: self.module(&p),
+            attn_norm: self.module(&format!("{p}.attention_norm")),
+            wq: self.module(&format!("{p}.attention.wq")),
+            wk: self.module(&format!("{p}.attention.wk")),
+            wv: self.module(&format!("{p}.attention.wv")),
+            inner: self.module(&format!("{p}.attention.inner_attention")),
+            wo: self.module(&format!("{p}.attention.wo")),
+            ffn_norm: self.module(&format!("{p}.ffn_norm")),
+            ff: self.module(&format!("{p}.feed_forward")),
+            w1: self.module(&format!("{p}.feed_forward.w1")),
+            w2: self.module(&format!("{p}.feed_forward.w2")),
+            w3: self.module(&format!("{p}.feed_forward.w3")),
+            flash: None,
+            ff_mul: None,
+            silu: None,
+            w1_out: None,
+            w3_out: None,
+        };
+        if fsdp {
+            self.fsdp_gather(l.top);
+        }
+        self.norm_fwd(l.attn_norm, res, 152);
+        self.stats(l.wq, "mm", SH_MM, &[None, None], "llama3/model.py:109", 1.0);
+        self.stats(
+            l.wk,
+            "mm",
+            SH_MM_KV,
+            &[None, None],
+            "llama3/model.py:110",
+            1.0,
+        );
+        self.stats(
+            l.wv,
+            "mm",
+            SH_MM_KV,
+            &[None, None],
+            "llama3/model.py:111",
+            1.0,
+        );
+        l.flash = self.push(
+            l.inner,
+            "_scaled_dot_product_flash_attention_for_cpu",
+            Kind::Stats,
+            SH_ATTN,
+            2,
+            &[None, None, None], // through views
+            "llama3/model.py:91",
+            0.0,
+        );
+        let o = self.stats(l.wo, "mm", SH_MM, &[None, None], "llama3/model.py:124", 0.5);
+        res = self.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:152", 0.5);
+        let h = self.norm_fwd(l.ffn_norm, res, 153);
+        l.w1_out = self.stats(
+            l.w1,
+            "mm",
+            SH_MM_FFN,
+            &[h, None],
+            "llama3/model.py:135",
+            1.0,
+        );
+        l.silu = self.stats(
+            l.ff,
+            "silu",
+            SH_FFN,
+            &[l.w1_out],
+            "llama3/model.py:135",
+            0.5,
+        );
+        l.w3_out = self.stats(
+            l.w3,
+            "mm",
+            SH_MM_FFN,
+            &[h, None],
+            "llama3/model.py:135",
+            1.0,
+        );
+        l.ff_mul = self.stats(
+            l.ff,
+            "mul",
+            SH_FFN,
+            &[l.silu, l.w3_out],
+            "llama3/model.py:135",
+            0.5,
+        );
+        let o = self.stats(l.w2, "mm", SH_MM, &[None, None], "llama3/model.py:135", 0.5);
+        res = self.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:153", 0.5);
+        (l, res)
+    }
+
+    /// The backward pass from the loss to the embedding, layers in reverse.
+    fn backward_pass(
+        &mut self,
+        fsdp: bool,
+        emb: u32,
+        none: u32,
+        layers: &[Layer],
+        lsm: Option<u32>,
+    ) {
+        let norm = self.module("norm");
+        let output = self.module("output");
+        let nll = self.stats(
             none,
             "nll_loss_backward",
             SH_LOGITS,
@@ -627,7 +678,7 @@ impl Program {
             "components/loss.py:27",
             -4.0,
         );
-        let g = b.stats(
+        let g = self.stats(
             none,
             "_log_softmax_backward_data",
             SH_LOGITS,
@@ -635,42 +686,15 @@ impl Program {
             "components/loss.py:27",
             -4.0,
         );
-        let g = b.linear_bwd(output, g, SH_MM, SH_EMB, 196, None);
+        let g = self.linear_bwd(output, g, SH_MM, SH_EMB, 196, None);
         if fsdp {
-            b.fsdp_scatter(output);
+            self.fsdp_scatter(output);
         }
-        let mut g = b.norm_bwd(norm, g, 195);
+        let mut g = self.norm_bwd(norm, g, 195);
         for l in layers.iter().rev() {
-            let loc = "llama3/model.py:135";
-            let gm = b.linear_bwd(l.w2, g, SH_MM, SH_W2, 135, None);
-            let a = b.stats(l.ff, "mul", SH_FFN, &[gm, l.w3_out], loc, -2.5);
-            let c = b.stats(l.ff, "mul", SH_FFN, &[gm, l.silu], loc, -2.5);
-            let g3 = b.linear_bwd(l.w3, c, SH_MM, SH_W2, 135, None);
-            let s = b.stats(l.ff, "silu_backward", SH_FFN, &[a, l.w1_out], loc, -2.5);
-            let gh = b.linear_bwd(l.w1, s, SH_MM, SH_W1, 135, Some(g3));
-            let gn = b.norm_bwd(l.ffn_norm, gh, 153);
-            g = b.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:153", -2.0);
-            let go = b.linear_bwd(l.wo, g, SH_MM, SH_W, 124, None);
-            let fb = b.push(
-                l.inner,
-                "_scaled_dot_product_flash_attention_for_cpu_backward",
-                Kind::Stats,
-                SH_ATTN,
-                3,
-                &[go, None, None, None, None, l.flash],
-                "llama3/model.py:91",
-                -3.0,
-            );
-            let gv = b.linear_bwd(l.wv, fb, SH_MM, SH_W_KV, 111, None);
-            let gk = b.linear_bwd(l.wk, fb, SH_MM, SH_W_KV, 110, Some(gv));
-            let gq = b.linear_bwd(l.wq, fb, SH_MM, SH_W, 109, Some(gk));
-            let gn = b.norm_bwd(l.attn_norm, gq, 152);
-            g = b.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:152", -2.0);
-            if fsdp {
-                b.fsdp_scatter(l.top);
-            }
+            g = self.layer_backward(l, g, fsdp);
         }
-        b.stats(
+        self.stats(
             emb,
             "embedding_dense_backward",
             SH_EMB,
@@ -679,13 +703,49 @@ impl Program {
             -2.0,
         );
         if fsdp {
-            b.fsdp_scatter(emb);
+            self.fsdp_scatter(emb);
         }
+    }
 
-        // Optimizer step: not backward.
-        b.backward = false;
+    /// Layer `l`'s backward from the gradient `g`; returns the gradient of
+    /// its input.
+    fn layer_backward(&mut self, l: &Layer, g: Option<u32>, fsdp: bool) -> Option<u32> {
+        let mut g = g;
+        let loc = "llama3/model.py:135";
+        let gm = self.linear_bwd(l.w2, g, SH_MM, SH_W2, 135, None);
+        let a = self.stats(l.ff, "mul", SH_FFN, &[gm, l.w3_out], loc, -2.5);
+        let c = self.stats(l.ff, "mul", SH_FFN, &[gm, l.silu], loc, -2.5);
+        let g3 = self.linear_bwd(l.w3, c, SH_MM, SH_W2, 135, None);
+        let s = self.stats(l.ff, "silu_backward", SH_FFN, &[a, l.w1_out], loc, -2.5);
+        let gh = self.linear_bwd(l.w1, s, SH_MM, SH_W1, 135, Some(g3));
+        let gn = self.norm_bwd(l.ffn_norm, gh, 153);
+        g = self.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:153", -2.0);
+        let go = self.linear_bwd(l.wo, g, SH_MM, SH_W, 124, None);
+        let fb = self.push(
+            l.inner,
+            "_scaled_dot_product_flash_attention_for_cpu_backward",
+            Kind::Stats,
+            SH_ATTN,
+            3,
+            &[go, None, None, None, None, l.flash],
+            "llama3/model.py:91",
+            -3.0,
+        );
+        let gv = self.linear_bwd(l.wv, fb, SH_MM, SH_W_KV, 111, None);
+        let gk = self.linear_bwd(l.wk, fb, SH_MM, SH_W_KV, 110, Some(gv));
+        let gq = self.linear_bwd(l.wq, fb, SH_MM, SH_W, 109, Some(gk));
+        let gn = self.norm_bwd(l.attn_norm, gq, 152);
+        g = self.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:152", -2.0);
+        if fsdp {
+            self.fsdp_scatter(l.top);
+        }
+        g
+    }
+
+    /// The optimizer step: grad-norm clipping and the fused AdamW.
+    fn optimizer(&mut self, none: u32) {
         let n_params = 9 * N_LAYERS + 3;
-        b.push(
+        self.push(
             none,
             "_foreach_add_",
             Kind::HashOnly,
@@ -696,7 +756,7 @@ impl Program {
             0.0,
         );
         let inputs = vec![None; 4 * n_params + 4];
-        b.push(
+        self.push(
             none,
             "_fused_adamw_",
             Kind::AdamW,
@@ -706,7 +766,7 @@ impl Program {
             "optim/adam.py:880",
             0.0,
         );
-        b.push(
+        self.push(
             none,
             "add_",
             Kind::HashOnly,
@@ -716,7 +776,7 @@ impl Program {
             "optim/adam.py:415",
             0.0,
         );
-        let clip = b.stats(
+        let clip = self.stats(
             none,
             "norm",
             b"  Shape: torch.Size([]), Dtype: torch.float32\n",
@@ -724,7 +784,7 @@ impl Program {
             "distributed/utils.py:305",
             0.0,
         );
-        b.push(
+        self.push(
             none,
             "mul_",
             Kind::HashOnly,
@@ -734,10 +794,6 @@ impl Program {
             "distributed/utils.py:339",
             0.0,
         );
-        Program {
-            modules: b.modules,
-            ops: b.ops,
-        }
     }
 }
 
@@ -919,29 +975,23 @@ impl Generator {
 
         // Text.
         let op = &self.prog.ops[idx];
-        out.push(b'[');
-        write_key(out, &self.prog.modules[op.module as usize], seq, op.name);
-        out.extend_from_slice(b"]\n");
+        let mut key = Vec::with_capacity(64);
+        write_key(
+            &mut key,
+            &self.prog.modules[op.module as usize],
+            seq,
+            op.name,
+        );
+        lf::key_line(out, &key);
         if !matches!(kind, Kind::HashOnly | Kind::AdamW) {
             out.extend_from_slice(op.shape);
-            out.extend_from_slice(b"  L2 norm: ");
-            fmt_e6(out, l2);
-            out.extend_from_slice(b"\n  Min: ");
-            fmt_e6(out, min);
-            out.extend_from_slice(b"\n  Max: ");
-            fmt_e6(out, max);
-            out.extend_from_slice(b"\n  Mean: ");
-            fmt_e6(out, mean);
-            out.push(b'\n');
+            lf::stat_line(out, "L2 norm", l2, Precision::Printed);
+            lf::stat_line(out, "Min", min, Precision::Printed);
+            lf::stat_line(out, "Max", max, Precision::Printed);
+            lf::stat_line(out, "Mean", mean, Precision::Printed);
         }
-        if !self.out_hashes.is_empty() {
-            out.extend_from_slice(b"  Output hash: ");
-            push_list(out, &self.out_hashes);
-        }
-        if !self.in_hashes.is_empty() {
-            out.extend_from_slice(b"  Input hashes: ");
-            push_list(out, &self.in_hashes);
-        }
+        lf::list_line(out, "Output hash", &self.out_hashes, Precision::Printed);
+        lf::list_line(out, "Input hashes", &self.in_hashes, Precision::Printed);
         let linked = op.inputs.iter().any(|p| p.is_some());
         if kind != Kind::HashOnly && (linked || op.inputs.len() > 1) {
             out.extend_from_slice(b"  Input producers: ");
@@ -973,281 +1023,11 @@ fn write_key(out: &mut Vec<u8>, module: &[u8], seq: u64, name: &str) {
     out.extend_from_slice(name.as_bytes());
 }
 
-fn push_list(out: &mut Vec<u8>, vals: &[f64]) {
-    for (i, &v) in vals.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        fmt_e6(out, v);
-    }
-    out.push(b'\n');
-}
-
-// ---------------------------------------------------------------------------
-// Number formatting
-
-const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
-2021222324252627282930313233343536373839\
-4041424344454647484950515253545556575859\
-6061626364656667686970717273747576777879\
-8081828384858687888990919293949596979899";
-
-/// Appends `n` in decimal.
-fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut tmp = [0u8; 20];
-    let mut i = tmp.len();
-    while n >= 100 {
-        let d = (n % 100) as usize * 2;
-        n /= 100;
-        i -= 2;
-        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
-    }
-    if n >= 10 {
-        let d = n as usize * 2;
-        i -= 2;
-        tmp[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
-    } else {
-        i -= 1;
-        tmp[i] = b'0' + n as u8;
-    }
-    out.extend_from_slice(&tmp[i..]);
-}
-
-/// Powers of ten exactly representable as `f64`.
-const POW10: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
-
-/// Appends `x` as Python's `'%.6e' % x` does: `1.234568e+02`,
-/// `-0.000000e+00`, `1.000000e+100`, `nan`, `inf`, `-inf`. Correctly
-/// rounded (ties to even on the exact binary value), like Python.
-///
-/// A fast path scales by an exact power of ten (one rounding) and takes the
-/// digits when the result is clearly away from a rounding tie; otherwise
-/// (ties, near-ties, subnormals, exponents outside about ±16) the digits come
-/// from the standard library's exact formatting.
-pub fn fmt_e6(out: &mut Vec<u8>, x: f64) {
-    if x.is_nan() {
-        out.extend_from_slice(b"nan");
-        return;
-    }
-    if x.is_sign_negative() {
-        out.push(b'-');
-    }
-    let a = x.abs();
-    if a.is_infinite() {
-        out.extend_from_slice(b"inf");
-        return;
-    }
-    if a == 0.0 {
-        out.extend_from_slice(b"0.000000e+00");
-        return;
-    }
-    let (d, e) = match fast_digits(a) {
-        Some(de) => de,
-        None => slow_digits(a),
-    };
-    push_digits(out, d, e);
-}
-
-/// The seven significant digits (1_000_000..=9_999_999) and decimal exponent
-/// of finite, positive `a`, or `None` when the fast path cannot be sure.
-fn fast_digits(a: f64) -> Option<(u32, i32)> {
-    let biased = ((a.to_bits() >> 52) & 0x7ff) as i32;
-    if biased == 0 {
-        return None; // subnormal
-    }
-    let e2 = biased - 1023;
-    // floor(e2 × log10 2), or one less than floor(log10 a).
-    let mut e10 = (e2 * 78913) >> 18;
-    for _ in 0..3 {
-        let k = 6 - e10;
-        if !(-22..=22).contains(&k) {
-            return None;
-        }
-        // One rounding: |error| ≤ 2^-53 × t < 1.2e-8 for t < 1e8.
-        let t = if k >= 0 {
-            a * POW10[k as usize]
-        } else {
-            a / POW10[(-k) as usize]
-        };
-        let n = t.floor();
-        let frac = t - n;
-        if (frac - 0.5).abs() < 1e-6 {
-            return None; // a tie or too close to one to tell
-        }
-        if t >= 9_999_999.5 {
-            e10 += 1;
-            continue;
-        }
-        if t < 999_999.5 {
-            e10 -= 1;
-            continue;
-        }
-        let d = n as u32 + (frac > 0.5) as u32;
-        return Some((d, e10));
-    }
-    None
-}
-
-/// Digits and exponent from the standard library's exact `{:.6e}`
-/// (correctly rounded, ties to even), e.g. `9.999889e-321`.
-fn slow_digits(a: f64) -> (u32, i32) {
-    let mut tmp = [0u8; 40];
-    let mut cur = io::Cursor::new(&mut tmp[..]);
-    write!(cur, "{a:.6e}").expect("40 bytes hold any {:.6e}");
-    let len = cur.position() as usize;
-    let s = &tmp[..len];
-    let mut d = 0u32;
-    let mut i = 0;
-    while s[i] != b'e' {
-        if s[i].is_ascii_digit() {
-            d = d * 10 + (s[i] - b'0') as u32;
-        }
-        i += 1;
-    }
-    i += 1;
-    let neg = s[i] == b'-';
-    if neg {
-        i += 1;
-    }
-    let mut e = 0i32;
-    for &c in &s[i..] {
-        e = e * 10 + (c - b'0') as i32;
-    }
-    (d, if neg { -e } else { e })
-}
-
-/// Appends `d` (seven digits) as `d.dddddd` and the exponent as `e±XX`.
-fn push_digits(out: &mut Vec<u8>, d: u32, e: i32) {
-    let hi = d / 1_000_000;
-    let lo = d % 1_000_000;
-    let mut b = [0u8; 16];
-    b[0] = b'0' + hi as u8;
-    b[1] = b'.';
-    let p0 = (lo / 10_000) as usize * 2;
-    let p1 = (lo / 100 % 100) as usize * 2;
-    let p2 = (lo % 100) as usize * 2;
-    b[2..4].copy_from_slice(&DIGIT_PAIRS[p0..p0 + 2]);
-    b[4..6].copy_from_slice(&DIGIT_PAIRS[p1..p1 + 2]);
-    b[6..8].copy_from_slice(&DIGIT_PAIRS[p2..p2 + 2]);
-    b[8] = b'e';
-    b[9] = if e < 0 { b'-' } else { b'+' };
-    let ea = e.unsigned_abs() as usize;
-    let n = if ea >= 100 {
-        b[10] = b'0' + (ea / 100) as u8;
-        let p = (ea % 100) * 2;
-        b[11..13].copy_from_slice(&DIGIT_PAIRS[p..p + 2]);
-        13
-    } else {
-        b[10..12].copy_from_slice(&DIGIT_PAIRS[ea * 2..ea * 2 + 2]);
-        12
-    };
-    out.extend_from_slice(&b[..n]);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::matcher::{match_tables, MatchOptions, Status};
     use crate::parser::parse_bytes;
-
-    fn e6(x: f64) -> String {
-        let mut v = Vec::new();
-        fmt_e6(&mut v, x);
-        String::from_utf8(v).unwrap()
-    }
-
-    /// `{:.6e}` from the standard library, with Python's exponent spelling.
-    fn reference(x: f64) -> String {
-        if x.is_nan() {
-            return "nan".into();
-        }
-        if x.is_infinite() {
-            return if x > 0.0 { "inf" } else { "-inf" }.into();
-        }
-        let s = format!("{x:.6e}");
-        let (m, e) = s.split_once('e').unwrap();
-        let e: i32 = e.parse().unwrap();
-        format!("{m}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
-    }
-
-    #[test]
-    fn formatter_matches_python() {
-        // Each right-hand side printed by CPython 3: `'%.6e' % x`.
-        let cases: &[(f64, &str)] = &[
-            (1.0, "1.000000e+00"),
-            (123.45678, "1.234568e+02"),
-            (0.0, "0.000000e+00"),
-            (-0.0, "-0.000000e+00"),
-            (1e-320, "9.999889e-321"),
-            (1e100, "1.000000e+100"),
-            // Not 1.000000e+01: the double nearest 9.9999995 lies below the tie.
-            (9.9999995, "9.999999e+00"),
-            (9.99999951, "1.000000e+01"),
-            (f64::NAN, "nan"),
-            (f64::INFINITY, "inf"),
-            (f64::NEG_INFINITY, "-inf"),
-            (1234567.5, "1.234568e+06"),
-            (1234568.5, "1.234568e+06"),
-            (0.125, "1.250000e-01"),
-            (-2.5e-7, "-2.500000e-07"),
-            (5e-324, "4.940656e-324"),
-            (1.7976931348623157e308, "1.797693e+308"),
-            (2.2250738585072014e-308, "2.225074e-308"),
-            (999999.5, "9.999995e+05"),
-            (9999999.5, "1.000000e+07"),
-            (0.1, "1.000000e-01"),
-            (1e-5, "1.000000e-05"),
-            (4.56789123, "4.567891e+00"),
-            (-1e22, "-1.000000e+22"),
-            (1e23, "1.000000e+23"),
-            (1e-16, "1.000000e-16"),
-            (1e-17, "1.000000e-17"),
-            (123456789012345.0, "1.234568e+14"),
-            (0.00012345675, "1.234567e-04"),
-            (6.02214076e23, "6.022141e+23"),
-        ];
-        for &(x, want) in cases {
-            assert_eq!(e6(x), want, "{x:e}");
-        }
-    }
-
-    #[test]
-    fn fast_path_agrees_with_exact_formatting() {
-        let mut r = Rng::new(42);
-        let check = |x: f64| assert_eq!(e6(x), reference(x), "{x:e} bits {:#x}", x.to_bits());
-        for _ in 0..300_000 {
-            // Any bit pattern.
-            check(f64::from_bits(r.next_u64()));
-            // Log-uniform over the fast path's range and beyond.
-            let x = 10f64.powf(r.f64() * 60.0 - 25.0);
-            check(x);
-            check(-x);
-            // Ties and near-ties: (n + 0.5) × 10^k and its neighbours.
-            let n = 1_000_000 + r.below(9_000_000);
-            let k = r.below(30) as i32 - 15;
-            let t = (n as f64 + 0.5) * 10f64.powi(k - 6);
-            check(t);
-            check(f64::from_bits(t.to_bits() + 1));
-            check(f64::from_bits(t.to_bits() - 1));
-            // Values near a power of ten.
-            let p = 10f64.powi(k);
-            check(p);
-            check(f64::from_bits(p.to_bits() + 1));
-            check(f64::from_bits(p.to_bits() - 1));
-        }
-    }
-
-    #[test]
-    fn integers_print() {
-        for n in [0u64, 7, 10, 99, 100, 12345, u64::MAX] {
-            let mut v = Vec::new();
-            push_u64(&mut v, n);
-            assert_eq!(String::from_utf8(v).unwrap(), n.to_string());
-        }
-    }
 
     fn log(opts: &GenOptions, rank: u32, run: u8) -> Vec<u8> {
         let mut v = Vec::new();

@@ -1,0 +1,216 @@
+//! The one writer of the activation-log text (`shared/spec/log-format.md`),
+//! used by the capture agent ([`crate::capture`]) and the benchmark log
+//! generator ([`crate::gen`]): the header, the field lines of a block, and
+//! number formatting ([`number`]). The parser ([`crate::parser`]) reads what
+//! this writes.
+//!
+//! ```text
+//! Total captured activations: 2          write_header
+//! Excluded ops dispatched: t, view
+//! Precision: full                        (Precision::Full only)
+//! ========…(80)
+//!
+//! [layers.0.wq/op_0_mm]                  key_line
+//!   Shape: torch.Size([2, 4]), Dtype: torch.float32     shape_line
+//!   L2 norm: 1.810183e+02                 stat_line (Min, Max, Mean alike)
+//!   Output hash: 2.663224e+04             list_line
+//!   Input hashes: 2.553141e+04, 1.337287e+02
+//!   Output digest: 0123456789abcdef      digest_line
+//!   Input digests: …, …
+//!   Input producers: a/op_0_x;           text_line (Location, Phase alike)
+//!
+//! ```
+
+pub mod number;
+
+pub use number::{fmt_e6, fmt_full, push_u64};
+
+/// How floats are printed in a log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Precision {
+    /// The reference's `%.6e` (7 significant digits): no header line.
+    #[default]
+    Printed,
+    /// The shortest text that round-trips in float64 ([`fmt_full`]): the
+    /// header says `Precision: full`.
+    Full,
+}
+
+impl Precision {
+    /// Appends `x` in this precision.
+    #[inline]
+    pub fn push(self, out: &mut Vec<u8>, x: f64) {
+        match self {
+            Precision::Printed => fmt_e6(out, x),
+            Precision::Full => fmt_full(out, x),
+        }
+    }
+}
+
+/// The header line of a full-precision log (contract 1 of the plan).
+pub const PRECISION_FULL_LINE: &str = "Precision: full";
+
+/// Appends the header: `Total captured activations: N`, the
+/// `Excluded ops dispatched:` line (sorted, deduplicated, `, `-joined,
+/// `(none)` when empty; no line when `excluded` is `None`), `Precision: full`
+/// for [`Precision::Full`], 80 `=` and an empty line.
+pub fn write_header(
+    out: &mut Vec<u8>,
+    count: u64,
+    excluded: Option<&[String]>,
+    precision: Precision,
+) {
+    out.extend_from_slice(b"Total captured activations: ");
+    push_u64(out, count);
+    out.push(b'\n');
+    if let Some(ex) = excluded {
+        let mut ops: Vec<&str> = ex.iter().map(|s| s.as_str()).collect();
+        ops.sort_unstable();
+        ops.dedup();
+        out.extend_from_slice(b"Excluded ops dispatched: ");
+        if ops.is_empty() {
+            out.extend_from_slice(b"(none)");
+        } else {
+            out.extend_from_slice(ops.join(", ").as_bytes());
+        }
+        out.push(b'\n');
+    }
+    if precision == Precision::Full {
+        out.extend_from_slice(PRECISION_FULL_LINE.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(&[b'='; 80]);
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Appends `[key]` and a newline (`key` as given: callers clean it).
+pub fn key_line(out: &mut Vec<u8>, key: &[u8]) {
+    out.push(b'[');
+    out.extend_from_slice(key);
+    out.extend_from_slice(b"]\n");
+}
+
+/// Appends `torch.Size([d0, d1, ...]), Dtype: torch.<dtype>` (no label).
+pub fn push_shape(out: &mut Vec<u8>, shape: &[i64], dtype: &str) {
+    out.extend_from_slice(b"torch.Size([");
+    for (i, d) in shape.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        if *d < 0 {
+            out.push(b'-');
+        }
+        push_u64(out, d.unsigned_abs());
+    }
+    out.extend_from_slice(b"]), Dtype: torch.");
+    out.extend_from_slice(dtype.as_bytes());
+}
+
+/// Appends `  Shape: torch.Size([...]), Dtype: torch.<dtype>` and a newline.
+pub fn shape_line(out: &mut Vec<u8>, shape: &[i64], dtype: &str) {
+    out.extend_from_slice(b"  Shape: ");
+    push_shape(out, shape, dtype);
+    out.push(b'\n');
+}
+
+/// Appends `  <label>: <x>` and a newline.
+#[inline]
+pub fn stat_line(out: &mut Vec<u8>, label: &str, x: f64, precision: Precision) {
+    out.extend_from_slice(b"  ");
+    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(b": ");
+    precision.push(out, x);
+    out.push(b'\n');
+}
+
+/// Appends `  <label>: v0, v1, ...` and a newline (`Output hash`,
+/// `Input hashes`); nothing for an empty list.
+pub fn list_line(out: &mut Vec<u8>, label: &str, vals: &[f64], precision: Precision) {
+    if vals.is_empty() {
+        return;
+    }
+    out.extend_from_slice(b"  ");
+    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(b": ");
+    for (i, v) in vals.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        precision.push(out, *v);
+    }
+    out.push(b'\n');
+}
+
+/// Appends `  <label>: <16 hex digits>, ...` and a newline (`Output digest`,
+/// `Input digests`); nothing for an empty list.
+pub fn digest_line(out: &mut Vec<u8>, label: &str, digests: &[u64]) {
+    if digests.is_empty() {
+        return;
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend_from_slice(b"  ");
+    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(b": ");
+    for (i, d) in digests.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        for k in (0..16).rev() {
+            out.push(HEX[((d >> (4 * k)) & 0xf) as usize]);
+        }
+    }
+    out.push(b'\n');
+}
+
+/// Appends `  <label>: <text>` and a newline (`Location`, `Phase`, counts).
+pub fn text_line(out: &mut Vec<u8>, label: &str, text: &[u8]) {
+    out.extend_from_slice(b"  ");
+    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(text);
+    out.push(b'\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_lines_in_order() {
+        let mut v = Vec::new();
+        write_header(
+            &mut v,
+            3,
+            Some(&["view".into(), "t".into(), "view".into()]),
+            Precision::Full,
+        );
+        assert_eq!(
+            String::from_utf8(v).unwrap(),
+            format!(
+                "Total captured activations: 3\nExcluded ops dispatched: t, view\nPrecision: full\n{}\n\n",
+                "=".repeat(80)
+            )
+        );
+        let mut v = Vec::new();
+        write_header(&mut v, 0, None, Precision::Printed);
+        assert_eq!(
+            String::from_utf8(v).unwrap(),
+            format!("Total captured activations: 0\n{}\n\n", "=".repeat(80))
+        );
+    }
+
+    #[test]
+    fn lines() {
+        let mut v = Vec::new();
+        digest_line(&mut v, "Output digest", &[0xab, u64::MAX]);
+        list_line(&mut v, "Input hashes", &[1.5, -0.0], Precision::Full);
+        list_line(&mut v, "Input hashes", &[], Precision::Full);
+        digest_line(&mut v, "Input digests", &[]);
+        shape_line(&mut v, &[], "bfloat16");
+        stat_line(&mut v, "Min", 0.1, Precision::Printed);
+        assert_eq!(
+            String::from_utf8(v).unwrap(),
+            "  Output digest: 00000000000000ab, ffffffffffffffff\n  Input hashes: 1.5e+00, -0e+00\n  Shape: torch.Size([]), Dtype: torch.bfloat16\n  Min: 1.000000e-01\n"
+        );
+    }
+}
