@@ -322,7 +322,8 @@ pub struct CausesSummary {
     /// a field that gates under its tolerance.
     pub largest_diff: Option<RowRef>,
     /// That field (`Output hash`, `Input hashes`, or a stat when stats gate).
-    pub largest_diff_field: Option<&'static str>,
+    #[serde(deserialize_with = "statics::field_label")]
+    pub largest_diff_field: Option<statics::Name>,
     /// That difference.
     pub largest_rel_diff: Option<f64>,
 }
@@ -494,8 +495,8 @@ impl RankGroup {
 /// What a collective carries, in words: `gradient reduce-scatter` for
 /// `_reduce_scatter_base_`, `parameter all-gather` for `_allgather_base_`.
 pub fn collective_words(key: &str) -> String {
-    let op = crate::matcher::keys::op_type(&crate::matcher::keys::fuzzy_key(key.as_bytes()))
-        .to_vec();
+    let op =
+        crate::matcher::keys::op_type(&crate::matcher::keys::fuzzy_key(key.as_bytes())).to_vec();
     let op = String::from_utf8_lossy(&op).to_lowercase();
     if op.contains("reduce_scatter") {
         "gradient reduce-scatter".into()
@@ -607,7 +608,11 @@ impl Summary {
                 parts.push(format!(
                     "{} {} first at {w}",
                     rank_word(&g.ranks),
-                    if g.ranks.len() == 1 { "diverges" } else { "diverge" }
+                    if g.ranks.len() == 1 {
+                        "diverges"
+                    } else {
+                        "diverge"
+                    }
                 ));
             } else if g.verdict.starts_with("receive") {
                 let v = g.verdict.trim_start_matches("receive the change ");
@@ -616,7 +621,11 @@ impl Summary {
                 other.push(format!(
                     "{} {} first at `{f}`",
                     rank_word(&g.ranks),
-                    if g.ranks.len() == 1 { "diverges" } else { "diverge" }
+                    if g.ranks.len() == 1 {
+                        "diverges"
+                    } else {
+                        "diverge"
+                    }
                 ));
             }
         }
@@ -633,7 +642,11 @@ impl Summary {
         match parts.len() {
             0 => None,
             1 => Some(format!("{}.", parts[0])),
-            n => Some(format!("{}, and {}.", parts[..n - 1].join(", "), parts[n - 1])),
+            n => Some(format!(
+                "{}, and {}.",
+                parts[..n - 1].join(", "),
+                parts[n - 1]
+            )),
         }
     }
 
@@ -687,6 +700,19 @@ pub mod statics {
             .iter()
             .find_map(|x| x.as_str().filter(|n| *n == s))
             .ok_or_else(|| D::Error::custom(format!("unknown pass `{s}`")))
+        })
+        .transpose()
+    }
+
+    /// One field label, or `null`.
+    pub fn field_label<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        s.map(|s| {
+            Field::ALL
+                .iter()
+                .map(|f| f.label())
+                .find(|l| *l == s)
+                .ok_or_else(|| D::Error::custom(format!("unknown field `{s}`")))
         })
         .transpose()
     }
