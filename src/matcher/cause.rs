@@ -279,7 +279,7 @@ pub struct CauseEntry {
 
 /// Diverging rows of a rank per [`CauseKind`] (every row counted; causes
 /// grouped in [`RootCauses::causes`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct KindCounts {
     /// Origins.
     pub origin: u64,

@@ -324,6 +324,8 @@ fn cause_name(k: crate::matcher::cause::CauseKind) -> &'static str {
         K::Origin => "origin",
         K::Entry => "entry",
         K::Inherited => "inherited",
+        K::BelowPrint => "inherited_below_print",
+        K::Untraced => "inherited_untraced",
         K::ViaCollective => "via_collective",
         K::Unsynced => "unsynced",
     }

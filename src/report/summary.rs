@@ -337,7 +337,8 @@ pub struct CausesSummary {
     /// a field that gates under its tolerance.
     pub largest_diff: Option<RowRef>,
     /// That field (`Output hash`, `Input hashes`, or a stat when stats gate).
-    pub largest_diff_field: Option<&'static str>,
+    #[serde(deserialize_with = "statics::field_label")]
+    pub largest_diff_field: Option<statics::Name>,
     /// That difference.
     pub largest_rel_diff: Option<f64>,
 }
@@ -722,6 +723,19 @@ pub mod statics {
             .iter()
             .find_map(|x| x.as_str().filter(|n| *n == s))
             .ok_or_else(|| D::Error::custom(format!("unknown pass `{s}`")))
+        })
+        .transpose()
+    }
+
+    /// One field label, or `null`.
+    pub fn field_label<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+        let s: Option<String> = Option::deserialize(d)?;
+        s.map(|s| {
+            Field::ALL
+                .iter()
+                .map(|f| f.label())
+                .find(|l| *l == s)
+                .ok_or_else(|| D::Error::custom(format!("unknown field `{s}`")))
         })
         .transpose()
     }

@@ -15,8 +15,8 @@ use rayon::prelude::*;
 
 use super::outputs::{finish, prepare_report_folder, RunMeta, RunOutputs};
 use super::progress::Progress;
-use super::timer::Timer;
 use super::shard::{self, RankResult, RunLevel};
+use super::timer::Timer;
 use super::{plan, RankPlan, RunInput};
 use crate::matcher::{self, MatchOptions, MatchTable};
 use crate::parser::{self, duplicate_keys, Field, OpTable};
@@ -703,7 +703,10 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     }
     if let Some(m) = &manifest {
         if let Err(e) = m.write(&cfg.report.out_dir) {
-            errors.push(format!("{}: {e}", cfg.report.out_dir.join(shard::MANIFEST).display()));
+            errors.push(format!(
+                "{}: {e}",
+                cfg.report.out_dir.join(shard::MANIFEST).display()
+            ));
         }
     }
     let rows_out = match &cfg.rows {
@@ -769,7 +772,10 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         }
     };
     if let Err(e) = m.write(&cfg.report.out_dir) {
-        errors.push(format!("{}: {e}", cfg.report.out_dir.join(shard::MANIFEST).display()));
+        errors.push(format!(
+            "{}: {e}",
+            cfg.report.out_dir.join(shard::MANIFEST).display()
+        ));
     }
     let mut c = assemble(&view, cfg.report.clone(), errors, results, more_errors);
     c.part = Some((m.shard, m.units));

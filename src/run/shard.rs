@@ -475,7 +475,7 @@ pub fn file_record(path: &Path) -> serde_json::Value {
 mod tests {
     use super::*;
 
-    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + '_ {
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |k| {
             vars.iter()
                 .find(|(n, _)| *n == k)
