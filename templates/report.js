@@ -52,7 +52,7 @@
   var data = document.getElementById("rows");
   if (data) {
     var d = JSON.parse(data.textContent);
-    ["forward", "backward"].forEach(function (id) {
+    ["forward", "backward", "optimizer"].forEach(function (id) {
       var t = document.querySelector("#" + id + " table.res"), rows = d[id] || [];
       if (t && rows.length) {
         t.insertAdjacentHTML("beforeend", rows.map(function (p) { return pair(p, d.n); }).join(""));

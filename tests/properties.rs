@@ -23,7 +23,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use actdiff::matcher::{match_tables, MatchOptions, MatchTable, Status};
-use actdiff::parser::{chunk_bounds, parse_bytes, Field, OpTable};
+use actdiff::parser::{chunk_bounds, parse_bytes, Field, OpTable, N_FIELDS};
 use proptest::collection::{btree_set, vec};
 use proptest::option;
 use proptest::prelude::*;
@@ -43,7 +43,7 @@ struct Block {
     seq: u32,
     op: String,
     /// Values of `Field::ALL[1..]` (Shape .. Phase); `None` when the line is absent.
-    values: [Option<String>; 11],
+    values: [Option<String>; N_FIELDS - 1],
     /// An unknown field line (`  Call type: ...`) at the end of the block.
     noise: bool,
 }
@@ -263,7 +263,7 @@ fn location() -> impl Strategy<Value = String> {
 struct RawBlock {
     fqn: String,
     op: String,
-    values: [Option<String>; 11],
+    values: [Option<String>; N_FIELDS - 1],
     producers: Option<Vec<Option<Index>>>,
     noise: bool,
     /// Take the module of an earlier block instead (so counters go past 0).
@@ -298,7 +298,7 @@ fn raw_block(long: bool) -> impl Strategy<Value = RawBlock> {
                 (sh, l1, l2, mn, mx, mean, out, inp),
                 (producers, loc, phase, noise),
             )| {
-                let mut values: [Option<String>; 11] = Default::default();
+                let mut values: [Option<String>; N_FIELDS - 1] = Default::default();
                 values[value_index(Field::Shape)] = sh;
                 values[value_index(Field::L1Norm)] = l1;
                 values[value_index(Field::L2Norm)] = l2;

@@ -190,6 +190,8 @@ mod tests {
             }),
             output_hashes: vec![26632.24],
             input_hashes: vec![25531.41, 133.7287],
+            output_digests: Vec::new(),
+            input_digests: Vec::new(),
             input_producers: vec!["tok_embeddings/op_0_embedding".into(), String::new()],
             location: Some("llama3/model.py:152".into()),
             phase: Phase::Forward,

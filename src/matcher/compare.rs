@@ -5,9 +5,13 @@
 //! comparator's `_hash_intensity`, `_compute_diffs` and status rule
 //! (`shared/spec/matching.md`), with its two infinity defects fixed: equal
 //! infinities are equal, and an infinity against anything else is a full
-//! (1.0) difference, never NaN.
+//! (1.0) difference, never NaN. A malformed number (`2.55.3141e+04`) is not
+//! compared, where the reference calls it a full difference. The values are
+//! read by [`crate::parser::value`].
 
-use crate::parser::{py_float, trim, Field, OpTable};
+use crate::parser::value::{is_unreadable, token_list};
+pub use crate::parser::value::{split_tokens, token_number};
+use crate::parser::{trim, Field, OpTable};
 
 /// The floor of the reference's denominator, `max(|a|, |b|, 1e-30)`.
 pub const DENOM_FLOOR: f64 = 1e-30;
@@ -100,70 +104,6 @@ pub fn rel_diff(a: f64, b: f64) -> Option<f64> {
     Some((a - b).abs() / a.abs().max(b.abs()).max(DENOM_FLOOR))
 }
 
-/// A number token after accepting a second writer's spellings: `name=value`
-/// leaves and `"NaN"` / `"Infinity"` quoted values (cases/05).
-pub fn token_number(tok: &[u8]) -> Option<f64> {
-    if let Some(v) = py_float(tok) {
-        return Some(v);
-    }
-    let mut t = trim(tok);
-    if let Some(eq) = memchr::memchr(b'=', t) {
-        let name = &t[..eq];
-        if !name.is_empty() && !name.iter().any(|b| b.is_ascii_whitespace()) {
-            t = trim(&t[eq + 1..]);
-        }
-    }
-    if t.len() >= 2 && t[0] == b'"' && t[t.len() - 1] == b'"' {
-        t = &t[1..t.len() - 1];
-    }
-    py_float(t)
-}
-
-/// The bracketed body of a tuple-valued hash token (`name=[1.0, 2]`), if any.
-fn token_list(tok: &[u8]) -> Option<&[u8]> {
-    let mut t = trim(tok);
-    if let Some(eq) = memchr::memchr(b'=', t) {
-        if eq < t.len() && t[eq + 1..].trim_ascii_start().first() == Some(&b'[') {
-            t = trim(&t[eq + 1..]);
-        }
-    }
-    if t.len() >= 2 && t[0] == b'[' && t[t.len() - 1] == b']' {
-        Some(&t[1..t.len() - 1])
-    } else {
-        None
-    }
-}
-
-/// Splits a hash list at top-level commas (a `[...]` tuple stays one token),
-/// each token trimmed.
-pub fn split_tokens(list: &[u8]) -> impl Iterator<Item = &[u8]> {
-    let mut depth = 0i32;
-    let mut start = 0usize;
-    let mut i = 0usize;
-    let mut done = false;
-    std::iter::from_fn(move || {
-        if done {
-            return None;
-        }
-        while i < list.len() {
-            match list[i] {
-                b'[' => depth += 1,
-                b']' => depth -= 1,
-                b',' if depth <= 0 => {
-                    let tok = trim(&list[start..i]);
-                    i += 1;
-                    start = i;
-                    return Some(tok);
-                }
-                _ => {}
-            }
-            i += 1;
-        }
-        done = true;
-        Some(trim(&list[start..]))
-    })
-}
-
 /// Result of comparing two hash lists.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HashCmp {
@@ -183,7 +123,9 @@ pub struct HashCmp {
 ///
 /// Reference (`_hash_intensity`): both empty → none; one empty → 1.0;
 /// identical text → 0; different lengths → 1.0; `nan` on one side only →
-/// 1.0; unequal non-numbers → 1.0; else the largest relative difference.
+/// 1.0; else the largest relative difference. Unlike the reference (1.0), a
+/// position that does not read on one side ([`crate::parser::value::Token::Unreadable`],
+/// a malformed number) is not compared: it agrees and adds 0.
 pub fn compare_hashes(a: &[u8], b: &[u8], tol: Tolerance, nan_equal: bool) -> HashCmp {
     let (a, b) = (trim(a), trim(b));
     if a.is_empty() && b.is_empty() {
@@ -295,20 +237,19 @@ fn compare_token(ta: &[u8], tb: &[u8], tol: Tolerance, nan_equal: bool) -> (f64,
                 (rd, tol.agrees(x, y))
             }
         }
-        _ => {
-            if ta == tb {
-                (0.0, true)
-            } else {
-                (1.0, false)
-            }
-        }
+        // A side that does not read (a malformed number, which the parser
+        // warned about with its line and column): not compared, so never a
+        // difference and never an origin. (The reference: 1.0 unless the
+        // texts are equal.)
+        _ => (0.0, true),
     }
 }
 
 /// Per-stat differences of two rows, as the reference's `_compute_diffs`:
 /// for Shape, L2 norm, Min, Max, Mean present on both sides with different
 /// text, the relative difference, or 1.0 when either side does not parse as
-/// a number (Shape) or is NaN. Indexed like [`Field::DIFF_STATS`].
+/// a number (Shape) or is NaN; a malformed number is not compared (`None`;
+/// the reference: 1.0). Indexed like [`Field::DIFF_STATS`].
 pub fn stat_diffs(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize) -> [Option<f64>; 5] {
     let mut out = [None; 5];
     for (i, f) in Field::DIFF_STATS.iter().enumerate() {
@@ -321,6 +262,8 @@ pub fn stat_diffs(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize) -> [Option<f
         } else {
             match (token_number(a), token_number(b)) {
                 (Some(x), Some(y)) => rel_diff(x, y),
+                // A malformed number (warned at parse): not compared.
+                _ if is_unreadable(a) || is_unreadable(b) => continue,
                 _ => None,
             }
         };
@@ -539,7 +482,16 @@ mod tests {
         assert!(cmp("nan, 1.0", "nan, 1.0").agrees);
         assert!(cmp("nan", "NaN").agrees);
         assert_eq!(cmp("nan", "1.0").intensity, Some(1.0));
-        assert_eq!(cmp("abc", "abd").intensity, Some(1.0));
+        // Unlike the reference (1.0): a value that does not read is not
+        // compared.
+        assert!(cmp("abc", "abd").agrees);
+        assert_eq!(cmp("abc", "abd").intensity, Some(0.0));
+        assert!(cmp("2.55.3141e+04", "2.553141e+04").agrees);
+        assert!(!cmp("2.55.3141e+04, 1.0", "2.553141e+04, 2.0").agrees);
+        assert_eq!(
+            cmp("2.55.3141e+04, 1.0", "2.553141e+04, 2.0").first_bad,
+            Some(1)
+        );
         let c = cmp("1.000000e+00, 2.000000e+00", "1.000000e+00, 2.000001e+00");
         assert!(!c.agrees);
         assert_eq!(c.first_bad, Some(1));

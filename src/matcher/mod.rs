@@ -427,25 +427,13 @@ impl Pairing {
         F1: Fn(usize) -> Option<K>,
         F2: Fn(usize) -> Option<K>,
     {
-        self.pass_with::<K, F1, F2, ahash::RandomState>(strategy, key1, key2)
-    }
-
-    /// [`Pairing::pass`] with a chosen hasher.
-    fn pass_with<K, F1, F2, S>(&mut self, strategy: Strategy, key1: F1, key2: F2) -> u64
-    where
-        K: Hash + Eq,
-        F1: Fn(usize) -> Option<K>,
-        F2: Fn(usize) -> Option<K>,
-        S: std::hash::BuildHasher + Default,
-    {
         let (n1, n2) = (self.pair1.len(), self.pair2.len());
         // head[key] = first unclaimed side-2 row with that key; next[row] = the following one.
         let unclaimed = self.pair2.iter().filter(|p| **p == NO_ROW).count();
         if unclaimed == 0 {
             return 0;
         }
-        let mut head: std::collections::HashMap<K, u32, S> =
-            std::collections::HashMap::with_capacity_and_hasher(unclaimed, S::default());
+        let mut head: AHashMap<K, u32> = AHashMap::with_capacity(unclaimed);
         let mut next: Vec<u32> = vec![NO_ROW; n2];
         for r2 in (0..n2).rev() {
             if self.pair2[r2] != NO_ROW {

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ahash::AHashMap;
+use indexmap::IndexMap;
 
 /// Errors reading an override file.
 #[derive(Debug, thiserror::Error)]
@@ -36,11 +36,12 @@ pub enum OverrideError {
     },
 }
 
-/// Parsed overrides, in the order their side-1 keys first appeared.
+/// Parsed overrides, in the order their side-1 keys first appeared (an
+/// [`IndexMap`]: inserting a key again replaces its target and keeps its
+/// place).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Overrides {
-    map: AHashMap<Vec<u8>, Vec<u8>>,
-    order: Vec<Vec<u8>>,
+    map: IndexMap<Vec<u8>, Vec<u8>, ahash::RandomState>,
     /// Lines skipped for lacking a comma: (1-based line, text).
     pub skipped: Vec<(usize, String)>,
 }
@@ -60,19 +61,12 @@ impl Overrides {
     }
     /// Adds or replaces a pair (a later pair for the same side-1 key wins).
     pub fn insert(&mut self, k: &str, v: &str) {
-        if self
-            .map
-            .insert(k.as_bytes().to_vec(), v.as_bytes().to_vec())
-            .is_none()
-        {
-            self.order.push(k.as_bytes().to_vec());
-        }
+        self.map
+            .insert(k.as_bytes().to_vec(), v.as_bytes().to_vec());
     }
     /// Pairs in first-appearance order of their side-1 keys.
     pub fn pairs(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.order
-            .iter()
-            .map(|k| (k.as_slice(), self.map[k].as_slice()))
+        self.map.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
     }
 
     /// Parses override text (see the module doc); `path` names the file in errors.
@@ -151,6 +145,15 @@ mod tests {
         assert_eq!(o.get(b"a/op_1_mm"), Some(&b"b/op_4_mm"[..]));
         assert_eq!(o.get(b"x"), Some(&b"y , z"[..]));
         assert_eq!(o.skipped, vec![(5, "nocomma".to_string())]);
+        // A later line replaces the target and keeps the key's first place.
+        let pairs: Vec<_> = o.pairs().collect();
+        assert_eq!(
+            pairs,
+            vec![
+                (&b"a/op_1_mm"[..], &b"b/op_4_mm"[..]),
+                (&b"x"[..], &b"y , z"[..])
+            ]
+        );
     }
 
     #[test]

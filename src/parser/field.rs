@@ -125,11 +125,22 @@ impl Field {
     }
 
     /// Whether a value of this field is a number list ([`Field::NUMERIC`]).
+    #[inline]
     pub fn is_numeric(self) -> bool {
-        Field::NUMERIC.contains(&self)
+        matches!(
+            self,
+            Field::L1Norm
+                | Field::L2Norm
+                | Field::Min
+                | Field::Max
+                | Field::Mean
+                | Field::OutputHash
+                | Field::InputHashes
+        )
     }
 
     /// Whether this field is a digest list ([`Field::DIGESTS`]).
+    #[inline]
     pub fn is_digest(self) -> bool {
         matches!(self, Field::OutputDigest | Field::InputDigests)
     }

@@ -384,7 +384,21 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
                         if Field::NONFINITE.contains(&field) && has_n(&line[fs..fe]) {
                             p.flags[row] |= FLAG_MAYBE_NONFINITE;
                         }
-                        if field.is_digest() {
+                        if field.is_numeric() {
+                            if let Some((at, bad)) = value::first_unreadable(&line[fs..fe]) {
+                                p.warn(
+                                    lineno,
+                                    (fs + at + 1) as u64,
+                                    WarningKind::MalformedNumber,
+                                    field.label(),
+                                    format!(
+                                        "{} value `{}` is not a number; it is not compared",
+                                        field.label(),
+                                        lossy(bad)
+                                    ),
+                                );
+                            }
+                        } else if field.is_digest() {
                             if let Some((at, bad)) = value::first_bad_digest(&line[fs..fe]) {
                                 p.warn(
                                     lineno,

@@ -3,9 +3,46 @@
 //!
 //! Accepted: optional sign, decimal or exponent forms (`1.5`, `.5`, `5.`,
 //! `1e-3`), underscores between digits (`1_000`), and `inf`, `infinity`,
-//! `nan` in any letter case. Anything else is not a number.
+//! `nan` in any letter case. Anything else is not a number. The grammar is
+//! Python's (`floatnumber` of the language reference, as `float()` reads
+//! it), written as nom combinators; the digits are then converted by Rust's
+//! `str::parse::<f64>`, which rounds correctly, so the shortest round-trip
+//! text of a float64 (a full-precision log) reads back to the same bits.
+
+use nom::branch::alt;
+use nom::bytes::complete::tag_no_case;
+use nom::character::complete::{char, digit1, one_of};
+use nom::combinator::{all_consuming, opt, recognize, value};
+use nom::multi::many0_count;
+use nom::sequence::{pair, preceded, tuple};
+use nom::IResult;
 
 use super::line::trim;
+
+/// `digitpart ::= digit (["_"] digit)*`
+fn digitpart(i: &[u8]) -> IResult<&[u8], &[u8]> {
+    recognize(pair(digit1, many0_count(preceded(char('_'), digit1))))(i)
+}
+
+/// `digitpart ["." [digitpart]] | "." digitpart`, then
+/// `[("e" | "E") ["+" | "-"] digitpart]`.
+fn finite(i: &[u8]) -> IResult<&[u8], &[u8]> {
+    let mantissa = alt((
+        recognize(pair(digitpart, opt(pair(char('.'), opt(digitpart))))),
+        recognize(pair(char('.'), digitpart)),
+    ));
+    let exponent = tuple((one_of("eE"), opt(one_of("+-")), digitpart));
+    recognize(pair(mantissa, opt(exponent)))(i)
+}
+
+/// `inf`, `infinity` or `nan`, any letter case.
+fn special(i: &[u8]) -> IResult<&[u8], f64> {
+    alt((
+        value(f64::INFINITY, tag_no_case("infinity")),
+        value(f64::INFINITY, tag_no_case("inf")),
+        value(f64::NAN, tag_no_case("nan")),
+    ))(i)
+}
 
 /// Parses `text` as Python's `float(text)` would; `None` when Python would
 /// raise `ValueError`.
@@ -16,89 +53,37 @@ pub fn py_float(text: &[u8]) -> Option<f64> {
         Some(b'+') => (false, &t[1..]),
         _ => (false, t),
     };
-    if body.is_empty() {
-        return None;
-    }
-    if body[0].is_ascii_alphabetic() {
-        let v = if body.eq_ignore_ascii_case(b"inf") || body.eq_ignore_ascii_case(b"infinity") {
-            f64::INFINITY
-        } else if body.eq_ignore_ascii_case(b"nan") {
-            f64::NAN
-        } else {
-            return None;
-        };
-        return Some(if neg { -v } else { v });
-    }
-    // Validate Python's grammar: digitpart ("." digitpart?)? | "." digitpart, then exponent.
-    let mut i = 0;
-    let mut digits = 0;
-    let mut underscores = false;
-    let digitpart = |i: &mut usize, digits: &mut usize, us: &mut bool| -> bool {
-        let start = *i;
-        while *i < body.len() {
-            let b = body[*i];
-            if b.is_ascii_digit() {
-                *digits += 1;
-                *i += 1;
-            } else if b == b'_'
-                && *i > start
-                && body[*i - 1].is_ascii_digit()
-                && body.get(*i + 1).is_some_and(|c| c.is_ascii_digit())
-            {
-                *us = true;
-                *i += 1;
-            } else {
-                break;
-            }
-        }
-        *i > start
-    };
-    let int_part = digitpart(&mut i, &mut digits, &mut underscores);
-    let mut frac_part = false;
-    if i < body.len() && body[i] == b'.' {
-        i += 1;
-        frac_part = digitpart(&mut i, &mut digits, &mut underscores);
-    }
-    if !int_part && !frac_part {
-        return None;
-    }
-    if i < body.len() && (body[i] == b'e' || body[i] == b'E') {
-        i += 1;
-        if i < body.len() && (body[i] == b'+' || body[i] == b'-') {
-            i += 1;
-        }
-        let mut d = 0;
-        if !digitpart(&mut i, &mut d, &mut underscores) {
-            return None;
-        }
-    }
-    if i != body.len() {
-        return None;
-    }
-    let v = if underscores {
-        let mut buf = [0u8; 64];
-        let mut n = 0;
-        for &b in body {
-            if b != b'_' {
-                if n == buf.len() {
-                    // Very long literals: rare enough to allocate.
-                    let s: String = body
-                        .iter()
-                        .filter(|b| **b != b'_')
-                        .map(|b| *b as char)
-                        .collect();
-                    return s.parse::<f64>().ok().map(|v| if neg { -v } else { v });
-                }
-                buf[n] = b;
-                n += 1;
-            }
-        }
-        std::str::from_utf8(&buf[..n]).ok()?.parse::<f64>().ok()?
+    let v = if body.first().is_some_and(u8::is_ascii_alphabetic) {
+        all_consuming(special)(body).ok()?.1
     } else {
-        // SAFETY-free: validated ASCII above.
-        std::str::from_utf8(body).ok()?.parse::<f64>().ok()?
+        let digits = all_consuming(finite)(body).ok()?.1;
+        parse_digits(digits)?
     };
     Some(if neg { -v } else { v })
+}
+
+/// Converts validated `finite` text (ASCII digits, `.`, `e`, sign,
+/// underscores) to the nearest float64.
+fn parse_digits(digits: &[u8]) -> Option<f64> {
+    if memchr::memchr(b'_', digits).is_none() {
+        return std::str::from_utf8(digits).ok()?.parse::<f64>().ok();
+    }
+    let mut buf = [0u8; 64];
+    let mut n = 0;
+    for &b in digits.iter().filter(|b| **b != b'_') {
+        if n == buf.len() {
+            // Very long literals: rare enough to allocate.
+            let s: String = digits
+                .iter()
+                .filter(|b| **b != b'_')
+                .map(|b| *b as char)
+                .collect();
+            return s.parse::<f64>().ok();
+        }
+        buf[n] = b;
+        n += 1;
+    }
+    std::str::from_utf8(&buf[..n]).ok()?.parse::<f64>().ok()
 }
 
 #[cfg(test)]
@@ -144,6 +129,16 @@ mod tests {
             b"torch.Size([2])",
             b"1,2",
             b"--1",
+            b"2.55.3141e+04",
+            b"1e5.0",
+            b"1_e5",
+            b"1e_5",
+            b"infinit",
+            b"nan1",
+            b"1 2",
+            b"+",
+            b"-",
+            b"e",
         ] {
             assert_eq!(py_float(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }

@@ -1,8 +1,13 @@
-//! Reading the values of a field: the capture agent's 64-bit digests
-//! (`Output digest:` / `Input digests:`, 16 hex digits each) and the
-//! comma-separated lists they come in. Numbers are [`super::number`].
+//! Reading the values of a field: the tokens of a number field (a stat, an
+//! Output hash or Input hashes list, with a second writer's spellings) and
+//! the capture agent's 64-bit digests (`Output digest:` / `Input digests:`,
+//! 16 hex digits each). One number's syntax is [`super::number`]. The
+//! matcher compares what these functions read; a token they cannot read
+//! is [`Token::Unreadable`], which the parser warns about at its line and
+//! column.
 
 use super::line::trim;
+use super::number::py_float;
 
 /// Digits of one digest.
 pub const DIGEST_DIGITS: usize = 16;
@@ -47,6 +52,156 @@ pub fn first_bad_digest(list: &[u8]) -> Option<(usize, &[u8])> {
             return Some((off + lead, t));
         }
         off += part.len() + 1;
+    }
+    None
+}
+
+/// One value of a number field (L1/L2 norm, Min, Max, Mean, an Output hash
+/// or Input hashes position), as actdiff reads it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Token<'a> {
+    /// A number: Python `float()` syntax, or a second writer's `name=value`
+    /// or quoted `"NaN"` spelling (cases/05).
+    Number(f64),
+    /// A tuple-valued hash (`[1.0, 2]`, `name=[...]`): its bracketed body,
+    /// itself a list.
+    List(&'a [u8]),
+    /// Anything else (`2.55.3141e+04`, `1.2x`, an empty position): the
+    /// parser warned about it with its line and column; the matcher does
+    /// not compare it (never a difference, never an origin).
+    Unreadable,
+}
+
+/// Reads one trimmed value token ([`Token`]).
+pub fn read_token(tok: &[u8]) -> Token<'_> {
+    if let Some(v) = token_number(tok) {
+        return Token::Number(v);
+    }
+    match token_list(tok) {
+        Some(l) => Token::List(l),
+        None => Token::Unreadable,
+    }
+}
+
+/// Whether `tok` is no number and no tuple ([`Token::Unreadable`]).
+pub fn is_unreadable(tok: &[u8]) -> bool {
+    read_token(tok) == Token::Unreadable
+}
+
+/// A number token after accepting a second writer's spellings: `name=value`
+/// leaves and `"NaN"` / `"Infinity"` quoted values (cases/05).
+pub fn token_number(tok: &[u8]) -> Option<f64> {
+    if let Some(v) = py_float(tok) {
+        return Some(v);
+    }
+    let mut t = trim(tok);
+    if let Some(eq) = memchr::memchr(b'=', t) {
+        let name = &t[..eq];
+        if !name.is_empty() && !name.iter().any(|b| b.is_ascii_whitespace()) {
+            t = trim(&t[eq + 1..]);
+        }
+    }
+    if t.len() >= 2 && t[0] == b'"' && t[t.len() - 1] == b'"' {
+        t = &t[1..t.len() - 1];
+    }
+    py_float(t)
+}
+
+/// The bracketed body of a tuple-valued hash token (`name=[1.0, 2]`), if any.
+pub fn token_list(tok: &[u8]) -> Option<&[u8]> {
+    let mut t = trim(tok);
+    if let Some(eq) = memchr::memchr(b'=', t) {
+        if eq < t.len() && t[eq + 1..].trim_ascii_start().first() == Some(&b'[') {
+            t = trim(&t[eq + 1..]);
+        }
+    }
+    if t.len() >= 2 && t[0] == b'[' && t[t.len() - 1] == b']' {
+        Some(&t[1..t.len() - 1])
+    } else {
+        None
+    }
+}
+
+/// Splits a hash list at top-level commas (a `[...]` tuple stays one token),
+/// each token trimmed.
+pub fn split_tokens(list: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut depth = 0i32;
+    let mut start = 0usize;
+    let mut i = 0usize;
+    let mut done = false;
+    std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        while i < list.len() {
+            match list[i] {
+                b'[' => depth += 1,
+                b']' => depth -= 1,
+                b',' if depth <= 0 => {
+                    let tok = trim(&list[start..i]);
+                    i += 1;
+                    start = i;
+                    return Some(tok);
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        done = true;
+        Some(trim(&list[start..]))
+    })
+}
+
+/// Whether `t` is `%.6e` text as the reference tracer prints it
+/// (`-1.234568e+02`): the shape nearly every value has, checked without a
+/// branch per byte, so the parse can skip the full grammar for it.
+#[inline]
+fn is_e6(t: &[u8]) -> bool {
+    let t = match t.first() {
+        Some(b'-') => &t[1..],
+        _ => t,
+    };
+    if t.len() != 12 {
+        return false;
+    }
+    let digit = |b: u8| b.wrapping_sub(b'0') < 10;
+    digit(t[0])
+        & (t[1] == b'.')
+        & t[2..8].iter().fold(true, |ok, b| ok & digit(*b))
+        & (t[8] == b'e')
+        & ((t[9] == b'+') | (t[9] == b'-'))
+        & digit(t[10])
+        & digit(t[11])
+}
+
+/// The first unreadable value of a number field's text ([`Token`]; a
+/// tuple's values are read too, up to 8 levels deep): its byte offset in
+/// `list` and its trimmed text; `None` when every value reads (or the text
+/// is empty, which the reference treats as absent).
+pub fn first_unreadable(list: &[u8]) -> Option<(usize, &[u8])> {
+    let base = list.as_ptr() as usize;
+    first_bad(list, 0).map(|t| (t.as_ptr() as usize - base, t))
+}
+
+/// [`first_unreadable`]'s search; every slice it returns lies in `list`.
+fn first_bad(list: &[u8], depth: u32) -> Option<&[u8]> {
+    if trim(list).is_empty() {
+        return None;
+    }
+    for tok in split_tokens(list) {
+        if is_e6(tok) {
+            continue;
+        }
+        match read_token(tok) {
+            Token::Number(_) => {}
+            Token::List(_) if depth >= 8 => return Some(tok),
+            Token::List(inner) => {
+                if let Some(bad) = first_bad(inner, depth + 1) {
+                    return Some(bad);
+                }
+            }
+            Token::Unreadable => return Some(tok),
+        }
     }
     None
 }

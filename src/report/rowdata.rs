@@ -406,16 +406,16 @@ fn row_data<'a>(
     }
 }
 
-/// Writes the rows `sections` (result row indexes: forward, then backward)
-/// of one page as JSON into `out`: `{"n": [name1, name2], "forward":
-/// [...], "backward": [...]}`, every `<` (only ever inside a JSON string)
+/// Writes the rows `sections` (result row indexes: forward, backward, then
+/// optimizer) of one page as JSON into `out`: `{"n": [name1, name2],
+/// "forward": [...], "backward": [...], "optimizer": [...]}`, every `<` (only ever inside a JSON string)
 /// written `\u003c`, so no log text can close the `<script>` element the
 /// JSON sits in or open an HTML comment. Each row is built, written and
 /// dropped in turn; differing cells get classes from `palette`.
 pub(crate) fn write_page_json(
     out: &mut Vec<u8>,
     rc: &RankComparison<'_>,
-    sections: [&[usize]; 2],
+    sections: [&[usize]; 3],
     names: (&str, &str),
     palette: &mut Palette,
 ) {
@@ -426,7 +426,11 @@ pub(crate) fn write_page_json(
     out.extend_from_slice(b"{\"n\":");
     serde_json::to_writer(&mut *out, &[names.0, names.1]).expect(OK);
     no_lt(out, start);
-    for (name, rows) in [("forward", sections[0]), ("backward", sections[1])] {
+    for (name, rows) in [
+        ("forward", sections[0]),
+        ("backward", sections[1]),
+        ("optimizer", sections[2]),
+    ] {
         out.extend_from_slice(format!(",\"{name}\":[").as_bytes());
         for (k, &index) in rows.iter().enumerate() {
             if k > 0 {

@@ -727,7 +727,7 @@ pub mod statics {
         .transpose()
     }
 
-    /// A field label or `null`.
+    /// One field label, or `null`.
     pub fn field_label<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
         let s: Option<String> = Option::deserialize(d)?;
         s.map(|s| {

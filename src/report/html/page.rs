@@ -13,6 +13,7 @@ use super::parts::{
 };
 use super::{engine, keys, overview};
 use crate::matcher::Counts;
+use crate::parser::Phase;
 use crate::report::colour::{Colour, Palette};
 use crate::report::summary::PageRef;
 use crate::report::{
@@ -52,7 +53,7 @@ struct PageCtx<'a> {
     /// Colour classes `x1`, `x2`, ... of the page's differing cells.
     palette: Vec<Colour>,
     /// Forward, then Backward.
-    sections: [Section; 2],
+    sections: [Section; 3],
 }
 
 /// A collapsible section of a result page.
@@ -115,29 +116,27 @@ fn write_page(
 ) -> Result<(), ReportError> {
     // The page's rows by phase, then their JSON (which also picks the
     // colour classes the page's <style> defines).
-    let mut forward = Vec::new();
-    let mut backward = Vec::new();
+    // Forward, backward, optimizer ([`Phase::ALL`] order): run 1's row's
+    // phase, else run 2's.
+    let mut by_phase: [Vec<usize>; 3] = Default::default();
     let mut pc = Counts::default();
     for index in (p.first_row..p.end_row).map(|k| plan.row(k)) {
         let row = &rc.matches.rows[index];
         pc.add(row.status);
-        let bwd = match (row.r1(), row.r2()) {
-            (Some(i), _) => rc.t1.is_backward(i),
-            (None, Some(j)) => rc.t2.is_backward(j),
-            _ => false,
+        let phase = match (row.r1(), row.r2()) {
+            (Some(i), _) => rc.t1.phase_kind(i),
+            (None, Some(j)) => rc.t2.phase_kind(j),
+            _ => Phase::Forward,
         };
-        if bwd {
-            backward.push(index);
-        } else {
-            forward.push(index);
-        }
+        by_phase[phase as usize].push(index);
     }
+    let [forward, backward, optimizer] = &by_phase;
     let mut palette = Palette::default();
     let mut json = Vec::with_capacity((p.end_row - p.first_row) * 600 + 64);
     rowdata::write_page_json(
         &mut json,
         rc,
-        [&forward, &backward],
+        [forward, backward, optimizer],
         (&opts.name1, &opts.name2),
         &mut palette,
     );
@@ -190,6 +189,11 @@ fn write_page(
                 id: "backward",
                 title: "Backward",
                 rows: backward.len(),
+            },
+            Section {
+                id: "optimizer",
+                title: "Optimizer",
+                rows: optimizer.len(),
             },
         ],
     };

@@ -147,9 +147,9 @@ fn page_rows(html: &str) -> serde_json::Value {
     serde_json::from_str(&html[a..b]).expect("the rows are JSON")
 }
 
-/// The ids of a page's rows, forward then backward.
+/// The ids of a page's rows, forward, backward, then optimizer.
 fn row_ids(rows: &serde_json::Value) -> Vec<String> {
-    ["forward", "backward"]
+    ["forward", "backward", "optimizer"]
         .iter()
         .flat_map(|s| rows[s].as_array().unwrap())
         .map(|r| r["id"].as_str().unwrap().to_string())
@@ -208,20 +208,26 @@ fn rank_pages_rows_chips_colours_escaping() {
     let data = page_rows(&html);
     assert_eq!(data["n"], json!(["run<A>", "run_B"]));
     // Every result row once, with its anchor id, in result order within
-    // its section; the backward row in the Backward section.
+    // its section; the backward row in the Backward section, the rows after
+    // it (no Phase line) in the Optimizer section.
     let rows = &f.m.rows;
-    let bwd_row = rows
+    let phase = |r: &crate::matcher::MatchRow| match (r.r1(), r.r2()) {
+        (Some(i), _) => f.t1.phase_kind(i),
+        (None, Some(j)) => f.t2.phase_kind(j),
+        _ => crate::parser::Phase::Forward,
+    };
+    let ids: Vec<String> = crate::parser::Phase::ALL
         .iter()
-        .position(|r| r.r1().is_some_and(|i| f.t1.is_backward(i)))
-        .unwrap();
-    let mut ids: Vec<String> = (0..rows.len())
-        .filter(|i| *i != bwd_row)
-        .map(|i| format!("rank0-row{i}"))
+        .flat_map(|p| {
+            (0..rows.len())
+                .filter(move |i| phase(&rows[*i]) == *p)
+                .map(|i| format!("rank0-row{i}"))
+        })
         .collect();
-    ids.push(format!("rank0-row{bwd_row}"));
     assert_eq!(row_ids(&data), ids);
     assert_eq!(data["backward"].as_array().unwrap().len(), 1);
-    let all: Vec<&serde_json::Value> = ["forward", "backward"]
+    assert!(!data["optimizer"].as_array().unwrap().is_empty());
+    let all: Vec<&serde_json::Value> = ["forward", "backward", "optimizer"]
         .iter()
         .flat_map(|s| data[s].as_array().unwrap())
         .collect();
