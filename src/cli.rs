@@ -341,18 +341,14 @@ pub fn main() -> i32 {
     }
 }
 
-/// The report settings of `a` (names default to the run folders').
+/// The report settings of `a` (names default to the run folders', see
+/// [`run::pipeline::default_names`]).
 fn report_options(a: &CompareArgs) -> ReportOptions {
+    let (default1, default2) = run::pipeline::default_names(&a.run1, &a.run2);
     ReportOptions {
         out_dir: a.out.clone(),
-        name1: a
-            .name1
-            .clone()
-            .unwrap_or_else(|| run::pipeline::default_name(&a.run1)),
-        name2: a
-            .name2
-            .clone()
-            .unwrap_or_else(|| run::pipeline::default_name(&a.run2)),
+        name1: a.name1.clone().unwrap_or(default1),
+        name2: a.name2.clone().unwrap_or(default2),
         path1: a.run1.display().to_string(),
         path2: a.run2.display().to_string(),
         page_rows: a.page_rows as usize,
