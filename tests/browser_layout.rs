@@ -7,7 +7,9 @@
 //! Needs Debian's `chromium` and `chromium-driver` (or `ACTDIFF_CHROMIUM` /
 //! `ACTDIFF_CHROMEDRIVER`); without them every test here fails, saying so.
 
+// The WebDriver client of tests/browser.rs; this file uses part of it.
 #[path = "browser/webdriver.rs"]
+#[allow(dead_code)]
 mod webdriver;
 
 use std::path::{Path, PathBuf};
