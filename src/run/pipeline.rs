@@ -20,7 +20,7 @@ use super::{plan, RankPlan, RunInput};
 use crate::matcher::{self, MatchOptions, MatchTable};
 use crate::parser::{self, duplicate_keys, Field, OpTable};
 use crate::report::summary::FailedRank;
-use crate::report::{self, RankComparison, RankReport, RankSummary, ReportOptions};
+use crate::report::{self, RankComparison, RankSummary, ReportOptions};
 
 /// Everything `actdiff compare` needs, already parsed from the command line.
 #[derive(Clone, Debug, Default)]
@@ -376,7 +376,7 @@ fn compare_rank(
         matches: &m,
     };
     progress.stage(rank1, "writing pages");
-    match RankReport::write_with_progress(&rc, &cfg.report, progress) {
+    match report::write_rank_with_progress(&rc, &cfg.report, progress) {
         Ok(s) => done.summary = Some(s),
         Err(e) => done.errors.push(e.to_string()),
     }

@@ -148,13 +148,14 @@ fn side_warnings<'a>(rank: u32, name: &'a str, s: &'a SideSummary) -> Option<Sid
     }
     // Counts by kind; the kinds already listed above are skipped.
     for (kind, label, n) in &s.warning_counts {
-        if matches!(
-            kind.as_str(),
-            "Truncated" | "CountMismatch" | "DuplicateKey"
-        ) {
+        use crate::parser::WarningKind as K;
+        if matches!(kind, K::Truncated | K::CountMismatch | K::DuplicateKey) {
             continue;
         }
-        let what = kind_words(kind);
+        // The kind's name in summary.json, `UnknownField`, in words.
+        let name = serde_json::to_value(kind).ok();
+        let name = name.as_ref().and_then(|v| v.as_str()).unwrap_or("");
+        let what = kind_words(name);
         if label.is_empty() || label.eq_ignore_ascii_case(&what) {
             items.push(format!("{n} × {what}"));
         } else {
