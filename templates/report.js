@@ -8,8 +8,9 @@
      is escaped before it goes into markup. */
   var ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
   function esc(s) { return String(s).replace(/[&<>"']/g, function (c) { return ESC[c]; }); }
-  /* The nine data cells of a side; Location is the third. */
-  var LOC = 2;
+  /* The data cells of a side, and Location's position among them: from the
+     table (data-cols, data-loc; src/report/rowdata.rs's COLUMNS). */
+  var NCOL = 9, LOC = 2;
   /* A cell's text; in Location, the line number (":152") never breaks. */
   function text(s, j) {
     var m = j === LOC ? /^([\s\S]*?)(:\d+)$/.exec(s) : null;
@@ -59,7 +60,7 @@
     for (var i = 0; i < 2; i++) {
       if (i) h += "<tr>";
       h += "<td class=rn>" + clip(n[i], "");
-      h += p.s[i] ? p.s[i].map(cell).join("") : "<td colspan=9 class=ms>\u2014";
+      h += p.s[i] ? p.s[i].map(cell).join("") : "<td colspan=" + NCOL + " class=ms>\u2014";
     }
     return h + "</tbody>";
   }
@@ -69,6 +70,8 @@
     ["forward", "backward"].forEach(function (id) {
       var t = document.querySelector("#" + id + " table.res"), rows = d[id] || [];
       if (t && rows.length) {
+        NCOL = +t.getAttribute("data-cols") || NCOL;
+        LOC = +t.getAttribute("data-loc");
         t.insertAdjacentHTML("beforeend", rows.map(function (p) { return pair(p, d.n); }).join(""));
       }
     });
