@@ -1,5 +1,7 @@
-//! The command line: options parsed with clap, the stages wired together,
-//! errors turned into messages and exit statuses. No logic of its own.
+//! The command line: options parsed with clap and turned into the stages'
+//! settings (a bad option or option file is an input error every run-level
+//! output reports); the stages wired together. What an option means lives
+//! in its stage (tolerances in `matcher::policy`, names in `run`).
 
 use std::path::PathBuf;
 
@@ -248,7 +250,6 @@ pub enum Format {
     Json,
 }
 
-/// Builds the tolerance policy from the config file, rules file and flags.
 /// The HTML size budget in bytes from `--html-budget-mb` (`0`: none) and
 /// `--html-rows`: unset, it is the default budget, except with
 /// `--html-rows all`, which asks for every row.
@@ -260,6 +261,7 @@ fn html_budget(html_rows: Option<usize>, mb: Option<u64>) -> Option<u64> {
     }
 }
 
+/// Builds the tolerance policy from the config file, rules file and flags.
 fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
     let config = a.config.clone().or_else(|| {
         let p = PathBuf::from("actdiff.toml");
@@ -309,23 +311,7 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
         p.default.nan_equal = false;
     }
     if a.dtype_tolerance {
-        for (d, rtol) in [
-            ("bfloat16", 1e-2),
-            ("float16", 1e-3),
-            ("float8_e4m3fn", 1.25e-1),
-            ("float8_e5m2", 2.5e-1),
-        ] {
-            if !p.dtype.iter().any(|(n, _)| n == d) {
-                p.dtype.push((
-                    d.to_string(),
-                    Tolerance {
-                        rtol,
-                        atol: F32_MIN_NORMAL,
-                        both: false,
-                    },
-                ));
-            }
-        }
+        policy::add_dtype_defaults(&mut p);
     }
     p.ignore_ops.extend(a.ignore_ops.iter().cloned());
     p.exhaustive = a.rules_exhaustive;
@@ -464,18 +450,14 @@ fn part_done(c: run::Compared, part: run::shard::Shard, units: usize, quiet: boo
     }
 }
 
-/// The report settings of `a` (names default to the run folders').
+/// The report settings of `a` (names default to the run folders', see
+/// [`run::pipeline::default_names`]).
 fn report_options(a: &CompareArgs) -> ReportOptions {
+    let (default1, default2) = run::pipeline::default_names(&a.run1, &a.run2);
     ReportOptions {
         out_dir: a.out.clone(),
-        name1: a
-            .name1
-            .clone()
-            .unwrap_or_else(|| run::pipeline::default_name(&a.run1)),
-        name2: a
-            .name2
-            .clone()
-            .unwrap_or_else(|| run::pipeline::default_name(&a.run2)),
+        name1: a.name1.clone().unwrap_or(default1),
+        name2: a.name2.clone().unwrap_or(default2),
         path1: a.run1.display().to_string(),
         path2: a.run2.display().to_string(),
         page_rows: a.page_rows as usize,

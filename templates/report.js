@@ -8,11 +8,21 @@
      is escaped before it goes into markup. */
   var ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
   function esc(s) { return String(s).replace(/[&<>"']/g, function (c) { return ESC[c]; }); }
-  function cell(c) {
-    if (typeof c === "string") return "<td>" + esc(c);
+  /* The data cells of a side, and Location's position among them: from the
+     table (data-cols, data-loc; src/report/rowdata.rs's COLUMNS). */
+  var NCOL = 9, LOC = 2;
+  /* A cell's text; in Location, the line number (":152") never breaks. */
+  function text(s, j) {
+    var m = j === LOC ? /^([\s\S]*?)(:\d+)$/.exec(s) : null;
+    return m ? esc(m[1]) + "<span class=ln>" + esc(m[2]) + "</span>" : esc(s);
+  }
+  function cell(c, j) {
+    var loc = j === LOC ? "loc" : "";
+    if (typeof c === "string") return "<td" + (loc ? " class=loc" : "") + ">" + text(c, j);
+    var cls = c.x ? "x" + c.x : c.k || "";
+    if (loc) cls = cls ? cls + " " + loc : loc;
     var h = "<td";
-    if (c.x) h += ' class="x' + esc(c.x) + '"';
-    else if (c.k) h += ' class="' + esc(c.k) + '"';
+    if (cls) h += ' class="' + esc(cls) + '"';
     if (c.d) h += ' title="' + esc(c.d) + '"';
     h += ">";
     if (c.m) return h + "\u2014";
@@ -22,16 +32,21 @@
         return v.p ? '<span title="produced by ' + esc(v.p) + '">' + esc(v.h) + "</span>" : esc(v.h);
       }).join(", ");
     } else {
-      h += esc(c.t || "");
+      h += text(c.t || "", j);
     }
     if (c.c) h += "</div>";
     return h;
   }
+  /* A run name: clipped where it does not fit, the full text on hover
+     (macros.html's clip). */
+  function clip(t, cls) {
+    return '<span class="clip' + (cls ? " " + cls : "") + '" title="' + esc(t) + '">' + esc(t) + "</span>";
+  }
   function pair(p, n) {
     var h = '<tbody id="' + esc(p.id) + '" class="' + esc(p.st) + '"><tr><td rowspan=2 class=k title="' + esc(p.title) + '">';
     if (p.k2) {
-      h += "<span class=kn>" + esc(n[0]) + "</span> <span class=kt>" + esc(p.k1) + "</span><br><span class=kn>" +
-        esc(n[1]) + "</span> <span class=kt>" + esc(p.k2) + "</span>";
+      h += clip(n[0], "kn") + " <span class=kt>" + esc(p.k1) + "</span><br>" +
+        clip(n[1], "kn") + " <span class=kt>" + esc(p.k2) + "</span>";
     } else {
       h += esc(p.k1);
     }
@@ -44,8 +59,8 @@
     if (p.nx) h += "<div class=nx>" + esc(p.nx) + "</div>";
     for (var i = 0; i < 2; i++) {
       if (i) h += "<tr>";
-      h += "<td>" + esc(n[i]);
-      h += p.s[i] ? p.s[i].map(cell).join("") : "<td colspan=9 class=ms>\u2014";
+      h += "<td class=rn>" + clip(n[i], "");
+      h += p.s[i] ? p.s[i].map(cell).join("") : "<td colspan=" + NCOL + " class=ms>\u2014";
     }
     return h + "</tbody>";
   }
@@ -55,6 +70,8 @@
     ["forward", "backward", "optimizer"].forEach(function (id) {
       var t = document.querySelector("#" + id + " table.res"), rows = d[id] || [];
       if (t && rows.length) {
+        NCOL = +t.getAttribute("data-cols") || NCOL;
+        LOC = +t.getAttribute("data-loc");
         t.insertAdjacentHTML("beforeend", rows.map(function (p) { return pair(p, d.n); }).join(""));
       }
     });

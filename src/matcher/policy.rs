@@ -787,6 +787,28 @@ fn predicate_term(
     } else {
         Bounds { rel: inf, abs: x }
     }])
+/// `--dtype-tolerance`: per-dtype default tolerances for low-precision
+/// dtypes (relative: bfloat16 1e-2, float16 1e-3, float8_e4m3fn 1.25e-1,
+/// float8_e5m2 2.5e-1; absolute: [`F32_MIN_NORMAL`]), added to `p` for each
+/// dtype it has no default for (a config's `[dtype.X]` wins).
+pub fn add_dtype_defaults(p: &mut Policy) {
+    for (d, rtol) in [
+        ("bfloat16", 1e-2),
+        ("float16", 1e-3),
+        ("float8_e4m3fn", 1.25e-1),
+        ("float8_e5m2", 2.5e-1),
+    ] {
+        if !p.dtype.iter().any(|(n, _)| n == d) {
+            p.dtype.push((
+                d.to_string(),
+                Tolerance {
+                    rtol,
+                    atol: F32_MIN_NORMAL,
+                    both: false,
+                },
+            ));
+        }
+    }
 }
 
 #[cfg(test)]

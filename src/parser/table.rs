@@ -58,8 +58,13 @@ pub struct ParseWarning {
     pub message: String,
 }
 
-/// Kinds of [`ParseWarning`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Kinds of [`ParseWarning`]. Serialised (in `summary.json`'s
+/// `warning_counts`) as the variant's name, `UnknownField`: part of the
+/// public schema, so never renamed silently.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "PascalCase")]
 pub enum WarningKind {
     /// A line inside a block that is no known field (`Call type: ...`).
     UnknownField,

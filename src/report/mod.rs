@@ -1,7 +1,7 @@
 //! The report stage: [`RankComparison`]s in; HTML pages, `summary.json`,
 //! JSON Lines rows and the terminal summary out.
 //!
-//! Each rank is reported as soon as it is matched ([`RankReport::write`]
+//! Each rank is reported as soon as it is matched ([`write_rank`]
 //! writes its pages and returns a small [`RankSummary`]); the index page and
 //! `summary.json` are written last from the summaries alone
 //! ([`write_index`]), so memory does not grow with the number of ranks.
@@ -231,9 +231,6 @@ impl PagePlan {
     }
 }
 
-/// Writes one rank's HTML pages and returns its summary.
-pub struct RankReport;
-
 /// What the report stage tells a progress display, from the threads that
 /// write pages.
 pub trait PageProgress: Sync {
@@ -249,25 +246,24 @@ impl PageProgress for () {
     fn written(&self) {}
 }
 
-impl RankReport {
-    /// Writes the result pages of `rc` into `opts.out_dir` and summarises it.
-    pub fn write(
-        rc: &RankComparison<'_>,
-        opts: &ReportOptions,
-    ) -> Result<RankSummary, ReportError> {
-        Self::write_with_progress(rc, opts, &())
-    }
-    /// [`RankReport::write`], telling `progress` about the pages.
-    pub fn write_with_progress(
-        rc: &RankComparison<'_>,
-        opts: &ReportOptions,
-        progress: &dyn PageProgress,
-    ) -> Result<RankSummary, ReportError> {
-        let plan = PagePlan::new(rc, opts);
-        let mut s = RankSummary::build(rc, &plan);
-        s.pages = html::write_rank_pages(rc, &s, opts, &plan, progress)?;
-        Ok(s)
-    }
+/// Writes the result pages of `rc` into `opts.out_dir` and summarises it.
+pub fn write_rank(
+    rc: &RankComparison<'_>,
+    opts: &ReportOptions,
+) -> Result<RankSummary, ReportError> {
+    write_rank_with_progress(rc, opts, &())
+}
+
+/// [`write_rank`], telling `progress` about the pages.
+pub fn write_rank_with_progress(
+    rc: &RankComparison<'_>,
+    opts: &ReportOptions,
+    progress: &dyn PageProgress,
+) -> Result<RankSummary, ReportError> {
+    let plan = PagePlan::new(rc, opts);
+    let mut s = RankSummary::build(rc, &plan);
+    s.pages = html::write_rank_pages(rc, &s, opts, &plan, progress)?;
+    Ok(s)
 }
 
 /// Removes the report files ([`files::is_report_file`]) a previous comparison left
@@ -362,7 +358,7 @@ mod tests {
             html_rows: Some(4),
             ..Default::default()
         };
-        let s = RankReport::write(&rc, &opts).unwrap();
+        let s = write_rank(&rc, &opts).unwrap();
         assert!(s.html_filtered);
         assert_eq!(s.html_rows, 2);
         assert_eq!(s.pages.len(), 2);

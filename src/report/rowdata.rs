@@ -179,11 +179,28 @@ impl<'a> Cell<'a> {
     }
 }
 
-/// Indices of the cells of a side, in column order.
+/// The data columns of a side, in order: the result pages' column heads
+/// (`templates/page.html` draws them from this list, the page script
+/// counts them from it).
+pub(super) const COLUMNS: [&str; 9] = [
+    "Output hash",
+    "Input hashes",
+    "Location",
+    "Shape",
+    "Phase",
+    "L2 norm",
+    "Min",
+    "Max",
+    "Mean",
+];
+
+/// Indices of the cells of a side, in column order ([`COLUMNS`]).
 const C_OUT: usize = 0;
 const C_IN: usize = 1;
 const C_SHAPE: usize = 3;
 const C_L2: usize = 5;
+/// Location's column (the page script keeps its line number whole).
+pub(super) const C_LOC: usize = 2;
 
 /// The nine data cells of one side: Output hash, Input hashes, Location,
 /// Shape, Phase, L2 norm, Min, Max, Mean.

@@ -92,7 +92,7 @@ pub struct SideSummary {
     /// Parse warnings (at most 100 stored per file), `file:line:col: message`.
     pub warnings: Vec<String>,
     /// Every warning counted by kind and label.
-    pub warning_counts: Vec<(String, String, u64)>,
+    pub warning_counts: Vec<(WarningKind, String, u64)>,
     /// Why this side is incomplete (truncated block, header count mismatch); empty when complete.
     pub incomplete: Vec<String>,
 }
@@ -134,19 +134,14 @@ impl SideSummary {
                 .iter()
                 .map(|w| format!("{path}:{}:{}: {}", w.line, w.column, w.message))
                 .collect(),
-            warning_counts: t
-                .warning_counts()
-                .iter()
-                .map(|(k, l, n)| (format!("{k:?}"), l.clone(), *n))
-                .collect(),
+            warning_counts: t.warning_counts().to_vec(),
             incomplete,
             path,
         }
     }
     /// Whether any warning of `kind` was counted.
     pub fn has_warning(&self, kind: WarningKind) -> bool {
-        let k = format!("{kind:?}");
-        self.warning_counts.iter().any(|(x, _, _)| *x == k)
+        self.warning_counts.iter().any(|(x, _, _)| *x == kind)
     }
 }
 

@@ -21,7 +21,7 @@ use super::{plan, RankPlan, RunInput};
 use crate::matcher::{self, MatchOptions, MatchTable};
 use crate::parser::{self, duplicate_keys, Field, OpTable};
 use crate::report::summary::FailedRank;
-use crate::report::{self, RankComparison, RankReport, RankSummary, ReportOptions};
+use crate::report::{self, RankComparison, RankSummary, ReportOptions};
 
 /// Everything `actdiff compare` needs, already parsed from the command line.
 #[derive(Clone, Debug, Default)]
@@ -398,7 +398,7 @@ fn compare_rank(
         matches: &m,
     };
     progress.stage(rank1, "writing pages");
-    match RankReport::write_with_progress(&rc, &cfg.report, progress) {
+    match report::write_rank_with_progress(&rc, &cfg.report, progress) {
         Ok(s) => done.summary = Some(s),
         Err(e) => done.errors.push(e.to_string()),
     }
@@ -430,6 +430,50 @@ pub fn default_name(path: &Path) -> String {
         }
     }
     name
+}
+
+/// Default display names of two runs: each [`default_name`]; when the two
+/// are the same (`baseline/numerics` and `current/numerics`), the names of
+/// the folders above instead, as far up as it takes to tell them apart
+/// (three levels at most; else they stay the same).
+pub fn default_names(run1: &Path, run2: &Path) -> (String, String) {
+    let mut names = (default_name(run1), default_name(run2));
+    // The folder the name came from, for each run.
+    let named = |p: &Path| -> Option<std::path::PathBuf> {
+        let abs = std::path::absolute(p).ok()?;
+        let is_log = abs
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| super::rank_of_file_name(n).is_some());
+        Some(if is_log {
+            abs.parent()?.to_path_buf()
+        } else {
+            abs
+        })
+    };
+    let (Some(mut a), Some(mut b)) = (named(run1), named(run2)) else {
+        return names;
+    };
+    for _ in 0..3 {
+        if names.0 != names.1 {
+            break;
+        }
+        let (Some(pa), Some(pb)) = (a.parent(), b.parent()) else {
+            break;
+        };
+        let (Some(na), Some(nb)) = (pa.file_name(), pb.file_name()) else {
+            break;
+        };
+        if na == nb {
+            (a, b) = (pa.to_path_buf(), pb.to_path_buf());
+            continue;
+        }
+        names = (
+            na.to_string_lossy().into_owned(),
+            nb.to_string_lossy().into_owned(),
+        );
+    }
+    names
 }
 
 /// Finds both runs' logs and pairs their ranks; a run that cannot be found
@@ -790,4 +834,45 @@ pub fn compare(cfg: &CompareConfig, outs: &RunOutputs) -> i32 {
     let status = finish(c.meta, c.ranks, outs);
     timer.lap("index");
     status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_names;
+    use std::path::Path;
+
+    fn names(a: &str, b: &str) -> (String, String) {
+        default_names(Path::new(a), Path::new(b))
+    }
+
+    #[test]
+    fn numerics_folders_are_named_by_the_folder_above() {
+        let s = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert_eq!(
+            names("baseline/numerics", "current/numerics"),
+            s("baseline", "current")
+        );
+        assert_eq!(
+            names("/ci/base/numerics/", "/ci/pr-4821/numerics"),
+            s("base", "pr-4821")
+        );
+        assert_eq!(
+            names(
+                "a/numerics/rank_0_activations.log",
+                "b/numerics/rank_0_activations.log"
+            ),
+            s("a", "b")
+        );
+        assert_eq!(names("x/run_A", "x/run_B"), s("run_A", "run_B"));
+        assert_eq!(
+            names("x/run_A", "x/run_A"),
+            s("run_A", "run_A"),
+            "one folder twice"
+        );
+        assert_eq!(
+            names("j1/out/numerics", "j2/out/numerics"),
+            s("j1", "j2"),
+            "as far up as it takes"
+        );
+    }
 }

@@ -2,17 +2,17 @@
 //! per rank (first diverging row, first cause, page links), each rank's
 //! heatmap and causes, the key search, excluded ops, input warnings and
 //! unused overrides. Built from the [`Summary`] alone (and each rank's
-//! overview fragment, read from the report folder).
+//! heatmap, read from its overview page in the report folder).
 
 use std::path::Path;
 
 use serde::Serialize;
 
-use super::engine;
 use super::parts::{
     cause_link, excluded, row_link, shown_note, status_counts, CauseLink, Excluded, RowLink,
     StatusCount,
 };
+use super::{engine, overview};
 use crate::matcher::cause::CauseKind;
 use crate::report::summary::{CausesSummary, SideSummary};
 use crate::report::{files, RankSummary, ReportError, ReportOptions, Summary};
@@ -148,13 +148,14 @@ fn side_warnings<'a>(rank: u32, name: &'a str, s: &'a SideSummary) -> Option<Sid
     }
     // Counts by kind; the kinds already listed above are skipped.
     for (kind, label, n) in &s.warning_counts {
-        if matches!(
-            kind.as_str(),
-            "Truncated" | "CountMismatch" | "DuplicateKey"
-        ) {
+        use crate::parser::WarningKind as K;
+        if matches!(kind, K::Truncated | K::CountMismatch | K::DuplicateKey) {
             continue;
         }
-        let what = kind_words(kind);
+        // The kind's name in summary.json, `UnknownField`, in words.
+        let name = serde_json::to_value(kind).ok();
+        let name = name.as_ref().and_then(|v| v.as_str()).unwrap_or("");
+        let what = kind_words(name);
         if label.is_empty() || label.eq_ignore_ascii_case(&what) {
             items.push(format!("{n} × {what}"));
         } else {
@@ -287,12 +288,21 @@ fn excluded_groups<'a>(
         .collect()
 }
 
-/// Rank `rank`'s overview fragment, as written with its pages. The file is
-/// written with every rank's pages, so a missing or unreadable one is an
-/// error naming it, never an index silently without the heatmap.
+/// Rank `rank`'s heatmap, from the overview page written with its pages.
+/// That page is written with every rank's pages, so a missing or
+/// unreadable one (or one without the heatmap) is an error naming it,
+/// never an index silently without the heatmap.
 fn read_overview(dir: &Path, rank: u32) -> Result<String, ReportError> {
     let path = dir.join(files::overview(rank));
-    std::fs::read_to_string(&path).map_err(|e| ReportError::io(&path, e))
+    let page = std::fs::read_to_string(&path).map_err(|e| ReportError::io(&path, e))?;
+    // All log text in the page is escaped, so the markers are ours.
+    page.split_once(overview::HEATMAP_START)
+        .and_then(|(_, rest)| rest.split_once(overview::HEATMAP_END))
+        .map(|(heatmap, _)| heatmap.to_string())
+        .ok_or_else(|| ReportError::Io {
+            path: path.clone(),
+            message: "not an overview page written by this actdiff (no heatmap in it)".into(),
+        })
 }
 
 /// Rank `rank`'s key index file name when the file exists, else "".

@@ -1,5 +1,6 @@
-//! A rank's overview, `rank{N}-overview.html`: an inline-SVG heatmap of
-//! layers × op type that the index embeds.
+//! A rank's overview, `rank{N}-overview.html`: a page of its own holding an
+//! inline-SVG heatmap of layers × op type, which the index embeds (the
+//! part between [`HEATMAP_START`] and [`HEATMAP_END`]).
 
 use serde::Serialize;
 
@@ -21,6 +22,12 @@ const HEAT_LAYERS: usize = 64;
 /// Side of a heatmap cell, and its pitch.
 const HEAT_CELL: usize = 11;
 const HEAT_PITCH: usize = 12;
+
+/// Where the heatmap starts in an overview page (`templates/overview.html`).
+pub(super) const HEATMAP_START: &str = "<!--actdiff:heatmap-->";
+
+/// Where it ends.
+pub(super) const HEATMAP_END: &str = "<!--/actdiff:heatmap-->";
 
 /// What one heatmap cell aggregates.
 #[derive(Clone, Default)]
@@ -61,7 +68,9 @@ struct HeatLabel {
 
 /// The heatmap of one rank.
 #[derive(Serialize)]
-struct OverviewCtx {
+struct OverviewCtx<'a> {
+    name1: &'a str,
+    name2: &'a str,
     rank: u32,
     width: usize,
     height: usize,
@@ -453,6 +462,8 @@ pub(super) fn write(
         top: 16,
     };
     let ctx = OverviewCtx {
+        name1: &opts.name1,
+        name2: &opts.name2,
         rank: rc.rank1,
         width: label_w + cols.n * HEAT_PITCH + 4,
         height: at.top + nrows * HEAT_PITCH + 2,

@@ -54,6 +54,10 @@ struct PageCtx<'a> {
     palette: Vec<Colour>,
     /// Forward, then Backward.
     sections: [Section; 3],
+    /// The data columns of a side ([`rowdata::COLUMNS`]).
+    columns: &'static [&'static str],
+    /// Location's position among them.
+    loc_column: usize,
 }
 
 /// A collapsible section of a result page.
@@ -179,6 +183,8 @@ fn write_page(
         excluded_differ: excl.iter().any(|e| !e.only.is_empty()),
         excluded: excl,
         palette: palette.rules(),
+        columns: &rowdata::COLUMNS,
+        loc_column: rowdata::C_LOC,
         sections: [
             Section {
                 id: "forward",

@@ -159,7 +159,7 @@ fn row_ids(rows: &serde_json::Value) -> Vec<String> {
 /// Writes the fixture's pages and index; returns the summary.
 fn write_all(f: &Fixture, opts: &ReportOptions) -> Summary {
     let rc = rc(f);
-    let s = crate::report::RankReport::write(&rc, opts).unwrap();
+    let s = crate::report::write_rank(&rc, opts).unwrap();
     let groups = Summary::group_ranks(std::slice::from_ref(&s));
     let summary = Summary {
         schema_version: crate::report::summary::SCHEMA_VERSION,
@@ -343,7 +343,7 @@ fn pagination() {
     m.rows.truncate(5);
     let f = Fixture { m, ..f };
     let rc = rc(&f);
-    let s = crate::report::RankReport::write(&rc, &opts).unwrap();
+    let s = crate::report::write_rank(&rc, &opts).unwrap();
     let pages = s.pages.clone();
     let firsts: Vec<(usize, usize)> = pages.iter().map(|p| (p.first_row, p.end_row)).collect();
     assert_eq!(firsts, vec![(0, 2), (2, 4), (4, 5)]);
@@ -368,7 +368,7 @@ fn empty_rank_gets_one_page() {
     let dir = tempfile::tempdir().unwrap();
     let opts = options(dir.path(), 2000);
     let rc = rc(&f);
-    let s = crate::report::RankReport::write(&rc, &opts).unwrap();
+    let s = crate::report::write_rank(&rc, &opts).unwrap();
     let pages = s.pages.clone();
     assert_eq!(
         pages,
@@ -460,7 +460,7 @@ fn page_size_is_bounded() {
     let opts = options(dir.path(), 2000);
     let rc = rc(&f);
     let t0 = std::time::Instant::now();
-    crate::report::RankReport::write(&rc, &opts).unwrap();
+    crate::report::write_rank(&rc, &opts).unwrap();
     let size = std::fs::metadata(dir.path().join("rank0-page1.html"))
         .unwrap()
         .len();
