@@ -179,8 +179,30 @@ fn is_e6(t: &[u8]) -> bool {
 /// `list` and its trimmed text; `None` when every value reads (or the text
 /// is empty, which the reference treats as absent).
 pub fn first_unreadable(list: &[u8]) -> Option<(usize, &[u8])> {
+    // The parse calls this for every number field: the common case (every
+    // value `%.6e`, no tuple) is decided by a scan of the commas.
+    if all_e6(list) {
+        return None;
+    }
     let base = list.as_ptr() as usize;
     first_bad(list, 0).map(|t| (t.as_ptr() as usize - base, t))
+}
+
+/// Whether every comma-separated value of `list` is `%.6e` text ([`is_e6`]).
+#[inline]
+fn all_e6(list: &[u8]) -> bool {
+    let mut rest = list;
+    loop {
+        match memchr::memchr(b',', rest) {
+            Some(c) => {
+                if !is_e6(trim(&rest[..c])) {
+                    return false;
+                }
+                rest = &rest[c + 1..];
+            }
+            None => return is_e6(trim(rest)),
+        }
+    }
 }
 
 /// [`first_unreadable`]'s search; every slice it returns lies in `list`.
