@@ -2,9 +2,14 @@
 """Capture overhead of actdiff_capture vs the reference way (Python, one
 `.item()` per statistic), on CPU.
 
-    python benches/capture_overhead.py [--quick] [--json FILE]
+    python benches/capture_overhead.py [--quick] [--json FILE] [--tracer-dir DIR]
 
-Needs the extension installed (scripts/capture-ci.sh or `maturin develop`).
+Needs the extension installed (scripts/capture-ci.sh, or
+`pip install --no-build-isolation ./python`). The agent is timed at its
+default precision and at `precision="full"` with digests (the target: at
+most 25 % more overhead than the default). `--tracer-dir` names a folder
+holding TorchTitan's `activation_tracer.py` (not part of this repository):
+its DebugModeTracer is then timed on the same steps too.
 Three measurements, medians of repeated runs:
 
 1. stats per tensor (float32, 4K / 1M / 16M elements): the reference's
@@ -196,8 +201,8 @@ class DebugModeReference:
 
 
 class AgentCtx:
-    def __init__(self, model, tmp):
-        self.p = actdiff_capture.Profiler(model, tmp, capture_step=1)
+    def __init__(self, model, tmp, **kw):
+        self.p = actdiff_capture.Profiler(model, tmp, capture_step=1, **kw)
 
     def __enter__(self):
         return self
@@ -214,11 +219,56 @@ class RefCtx(RefMode):
         return len(self.records)
 
 
+class TracerCtx:
+    """TorchTitan's own DebugModeTracer (from --tracer-dir), materializing
+    its captures on exit (the log writing is not timed)."""
+
+    cls = None
+
+    def __init__(self, model):
+        self.t = self.cls(model)
+
+    def __enter__(self):
+        self.caps = self.t.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.t.__exit__(*exc)
+
+    def count(self):
+        return len(self.caps)
+
+
 MODES = {
     "agent": lambda model, tmp: AgentCtx(model, tmp),
+    "agent_full": lambda model, tmp: AgentCtx(model, tmp, precision="full", digests=True),
     "reference_python": lambda model, tmp: RefCtx(),
     "reference_debugmode": lambda model, tmp: DebugModeReference(),
 }
+
+
+def load_tracer(tracer_dir: str) -> None:
+    """Adds TorchTitan's DebugModeTracer from tracer_dir to MODES."""
+    import importlib
+    import logging
+    import types
+
+    sys.path.insert(0, tracer_dir)
+    try:
+        import torchtitan.tools.logging  # noqa: F401
+    except Exception:
+        for name in ("torchtitan", "torchtitan.tools"):
+            mod = types.ModuleType(name)
+            mod.__path__ = []
+            sys.modules[name] = mod
+        log_mod = types.ModuleType("torchtitan.tools.logging")
+        log_mod.logger = logging.getLogger("torchtitan")
+        sys.modules["torchtitan.tools.logging"] = log_mod
+    TracerCtx.cls = importlib.import_module("activation_tracer").DebugModeTracer
+    MODES["reference_tracer"] = lambda model, tmp: TracerCtx(model)
+
+
+REFERENCES = ("reference_python", "reference_debugmode", "reference_tracer")
 
 
 def bench_ops(quick: bool) -> dict:
@@ -244,8 +294,10 @@ def bench_ops(quick: bool) -> dict:
                 ts.append(time.perf_counter() - t0)
         res[f"{name}_us"] = statistics.median(ts[1:]) / n_ops * 1e6
         res[f"{name}_overhead_us"] = res[f"{name}_us"] - res["plain_us"]
-    for name in ("reference_python", "reference_debugmode"):
-        res[f"ratio_{name}"] = res[f"{name}_overhead_us"] / res["agent_overhead_us"]
+    for name in REFERENCES:
+        if f"{name}_overhead_us" in res:
+            res[f"ratio_{name}"] = res[f"{name}_overhead_us"] / res["agent_overhead_us"]
+    res["full_vs_default"] = res["agent_full_overhead_us"] / res["agent_overhead_us"]
     return res
 
 
@@ -301,8 +353,10 @@ def bench_e2e(quick: bool) -> list[dict]:
             r[f"{mode}_ms"] = t * 1e3
             r[f"{mode}_overhead_ms"] = t * 1e3 - r["step_ms"]
             r[f"{mode}_ops"] = n
-        for mode in ("reference_python", "reference_debugmode"):
-            r[f"ratio_{mode}"] = r[f"{mode}_overhead_ms"] / r["agent_overhead_ms"]
+        for mode in REFERENCES:
+            if f"{mode}_overhead_ms" in r:
+                r[f"ratio_{mode}"] = r[f"{mode}_overhead_ms"] / r["agent_overhead_ms"]
+        r["full_vs_default"] = r["agent_full_overhead_ms"] / r["agent_overhead_ms"]
         out.append(r)
     return out
 
@@ -312,7 +366,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke test)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1: stable numbers on a shared box)")
+    ap.add_argument("--tracer-dir", help="folder with TorchTitan's activation_tracer.py: time its DebugModeTracer too")
     a = ap.parse_args()
+    if a.tracer_dir:
+        load_tracer(a.tracer_dir)
     torch.set_num_threads(a.threads)
     info = {
         "torch": torch.__version__,
@@ -321,7 +378,10 @@ def main() -> None:
         "loadavg": os.getloadavg(),
         "device": "cpu (no GPU measured)",
     }
-    print(f"# torch {info['torch']}, {info['threads']} intra-op threads, {info['cpus']} CPUs, load {info['loadavg'][0]:.1f}; CPU only")
+    print(
+        f"# torch {info['torch']}, {info['threads']} intra-op threads, {info['cpus']} CPUs, "
+        f"load average {info['loadavg'][0]:.1f} / {info['loadavg'][1]:.1f} / {info['loadavg'][2]:.1f}; CPU only"
+    )
     res = {"info": info}
     res["stats"] = bench_stats(a.quick)
     print("\n## stats of one float32 tensor (us per tensor, median)")
@@ -331,23 +391,28 @@ def main() -> None:
         print(f"| {r['numel']:,} | {r['reference_us']:.1f} | {r['agent_us']:.1f} | {r['agent_libtorch_path_us']:.1f} | {r['speedup']:.1f}x |")
     res["ops"] = bench_ops(a.quick)
     r = res["ops"]
+    refs = [m for m in REFERENCES if m in MODES]
+    names = {"reference_python": "reference in Python", "reference_debugmode": "reference on DebugMode",
+             "reference_tracer": "TorchTitan's tracer"}  # fmt: skip
     print("\n## per op under a dispatch mode (us per op, median; overhead = minus the plain op)")
-    print("| op | plain | agent | reference in Python | reference on DebugMode | agent overhead | Python ref. overhead | DebugMode ref. overhead |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| op | plain | agent overhead | agent full+digests overhead | " + " | ".join(f"{names[m]} overhead" for m in refs) + " |")
+    print("| --- | ---: | ---: | ---: |" + " ---: |" * len(refs))
     print(
-        f"| {r['op']} | {r['plain_us']:.1f} | {r['agent_us']:.1f} | {r['reference_python_us']:.1f} | {r['reference_debugmode_us']:.1f} "
-        f"| {r['agent_overhead_us']:.1f} | {r['reference_python_overhead_us']:.1f} ({r['ratio_reference_python']:.1f}x) "
-        f"| {r['reference_debugmode_overhead_us']:.1f} ({r['ratio_reference_debugmode']:.1f}x) |"
+        f"| {r['op']} | {r['plain_us']:.1f} | {r['agent_overhead_us']:.1f} "
+        f"| {r['agent_full_overhead_us']:.1f} ({r['full_vs_default']:.2f}x) | "
+        + " | ".join(f"{r[m + '_overhead_us']:.1f} ({r['ratio_' + m]:.1f}x)" for m in refs)
+        + " |"
     )
     res["e2e"] = bench_e2e(a.quick)
     print("\n## one training step: forward, backward, AdamW (ms, median; the agent's time includes writing the log)")
-    print("| model | ops (agent) | step | + agent | + reference in Python | + reference on DebugMode |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| model | ops (agent) | step | + agent | + agent full+digests | " + " | ".join(f"+ {names[m]}" for m in refs) + " |")
+    print("| --- | ---: | ---: | ---: | ---: |" + " ---: |" * len(refs))
     for r in res["e2e"]:
         print(
             f"| {r['model']} | {r['agent_ops']} | {r['step_ms']:.1f} | {r['agent_overhead_ms']:.1f} "
-            f"| {r['reference_python_overhead_ms']:.1f} ({r['ratio_reference_python']:.1f}x) "
-            f"| {r['reference_debugmode_overhead_ms']:.1f} ({r['ratio_reference_debugmode']:.1f}x) |"
+            f"| {r['agent_full_overhead_ms']:.1f} ({r['full_vs_default']:.2f}x) | "
+            + " | ".join(f"{r[m + '_overhead_ms']:.1f} ({r['ratio_' + m]:.1f}x)" for m in refs)
+            + " |"
         )
     if a.json:
         with open(a.json, "w") as f:

@@ -247,6 +247,7 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
         p.default.hash = Tolerance {
             rtol: 0.0,
             atol: 0.0,
+            both: false,
         };
         p.default.stats = Some(p.default.hash);
     } else if a.rtol.is_some() || a.atol.is_some() {
@@ -262,6 +263,7 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
         p.default.hash = Tolerance {
             rtol: a.rtol.unwrap_or(Tolerance::REFERENCE.rtol),
             atol: a.atol.unwrap_or(F32_MIN_NORMAL),
+            both: false,
         };
         p.default.stats = Some(p.default.hash);
     }
@@ -281,6 +283,7 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
                     Tolerance {
                         rtol,
                         atol: F32_MIN_NORMAL,
+                        both: false,
                     },
                 ));
             }

@@ -1,7 +1,9 @@
 /* actdiff index: find an op key of a rank and jump to its row.
    A rank's key index (rankN-keys.js, written with its pages) is loaded only
-   when the box is used, by adding a script element (src=...), so it works from
-   file:// and offline. It calls actdiffKeys({rank, per, rows, keys}); keys
+   when the box is used, by adding a script element (src: the rank option's
+   data-keys), so it works from file:// and offline. It calls
+   actdiffKeys({rank, per, page, anchor, rows, keys}); page and anchor are the
+   parts of the page file and row anchor names (src/report/files.rs); keys
    holds one line per key of each row shown on the pages, in page order,
    front-coded: "P:SUFFIX" starts the next row (the previous key's first P
    characters, then SUFFIX), "P;SUFFIX" is another key of the same row.
@@ -35,7 +37,7 @@
       }
       i = end + 1;
     }
-    data[d.rank] = { per: d.per, rows: d.rows, keys: keys, low: null, pos: pos };
+    data[d.rank] = { per: d.per, page: d.page, anchor: d.anchor, rows: d.rows, keys: keys, low: null, pos: pos };
     delete loading[d.rank];
     if (String(d.rank) === sel.value) {
       search();
@@ -54,7 +56,7 @@
     if (data[rank] || loading[rank]) return;
     loading[rank] = true;
     var s = document.createElement("script");
-    s.src = "rank" + rank + "-keys.js";
+    s.src = sel.querySelector("option[value=\"" + rank + "\"]").getAttribute("data-keys");
     s.onerror = function () {
       delete loading[rank];
       status.className = "err";
@@ -66,7 +68,7 @@
   function href(rank, d, k) {
     var row = d.rows ? d.rows[k] : k;
     var page = Math.floor(k / d.per) + 1;
-    return { href: "rank" + rank + "-page" + page + ".html#rank" + rank + "-row" + row, row: row, page: page };
+    return { href: d.page[0] + page + d.page[1] + "#" + d.anchor + row, row: row, page: page };
   }
 
   function search() {

@@ -1,40 +1,67 @@
-//! Root cause: where a divergence starts, and where it enters from outside
-//! the captured ops.
+//! Root cause: where a divergence starts, where it enters from outside the
+//! captured ops, and which rows only carry it on.
 //!
 //! Every `diff` row is classified by comparing its Input hashes across the
 //! two runs, position by position under the row's tolerance, and following
-//! run 1's `Input producers` links:
+//! run 1's `Input producers` links (or, where a link is empty, the earlier
+//! row whose Output hash has the input's value):
 //!
-//! - [`CauseKind::Origin`]: every input agrees, yet the output diverges.
-//! - [`CauseKind::Entry`]: a differing input has no captured producer (data
-//!   loader, parameter, optimizer state, an excluded or small op).
-//! - [`CauseKind::Inherited`]: every differing input comes from a captured
+//! - [`CauseKind::Origin`]: every input agrees, and the output differs by
+//!   more than print rounding of the inputs can explain (see
+//!   [`print_explains`]): the divergence starts here.
+//! - [`CauseKind::BelowPrint`]: every input agrees as printed, and the
+//!   output differs by no more than a sub-print difference of those inputs
+//!   could produce: the row carries on a difference the log's digits hide.
+//!   It is attributed to the nearest diverging row upstream (a producer
+//!   that diverges, else the latest diverging row before it).
+//! - [`CauseKind::Entry`]: a differing input has no captured producer and
+//!   nothing diverges before the row: the divergence enters here (data
+//!   batch, parameter, optimizer state). Later rows that read the same
+//!   differing input (the same Input hash values on both sides) are grouped
+//!   under it: one changed parameter is one cause.
+//! - [`CauseKind::Inherited`]: a differing input comes from a captured
 //!   diverging row.
-//! - [`CauseKind::ViaCollective`]: a differing input comes from an unsynced
-//!   collective (the divergence arrives from another rank).
+//! - [`CauseKind::Untraced`]: a differing input has no captured producer
+//!   (an op below `min_numel`, an excluded view) while an earlier row
+//!   already diverges: attributed to the latest diverging row before it.
+//! - [`CauseKind::ViaCollective`]: the difference arrives through an
+//!   unsynced collective (from another rank): a differing input comes from
+//!   one, or the only earlier divergence is one.
 //! - [`CauseKind::Unsynced`]: the row is itself an unsynced collective.
+//!
+//! The causes a rank reports are its origins, its entries (one per changed
+//! input) and its entries via collective; every other diverging row is
+//! counted under the cause it traces back to.
 
 use ahash::AHashMap;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::compare::{compare_hashes, differing_positions, split_tokens, stat_diffs};
-use super::{
-    MatchTable, Policy, Status, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF, ROW_UNSYNCED,
+use super::compare::{
+    compare_hashes, differing_positions, rel_diff, split_tokens, token_number, CompareOptions,
 };
+use super::{MatchTable, Status, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF, ROW_UNSYNCED};
 use crate::parser::{Field, OpTable};
 
 /// How a diverging row came to diverge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CauseKind {
-    /// Inputs agree, output diverges: the divergence starts here.
+    /// Inputs agree, output diverges beyond print rounding: the divergence starts here.
     Origin,
-    /// A differing input has no captured producer: the divergence enters here.
+    /// A differing input has no captured producer and nothing diverges
+    /// earlier: the divergence enters here.
     Entry,
     /// Differing inputs come from captured diverging rows.
     Inherited,
-    /// A differing input comes from an unsynced collective.
+    /// Inputs agree as printed; the output difference is within what
+    /// sub-print input differences can produce.
+    #[serde(rename = "inherited_below_print")]
+    BelowPrint,
+    /// A differing input has no captured producer, after an earlier divergence.
+    #[serde(rename = "inherited_untraced")]
+    Untraced,
+    /// The difference arrives through an unsynced collective.
     ViaCollective,
     /// The row is an unsynced collective (never a cause).
     Unsynced,
@@ -47,13 +74,172 @@ impl CauseKind {
             CauseKind::Origin => "origin",
             CauseKind::Entry => "entry",
             CauseKind::Inherited => "inherited",
+            CauseKind::BelowPrint => "inherited below print precision",
+            CauseKind::Untraced => "inherited through an uncaptured op",
             CauseKind::ViaCollective => "entry via collective",
             CauseKind::Unsynced => "unsynced collective",
         }
     }
+    /// Whether the row carries on a divergence that started elsewhere.
+    pub fn is_inherited(self) -> bool {
+        matches!(
+            self,
+            CauseKind::Inherited | CauseKind::BelowPrint | CauseKind::Untraced
+        )
+    }
 }
 
-/// One origin or entry, with what follows from it.
+/// The precision a log prints its numbers with, for the print-rounding
+/// reasoning of root cause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrintPrecision {
+    /// `significant_digits` significant digits (the reference tracer's
+    /// `%.6e`: 7).
+    Digits(u32),
+    /// Every float as the shortest text that round-trips in float64: only
+    /// float64 rounding is hidden.
+    Full,
+}
+
+impl PrintPrecision {
+    /// The reference tracer's `%.6e`.
+    pub const REFERENCE: PrintPrecision = PrintPrecision::Digits(7);
+
+    /// The precision of a table's log.
+    pub fn of(t: &OpTable) -> PrintPrecision {
+        match t.precision() {
+            crate::parser::Precision::Full => PrintPrecision::Full,
+            crate::parser::Precision::Printed { significant_digits } => {
+                PrintPrecision::Digits(significant_digits)
+            }
+        }
+    }
+
+    /// The coarser of two precisions (what two logs can be compared at).
+    pub fn coarser(self, o: PrintPrecision) -> PrintPrecision {
+        match (self, o) {
+            (PrintPrecision::Full, x) | (x, PrintPrecision::Full) => x,
+            (PrintPrecision::Digits(a), PrintPrecision::Digits(b)) => {
+                PrintPrecision::Digits(a.min(b))
+            }
+        }
+    }
+
+    /// One unit in the last printed place of `v` (absolute): the widest
+    /// gap between two true values that print as the same text.
+    pub fn ulp(self, v: f64) -> f64 {
+        let a = v.abs();
+        if a == 0.0 || !a.is_finite() {
+            return 0.0;
+        }
+        match self {
+            PrintPrecision::Full => a * f64::EPSILON,
+            PrintPrecision::Digits(d) => {
+                10f64.powi(a.log10().floor() as i32 - (d.max(1) as i32 - 1))
+            }
+        }
+    }
+}
+
+/// How much larger than the sum of its inputs' relative print uncertainty
+/// an op's output difference may be and still be explained by them. A
+/// product or a linear map changes by at most the sum of its inputs'
+/// relative changes; the factor leaves room for the conditioning of
+/// reductions and non-linear ops (`pow` doubles it). On the bundled real
+/// captures, outputs explained by print rounding reach 0.3 of the bound at
+/// most, while the injected changes are 24 to 10^6 times above it.
+pub const PRINT_AMPLIFICATION: f64 = 4.0;
+
+/// Ops whose output is a sum of their inputs' terms: a sub-print absolute
+/// change of an input changes the output by as much, absolutely, which is a
+/// large relative change when the terms cancel.
+fn is_additive(op: &[u8]) -> bool {
+    let op = op.strip_suffix(b"_").unwrap_or(op);
+    let op = op.strip_prefix(b"_foreach_").unwrap_or(op);
+    matches!(
+        op,
+        b"add" | b"sub" | b"rsub" | b"sum" | b"mean" | b"cumsum" | b"lerp" | b"addcmul" | b"addcdiv"
+    )
+}
+
+/// Whether print rounding can explain a paired row whose inputs agree: its
+/// output (Output hash values; without an Output hash difference, the
+/// gating L2 norm, Min and Max) differs by no more than
+/// [`PRINT_AMPLIFICATION`] times the sum of the inputs' relative
+/// uncertainty (one printed unit each, or their difference where they
+/// differ within tolerance), or for additive ops the sum of their absolute
+/// uncertainty, after taking off the half unit each printed output may be
+/// off by.
+pub fn print_explains(
+    t1: &OpTable,
+    r1: usize,
+    t2: &OpTable,
+    r2: usize,
+    opts: &CompareOptions,
+    prec: PrintPrecision,
+) -> bool {
+    if t1.field(r1, Field::Shape) != t2.field(r2, Field::Shape) {
+        return false;
+    }
+    let (mut rel_u, mut abs_u) = (0.0f64, 0.0f64);
+    let (i1, i2) = (
+        t1.field(r1, Field::InputHashes),
+        t2.field(r2, Field::InputHashes),
+    );
+    if !i1.is_empty() && !i2.is_empty() {
+        for (a, b) in split_tokens(i1).zip(split_tokens(i2)) {
+            let (Some(x), Some(y)) = (token_number(a), token_number(b)) else {
+                continue;
+            };
+            if !x.is_finite() || !y.is_finite() {
+                continue;
+            }
+            let m = x.abs().max(y.abs());
+            let u = prec.ulp(x).max(prec.ulp(y)).max((x - y).abs());
+            abs_u += u;
+            if m > 0.0 {
+                rel_u += u / m;
+            }
+        }
+    }
+    let additive = is_additive(t1.op_name(t1.op_type(r1)));
+    let within = |a: &[u8], b: &[u8]| -> bool {
+        match (token_number(a), token_number(b)) {
+            (Some(x), Some(y)) if x == y => true,
+            (Some(x), Some(y)) if x.is_finite() && y.is_finite() => {
+                let m = x.abs().max(y.abs());
+                let d = ((x - y).abs() - (prec.ulp(x) + prec.ulp(y)) / 2.0).max(0.0);
+                let mut allowed = PRINT_AMPLIFICATION * rel_u * m;
+                if additive {
+                    allowed = allowed.max(PRINT_AMPLIFICATION * abs_u);
+                }
+                d <= allowed
+            }
+            _ => a == b,
+        }
+    };
+    let (o1, o2) = (
+        t1.field(r1, Field::OutputHash),
+        t2.field(r2, Field::OutputHash),
+    );
+    if o1 != o2 {
+        let n1 = split_tokens(o1).count();
+        if o1.is_empty() || o2.is_empty() || n1 != split_tokens(o2).count() {
+            return false;
+        }
+        return split_tokens(o1)
+            .zip(split_tokens(o2))
+            .all(|(a, b)| within(a, b));
+    }
+    if opts.stats.is_none() {
+        return true;
+    }
+    [Field::L2Norm, Field::Min, Field::Max]
+        .iter()
+        .all(|f| within(t1.field(r1, *f), t2.field(r2, *f)))
+}
+
+/// One cause (origin, entry or entry via collective), with what follows from it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CauseEntry {
     /// Result row index.
@@ -62,44 +248,97 @@ pub struct CauseEntry {
     pub kind: CauseKind,
     /// 0-based positions of the differing inputs (at most 16 listed).
     pub inputs: Vec<usize>,
-    /// Rows classified `inherited` whose chain leads back to this row.
+    /// Rows counted under this cause that carry its divergence on
+    /// (inherited, below print precision, through an uncaptured op).
     pub inherited: u64,
-    /// The first few of those rows (result indexes), in dispatch order.
+    /// Of those, rows inherited below print precision.
+    pub below_print: u64,
+    /// Of those, rows whose differing input has no captured producer.
+    pub untraced: u64,
+    /// Other rows that read the same differing input (an entry), or receive
+    /// a difference through the same collective (an entry via collective).
+    pub reads: u64,
+    /// An origin whose output difference print rounding could explain, with
+    /// nothing diverging before it: the first difference the log shows,
+    /// but 7 printed digits cannot tell whether it starts here.
+    pub print_limited: bool,
+    /// For an entry via collective: the nearest unsynced collective before
+    /// it (result row index).
+    pub collective: Option<usize>,
+    /// The first few rows counted under it (result indexes), in dispatch order.
     pub chain: Vec<usize>,
+}
+
+/// Diverging rows of a rank per [`CauseKind`] (every row counted; causes
+/// grouped in [`RootCauses::causes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct KindCounts {
+    /// Origins.
+    pub origin: u64,
+    /// Entries, grouped ones included.
+    pub entry: u64,
+    /// Inherited through captured producers.
+    pub inherited: u64,
+    /// Inherited below print precision.
+    pub inherited_below_print: u64,
+    /// Inherited through an uncaptured op.
+    pub inherited_untraced: u64,
+    /// Entries via collective, grouped ones included.
+    pub via_collective: u64,
+    /// Unsynced collectives.
+    pub unsynced: u64,
+}
+
+/// The largest gating difference of a rank.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LargestDiff {
+    /// Result row index.
+    pub index: usize,
+    /// The field (`Output hash`, `Input hashes`, or a stat when stats gate).
+    pub field: &'static str,
+    /// Its relative difference.
+    pub rel: f64,
 }
 
 /// Root-cause analysis of one rank.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RootCauses {
-    /// Origins, entries and entries via collective, in dispatch order (at most 1,000 listed).
+    /// Causes (origins, entries grouped by the input they read, entries via
+    /// collective), in dispatch order (at most 1,000 listed).
     pub causes: Vec<CauseEntry>,
-    /// Total number of origins and entries (not via collective).
+    /// Number of origins and entries (grouped; not via collective).
     pub cause_count: u64,
     /// The first origin or entry: the op to look at.
     pub first_cause: Option<usize>,
-    /// Whether the rank's divergence only enters through unsynced collectives.
+    /// Whether the rank's divergence only arrives through unsynced collectives.
     pub via_collective_only: bool,
+    /// Diverging `diff` rows per kind.
+    pub kinds: KindCounts,
     /// First row whose run-1 stats or Output hash hold NaN or Inf.
     pub first_nonfinite1: Option<usize>,
     /// First row whose run-2 stats or Output hash hold NaN or Inf.
     pub first_nonfinite2: Option<usize>,
     /// First paired row non-finite on one side only.
     pub first_nonfinite_one_sided: Option<usize>,
-    /// The paired `diff` row with the largest finite relative difference, and that difference.
-    pub largest_diff: Option<(usize, f64)>,
+    /// The gating `diff` row with the largest finite relative difference in
+    /// a field that gates under its tolerance.
+    pub largest_diff: Option<LargestDiff>,
 }
 
 const MAX_LISTED: usize = 1000;
 const MAX_CHAIN: usize = 8;
 
-/// A `diff` row's differing inputs, found before the producers are looked up.
+/// A `diff` row's inputs, found before the producers are looked up.
 struct Pending<'a> {
     /// Result row index.
     i: usize,
     /// 0-based positions of the differing inputs.
     bad: Vec<usize>,
-    /// Per differing input: its producer key (maybe empty) and its run-1 value.
-    links: Vec<(&'a [u8], &'a [u8])>,
+    /// Per differing input (or, when none differs, per input): its producer
+    /// key (maybe empty), its run-1 value and its run-2 value.
+    links: Vec<(&'a [u8], &'a [u8], &'a [u8])>,
+    /// When no input differs: whether print rounding explains the output.
+    explained: bool,
 }
 
 /// Occurrences (result row indexes, ascending) of the keys and values that
@@ -108,7 +347,6 @@ struct Producers<'a> {
     by_key: AHashMap<&'a [u8], Vec<usize>>,
     by_value: AHashMap<&'a [u8], Vec<usize>>,
 }
-
 impl<'a> Producers<'a> {
     /// Scans run 1 once, recording only the keys and Output hash values that
     /// are asked about (memory stays proportional to the diverging rows).
@@ -116,7 +354,7 @@ impl<'a> Producers<'a> {
         let mut by_key: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
         let mut by_value: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
         for p in pending {
-            for (prod, value) in &p.links {
+            for (prod, value, _) in &p.links {
                 if !prod.is_empty() {
                     by_key.entry(prod).or_default();
                 } else if !value.is_empty() {
@@ -194,15 +432,28 @@ impl<'a> Producers<'a> {
     }
 }
 
-/// Classifies the diverging rows of `m` (see the module doc). Rows of the
-/// result are indexed like `m.rows`; the first `t1.len()` rows are run 1's
-/// rows in order. Memory beyond the result is proportional to the `diff`
-/// rows: run 1 is scanned once for just the producers they ask about.
+/// Where an untraced or below-print row's divergence comes from: the latest
+/// diverging row before it, preferring the rank's own divergence to an
+/// unsynced collective.
+enum Upstream {
+    /// The cause (result row index) of an earlier diverging row.
+    Root(usize),
+    /// Only an unsynced collective diverges before it.
+    Collective,
+    /// Nothing diverges before it.
+    Nothing,
+}
+
+/// Classifies the diverging rows of `m` (see the module doc). `opts` gives
+/// each result row's resolved settings. Rows of the result are indexed
+/// like `m.rows`; the first `t1.len()` rows are run 1's rows in order.
+/// Memory beyond the result is proportional to the `diff` rows: run 1 is
+/// scanned once for just the producers they ask about.
 pub fn analyse(
     t1: &OpTable,
     t2: &OpTable,
     m: &MatchTable,
-    policy: &Policy,
+    opts: &(dyn Fn(usize) -> CompareOptions + Sync),
 ) -> (Vec<Option<CauseKind>>, RootCauses) {
     let mut rc = RootCauses::default();
     let n = m.rows.len();
@@ -224,6 +475,7 @@ pub fn analyse(
     if m.counts().diff == 0 {
         return (Vec::new(), rc);
     }
+    let prec = PrintPrecision::of(t1).coarser(PrintPrecision::of(t2));
     let mut kinds: Vec<Option<CauseKind>> = vec![None; n];
     // Phase 1: every diff row's differing inputs (in parallel: rows are independent).
     let diff_rows: Vec<(usize, usize, usize)> = m
@@ -239,150 +491,277 @@ pub fn analyse(
             if m.rows[i].has(ROW_UNSYNCED) {
                 return None;
             }
-            let opts = policy.for_table_row(t1, r1).opts;
-            let bad = differing_positions(
+            let o = opts(i);
+            let (in1, in2) = (
                 t1.field(r1, Field::InputHashes),
                 t2.field(r2, Field::InputHashes),
-                opts.hash,
-                opts.nan_equal,
             );
+            let bad = differing_positions(in1, in2, o.hash, o.nan_equal);
+            let explained = bad.is_empty() && print_explains(t1, r1, t2, r2, &o, prec);
             let producers: Vec<&[u8]> = t1
                 .field(r1, Field::InputProducers)
                 .split(|b| *b == b';')
                 .map(crate::parser::trim)
                 .collect();
-            let inputs: Vec<&[u8]> = split_tokens(t1.field(r1, Field::InputHashes)).collect();
-            let links = bad
-                .iter()
-                .map(|&p| {
-                    (
-                        producers.get(p).copied().unwrap_or(&[]),
-                        inputs.get(p).copied().unwrap_or(&[]),
-                    )
-                })
-                .collect();
-            Some(Pending { i, bad, links })
+            let inputs: Vec<&[u8]> = split_tokens(in1).collect();
+            let inputs2: Vec<&[u8]> = split_tokens(in2).collect();
+            let link = |p: usize| {
+                (
+                    producers.get(p).copied().unwrap_or(&[]),
+                    inputs.get(p).copied().unwrap_or(&[]),
+                    inputs2.get(p).copied().unwrap_or(&[]),
+                )
+            };
+            let links = if explained {
+                (0..inputs.len()).map(link).collect()
+            } else {
+                bad.iter().map(|&p| link(p)).collect()
+            };
+            Some(Pending {
+                i,
+                bad,
+                links,
+                explained,
+            })
         })
         .collect();
     let pending: Vec<Pending> = pending.into_iter().flatten().collect();
     // Phase 2: the producers those rows ask about, in one scan of run 1.
     let prods = Producers::scan(t1, m, &pending);
+    // Unsynced collectives (any status) and the diverging ones, ascending.
+    let unsynced: Vec<usize> = m
+        .rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.has(ROW_UNSYNCED))
+        .map(|(i, _)| i)
+        .collect();
+    let unsynced_div: Vec<usize> = unsynced
+        .iter()
+        .copied()
+        .filter(|&i| m.rows[i].status.is_divergence())
+        .collect();
+    let before = |v: &[usize], i: usize| -> Option<usize> {
+        let k = v.partition_point(|&j| j < i);
+        (k > 0).then(|| v[k - 1])
+    };
     // Phase 3: classify in dispatch order (an inherited row needs the root
     // of its producer, which comes earlier).
     let mut root: AHashMap<usize, usize> = AHashMap::new();
     let mut cause_slot: AHashMap<usize, usize> = AHashMap::new();
-    let mut largest: Option<(usize, f64)> = None;
-    let mut any_cause = false;
+    // Differing external inputs (run-1 value, run-2 value) -> the entry that read them first.
+    let mut read_by: AHashMap<(&[u8], &[u8]), usize> = AHashMap::new();
+    // Collective row -> the entry via collective it first fed.
+    let mut via_cause: AHashMap<usize, usize> = AHashMap::new();
+    let mut last_own: Option<usize> = None;
     let mut pend = pending.into_iter().peekable();
-    for &(i, r1, r2) in &diff_rows {
-        let row = &m.rows[i];
-        let (kind, bad) = match pend.next_if(|p| p.i == i) {
-            None => (CauseKind::Unsynced, Vec::new()),
-            Some(p) if p.bad.is_empty() => (CauseKind::Origin, p.bad),
-            Some(p) => {
-                let (mut fresh, mut inherited_from, mut via) = (false, None, false);
-                for (prod, value) in &p.links {
-                    match prods.before(i, prod, value) {
-                        None => fresh = true,
-                        Some(j) => {
-                            let pj = &m.rows[j];
-                            if pj.has(ROW_UNSYNCED) {
-                                via = true;
-                            } else if pj.status == Status::Diff && pj.has(ROW_OUT_DIFF) {
-                                inherited_from.get_or_insert(j);
-                            } else {
-                                // The producer's output agrees: the value changed
-                                // between producer and consumer, outside the capture.
-                                fresh = true;
+    for &(i, _, _) in &diff_rows {
+        let upstream = |last_own: Option<usize>| match last_own {
+            Some(j) => Upstream::Root(j),
+            None if before(&unsynced_div, i).is_some() => Upstream::Collective,
+            None => Upstream::Nothing,
+        };
+        let mut limited = false;
+        // (kind, cause row it counts under, differing inputs)
+        let (kind, under, bad): (CauseKind, Option<usize>, Vec<usize>) =
+            match pend.next_if(|p| p.i == i) {
+                None => (CauseKind::Unsynced, None, Vec::new()),
+                Some(p) if p.bad.is_empty() && !p.explained => (CauseKind::Origin, None, p.bad),
+                Some(p) if p.bad.is_empty() => {
+                    // Explained by print rounding: a diverging producer, else
+                    // the latest diverging row before it.
+                    let producer = p.links.iter().find_map(|(prod, value, _)| {
+                        let j = prods.before(i, prod, value)?;
+                        root.get(&j).copied()
+                    });
+                    match producer.map(Upstream::Root).unwrap_or(upstream(last_own)) {
+                        Upstream::Root(r) => (CauseKind::BelowPrint, Some(r), p.bad),
+                        Upstream::Collective => (CauseKind::ViaCollective, None, p.bad),
+                        Upstream::Nothing => {
+                            limited = true;
+                            (CauseKind::Origin, None, p.bad)
+                        }
+                    }
+                }
+                Some(p) => {
+                    let (mut untraced, mut inherited_from, mut via) = (false, None, false);
+                    let mut read = None;
+                    for (prod, value, value2) in &p.links {
+                        match prods.before(i, prod, value) {
+                            Some(j) if m.rows[j].has(ROW_UNSYNCED) => via = true,
+                            Some(j)
+                                if m.rows[j].status == Status::Diff
+                                    && m.rows[j].has(ROW_OUT_DIFF)
+                                    && root.contains_key(&j) =>
+                            {
+                                inherited_from.get_or_insert(root[&j]);
+                            }
+                            // No captured producer, or the producer's output
+                            // agrees and the value changed outside the capture.
+                            _ => {
+                                untraced = true;
+                                if let Some(&c) = read_by.get(&(*value, *value2)) {
+                                    read.get_or_insert(c);
+                                }
+                            }
+                        }
+                    }
+                    if let Some(r) = inherited_from {
+                        (CauseKind::Inherited, Some(r), p.bad)
+                    } else if let Some(c) = read {
+                        (CauseKind::Entry, Some(c), p.bad)
+                    } else if via && !untraced {
+                        (CauseKind::ViaCollective, None, p.bad)
+                    } else {
+                        match upstream(last_own) {
+                            Upstream::Root(r) => (CauseKind::Untraced, Some(r), p.bad),
+                            Upstream::Collective => (CauseKind::ViaCollective, None, p.bad),
+                            Upstream::Nothing => {
+                                for (_, value, value2) in &p.links {
+                                    read_by.entry((*value, *value2)).or_insert(i);
+                                }
+                                (CauseKind::Entry, None, p.bad)
                             }
                         }
                     }
                 }
-                let kind = if fresh {
-                    CauseKind::Entry
-                } else if let Some(j) = inherited_from {
-                    let r = root.get(&j).copied().unwrap_or(j);
-                    root.insert(i, r);
-                    CauseKind::Inherited
-                } else if via {
-                    CauseKind::ViaCollective
-                } else {
-                    CauseKind::Entry
-                };
-                (kind, p.bad)
-            }
-        };
-        match kind {
-            CauseKind::Origin | CauseKind::Entry | CauseKind::ViaCollective => {
-                push_cause(
-                    &mut rc,
-                    i,
-                    kind,
-                    bad.into_iter().take(16).collect(),
-                    &mut cause_slot,
-                );
-                if kind != CauseKind::ViaCollective {
-                    rc.cause_count += 1;
-                    any_cause = true;
-                    if rc.first_cause.is_none() {
-                        rc.first_cause = Some(i);
+            };
+        // Entries via collective group by the nearest collective before them.
+        let (under, collective) = if kind == CauseKind::ViaCollective && under.is_none() {
+            let c = before(&unsynced, i);
+            match c.and_then(|c| via_cause.get(&c).copied()) {
+                Some(v) => (Some(v), c),
+                None => {
+                    if let Some(c) = c {
+                        via_cause.insert(c, i);
                     }
+                    (None, c)
                 }
             }
-            CauseKind::Inherited => {
-                let r = root[&i];
+        } else {
+            (under, None)
+        };
+        match kind {
+            CauseKind::Origin => rc.kinds.origin += 1,
+            CauseKind::Entry => rc.kinds.entry += 1,
+            CauseKind::Inherited => rc.kinds.inherited += 1,
+            CauseKind::BelowPrint => rc.kinds.inherited_below_print += 1,
+            CauseKind::Untraced => rc.kinds.inherited_untraced += 1,
+            CauseKind::ViaCollective => rc.kinds.via_collective += 1,
+            CauseKind::Unsynced => rc.kinds.unsynced += 1,
+        }
+        kinds[i] = Some(kind);
+        if kind == CauseKind::Unsynced {
+            continue;
+        }
+        match under {
+            None => {
+                // A new cause.
+                root.insert(i, i);
+                if rc.causes.len() < MAX_LISTED {
+                    cause_slot.insert(i, rc.causes.len());
+                    rc.causes.push(CauseEntry {
+                        index: i,
+                        kind,
+                        inputs: bad.into_iter().take(16).collect(),
+                        inherited: 0,
+                        below_print: 0,
+                        untraced: 0,
+                        reads: 0,
+                        print_limited: limited,
+                        collective,
+                        chain: Vec::new(),
+                    });
+                }
+                if kind != CauseKind::ViaCollective {
+                    rc.cause_count += 1;
+                    rc.first_cause.get_or_insert(i);
+                }
+            }
+            Some(r) => {
+                root.insert(i, r);
                 if let Some(&s) = cause_slot.get(&r) {
                     let c = &mut rc.causes[s];
-                    c.inherited += 1;
+                    match kind {
+                        CauseKind::Entry | CauseKind::ViaCollective => c.reads += 1,
+                        _ => {
+                            c.inherited += 1;
+                            if kind == CauseKind::BelowPrint {
+                                c.below_print += 1;
+                            } else if kind == CauseKind::Untraced {
+                                c.untraced += 1;
+                            }
+                        }
+                    }
                     if c.chain.len() < MAX_CHAIN {
                         c.chain.push(i);
                     }
                 }
             }
-            CauseKind::Unsynced => {}
         }
-        kinds[i] = Some(kind);
-        if !row.has(ROW_NONFINITE1) && !row.has(ROW_NONFINITE2) && !row.has(ROW_UNSYNCED) {
-            let opts = policy.for_table_row(t1, r1).opts;
-            let out = compare_hashes(
-                t1.field(r1, Field::OutputHash),
-                t2.field(r2, Field::OutputHash),
-                opts.hash,
-                opts.nan_equal,
-            )
-            .intensity
-            .unwrap_or(0.0);
-            let worst = stat_diffs(t1, r1, t2, r2)
-                .iter()
-                .skip(1)
-                .flatten()
-                .fold(out, |a, b| a.max(*b));
-            if worst.is_finite() && worst > 0.0 && largest.is_none_or(|(_, w)| worst > w) {
-                largest = Some((i, worst));
-            }
+        if m.rows[i].has(ROW_OUT_DIFF) || kind != CauseKind::BelowPrint {
+            last_own = Some(root[&i]);
         }
     }
-    rc.largest_diff = largest;
+    rc.largest_diff = largest_gating(t1, t2, m, &diff_rows, opts);
     rc.via_collective_only =
-        !any_cause && rc.causes.iter().any(|c| c.kind == CauseKind::ViaCollective);
+        rc.cause_count == 0 && rc.causes.iter().any(|c| c.kind == CauseKind::ViaCollective);
     (kinds, rc)
 }
 
-fn push_cause(
-    rc: &mut RootCauses,
-    i: usize,
-    kind: CauseKind,
-    inputs: Vec<usize>,
-    slot: &mut AHashMap<usize, usize>,
-) {
-    if rc.causes.len() < MAX_LISTED {
-        slot.insert(i, rc.causes.len());
-        rc.causes.push(CauseEntry {
-            index: i,
-            kind,
-            inputs,
-            inherited: 0,
-            chain: Vec::new(),
-        });
+/// The largest finite relative difference, over the gating `diff` rows
+/// with finite values, in a field that gates under the row's tolerance and
+/// disagrees under it: the Output hash, the Input hashes (when they gate),
+/// and L2 norm, Min, Max, Mean when stats gate.
+fn largest_gating(
+    t1: &OpTable,
+    t2: &OpTable,
+    m: &MatchTable,
+    diff_rows: &[(usize, usize, usize)],
+    opts: &(dyn Fn(usize) -> CompareOptions + Sync),
+) -> Option<LargestDiff> {
+    let mut best: Option<LargestDiff> = None;
+    for &(i, r1, r2) in diff_rows {
+        let row = &m.rows[i];
+        if !row.gates() || row.has(ROW_NONFINITE1) || row.has(ROW_NONFINITE2) {
+            continue;
+        }
+        let o = opts(i);
+        let mut consider = |field: &'static str, rel: f64| {
+            if rel.is_finite() && rel > 0.0 && best.is_none_or(|b| rel > b.rel) {
+                best = Some(LargestDiff {
+                    index: i,
+                    field,
+                    rel,
+                });
+            }
+        };
+        let mut hashes = vec![Field::OutputHash];
+        if o.gate_inputs {
+            hashes.push(Field::InputHashes);
+        }
+        for f in hashes {
+            if !m.compared.contains(f) {
+                continue;
+            }
+            let c = compare_hashes(t1.field(r1, f), t2.field(r2, f), o.hash, o.nan_equal);
+            if !c.agrees {
+                consider(f.label(), c.intensity.unwrap_or(0.0));
+            }
+        }
+        if let Some(tol) = o.stats {
+            for f in [Field::L2Norm, Field::Min, Field::Max, Field::Mean] {
+                let (a, b) = (t1.field(r1, f), t2.field(r2, f));
+                if a.is_empty() || b.is_empty() || a == b {
+                    continue;
+                }
+                if let (Some(x), Some(y)) = (token_number(a), token_number(b)) {
+                    if !tol.agrees(x, y) {
+                        consider(f.label(), rel_diff(x, y).unwrap_or(0.0));
+                    }
+                }
+            }
+        }
     }
+    best
 }

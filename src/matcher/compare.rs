@@ -13,13 +13,18 @@ use crate::parser::{py_float, trim, Field, OpTable};
 pub const DENOM_FLOOR: f64 = 1e-30;
 
 /// A tolerance: two numbers agree when their relative difference is at most
-/// `rtol` **or** their absolute difference is at most `atol`.
+/// `rtol` **or** their absolute difference is at most `atol` (with `both`:
+/// **and**).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tolerance {
     /// Relative tolerance, on `|a - b| / max(|a|, |b|, 1e-30)`.
     pub rtol: f64,
     /// Absolute tolerance, on `|a - b|`.
     pub atol: f64,
+    /// Both bounds must hold (a rules file's `rel <= X and abs <= Y`);
+    /// `false`, the reference's form and the default: either one.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub both: bool,
 }
 
 impl Tolerance {
@@ -27,6 +32,7 @@ impl Tolerance {
     pub const REFERENCE: Tolerance = Tolerance {
         rtol: 1e-8,
         atol: 0.0,
+        both: false,
     };
     /// Whether `a` and `b` agree. Equal values (including `0` and `-0`, and
     /// equal infinities) always agree; NaN never agrees here (callers decide
@@ -36,7 +42,14 @@ impl Tolerance {
             return true;
         }
         match rel_diff(a, b) {
-            Some(rd) => rd <= self.rtol || (a - b).abs() <= self.atol,
+            Some(rd) => {
+                let (rel, abs) = (rd <= self.rtol, (a - b).abs() <= self.atol);
+                if self.both {
+                    rel && abs
+                } else {
+                    rel || abs
+                }
+            }
             None => false,
         }
     }
@@ -511,10 +524,17 @@ mod tests {
         let t = Tolerance {
             rtol: 1e-4,
             atol: 1e-3,
+            both: false,
         };
         assert!(t.agrees(1.0, 1.00005));
         assert!(t.agrees(0.0, 0.0009));
         assert!(!t.agrees(1.0, 1.01));
         assert!(!t.agrees(f64::NAN, f64::NAN));
+        // `rel <= 1e-4 and abs <= 1e-3`: each alone is not enough.
+        let t = Tolerance { both: true, ..t };
+        assert!(t.agrees(1.0, 1.00005), "both hold");
+        assert!(!t.agrees(0.0, 0.0009), "abs holds, rel does not");
+        assert!(!t.agrees(100.0, 100.005), "rel holds, abs does not");
+        assert!(t.agrees(0.0, -0.0));
     }
 }

@@ -156,8 +156,9 @@ pub struct MatchRow {
 }
 
 impl MatchRow {
-    /// Whether the row counts against the exit status: `diff`, `only1` or
-    /// `only2`, and neither ignored nor an unsynced collective.
+    /// Whether the row counts against the exit status: a divergence
+    /// (`diff`, `missing`, `only1` or `only2`) that is neither ignored nor an
+    /// unsynced collective.
     pub fn gates(&self) -> bool {
         self.status.is_divergence() && self.flags & (ROW_IGNORED | ROW_UNSYNCED) == 0
     }
@@ -321,19 +322,51 @@ impl MatchTable {
     pub fn strategy_counts(&self) -> StrategyCounts {
         self.strategies
     }
-    /// Index of the first row that is not `match` or `truncated`, in result
-    /// order (run-1 dispatch order, then the run-2-only rows).
+    /// Index of the first row that gates (see [`MatchRow::gates`]): the
+    /// first divergence, in result order (run-1 dispatch order, then the
+    /// run-2-only rows).
     pub fn first_divergence(&self) -> Option<usize> {
-        self.rows.iter().position(|r| r.status.is_divergence())
+        self.rows.iter().position(|r| r.gates())
+    }
+    /// Index of the first diverging row that does not gate (an unsynced
+    /// collective or an ignored op), in result order.
+    pub fn first_nongating(&self) -> Option<usize> {
+        self.rows
+            .iter()
+            .position(|r| r.status.is_divergence() && !r.gates())
+    }
+    /// The settings that judged result row `i`: for a pair, the pair's
+    /// ([`Policy::for_pair`]: run 1's row's, or the looser per-dtype default
+    /// when the dtypes differ); for a one-sided row, its side's row's. The
+    /// verdict, root cause and row notes all read them from here.
+    pub fn row_policy(&self, t1: &OpTable, t2: &OpTable, i: usize) -> RowPolicy {
+        let r = &self.rows[i];
+        match (r.r1(), r.r2()) {
+            (Some(a), Some(b)) => self.policy.for_pair(t1, a, t2, b),
+            (Some(a), None) => self.policy.for_table_row(t1, a),
+            (None, Some(b)) => self.policy.for_table_row(t2, b),
+            (None, None) => RowPolicy {
+                opts: self.policy.default,
+                source: Source::Default,
+                ignored: false,
+                unsynced: false,
+            },
+        }
     }
     /// Index of the first gating row (see [`MatchRow::gates`]) of the given
-    /// phase, in result order.
-    pub fn first_gating(&self, t1: &OpTable, t2: &OpTable, backward: bool) -> Option<usize> {
+    /// phase (run 1's row's, else run 2's: [`OpTable::phase_kind`]), in
+    /// result order.
+    pub fn first_gating(
+        &self,
+        t1: &OpTable,
+        t2: &OpTable,
+        phase: crate::parser::Phase,
+    ) -> Option<usize> {
         self.rows.iter().position(|r| {
             r.gates()
                 && match (r.r1(), r.r2()) {
-                    (Some(a), _) => t1.is_backward(a) == backward,
-                    (None, Some(b)) => t2.is_backward(b) == backward,
+                    (Some(a), _) => t1.phase_kind(a) == phase,
+                    (None, Some(b)) => t2.phase_kind(b) == phase,
                     _ => false,
                 }
         })
@@ -609,7 +642,7 @@ pub fn match_tables_indexed(
             return Vec::new();
         }
         (0..t.op_types() as u32)
-            .map(|id| policy.for_row(&[], t.op_name(id), false, ""))
+            .map(|id| policy.for_row(&[], t.op_name(id), crate::parser::Phase::Forward, ""))
             .collect()
     };
     let (by_op1, by_op2) = (by_op(t1), by_op(t2));
@@ -730,7 +763,10 @@ pub fn match_tables_indexed(
         policy: opts.policy.clone(),
         compared,
     };
-    let (kinds, causes) = cause::analyse(t1, t2, &m, policy);
+    // Root cause reads each row's settings from the same resolution as its
+    // verdict (run 1's row's settings, or the pair's per-dtype default).
+    let opts_of = |i: usize| m.row_policy(t1, t2, i).opts;
+    let (kinds, causes) = cause::analyse(t1, t2, &m, &opts_of);
     m.cause_kinds = kinds;
     m.causes = causes;
     m

@@ -63,12 +63,7 @@ pub fn row_notes(
 ) -> Vec<String> {
     let row = &m.rows[index];
     let cause = m.cause_kinds.get(index).copied().flatten();
-    let tol = match (row.r1(), row.r2()) {
-        (Some(a), Some(b)) => m.policy.for_pair(t1, a, t2, b).opts.hash,
-        (Some(a), None) => m.policy.for_table_row(t1, a).opts.hash,
-        (None, Some(b)) => m.policy.for_table_row(t2, b).opts.hash,
-        _ => m.policy.default.hash,
-    };
+    let tol = m.row_policy(t1, t2, index).opts.hash;
     let mut out = Vec::new();
     let (n1, n2) = names;
     match (row.r1(), row.r2()) {
@@ -100,6 +95,23 @@ pub fn row_notes(
     }
     if let Some(c) = cause {
         out.push(c.as_str().to_string());
+    }
+    let listed = &m.causes.causes;
+    if let Some(c) = listed
+        .binary_search_by_key(&index, |c| c.index)
+        .ok()
+        .map(|k| &listed[k])
+    {
+        if c.print_limited {
+            out.push("within print precision: the first difference the log shows".into());
+        }
+        if c.reads > 0 {
+            out.push(format!(
+                "{} more row{} read the same differing input",
+                c.reads,
+                if c.reads == 1 { "" } else { "s" }
+            ));
+        }
     }
     let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
     if !s1.is_empty() && !s2.is_empty() && s1 != s2 {

@@ -17,6 +17,7 @@ use std::path::Path;
 use regex::bytes::Regex;
 
 use super::compare::{CompareOptions, Tolerance};
+use crate::parser::Phase;
 
 /// The smallest normal float32, used as the default absolute floor when the
 /// stats gate: a subnormal against zero is not a divergence by default.
@@ -67,8 +68,8 @@ pub struct Rule {
     pub key: Option<Regex>,
     /// Matches the whole op name (`mm`, `_fused_adamw_`).
     pub op: Option<Regex>,
-    /// `forward` or `backward`.
-    pub phase: Option<String>,
+    /// `forward`, `backward` or `optimizer` ([`crate::parser::Phase`]).
+    pub phase: Option<Phase>,
     /// Dtype name without `torch.` (`bfloat16`).
     pub dtype: Option<String>,
     /// Tolerance for hashes and gating stats; `None` keeps the default's.
@@ -83,7 +84,7 @@ pub struct Rule {
 }
 
 impl Rule {
-    fn matches(&self, key: &[u8], op: &[u8], backward: bool, dtype: &str) -> bool {
+    fn matches(&self, key: &[u8], op: &[u8], phase: Phase, dtype: &str) -> bool {
         if let Some(k) = &self.key {
             if !k.is_match(key) {
                 return false;
@@ -94,10 +95,8 @@ impl Rule {
                 return false;
             }
         }
-        if let Some(p) = &self.phase {
-            if (p == "backward") != backward {
-                return false;
-            }
+        if self.phase.is_some_and(|p| p != phase) {
+            return false;
         }
         if let Some(d) = &self.dtype {
             if d != dtype {
@@ -113,10 +112,17 @@ impl Rule {
             s.push_str(" ignore");
         }
         if let Some(t) = self.tol {
-            s.push_str(&format!(" rel <= {:e} or abs <= {:e}", t.rtol, t.atol));
+            s.push(' ');
+            s.push_str(&describe_tolerance(&t));
         }
         s
     }
+}
+
+/// `rel <= X or abs <= Y` (`and` for [`Tolerance::both`]).
+fn describe_tolerance(t: &Tolerance) -> String {
+    let join = if t.both { "and" } else { "or" };
+    format!("rel <= {:e} {join} abs <= {:e}", t.rtol, t.atol)
 }
 
 /// Anchors a user regex so it must match the whole text.
@@ -201,7 +207,7 @@ pub fn dtype_of(shape: &[u8]) -> &str {
 
 impl Policy {
     /// The settings for one row. `key` is the raw key, `op` the op name.
-    pub fn for_row(&self, key: &[u8], op: &[u8], backward: bool, dtype: &str) -> RowPolicy {
+    pub fn for_row(&self, key: &[u8], op: &[u8], phase: Phase, dtype: &str) -> RowPolicy {
         let mut rp = RowPolicy {
             opts: self.default,
             source: Source::Default,
@@ -222,7 +228,7 @@ impl Policy {
             .rules
             .iter()
             .enumerate()
-            .find(|(_, r)| r.matches(key, op, backward, dtype))
+            .find(|(_, r)| r.matches(key, op, phase, dtype))
         {
             rp.source = Source::Rule(i as u16);
             if let Some(t) = r.tol {
@@ -256,7 +262,7 @@ impl Policy {
         } else {
             ""
         };
-        self.for_row(key, op, t.is_backward(r), dtype)
+        self.for_row(key, op, t.phase_kind(r), dtype)
     }
 
     /// The settings for a pair of rows: run 1's, except that when the two
@@ -308,15 +314,12 @@ impl Policy {
                 if o.stats.is_none() {
                     format!("default: hashes rel <= {:e}", o.hash.rtol)
                 } else {
-                    format!(
-                        "default: rel <= {:e} or abs <= {:e}",
-                        o.hash.rtol, o.hash.atol
-                    )
+                    format!("default: {}", describe_tolerance(&o.hash))
                 }
             }
             Source::Dtype(i) => {
                 let (n, t) = &self.dtype[i as usize];
-                format!("{n} default: rel <= {:e} or abs <= {:e}", t.rtol, t.atol)
+                format!("{n} default: {}", describe_tolerance(t))
             }
             Source::Rule(i) => self.rules[i as usize].describe(),
         }
@@ -325,7 +328,7 @@ impl Policy {
     /// Reads an `actdiff.toml` config (see the README for its keys). The
     /// file is read with serde into the sections below; an unknown section
     /// or setting, a value of the wrong type, a negative or non-finite
-    /// tolerance, a phase other than `forward`/`backward` and an invalid
+    /// tolerance, a phase other than `forward`/`backward`/`optimizer` and an invalid
     /// regex are errors at their line and column.
     pub fn from_toml(text: &str, file: &str) -> Result<Policy, RuleError> {
         use toml::Spanned;
@@ -361,6 +364,7 @@ impl Policy {
                 p.default.hash = Tolerance {
                     rtol: rtol.unwrap_or(p.default.hash.rtol),
                     atol: atol.unwrap_or(p.default.hash.atol),
+                    both: false,
                 };
             }
             match d.gate_stats {
@@ -378,6 +382,7 @@ impl Policy {
                 Tolerance {
                     rtol: tol(&d.rtol, "rtol")?.unwrap_or(0.0),
                     atol: tol(&d.atol, "atol")?.unwrap_or(F32_MIN_NORMAL),
+                    both: false,
                 },
             ));
         }
@@ -404,7 +409,7 @@ impl Policy {
                 key: Some(key),
                 key_src,
                 op: r.op.as_ref().map(regex).transpose()?,
-                phase: r.phase.map(|ph| ph.as_str().to_string()),
+                phase: r.phase.map(PhaseName::phase),
                 dtype: r
                     .dtype
                     .as_ref()
@@ -412,6 +417,7 @@ impl Policy {
                 tol: (rtol.is_some() || atol.is_some()).then(|| Tolerance {
                     rtol: rtol.unwrap_or(0.0),
                     atol: atol.unwrap_or(F32_MIN_NORMAL),
+                    both: false,
                 }),
                 gate_stats: r.gate_stats,
                 ignore: r.ignore.unwrap_or(false),
@@ -491,13 +497,15 @@ struct RuleSection {
 enum PhaseName {
     Forward,
     Backward,
+    Optimizer,
 }
 
 impl PhaseName {
-    fn as_str(self) -> &'static str {
+    fn phase(self) -> Phase {
         match self {
-            PhaseName::Forward => "forward",
-            PhaseName::Backward => "backward",
+            PhaseName::Forward => Phase::Forward,
+            PhaseName::Backward => Phase::Backward,
+            PhaseName::Optimizer => Phase::Optimizer,
         }
     }
 }
@@ -510,8 +518,8 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 }
 
 /// Parses a rules text file: one rule per line, `<key regex> <predicate>`
-/// separated by whitespace, the predicate `rel <= X`, `abs <= Y`, or both
-/// joined by `or`. Blank lines and `#` comments are skipped.
+/// separated by whitespace (see [`parse_predicate`] for the predicate).
+/// Blank lines and `#` comments are skipped.
 ///
 /// Errors name the file, line and column: an invalid regex, or a malformed
 /// predicate.
@@ -529,36 +537,15 @@ pub fn parse_rules_text(text: &str, file: &str) -> Result<Vec<Rule>, RuleError> 
             None => (t, ""),
         };
         let pred_col = lead + t.len() - rest.len() + 1;
-        let (mut rtol, mut atol) = (None, None);
-        let bad = |msg: &str| {
-            RuleError {
+        let tol = parse_predicate(rest).map_err(|(at, msg)| RuleError {
             file: file.into(),
             line,
-            column: pred_col,
-            message: format!("malformed predicate `{rest}`: {msg} (expected `rel <= X`, `abs <= Y`, or `rel <= X or abs <= Y`)"),
-        }
-        };
-        if rest.is_empty() {
-            return Err(bad("missing"));
-        }
-        for term in rest.split(" or ") {
-            let words: Vec<&str> = term.split_whitespace().collect();
-            let [name, op, v] = words[..] else {
-                return Err(bad("each term needs a name, `<=` and a number"));
-            };
-            if op != "<=" {
-                return Err(bad("only `<=` is supported"));
-            }
-            let v: f64 = v.parse().map_err(|_| bad("not a number"))?;
-            if v.is_nan() || v < 0.0 {
-                return Err(bad("tolerances must be non-negative"));
-            }
-            match name {
-                "rel" => rtol = Some(v),
-                "abs" => atol = Some(v),
-                _ => return Err(bad("terms are `rel` or `abs`")),
-            }
-        }
+            column: pred_col + at,
+            message: format!(
+                "malformed predicate `{rest}`: {msg} (expected `rel <= X`, `abs <= Y`, \
+                 or both joined by `or` or `and`)"
+            ),
+        })?;
         rules.push(Rule {
             origin: format!("{file}:{line}"),
             key: Some(full_regex(pat, file, line, lead + 1)?),
@@ -566,16 +553,240 @@ pub fn parse_rules_text(text: &str, file: &str) -> Result<Vec<Rule>, RuleError> 
             op: None,
             phase: None,
             dtype: None,
-            tol: Some(Tolerance {
-                rtol: rtol.unwrap_or(0.0),
-                atol: atol.unwrap_or(0.0),
-            }),
+            tol: Some(tol),
             gate_stats: None,
             ignore: false,
             unsynced: None,
         });
     }
     Ok(rules)
+}
+
+/// One conjunction of bounds: `rel <= rel and abs <= abs` (infinite: no
+/// bound).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Bounds {
+    rel: f64,
+    abs: f64,
+}
+
+impl Bounds {
+    /// Whether every pair this one accepts, `o` accepts too.
+    fn implies(self, o: Bounds) -> bool {
+        self.rel <= o.rel && self.abs <= o.abs
+    }
+}
+
+/// A predicate's tokens: `(`, `)`, `<=`-like operators and words, each with
+/// its 0-based byte offset.
+fn predicate_tokens(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let start = i;
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let op = |c: u8| matches!(c, b'<' | b'>' | b'=' | b'!');
+        if c == b'(' || c == b')' {
+            i += 1;
+        } else if op(c) {
+            while i < b.len() && op(b[i]) {
+                i += 1;
+            }
+        } else {
+            while i < b.len()
+                && !b[i].is_ascii_whitespace()
+                && !op(b[i])
+                && b[i] != b'('
+                && b[i] != b')'
+            {
+                i += 1;
+            }
+            // A word may hold multi-byte characters: stop at a char boundary.
+            while !text.is_char_boundary(i) {
+                i += 1;
+            }
+        }
+        out.push((start, &text[start..i]));
+    }
+    out
+}
+
+/// Parses a rule predicate into a [`Tolerance`]:
+///
+/// ```text
+/// predicate := conjunction ("or" conjunction)*
+/// conjunction := term ("and" term)*          (`and` binds tighter than `or`)
+/// term := ("rel" | "abs") "<=" number | "(" predicate ")"
+/// ```
+///
+/// `rel` is the relative difference `|a-b| / max(|a|,|b|)`, `abs` the
+/// absolute `|a-b|`; numbers are non-negative (`1e-3`, `0`, `inf`). A
+/// predicate must come down to what a tolerance judges: `rel <= X`,
+/// `abs <= Y`, `rel <= X or abs <= Y`, or `rel <= X and abs <= Y`
+/// (repeated bounds of one kind combine: `rel <= 1 and rel <= 2` is
+/// `rel <= 1`; a conjunction implied by another of an `or` is dropped).
+///
+/// Errors: `(byte offset in text, what is wrong)`.
+pub fn parse_predicate(text: &str) -> Result<Tolerance, (usize, String)> {
+    let toks = predicate_tokens(text);
+    if toks.is_empty() {
+        return Err((0, "missing".into()));
+    }
+    let mut pos = 0;
+    let dnf = predicate_or(text, &toks, &mut pos)?;
+    if let Some(&(at, t)) = toks.get(pos) {
+        let msg = if t == ")" {
+            "`)` without a matching `(`".to_string()
+        } else {
+            format!("expected `and`, `or` or the end, found `{t}`")
+        };
+        return Err((at, msg));
+    }
+    // Drop conjunctions that another one implies (it accepts more).
+    let mut kept: Vec<Bounds> = Vec::new();
+    for (i, c) in dnf.iter().enumerate() {
+        let dominated = dnf
+            .iter()
+            .enumerate()
+            .any(|(j, o)| j != i && c.implies(*o) && (c != o || j < i));
+        if !dominated {
+            kept.push(*c);
+        }
+    }
+    let inf = f64::INFINITY;
+    let pure = |c: &Bounds| c.rel == inf || c.abs == inf;
+    match kept[..] {
+        [c] if c.rel < inf && c.abs < inf => Ok(Tolerance {
+            rtol: c.rel,
+            atol: c.abs,
+            both: true,
+        }),
+        _ if kept.iter().all(pure) => {
+            // An `or` of single bounds: the loosest of each kind.
+            let loosest = |f: fn(&Bounds) -> f64| {
+                kept.iter()
+                    .map(f)
+                    .filter(|v| *v < inf)
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+            };
+            let (rel, abs) = (loosest(|c| c.rel), loosest(|c| c.abs));
+            Ok(Tolerance {
+                // No bound of a kind: that side never accepts a difference
+                // (`agrees` takes equal values before either).
+                rtol: rel.unwrap_or(if abs.is_some() { 0.0 } else { inf }),
+                atol: abs.unwrap_or(0.0),
+                both: false,
+            })
+        }
+        _ => Err((
+            0,
+            "an `or` of `and` terms that a tolerance cannot hold; write \
+             `rel <= X or abs <= Y` or `rel <= X and abs <= Y`"
+                .into(),
+        )),
+    }
+}
+
+/// `conjunction ("or" conjunction)*`, as a list of [`Bounds`] (an `or`).
+fn predicate_or(
+    text: &str,
+    toks: &[(usize, &str)],
+    pos: &mut usize,
+) -> Result<Vec<Bounds>, (usize, String)> {
+    let mut out = predicate_and(text, toks, pos)?;
+    while toks.get(*pos).is_some_and(|t| t.1 == "or") {
+        *pos += 1;
+        out.extend(predicate_and(text, toks, pos)?);
+    }
+    Ok(out)
+}
+
+/// `term ("and" term)*`: the product of the terms' `or` lists.
+fn predicate_and(
+    text: &str,
+    toks: &[(usize, &str)],
+    pos: &mut usize,
+) -> Result<Vec<Bounds>, (usize, String)> {
+    let mut out = predicate_term(text, toks, pos)?;
+    while toks.get(*pos).is_some_and(|t| t.1 == "and") {
+        *pos += 1;
+        let rhs = predicate_term(text, toks, pos)?;
+        out = out
+            .iter()
+            .flat_map(|a| {
+                rhs.iter().map(move |b| Bounds {
+                    rel: a.rel.min(b.rel),
+                    abs: a.abs.min(b.abs),
+                })
+            })
+            .collect();
+        if out.len() > 64 {
+            return Err((toks[*pos - 1].0, "predicate too large".into()));
+        }
+    }
+    Ok(out)
+}
+
+/// `("rel" | "abs") "<=" number | "(" predicate ")"`.
+fn predicate_term(
+    text: &str,
+    toks: &[(usize, &str)],
+    pos: &mut usize,
+) -> Result<Vec<Bounds>, (usize, String)> {
+    let end = text.len();
+    let Some(&(at, word)) = toks.get(*pos) else {
+        return Err((end, "expected `rel` or `abs` here, found the end".into()));
+    };
+    *pos += 1;
+    if word == "(" {
+        let inner = predicate_or(text, toks, pos)?;
+        return match toks.get(*pos) {
+            Some((_, ")")) => {
+                *pos += 1;
+                Ok(inner)
+            }
+            Some(&(a, t)) => Err((a, format!("expected `)`, found `{t}`"))),
+            None => Err((at, "`(` without a matching `)`".into())),
+        };
+    }
+    let inf = f64::INFINITY;
+    let rel = match word {
+        "rel" => true,
+        "abs" => false,
+        _ => return Err((at, format!("expected `rel` or `abs`, found `{word}`"))),
+    };
+    match toks.get(*pos) {
+        Some((_, "<=")) => *pos += 1,
+        Some(&(a, t)) => {
+            let msg = if matches!(t, "<" | ">" | ">=" | "==" | "=" | "!=") {
+                format!("only `<=` is supported, found `{t}`")
+            } else {
+                format!("expected `<=` after `{word}`, found `{t}`")
+            };
+            return Err((a, msg));
+        }
+        None => return Err((end, format!("expected `<=` after `{word}`"))),
+    }
+    let Some(&(a, v)) = toks.get(*pos) else {
+        return Err((end, "expected a number after `<=`".into()));
+    };
+    *pos += 1;
+    let x: f64 = v
+        .parse()
+        .map_err(|_| (a, format!("`{v}` is not a number")))?;
+    if x.is_nan() || x < 0.0 {
+        return Err((a, format!("tolerances must be non-negative, not `{v}`")));
+    }
+    Ok(vec![if rel {
+        Bounds { rel: x, abs: inf }
+    } else {
+        Bounds { rel: inf, abs: x }
+    }])
 }
 
 #[cfg(test)]
@@ -594,7 +805,8 @@ mod tests {
             r[0].tol,
             Some(Tolerance {
                 rtol: 1e-3,
-                atol: 1e-8
+                atol: 1e-8,
+                both: false,
             })
         );
         assert!(r[1]
@@ -608,10 +820,11 @@ mod tests {
             "rules_malformed.txt",
         )
         .unwrap_err();
-        assert_eq!((e.line, e.column), (3, 5));
+        // The column is where the number is missing (the end of the line).
+        assert_eq!((e.line, e.column), (3, 11));
         assert!(
             e.to_string()
-                .starts_with("rules_malformed.txt:3:5: malformed predicate"),
+                .starts_with("rules_malformed.txt:3:11: malformed predicate"),
             "{e}"
         );
         assert!(parse_rules_text("( rel <= 1", "r")
@@ -620,6 +833,96 @@ mod tests {
             .contains("invalid regex"));
         assert!(parse_rules_text("a rel < 1", "r").is_err());
         assert!(parse_rules_text("a speed <= 1", "r").is_err());
+    }
+
+    fn tol(rtol: f64, atol: f64, both: bool) -> Tolerance {
+        Tolerance { rtol, atol, both }
+    }
+
+    #[test]
+    fn predicates_combine_with_and_or_and_parentheses() {
+        for (text, want) in [
+            ("rel <= 1e-3", tol(1e-3, 0.0, false)),
+            ("abs <= 1e-8", tol(0.0, 1e-8, false)),
+            ("rel <= 1e-3 or abs <= 1e-8", tol(1e-3, 1e-8, false)),
+            ("abs <= 1e-13 and rel <= 1e-3", tol(1e-3, 1e-13, true)),
+            ("(abs <= 1e-13) and (rel <= 1e-3)", tol(1e-3, 1e-13, true)),
+            ("rel<=1e-3 and abs<=2", tol(1e-3, 2.0, true)),
+            // Repeated bounds of one kind: the tighter under `and`, the
+            // looser under `or`.
+            ("rel <= 1 and rel <= 2 and abs <= 3", tol(1.0, 3.0, true)),
+            ("rel <= 1 or rel <= 2", tol(2.0, 0.0, false)),
+            // `and` binds tighter than `or`: the `and` term here is implied
+            // by the `rel` alone, so the whole is `rel <= 1e-3 or abs <= 1`.
+            (
+                "rel <= 1e-3 and abs <= 1e-9 or rel <= 1e-3 or abs <= 1",
+                tol(1e-3, 1.0, false),
+            ),
+            // Parentheses group: `(a or b) and c` = `a and c or b and c`.
+            (
+                "(rel <= 1e-3 or rel <= 1e-5) and abs <= 1e-8",
+                tol(1e-3, 1e-8, true),
+            ),
+        ] {
+            assert_eq!(parse_predicate(text), Ok(want), "{text}");
+        }
+        // Errors point at the token (0-based offsets within the predicate).
+        for (text, at, says) in [
+            ("", 0, "missing"),
+            ("rel <=", 6, "a number"),
+            ("rel < 1", 4, "only `<=`"),
+            ("speed <= 1", 0, "`rel` or `abs`"),
+            ("rel <= x", 7, "not a number"),
+            ("rel <= -1", 7, "non-negative"),
+            ("rel <= 1 xor abs <= 2", 9, "`and`, `or`"),
+            ("rel <= 1 and", 12, "found the end"),
+            ("(rel <= 1", 0, "without a matching `)`"),
+            ("rel <= 1)", 8, "without a matching `(`"),
+            ("rel <= 1 or", 11, "found the end"),
+            // `rel and abs, or rel` does not fit one tolerance.
+            (
+                "rel <= 1e-3 and abs <= 1e-8 or abs <= 1e-10",
+                0,
+                "cannot hold",
+            ),
+        ] {
+            let e = parse_predicate(text).unwrap_err();
+            assert_eq!(e.0, at, "{text}: {e:?}");
+            assert!(e.1.contains(says), "{text}: {e:?}");
+        }
+        // In a rules file: the column of the bad token on its line.
+        let e =
+            parse_rules_text("a rel <= 1\n  b   rel <= 1 nand abs <= 2\n", "r.txt").unwrap_err();
+        assert_eq!((e.line, e.column), (2, 16), "{e}");
+        assert!(
+            e.to_string().starts_with("r.txt:2:16: malformed predicate"),
+            "{e}"
+        );
+        let r = parse_rules_text(".* abs <= 1e-13 and rel <= 1e-3\n", "r.txt").unwrap();
+        assert_eq!(r[0].tol, Some(tol(1e-3, 1e-13, true)));
+        assert_eq!(
+            r[0].describe(),
+            "r.txt:1 rel <= 1e-3 and abs <= 1e-13",
+            "the report names the rule as it judges"
+        );
+    }
+
+    #[test]
+    fn rules_match_the_optimizer_phase() {
+        let p =
+            Policy::from_toml("[[rule]]\nphase = 'optimizer'\nignore = true\n", "c.toml").unwrap();
+        assert!(
+            p.for_row(b"<none>/op_6_lerp_", b"lerp_", Phase::Optimizer, "")
+                .ignored
+        );
+        assert!(
+            !p.for_row(b"<none>/op_6_lerp_", b"lerp_", Phase::Forward, "")
+                .ignored
+        );
+        assert!(
+            !p.for_row(b"<none>/op_6_lerp_", b"lerp_", Phase::Backward, "")
+                .ignored
+        );
     }
 
     #[test]
@@ -640,23 +943,31 @@ rtol = 1e-3
             "actdiff.toml",
         )
         .unwrap();
-        let r = p.for_row(b"layers.0.w/op_0_mm", b"mm", true, "float32");
+        let r = p.for_row(b"layers.0.w/op_0_mm", b"mm", Phase::Backward, "float32");
         assert!(r.ignored);
         assert_eq!(r.source, Source::Rule(0));
-        let r = p.for_row(b"layers.0.w/op_0_mm", b"mm", false, "bfloat16");
+        let r = p.for_row(b"layers.0.w/op_0_mm", b"mm", Phase::Forward, "bfloat16");
         assert_eq!(r.source, Source::Rule(1));
         assert_eq!(r.opts.hash.rtol, 1e-3);
         assert!(r.opts.stats.is_some());
-        let r = p.for_row(b"norm/op_0_mul", b"mul", false, "bfloat16");
+        let r = p.for_row(b"norm/op_0_mul", b"mul", Phase::Forward, "bfloat16");
         assert_eq!(r.source, Source::Dtype(0));
         assert_eq!(r.opts.hash.rtol, 1e-2);
-        let r = p.for_row(b"norm/op_0_mul", b"mul", false, "float32");
+        let r = p.for_row(b"norm/op_0_mul", b"mul", Phase::Forward, "float32");
         assert_eq!(r.source, Source::Default);
         assert_eq!(r.opts, CompareOptions::default());
-        let r = p.for_row(b"x/op_0__allgather_base_", b"_allgather_base_", false, "");
+        let r = p.for_row(
+            b"x/op_0__allgather_base_",
+            b"_allgather_base_",
+            Phase::Forward,
+            "",
+        );
         assert!(r.unsynced);
         p.ignore_ops.push("mul".into());
-        assert!(p.for_row(b"norm/op_0_mul", b"mul", false, "").ignored);
+        assert!(
+            p.for_row(b"norm/op_0_mul", b"mul", Phase::Forward, "")
+                .ignored
+        );
         assert_eq!(
             dtype_of(b"torch.Size([2]), Dtype: torch.bfloat16"),
             "bfloat16"
@@ -702,7 +1013,7 @@ rtol = 1e-3
         )
         .unwrap();
         assert_eq!(p.default.hash.rtol, 0.0);
-        assert_eq!(p.rules[0].phase.as_deref(), Some("backward"));
+        assert_eq!(p.rules[0].phase, Some(Phase::Backward));
         assert_eq!(p.rules[0].tol.map(|t| t.atol), Some(1.0));
     }
 }

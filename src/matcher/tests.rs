@@ -174,6 +174,7 @@ fn status_rules() {
                 stats: Some(Tolerance {
                     rtol: 1e-3,
                     atol: 0.0,
+                    both: false,
                 }),
                 ..Default::default()
             },
@@ -206,7 +207,8 @@ fn self_compare_all_match_and_swap_mirrors() {
 #[test]
 fn root_causes_follow_producers() {
     // a: origin (inputs agree, output differs); b consumes a (inherited);
-    // c has a fresh differing input (entry); g is an unsynced collective and
+    // c has a differing input with no captured producer after a diverged
+    // (inherited through an uncaptured op); g is an unsynced collective and
     // h consumes it (entry via collective); v links to a through its value.
     let a = log(&[
         ("a/op_0_mm", "Output hash: 1.0\nInput hashes: 5.0"),
@@ -249,7 +251,7 @@ fn root_causes_follow_producers() {
         vec![
             Some(Origin),
             Some(Inherited),
-            Some(Entry),
+            Some(Untraced),
             Some(Unsynced),
             Some(ViaCollective),
             Some(Inherited)
@@ -257,16 +259,20 @@ fn root_causes_follow_producers() {
     );
     let c = &m.causes;
     assert_eq!(c.first_cause, Some(0));
-    assert_eq!(c.cause_count, 2);
-    assert_eq!(c.causes[0].inherited, 2);
-    assert_eq!(c.causes[0].chain, vec![1, 5]);
+    assert_eq!(c.cause_count, 1, "the via-collective cause is not the rank's own");
+    assert_eq!(c.causes[0].inherited, 3);
+    assert_eq!(c.causes[0].untraced, 1);
+    assert_eq!(c.causes[0].chain, vec![1, 2, 5]);
+    assert_eq!(c.causes[1].kind, ViaCollective);
     assert_eq!(c.causes[1].inputs, vec![0]);
+    assert_eq!(c.causes[1].collective, Some(3));
+    assert!(!c.via_collective_only);
     assert_eq!(c.first_nonfinite1, Some(3));
     assert_eq!(c.first_nonfinite2, None);
     assert_eq!(c.first_nonfinite_one_sided, Some(3));
     assert_eq!(
-        c.largest_diff.map(|(i, _)| i),
-        Some(0),
+        c.largest_diff.map(|d| (d.index, d.field)),
+        Some((0, "Output hash")),
         "1.0 vs 1.5 is the largest"
     );
     // the unsynced row is a diff but does not gate
@@ -323,4 +329,152 @@ fn exact_pass_by_index_equals_the_plain_pass() {
     assert_eq!(p.pair1, q.pair1);
     assert_eq!(p.pair2, q.pair2);
     assert_eq!(p.pair1, vec![2, 0, 4, 1, NO_ROW, 7, 3]);
+}
+
+/// Two one-rank logs from `(key, run-1 body, run-2 body)` blocks.
+fn pair(blocks: &[(&str, &str, &str)]) -> (OpTable, OpTable) {
+    let a: Vec<(&str, &str)> = blocks.iter().map(|(k, x, _)| (*k, *x)).collect();
+    let b: Vec<(&str, &str)> = blocks.iter().map(|(k, _, y)| (*k, *y)).collect();
+    (log(&a), log(&b))
+}
+
+#[test]
+fn a_difference_print_rounding_explains_is_no_origin() {
+    use cause::CauseKind::*;
+    let (a, b) = pair(&[
+        // The change: inputs agree, output 1e-3 off.
+        (
+            "n/op_0_add_",
+            "Output hash: 1.178815e+02\nInput hashes: 1.178802e+02",
+            "Output hash: 1.180105e+02\nInput hashes: 1.178802e+02",
+        ),
+        // Inputs print alike, output one printed unit off: below print precision.
+        (
+            "w3/op_0_mm",
+            "Output hash: 8.524768e+03\nInput hashes: 2.662878e+04, 1.000000e+02",
+            "Output hash: 8.524767e+03\nInput hashes: 2.662878e+04, 1.000000e+02",
+        ),
+        // Inputs print alike, output 3e-6 off on a product: more than 4 x
+        // the inputs' 4.8e-7 of print uncertainty, an origin.
+        (
+            "w2/op_0_mm",
+            "Output hash: 5.000000e+03\nInput hashes: 2.662878e+04, 5.000000e+02",
+            "Output hash: 5.000015e+03\nInput hashes: 2.662878e+04, 5.000000e+02",
+        ),
+        // An add whose terms cancel: 3 units of 1e-3 absolute on 1.0 is
+        // what the terms' print uncertainty (1e-3 each) allows.
+        (
+            "r/op_0_add",
+            "Output hash: 1.000000e+00\nInput hashes: 5.000000e+03, 5.001000e+03",
+            "Output hash: 1.003000e+00\nInput hashes: 5.000000e+03, 5.001000e+03",
+        ),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(
+        m.cause_kinds,
+        vec![Some(Origin), Some(BelowPrint), Some(Origin), Some(BelowPrint)]
+    );
+    let c = &m.causes;
+    assert_eq!(c.cause_count, 2);
+    // Each attributed to the latest diverging row before it.
+    assert_eq!((c.causes[0].below_print, c.causes[1].below_print), (1, 1));
+    assert_eq!(c.kinds.inherited_below_print, 2);
+    assert!(!c.causes[0].print_limited);
+}
+
+#[test]
+fn a_first_difference_within_print_precision_stays_an_origin() {
+    // Nothing diverges before it: the log cannot say it is inherited.
+    let (a, b) = pair(&[(
+        "w3/op_0_mm",
+        "Output hash: 8.524768e+03\nInput hashes: 2.662878e+04",
+        "Output hash: 8.524767e+03\nInput hashes: 2.662878e+04",
+    )]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(m.cause_kinds, vec![Some(cause::CauseKind::Origin)]);
+    assert!(m.causes.causes[0].print_limited);
+    assert_eq!(m.causes.first_cause, Some(0));
+}
+
+#[test]
+fn entries_reading_one_changed_input_are_one_cause() {
+    use cause::CauseKind::*;
+    // A changed parameter (1.5 vs 1.6) read in forward and again in
+    // backward; a second row reads a different changed input after the
+    // divergence started (attributed to it: no producer links say otherwise).
+    let (a, b) = pair(&[
+        (
+            "w/op_0_mm",
+            "Output hash: 2.0\nInput hashes: 9.0, 1.5",
+            "Output hash: 2.1\nInput hashes: 9.0, 1.6",
+        ),
+        (
+            "w/op_1_mm",
+            "Output hash: 3.0\nInput hashes: 4.0, 1.5\nPhase: backward",
+            "Output hash: 3.3\nInput hashes: 4.0, 1.6\nPhase: backward",
+        ),
+        (
+            "x/op_0_mul",
+            "Output hash: 5.0\nInput hashes: 7.0",
+            "Output hash: 5.5\nInput hashes: 7.7",
+        ),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(m.cause_kinds, vec![Some(Entry), Some(Entry), Some(Untraced)]);
+    let c = &m.causes;
+    assert_eq!(c.cause_count, 1);
+    assert_eq!(c.causes.len(), 1);
+    assert_eq!(c.causes[0].reads, 1);
+    assert_eq!(c.causes[0].untraced, 1);
+    assert_eq!(c.kinds.entry, 2);
+}
+
+#[test]
+fn a_rank_whose_change_arrives_through_a_collective() {
+    use cause::CauseKind::*;
+    // The collective's captured output differs (not gating); the optimizer
+    // op reading its result has no captured producer.
+    let (a, b) = pair(&[
+        (
+            "m/op_0__reduce_scatter_base_",
+            "Output hash: nan\nInput hashes: 1.0",
+            "Output hash: 3.0\nInput hashes: 1.0",
+        ),
+        (
+            "<none>/op_1_lerp_",
+            "Output hash: 2.0\nInput hashes: 5.0, 6.0",
+            "Output hash: 2.2\nInput hashes: 5.0, 6.6",
+        ),
+        (
+            "<none>/op_2_addcmul_",
+            "Output hash: 4.0\nInput hashes: 5.0, 7.0",
+            "Output hash: 4.4\nInput hashes: 5.0, 7.7",
+        ),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(
+        m.cause_kinds,
+        vec![Some(Unsynced), Some(ViaCollective), Some(Untraced)]
+    );
+    let c = &m.causes;
+    assert!(c.via_collective_only);
+    assert_eq!(c.cause_count, 0);
+    assert_eq!(c.first_cause, None);
+    assert_eq!(c.causes[0].collective, Some(0));
+    assert_eq!(m.first_divergence(), Some(1), "the first row that gates");
+    assert_eq!(m.first_nongating(), Some(0));
+}
+
+#[test]
+fn the_largest_difference_counts_only_gating_fields() {
+    // Mean differs most (rel 0.23) but stats do not gate by default.
+    let (a, b) = pair(&[(
+        "x/op_0_mm",
+        "Mean: -8.5e-13\nOutput hash: 2.000000e+00\nInput hashes: 1.0",
+        "Mean: -6.5e-13\nOutput hash: 2.000010e+00\nInput hashes: 1.0",
+    )]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let d = m.causes.largest_diff.unwrap();
+    assert_eq!(d.field, "Output hash");
+    assert!((d.rel - 5e-6).abs() < 1e-9, "{}", d.rel);
 }

@@ -31,7 +31,7 @@ pub use number::py_float;
 pub use source::LogSource;
 pub use table::{
     Header, OpTable, ParseWarning, Rel, WarningKind, FLAG_BACKWARD, FLAG_MAYBE_NONFINITE,
-    FLAG_TRUNCATED,
+    FLAG_OPTIMIZER, FLAG_PHASE_LINE, FLAG_TRUNCATED,
 };
 
 use line::{classify, LineKind};
@@ -402,12 +402,14 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
                         if let Some(c) = table::column_of(field) {
                             p.cols[c].set(row, Rel { off, len });
                         } else if field == Field::Phase {
-                            let backward = &line[fs..fe] == b"backward";
-                            if backward {
-                                p.flags[row] |= FLAG_BACKWARD;
-                            } else {
-                                p.flags[row] &= !FLAG_BACKWARD;
-                            }
+                            // The later Phase line wins, as in the reference.
+                            p.flags[row] &= !(FLAG_BACKWARD | FLAG_OPTIMIZER | FLAG_PHASE_LINE);
+                            p.flags[row] |= match &line[fs..fe] {
+                                b"" => 0,
+                                b"backward" => FLAG_BACKWARD,
+                                b"optimizer" => FLAG_OPTIMIZER | FLAG_PHASE_LINE,
+                                _ => FLAG_PHASE_LINE,
+                            };
                         }
                         if len > 0 {
                             p.schema.insert(field);
@@ -649,6 +651,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
         line_base += p.lines;
     }
     t.total_lines = line_base - 1;
+    mark_optimizer_rows(&mut t.flags);
     let mut push = |t: &mut OpTable, line: u64, column: u64, kind, label: &str, message| {
         *counts.entry((kind, label.to_string())).or_insert(0) += 1;
         if t.warnings.len() < MAX_STORED_WARNINGS {
@@ -699,6 +702,21 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
     c.sort();
     t.warning_counts = c;
     t
+}
+
+/// Flags the rows after the step's last backward op that have no `Phase:`
+/// line as [`FLAG_OPTIMIZER`]: the tracer writes no Phase line for the
+/// optimizer step, which runs after backward. A log without backward ops
+/// keeps the reference's `forward` for every row without the line.
+fn mark_optimizer_rows(flags: &mut [u8]) {
+    let Some(last) = flags.iter().rposition(|f| f & FLAG_BACKWARD != 0) else {
+        return;
+    };
+    for f in &mut flags[last + 1..] {
+        if *f & FLAG_PHASE_LINE == 0 {
+            *f |= FLAG_OPTIMIZER;
+        }
+    }
 }
 
 /// Keys that occur more than once in one table, each with the 1-based line

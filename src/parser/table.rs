@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use super::field::{Field, FieldSet, Precision, N_FIELDS};
+pub use super::field::{Field, FieldSet, Phase, Precision, N_FIELDS};
 use super::source::LogSource;
 
 /// A byte range relative to the start of its block. `len == 0` means the
@@ -95,6 +95,11 @@ pub(crate) const NO_LAYER: u32 = u32::MAX;
 pub const FLAG_TRUNCATED: u8 = 1;
 /// Row flag: `Phase: backward`.
 pub const FLAG_BACKWARD: u8 = 2;
+/// Row flag: the row is in the optimizer step: `Phase: optimizer`, or no
+/// `Phase:` line after the step's last backward op ([`OpTable::phase_kind`]).
+pub const FLAG_OPTIMIZER: u8 = 8;
+/// Row flag: the block has a non-empty `Phase:` line other than `backward`.
+pub const FLAG_PHASE_LINE: u8 = 16;
 /// Row flag: a value that can hold a NaN or an infinity (L1/L2 norm, Min,
 /// Max, Mean, Output hash) has an `n` or `N` in it. Without it the row is
 /// all finite (`%.6e` numbers have no `n`), so the matcher skips the closer
@@ -435,10 +440,30 @@ impl OpTable {
     pub fn is_backward(&self, row: usize) -> bool {
         self.flags[row] & FLAG_BACKWARD != 0
     }
-    /// The phase text, `forward` when absent.
+    /// Row `row`'s phase: `backward` for `Phase: backward`, `optimizer`
+    /// for `Phase: optimizer` and for a row without a Phase line after the
+    /// step's last backward op, else `forward` (the reference's default;
+    /// also for a Phase text actdiff does not know, which
+    /// [`OpTable::phase`] shows as written).
+    #[inline]
+    pub fn phase_kind(&self, row: usize) -> Phase {
+        let f = self.flags[row];
+        if f & FLAG_BACKWARD != 0 {
+            Phase::Backward
+        } else if f & FLAG_OPTIMIZER != 0 {
+            Phase::Optimizer
+        } else {
+            Phase::Forward
+        }
+    }
+    /// The phase as text: the Phase line's text when the block has one,
+    /// else `optimizer` or `forward` as [`OpTable::phase_kind`] says.
     pub fn phase(&self, row: usize) -> std::borrow::Cow<'_, str> {
         if self.is_backward(row) {
             return std::borrow::Cow::Borrowed("backward");
+        }
+        if self.flags[row] & FLAG_PHASE_LINE == 0 {
+            return std::borrow::Cow::Borrowed(self.phase_kind(row).as_str());
         }
         if !self.schema.contains(Field::Phase) {
             return std::borrow::Cow::Borrowed("forward");

@@ -259,7 +259,8 @@ fn values_over_64_kib_and_block_fields_read_back() {
     assert_eq!(t.field(0, Field::InputProducers), b"a;;b");
     assert_eq!(t.field(0, Field::Location), b"optim/adam.py:1");
     assert!(t.is_backward(0));
-    assert_eq!(t.phase(1), "forward");
+    // No Phase line after the last backward op: the optimizer step.
+    assert_eq!(t.phase(1), "optimizer");
     assert_eq!(t.field(1, Field::L1Norm), b"3.0");
     assert!(!t.has(1, Field::Location));
     let mut t = t;
@@ -431,4 +432,64 @@ fn digest_lines_take_the_reference_fields_first() {
     let t = table("[a/op_0_mm]\n  Output digest: Location: x.py:1\n  Output hash: 1\n\n");
     assert_eq!(t.field(0, Field::Location), b"x.py:1");
     assert!(!t.has(0, Field::OutputDigest));
+}
+
+#[test]
+fn ops_after_the_last_backward_op_are_the_optimizer_step() {
+    let log = "[a/op_0_mm]\n  Output hash: 1\n\n\
+               [a/op_1_mm]\n  Output hash: 1\n  Phase: backward\n\n\
+               [b/op_0_add]\n  Output hash: 1\n\n\
+               [c/op_0_mm]\n  Output hash: 1\n  Phase: backward\n\n\
+               [<none>/op_1__fused_adamw_]\n  Input hashes: 1\n\n\
+               [<none>/op_2_lerp_]\n  Output hash: 1\n  Phase: forward\n\n\
+               [<none>/op_3_mul_]\n  Output hash: 1\n  Phase: recompute\n\n\
+               [<none>/op_4_add_]\n  Output hash: 1\n\n";
+    let want = [
+        Phase::Forward,
+        Phase::Backward,
+        // Between backward ops (a recomputed forward op, say): forward.
+        Phase::Forward,
+        Phase::Backward,
+        Phase::Optimizer,
+        // A Phase line says what it says.
+        Phase::Forward,
+        Phase::Forward,
+        Phase::Optimizer,
+    ];
+    let t = table(log);
+    let got: Vec<Phase> = (0..t.len()).map(|r| t.phase_kind(r)).collect();
+    assert_eq!(got, want);
+    let text: Vec<String> = (0..t.len()).map(|r| t.phase(r).into_owned()).collect();
+    assert_eq!(
+        text,
+        [
+            "forward",
+            "backward",
+            "forward",
+            "backward",
+            "optimizer",
+            "forward",
+            "recompute",
+            "optimizer"
+        ]
+    );
+    // Any chunk split gives the same phases (the last backward op may be
+    // in another chunk than the optimizer rows).
+    let src = Arc::new(LogSource::Owned(log.as_bytes().to_vec()));
+    for target in 1..log.len() {
+        let par = parse_chunks(
+            src.clone(),
+            "t.log".into(),
+            &chunk_bounds(src.bytes(), target),
+        );
+        let got: Vec<Phase> = (0..par.len()).map(|r| par.phase_kind(r)).collect();
+        assert_eq!(got, want, "chunk target {target}");
+    }
+    // Without backward ops every row keeps the reference's forward.
+    let fwd = table("[a/op_0_mm]\n  Output hash: 1\n\n[<none>/op_1_lerp_]\n  Output hash: 1\n\n");
+    assert!((0..fwd.len()).all(|r| fwd.phase_kind(r) == Phase::Forward));
+    // `Phase: optimizer` is read as written.
+    let opt = table("[a/op_0_mm]\n  Output hash: 1\n  Phase: optimizer\n\n");
+    assert_eq!(opt.phase_kind(0), Phase::Optimizer);
+    assert_eq!(opt.phase(0), "optimizer");
 }

@@ -7,6 +7,7 @@
 //! ([`write_index`]), so memory does not grow with the number of ranks.
 
 pub mod colour;
+pub mod files;
 pub mod html;
 pub mod junit;
 mod rowdata;
@@ -268,28 +269,7 @@ impl RankReport {
     }
 }
 
-/// Whether `name` is a file a report writes: `index.html`, `summary.json`,
-/// `rank{N}-page{k}.html`, `rank{N}-overview.html`, `rank{N}-keys.js`.
-pub fn is_report_file(name: &str) -> bool {
-    if name == "index.html" || name == "summary.json" {
-        return true;
-    }
-    let Some(rest) = name.strip_prefix("rank") else {
-        return false;
-    };
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let Some(tail) = rest[digits..].strip_prefix('-').filter(|_| digits > 0) else {
-        return false;
-    };
-    if tail == "overview.html" || tail == "keys.js" {
-        return true;
-    }
-    tail.strip_prefix("page")
-        .and_then(|t| t.strip_suffix(".html"))
-        .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// Removes the report files ([`is_report_file`]) a previous comparison left
+/// Removes the report files ([`files::is_report_file`]) a previous comparison left
 /// in `dir`, so that pages of ranks or pages this run does not write never
 /// sit beside its report as if they belonged to it. Other files are left
 /// alone. Returns how many were removed.
@@ -299,7 +279,9 @@ pub fn clear_previous(dir: &Path) -> Result<usize, ReportError> {
     for e in entries {
         let e = e.map_err(|e| ReportError::io(dir, e))?;
         let name = e.file_name();
-        if e.file_type().is_ok_and(|t| t.is_file()) && name.to_str().is_some_and(is_report_file) {
+        if e.file_type().is_ok_and(|t| t.is_file())
+            && name.to_str().is_some_and(files::is_report_file)
+        {
             std::fs::remove_file(e.path()).map_err(|err| ReportError::io(&e.path(), err))?;
             n += 1;
         }
@@ -309,7 +291,7 @@ pub fn clear_previous(dir: &Path) -> Result<usize, ReportError> {
 
 /// Writes `index.html` and `summary.json` for the whole comparison.
 pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
-    let path = opts.out_dir.join("summary.json");
+    let path = opts.out_dir.join(files::SUMMARY);
     let json = serde_json::to_vec_pretty(summary).expect("summary serialises");
     std::fs::write(&path, json).map_err(|e| ReportError::io(&path, e))?;
     html::write_index(summary, opts)
@@ -327,32 +309,6 @@ mod tests {
             s.push_str(&format!("[m/op_{i}_mm]\n  Output hash: {h}\n\n"));
         }
         parse_bytes(s.into_bytes(), "t.log")
-    }
-
-    #[test]
-    fn report_file_names() {
-        for yes in [
-            "index.html",
-            "summary.json",
-            "rank0-page1.html",
-            "rank12-page300.html",
-            "rank3-overview.html",
-            "rank7-keys.js",
-        ] {
-            assert!(is_report_file(yes), "{yes}");
-        }
-        for no in [
-            "notes.html",
-            "rank-page1.html",
-            "rank0-page.html",
-            "rank0-page1.htm",
-            "rank0-pagex.html",
-            "rankA-keys.js",
-            "rows.jsonl",
-            "rank0-page1.html.bak",
-        ] {
-            assert!(!is_report_file(no), "{no}");
-        }
     }
 
     #[test]

@@ -377,7 +377,7 @@ fn row_data<'a>(
     let tol = tolerances.describe(&rc.matches.policy, row.source);
     let (notes, nx) = row_chips(rc, index, row, names);
     RowData {
-        id: super::summary::anchor(rc.rank1, index),
+        id: super::files::anchor(rc.rank1, index),
         title: format!("{lines} · {tol}"),
         tol: if matches!(row.status, Status::Diff | Status::Missing)
             && row.source != Source::Default

@@ -4,10 +4,10 @@
 
 use serde::Serialize;
 
-use super::{PagePlan, RankComparison};
+use super::{files, PagePlan, RankComparison};
 use crate::matcher::cause::CauseKind;
 use crate::matcher::{Counts, MatchRow, Status, StrategyCounts};
-use crate::parser::{duplicate_keys, Field, OpTable, WarningKind};
+use crate::parser::{duplicate_keys, Field, OpTable, Phase, WarningKind};
 
 /// Version of the `summary.json` layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -57,25 +57,15 @@ impl RowRef {
             },
             page: plan
                 .page_of(index)
-                .map(|p| page_file(rc.rank1, p))
+                .map(|p| files::page(rc.rank1, p))
                 .unwrap_or_default(),
-            anchor: anchor(rc.rank1, index),
+            anchor: files::anchor(rc.rank1, index),
         }
     }
     /// The key to show: run 1's, else run 2's.
     pub fn key(&self) -> &str {
         self.key1.as_deref().or(self.key2.as_deref()).unwrap_or("")
     }
-}
-
-/// File name of page `page` (0-based) of rank `rank`.
-pub fn page_file(rank: u32, page: usize) -> String {
-    format!("rank{rank}-page{}.html", page + 1)
-}
-
-/// Anchor of result row `index` of rank `rank`.
-pub fn anchor(rank: u32, index: usize) -> String {
-    format!("rank{rank}-row{index}")
 }
 
 /// One side of a rank.
@@ -185,8 +175,13 @@ pub struct RankSummary {
     pub counts: Counts,
     /// Rows paired per pass.
     pub strategy_counts: StrategyCounts,
-    /// The first `diff`, `only1` or `only2` row in run-1 dispatch order.
+    /// The first row that gates (makes the exit status 1), in run-1
+    /// dispatch order: a `diff`, `missing`, `only1` or `only2` row that is
+    /// neither ignored nor an unsynced collective.
     pub first_divergence: Option<RowRef>,
+    /// The first diverging row that does not gate (an unsynced collective
+    /// or an ignored op), if any.
+    pub first_nongating_difference: Option<RowRef>,
     /// Override pairs that paired nothing: `[run1 key, run2 key]`.
     pub unused_overrides: Vec<(String, String)>,
     /// Where the divergence starts (origins and entries) and non-finite values.
@@ -264,9 +259,22 @@ pub struct CauseRef {
     pub kind: CauseKind,
     /// 0-based positions of the differing inputs.
     pub inputs: Vec<usize>,
-    /// Number of inherited rows whose chain leads back here.
+    /// Number of rows whose divergence is counted under this cause
+    /// (inherited, below print precision, through an uncaptured op).
     pub inherited: u64,
-    /// Keys of the first inherited rows, in dispatch order.
+    /// Of those, rows inherited below print precision.
+    pub below_print: u64,
+    /// Of those, rows whose differing input has no captured producer.
+    pub untraced: u64,
+    /// Other rows that read the same differing input (an entry) or receive
+    /// a difference through the same collective (an entry via collective).
+    pub reads: u64,
+    /// An origin whose difference print rounding could explain, with nothing
+    /// diverging before it.
+    pub print_limited: bool,
+    /// For an entry via collective: the nearest unsynced collective before it.
+    pub collective: Option<RowRef>,
+    /// Keys of the first rows counted under it, in dispatch order.
     pub chain: Vec<String>,
 }
 
@@ -286,8 +294,11 @@ pub struct CausesSummary {
     pub first_cause: Option<CauseRef>,
     /// Origins, entries and entries via collective, in dispatch order (at most 50 here).
     pub causes: Vec<CauseRef>,
-    /// Number of origins and entries.
+    /// Number of origins and entries (entries that read the same differing
+    /// input counted once).
     pub cause_count: u64,
+    /// Diverging `diff` rows per root-cause class, every row counted.
+    pub kinds: crate::matcher::cause::KindCounts,
     /// The rank's divergence only enters through unsynced collectives.
     pub via_collective_only: bool,
     /// For such a rank: the ranks with origins or entries of their own.
@@ -296,14 +307,20 @@ pub struct CausesSummary {
     pub first_divergence_forward: Option<RowRef>,
     /// First gating divergence in the backward phase (tolerance-aware).
     pub first_divergence_backward: Option<RowRef>,
+    /// First gating divergence in the optimizer step (rows after the last
+    /// backward op without a Phase line; tolerance-aware).
+    pub first_divergence_optimizer: Option<RowRef>,
     /// First row whose run-1 values hold NaN or Inf.
     pub first_nonfinite1: Option<RowRef>,
     /// First row whose run-2 values hold NaN or Inf.
     pub first_nonfinite2: Option<RowRef>,
     /// First paired row non-finite on one side only.
     pub first_nonfinite_one_sided: Option<RowRef>,
-    /// The `diff` row with the largest finite relative difference.
+    /// The gating `diff` row with the largest finite relative difference in
+    /// a field that gates under its tolerance.
     pub largest_diff: Option<RowRef>,
+    /// That field (`Output hash`, `Input hashes`, or a stat when stats gate).
+    pub largest_diff_field: Option<&'static str>,
     /// That difference.
     pub largest_rel_diff: Option<f64>,
 }
@@ -317,6 +334,11 @@ impl CausesSummary {
             kind: e.kind,
             inputs: e.inputs.clone(),
             inherited: e.inherited,
+            below_print: e.below_print,
+            untraced: e.untraced,
+            reads: e.reads,
+            print_limited: e.print_limited,
+            collective: e.collective.map(r),
             chain: e.chain.iter().map(|i| r(*i).key().to_string()).collect(),
         };
         CausesSummary {
@@ -326,15 +348,24 @@ impl CausesSummary {
                 .map(cref),
             causes: c.causes.iter().take(50).map(cref).collect(),
             cause_count: c.cause_count,
+            kinds: c.kinds,
             via_collective_only: c.via_collective_only,
             see_ranks: Vec::new(),
-            first_divergence_forward: rc.matches.first_gating(rc.t1, rc.t2, false).map(r),
-            first_divergence_backward: rc.matches.first_gating(rc.t1, rc.t2, true).map(r),
+            first_divergence_forward: rc.matches.first_gating(rc.t1, rc.t2, Phase::Forward).map(r),
+            first_divergence_backward: rc
+                .matches
+                .first_gating(rc.t1, rc.t2, Phase::Backward)
+                .map(r),
+            first_divergence_optimizer: rc
+                .matches
+                .first_gating(rc.t1, rc.t2, Phase::Optimizer)
+                .map(r),
             first_nonfinite1: c.first_nonfinite1.map(r),
             first_nonfinite2: c.first_nonfinite2.map(r),
             first_nonfinite_one_sided: c.first_nonfinite_one_sided.map(r),
-            largest_diff: c.largest_diff.map(|(i, _)| r(i)),
-            largest_rel_diff: c.largest_diff.map(|(_, d)| d),
+            largest_diff: c.largest_diff.map(|d| r(d.index)),
+            largest_diff_field: c.largest_diff.map(|d| d.field),
+            largest_rel_diff: c.largest_diff.map(|d| d.rel),
         }
     }
 }
@@ -354,6 +385,10 @@ impl RankSummary {
             first_divergence: rc
                 .matches
                 .first_divergence()
+                .map(|i| RowRef::new(rc, i, plan)),
+            first_nongating_difference: rc
+                .matches
+                .first_nongating()
                 .map(|i| RowRef::new(rc, i, plan)),
             unused_overrides: rc.matches.unused_overrides.clone(),
             root_causes: CausesSummary::build(rc, plan),
@@ -413,15 +448,20 @@ pub struct Summary {
     pub verdict: Vec<String>,
 }
 
-/// Ranks whose comparisons look the same.
+/// Ranks with the same verdict: the same first cause, or the same
+/// collective their change arrives through, or the same first divergence.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct RankGroup {
     /// The ranks, ascending.
     pub ranks: Vec<u32>,
-    /// Non-`match` rows per rank.
+    /// Non-`match` rows: the most of any rank of the group.
     pub diverging: u64,
-    /// Key of the first diverging row (the same in every rank of the group).
+    /// Key of the first gating row of the group's first rank.
     pub first_divergence: Option<String>,
+    /// The verdict the ranks share, in words (`first entry
+    /// tok_embeddings/op_2_embedding`, `receive the change through the
+    /// gradient reduce-scatter`, `no divergence`).
+    pub verdict: String,
 }
 
 impl RankGroup {
@@ -431,43 +471,172 @@ impl RankGroup {
         match &self.first_divergence {
             None => format!("ranks {{{}}}: all matched", ranks.join(",")),
             Some(k) => format!(
-                "ranks {{{}}}: first divergence {k} ({} differing op{})",
+                "ranks {{{}}}: first divergence {k} ({} differing op{}){}",
                 ranks.join(","),
                 self.diverging,
-                if self.diverging == 1 { "" } else { "s" }
+                if self.diverging == 1 { "" } else { "s" },
+                if self.verdict.starts_with("receive") {
+                    format!(": {}", self.verdict)
+                } else {
+                    String::new()
+                }
             ),
         }
     }
 }
 
+/// What a collective carries, in words: `gradient reduce-scatter` for
+/// `_reduce_scatter_base_`, `parameter all-gather` for `_allgather_base_`.
+pub fn collective_words(key: &str) -> String {
+    let op = crate::matcher::keys::op_type(&crate::matcher::keys::fuzzy_key(key.as_bytes()))
+        .to_vec();
+    let op = String::from_utf8_lossy(&op).to_lowercase();
+    if op.contains("reduce_scatter") {
+        "gradient reduce-scatter".into()
+    } else if op.contains("allgather") || op.contains("all_gather") {
+        "parameter all-gather".into()
+    } else if op.contains("all_reduce") || op.contains("allreduce") {
+        "all-reduce".into()
+    } else {
+        format!("collective {op}")
+    }
+}
+
+impl RankSummary {
+    /// The rank's verdict in words, the same for ranks that diverge alike:
+    /// its first cause (`first entry K`), the collective its change arrives
+    /// through, its first gating row, or `no divergence`.
+    pub fn verdict(&self) -> String {
+        let rc = &self.root_causes;
+        if let Some(c) = &rc.first_cause {
+            return format!("first {} {}", c.kind.as_str(), c.row.key());
+        }
+        if rc.via_collective_only {
+            let via = rc
+                .causes
+                .iter()
+                .find_map(|c| c.collective.as_ref())
+                .map_or("a collective".to_string(), |c| {
+                    format!("the {}", collective_words(c.key()))
+                });
+            return format!("receive the change through {via}");
+        }
+        match &self.first_divergence {
+            Some(f) => format!("first divergence {}", f.key()),
+            None => "no divergence".into(),
+        }
+    }
+}
+
+/// `0`, `0 and 2`, `0, 2 and 3`.
+fn and_list(v: &[u32]) -> String {
+    let s: Vec<String> = v.iter().map(u32::to_string).collect();
+    match s.len() {
+        0 => String::new(),
+        1 => s[0].clone(),
+        n => format!("{} and {}", s[..n - 1].join(", "), s[n - 1]),
+    }
+}
+
+fn rank_word(v: &[u32]) -> String {
+    format!(
+        "{} {}",
+        if v.len() == 1 { "rank" } else { "ranks" },
+        and_list(v)
+    )
+}
+
 impl Summary {
-    /// Groups ranks with the same first divergence and counts, in rank order.
+    /// Groups ranks by verdict ([`RankSummary::verdict`]), in rank order.
     pub fn group_ranks(ranks: &[RankSummary]) -> Vec<RankGroup> {
-        let mut groups: Vec<(String, RankGroup)> = Vec::new();
+        let mut groups: Vec<RankGroup> = Vec::new();
         for r in ranks {
-            let first = r.first_divergence.as_ref().map(|f| f.key().to_string());
-            let sig = format!("{first:?}|{:?}", r.counts);
-            match groups.iter_mut().find(|(s, _)| *s == sig) {
-                Some((_, g)) => g.ranks.push(r.rank),
-                None => groups.push((
-                    sig,
-                    RankGroup {
-                        ranks: vec![r.rank],
-                        diverging: r.counts.diverging(),
-                        first_divergence: first,
-                    },
-                )),
+            let verdict = r.verdict();
+            match groups.iter_mut().find(|g| g.verdict == verdict) {
+                Some(g) => {
+                    g.ranks.push(r.rank);
+                    g.diverging = g.diverging.max(r.counts.diverging());
+                }
+                None => groups.push(RankGroup {
+                    ranks: vec![r.rank],
+                    diverging: r.counts.diverging(),
+                    first_divergence: r.first_divergence.as_ref().map(|f| f.key().to_string()),
+                    verdict,
+                }),
             }
         }
-        groups.into_iter().map(|(_, g)| g).collect()
+        groups
     }
 
-    /// Points ranks whose divergence only enters via collectives at the
+    /// The one sentence the index and the terminal open with, from the rank
+    /// summaries alone: where the run diverges first and how the other ranks
+    /// get it, e.g. "rank 1 diverges first at `tok_embeddings/op_2_embedding`
+    /// (a differing input), and ranks 0, 2 and 3 receive that change through
+    /// the gradient reduce-scatter." `None` when no rank has a gating row.
+    pub fn headline(ranks: &[RankSummary]) -> Option<String> {
+        let groups = Summary::group_ranks(ranks);
+        let what = |r: &RankSummary| -> Option<String> {
+            let c = r.root_causes.first_cause.as_ref()?;
+            Some(format!(
+                "`{}` ({})",
+                c.row.key(),
+                match c.kind {
+                    CauseKind::Entry => "a differing input",
+                    CauseKind::Origin => "inputs agree, the output differs",
+                    _ => c.kind.as_str(),
+                }
+            ))
+        };
+        let mut parts: Vec<String> = Vec::new();
+        let mut via: Vec<(Vec<u32>, String)> = Vec::new();
+        let mut other: Vec<String> = Vec::new();
+        for g in &groups {
+            let Some(first) = ranks.iter().find(|r| r.rank == g.ranks[0]) else {
+                continue;
+            };
+            if !first.gates() {
+                continue;
+            }
+            if let Some(w) = what(first) {
+                parts.push(format!(
+                    "{} {} first at {w}",
+                    rank_word(&g.ranks),
+                    if g.ranks.len() == 1 { "diverges" } else { "diverge" }
+                ));
+            } else if g.verdict.starts_with("receive") {
+                let v = g.verdict.trim_start_matches("receive the change ");
+                via.push((g.ranks.clone(), v.to_string()));
+            } else if let Some(f) = &g.first_divergence {
+                other.push(format!(
+                    "{} {} first at `{f}`",
+                    rank_word(&g.ranks),
+                    if g.ranks.len() == 1 { "diverges" } else { "diverge" }
+                ));
+            }
+        }
+        let had_cause = !parts.is_empty();
+        parts.extend(other);
+        parts.extend(via.into_iter().map(|(r, v)| {
+            format!(
+                "{} {} {} {v}",
+                rank_word(&r),
+                if r.len() == 1 { "receives" } else { "receive" },
+                if had_cause { "that change" } else { "a change" }
+            )
+        }));
+        match parts.len() {
+            0 => None,
+            1 => Some(format!("{}.", parts[0])),
+            n => Some(format!("{}, and {}.", parts[..n - 1].join(", "), parts[n - 1])),
+        }
+    }
+
+    /// Points ranks whose divergence only arrives through collectives at the
     /// ranks that have origins or entries of their own.
     pub fn link_collective_ranks(ranks: &mut [RankSummary]) {
         let with_causes: Vec<u32> = ranks
             .iter()
-            .filter(|r| r.root_causes.cause_count > 0)
+            .filter(|r| r.root_causes.cause_count > 0 && !r.root_causes.via_collective_only)
             .map(|r| r.rank)
             .collect();
         for r in ranks.iter_mut() {

@@ -31,25 +31,65 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         let more = rc.cause_count.saturating_sub(1);
         let _ = writeln!(
             out,
-            "{rank}: first {}: {} (line {}){}",
+            "{rank}: first {}: {} (line {}){}{}",
             f.kind.as_str(),
             f.row.key(),
             f.row.line1.unwrap_or(0),
+            if f.print_limited {
+                " (within print precision)"
+            } else {
+                ""
+            },
             if more > 0 {
                 format!(
-                    ", {more} more origin{} or entr{}",
+                    ", {more} more cause{}",
                     if more == 1 { "" } else { "s" },
-                    if more == 1 { "y" } else { "ies" }
                 )
             } else {
                 String::new()
             }
         );
-    } else if rc.via_collective_only {
         let _ = writeln!(
             out,
-            "{rank}: divergence only enters via collectives; see ranks {:?}",
-            rc.see_ranks
+            "  {} diverging row{} trace back to it ({} below print precision, {} through uncaptured ops){}",
+            f.inherited,
+            if f.inherited == 1 { "" } else { "s" },
+            f.below_print,
+            f.untraced,
+            if f.reads > 0 {
+                format!("; {} more read the same changed input", f.reads)
+            } else {
+                String::new()
+            }
+        );
+    } else if rc.via_collective_only {
+        let via = rc
+            .causes
+            .iter()
+            .find_map(|c| c.collective.as_ref())
+            .map_or("a collective".to_string(), |c| {
+                format!(
+                    "the {} ({})",
+                    super::summary::collective_words(c.key()),
+                    c.key()
+                )
+            });
+        let _ = writeln!(
+            out,
+            "{rank}: its own forward matches; the change arrives through {via}; see {}",
+            if rc.see_ranks.is_empty() {
+                "the other ranks".to_string()
+            } else {
+                format!(
+                    "rank{} {}",
+                    if rc.see_ranks.len() == 1 { "" } else { "s" },
+                    rc.see_ranks
+                        .iter()
+                        .map(u32::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
         );
     }
     let _ = write!(
@@ -103,6 +143,7 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
     for (phase, f) in [
         ("forward", &rc.first_divergence_forward),
         ("backward", &rc.first_divergence_backward),
+        ("optimizer", &rc.first_divergence_optimizer),
     ] {
         if let Some(f) = f {
             let _ = writeln!(out, "  first divergence ({phase}): {}", f.key());
@@ -119,8 +160,21 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
     if let Some(f) = &rc.first_nonfinite_one_sided {
         let _ = writeln!(out, "  first non-finite on one side only: {}", f.key());
     }
+    if let Some(f) = &r.first_nongating_difference {
+        let _ = writeln!(
+            out,
+            "  first non-gating difference: {} ({})",
+            f.key(),
+            f.status.as_str()
+        );
+    }
     if let (Some(f), Some(d)) = (&rc.largest_diff, rc.largest_rel_diff) {
-        let _ = writeln!(out, "  largest diff: {} (rel {d:.3e})", f.key());
+        let _ = writeln!(
+            out,
+            "  largest diff: {} ({}, rel {d:.3e})",
+            f.key(),
+            rc.largest_diff_field.unwrap_or("value")
+        );
     }
     if let Some(m) = &r.shape_mismatches {
         let _ = writeln!(out, "  {}", m.describe());
@@ -140,6 +194,9 @@ pub fn render(s: &Summary, report: &str) -> String {
         "actdiff: {} ({}) vs {} ({})",
         s.name1, s.path1, s.name2, s.path2
     );
+    if let Some(h) = Summary::headline(&s.ranks) {
+        let _ = writeln!(out, "{h}");
+    }
     for r in &s.ranks {
         rank_lines(&mut out, s, r);
     }

@@ -7,6 +7,7 @@ import re
 import torch
 
 import actdiff_capture
+import llama
 from llama import train
 
 
@@ -77,9 +78,12 @@ def test_keys_phases_producers_locations(tmp_path):
     assert any(k.startswith("layers.0.attention.wq/") for k in back)
     assert any(k.startswith("<none>/") for k in back)  # the loss's backward
     assert all(d[k]["Location"].startswith("python/llama.py:") for k in back if k.startswith("layers."))
-    # A backward op's Location is its forward op's (the autograd node's).
-    # (Gradient accumulation adds run outside a node's forward op: they get
-    # the live location, the `loss.backward()` line.)
+    # A backward op's Location is its forward op's (the autograd node's),
+    # also for the gradient-accumulation adds that run in the nodes of
+    # excluded forward ops (views, `t`): never the `loss.backward()` line.
+    backward_line = next(i for i, line in enumerate(open(llama.__file__), 1) if "loss.backward()" in line)
+    adds = [k for k in back if k.startswith("layers.") and k.endswith("_add")]
+    assert adds and all(d[k]["Location"] != f"python/llama.py:{backward_line}" for k in back if k.startswith("layers."))
     wq_back = [k for k in back if k.startswith("layers.0.attention.wq/") and k.endswith("_mm")]
     assert wq_back and all(d[k]["Location"] == d["layers.0.attention.wq/op_0_mm"]["Location"] for k in wq_back)
     # Optimizer (AdamW foreach=False): in-place ops, forward phase, <none>;

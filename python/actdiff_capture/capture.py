@@ -1,0 +1,624 @@
+"""The capture: a ``TorchDispatchMode`` plus global module hooks that record
+every op of one training step into the Rust core, and the two profilers that
+arm it (:class:`Profiler`, and :class:`ActivationCaptureProfiler`, the
+drop-in for TorchTitan's).
+
+What is captured follows the reference tracer
+(TorchTitan's ``agent_tooling/numerics_debugging/activation_tracer.py``):
+
+- every ATen op dispatched during the step, except ``excluded_ops``
+  (views, copies, creation, indexing; those seen are listed in the header),
+  whose result has a float32/float16/bfloat16 tensor of at least
+  ``min_numel`` elements (and, with ``op_filter``, whose name contains one
+  of its strings). Shape and stats describe the first such tensor; every
+  tensor output gets an output hash, every tensor input an input hash;
+- ops whose name ends in ``_`` (in-place) with any tensor argument or
+  result, hash-only when they have no such result;
+- ops of ``torch.compile``'d graphs: the mode tells Dynamo to keep compiling
+  while it is armed (``ignore_compile_internals``), so the ATen ops the
+  compiled graphs run are dispatched through it, as under the reference's
+  DebugMode;
+- key ``<module_fqn>/op_<seq>_<op>`` with ``seq`` counted per module. The
+  module FQN, first found of:
+
+  1. the FX context variable ``_current_module_name`` (an FX interpreter
+     replaying a traced graph, see :mod:`actdiff_capture.fx`);
+  2. the FX node that generated graph code is running (compiled and traced
+     graphs): ``custom["module_fqn"]``, ``nn_module_stack``,
+     ``fwd_nn_module_stack`` (the reference writes ``<none>`` here);
+  3. the innermost module whose forward is running (global forward pre/post
+     hooks): forward ops, and ops recomputed by activation checkpointing
+     during backward (full FQN, ``_checkpoint_wrapped_module`` removed; the
+     reference's are relative to the checkpointed block);
+  4. in backward, the module whose forward built the running autograd node
+     (the reference's grad_fn walk);
+
+  else ``<none>``;
+- phase ``backward`` when the FX phase override says so, when an autograd
+  node is running, or when the FX node is a backward node;
+- ``Input producers``: the key of the captured op whose output was that very
+  tensor object (identity, as DebugMode's tensor ids);
+- ``Location``: the FX context's stack frames, else the FX node's
+  ``stack_trace``, else for forward (and recomputed) ops the innermost frame
+  outside torch internals and this package; for backward ops the location
+  of the forward op that created the running autograd node, including
+  excluded ops (views, ``t``) whose nodes run gradient-accumulation adds.
+
+Input hashes of ops that mutate an argument (in-place and ``out=`` ops) are
+taken before the op runs; other ops cannot change their inputs, so their
+inputs are hashed after, and only when the op is captured. All statistics
+and the writing are done by the Rust core (``actdiff_capture._native``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import fx
+from ._native import Capture
+
+DEFAULT_MIN_NUMEL = 1000
+
+#: The reference tracer's infrastructure ops (creation, copies, views,
+#: permutations, concatenation, indexing, autograd plumbing, bucketing).
+EXCLUDED_OPS = frozenset(
+    {
+        "empty", "empty_like", "zeros", "zeros_like", "ones", "ones_like",
+        "full", "full_like", "lift_fresh", "lift_fresh_copy",
+        "copy_", "_to_copy", "to", "clone", "contiguous", "_pin_memory",
+        "view", "_unsafe_view", "view_as", "view_as_real", "view_as_complex",
+        "reshape", "_reshape_alias", "flatten", "unflatten", "alias",
+        "permute", "transpose", "t", "unsqueeze", "squeeze", "expand",
+        "expand_as", "repeat",
+        "cat", "stack", "split", "chunk",
+        "narrow", "select", "index_select", "gather", "scatter", "slice",
+        "as_strided",
+        "detach",
+        "_pre_bucket_all_gather", "_pre_bucket_reduce_scatter",
+    }
+)  # fmt: skip
+
+#: Values of the ``precision`` option: None (the reference's ``%.6e``, 7
+#: significant digits) or ``"full"`` (shortest round-trip float64 text, at
+#: most 17 digits, and a ``Precision: full`` header line).
+PRECISIONS = (None, "full")
+
+_FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
+
+
+def _op_name(func) -> str:
+    schema = getattr(func, "_schema", None)
+    if schema is not None:
+        return schema.name.split("::")[-1]
+    return str(func).split(".")[-1].replace(">", "")
+
+
+def _leaves(obj, out: list) -> None:
+    """Tensor leaves of nested lists/tuples/dicts, in pytree order."""
+    if isinstance(obj, torch.Tensor):
+        out.append(obj)
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            _leaves(o, out)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            _leaves(o, out)
+
+
+_PLAIN = (torch.Tensor, nn.Parameter)
+
+
+def _local(t: torch.Tensor):
+    """The tensor the Rust core reads: DTensor's local shard; None when it
+    cannot be read (fake/meta tensors, other devices, sparse)."""
+    if type(t) not in _PLAIN:
+        inner = getattr(t, "_local_tensor", None)
+        if inner is not None:
+            t = inner
+        elif isinstance(t, torch._subclasses.FakeTensor):
+            return None
+    if not (t.is_cpu or t.is_cuda) or t.layout is not torch.strided:
+        return None
+    return t
+
+
+class _Ids:
+    """Tensor identity → a number that is never reused (DebugMode's tensor
+    ids): keyed by id() and checked through a weak reference, so a freed
+    tensor's id() taken by a new tensor gets a new number."""
+
+    __slots__ = ("d", "n")
+
+    def __init__(self):
+        self.d: dict = {}
+        self.n = 0
+
+    def get(self, t) -> int:
+        e = self.d.get(id(t))
+        return e[0] if e is not None and e[1]() is t else 0
+
+    def assign(self, t) -> int:
+        e = self.d.get(id(t))
+        if e is not None and e[1]() is t:
+            return e[0]
+        self.n += 1
+        self.d[id(t)] = (self.n, weakref.ref(t))
+        return self.n
+
+
+class _OpInfo:
+    __slots__ = ("name", "excluded", "mutable", "inplace", "wanted")
+
+    def __init__(self, func, excluded_ops, op_filter):
+        self.name = _op_name(func)
+        self.excluded = self.name in excluded_ops
+        schema = getattr(func, "_schema", None)
+        self.mutable = bool(schema is not None and schema.is_mutable)
+        self.inplace = self.name.endswith("_")
+        self.wanted = op_filter is None or any(f in self.name for f in op_filter)
+
+
+_FILTERED, _USER, _GRAPH, _INTERPRETER = 0, 1, 2, 3
+_RUN_NODE = torch.fx.Interpreter.run_node.__code__
+
+
+def _code_kind(frame) -> int:
+    """_GRAPH for the generated ``forward`` of a GraphModule (its file name
+    can be anything, torch.fx's own files included), _INTERPRETER for
+    ``torch.fx.Interpreter.run_node`` (its local ``n`` is the node),
+    _FILTERED for frames never shown as a Location
+    (``fx.is_filtered_frame``), else _USER."""
+    code = frame.f_code
+    if code is _RUN_NODE:
+        return _INTERPRETER
+    if code.co_name == "forward":
+        gm = frame.f_locals.get("self")
+        if isinstance(gm, torch.fx.GraphModule):
+            fwd = getattr(type(gm).forward, "__code__", None)
+            if fwd is code:
+                return _GRAPH
+    return _FILTERED if fx.is_filtered_frame(code.co_filename) else _USER
+
+
+_current_module_name = fx._current_module_name
+_current_stack_frames = fx._current_stack_frames
+_current_phase_override = fx._current_phase_override
+
+
+class _Mode(TorchDispatchMode):
+    """Records ops into a Rust ``Capture``; see the module docstring."""
+
+    def __init__(self, prof: "Profiler", cap, names: dict):
+        super().__init__()
+        self.p = prof
+        self.cap = cap
+        self.min_numel = prof.min_numel
+        self.infos: dict = {}
+        self.excluded: set = set()
+        self.ids = _Ids()
+        self.node_loc: dict = {}
+        self.pending = None  # (outputs, location) of the last forward op
+        self.code_kind: dict = {}  # code object -> _USER / _GRAPH / _FILTERED
+        self.graphs = fx.GraphSites(names)
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # Dynamo keeps compiling while the mode is armed (as for DebugMode),
+        # and the compiled graphs' ATen ops are dispatched through it.
+        return True
+
+    def site(self):
+        """(Location of the innermost frame outside torch internals, generated
+        graph code and this package; the FX node context of the innermost
+        frame of generated GraphModule code, or None; see ``fx.GraphSites``)."""
+        f = sys._getframe(1)
+        kinds = self.code_kind
+        ctx = None
+        while f is not None:
+            code = f.f_code
+            kind = kinds.get(code)
+            if kind is None:
+                kind = kinds[code] = _code_kind(f)
+            if kind == _USER:
+                return fx.short_location(code.co_filename, f.f_lineno), ctx
+            if ctx is None:
+                if kind == _GRAPH:
+                    ctx = self.graphs.lookup(f)
+                elif kind == _INTERPRETER:
+                    n = f.f_locals.get("n")
+                    if isinstance(n, torch.fx.Node):
+                        ctx = self.graphs.node(n)
+            f = f.f_back
+        return None, ctx
+
+    def _settle(self):
+        # The outputs of the last forward op have their autograd node now.
+        outs_prev, loc_prev = self.pending
+        self.pending = None
+        node_loc = self.node_loc
+        for t in outs_prev:
+            gf = t.grad_fn
+            if gf is not None and gf not in node_loc:
+                node_loc[gf] = loc_prev
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        info = self.infos.get(func)
+        if info is None:
+            info = self.infos[func] = _OpInfo(func, self.p.excluded_ops, self.p.op_filter)
+        if self.pending is not None:
+            self._settle()
+        stack = self.p._stack
+        if info.excluded:
+            self.excluded.add(info.name)
+            out = func(*args, **kwargs)
+            # A forward view/copy gets an autograd node whose backward ops
+            # (gradient-accumulation adds) take this op's line, as the
+            # reference's autograd tracebacks give them.
+            if stack or torch._C._current_autograd_node() is None:
+                raw_ins: list = []
+                _leaves(args, raw_ins)
+                if any(t.requires_grad for t in raw_ins):
+                    raw: list = []
+                    _leaves(out, raw)
+                    if raw:
+                        self.pending = (raw, self._forward_location())
+            return out
+
+        raw_ins = []
+        _leaves(args, raw_ins)
+        if kwargs:
+            _leaves(kwargs, raw_ins)
+        ins = [_local(t) for t in raw_ins]
+        # (not `None in ins`: that compares tensors with None through torch)
+        readable = all(t is not None for t in ins)
+        pre = None
+        if info.mutable and ins and readable:
+            pre = self.cap.hash_inputs(ins)
+
+        out = func(*args, **kwargs)
+
+        raw = []
+        _leaves(out, raw)
+        outs = [_local(t) for t in raw]
+        if not all(t is not None for t in outs):
+            readable = False
+        node = torch._C._current_autograd_node()
+        forward_like = node is None or bool(stack)  # forward, or recomputed (AC)
+
+        primary = None
+        if readable and info.wanted:
+            mn = self.min_numel
+            for i, t in enumerate(outs):
+                if t.dtype in _FLOATS and t.numel() >= mn:
+                    primary = i
+                    break
+        captured = readable and (primary is not None or (info.inplace and bool(outs or ins)))
+        # Outputs get an autograd node when an input requires grad (their
+        # own flag is not set yet down here).
+        grads = forward_like and bool(raw) and any(t.requires_grad for t in raw_ins)
+        if not (captured or grads):
+            return out
+
+        frames = _current_stack_frames.get()
+        live, fxc = self.site()
+        if frames:
+            loc = frames[-1].short_str()
+        elif fxc is not None and fxc[1] is not None:
+            loc = fxc[1]
+        elif forward_like:
+            loc = live
+        else:
+            loc = self.node_loc.get(node) or live
+        if grads:
+            self.pending = (raw, loc)
+        if not captured:
+            return out
+
+        fqn = fx.clean_fqn(_current_module_name.get())
+        if fqn is None and fxc is not None:
+            fqn = fxc[0]
+        if fqn is None:
+            if stack:
+                fqn = stack[-1]
+            elif node is not None:
+                fqn = self.p._grad_fn_to_module.get(node)
+        phase = _current_phase_override.get()
+        if phase is not None:
+            backward = phase == "backward"
+        else:
+            backward = node is not None or (fxc is not None and fxc[2])
+
+        ids = self.ids
+        in_ids = [ids.get(t) for t in ins]
+        out_ids = [ids.assign(t) for t in outs]
+        self.cap.record(
+            fqn,
+            info.name,
+            backward,
+            loc,
+            primary,
+            outs,
+            pre if pre is not None else ins,
+            in_ids,
+            out_ids,
+        )
+        return out
+
+    def _forward_location(self):
+        frames = _current_stack_frames.get()
+        if frames:
+            return frames[-1].short_str()
+        live, fxc = self.site()
+        if fxc is not None and fxc[1] is not None:
+            return fxc[1]
+        return live
+
+
+def _grad_fns(args) -> set:
+    leaves: list = []
+    _leaves(args, leaves)
+    return {t.grad_fn for t in leaves if t.grad_fn is not None}
+
+
+def _default_rank() -> int:
+    dist = torch.distributed
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+class Profiler:
+    """Captures training step ``capture_step`` (1-based) of ``model``.
+
+    Args:
+        model: the model (module FQNs come from ``model.named_modules()``).
+        dump_dir: folder of the log (created).
+        rank: the log's rank; default: ``torch.distributed``'s rank when it
+            is initialized, else 0.
+        capture_step: the step to capture; ``step()`` is called after each.
+            With 1 the capture is armed at construction.
+        min_numel: smallest result captured with stats (default 1000).
+        op_filter: optional set of op-name substrings (an allow list).
+        excluded_ops: ops never captured (default ``EXCLUDED_OPS``).
+        enabled: False makes every call a no-op.
+        device_path: compute CPU tensors' stats with queued libtorch ops
+            (the GPU path) instead of the fused Rust pass.
+        precision: None (default) prints every float as the reference does
+            (``%.6e``, 7 significant digits); ``"full"`` prints the shortest
+            text that round-trips in float64 (at most 17 digits) and states
+            ``Precision: full`` in the header.
+        digests: write ``Output digest`` / ``Input digests`` lines (a 64-bit
+            digest of each hashed tensor's contents, for bitwise
+            comparison); default: on with ``precision="full"``.
+
+    Raises:
+        ValueError: ``capture_step`` below 1 or an unknown ``precision``.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        dump_dir: str,
+        *,
+        rank: int | None = None,
+        capture_step: int = 1,
+        min_numel: int = DEFAULT_MIN_NUMEL,
+        op_filter=None,
+        excluded_ops=None,
+        enabled: bool = True,
+        device_path: bool = False,
+        precision: str | None = None,
+        digests: bool | None = None,
+    ):
+        self._configure(
+            model, dump_dir, rank, capture_step, min_numel, op_filter, excluded_ops, enabled, device_path,
+            precision, digests,
+        )  # fmt: skip
+        if self.enabled and self.capture_step <= 1:
+            self._arm()
+
+    def _configure(
+        self, model, dump_dir, rank, capture_step, min_numel, op_filter, excluded_ops, enabled, device_path,
+        precision, digests,
+    ) -> None:  # fmt: skip
+        if int(capture_step) < 1:
+            raise ValueError(f"capture_step is 1-based, got {capture_step}")
+        if precision == "default":
+            precision = None
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be None or 'full', got {precision!r}")
+        self.model = model
+        self.dump_dir = os.fspath(dump_dir)
+        self.rank = rank
+        self.capture_step = int(capture_step)
+        self.min_numel = int(min_numel)
+        self.op_filter = set(op_filter) if op_filter else None
+        self.excluded_ops = frozenset(EXCLUDED_OPS if excluded_ops is None else excluded_ops)
+        self.enabled = bool(enabled)
+        self.device_path = device_path
+        self.precision = precision
+        self.digests = (precision == "full") if digests is None else bool(digests)
+        self.path: str | None = None  # the log, once written
+        self.count: int | None = None  # its number of blocks
+        self._step = 0
+        self._done = False
+        self._mode: _Mode | None = None
+        self._handles: list = []
+        self._stack: list = []
+        self._grad_fn_to_module: dict = {}
+
+    # -- the ActivationCaptureProfiler protocol --------------------------------
+
+    def __enter__(self) -> "Profiler":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._disarm()
+
+    def step(self) -> None:
+        """Call after every training step."""
+        self._step += 1
+        if not self.enabled or self._done:
+            return
+        if self._step == self.capture_step - 1:
+            self._arm()
+        elif self._step == self.capture_step:
+            self._dump()
+
+    @property
+    def armed(self) -> bool:
+        """True between arming and writing the log (or ``__exit__``)."""
+        return self._mode is not None
+
+    # -- internals --------------------------------------------------------------
+
+    def _log_path(self) -> str:
+        rank = _default_rank() if self.rank is None else self.rank
+        return os.path.join(self.dump_dir, f"rank_{rank}_activations.log")
+
+    def _new_capture(self, path: str):
+        kw = {"device_path": self.device_path}
+        if self.precision is not None or self.digests:
+            kw["precision"] = self.precision or "default"
+            kw["digests"] = self.digests
+        try:
+            return Capture(path, **kw)
+        except TypeError as e:
+            if len(kw) > 1:
+                raise RuntimeError(
+                    f"the installed actdiff_capture._native cannot write precision={self.precision!r} "
+                    f"digests={self.digests}: rebuild the extension from this checkout ({e})"
+                ) from e
+            raise
+
+    def _arm(self) -> None:
+        if self._mode is not None:
+            return
+        names = {id(m): name for name, m in self.model.named_modules()}
+        stack = self._stack
+        g2m = self._grad_fn_to_module
+        pending: dict = {}
+        stack.clear()
+        g2m.clear()
+        compiling = torch.compiler.is_compiling
+
+        def pre_hook(module, args):
+            if compiling():
+                return  # traced by Dynamo: module context comes from FX metadata
+            fqn = names.get(id(module))
+            if fqn is None:
+                return
+            stack.append(fx.clean_fqn(fqn))
+            pending[id(module)] = _grad_fns(args)
+
+        def post_hook(module, args, output):
+            if compiling():
+                return
+            fqn = names.get(id(module))
+            if fqn is None:
+                return
+            if stack:
+                stack.pop()
+            inputs = pending.pop(id(module), set())
+            fqn = fx.clean_fqn(fqn)
+            if not fqn:
+                return  # the root: its ops are <none>, as the reference's
+            outs: list = []
+            _leaves(output, outs)
+            for t in outs:
+                if t.grad_fn is None:
+                    continue
+                todo = [t.grad_fn]
+                seen = set()
+                while todo:
+                    fn = todo.pop()
+                    if fn in seen or fn in inputs:
+                        continue
+                    seen.add(fn)
+                    if fn not in g2m:
+                        g2m[fn] = fqn
+                    for parent, _ in fn.next_functions:
+                        if parent is not None and parent not in seen:
+                            todo.append(parent)
+
+        self.path = self._log_path()
+        cap = self._new_capture(self.path)
+        mod = nn.modules.module
+        self._handles = [
+            mod.register_module_forward_pre_hook(pre_hook),
+            mod.register_module_forward_hook(post_hook, always_call=True),
+        ]
+        self._mode = _Mode(self, cap, names)
+        self._mode.__enter__()
+        fx.set_numerics_capture_active(True)
+
+    def _disarm(self):
+        mode, self._mode = self._mode, None
+        if mode is not None:
+            fx.set_numerics_capture_active(False)
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self._stack.clear()
+        self._grad_fn_to_module.clear()
+        if mode is not None:
+            mode.__exit__(None, None, None)
+            mode.node_loc.clear()
+            mode.pending = None
+        return mode
+
+    def _dump(self) -> None:
+        mode = self._disarm()
+        if mode is None:
+            return
+        for op in mode.excluded:
+            mode.cap.note_excluded(op)
+        self.count = mode.cap.finish()
+        self._done = True
+
+
+class ActivationCaptureProfiler(Profiler):
+    """Drop-in for TorchTitan's ``ActivationCaptureProfiler``
+    (``agent_tooling/numerics_debugging/activation_tracer.py``): the same
+    keyword-only constructor (``enabled``, ``model``, ``dump_dir``,
+    ``capture_step``, 1-based) and lifecycle: ``__enter__`` arms when
+    ``capture_step`` is 1, ``step()`` (after every training step) arms after
+    step ``capture_step - 1`` and writes ``{dump_dir}/rank_{rank}_activations.log``
+    after step ``capture_step``; ``__exit__`` disarms without writing.
+    :func:`is_numerics_capture_active` is True while armed.
+
+    The reference tracer's own options are accepted too (``min_numel``,
+    ``op_filter``), and this agent's (``rank``, ``excluded_ops``,
+    ``device_path``, ``precision``, ``digests``: see :class:`Profiler`).
+    """
+
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        model: nn.Module,
+        dump_dir: str,
+        capture_step: int = 1,
+        min_numel: int = DEFAULT_MIN_NUMEL,
+        op_filter=None,
+        rank: int | None = None,
+        excluded_ops=None,
+        device_path: bool = False,
+        precision: str | None = None,
+        digests: bool | None = None,
+    ):
+        self._configure(
+            model, dump_dir, rank, capture_step, min_numel, op_filter, excluded_ops, enabled, device_path,
+            precision, digests,
+        )  # fmt: skip
+
+    def __enter__(self) -> "ActivationCaptureProfiler":
+        if self.enabled and self.capture_step == 1 and not self._done:
+            self._arm()
+        return self

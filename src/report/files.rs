@@ -1,0 +1,125 @@
+//! The report folder's naming scheme: every file name a report writes, and
+//! the test that tells a report file from anything else in the folder.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `index.html` | the comparison's first page ([`INDEX`]) |
+//! | `summary.json` | the machine-readable summary ([`SUMMARY`]) |
+//! | `rank{N}-page{k}.html` | result page `k` (1-based) of rank `N` ([`page`]) |
+//! | `rank{N}-overview.html` | rank `N`'s heatmap ([`overview`]) |
+//! | `rank{N}-keys.js` | rank `N`'s key index for the index's search box ([`keys`]) |
+//!
+//! Rows are addressed as `rank{N}-page{k}.html#rank{N}-row{i}` ([`anchor`]).
+//! The index's script (`templates/index.js`) builds no name itself: each
+//! rank's key index carries its page-name parts ([`page_prefix`],
+//! [`PAGE_SUFFIX`]) and anchor prefix ([`anchor_prefix`]), and the index
+//! page names each rank's key index.
+
+/// The index page.
+pub const INDEX: &str = "index.html";
+
+/// The machine-readable summary.
+pub const SUMMARY: &str = "summary.json";
+
+/// File name of result page `page` (0-based) of rank `rank`:
+/// [`page_prefix`], the 1-based page number, [`PAGE_SUFFIX`].
+pub fn page(rank: u32, page: usize) -> String {
+    format!("{}{}{PAGE_SUFFIX}", page_prefix(rank), page + 1)
+}
+
+/// The part of a result page's file name before its page number: `rank{N}-page`.
+pub fn page_prefix(rank: u32) -> String {
+    format!("rank{rank}-page")
+}
+
+/// The part of a result page's file name after its page number.
+pub const PAGE_SUFFIX: &str = ".html";
+
+/// File name of rank `rank`'s overview (the heatmap the index embeds).
+pub fn overview(rank: u32) -> String {
+    format!("rank{rank}-overview.html")
+}
+
+/// File name of rank `rank`'s key index (loaded by the index's search box).
+pub fn keys(rank: u32) -> String {
+    format!("rank{rank}-keys.js")
+}
+
+/// The part of a row anchor before the row index: `rank{N}-row`.
+pub fn anchor_prefix(rank: u32) -> String {
+    format!("rank{rank}-row")
+}
+
+/// Anchor of result row `index` (0-based) of rank `rank`: `rank{N}-row{i}`.
+pub fn anchor(rank: u32, index: usize) -> String {
+    format!("{}{index}", anchor_prefix(rank))
+}
+
+/// Whether `name` is a file a report writes: `index.html`, `summary.json`,
+/// `rank{N}-page{k}.html`, `rank{N}-overview.html`, `rank{N}-keys.js`.
+pub fn is_report_file(name: &str) -> bool {
+    if name == INDEX || name == SUMMARY {
+        return true;
+    }
+    let Some(rest) = name.strip_prefix("rank") else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let Some(tail) = rest[digits..].strip_prefix('-').filter(|_| digits > 0) else {
+        return false;
+    };
+    if tail == "overview.html" || tail == "keys.js" {
+        return true;
+    }
+    tail.strip_prefix("page")
+        .and_then(|t| t.strip_suffix(".html"))
+        .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_file_names() {
+        for yes in [
+            "index.html",
+            "summary.json",
+            "rank0-page1.html",
+            "rank12-page300.html",
+            "rank3-overview.html",
+            "rank7-keys.js",
+        ] {
+            assert!(is_report_file(yes), "{yes}");
+        }
+        for no in [
+            "notes.html",
+            "rank-page1.html",
+            "rank0-page.html",
+            "rank0-page1.htm",
+            "rank0-pagex.html",
+            "rankA-keys.js",
+            "rows.jsonl",
+            "rank0-page1.html.bak",
+        ] {
+            assert!(!is_report_file(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn every_name_written_is_a_report_file() {
+        for name in [
+            INDEX.to_string(),
+            SUMMARY.to_string(),
+            page(0, 0),
+            page(12, 299),
+            overview(3),
+            keys(7),
+        ] {
+            assert!(is_report_file(&name), "{name}");
+        }
+        assert_eq!(page(2, 0), "rank2-page1.html");
+        assert_eq!(anchor(2, 5), format!("{}5", anchor_prefix(2)));
+        assert_eq!(page(2, 4), format!("{}5{PAGE_SUFFIX}", page_prefix(2)));
+    }
+}

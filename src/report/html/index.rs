@@ -1,0 +1,436 @@
+//! The index page, `index.html`: the verdict, counts per status, one line
+//! per rank (first diverging row, first cause, page links), each rank's
+//! heatmap and causes, the key search, excluded ops, input warnings and
+//! unused overrides. Built from the [`Summary`] alone (and each rank's
+//! overview fragment, read from the report folder).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::engine;
+use super::parts::{
+    cause_link, excluded, row_link, shown_note, status_counts, CauseLink, Excluded, RowLink,
+    StatusCount,
+};
+use crate::matcher::cause::CauseKind;
+use crate::report::summary::{CausesSummary, SideSummary};
+use crate::report::{files, RankSummary, ReportError, ReportOptions, Summary};
+
+/// Parse warnings listed per side on the index (the rest are counted).
+const INDEX_WARNINGS: usize = 5;
+
+/// Duplicate keys listed per side on the index.
+const INDEX_DUPLICATES: usize = 5;
+
+/// A page link on the index.
+#[derive(Serialize)]
+struct PageLink<'a> {
+    file: &'a str,
+    n: usize,
+    first: usize,
+    end: usize,
+    /// The link's title: the rows the page holds.
+    title: String,
+}
+
+/// One rank's line in the index table, and its section below it.
+#[derive(Serialize, Default)]
+struct RankRow<'a> {
+    rank: u32,
+    rank2: u32,
+    /// "" for a compared rank; `only1` / `only2` for a rank one run lacks.
+    only: &'static str,
+    /// Why a rank both runs have was not compared ("" otherwise).
+    failed: String,
+    entries1: usize,
+    entries2: usize,
+    counts: Vec<u64>,
+    diverged: bool,
+    incomplete: bool,
+    first_divergence: Option<RowLink<'a>>,
+    first_cause: Option<CauseLink<'a>>,
+    pages: Vec<PageLink<'a>>,
+    /// "showing 31,880 diverging rows of 3,264,458; ..." when filtered.
+    shown_note: String,
+    /// Origins and entries, in dispatch order.
+    causes: Vec<CauseRow<'a>>,
+    /// Origins and entries not listed.
+    more_causes: u64,
+    /// The rank's overview fragment (heatmap), rendered with the pages.
+    overview: String,
+    /// The rank's key index file, when it exists (the search box can load
+    /// it); "" otherwise.
+    keys: String,
+    /// The rank has a section below the table (heatmap or causes).
+    detail: bool,
+}
+
+/// An origin or entry in a rank's table on the index.
+#[derive(Serialize)]
+struct CauseRow<'a> {
+    kind: &'static str,
+    /// Badge classes.
+    cls: &'static str,
+    row: RowLink<'a>,
+    /// 0-based positions of the differing inputs, comma-separated.
+    inputs: String,
+    inherited: u64,
+    /// The first inherited rows' keys, ` → `-separated.
+    chain: String,
+}
+
+fn cause_rows(c: &CausesSummary) -> Vec<CauseRow<'_>> {
+    c.causes
+        .iter()
+        .map(|e| CauseRow {
+            kind: e.kind.as_str(),
+            cls: match e.kind {
+                CauseKind::Origin => "cause",
+                _ => "entry",
+            },
+            row: row_link(&e.row),
+            inputs: e
+                .inputs
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            inherited: e.inherited,
+            chain: e.chain.join(" → "),
+        })
+        .collect()
+}
+
+/// Input warnings of one side of one rank.
+#[derive(Serialize)]
+struct SideWarnings<'a> {
+    rank: u32,
+    name: &'a str,
+    path: &'a str,
+    /// Plain-text problems (incomplete, one-sided fields, duplicate keys, counts).
+    items: Vec<String>,
+    /// The first few parse warnings, `file:line:col: message`.
+    warnings: &'a [String],
+    /// Stored warnings not listed.
+    more: usize,
+}
+
+fn side_warnings<'a>(rank: u32, name: &'a str, s: &'a SideSummary) -> Option<SideWarnings<'a>> {
+    let mut items: Vec<String> = s
+        .incomplete
+        .iter()
+        .map(|r| format!("incomplete: {r}"))
+        .collect();
+    if !s.one_sided_fields.is_empty() {
+        items.push(format!(
+            "fields only in this log: {}",
+            s.one_sided_fields.join(", ")
+        ));
+    }
+    if !s.duplicate_keys.is_empty() {
+        let n = s.duplicate_keys.len();
+        let listed: Vec<String> = s
+            .duplicate_keys
+            .iter()
+            .take(INDEX_DUPLICATES)
+            .map(|(k, lines)| {
+                let l: Vec<String> = lines.iter().map(u64::to_string).collect();
+                format!("{k} (lines {})", l.join(", "))
+            })
+            .collect();
+        items.push(format!(
+            "{n} duplicate key{}: {}{}",
+            if n == 1 { "" } else { "s" },
+            listed.join("; "),
+            if n > INDEX_DUPLICATES { "; …" } else { "" }
+        ));
+    }
+    // Counts by kind; the kinds already listed above are skipped.
+    for (kind, label, n) in &s.warning_counts {
+        if matches!(
+            kind.as_str(),
+            "Truncated" | "CountMismatch" | "DuplicateKey"
+        ) {
+            continue;
+        }
+        let what = kind_words(kind);
+        if label.is_empty() || label.eq_ignore_ascii_case(&what) {
+            items.push(format!("{n} × {what}"));
+        } else {
+            items.push(format!("{n} × {what}: {label}"));
+        }
+    }
+    if items.is_empty() && s.warnings.is_empty() {
+        return None;
+    }
+    let shown = s.warnings.len().min(INDEX_WARNINGS);
+    Some(SideWarnings {
+        rank,
+        name,
+        path: &s.path,
+        items,
+        warnings: &s.warnings[..shown],
+        more: s.warnings.len() - shown,
+    })
+}
+
+/// `UnknownField` → `unknown field`.
+fn kind_words(kind: &str) -> String {
+    let mut out = String::with_capacity(kind.len() + 4);
+    for (i, c) in kind.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// An unused override pair.
+#[derive(Serialize)]
+struct Unused<'a> {
+    rank: u32,
+    key1: &'a str,
+    key2: &'a str,
+}
+
+/// Everything the index shows.
+#[derive(Serialize)]
+struct IndexCtx<'a> {
+    name1: &'a str,
+    name2: &'a str,
+    path1: &'a str,
+    path2: &'a str,
+    tool: &'a str,
+    exit_status: i32,
+    /// The opening sentence ([`Summary::headline`]).
+    headline: Option<String>,
+    verdict: &'a [String],
+    counts: Vec<StatusCount>,
+    /// Columns of the rank table after the rank number.
+    rest_cols: usize,
+    /// Some rank has a key index: show the search box.
+    searchable: bool,
+    /// The rank the search box starts on (the first diverging one).
+    search_rank: u32,
+    /// Compared ranks and ranks of one run only, by rank number.
+    ranks: Vec<RankRow<'a>>,
+    ranks_only1: &'a [u32],
+    ranks_only2: &'a [u32],
+    excluded: Vec<Excluded<'a>>,
+    warnings: Vec<SideWarnings<'a>>,
+    unused: Vec<Unused<'a>>,
+}
+
+/// `0, 1, 2, 5` → `0–2, 5`.
+fn rank_list(ranks: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i {
+            format!("{}–{}", ranks[i], ranks[j])
+        } else {
+            ranks[i].to_string()
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+/// Groups the ranks of one side by their excluded-ops list; `other` is the
+/// other run's side.
+fn excluded_groups<'a>(
+    name: &'a str,
+    ranks: &'a [RankSummary],
+    side: fn(&RankSummary) -> &SideSummary,
+    other: fn(&RankSummary) -> &SideSummary,
+) -> Vec<Excluded<'a>> {
+    let mut groups: Vec<(&'a Option<Vec<String>>, Vec<&'a RankSummary>)> = Vec::new();
+    for r in ranks {
+        let ops = &side(r).excluded_ops;
+        match groups.iter_mut().find(|(o, _)| *o == ops) {
+            Some((_, rs)) => rs.push(r),
+            None => groups.push((ops, vec![r])),
+        }
+    }
+    let single = groups.len() == 1;
+    groups
+        .into_iter()
+        .map(|(ops, rs)| {
+            let label = if single && rs.len() == ranks.len() {
+                if rs.len() == 1 {
+                    String::new()
+                } else {
+                    "all ranks".into()
+                }
+            } else {
+                let numbers: Vec<u32> = rs.iter().map(|r| r.rank).collect();
+                format!(
+                    "rank{} {}",
+                    if rs.len() > 1 { "s" } else { "" },
+                    rank_list(&numbers)
+                )
+            };
+            let others: Vec<&Option<Vec<String>>> =
+                rs.iter().map(|r| &other(r).excluded_ops).collect();
+            excluded(name, label, ops, &others)
+        })
+        .collect()
+}
+
+/// Rank `rank`'s overview fragment, as written with its pages. The file is
+/// written with every rank's pages, so a missing or unreadable one is an
+/// error naming it, never an index silently without the heatmap.
+fn read_overview(dir: &Path, rank: u32) -> Result<String, ReportError> {
+    let path = dir.join(files::overview(rank));
+    std::fs::read_to_string(&path).map_err(|e| ReportError::io(&path, e))
+}
+
+/// Rank `rank`'s key index file name when the file exists, else "".
+fn key_index(dir: &Path, rank: u32) -> String {
+    let name = files::keys(rank);
+    if dir.join(&name).is_file() {
+        name
+    } else {
+        String::new()
+    }
+}
+
+/// Writes `index.html`: the verdict, counts per status, one table line per
+/// rank (with its first diverging row and page links), excluded ops, input
+/// warnings, one-sided ranks and unused overrides.
+pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
+    let (n1, n2) = (summary.name1.as_str(), summary.name2.as_str());
+    let mut ranks: Vec<RankRow> = summary
+        .ranks
+        .iter()
+        .map(|r| -> Result<RankRow, ReportError> {
+            let overview = read_overview(&opts.out_dir, r.rank)?;
+            let causes = cause_rows(&r.root_causes);
+            let listed = r
+                .root_causes
+                .causes
+                .iter()
+                .filter(|c| c.kind != CauseKind::ViaCollective)
+                .count() as u64;
+            Ok(RankRow {
+                rank: r.rank,
+                rank2: r.rank2,
+                only: "",
+                failed: String::new(),
+                entries1: r.run1.entries,
+                entries2: r.run2.entries,
+                counts: status_counts(&r.counts, n1, n2)
+                    .iter()
+                    .map(|c| c.n)
+                    .collect(),
+                diverged: r.diverged(),
+                incomplete: r.incomplete(),
+                first_divergence: r.first_divergence.as_ref().map(row_link),
+                first_cause: cause_link(&r.root_causes),
+                shown_note: shown_note(r),
+                pages: r
+                    .pages
+                    .iter()
+                    .enumerate()
+                    .map(|(k, p)| PageLink {
+                        file: &p.file,
+                        n: k + 1,
+                        first: p.first_row + 1,
+                        end: p.end_row,
+                        // Pages of diverging rows only hold rows k–j of
+                        // the rows shown, not result rows k–j.
+                        title: if r.html_filtered {
+                            format!(
+                                "diverging rows {}–{} of the {} shown",
+                                p.first_row + 1,
+                                p.end_row,
+                                r.html_rows
+                            )
+                        } else {
+                            format!("rows {}–{}", p.first_row, p.end_row.saturating_sub(1))
+                        },
+                    })
+                    .collect(),
+                more_causes: r.root_causes.cause_count.saturating_sub(listed),
+                detail: !causes.is_empty() || !overview.is_empty(),
+                causes,
+                overview,
+                keys: key_index(&opts.out_dir, r.rank),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    // Ranks of one run only, in the table too, in rank-number order.
+    for (only, list) in [
+        ("only1", &summary.ranks_only1),
+        ("only2", &summary.ranks_only2),
+    ] {
+        ranks.extend(list.iter().map(|&rank| RankRow {
+            rank,
+            rank2: rank,
+            only,
+            ..RankRow::default()
+        }));
+    }
+    // Ranks that could not be compared, with why.
+    ranks.extend(summary.ranks_failed.iter().map(|f| RankRow {
+        rank: f.rank,
+        rank2: f.rank,
+        failed: f.errors.join("; "),
+        ..RankRow::default()
+    }));
+    ranks.sort_by_key(|r| r.rank);
+    let search_rank = ranks
+        .iter()
+        .find(|r| !r.keys.is_empty() && r.diverged)
+        .or_else(|| ranks.iter().find(|r| !r.keys.is_empty()))
+        .map(|r| r.rank);
+    let mut excl = excluded_groups(n1, &summary.ranks, |r| &r.run1, |r| &r.run2);
+    excl.extend(excluded_groups(
+        n2,
+        &summary.ranks,
+        |r| &r.run2,
+        |r| &r.run1,
+    ));
+    let mut warnings = Vec::new();
+    let mut unused = Vec::new();
+    for r in &summary.ranks {
+        warnings.extend(side_warnings(r.rank, n1, &r.run1));
+        warnings.extend(side_warnings(r.rank2, n2, &r.run2));
+        unused.extend(r.unused_overrides.iter().map(|(a, b)| Unused {
+            rank: r.rank,
+            key1: a,
+            key2: b,
+        }));
+    }
+    let ctx = IndexCtx {
+        name1: n1,
+        name2: n2,
+        path1: &summary.path1,
+        path2: &summary.path2,
+        tool: &summary.tool,
+        exit_status: summary.exit_status,
+        headline: Summary::headline(&summary.ranks),
+        verdict: &summary.verdict,
+        counts: status_counts(&summary.counts, n1, n2),
+        rest_cols: status_counts(&summary.counts, n1, n2).len() + 3,
+        searchable: search_rank.is_some(),
+        search_rank: search_rank.unwrap_or(0),
+        ranks,
+        ranks_only1: &summary.ranks_only1,
+        ranks_only2: &summary.ranks_only2,
+        excluded: excl,
+        warnings,
+        unused,
+    };
+    engine::render_file(files::INDEX, &ctx, &opts.out_dir.join(files::INDEX))
+}

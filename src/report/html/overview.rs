@@ -1,0 +1,476 @@
+//! A rank's overview, `rank{N}-overview.html`: an inline-SVG heatmap of
+//! layers × op type that the index embeds.
+
+use serde::Serialize;
+
+use super::engine;
+use crate::matcher::cause::CauseKind;
+use crate::matcher::compare::{compare_hashes, stat_diffs};
+use crate::matcher::{MatchRow, Status, Tolerance};
+use crate::parser::Field;
+use crate::report::colour::diff_scale;
+use crate::report::{files, PagePlan, RankComparison, ReportError, ReportOptions};
+
+/// Most op types drawn as rows of a rank's heatmap; the rest share one
+/// row ("other ops").
+const HEAT_OPS: usize = 24;
+
+/// Most layer columns of a heatmap; more layers are binned.
+const HEAT_LAYERS: usize = 64;
+
+/// Side of a heatmap cell, and its pitch.
+const HEAT_CELL: usize = 11;
+const HEAT_PITCH: usize = 12;
+
+/// What one heatmap cell aggregates.
+#[derive(Clone, Default)]
+struct HeatAgg {
+    rows: u64,
+    diverging: u64,
+    /// Largest relative difference of a paired diverging row (-1: none).
+    worst: f64,
+    /// A diverging row holds NaN or Inf.
+    nonfinite: bool,
+    /// Origins and entries in the cell.
+    causes: u64,
+    /// First origin or entry.
+    first_cause: Option<usize>,
+    /// First diverging row.
+    first_div: Option<usize>,
+}
+
+/// One drawn cell.
+#[derive(Serialize)]
+struct HeatCell {
+    x: usize,
+    y: usize,
+    /// `h0` (all rows agree), `h1`..`h8` (worst relative difference),
+    /// `hn` (NaN or Inf), `ho` (one-sided or missing rows only); ` o` added
+    /// when the cell holds an origin or entry.
+    cls: String,
+    title: String,
+    href: String,
+}
+
+#[derive(Serialize)]
+struct HeatLabel {
+    x: usize,
+    y: usize,
+    t: String,
+}
+
+/// The heatmap of one rank.
+#[derive(Serialize)]
+struct OverviewCtx {
+    rank: u32,
+    width: usize,
+    height: usize,
+    cell: usize,
+    cells: Vec<HeatCell>,
+    ylabels: Vec<HeatLabel>,
+    xlabels: Vec<HeatLabel>,
+    /// Rows drawn, diverging rows.
+    rows: u64,
+    diverging: u64,
+    /// "layers 0–3 per column" when binned ("" otherwise).
+    binned: String,
+}
+
+/// The relative difference of a paired row: the largest of its Output
+/// hash's and stats' (as the page colours them).
+fn row_rel_diff(rc: &RankComparison<'_>, row: &MatchRow) -> Option<f64> {
+    let (i, j) = (row.r1()?, row.r2()?);
+    let (a, b) = (
+        rc.t1.field(i, Field::OutputHash),
+        rc.t2.field(j, Field::OutputHash),
+    );
+    let mut worst = None::<f64>;
+    if a != b {
+        worst = compare_hashes(a, b, Tolerance::REFERENCE, true).intensity;
+    }
+    for rd in stat_diffs(rc.t1, i, rc.t2, j).into_iter().skip(1).flatten() {
+        worst = Some(worst.map_or(rd, |w| w.max(rd)));
+    }
+    worst
+}
+
+/// The heatmap colour class of a worst relative difference.
+fn heat_class(a: &HeatAgg) -> String {
+    let mut c = if a.diverging == 0 {
+        "h0".to_string()
+    } else if a.nonfinite {
+        "hn".to_string()
+    } else if a.worst < 0.0 {
+        "ho".to_string()
+    } else {
+        format!("h{}", 1 + (diff_scale(a.worst) * 7.0).round() as u32)
+    };
+    if a.causes > 0 {
+        c.push_str(" o");
+    }
+    c
+}
+
+/// Where each result row sits in the heatmap, before binning.
+struct RowPlaces<'t> {
+    /// Each result row's (layer or [`NO_LAYER`], op type id).
+    at: Vec<(u32, u32)>,
+    /// Op type names by id, in result-row order of first sight.
+    op_names: Vec<&'t [u8]>,
+    /// Result rows per op type id.
+    op_counts: Vec<u64>,
+    /// The highest `layers.N` of any row.
+    max_layer: Option<u64>,
+}
+
+/// A row whose key names no layer.
+const NO_LAYER: u32 = u32::MAX;
+
+/// Each row's layer and op type, from the tables (read from the keys at
+/// parse time); op types numbered in result-row order of first sight
+/// (the two runs' op type tables are merged by name).
+fn row_places<'t>(rc: &RankComparison<'t>) -> RowPlaces<'t> {
+    const UNSEEN: u32 = u32::MAX;
+    let mut p = RowPlaces {
+        at: Vec::with_capacity(rc.matches.rows.len()),
+        op_names: Vec::new(),
+        op_counts: Vec::new(),
+        max_layer: None,
+    };
+    let mut op_ids: ahash::AHashMap<&[u8], u32> = ahash::AHashMap::new();
+    let mut seen: [Vec<u32>; 2] = [
+        vec![UNSEEN; rc.t1.op_types()],
+        vec![UNSEEN; rc.t2.op_types()],
+    ];
+    let mut id_of = |op: &'t [u8], p: &mut RowPlaces<'t>| -> u32 {
+        let n = p.op_names.len() as u32;
+        let id = *op_ids.entry(op).or_insert(n);
+        if id == n {
+            p.op_names.push(op);
+            p.op_counts.push(0);
+        }
+        id
+    };
+    for row in &rc.matches.rows {
+        let (t, side, r) = match (row.r1(), row.r2()) {
+            (Some(i), _) => (rc.t1, 0, i),
+            (None, Some(j)) => (rc.t2, 1, j),
+            _ => {
+                // Not a row of either run (never built by the matcher).
+                let id = id_of(&[], &mut p);
+                p.op_counts[id as usize] += 1;
+                p.at.push((NO_LAYER, id));
+                continue;
+            }
+        };
+        let layer = t.layer(r);
+        if let Some(l) = layer {
+            let l = u64::from(l);
+            p.max_layer = Some(p.max_layer.map_or(l, |x| x.max(l)));
+        }
+        let ty = t.op_type(r) as usize;
+        if seen[side][ty] == UNSEEN {
+            seen[side][ty] = id_of(t.op_name(ty as u32), &mut p);
+        }
+        let id = seen[side][ty];
+        p.op_counts[id as usize] += 1;
+        p.at.push((layer.unwrap_or(NO_LAYER), id));
+    }
+    p
+}
+
+/// The heatmap's rows: the [`HEAT_OPS`] most frequent op types (in
+/// first-seen order), then "other ops" when there are more. Returns the
+/// row labels and, per op type id, its row.
+fn op_rows(p: &RowPlaces<'_>) -> (Vec<String>, Vec<usize>) {
+    let n = p.op_names.len();
+    let mut by_count: Vec<usize> = (0..n).collect();
+    by_count.sort_by(|a, b| p.op_counts[*b].cmp(&p.op_counts[*a]).then(a.cmp(b)));
+    let mut kept: Vec<usize> = by_count.iter().copied().take(HEAT_OPS).collect();
+    kept.sort_unstable();
+    let mut labels: Vec<String> = kept
+        .iter()
+        .map(|i| {
+            let n = String::from_utf8_lossy(p.op_names[*i]);
+            if n.is_empty() {
+                "(no op)".to_string()
+            } else {
+                n.into_owned()
+            }
+        })
+        .collect();
+    if n > HEAT_OPS {
+        labels.push("other ops".into());
+    }
+    let mut row_of = vec![labels.len().saturating_sub(1); n];
+    for (y, i) in kept.iter().enumerate() {
+        row_of[*i] = y;
+    }
+    (labels, row_of)
+}
+
+/// The heatmap's columns: "·" (no layer), then layers, binned to at most
+/// [`HEAT_LAYERS`].
+#[derive(Clone, Copy)]
+struct Columns {
+    /// Layers (the highest `layers.N` + 1).
+    layers: usize,
+    /// Layers per column.
+    bin: usize,
+    /// Columns, the no-layer one included.
+    n: usize,
+}
+
+impl Columns {
+    fn new(max_layer: Option<u64>) -> Columns {
+        let layers = max_layer.map_or(0, |l| l as usize + 1);
+        let bin = layers.div_ceil(HEAT_LAYERS).max(1);
+        Columns {
+            layers,
+            bin,
+            n: 1 + layers.div_ceil(bin),
+        }
+    }
+    /// The column of a row's layer.
+    fn of(&self, layer: u32) -> usize {
+        if layer == NO_LAYER {
+            0
+        } else {
+            1 + layer as usize / self.bin
+        }
+    }
+    /// Column `x`'s label: `·`, `3`, or `0–3` when binned.
+    fn label(&self, x: usize) -> String {
+        if x == 0 {
+            "·".into()
+        } else if self.bin == 1 {
+            (x - 1).to_string()
+        } else {
+            format!(
+                "{}–{}",
+                (x - 1) * self.bin,
+                ((x * self.bin).min(self.layers)) - 1
+            )
+        }
+    }
+    /// What column `x` holds, for a cell's title.
+    fn what(&self, x: usize) -> String {
+        if x == 0 {
+            "no layer".to_string()
+        } else if self.bin == 1 {
+            format!("layers.{}", x - 1)
+        } else {
+            format!("layers {}", self.label(x))
+        }
+    }
+}
+
+/// The cells' aggregates, row-major (`y * cols.n + x`), and the rows drawn
+/// and diverging in all.
+fn aggregate(
+    rc: &RankComparison<'_>,
+    places: &RowPlaces<'_>,
+    row_of: &[usize],
+    cols: Columns,
+    nrows: usize,
+) -> (Vec<HeatAgg>, u64, u64) {
+    let m = rc.matches;
+    let mut agg = vec![HeatAgg::default(); cols.n * nrows];
+    let (mut total, mut diverging) = (0u64, 0u64);
+    for (index, (row, (layer, op))) in m.rows.iter().zip(&places.at).enumerate() {
+        let a = &mut agg[row_of[*op as usize] * cols.n + cols.of(*layer)];
+        a.rows += 1;
+        total += 1;
+        if a.rows == 1 {
+            a.worst = -1.0;
+        }
+        if !row.status.is_divergence() {
+            continue;
+        }
+        diverging += 1;
+        a.diverging += 1;
+        a.first_div.get_or_insert(index);
+        if matches!(
+            m.cause_kinds.get(index).copied().flatten(),
+            Some(CauseKind::Origin | CauseKind::Entry | CauseKind::ViaCollective)
+        ) {
+            a.causes += 1;
+            a.first_cause.get_or_insert(index);
+        }
+        if row.has(crate::matcher::ROW_NONFINITE1) || row.has(crate::matcher::ROW_NONFINITE2) {
+            a.nonfinite = true;
+        }
+        if let Some(rd) = row_rel_diff(rc, row) {
+            a.worst = a.worst.max(if rd.is_nan() { 1.0 } else { rd });
+        } else if row.status == Status::Diff {
+            a.worst = a.worst.max(0.0);
+        }
+    }
+    (agg, total, diverging)
+}
+
+/// A cell's title: where it is, how many of its rows diverge, the worst
+/// difference and its origins and entries.
+fn cell_title(a: &HeatAgg, what: &str, op: &str) -> String {
+    let mut title = if a.diverging == 0 {
+        format!(
+            "{what} · {op}: {} row{} agree{}",
+            a.rows,
+            if a.rows == 1 { "" } else { "s" },
+            if a.rows == 1 { "s" } else { "" }
+        )
+    } else {
+        format!("{what} · {op}: {} of {} rows diverge", a.diverging, a.rows)
+    };
+    if a.nonfinite {
+        title.push_str(" · NaN/Inf");
+    } else if a.worst > 0.0 {
+        title.push_str(&format!(" · worst rel. diff {:.1e}", a.worst));
+    }
+    if a.causes > 0 {
+        title.push_str(&format!(
+            " · {} origin{}/entr{}",
+            a.causes,
+            if a.causes == 1 { "" } else { "s" },
+            if a.causes == 1 { "y" } else { "ies" }
+        ));
+    }
+    title
+}
+
+/// Where the heatmap's cells start: after the row labels, below the
+/// column labels.
+#[derive(Clone, Copy)]
+struct Origin {
+    left: usize,
+    top: usize,
+}
+
+/// The drawn cells: every cell with rows, linking to its first origin or
+/// entry, else its first diverging row, when that row is on a page.
+fn cells(
+    rc: &RankComparison<'_>,
+    plan: &PagePlan,
+    agg: &[HeatAgg],
+    cols: Columns,
+    labels: &[String],
+    at: Origin,
+) -> Vec<HeatCell> {
+    let nrows = labels.len().max(1);
+    let mut cells = Vec::new();
+    for y in 0..nrows {
+        for x in 0..cols.n {
+            let a = &agg[y * cols.n + x];
+            if a.rows == 0 {
+                continue;
+            }
+            let op = labels.get(y).map(String::as_str).unwrap_or("");
+            let href = a
+                .first_cause
+                .or(a.first_div)
+                .and_then(|i| {
+                    plan.page_of(i).map(|p| {
+                        format!(
+                            "{}#{}",
+                            files::page(rc.rank1, p),
+                            files::anchor(rc.rank1, i)
+                        )
+                    })
+                })
+                .unwrap_or_default();
+            cells.push(HeatCell {
+                x: at.left + x * HEAT_PITCH,
+                y: at.top + y * HEAT_PITCH,
+                cls: heat_class(a),
+                title: cell_title(a, &cols.what(x), op),
+                href,
+            });
+        }
+    }
+    cells
+}
+
+/// Row labels, cut to 24 characters.
+fn row_labels(labels: &[String], at: Origin) -> Vec<HeatLabel> {
+    labels
+        .iter()
+        .enumerate()
+        .map(|(y, t)| HeatLabel {
+            x: at.left - 4,
+            y: at.top + y * HEAT_PITCH + HEAT_CELL - 2,
+            t: if t.chars().count() > 24 {
+                t.chars().take(23).chain(['…']).collect()
+            } else {
+                t.clone()
+            },
+        })
+        .collect()
+}
+
+/// Column labels: every column whose label fits beside the previous one.
+fn column_labels(cols: Columns, at: Origin) -> Vec<HeatLabel> {
+    let mut labels = Vec::new();
+    let mut free = 0;
+    for x in 0..cols.n {
+        let t = cols.label(x);
+        let cx = at.left + x * HEAT_PITCH + HEAT_CELL / 2;
+        let w = 7 * t.chars().count();
+        if cx >= free + w / 2 {
+            free = cx + w / 2 + 4;
+            labels.push(HeatLabel {
+                x: cx,
+                y: at.top - 4,
+                t,
+            });
+        }
+    }
+    labels
+}
+
+/// Writes rank `rc`'s overview fragment: an inline SVG heatmap, layers
+/// (`layers.N` in the key; rows without one in the first column) × op type
+/// (from [`crate::matcher::keys::module_and_op`]), each cell coloured by the
+/// worst relative difference of its rows, cells with an origin or entry
+/// outlined, each diverging cell linking to its first origin or entry, else
+/// its first diverging row. The index embeds it (see [`super::write_index`]).
+pub(super) fn write(
+    rc: &RankComparison<'_>,
+    plan: &PagePlan,
+    opts: &ReportOptions,
+) -> Result<(), ReportError> {
+    let places = row_places(rc);
+    let (labels, row_of) = op_rows(&places);
+    let cols = Columns::new(places.max_layer);
+    let nrows = labels.len().max(1);
+    let (agg, rows, diverging) = aggregate(rc, &places, &row_of, cols, nrows);
+    let label_w = 8 + 7 * labels
+        .iter()
+        .map(|l| l.chars().count().min(24))
+        .max()
+        .unwrap_or(4);
+    let at = Origin {
+        left: label_w,
+        top: 16,
+    };
+    let ctx = OverviewCtx {
+        rank: rc.rank1,
+        width: label_w + cols.n * HEAT_PITCH + 4,
+        height: at.top + nrows * HEAT_PITCH + 2,
+        cell: HEAT_CELL,
+        cells: cells(rc, plan, &agg, cols, &labels, at),
+        ylabels: row_labels(&labels, at),
+        xlabels: column_labels(cols, at),
+        rows,
+        diverging,
+        binned: if cols.bin > 1 {
+            format!("{} layers per column", cols.bin)
+        } else {
+            String::new()
+        },
+    };
+    engine::render_file(
+        "overview.html",
+        &ctx,
+        &opts.out_dir.join(files::overview(rc.rank1)),
+    )
+}

@@ -1,0 +1,213 @@
+//! Result pages, `rank{N}-page{k}.html`: tera renders each page's frame
+//! (header, counts, first divergence and cause, excluded ops, filters, the
+//! two section tables' heads, the colour rules); the rows come from
+//! `rowdata.rs` as JSON, written where the template has its
+//! `<!--actdiff:rows-->` marker, and the page script draws them.
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::parts::{
+    cause_link, excluded, row_link, shown_note, status_counts, CauseLink, Excluded, RowLink,
+    StatusCount,
+};
+use super::{engine, keys, overview};
+use crate::matcher::Counts;
+use crate::report::colour::{Colour, Palette};
+use crate::report::summary::PageRef;
+use crate::report::{
+    files, rowdata, PagePlan, PageProgress, RankComparison, RankSummary, ReportError, ReportOptions,
+};
+
+/// Everything a result page shows.
+#[derive(Serialize)]
+struct PageCtx<'a> {
+    name1: &'a str,
+    name2: &'a str,
+    rank: u32,
+    rank2: u32,
+    page: usize,
+    pages: usize,
+    first_row: usize,
+    end_row: usize,
+    total_rows: usize,
+    /// Rows on all pages of the rank (fewer than `total_rows` when only the
+    /// diverging rows are shown).
+    shown_rows: usize,
+    /// Only the diverging rows are shown.
+    filtered: bool,
+    /// "showing 31,880 diverging rows of 3,264,458; ..." when the pages hold only diverging rows.
+    shown_note: String,
+    prev: String,
+    next: String,
+    first_page: String,
+    last_page: String,
+    counts: Vec<StatusCount>,
+    page_counts: Vec<StatusCount>,
+    first_divergence: Option<RowLink<'a>>,
+    first_cause: Option<CauseLink<'a>>,
+    excluded: Vec<Excluded<'a>>,
+    /// The two runs' excluded-ops lists differ.
+    excluded_differ: bool,
+    /// Colour classes `x1`, `x2`, ... of the page's differing cells.
+    palette: Vec<Colour>,
+    /// Forward, then Backward.
+    sections: [Section; 2],
+}
+
+/// A collapsible section of a result page.
+#[derive(Serialize)]
+struct Section {
+    id: &'static str,
+    title: &'static str,
+    /// Rows of the section on this page.
+    rows: usize,
+}
+
+/// Writes the result pages of one rank; returns the pages written.
+///
+/// Rows `[k·page_rows, (k+1)·page_rows)` go to page `k`
+/// ([`files::page`]`(rank, k)`); a rank without rows still gets one empty
+/// page. Pages are rendered in parallel, each from a context holding only
+/// its own rows.
+pub fn write_rank_pages(
+    rc: &RankComparison<'_>,
+    s: &RankSummary,
+    opts: &ReportOptions,
+    plan: &PagePlan,
+    progress: &dyn PageProgress,
+) -> Result<Vec<PageRef>, ReportError> {
+    engine::engine()?;
+    let n = plan.len();
+    let per = plan.page_rows;
+    let pages = plan.pages();
+    let refs: Vec<PageRef> = (0..pages)
+        .map(|k| PageRef {
+            file: files::page(rc.rank1, k),
+            first_row: k * per,
+            end_row: ((k + 1) * per).min(n),
+        })
+        .collect();
+    progress.planned(refs.len() as u64);
+    let (pages, extra) = rayon::join(
+        || {
+            refs.par_iter().enumerate().try_for_each(|(k, p)| {
+                write_page(rc, s, opts, plan, &refs, k, p)?;
+                progress.written();
+                Ok::<(), ReportError>(())
+            })
+        },
+        || overview::write(rc, plan, opts).and_then(|()| keys::write(rc, plan, opts)),
+    );
+    pages?;
+    extra?;
+    Ok(refs)
+}
+
+fn write_page(
+    rc: &RankComparison<'_>,
+    s: &RankSummary,
+    opts: &ReportOptions,
+    plan: &PagePlan,
+    refs: &[PageRef],
+    k: usize,
+    p: &PageRef,
+) -> Result<(), ReportError> {
+    // The page's rows by phase, then their JSON (which also picks the
+    // colour classes the page's <style> defines).
+    let mut forward = Vec::new();
+    let mut backward = Vec::new();
+    let mut pc = Counts::default();
+    for index in (p.first_row..p.end_row).map(|k| plan.row(k)) {
+        let row = &rc.matches.rows[index];
+        pc.add(row.status);
+        let bwd = match (row.r1(), row.r2()) {
+            (Some(i), _) => rc.t1.is_backward(i),
+            (None, Some(j)) => rc.t2.is_backward(j),
+            _ => false,
+        };
+        if bwd {
+            backward.push(index);
+        } else {
+            forward.push(index);
+        }
+    }
+    let mut palette = Palette::default();
+    let mut json = Vec::with_capacity((p.end_row - p.first_row) * 600 + 64);
+    rowdata::write_page_json(
+        &mut json,
+        rc,
+        [&forward, &backward],
+        (&opts.name1, &opts.name2),
+        &mut palette,
+    );
+    let file = |i: usize| refs.get(i).map(|r| r.file.clone()).unwrap_or_default();
+    let excl = vec![
+        excluded(
+            &opts.name1,
+            String::new(),
+            &s.run1.excluded_ops,
+            &[&s.run2.excluded_ops],
+        ),
+        excluded(
+            &opts.name2,
+            String::new(),
+            &s.run2.excluded_ops,
+            &[&s.run1.excluded_ops],
+        ),
+    ];
+    let ctx = PageCtx {
+        name1: &opts.name1,
+        name2: &opts.name2,
+        rank: rc.rank1,
+        rank2: rc.rank2,
+        page: k + 1,
+        pages: refs.len(),
+        first_row: p.first_row,
+        end_row: p.end_row,
+        total_rows: rc.matches.rows.len(),
+        shown_rows: plan.len(),
+        filtered: plan.is_filtered(),
+        shown_note: shown_note(s),
+        prev: if k > 0 { file(k - 1) } else { String::new() },
+        next: file(k + 1),
+        first_page: file(0),
+        last_page: file(refs.len() - 1),
+        counts: status_counts(&s.counts, &opts.name1, &opts.name2),
+        page_counts: status_counts(&pc, &opts.name1, &opts.name2),
+        first_divergence: s.first_divergence.as_ref().map(row_link),
+        first_cause: cause_link(&s.root_causes),
+        excluded_differ: excl.iter().any(|e| !e.only.is_empty()),
+        excluded: excl,
+        palette: palette.rules(),
+        sections: [
+            Section {
+                id: "forward",
+                title: "Forward",
+                rows: forward.len(),
+            },
+            Section {
+                id: "backward",
+                title: "Backward",
+                rows: backward.len(),
+            },
+        ],
+    };
+    let page = engine::render("page.html", &ctx)?;
+    drop(ctx);
+    // The rows' JSON goes where the template has the marker: all log text
+    // in the rendered page is escaped (no `<!--`), so the marker is ours.
+    let Some((head, tail)) = page.split_once(ROWS_MARKER) else {
+        return Err(ReportError::Template {
+            name: "page.html".into(),
+            message: format!("no {ROWS_MARKER} marker"),
+        });
+    };
+    engine::write_parts(
+        &opts.out_dir.join(&p.file),
+        &[head.as_bytes(), &json, tail.as_bytes()],
+    )
+}
+
+/// Where a rendered `page.html` takes its rows' JSON.
+const ROWS_MARKER: &str = "<!--actdiff:rows-->";

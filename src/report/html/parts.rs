@@ -1,0 +1,206 @@
+//! The pieces result pages and the index share: status counts, links to a
+//! result row and to a rank's first cause, excluded-op chips, and the note
+//! saying which rows the pages hold.
+
+use serde::Serialize;
+
+use crate::matcher::{Counts, Status};
+use crate::report::summary::{CausesSummary, RowRef};
+use crate::report::RankSummary;
+
+/// One status class, with its label and count.
+#[derive(Serialize)]
+pub(super) struct StatusCount {
+    pub(super) st: &'static str,
+    pub(super) label: String,
+    pub(super) n: u64,
+}
+
+pub(super) fn status_counts(c: &Counts, name1: &str, name2: &str) -> Vec<StatusCount> {
+    let sc = |st: Status, label: String, n: u64| StatusCount {
+        st: st.as_str(),
+        label,
+        n,
+    };
+    vec![
+        sc(Status::Match, "match".into(), c.matched),
+        sc(Status::Diff, "diff".into(), c.diff),
+        sc(Status::Only1, format!("only in {name1}"), c.only1),
+        sc(Status::Only2, format!("only in {name2}"), c.only2),
+        sc(Status::Missing, "missing".into(), c.missing),
+        sc(Status::Truncated, "truncated".into(), c.truncated),
+    ]
+}
+
+/// A link to a result row (first divergence).
+#[derive(Serialize)]
+pub(super) struct RowLink<'a> {
+    pub(super) href: String,
+    pub(super) key1: &'a str,
+    /// Run 2's key when it differs from the first one shown ("" otherwise).
+    pub(super) key2: &'a str,
+    pub(super) st: &'static str,
+    pub(super) chip: &'static str,
+    pub(super) sg: &'static str,
+    pub(super) line1: Option<u64>,
+    pub(super) line2: Option<u64>,
+    pub(super) phase: &'a str,
+    pub(super) index: usize,
+}
+
+pub(super) fn row_link(r: &RowRef) -> RowLink<'_> {
+    let strategy = match r.strategy {
+        Some("override") => crate::matcher::Strategy::Override,
+        Some("exact") => crate::matcher::Strategy::Exact,
+        Some("fuzzy") => crate::matcher::Strategy::Fuzzy,
+        Some("stats") => crate::matcher::Strategy::Stats,
+        _ => crate::matcher::Strategy::None,
+    };
+    let key1 = r.key();
+    let key2 = match (&r.key1, &r.key2) {
+        (Some(a), Some(b)) if a != b => b.as_str(),
+        _ => "",
+    };
+    RowLink {
+        href: if r.page.is_empty() {
+            String::new()
+        } else {
+            format!("{}#{}", r.page, r.anchor)
+        },
+        key1,
+        key2,
+        st: r.status.as_str(),
+        chip: strategy.chip(),
+        sg: r.strategy.unwrap_or("none"),
+        line1: r.line1,
+        line2: r.line2,
+        phase: &r.phase,
+        index: r.index,
+    }
+}
+
+/// Where a rank's divergence starts or enters.
+#[derive(Serialize)]
+pub(super) struct CauseLink<'a> {
+    /// The first origin or entry, if any.
+    pub(super) row: Option<RowLink<'a>>,
+    /// `origin`, `entry`, `entry via collective`.
+    pub(super) kind: &'static str,
+    /// Diverging rows whose chain leads back to it.
+    pub(super) inherited: u64,
+    /// Origins and entries in the rank.
+    pub(super) count: u64,
+    /// The divergence only enters through unsynced collectives: the ranks
+    /// with causes of their own (comma-separated).
+    pub(super) via_collectives: String,
+}
+
+pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
+    let ranks = || {
+        let r: Vec<String> = c.see_ranks.iter().map(u32::to_string).collect();
+        r.join(", ")
+    };
+    match &c.first_cause {
+        Some(f) => Some(CauseLink {
+            row: Some(row_link(&f.row)),
+            kind: f.kind.as_str(),
+            inherited: f.inherited,
+            count: c.cause_count,
+            via_collectives: String::new(),
+        }),
+        None if c.via_collective_only => Some(CauseLink {
+            row: None,
+            kind: "",
+            inherited: 0,
+            count: 0,
+            via_collectives: if c.see_ranks.is_empty() {
+                "another rank".into()
+            } else {
+                format!("rank {}", ranks())
+            },
+        }),
+        None => None,
+    }
+}
+
+/// One excluded op of one side.
+#[derive(Serialize)]
+pub(super) struct ExOp<'a> {
+    pub(super) op: &'a str,
+    /// The other run's list (of a rank this list applies to) lacks it.
+    pub(super) only: bool,
+}
+
+/// Excluded ops of one side, for chips.
+#[derive(Serialize)]
+pub(super) struct Excluded<'a> {
+    pub(super) name: &'a str,
+    /// Ranks this list applies to ("" on a rank page).
+    pub(super) ranks: String,
+    pub(super) recorded: bool,
+    pub(super) ops: Vec<ExOp<'a>>,
+    /// The ops only in this run's list, comma-separated ("" when none).
+    pub(super) only: String,
+}
+
+/// The excluded ops of one side; `others` are the other run's lists of the
+/// same ranks (an op missing from any recorded one is marked).
+pub(super) fn excluded<'a>(
+    name: &'a str,
+    ranks: String,
+    ops: &'a Option<Vec<String>>,
+    others: &[&Option<Vec<String>>],
+) -> Excluded<'a> {
+    let recorded = ops.is_some();
+    let list = ops.as_deref().unwrap_or(&[]);
+    let ops: Vec<ExOp<'a>> = list
+        .iter()
+        .map(|op| ExOp {
+            op,
+            only: others
+                .iter()
+                .any(|o| o.as_ref().is_some_and(|l| !l.contains(op))),
+        })
+        .collect();
+    let only: Vec<&str> = ops.iter().filter(|o| o.only).map(|o| o.op).collect();
+    Excluded {
+        name,
+        ranks,
+        recorded,
+        only: only.join(", "),
+        ops,
+    }
+}
+
+/// `1234567` → `1,234,567`.
+pub(super) fn thousands(n: u64) -> String {
+    let d = n.to_string();
+    let mut out = String::with_capacity(d.len() + d.len() / 3);
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The plain statement of what the pages hold when they hold only the
+/// rows that are not `match`; empty when they hold every row.
+pub(super) fn shown_note(s: &RankSummary) -> String {
+    if let Some(n) = s.html_cut_from {
+        // Plain digits on purpose: "100000 differing ops; detailed: first K".
+        return format!(
+            "{n} differing ops; detailed: first {} (HTML size budget, --html-budget-mb); every row: summary.json and --rows",
+            s.html_rows
+        );
+    }
+    if !s.html_filtered {
+        return String::new();
+    }
+    format!(
+        "showing {} diverging rows of {}; all rows: --html-rows all",
+        thousands(s.html_rows as u64),
+        thousands(s.counts.total())
+    )
+}

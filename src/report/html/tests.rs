@@ -1,0 +1,462 @@
+//! Tests of the HTML pages: result pages, pagination, the overview, the key
+//! index and the index page, on small fixtures.
+
+use std::path::Path;
+
+use super::parts::thousands;
+use super::write_index;
+use crate::matcher::{match_tables, MatchOptions, MatchTable};
+use crate::parser::{parse_bytes, OpTable};
+use crate::report::colour::{diff_colour, light_colour};
+use crate::report::summary::PageRef;
+use crate::report::{RankComparison, ReportOptions, Summary};
+use serde_json::json;
+
+const LOG1: &str = "Total captured activations: 5
+Excluded ops dispatched: t, view
+================================================================================
+
+[<script>alert(1)</script>/op_0_mm]
+  Shape: torch.Size([2, 2]), Dtype: torch.float32
+  L2 norm: 1.000000e+00
+  Min: -1.000000e+00
+  Max: 1.000000e+00
+  Mean: 0.000000e+00
+  Output hash: 4.000000e+00
+  Input hashes: 2.000000e+00, 3.000000e+00
+  Input producers: <none>/op_0_embedding;
+  Location: \"quotes\"</td>.py:1
+
+[layers.0/op_0_add]
+  Shape: torch.Size([2, 2]), Dtype: torch.float32
+  L2 norm: 2.000000e+00
+  Min: -1.000000e+00
+  Max: 1.000000e+00
+  Mean: 5.000000e-01
+  Output hash: 5.000000e+00
+  Input hashes: 4.000000e+00
+  Input producers: <script>alert(1)</script>/op_0_mm
+  Location: model.py:2
+
+[layers.0/op_1_mul]
+  Shape: torch.Size([2, 2]), Dtype: torch.float32
+  L2 norm: 3.000000e+00
+  Output hash: 6.000000e+00
+  Location: model.py:3
+
+[layers.1/op_0_only_a]
+  Output hash: 7.000000e+00
+  Location: model.py:4
+
+[layers.0/op_2_mm]
+  Output hash: 8.000000e+00
+  Location: model.py:5
+  Phase: backward
+
+";
+
+const LOG2: &str = "Total captured activations: 5
+Excluded ops dispatched: (none)
+================================================================================
+
+[<script>alert(1)</script>/op_0_mm]
+  Shape: torch.Size([2, 2]), Dtype: torch.float32
+  L2 norm: 1.000000e+00
+  Min: -1.000000e+00
+  Max: 1.000000e+00
+  Mean: 0.000000e+00
+  Output hash: 4.000000e+00
+  Input hashes: 2.000000e+00, 3.000000e+00
+  Input producers: <none>/op_0_embedding;
+  Location: \"quotes\"</td>.py:1
+
+[layers.0/op_0_add]
+  Shape: torch.Size([2, 2]), Dtype: torch.float32
+  L2 norm: 2.000100e+00
+  Min: -1.000000e+00
+  Max: 1.000000e+00
+  Mean: 5.000000e-01
+  Output hash: 5.000100e+00
+  Input hashes: 4.000000e+00
+  Input producers: <script>alert(1)</script>/op_0_mm
+  Location: model.py:2
+
+[layers.0/op_7_mul]
+  Shape: torch.Size([2, 2]), Dtype: torch.float32
+  L2 norm: 3.000000e+00
+  Output hash: 6.000000e+00
+  Location: model.py:3
+
+[layers.0/op_2_mm]
+  Output hash: 8.000000e+00
+  Location: model.py:5
+  Phase: backward
+
+[layers.2/op_0_only_b]
+  Output hash: 9.000000e+00
+  Location: model.py:6
+
+";
+
+struct Fixture {
+    t1: OpTable,
+    t2: OpTable,
+    m: MatchTable,
+}
+
+fn fixture(log1: &str, log2: &str) -> Fixture {
+    let t1 = parse_bytes(log1.as_bytes().to_vec(), "a/rank_0_activations.log");
+    let t2 = parse_bytes(log2.as_bytes().to_vec(), "b/rank_0_activations.log");
+    let m = match_tables(&t1, &t2, &MatchOptions::default());
+    Fixture { t1, t2, m }
+}
+
+fn rc(f: &Fixture) -> RankComparison<'_> {
+    RankComparison {
+        rank1: 0,
+        rank2: 0,
+        t1: &f.t1,
+        t2: &f.t2,
+        matches: &f.m,
+    }
+}
+
+fn options(dir: &Path, page_rows: usize) -> ReportOptions {
+    ReportOptions {
+        out_dir: dir.to_path_buf(),
+        name1: "run<A>".into(),
+        name2: "run_B".into(),
+        path1: "a/".into(),
+        path2: "b/".into(),
+        page_rows,
+        html_rows: Some(crate::report::DEFAULT_HTML_ROWS),
+        ..ReportOptions::default()
+    }
+}
+
+fn read(dir: &Path, file: &str) -> String {
+    std::fs::read_to_string(dir.join(file)).unwrap()
+}
+
+/// The JSON rows a page carries for its script: `{"n", "forward",
+/// "backward"}`.
+fn page_rows(html: &str) -> serde_json::Value {
+    let open = "<script type=\"application/json\" id=rows>";
+    let a = html.find(open).expect("the page carries its rows") + open.len();
+    let b = a + html[a..].find("</script>").unwrap();
+    serde_json::from_str(&html[a..b]).expect("the rows are JSON")
+}
+
+/// The ids of a page's rows, forward then backward.
+fn row_ids(rows: &serde_json::Value) -> Vec<String> {
+    ["forward", "backward"]
+        .iter()
+        .flat_map(|s| rows[s].as_array().unwrap())
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Writes the fixture's pages and index; returns the summary.
+fn write_all(f: &Fixture, opts: &ReportOptions) -> Summary {
+    let rc = rc(f);
+    let s = crate::report::RankReport::write(&rc, opts).unwrap();
+    let groups = Summary::group_ranks(std::slice::from_ref(&s));
+    let summary = Summary {
+        schema_version: crate::report::summary::SCHEMA_VERSION,
+        tool: "actdiff test".into(),
+        name1: opts.name1.clone(),
+        name2: opts.name2.clone(),
+        path1: opts.path1.clone(),
+        path2: opts.path2.clone(),
+        counts: s.counts,
+        ranks: vec![s],
+        ranks_only1: vec![3],
+        ranks_only2: vec![],
+        ranks_failed: vec![],
+        groups,
+        exit_status: 1,
+        verdict: vec!["rank 0 diverges at <script>".into()],
+    };
+    write_index(&summary, opts).unwrap();
+    summary
+}
+
+#[test]
+fn thousands_separators() {
+    assert_eq!(thousands(0), "0");
+    assert_eq!(thousands(999), "999");
+    assert_eq!(thousands(3_264_458), "3,264,458");
+}
+
+#[test]
+fn rank_pages_rows_chips_colours_escaping() {
+    let f = fixture(LOG1, LOG2);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2000);
+    let summary = write_all(&f, &opts);
+    let pages = &summary.ranks[0].pages;
+    assert_eq!(
+        pages,
+        &vec![PageRef {
+            file: "rank0-page1.html".into(),
+            first_row: 0,
+            end_row: f.m.rows.len(),
+        }]
+    );
+    let html = read(dir.path(), "rank0-page1.html");
+    let data = page_rows(&html);
+    assert_eq!(data["n"], json!(["run<A>", "run_B"]));
+    // Every result row once, with its anchor id, in result order within
+    // its section; the backward row in the Backward section.
+    let rows = &f.m.rows;
+    let bwd_row = rows
+        .iter()
+        .position(|r| r.r1().is_some_and(|i| f.t1.is_backward(i)))
+        .unwrap();
+    let mut ids: Vec<String> = (0..rows.len())
+        .filter(|i| *i != bwd_row)
+        .map(|i| format!("rank0-row{i}"))
+        .collect();
+    ids.push(format!("rank0-row{bwd_row}"));
+    assert_eq!(row_ids(&data), ids);
+    assert_eq!(data["backward"].as_array().unwrap().len(), 1);
+    let all: Vec<&serde_json::Value> = ["forward", "backward"]
+        .iter()
+        .flat_map(|s| data[s].as_array().unwrap())
+        .collect();
+    let by_key = |k: &str| {
+        *all.iter()
+            .find(|r| r["k1"] == k)
+            .unwrap_or_else(|| panic!("no row {k}"))
+    };
+    // A one-sided row has no cells on its missing side.
+    let only2 = all.iter().find(|r| r["st"] == "only2").unwrap();
+    assert_eq!(only2["s"][0], json!(null));
+    assert_eq!(only2["s"][1].as_array().unwrap().len(), 9);
+    assert!(only2.get("chip").is_none(), "no match chip when unpaired");
+    assert!(all.iter().any(|r| r["st"] == "only1"));
+    assert!(all.iter().any(|r| r["st"] == "match"));
+    assert!(all
+        .iter()
+        .any(|r| r["chip"] == "same op key" && r["sg"] == "exact"));
+    assert!(html.contains("Numerics Comparison: run&lt;A&gt; vs run_B"));
+    assert!(html.contains("page 1 of 1"));
+    assert!(html.contains("href=\"index.html\""));
+    // The differing Output hash and L2 norm cells are coloured on both
+    // sides, the relative difference in run 2's title, the colours in the
+    // page's rules.
+    let add = by_key("layers.0/op_0_add");
+    assert_eq!(add["st"], "diff");
+    assert_eq!(add["s"][0][0], json!({"t": "5.000000e+00", "x": 1}));
+    assert_eq!(
+        add["s"][1][0],
+        json!({"t": "5.000100e+00", "x": 1, "d": "rel. diff 2.00e-5"})
+    );
+    assert_eq!(
+        add["s"][1][5],
+        json!({"t": "2.000100e+00", "x": 2, "d": "rel. diff 5.00e-5"}),
+        "L2 norm differs too"
+    );
+    let (c, bg) = diff_colour(2e-5);
+    let light = light_colour(2e-5);
+    assert!(html.contains(&format!(".x1{{color:{light};background:{bg} }}")));
+    assert!(html.contains(&format!(".x1{{color:{c} }}")));
+    // Fuzzy pair: both keys, and its chip.
+    let fuzzy = by_key("layers.0/op_1_mul");
+    assert_eq!(fuzzy["k2"], "layers.0/op_7_mul");
+    assert_eq!(
+        (&fuzzy["chip"], &fuzzy["sg"]),
+        (&json!("fuzzy op key"), &json!("fuzzy"))
+    );
+    // Producers as tooltips; absent fields as absent, never zeros.
+    let first = by_key("<script>alert(1)</script>/op_0_mm");
+    assert_eq!(
+        first["s"][0][1],
+        json!({"v": [{"h": "2.000000e+00", "p": "<none>/op_0_embedding"}, {"h": "3.000000e+00"}]})
+    );
+    assert_eq!(first["s"][0][2], "\"quotes\"</td>.py:1");
+    assert!(all
+        .iter()
+        .flat_map(|r| r["s"].as_array().unwrap())
+        .filter_map(|s| s.as_array())
+        .flatten()
+        .any(|c| *c == json!({"m": true, "k": "m"})));
+    // Escaping: log text never appears raw; in the JSON every `<` is
+    // `\u003c`, so nothing can end the data's script element.
+    assert!(!html.contains("<script>alert"));
+    assert!(html.contains("\\u003cscript>alert(1)\\u003c/script>/op_0_mm"));
+    assert!(!html.contains("<none>"));
+    assert!(!html.contains("</td>.py"));
+    assert_eq!(
+        html.matches("<script").count(),
+        2,
+        "the page's data and its own script"
+    );
+    assert_eq!(html.matches("</script").count(), 2);
+    // Each row names the tolerance that judged it: in the key cell's
+    // title, and as a chip on diverging rows judged by a rule.
+    assert_eq!(first["title"], "lines 5 / 5 · default: hashes rel <= 1e-8");
+    assert!(
+        all.iter().all(|r| r.get("tol").is_none()),
+        "the default is in the title only"
+    );
+    // Root cause: the add's inputs agree but its output differs.
+    assert_eq!(add["notes"], json!([["nt origin", "origin"]]));
+    assert!(html.contains("First cause:</span> <b class=\"bd cause\">origin</b>"));
+    // Excluded-op chips.
+    // Excluded-op chips: run 1's ops are missing from run 2's list.
+    assert!(html.contains("<span class=\"xchip xo\" title=\"only in run&lt;A&gt;\">view</span>"));
+    assert!(html.contains("<span class=xchip>(none)</span>"));
+    assert!(html.contains("the two runs' sets differ"));
+    assert!(html.contains("only in run&lt;A&gt;: t, view"));
+    // The overview fragment and the key index are written with the pages.
+    let overview = read(dir.path(), "rank0-overview.html");
+    assert!(overview.contains("<svg class=heat"));
+    assert!(overview.contains("href=\"rank0-page1.html#rank0-row1\""));
+    assert!(!overview.contains("<script"));
+    assert!(overview.contains("&lt;script&gt;") || !overview.contains("script"));
+    let keys = read(dir.path(), "rank0-keys.js");
+    assert!(keys.starts_with("actdiffKeys({"));
+    // Keys are JSON strings in a script file of their own.
+    assert!(keys.contains("\"keys\":\"0:<script>alert(1)</script>/op_0_mm\\n"));
+    assert!(
+        keys.contains(";layers.0/op_7_mul") || keys.contains(";7_mul"),
+        "{keys}"
+    );
+}
+
+#[test]
+fn pagination() {
+    let f = fixture(LOG1, LOG2);
+    assert_eq!(f.m.rows.len(), 6);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2);
+    // Drop the last row so there are 5: 2 + 2 + 1.
+    let mut m = f.m.clone();
+    m.rows.truncate(5);
+    let f = Fixture { m, ..f };
+    let rc = rc(&f);
+    let s = crate::report::RankReport::write(&rc, &opts).unwrap();
+    let pages = s.pages.clone();
+    let firsts: Vec<(usize, usize)> = pages.iter().map(|p| (p.first_row, p.end_row)).collect();
+    assert_eq!(firsts, vec![(0, 2), (2, 4), (4, 5)]);
+    let p1 = read(dir.path(), "rank0-page1.html");
+    let p2 = read(dir.path(), "rank0-page2.html");
+    let p3 = read(dir.path(), "rank0-page3.html");
+    assert!(p1.contains("page 1 of 3"));
+    assert!(p1.contains("href=\"rank0-page2.html\" rel=next"));
+    assert!(!p1.contains("rel=prev"));
+    assert!(p2.contains("href=\"rank0-page1.html\" rel=prev"));
+    assert!(p2.contains("href=\"rank0-page3.html\" rel=next"));
+    assert!(p3.contains("href=\"rank0-page2.html\" rel=prev"));
+    assert!(!p3.contains("rel=next"));
+    assert_eq!(row_ids(&page_rows(&p1)), ["rank0-row0", "rank0-row1"]);
+    assert_eq!(row_ids(&page_rows(&p2)), ["rank0-row2", "rank0-row3"]);
+    assert_eq!(row_ids(&page_rows(&p3)), ["rank0-row4"]);
+}
+
+#[test]
+fn empty_rank_gets_one_page() {
+    let f = fixture("", "");
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2000);
+    let rc = rc(&f);
+    let s = crate::report::RankReport::write(&rc, &opts).unwrap();
+    let pages = s.pages.clone();
+    assert_eq!(
+        pages,
+        vec![PageRef {
+            file: "rank0-page1.html".into(),
+            first_row: 0,
+            end_row: 0
+        }]
+    );
+    let html = read(dir.path(), "rank0-page1.html");
+    assert!(html.contains("no rows"));
+    assert!(row_ids(&page_rows(&html)).is_empty());
+    assert!(!html.contains("<table class=res>"), "no empty tables");
+}
+
+#[test]
+fn index_page() {
+    let f = fixture(LOG1, LOG2);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2);
+    let summary = write_all(&f, &opts);
+    let html = read(dir.path(), "index.html");
+    let fd = summary.ranks[0].first_divergence.as_ref().unwrap();
+    assert!(html.contains(&format!("href=\"{}#{}\"", fd.page, fd.anchor)));
+    assert!(html.contains("Numerics Comparison: run&lt;A&gt; vs run_B"));
+    assert!(html.contains("exit status 1"));
+    assert!(html.contains("rank 0 diverges at &lt;script&gt;"));
+    assert!(html.contains("<b class=\"bd cause\">origin</b>"));
+    // The index's own script (the key search) is its only one; no log
+    // text is in it.
+    assert_eq!(html.matches("<script").count(), 1);
+    assert!(!html.contains("<script>alert"));
+    assert!(html.contains("id=find-key"));
+    for k in 1..=3 {
+        assert!(html.contains(&format!("href=\"rank0-page{k}.html\"")));
+    }
+    assert!(html.contains("ranks only in run&lt;A&gt;: 3"));
+    assert!(html.contains(
+        "<span class=\"xchip xo\" title=\"only in run&lt;A&gt;\">t</span><span class=\"xchip xo\" title=\"only in run&lt;A&gt;\">view</span>"
+    ));
+    // The one-sided rank 3 is in the rank table, after rank 0.
+    let table = &html[html.find("<table class=ranks>").unwrap()..];
+    let table = &table[..table.find("</table>").unwrap()];
+    assert!(table.contains("<td class=rk>3 <b class=\"bd only1\">only in run&lt;A&gt;</b>"));
+    assert!(table.find("<td class=rk>0").unwrap() < table.find("<td class=rk>3").unwrap());
+    // Rank 0's section: heatmap and origins/entries, linking to rows.
+    assert!(html.contains("<section class=\"panel rankd\" id=\"rank-0\">"));
+    assert!(html.contains("<svg class=heat"));
+    assert!(html.contains("<table class=causes>"));
+    assert!(html.contains("<span class=xchip>(none)</span>"));
+    // The first divergence comes before the excluded ops and warnings.
+    assert!(html.find(&fd.anchor).unwrap() < html.find("Excluded ops dispatched").unwrap());
+    assert!(html.contains("exit status"));
+}
+
+#[test]
+fn index_not_recorded_and_warnings() {
+    let log =
+        "[x/op_0_mm]\n  Output hash: 1.0\n  Call type: foo\n\n[x/op_0_mm]\n  Output hash: 1.0";
+    let f = fixture(log, log);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2000);
+    write_all(&f, &opts);
+    let html = read(dir.path(), "index.html");
+    assert!(html.contains("not recorded"));
+    assert!(html.contains("1 duplicate key: x/op_0_mm (lines 1, 5)"));
+    assert!(html.contains("1 × unknown field: Call type"));
+    assert!(html.contains("incomplete"));
+}
+
+/// 2,000 rows of typical data stay well under 2 MB.
+#[test]
+fn page_size_is_bounded() {
+    let mut a = String::from("Total captured activations: 2000\n");
+    let mut b = a.clone();
+    for i in 0..2000 {
+        let block = |h: f64| {
+            format!(
+                "[layers.{l}.feed_forward.w{w}/op_{i}_mm]\n  Shape: torch.Size([2, 64, 256]), Dtype: torch.float32\n  L2 norm: 1.810183e+02\n  Min: -2.287835e+00\n  Max: 2.287835e+00\n  Mean: 2.222862e-03\n  Output hash: {h:.6e}\n  Input hashes: 2.553141e+04, 1.337287e+02\n  Input producers: layers.{l}.attention_norm/op_{i}_mul;\n  Location: llama3/model.py:152\n\n",
+                l = i / 100,
+                w = i % 3
+            )
+        };
+        a.push_str(&block(2.663224e4));
+        b.push_str(&block(if i % 2 == 0 { 2.663224e4 } else { 2.663225e4 }));
+    }
+    let f = fixture(&a, &b);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2000);
+    let rc = rc(&f);
+    let t0 = std::time::Instant::now();
+    crate::report::RankReport::write(&rc, &opts).unwrap();
+    let size = std::fs::metadata(dir.path().join("rank0-page1.html"))
+        .unwrap()
+        .len();
+    eprintln!("2000-row page: {size} bytes in {:?}", t0.elapsed());
+    assert!(size < 2_000_000, "{size} bytes");
+}

@@ -1,0 +1,79 @@
+//! Case 22-gzip-input (`../shared/cases/22-gzip-input/README.md`).
+
+use super::common::*;
+
+/// Checks a gzip input compared with the plain log: exit 0 with 3 matching
+/// pairs, or exit 2 "gzip input not supported" naming the file; never exit
+/// 0 with zero ops.
+fn case22_check(r: &Run, file: &str) {
+    r.expect_one_of(&[0, 2]);
+    if r.code == 2 {
+        r.stderr_has("gzip")
+            .stderr_has("not supported")
+            .stderr_has(file);
+        return;
+    }
+    let rk = r.rank(0);
+    assert_eq!(rk["run1"]["entries"], 3);
+    assert_eq!(counts(&rk["counts"]), (3, 0, 0, 0));
+    for row in r.rows() {
+        assert_eq!(row["strategy"], "exact", "{row}");
+    }
+}
+
+/// Case 22-gzip-input: `actdiff compare run1.log.gz run1.log -o out`.
+#[test]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
+fn case22_gzip_named_gz() {
+    let r = in_case("22-gzip-input", &["compare", "run1.log.gz", "run1.log"]);
+    case22_check(&r, "run1.log.gz");
+}
+
+/// Case 22-gzip-input: `actdiff compare run1_disguised.log run1.log -o out`:
+/// gzip bytes under a `.log` name.
+#[test]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
+fn case22_gzip_disguised_as_log() {
+    let r = in_case(
+        "22-gzip-input",
+        &["compare", "run1_disguised.log", "run1.log"],
+    );
+    case22_check(&r, "run1_disguised.log");
+}
+
+/// Case 22-gzip-input (variants): corrupt gzip data (cut in half, bytes
+/// flipped in the deflate stream, the magic bytes alone, the header alone),
+/// named `.gz` or `.log`, on either side: exit 2 naming the file.
+#[test]
+#[cfg_attr(not(has_shared), ignore = "../shared absent")]
+fn case22_corrupt_gzip_is_an_input_error() {
+    let case = "22-gzip-input";
+    let gz = case_file(case, "run1.log.gz");
+    let tmp = TempDir::new().unwrap();
+    write(tmp.path(), "run1.log", &case_file(case, "run1.log"));
+    let mut flipped = gz.clone();
+    for b in &mut flipped[30..60] {
+        *b ^= 0xa5;
+    }
+    let mut bad_crc = gz.clone();
+    let n = bad_crc.len();
+    bad_crc[n - 8] ^= 0xff;
+    let variants: [(&str, Vec<u8>); 5] = [
+        ("half", gz[..gz.len() / 2].to_vec()),
+        ("flipped", flipped),
+        ("crc", bad_crc),
+        ("magic", vec![0x1f, 0x8b]),
+        ("header", gz[..10].to_vec()),
+    ];
+    for (what, bytes) in &variants {
+        for name in [format!("{what}.log.gz"), format!("{what}.log")] {
+            write(tmp.path(), &name, bytes);
+            actdiff(tmp.path(), &["compare", &name, "run1.log"])
+                .expect(2)
+                .stderr_has(&name);
+            actdiff(tmp.path(), &["compare", "run1.log", &name])
+                .expect(2)
+                .stderr_has(&name);
+        }
+    }
+}
