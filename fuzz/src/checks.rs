@@ -265,7 +265,12 @@ pub fn config(data: &[u8]) {
                 ),
                 (b"", b"", false, ""),
             ] {
-                let rp = p.for_row(key, op, backward, dtype);
+                let phase = if backward {
+                    parser::Phase::Backward
+                } else {
+                    parser::Phase::Forward
+                };
+                let rp = p.for_row(key, op, phase, dtype);
                 let _ = p.describe(rp.source);
             }
             for r in &p.rules {
