@@ -51,11 +51,17 @@ fn key(r: &Value) -> &str {
 }
 
 #[test]
-#[cfg_attr(not(has_shared), ignore = "../shared/testdata absent: verdicts not checked")]
+#[cfg_attr(
+    not(has_shared),
+    ignore = "../shared/testdata absent: verdicts not checked"
+)]
 fn bug_layer2_has_one_origin_the_injected_epsilon() {
     let (s, text) = scenario("bug_layer2");
     let rc = &s["ranks"][0]["root_causes"];
-    assert_eq!(key(&rc["first_cause"]["row"]), "layers.2.ffn_norm/op_1_add_");
+    assert_eq!(
+        key(&rc["first_cause"]["row"]),
+        "layers.2.ffn_norm/op_1_add_"
+    );
     assert_eq!(rc["first_cause"]["kind"], "origin");
     let origins = rc["causes"]
         .as_array()
@@ -64,7 +70,11 @@ fn bug_layer2_has_one_origin_the_injected_epsilon() {
         .filter(|c| c["kind"] == "origin")
         .count();
     assert_eq!(origins, 1, "{}", rc["causes"]);
-    assert!(rc["cause_count"].as_u64().unwrap() <= 3, "{}", rc["cause_count"]);
+    assert!(
+        rc["cause_count"].as_u64().unwrap() <= 3,
+        "{}",
+        rc["cause_count"]
+    );
     // Every diverging row is counted under a cause or is an unsynced collective.
     let k = &rc["kinds"];
     assert!(k["inherited_below_print"].as_u64().unwrap() > 0);
@@ -83,12 +93,18 @@ fn bug_layer2_has_one_origin_the_injected_epsilon() {
 }
 
 #[test]
-#[cfg_attr(not(has_shared), ignore = "../shared/testdata absent: verdicts not checked")]
+#[cfg_attr(
+    not(has_shared),
+    ignore = "../shared/testdata absent: verdicts not checked"
+)]
 fn multirank_fsdp_names_the_source_rank() {
     let (s, text) = scenario("multirank_fsdp");
     let ranks = s["ranks"].as_array().unwrap();
     let r1 = &ranks[1]["root_causes"];
-    assert_eq!(key(&r1["first_cause"]["row"]), "tok_embeddings/op_2_embedding");
+    assert_eq!(
+        key(&r1["first_cause"]["row"]),
+        "tok_embeddings/op_2_embedding"
+    );
     assert!(r1["cause_count"].as_u64().unwrap() <= 3);
     assert_eq!(r1["via_collective_only"], false);
     for r in [0, 2, 3] {
@@ -114,7 +130,10 @@ fn multirank_fsdp_names_the_source_rank() {
 }
 
 #[test]
-#[cfg_attr(not(has_shared), ignore = "../shared/testdata absent: verdicts not checked")]
+#[cfg_attr(
+    not(has_shared),
+    ignore = "../shared/testdata absent: verdicts not checked"
+)]
 fn other_single_changes_give_few_causes() {
     // optimizer: lr 1e-3 vs 2e-3 at the captured step; the weight-decay
     // multiply of each parameter group's first update is an origin.
@@ -130,8 +149,14 @@ fn other_single_changes_give_few_causes() {
     // No change: no cause, no first divergence line.
     for (a, b) in [
         ("testdata/identical/run_A", "testdata/identical/run_B"),
-        ("capture/ref/torch-2.13.0/eager", "capture/ref/torch-2.15.0/eager"),
-        ("capture/ref/torch-2.13.0/adamw", "capture/ref/torch-2.15.0/adamw"),
+        (
+            "capture/ref/torch-2.13.0/eager",
+            "capture/ref/torch-2.15.0/eager",
+        ),
+        (
+            "capture/ref/torch-2.13.0/adamw",
+            "capture/ref/torch-2.15.0/adamw",
+        ),
     ] {
         let (s, text) = compare(a, b);
         assert_eq!(s["ranks"][0]["root_causes"]["cause_count"], 0, "{a}");

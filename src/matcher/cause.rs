@@ -158,7 +158,15 @@ fn is_additive(op: &[u8]) -> bool {
     let op = op.strip_prefix(b"_foreach_").unwrap_or(op);
     matches!(
         op,
-        b"add" | b"sub" | b"rsub" | b"sum" | b"mean" | b"cumsum" | b"lerp" | b"addcmul" | b"addcdiv"
+        b"add"
+            | b"sub"
+            | b"rsub"
+            | b"sum"
+            | b"mean"
+            | b"cumsum"
+            | b"lerp"
+            | b"addcmul"
+            | b"addcdiv"
     )
 }
 

@@ -259,7 +259,10 @@ fn root_causes_follow_producers() {
     );
     let c = &m.causes;
     assert_eq!(c.first_cause, Some(0));
-    assert_eq!(c.cause_count, 1, "the via-collective cause is not the rank's own");
+    assert_eq!(
+        c.cause_count, 1,
+        "the via-collective cause is not the rank's own"
+    );
     assert_eq!(c.causes[0].inherited, 3);
     assert_eq!(c.causes[0].untraced, 1);
     assert_eq!(c.causes[0].chain, vec![1, 2, 5]);
@@ -372,7 +375,12 @@ fn a_difference_print_rounding_explains_is_no_origin() {
     let m = match_tables(&a, &b, &MatchOptions::default());
     assert_eq!(
         m.cause_kinds,
-        vec![Some(Origin), Some(BelowPrint), Some(Origin), Some(BelowPrint)]
+        vec![
+            Some(Origin),
+            Some(BelowPrint),
+            Some(Origin),
+            Some(BelowPrint)
+        ]
     );
     let c = &m.causes;
     assert_eq!(c.cause_count, 2);
@@ -420,7 +428,10 @@ fn entries_reading_one_changed_input_are_one_cause() {
         ),
     ]);
     let m = match_tables(&a, &b, &MatchOptions::default());
-    assert_eq!(m.cause_kinds, vec![Some(Entry), Some(Entry), Some(Untraced)]);
+    assert_eq!(
+        m.cause_kinds,
+        vec![Some(Entry), Some(Entry), Some(Untraced)]
+    );
     let c = &m.causes;
     assert_eq!(c.cause_count, 1);
     assert_eq!(c.causes.len(), 1);

@@ -488,8 +488,8 @@ impl RankGroup {
 /// What a collective carries, in words: `gradient reduce-scatter` for
 /// `_reduce_scatter_base_`, `parameter all-gather` for `_allgather_base_`.
 pub fn collective_words(key: &str) -> String {
-    let op = crate::matcher::keys::op_type(&crate::matcher::keys::fuzzy_key(key.as_bytes()))
-        .to_vec();
+    let op =
+        crate::matcher::keys::op_type(&crate::matcher::keys::fuzzy_key(key.as_bytes())).to_vec();
     let op = String::from_utf8_lossy(&op).to_lowercase();
     if op.contains("reduce_scatter") {
         "gradient reduce-scatter".into()
@@ -601,7 +601,11 @@ impl Summary {
                 parts.push(format!(
                     "{} {} first at {w}",
                     rank_word(&g.ranks),
-                    if g.ranks.len() == 1 { "diverges" } else { "diverge" }
+                    if g.ranks.len() == 1 {
+                        "diverges"
+                    } else {
+                        "diverge"
+                    }
                 ));
             } else if g.verdict.starts_with("receive") {
                 let v = g.verdict.trim_start_matches("receive the change ");
@@ -610,7 +614,11 @@ impl Summary {
                 other.push(format!(
                     "{} {} first at `{f}`",
                     rank_word(&g.ranks),
-                    if g.ranks.len() == 1 { "diverges" } else { "diverge" }
+                    if g.ranks.len() == 1 {
+                        "diverges"
+                    } else {
+                        "diverge"
+                    }
                 ));
             }
         }
@@ -627,7 +635,11 @@ impl Summary {
         match parts.len() {
             0 => None,
             1 => Some(format!("{}.", parts[0])),
-            n => Some(format!("{}, and {}.", parts[..n - 1].join(", "), parts[n - 1])),
+            n => Some(format!(
+                "{}, and {}.",
+                parts[..n - 1].join(", "),
+                parts[n - 1]
+            )),
         }
     }
 

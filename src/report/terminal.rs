@@ -41,10 +41,7 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
                 ""
             },
             if more > 0 {
-                format!(
-                    ", {more} more cause{}",
-                    if more == 1 { "" } else { "s" },
-                )
+                format!(", {more} more cause{}", if more == 1 { "" } else { "s" },)
             } else {
                 String::new()
             }
@@ -63,17 +60,16 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             }
         );
     } else if rc.via_collective_only {
-        let via = rc
-            .causes
-            .iter()
-            .find_map(|c| c.collective.as_ref())
-            .map_or("a collective".to_string(), |c| {
+        let via = rc.causes.iter().find_map(|c| c.collective.as_ref()).map_or(
+            "a collective".to_string(),
+            |c| {
                 format!(
                     "the {} ({})",
                     super::summary::collective_words(c.key()),
                     c.key()
                 )
-            });
+            },
+        );
         let _ = writeln!(
             out,
             "{rank}: its own forward matches; the change arrives through {via}; see {}",
