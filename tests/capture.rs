@@ -112,20 +112,14 @@ fn check_as(name: &str, t: &Tensor, s: &TensorStats, moments: bool) {
     }
 }
 
-/// The digest by its definition, from the bits libtorch reads out in
-/// logical order.
+/// The digest by its definition, from the 32-bit values libtorch reads out
+/// in logical order.
 fn digest_by_definition(t: &Tensor) -> u64 {
-    let bits = t.digest_bits().unwrap();
-    let s = bits
-        .iter()
-        .enumerate()
-        .fold(0u64, |s, (i, w)| s.wrapping_add(digest::term(*w, i as u64)));
-    digest::finish(s, bits.len() as u64)
+    digest::digest_of_words(&t.digest_words().unwrap())
 }
 
 fn finished(t: &Tensor, s: &TensorStats) -> u64 {
-    let i = t.info().unwrap();
-    let n = if i.complex { 2 * i.numel } else { i.numel };
+    let n = t.info().unwrap().digest_len();
     digest::finish(s.digest.expect("a digest"), n as u64)
 }
 

@@ -31,9 +31,9 @@ use super::torch::{cat, Device, Info, Tensor, TorchError};
 use super::writer::LogWriter;
 
 /// The number of values a tensor's digest sums (`n` of [`digest`]'s step
-/// 4): its elements, a complex element counting as two.
+/// 4, [`Info::digest_len`]).
 pub fn digest_len(i: &Info) -> u64 {
-    (i.numel * (1 + i.complex as usize)) as u64
+    i.digest_len() as u64
 }
 
 /// Errors of the capture agent.

@@ -74,7 +74,7 @@ extern "C" {
     fn ads_to_kind(t: *const RawTensor, kind: i32, out: *mut *mut RawTensor) -> *mut c_char;
     fn ads_add_scalar_(t: *mut RawTensor, v: f64) -> *mut c_char;
     fn ads_reference_stats(t: *const RawTensor, moments: i32, out: *mut f64) -> *mut c_char;
-    fn ads_digest_bits(t: *const RawTensor, out: *mut i64, n: usize) -> *mut c_char;
+    fn ads_digest_words(t: *const RawTensor, out: *mut i64, n: usize) -> *mut c_char;
 }
 
 #[cfg(feature = "python")]
@@ -199,6 +199,20 @@ pub struct Info {
     pub numel: usize,
     /// First element of a dense non-empty CPU tensor, else NULL.
     pub data: *const c_void,
+}
+
+impl Info {
+    /// The number of 32-bit values its digest sums ([`super::digest`], `n`
+    /// of step 4): one per element of at most 32 bits, two per 64-bit
+    /// element, a complex element counting its two parts.
+    pub fn digest_len(&self) -> usize {
+        let per = if self.complex {
+            2 * (self.element_size / 8).max(1)
+        } else {
+            (self.element_size / 4).max(1)
+        };
+        self.numel * per
+    }
 }
 
 /// A libtorch tensor handle (an `at::Tensor`: a reference to shared storage).
@@ -396,14 +410,14 @@ impl Tensor {
         Ok(v)
     }
 
-    /// The element bit patterns the digest reads, in logical order (tests).
-    pub fn digest_bits(&self) -> Result<Vec<u64>, TorchError> {
-        let n = self.info()?.numel;
-        let n = if self.info()?.complex { 2 * n } else { n };
+    /// The 32-bit values the digest reads, in logical order, as libtorch
+    /// reads them out (tests).
+    pub fn digest_words(&self) -> Result<Vec<u32>, TorchError> {
+        let n = self.info()?.digest_len();
         let mut v = vec![0i64; n];
         // SAFETY: room for n values; the shim checks the count.
-        check(unsafe { ads_digest_bits(self.raw(), v.as_mut_ptr(), n) })?;
-        Ok(v.into_iter().map(|x| x as u64).collect())
+        check(unsafe { ads_digest_words(self.raw(), v.as_mut_ptr(), n) })?;
+        Ok(v.into_iter().map(|x| x as u32).collect())
     }
 
     /// A handle on the tensor behind a Python `torch.Tensor` (no copy);

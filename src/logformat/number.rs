@@ -326,7 +326,7 @@ mod tests {
     fn full_precision_spelling() {
         // Python: float(s) == x for each, repr's digits, %e's exponent style.
         let cases: &[(f64, &str)] = &[
-            (123.45678901234567, "1.2345678901234568e+02"),
+            (123.45678901234567, "1.2345678901234567e+02"), // repr: 123.45678901234567
             (1.0, "1e+00"),
             (-0.0, "-0e+00"),
             (0.0, "0e+00"),

@@ -129,24 +129,29 @@ at::Tensor l1_of(const at::Tensor& t) {
   return d.abs().sum(at::kDouble);
 }
 
-// The element bit patterns as int64, zero-extended from their width, in
-// t's logical shape (any strides): src/capture/digest.rs, step 1.
-at::Tensor bits_of(const at::Tensor& t) {
+// The digest's 32-bit values (src/capture/digest.rs, step 1) as int64 in
+// [0, 2^32), in t's logical order: one per element of at most 32 bits (zero-
+// extended), two (low half, high half) per 64-bit element; complex: the real
+// part's values, then the imaginary part's. Shape: t's (one value per
+// element) or flat (several).
+at::Tensor words_of(const at::Tensor& t) {
   at::Tensor u = t;
   if (u.is_complex()) {
     u = at::view_as_real(u.is_conj() ? u.resolve_conj() : u);
   }
   u = u.resolve_neg();
   switch (u.element_size()) {
-    case 1: {
-      at::Tensor b = u.scalar_type() == at::kBool ? u.view(at::kByte)
-                                                  : u.view(at::kByte);
-      return b.to(at::kLong);
-    }
+    case 1: return u.view(at::kByte).to(at::kLong);
     case 2: return u.view(at::kShort).to(at::kLong).bitwise_and(0xffff);
     case 4:
       return u.view(at::kInt).to(at::kLong).bitwise_and(int64_t(0xffffffffLL));
-    case 8: return u.view(at::kLong);
+    case 8:
+      // Row-major flat, then each 64-bit element as two 32-bit values.
+      return u.contiguous()
+          .reshape({-1})
+          .view(at::kInt)
+          .to(at::kLong)
+          .bitwise_and(int64_t(0xffffffffLL));
     default:
       TORCH_CHECK(false, "the digest has no rule for ", u.element_size(),
                   "-byte elements");
@@ -159,21 +164,18 @@ at::Tensor srl(const at::Tensor& x, int s) {
   return x.bitwise_right_shift(s).bitwise_and(mask);
 }
 
-// The wrapping sum over elements of mix(bits_i XOR i*C1) as a 0-d int64 on
-// t's device (digest.rs; the host applies the final mix with numel).
+// Steps 2-3 of the digest: the wrapping sum over values u_k of
+// t_k = p ^ (p >> 32), p = (u_k ^ (k*K mod 2^32)) * M, as a 0-d int64 on t's
+// device (the host applies step 4 with the number of values).
 at::Tensor digest_sum(const at::Tensor& t) {
-  const int64_t C1 = int64_t(0x9E3779B97F4A7C15ULL);
-  const int64_t C2 = int64_t(0xBF58476D1CE4E5B9ULL);
-  const int64_t C3 = int64_t(0x94D049BB133111EBULL);
-  at::Tensor w = bits_of(t);
+  const int64_t K = 0x7F4A7C15LL;
+  const int64_t M = 0x85EBCA6BLL;
+  at::Tensor w = words_of(t);
   at::Tensor idx =
       at::arange(w.numel(), w.options().dtype(at::kLong)).view(w.sizes());
-  at::Tensor x = w.bitwise_xor(idx.mul_(C1));
-  x = x.mul_(C2);
-  x = x.bitwise_xor_(srl(x, 31));
-  x = x.mul_(C3);
-  x = x.bitwise_xor_(srl(x, 29));
-  return x.sum(at::kLong);
+  at::Tensor x = w.bitwise_xor(idx.mul_(K).bitwise_and_(int64_t(0xffffffffLL)));
+  at::Tensor p = x.mul_(M);
+  return p.bitwise_xor(srl(p, 32)).sum(at::kLong);
 }
 
 }  // namespace
@@ -354,13 +356,13 @@ char* ads_reference_stats(const at::Tensor* tp, int32_t moments, double* out) {
   ADS_CATCH
 }
 
-// The element bit patterns as ads_scalars's digest reads them (int64, in
-// logical row-major order), for tests.
-char* ads_digest_bits(const at::Tensor* t, int64_t* out, size_t n) {
+// The 32-bit values ads_scalars's digest reads (in logical row-major
+// order), for tests.
+char* ads_digest_words(const at::Tensor* t, int64_t* out, size_t n) {
   ADS_TRY
   at::NoGradGuard g;
-  at::Tensor b = bits_of(*t).contiguous();
-  TORCH_CHECK(size_t(b.numel()) == n, "ads_digest_bits: ", b.numel(), " elements, not ", n);
+  at::Tensor b = words_of(*t).contiguous();
+  TORCH_CHECK(size_t(b.numel()) == n, "ads_digest_words: ", b.numel(), " values, not ", n);
   if (n) std::memcpy(out, b.const_data_ptr(), n * sizeof(int64_t));
   ADS_CATCH
 }
