@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use actdiff::matcher::policy::{parse_rules_text, Policy};
 use actdiff::matcher::{match_tables, MatchOptions, Overrides, Status};
-use actdiff::parser::{self, line, Field, LogSource, OpTable, N_FIELDS};
+use actdiff::parser::{self, line, Field, LogSource, OpTable, Phase, N_FIELDS};
 
 /// Bytes for a failure message: lossy text, long values cut to their ends.
 pub fn short(b: &[u8]) -> String {
@@ -255,17 +255,22 @@ pub fn config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     match Policy::from_toml(&text, "fuzz.toml") {
         Ok(p) => {
-            for (key, op, backward, dtype) in [
-                (&b"layers.0.w/op_0_mm"[..], &b"mm"[..], false, "float32"),
+            for (key, op, phase, dtype) in [
+                (
+                    &b"layers.0.w/op_0_mm"[..],
+                    &b"mm"[..],
+                    Phase::Forward,
+                    "float32",
+                ),
                 (
                     b"<none>/op_3__fused_adamw_",
                     b"_fused_adamw_",
-                    true,
+                    Phase::Optimizer,
                     "bfloat16",
                 ),
-                (b"", b"", false, ""),
+                (b"", b"", Phase::Backward, ""),
             ] {
-                let rp = p.for_row(key, op, backward, dtype);
+                let rp = p.for_row(key, op, phase, dtype);
                 let _ = p.describe(rp.source);
             }
             for r in &p.rules {
