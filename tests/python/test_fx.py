@@ -219,3 +219,24 @@ def test_activation_capture_profiler_lifecycle(tmp_path):
         assert not r.armed
         r.step()
     assert not (tmp_path / "f" / "rank_0_activations.log").exists()
+
+
+def test_module_fqn_from_node_metadata():
+    from actdiff_capture import fx
+
+    names = {101: "layers.0._checkpoint_wrapped_module.attention.wq"}
+    stack = {"1": ("L['self'].layers.0", object), "101": ("L['self'].layers.0.attention.wq", object)}
+    # The key is the module's id(): its named_modules() name, wrapper removed.
+    assert fx.meta_fqn({"nn_module_stack": stack}, names) == "layers.0.attention.wq"
+    # Keys that are no id of this model: Dynamo's path, normalised.
+    paths = {
+        "L['self'].layers['0'].attention": "layers.0.attention",
+        "L['self'].layers.0._checkpoint_wrapped_module.ffn_norm": "layers.0.ffn_norm",
+        "L['self']._orig_mod.output": "output",
+        "L['self']": None,
+    }
+    for path, want in paths.items():
+        assert fx.meta_fqn({"fwd_nn_module_stack": {"L__x": (path, object)}}, names) == want, path
+    # TorchTitan's annotation wins over the module stack.
+    assert fx.meta_fqn({"custom": {"module_fqn": "layers.3.moe"}, "nn_module_stack": stack}, names) == "layers.3.moe"
+    assert fx.meta_fqn({}, names) is None
