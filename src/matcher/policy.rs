@@ -787,6 +787,8 @@ fn predicate_term(
     } else {
         Bounds { rel: inf, abs: x }
     }])
+}
+
 /// `--dtype-tolerance`: per-dtype default tolerances for low-precision
 /// dtypes (relative: bfloat16 1e-2, float16 1e-3, float8_e4m3fn 1.25e-1,
 /// float8_e5m2 2.5e-1; absolute: [`F32_MIN_NORMAL`]), added to `p` for each
