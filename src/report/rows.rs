@@ -3,14 +3,16 @@
 //! `{"rank": 0, "key1": "..."|null, "key2": "..."|null, "status": "match"|"diff"|"only1"|"only2"|"truncated",
 //!   "strategy": "override"|"exact"|"fuzzy"|"stats"|null, "diffs": {"L2 norm": 1.2e-6, ...}}`.
 //! `diffs` holds the reference's per-stat differences (`_compute_diffs`);
-//! `hash_diffs` (when any) the Output hash and Input hashes differences.
+//! `hash_diffs` (when any) the Output hash and Input hashes differences;
+//! `bitwise` (when both rows carry digests) whether every Output digest and
+//! Input digest is equal.
 
 use std::io::Write;
 
 use serde::Serialize;
 
 use super::RankComparison;
-use crate::matcher::compare::{compare_hashes, stat_diffs};
+use crate::matcher::compare::{bitwise_identical, compare_hashes, stat_diffs};
 use crate::matcher::notes::row_notes;
 use crate::matcher::Tolerance;
 use crate::parser::Field;
@@ -27,6 +29,10 @@ struct Row<'a> {
     /// the values) where the texts differ; omitted when none.
     #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
     hash_diffs: serde_json::Map<String, serde_json::Value>,
+    /// Both rows carry digests: whether they are all equal (bitwise
+    /// identical); omitted when a side has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bitwise: Option<bool>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     notes: Vec<String>,
     tolerance: String,
@@ -44,7 +50,9 @@ pub fn write_rows(
     for (i, r) in m.rows.iter().enumerate() {
         let mut diffs = serde_json::Map::new();
         let mut hash_diffs = serde_json::Map::new();
+        let mut bitwise = None;
         if let (Some(a), Some(b)) = (r.r1(), r.r2()) {
+            bitwise = bitwise_identical(rc.t1, a, rc.t2, b);
             for (f, d) in Field::DIFF_STATS.iter().zip(stat_diffs(rc.t1, a, rc.t2, b)) {
                 if let Some(d) = d {
                     diffs.insert(f.label().to_string(), serde_json::json!(d));
@@ -67,6 +75,7 @@ pub fn write_rows(
             strategy: r.strategy.as_str(),
             diffs,
             hash_diffs,
+            bitwise,
             notes: row_notes(rc.t1, rc.t2, m, i, names),
             tolerance: m.policy.describe(r.source),
         };

@@ -51,10 +51,6 @@ def test_two_full_precision_captures_are_bitwise_identical(actdiff_bin, tmp_path
     assert a.read_bytes() == b.read_bytes()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the matcher does not compare digests yet (issue 13 item 2, verdicts): no per-row bitwise verdict in --rows",
-)
 def test_rows_say_bitwise_identical(actdiff_bin, tmp_path):
     a = recipe_log("eager", *FULL)
     b = recipe_log("eager", *FULL, run=1)
@@ -63,11 +59,6 @@ def test_rows_say_bitwise_identical(actdiff_bin, tmp_path):
     assert rows and all(row.get("bitwise") is True for row in rows), rows[:2]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="root cause (verdicts) still judges inputs with the hash rtol at full precision: an input that differs "
-    "by 3.5e-9 relative (digests differ) counts as agreeing, so 12 matmuls it feeds are extra origins",
-)
 def test_one_injected_eps_change_has_exactly_one_origin(actdiff_bin, tmp_path):
     a = recipe_log("eager", *FULL)
     b = recipe_log("eager", *FULL, "--eps", "layers.2.ffn_norm=1e-3")
