@@ -143,7 +143,7 @@ for set in $SETS; do
         jobs=$(( cores / MERGE_PARTS > 0 ? cores / MERGE_PARTS : 1 ))
         parts_run "$d/sharded" "$d/run1" "$d/run2" "$MERGE_PARTS" "$jobs"
         best "merge-$MERGE_RANKS" "$ACTDIFF" merge "$d/sharded"/part-* -o "$d/merged"
-        python3 - "$d/sharded/report/summary.json" "$MERGE_RANKS" <<'PY'
+        python3 - "$d/merged/summary.json" "$MERGE_RANKS" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 assert len(s["ranks"]) == int(sys.argv[2]), "merged report lacks ranks"
