@@ -1,6 +1,6 @@
 //! `summary.json`: per rank, entries per side, counts per status and pass,
 //! the first diverging row, coverage, excluded ops and input warnings.
-//! The schema is documented in `docs/summary-schema.md`.
+//! The schema is documented in `docs/json-schema.md`.
 
 use serde::{Deserialize, Serialize};
 
