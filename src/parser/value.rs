@@ -161,47 +161,81 @@ fn is_e6(t: &[u8]) -> bool {
         Some(b'-') => &t[1..],
         _ => t,
     };
-    if t.len() != 12 {
+    let Ok(t) = <&[u8; 12]>::try_from(t) else {
         return false;
-    }
+    };
+    // `d.dddddd` as one word: byte 1 must be `.`; with a `0` put in its
+    // place every byte must be an ASCII digit (high nibble 3, and adding 6
+    // to the low nibble does not carry into the high one).
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    const HIGH: u64 = 0xf0f0_f0f0_f0f0_f0f0;
+    let w = u64::from_le_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]]);
+    let digits = (w & !0xff00) | 0x3000;
+    let mantissa = (w >> 8) as u8 == b'.'
+        && digits & HIGH == THREES
+        && digits.wrapping_add(0x0606_0606_0606_0606) & HIGH == THREES;
     let digit = |b: u8| b.wrapping_sub(b'0') < 10;
-    digit(t[0])
-        & (t[1] == b'.')
-        & t[2..8].iter().fold(true, |ok, b| ok & digit(*b))
-        & (t[8] == b'e')
-        & ((t[9] == b'+') | (t[9] == b'-'))
-        & digit(t[10])
-        & digit(t[11])
+    mantissa & (t[8] == b'e') & ((t[9] == b'+') | (t[9] == b'-')) & digit(t[10]) & digit(t[11])
 }
 
 /// The first unreadable value of a number field's text ([`Token`]; a
 /// tuple's values are read too, up to 8 levels deep): its byte offset in
 /// `list` and its trimmed text; `None` when every value reads (or the text
 /// is empty, which the reference treats as absent).
+#[inline]
 pub fn first_unreadable(list: &[u8]) -> Option<(usize, &[u8])> {
     // The parse calls this for every number field: the common case (every
-    // value `%.6e`, no tuple) is decided by a scan of the commas.
+    // value `%.6e`, no tuple) is decided inline by one pass over the bytes.
     if all_e6(list) {
-        return None;
+        None
+    } else {
+        first_unreadable_search(list)
     }
+}
+
+/// [`first_unreadable`] for a text that is not all `%.6e`: rare, kept out
+/// of line.
+#[cold]
+#[inline(never)]
+fn first_unreadable_search(list: &[u8]) -> Option<(usize, &[u8])> {
     let base = list.as_ptr() as usize;
     first_bad(list, 0).map(|t| (t.as_ptr() as usize - base, t))
 }
 
-/// Whether every comma-separated value of `list` is `%.6e` text ([`is_e6`]).
+/// Whether every comma-separated value of `list` is `%.6e` text ([`is_e6`]),
+/// Python whitespace around the values allowed. One pass over the bytes,
+/// no search call per value: the parse runs it on every number field.
 #[inline]
 fn all_e6(list: &[u8]) -> bool {
-    let mut rest = list;
+    use super::line::is_py_space;
+    // One value, as the parse hands it over (trimmed): no loop.
+    if list.len() <= 13 {
+        return is_e6(list);
+    }
+    let n = list.len();
+    let mut i = 0;
     loop {
-        match memchr::memchr(b',', rest) {
-            Some(c) => {
-                if !is_e6(trim(&rest[..c])) {
-                    return false;
-                }
-                rest = &rest[c + 1..];
-            }
-            None => return is_e6(trim(rest)),
+        while i < n && is_py_space(list[i]) {
+            i += 1;
         }
+        let start = i;
+        if i < n && list[i] == b'-' {
+            i += 1;
+        }
+        if n - i < 12 || !is_e6(&list[start..i + 12]) {
+            return false;
+        }
+        i += 12;
+        while i < n && is_py_space(list[i]) {
+            i += 1;
+        }
+        if i == n {
+            return true;
+        }
+        if list[i] != b',' {
+            return false;
+        }
+        i += 1;
     }
 }
 
@@ -231,6 +265,75 @@ fn first_bad(list: &[u8], depth: u32) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn is_e6_is_the_printf_shape_exactly() {
+        // A byte-by-byte statement of `%.6e`, against the word-wise check,
+        // for every byte value at every position of a valid value.
+        fn slow(t: &[u8]) -> bool {
+            let t = t.strip_prefix(b"-").unwrap_or(t);
+            let d = |b: u8| b.is_ascii_digit();
+            t.len() == 12
+                && d(t[0])
+                && t[1] == b'.'
+                && t[2..8].iter().all(|b| d(*b))
+                && t[8] == b'e'
+                && (t[9] == b'+' || t[9] == b'-')
+                && d(t[10])
+                && d(t[11])
+        }
+        for base in [&b"1.234568e+02"[..], b"-9.000000e-99"] {
+            assert!(is_e6(base));
+            for pos in 0..base.len() {
+                for byte in 0..=255u8 {
+                    let mut t = base.to_vec();
+                    t[pos] = byte;
+                    assert_eq!(is_e6(&t), slow(&t), "{:?}", String::from_utf8_lossy(&t));
+                }
+            }
+        }
+        for t in [&b""[..], b"-", b"1.234568e+0", b"1.234568e+023"] {
+            assert!(!is_e6(t));
+        }
+    }
+
+    #[test]
+    fn the_e6_fast_path_agrees_with_the_grammar() {
+        // `all_e6` may only say yes where the full search finds nothing.
+        for t in [
+            &b"1.234568e+02"[..],
+            b"-1.234568e+02",
+            b" 1.234568e+02 ,\t-2.000000e-05 ",
+            b"1.234568e+02,",
+            b",1.234568e+02",
+            b"1.234568e+02,,2.000000e+00",
+            b"1.234568e+2",
+            b"1.2345678e+02",
+            b"--1.234568e+02",
+            b"1.234568e+02 2.000000e+00",
+            b"1.234568e+02x",
+            b"+1.234568e+02",
+            b"",
+            b"   ",
+            b"inf, 1.000000e+00",
+            b"[1.000000e+00, 2.000000e+00]",
+            b"2.55.3141e+04",
+        ] {
+            let fast = all_e6(t);
+            let full = first_bad(t, 0);
+            if fast {
+                assert_eq!(full, None, "{:?}", String::from_utf8_lossy(t));
+            }
+            let expect_fast = !trim(t).is_empty()
+                && t.split(|b| *b == b',').all(|v| is_e6(trim(v)));
+            assert_eq!(fast, expect_fast, "{:?}", String::from_utf8_lossy(t));
+        }
+        assert_eq!(
+            first_unreadable(b"1.000000e+00, 1.2x"),
+            Some((14, &b"1.2x"[..]))
+        );
+        assert_eq!(first_unreadable(b" -1.000000e+00 , 2.000000e+00"), None);
+    }
 
     #[test]
     fn digests_are_sixteen_hex_digits() {
