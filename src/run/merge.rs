@@ -218,14 +218,15 @@ pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError
                 (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &first.run.rank_map),
                 _ => super::RankPlan::default(),
             };
-            let size = |p: &Path| {
-                [runs.0, runs.1]
-                    .iter()
-                    .find_map(|r| r.and_then(|r| r.size_of(p)))
-                    .unwrap_or(0)
-            };
+            let sizes = first.inputs.sizes();
+            let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
+            // One split for all parts (every part has the count of the first).
+            let by_part = shard::units_by_part(&plan, first.shard.count, &size);
             for (m, dir) in &read {
-                let want = shard::units_of_part(&plan, m.shard, &size);
+                let want = by_part
+                    .get(m.shard.index as usize)
+                    .cloned()
+                    .unwrap_or_default();
                 let got: Vec<u32> = m.results.iter().map(|r| r.rank).collect();
                 let want_pairs: Vec<u32> = want
                     .iter()

@@ -707,12 +707,8 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     let (plan, mut manifest) = match &cfg.shard {
         None => (full_plan, None),
         Some(part) => {
-            let size = |p: &Path| {
-                [&inputs.run1, &inputs.run2]
-                    .iter()
-                    .find_map(|r| r.as_ref()?.size_of(p))
-                    .unwrap_or(0)
-            };
+            let sizes = inputs.sizes();
+            let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
             let units = shard::units_of_part(&full_plan, part.shard, &size);
             let m = shard::Manifest {
                 format: shard::FORMAT.into(),

@@ -162,7 +162,7 @@ impl ShardSpec {
 }
 
 /// One unit of the split: what a part compares or lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Unit {
     /// A rank pair, by its run-1 rank.
     Pair(u32),
@@ -214,35 +214,45 @@ pub fn units_of(plan: &RankPlan, size: &dyn Fn(&Path) -> u64) -> Vec<(Unit, u64)
 
 /// The units of `plan` that part `shard` holds, in plan order.
 pub fn units_of_part(plan: &RankPlan, shard: Shard, size: &dyn Fn(&Path) -> u64) -> Vec<Unit> {
+    units_by_part(plan, shard.count, size)
+        .into_iter()
+        .nth(shard.index as usize)
+        .unwrap_or_default()
+}
+
+/// The units of `plan` of each of `count` parts, in plan order: one split
+/// for all parts (what [`units_of_part`] gives each part), for checking
+/// every part of a merge at once.
+pub fn units_by_part(plan: &RankPlan, count: u32, size: &dyn Fn(&Path) -> u64) -> Vec<Vec<Unit>> {
     let units = units_of(plan, size);
-    let parts = split(&units, shard.count);
-    units
-        .iter()
-        .zip(parts)
-        .filter(|(_, p)| *p == shard.index)
-        .map(|(u, _)| u.0)
-        .collect()
+    let parts = split(&units, count);
+    let mut by_part = vec![Vec::new(); count.max(1) as usize];
+    for ((u, _), p) in units.iter().zip(parts) {
+        by_part[p as usize].push(*u);
+    }
+    by_part
 }
 
 /// Keeps in `plan` only the units part `shard` holds.
 pub fn restrict(plan: &RankPlan, units: &[Unit]) -> RankPlan {
+    let held: ahash::AHashSet<Unit> = units.iter().copied().collect();
     RankPlan {
         pairs: plan
             .pairs
             .iter()
-            .filter(|(a, ..)| units.contains(&Unit::Pair(*a)))
+            .filter(|(a, ..)| held.contains(&Unit::Pair(*a)))
             .cloned()
             .collect(),
         only1: plan
             .only1
             .iter()
-            .filter(|r| units.contains(&Unit::Only1(**r)))
+            .filter(|r| held.contains(&Unit::Only1(**r)))
             .copied()
             .collect(),
         only2: plan
             .only2
             .iter()
-            .filter(|r| units.contains(&Unit::Only2(**r)))
+            .filter(|r| held.contains(&Unit::Only2(**r)))
             .copied()
             .collect(),
     }
@@ -295,10 +305,6 @@ impl RunRecord {
             is_dir: self.is_dir,
         }
     }
-    /// Size of `file` as recorded.
-    pub fn size_of(&self, file: &Path) -> Option<u64> {
-        self.logs.iter().find(|l| l.file == file).map(|l| l.bytes)
-    }
 }
 
 /// Both input runs; `None` for a run that could not be found (its error is
@@ -309,6 +315,20 @@ pub struct Inputs {
     pub run1: Option<RunRecord>,
     /// Run 2.
     pub run2: Option<RunRecord>,
+}
+
+impl Inputs {
+    /// Every recorded log's size in bytes, by path (run 1's record first
+    /// when both runs list one file): the weights of the split.
+    pub fn sizes(&self) -> ahash::AHashMap<&Path, u64> {
+        let mut sizes = ahash::AHashMap::new();
+        for r in [&self.run1, &self.run2].into_iter().flatten() {
+            for l in &r.logs {
+                sizes.entry(l.file.as_path()).or_insert(l.bytes);
+            }
+        }
+        sizes
+    }
 }
 
 /// Whether a part's compare finished.
