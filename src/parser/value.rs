@@ -324,8 +324,8 @@ mod tests {
             if fast {
                 assert_eq!(full, None, "{:?}", String::from_utf8_lossy(t));
             }
-            let expect_fast = !trim(t).is_empty()
-                && t.split(|b| *b == b',').all(|v| is_e6(trim(v)));
+            let expect_fast =
+                !trim(t).is_empty() && t.split(|b| *b == b',').all(|v| is_e6(trim(v)));
             assert_eq!(fast, expect_fast, "{:?}", String::from_utf8_lossy(t));
         }
         assert_eq!(
