@@ -44,7 +44,13 @@ pub fn dims_difference(s1: &[u8], s2: &[u8]) -> Option<String> {
     Some(d.join(", "))
 }
 
+/// Whether one value is zero and the other a float32 subnormal. Equal
+/// texts are equal values: not read (reading every shown row's stats cost
+/// more than the rest of its notes).
 fn is_subnormal_vs_zero(a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return false;
+    }
     match (token_number(a), token_number(b)) {
         (Some(x), Some(y)) => {
             (x == 0.0 && y != 0.0 && y.abs() < f32::MIN_POSITIVE as f64)
@@ -130,7 +136,6 @@ pub fn row_notes_with_kind(
 ) -> Vec<Note> {
     use NoteKind as K;
     let row = &m.rows[index];
-    let tol = m.row_policy(t1, t2, index).opts.hash;
     let cause = m.cause_kinds.get(index).copied().flatten();
     let mut out = Notes(Vec::new());
     let (n1, n2) = names;
@@ -231,6 +236,8 @@ pub fn row_notes_with_kind(
         if a.is_empty() || b.is_empty() || a == b {
             continue;
         }
+        // The row's tolerance, resolved as for its verdict.
+        let tol = m.row_policy(t1, t2, index).opts.hash;
         let c = compare_hashes(a, b, tol, true);
         if let Some(p) = c.first_bad {
             if c.lens.0 != c.lens.1 {
