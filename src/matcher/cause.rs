@@ -40,8 +40,10 @@ use serde::Serialize;
 use super::compare::{
     compare_hashes, differing_positions, rel_diff, split_tokens, token_number, CompareOptions,
 };
-use super::{MatchTable, Status, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF, ROW_UNSYNCED};
-use crate::parser::{Field, OpTable};
+use super::{
+    Counts, MatchRow, Sides, Status, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF, ROW_UNSYNCED,
+};
+use crate::parser::{Field, FieldSet, OpTable};
 
 /// How a diverging row came to diverge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -358,7 +360,7 @@ struct Producers<'a> {
 impl<'a> Producers<'a> {
     /// Scans run 1 once, recording only the keys and Output hash values that
     /// are asked about (memory stays proportional to the diverging rows).
-    fn scan(t1: &'a OpTable, m: &MatchTable, pending: &[Pending<'a>]) -> Producers<'a> {
+    fn scan(t1: &'a OpTable, rows: &[MatchRow], pending: &[Pending<'a>]) -> Producers<'a> {
         let mut by_key: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
         let mut by_value: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
         for p in pending {
@@ -379,8 +381,7 @@ impl<'a> Producers<'a> {
                 .keys()
                 .map(|k| crate::parser::key::key_hash(&hasher, k))
                 .collect();
-            let hits: Vec<(usize, &[u8])> = m
-                .rows
+            let hits: Vec<(usize, &[u8])> = rows
                 .par_iter()
                 .enumerate()
                 .with_min_len(8192)
@@ -400,8 +401,7 @@ impl<'a> Producers<'a> {
             }
         }
         if !by_value.is_empty() {
-            let hits: Vec<(usize, &[u8])> = m
-                .rows
+            let hits: Vec<(usize, &[u8])> = rows
                 .par_iter()
                 .enumerate()
                 .with_min_len(8192)
@@ -452,42 +452,44 @@ enum Upstream {
     Nothing,
 }
 
-/// Classifies the diverging rows of `m` (see the module doc). `opts` gives
-/// each result row's resolved settings. Rows of the result are indexed
-/// like `m.rows`; the first `t1.len()` rows are run 1's rows in order.
+/// Classifies the diverging result rows `rows` (see the module doc), of
+/// which `counts` are the tally, judged on the `compared` fields. `opts`
+/// gives each result row's resolved settings
+/// ([`super::MatchTable::row_policy`]). The classes are indexed like
+/// `rows`; the first `t1.len()` rows are run 1's rows in order.
 /// Memory beyond the result is proportional to the `diff` rows: run 1 is
 /// scanned once for just the producers they ask about.
 pub fn analyse(
     t1: &OpTable,
     t2: &OpTable,
-    m: &MatchTable,
+    rows: &[MatchRow],
+    counts: &Counts,
+    compared: FieldSet,
     opts: &(dyn Fn(usize) -> CompareOptions + Sync),
 ) -> (Vec<Option<CauseKind>>, RootCauses) {
     let mut rc = RootCauses::default();
-    let n = m.rows.len();
-    for (i, row) in m.rows.iter().enumerate() {
+    let n = rows.len();
+    for (i, row) in rows.iter().enumerate() {
         if row.has(ROW_NONFINITE1) && rc.first_nonfinite1.is_none() {
             rc.first_nonfinite1 = Some(i);
         }
         if row.has(ROW_NONFINITE2) && rc.first_nonfinite2.is_none() {
             rc.first_nonfinite2 = Some(i);
         }
-        if row.r1().is_some()
-            && row.r2().is_some()
+        if matches!(row.sides(), Sides::Both(..))
             && row.has(ROW_NONFINITE1) != row.has(ROW_NONFINITE2)
             && rc.first_nonfinite_one_sided.is_none()
         {
             rc.first_nonfinite_one_sided = Some(i);
         }
     }
-    if m.counts().diff == 0 {
+    if counts.diff == 0 {
         return (Vec::new(), rc);
     }
     let prec = PrintPrecision::of(t1).coarser(PrintPrecision::of(t2));
     let mut kinds: Vec<Option<CauseKind>> = vec![None; n];
     // Phase 1: every diff row's differing inputs (in parallel: rows are independent).
-    let diff_rows: Vec<(usize, usize, usize)> = m
-        .rows
+    let diff_rows: Vec<(usize, usize, usize)> = rows
         .iter()
         .enumerate()
         .filter(|(_, r)| r.status == Status::Diff)
@@ -496,7 +498,7 @@ pub fn analyse(
     let pending: Vec<Option<Pending>> = diff_rows
         .par_iter()
         .map(|&(i, r1, r2)| {
-            if m.rows[i].has(ROW_UNSYNCED) {
+            if rows[i].has(ROW_UNSYNCED) {
                 return None;
             }
             let o = opts(i);
@@ -543,10 +545,9 @@ pub fn analyse(
         .collect();
     let pending: Vec<Pending> = pending.into_iter().flatten().collect();
     // Phase 2: the producers those rows ask about, in one scan of run 1.
-    let prods = Producers::scan(t1, m, &pending);
+    let prods = Producers::scan(t1, rows, &pending);
     // Unsynced collectives (any status) and the diverging ones, ascending.
-    let unsynced: Vec<usize> = m
-        .rows
+    let unsynced: Vec<usize> = rows
         .iter()
         .enumerate()
         .filter(|(_, r)| r.has(ROW_UNSYNCED))
@@ -555,7 +556,7 @@ pub fn analyse(
     let unsynced_div: Vec<usize> = unsynced
         .iter()
         .copied()
-        .filter(|&i| m.rows[i].status.is_divergence())
+        .filter(|&i| rows[i].status.is_divergence())
         .collect();
     let before = |v: &[usize], i: usize| -> Option<usize> {
         let k = v.partition_point(|&j| j < i);
@@ -604,10 +605,10 @@ pub fn analyse(
                     let mut read = None;
                     for (prod, value, value2) in &p.links {
                         match prods.before(i, prod, value) {
-                            Some(j) if m.rows[j].has(ROW_UNSYNCED) => via = true,
+                            Some(j) if rows[j].has(ROW_UNSYNCED) => via = true,
                             Some(j)
-                                if m.rows[j].status == Status::Diff
-                                    && m.rows[j].has(ROW_OUT_DIFF)
+                                if rows[j].status == Status::Diff
+                                    && rows[j].has(ROW_OUT_DIFF)
                                     && root.contains_key(&j) =>
                             {
                                 inherited_from.get_or_insert(root[&j]);
@@ -715,11 +716,11 @@ pub fn analyse(
                 }
             }
         }
-        if m.rows[i].has(ROW_OUT_DIFF) || kind != CauseKind::BelowPrint {
+        if rows[i].has(ROW_OUT_DIFF) || kind != CauseKind::BelowPrint {
             last_own = Some(root[&i]);
         }
     }
-    rc.largest_diff = largest_gating(t1, t2, m, &diff_rows, opts);
+    rc.largest_diff = largest_gating(t1, t2, rows, compared, &diff_rows, opts);
     rc.via_collective_only =
         rc.cause_count == 0 && rc.causes.iter().any(|c| c.kind == CauseKind::ViaCollective);
     (kinds, rc)
@@ -732,13 +733,14 @@ pub fn analyse(
 fn largest_gating(
     t1: &OpTable,
     t2: &OpTable,
-    m: &MatchTable,
+    rows: &[MatchRow],
+    compared: FieldSet,
     diff_rows: &[(usize, usize, usize)],
     opts: &(dyn Fn(usize) -> CompareOptions + Sync),
 ) -> Option<LargestDiff> {
     let mut best: Option<LargestDiff> = None;
     for &(i, r1, r2) in diff_rows {
-        let row = &m.rows[i];
+        let row = &rows[i];
         if !row.gates() || row.has(ROW_NONFINITE1) || row.has(ROW_NONFINITE2) {
             continue;
         }
@@ -757,7 +759,7 @@ fn largest_gating(
             hashes.push(Field::InputHashes);
         }
         for f in hashes {
-            if !m.compared.contains(f) {
+            if !compared.contains(f) {
                 continue;
             }
             let c = compare_hashes(t1.field(r1, f), t2.field(r2, f), o.hash, o.nan_equal);

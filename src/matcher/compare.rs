@@ -251,25 +251,32 @@ fn compare_token(ta: &[u8], tb: &[u8], tol: Tolerance, nan_equal: bool) -> (f64,
 /// a number (Shape) or is NaN; a malformed number is not compared (`None`;
 /// the reference: 1.0). Indexed like [`Field::DIFF_STATS`].
 pub fn stat_diffs(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize) -> [Option<f64>; 5] {
-    let mut out = [None; 5];
-    for (i, f) in Field::DIFF_STATS.iter().enumerate() {
-        let (a, b) = (t1.field(r1, *f), t2.field(r2, *f));
-        if a.is_empty() || b.is_empty() || a == b {
-            continue;
-        }
-        let rd = if *f == Field::Shape {
-            None
-        } else {
-            match (token_number(a), token_number(b)) {
-                (Some(x), Some(y)) => rel_diff(x, y),
-                // A malformed number (warned at parse): not compared.
-                _ if is_unreadable(a) || is_unreadable(b) => continue,
-                _ => None,
-            }
-        };
-        out[i] = Some(rd.unwrap_or(1.0));
+    Field::DIFF_STATS.map(|f| field_diff(t1, r1, t2, r2, f))
+}
+
+/// The relative difference of one field of a pair, as the report shows it
+/// (rows JSONL, result pages, heatmap, Parquet): `None` when the field is
+/// absent on a side or its texts are equal; else for a hash list (Output
+/// hash, Input hashes) the reference's hash intensity at its threshold
+/// ([`compare_hashes`] with [`Tolerance::REFERENCE`]), for Shape 1.0, and
+/// for a stat the [`rel_diff`] of its values (1.0 when a side is NaN or
+/// not a number; `None` for a malformed number, warned at parse).
+pub fn field_diff(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize, f: Field) -> Option<f64> {
+    let (a, b) = (t1.field(r1, f), t2.field(r2, f));
+    if a.is_empty() || b.is_empty() || a == b {
+        return None;
     }
-    out
+    match f {
+        Field::OutputHash | Field::InputHashes => {
+            compare_hashes(a, b, Tolerance::REFERENCE, true).intensity
+        }
+        Field::Shape => Some(1.0),
+        _ => match (token_number(a), token_number(b)) {
+            (Some(x), Some(y)) => Some(rel_diff(x, y).unwrap_or(1.0)),
+            _ if is_unreadable(a) || is_unreadable(b) => None,
+            _ => Some(1.0),
+        },
+    }
 }
 
 /// Whether the stats present on both sides agree under `tol` (NaN against
@@ -430,12 +437,14 @@ pub fn non_finite(t: &OpTable, r: usize) -> bool {
     Field::NONFINITE
         .iter()
         .filter(|f| has_l1 || **f != Field::L1Norm)
-        .any(|f| {
-            let v = t.field(r, *f);
-            // `%.6e` numbers hold no `n`/`N`; only then look closer.
-            memchr::memchr2(b'n', b'N', v).is_some()
-                && split_tokens(v).any(|tok| token_number(tok).is_some_and(|x| !x.is_finite()))
-        })
+        .any(|f| holds_nonfinite(t.field(r, *f)))
+}
+
+/// Whether a field's text holds a NaN or an infinity (any of its values).
+pub fn holds_nonfinite(v: &[u8]) -> bool {
+    // `%.6e` numbers hold no `n`/`N`; only then look closer.
+    memchr::memchr2(b'n', b'N', v).is_some()
+        && split_tokens(v).any(|tok| token_number(tok).is_some_and(|x| !x.is_finite()))
 }
 
 /// 0-based positions where two hash lists disagree under `tol` (a length

@@ -6,6 +6,15 @@
 //! each unpaired row takes the first unclaimed side-2 row with an equal pass
 //! key. Each pair then gets a [`Status`] from [`compare::judge_pair`].
 //!
+//! [`match_tables_indexed`] runs the steps in order, each in the module
+//! that owns it:
+//!
+//! ```text
+//! OpTable ×2 ─ passes.rs: pass_override → pass_exact → pass_fuzzy → pass_stats ─▶ Pairing
+//! Pairing ──── judge.rs: judge_rows (status, flags, tolerance source), tally ──▶ [MatchRow]
+//! [MatchRow] ─ cause.rs: analyse (origins, entries, inherited rows) ──────────▶ MatchTable
+//! ```
+//!
 //! ```
 //! use actdiff::{parser, matcher};
 //! let a = parser::parse_bytes(b"[x/op_0_mm]\n  Output hash: 1.0\n".to_vec(), "a.log");
@@ -16,19 +25,17 @@
 
 pub mod cause;
 pub mod compare;
+mod judge;
 pub mod keys;
 pub mod notes;
 pub mod overrides;
+mod passes;
 pub mod policy;
-
-use std::hash::Hash;
-
-use ahash::AHashMap;
-use rayon::prelude::*;
 
 use crate::parser::{Field, OpTable};
 pub use compare::{CompareOptions, Tolerance};
 pub use overrides::Overrides;
+use passes::Pairing;
 pub use policy::{Policy, RowPolicy, Source};
 
 /// Marker for "no row".
@@ -179,6 +186,41 @@ impl MatchRow {
     /// Run 2's row index, if any.
     pub fn r2(&self) -> Option<usize> {
         (self.row2 != NO_ROW).then_some(self.row2 as usize)
+    }
+    /// The row's sides: a pair, or a row of one run only. The matcher
+    /// never builds a row with neither side; such a row (built by hand)
+    /// reads as [`Sides::Only2`] of [`NO_ROW`].
+    pub fn sides(&self) -> Sides {
+        if self.row1 == NO_ROW {
+            Sides::Only2(self.row2 as usize)
+        } else if self.row2 == NO_ROW {
+            Sides::Only1(self.row1 as usize)
+        } else {
+            Sides::Both(self.row1 as usize, self.row2 as usize)
+        }
+    }
+}
+
+/// The sides of a result row ([`MatchRow::sides`]): row indexes in run 1's
+/// and run 2's tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sides {
+    /// A pair: run 1's row, run 2's row.
+    Both(usize, usize),
+    /// A row of run 1 only (`only1`).
+    Only1(usize),
+    /// A row of run 2 only (`only2`).
+    Only2(usize),
+}
+
+impl Sides {
+    /// The row shown for the result row: run 1's (side 0) when there is
+    /// one, else run 2's (side 1), as `(side, row)`.
+    pub fn first(self) -> (usize, usize) {
+        match self {
+            Sides::Both(a, _) | Sides::Only1(a) => (0, a),
+            Sides::Only2(b) => (1, b),
+        }
     }
 }
 
@@ -338,11 +380,11 @@ impl MatchTable {
         let with = self
             .rows
             .iter()
-            .filter(|r| match (r.r1(), r.r2()) {
-                (Some(a), Some(b)) => {
+            .filter(|r| match r.sides() {
+                Sides::Both(a, b) => {
                     t1.has(a, Field::OutputDigest) && t2.has(b, Field::OutputDigest)
                 }
-                _ => false,
+                Sides::Only1(_) | Sides::Only2(_) => false,
             })
             .count() as u64;
         Some((same, with))
@@ -360,23 +402,13 @@ impl MatchTable {
             .iter()
             .position(|r| r.status.is_divergence() && !r.gates())
     }
-    /// The settings that judged result row `i`: for a pair, the pair's
-    /// ([`Policy::for_pair`]: run 1's row's, or the looser per-dtype default
-    /// when the dtypes differ); for a one-sided row, its side's row's. The
-    /// verdict, root cause and row notes all read them from here.
+    /// The settings that judged result row `i` ([`Policy::for_sides`]: for
+    /// a pair, run 1's row's, or the looser per-dtype default when the
+    /// dtypes differ; for a one-sided row, its side's row's). The verdict
+    /// resolves them the same way; root cause and row notes read them from
+    /// here.
     pub fn row_policy(&self, t1: &OpTable, t2: &OpTable, i: usize) -> RowPolicy {
-        let r = &self.rows[i];
-        match (r.r1(), r.r2()) {
-            (Some(a), Some(b)) => self.policy.for_pair(t1, a, t2, b),
-            (Some(a), None) => self.policy.for_table_row(t1, a),
-            (None, Some(b)) => self.policy.for_table_row(t2, b),
-            (None, None) => RowPolicy {
-                opts: self.policy.default,
-                source: Source::Default,
-                ignored: false,
-                unsynced: false,
-            },
-        }
+        self.policy.for_sides(t1, t2, self.rows[i].sides())
     }
     /// Index of the first gating row (see [`MatchRow::gates`]) of the given
     /// phase (run 1's row's, else run 2's: [`OpTable::phase_kind`]), in
@@ -389,158 +421,11 @@ impl MatchTable {
     ) -> Option<usize> {
         self.rows.iter().position(|r| {
             r.gates()
-                && match (r.r1(), r.r2()) {
-                    (Some(a), _) => t1.phase_kind(a) == phase,
-                    (None, Some(b)) => t2.phase_kind(b) == phase,
-                    _ => false,
+                && match r.sides() {
+                    Sides::Both(a, _) | Sides::Only1(a) => t1.phase_kind(a) == phase,
+                    Sides::Only2(b) => t2.phase_kind(b) == phase,
                 }
         })
-    }
-}
-
-/// Pairing state across the passes: who is paired with whom, and by which pass.
-struct Pairing {
-    /// Run-2 partner of each run-1 row, or [`NO_ROW`].
-    pair1: Vec<u32>,
-    /// Run-1 partner of each run-2 row, or [`NO_ROW`].
-    pair2: Vec<u32>,
-    /// The pass that paired each run-1 row.
-    strat1: Vec<Strategy>,
-}
-
-impl Pairing {
-    fn new(n1: usize, n2: usize) -> Pairing {
-        Pairing {
-            pair1: vec![NO_ROW; n1],
-            pair2: vec![NO_ROW; n2],
-            strat1: vec![Strategy::None; n1],
-        }
-    }
-
-    /// One pass: index the unclaimed side-2 rows by `key2` (first row in
-    /// file order first), then walk the unpaired side-1 rows in file order,
-    /// each taking the first unclaimed side-2 row with an equal key.
-    /// Returns the number of pairs made.
-    fn pass<K, F1, F2>(&mut self, strategy: Strategy, key1: F1, key2: F2) -> u64
-    where
-        K: Hash + Eq,
-        F1: Fn(usize) -> Option<K>,
-        F2: Fn(usize) -> Option<K>,
-    {
-        let (n1, n2) = (self.pair1.len(), self.pair2.len());
-        // head[key] = first unclaimed side-2 row with that key; next[row] = the following one.
-        let unclaimed = self.pair2.iter().filter(|p| **p == NO_ROW).count();
-        if unclaimed == 0 {
-            return 0;
-        }
-        let mut head: AHashMap<K, u32> = AHashMap::with_capacity(unclaimed);
-        let mut next: Vec<u32> = vec![NO_ROW; n2];
-        for r2 in (0..n2).rev() {
-            if self.pair2[r2] != NO_ROW {
-                continue;
-            }
-            if let Some(k) = key2(r2) {
-                if let Some(old) = head.insert(k, r2 as u32) {
-                    next[r2] = old;
-                }
-            }
-        }
-        if head.is_empty() {
-            return 0;
-        }
-        let mut paired = 0;
-        for r1 in 0..n1 {
-            if self.pair1[r1] != NO_ROW {
-                continue;
-            }
-            let Some(k) = key1(r1) else { continue };
-            if let Some(h) = head.get_mut(&k) {
-                if *h != NO_ROW {
-                    let r2 = *h as usize;
-                    *h = next[r2];
-                    self.pair1[r1] = r2 as u32;
-                    self.pair2[r2] = r1 as u32;
-                    self.strat1[r1] = strategy;
-                    paired += 1;
-                }
-            }
-        }
-        paired
-    }
-}
-
-impl Pairing {
-    /// The exact pass over the two tables' key indexes
-    /// ([`OpTable::key_index`]: `(hash, row)` sorted, so the rows of one key
-    /// are consecutive and in file order). A merge of the two indexes gives
-    /// each run-1 row the run-2 rows of its hash; each unpaired run-1 row
-    /// takes the first unclaimed one whose key is equal (`same`), so a
-    /// 64-bit collision can never pair different keys. Lookups run in
-    /// parallel; claims are then made in run-1 order, so the result is the
-    /// sequential pass's (`shared/spec/matching.md`, pass 1).
-    fn pass_by_index(
-        &mut self,
-        index1: &[(u64, u32)],
-        index2: &[(u64, u32)],
-        same: impl Fn(usize, usize) -> bool + Sync,
-    ) -> u64 {
-        let n1 = self.pair1.len();
-        // Merge: where each run-1 row's hash starts in index 2.
-        let mut group: Vec<u32> = vec![NO_ROW; n1];
-        let mut j = 0;
-        for &(h, r1) in index1 {
-            while j < index2.len() && index2[j].0 < h {
-                j += 1;
-            }
-            if j < index2.len() && index2[j].0 == h {
-                group[r1 as usize] = j as u32;
-            }
-        }
-        // In parallel: each run-1 row's candidate (a position in index 2),
-        // the first run-2 row of its hash with an equal key that no earlier
-        // pass paired, as if this pass had claimed nothing yet.
-        let (pair1, pair2) = (&self.pair1, &self.pair2);
-        let candidate: Vec<u32> = (0..n1)
-            .into_par_iter()
-            .with_min_len(4096)
-            .map(|r1| {
-                let g = group[r1];
-                if pair1[r1] != NO_ROW || g == NO_ROW {
-                    return NO_ROW;
-                }
-                let h = index2[g as usize].0;
-                index2[g as usize..]
-                    .iter()
-                    .take_while(|(h2, _)| *h2 == h)
-                    .position(|(_, r2)| pair2[*r2 as usize] == NO_ROW && same(r1, *r2 as usize))
-                    .map_or(NO_ROW, |k| g + k as u32)
-            })
-            .collect();
-        drop(group);
-        // In order: take the candidate, or, when an earlier row claimed it
-        // (equal keys on several rows), the next unclaimed row of the hash
-        // with an equal key — exactly the sequential rule.
-        let mut paired = 0;
-        for (r1, &k0) in candidate.iter().enumerate() {
-            if k0 == NO_ROW {
-                continue;
-            }
-            let h = index2[k0 as usize].0;
-            let found = index2[k0 as usize..]
-                .iter()
-                .take_while(|(h2, _)| *h2 == h)
-                .enumerate()
-                .find(|(k, (_, r2))| {
-                    self.pair2[*r2 as usize] == NO_ROW && (*k == 0 || same(r1, *r2 as usize))
-                });
-            if let Some((_, &(_, r2))) = found {
-                self.pair1[r1] = r2;
-                self.pair2[r2 as usize] = r1 as u32;
-                self.strat1[r1] = Strategy::Exact;
-                paired += 1;
-            }
-        }
-        paired
     }
 }
 
@@ -563,244 +448,44 @@ pub fn match_tables_indexed(
     opts: &MatchOptions,
     indexes: (crate::parser::key::KeyIndex, crate::parser::key::KeyIndex),
 ) -> MatchTable {
-    let (n1, n2) = (t1.len(), t2.len());
-    let mut p = Pairing::new(n1, n2);
-    let mut sc = StrategyCounts::default();
-    let [off1, off2] = opts.layer_offset;
+    // Pairing: the four passes, in order.
+    let mut p = Pairing::new(t1.len(), t2.len());
+    let overridden = passes::pass_override(&mut p, t1, t2, &opts.overrides);
+    let exact = passes::pass_exact(&mut p, t1, t2, opts.layer_offset, indexes);
+    let fuzzy_keys = passes::FuzzyKeys::of_unpaired(&p, t1, t2, opts.layer_offset);
+    let fuzzy = passes::pass_fuzzy(&mut p, t1, t2, &fuzzy_keys, opts.shape_tie_break);
+    let stats = passes::pass_stats(&mut p, t1, t2, &fuzzy_keys);
+    drop(fuzzy_keys);
+    let strategies = StrategyCounts {
+        overridden,
+        exact,
+        fuzzy,
+        stats,
+    };
+    let unused_overrides = passes::unused_overrides(&p, t1, &opts.overrides);
 
-    if !opts.overrides.is_empty() {
-        sc.overridden = p.pass(
-            Strategy::Override,
-            |r| opts.overrides.get(t1.key(r)),
-            |r| Some(t2.key(r)),
-        );
-    }
-    sc.exact = if off1 == 0 && off2 == 0 {
-        // The common case: the exact key is the key without its root
-        // class, the key the tables' key indexes are sorted by.
-        fn exact(t: &OpTable, r: usize) -> &[u8] {
-            keys::strip_root_class(t.key(r))
-        }
-        let (index1, index2) = indexes;
-        p.pass_by_index(&index1, &index2, |r1, r2| exact(t1, r1) == exact(t2, r2))
-    } else {
-        drop(indexes);
-        p.pass(
-            Strategy::Exact,
-            |r| {
-                Some(keys::with_layer_offset(
-                    keys::strip_root_class(t1.key(r)),
-                    off1,
-                ))
-            },
-            |r| {
-                Some(keys::with_layer_offset(
-                    keys::strip_root_class(t2.key(r)),
-                    off2,
-                ))
-            },
-        )
-    };
-    // Fuzzy keys only for the rows the exact pass left unpaired (usually few).
-    let unpaired_fuzzy = |t: &OpTable, pair: &[u32], off: i64| -> AHashMap<u32, Vec<u8>> {
-        pair.iter()
-            .enumerate()
-            .filter(|(_, p)| **p == NO_ROW)
-            .map(|(r, _)| {
-                (
-                    r as u32,
-                    keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off)),
-                )
-            })
-            .collect()
-    };
-    let fuzzy1 = unpaired_fuzzy(t1, &p.pair1, off1);
-    let fuzzy2 = unpaired_fuzzy(t2, &p.pair2, off2);
-    fn fz(m: &AHashMap<u32, Vec<u8>>, r: usize) -> Option<&[u8]> {
-        m.get(&(r as u32)).map(|v| v.as_slice())
-    }
-    if opts.shape_tie_break {
-        // Among fuzzy-equal candidates, prefer one with the same Shape text.
-        sc.fuzzy = p.pass(
-            Strategy::Fuzzy,
-            |r| fz(&fuzzy1, r).map(|f| (f, t1.field(r, Field::Shape))),
-            |r| fz(&fuzzy2, r).map(|f| (f, t2.field(r, Field::Shape))),
-        );
-    }
-    sc.fuzzy += p.pass(Strategy::Fuzzy, |r| fz(&fuzzy1, r), |r| fz(&fuzzy2, r));
-    let stats_key = |t: &'_ OpTable, m: &AHashMap<u32, Vec<u8>>, r: usize| {
-        fz(m, r).map(|f| {
-            (
-                keys::op_type(f).to_vec(),
-                t.field(r, Field::Shape).to_vec(),
-                t.field(r, Field::OutputHash).to_vec(),
-            )
-        })
-    };
-    sc.stats = p.pass(
-        Strategy::Stats,
-        |r| stats_key(t1, &fuzzy1, r),
-        |r| stats_key(t2, &fuzzy2, r),
-    );
-
-    // Judge rows in parallel; order is kept by the indexed collect. A field
-    // that one log never records is not compared (old writers, cases/07).
+    // Judging. A field that one log never records is not compared (old
+    // writers, cases/07).
     let compared = t1.schema().intersect(t2.schema());
-    let policy = &opts.policy;
-    // Without rules or per-dtype defaults a row's settings depend on its op
-    // alone: look them up once per op type of each table.
-    let op_only = policy.rules.is_empty() && policy.dtype.is_empty();
-    let by_op = |t: &OpTable| -> Vec<RowPolicy> {
-        if !op_only {
-            return Vec::new();
-        }
-        (0..t.op_types() as u32)
-            .map(|id| policy.for_row(&[], t.op_name(id), crate::parser::Phase::Forward, ""))
-            .collect()
-    };
-    let (by_op1, by_op2) = (by_op(t1), by_op(t2));
-    let judge = |t: &OpTable, r: usize, by_op: &[RowPolicy]| match by_op.get(t.op_type(r) as usize)
-    {
-        Some(rp) if op_only => *rp,
-        _ => policy.for_table_row(t, r),
-    };
-    let flags_of = |rp: &RowPolicy| {
-        (if rp.ignored { ROW_IGNORED } else { 0 }) | (if rp.unsynced { ROW_UNSYNCED } else { 0 })
-    };
-    let mut rows: Vec<MatchRow> = (0..n1)
-        .into_par_iter()
-        .with_min_len(4096)
-        .map(|r1| {
-            let nonfinite1 = if compare::non_finite(t1, r1) {
-                ROW_NONFINITE1
-            } else {
-                0
-            };
-            let r2 = p.pair1[r1];
-            if r2 == NO_ROW {
-                let rp = judge(t1, r1, &by_op1);
-                let flags = flags_of(&rp) | nonfinite1;
-                return MatchRow {
-                    row1: r1 as u32,
-                    row2: NO_ROW,
-                    status: Status::Only1,
-                    strategy: Strategy::None,
-                    flags,
-                    source: rp.source,
-                };
-            }
-            let r2u = r2 as usize;
-            // `for_pair` is run 1's row's settings unless per-dtype
-            // defaults apply.
-            let rp = if op_only {
-                judge(t1, r1, &by_op1)
-            } else {
-                policy.for_pair(t1, r1, t2, r2u)
-            };
-            let mut flags = flags_of(&rp) | nonfinite1;
-            if compare::non_finite(t2, r2u) {
-                flags |= ROW_NONFINITE2;
-            }
-            let v = compare::judge_pair(t1, r1, t2, r2u, &rp.opts, compared);
-            if v.output_differs {
-                flags |= ROW_OUT_DIFF;
-            }
-            if v.shape_text_differs {
-                flags |= ROW_SHAPE_TEXT_DIFF;
-            }
-            // With digests on both sides: identical digests are a bitwise
-            // match; differing ones are a `diff` under `--bitwise`, and when
-            // every printed value agrees (only the digests can tell).
-            let mut agrees = v.agrees;
-            if let Some(same) = compare::bitwise_identical(t1, r1, t2, r2u) {
-                if same {
-                    flags |= ROW_BITWISE;
-                } else if rp.opts.is_bitwise() {
-                    agrees = false;
-                    flags |= ROW_OUT_DIFF;
-                } else if agrees && compare::printed_equal(t1, r1, t2, r2u) {
-                    agrees = false;
-                    flags |= ROW_DIGEST_ONLY | ROW_OUT_DIFF;
-                }
-                if !same && rp.opts.is_bitwise() && compare::printed_equal(t1, r1, t2, r2u) {
-                    flags |= ROW_DIGEST_ONLY;
-                }
-            }
-            let status = if t1.is_truncated(r1) || t2.is_truncated(r2u) {
-                Status::Truncated
-            } else if v.output_missing {
-                Status::Missing
-            } else if agrees {
-                Status::Match
-            } else {
-                Status::Diff
-            };
-            MatchRow {
-                row1: r1 as u32,
-                row2: r2,
-                status,
-                strategy: p.strat1[r1],
-                flags,
-                source: rp.source,
-            }
-        })
-        .collect();
-    rows.extend((0..n2).filter(|r| p.pair2[*r] == NO_ROW).map(|r2| {
-        let rp = judge(t2, r2, &by_op2);
-        let mut flags = flags_of(&rp);
-        if compare::non_finite(t2, r2) {
-            flags |= ROW_NONFINITE2;
-        }
-        MatchRow {
-            row1: NO_ROW,
-            row2: r2 as u32,
-            status: Status::Only2,
-            strategy: Strategy::None,
-            flags,
-            source: rp.source,
-        }
-    }));
-    let mut counts = Counts::default();
-    let mut rule_hits = vec![0u64; policy.rules.len()];
-    for r in &rows {
-        counts.add_row(r);
-        if let Source::Rule(i) = r.source {
-            rule_hits[i as usize] += 1;
-        }
-    }
-    let mut unused = Vec::new();
-    if !opts.overrides.is_empty() {
-        let used: ahash::AHashSet<&[u8]> = (0..n1)
-            .filter(|r| p.strat1[*r] == Strategy::Override)
-            .map(|r| t1.key(r))
-            .collect();
-        for (k, v) in opts.overrides.pairs() {
-            if !used.contains(k) {
-                unused.push((
-                    String::from_utf8_lossy(k).into_owned(),
-                    String::from_utf8_lossy(v).into_owned(),
-                ));
-            }
-        }
-    }
-    let mut m = MatchTable {
+    let rows = judge::judge_rows(t1, t2, &p, &opts.policy, compared);
+    drop(p);
+    let (counts, rule_hits) = judge::tally(&rows, opts.policy.rules.len());
+
+    // Root cause, with each row's settings resolved as for its verdict.
+    let opts_of = |i: usize| opts.policy.for_sides(t1, t2, rows[i].sides()).opts;
+    let (cause_kinds, causes) = cause::analyse(t1, t2, &rows, &counts, compared, &opts_of);
+
+    MatchTable {
         rows,
         counts,
-        strategies: sc,
-        unused_overrides: unused,
+        strategies,
+        unused_overrides,
         rule_hits,
-        cause_kinds: Vec::new(),
-        causes: Default::default(),
+        cause_kinds,
+        causes,
         policy: opts.policy.clone(),
         compared,
-    };
-    // Root cause reads each row's settings from the same resolution as its
-    // verdict (run 1's row's settings, or the pair's per-dtype default).
-    let opts_of = |i: usize| m.row_policy(t1, t2, i).opts;
-    let (kinds, causes) = cause::analyse(t1, t2, &m, &opts_of);
-    m.cause_kinds = kinds;
-    m.causes = causes;
-    m
+    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! Row notes: short, specific explanations of why a row looks the way it
 //! does ("input 731 of 1200 differs (rel 1.0e-6)", "dtype bfloat16 →
 //! float8_e4m3fn", "non-finite in run1 only"), computed on demand for the
-//! rows a report shows.
+//! rows a report shows. Each note has a [`NoteKind`], which the report
+//! reads to place it (a chip or the row's text), never its wording.
 
+use super::cause::CauseKind;
 use super::compare::{compare_hashes, split_tokens, token_number};
 use super::policy::dtype_of;
-use super::{MatchTable, Status, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED};
+use super::{MatchTable, Sides, Status, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED};
 use crate::parser::{Field, OpTable};
 
 /// The dims of a Shape text (`torch.Size([2, 64]), Dtype: ...` → `[2, 64]`).
@@ -42,7 +44,13 @@ pub fn dims_difference(s1: &[u8], s2: &[u8]) -> Option<String> {
     Some(d.join(", "))
 }
 
+/// Whether one value is zero and the other a float32 subnormal. Equal
+/// texts are equal values: not read (reading every shown row's stats cost
+/// more than the rest of its notes).
 fn is_subnormal_vs_zero(a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return false;
+    }
     match (token_number(a), token_number(b)) {
         (Some(x), Some(y)) => {
             (x == 0.0 && y != 0.0 && y.abs() < f32::MIN_POSITIVE as f64)
@@ -52,8 +60,58 @@ fn is_subnormal_vs_zero(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// Notes for one result row. `names` are the two runs' display names;
-/// `cause` is the row's root-cause class, if any.
+/// What a row note says: the report places notes by kind (see
+/// `report/rowdata.rs`), so rewording a note never moves it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteKind {
+    /// A one-sided row's position in its run (`only in a: op 3 of 9 there`).
+    OnlyIn,
+    /// An unsynced collective: shown, not gating.
+    Unsynced,
+    /// An ignored op: shown, not gating.
+    Ignored,
+    /// NaN or Inf in one run or both.
+    NonFinite,
+    /// The exact pass paired keys that differ in their root model class.
+    KeyNormalised,
+    /// A block cut short by the end of its file: no verdict.
+    Truncated,
+    /// Both rows' digests are equal.
+    Bitwise,
+    /// The digests differ while every printed value agrees.
+    DigestsDiffer,
+    /// The row's root-cause class ([`CauseKind::as_str`]).
+    Cause(CauseKind),
+    /// The row's cause is within print precision.
+    PrintLimited,
+    /// Later rows read the same differing input (an entry's count).
+    SameInput,
+    /// The two rows' dtypes differ (`dtype bfloat16 → float8_e4m3fn`).
+    Dtype,
+    /// The two rows' dims differ.
+    Shape,
+    /// The Output hash is in one run only.
+    HashMissing,
+    /// The hash lists have different lengths.
+    HashCount,
+    /// Which value of a hash list differs first, and by how much.
+    ValueDiffers,
+    /// A subnormal against zero in a stat.
+    Subnormal,
+    /// The keys differ only in the layer index: a `--layer-offset` hint.
+    LayerIndex,
+}
+
+/// One row note: its kind and its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// What it says.
+    pub kind: NoteKind,
+    /// How it says it (rows JSONL, the result pages).
+    pub text: String,
+}
+
+/// The texts of the notes of one result row ([`row_notes_with_kind`]).
 pub fn row_notes(
     t1: &OpTable,
     t2: &OpTable,
@@ -61,46 +119,75 @@ pub fn row_notes(
     index: usize,
     names: (&str, &str),
 ) -> Vec<String> {
+    row_notes_with_kind(t1, t2, m, index, names)
+        .into_iter()
+        .map(|n| n.text)
+        .collect()
+}
+
+/// Notes for one result row, with their kinds. `names` are the two runs'
+/// display names.
+pub fn row_notes_with_kind(
+    t1: &OpTable,
+    t2: &OpTable,
+    m: &MatchTable,
+    index: usize,
+    names: (&str, &str),
+) -> Vec<Note> {
+    use NoteKind as K;
     let row = &m.rows[index];
     let cause = m.cause_kinds.get(index).copied().flatten();
-    let tol = m.row_policy(t1, t2, index).opts.hash;
-    let mut out = Vec::new();
+    let mut out = Notes(Vec::new());
     let (n1, n2) = names;
-    match (row.r1(), row.r2()) {
-        (Some(a), None) => out.push(format!("only in {n1}: op {} of {} there", a + 1, t1.len())),
-        (None, Some(b)) => out.push(format!("only in {n2}: op {} of {} there", b + 1, t2.len())),
-        _ => {}
-    }
+    let (r1, r2) = match row.sides() {
+        Sides::Both(r1, r2) => (Some(r1), Some(r2)),
+        Sides::Only1(a) => {
+            let text = format!("only in {n1}: op {} of {} there", a + 1, t1.len());
+            out.push(K::OnlyIn, text);
+            (Some(a), None)
+        }
+        Sides::Only2(b) => {
+            let text = format!("only in {n2}: op {} of {} there", b + 1, t2.len());
+            out.push(K::OnlyIn, text);
+            (None, Some(b))
+        }
+    };
     if row.has(ROW_UNSYNCED) {
-        out.push("unsynced collective: shown, not gating".into());
+        out.push(K::Unsynced, "unsynced collective: shown, not gating");
     }
     if row.has(ROW_IGNORED) {
-        out.push("ignored: shown, not gating".into());
+        out.push(K::Ignored, "ignored: shown, not gating");
     }
     match (row.has(ROW_NONFINITE1), row.has(ROW_NONFINITE2)) {
-        (true, true) => out.push("non-finite in both runs".into()),
-        (true, false) => out.push(format!("non-finite in {n1} only")),
-        (false, true) => out.push(format!("non-finite in {n2} only")),
+        (true, true) => out.push(K::NonFinite, "non-finite in both runs"),
+        (true, false) => out.push(K::NonFinite, format!("non-finite in {n1} only")),
+        (false, true) => out.push(K::NonFinite, format!("non-finite in {n2} only")),
         _ => {}
     }
-    let (Some(r1), Some(r2)) = (row.r1(), row.r2()) else {
-        return out;
+    let (Some(r1), Some(r2)) = (r1, r2) else {
+        return out.0;
     };
     if row.strategy == super::Strategy::Exact && t1.key(r1) != t2.key(r2) {
-        out.push("key normalised: root model class stripped".into());
+        out.push(
+            K::KeyNormalised,
+            "key normalised: root model class stripped",
+        );
     }
     if row.status == Status::Truncated {
         let side = if t1.is_truncated(r1) { n1 } else { n2 };
-        out.push(format!("{side} block truncated: no verdict"));
+        out.push(K::Truncated, format!("{side} block truncated: no verdict"));
     }
     if row.has(super::ROW_BITWISE) {
-        out.push("bitwise identical".into());
+        out.push(K::Bitwise, "bitwise identical");
     }
     if row.has(super::ROW_DIGEST_ONLY) {
-        out.push("digests differ while every printed value agrees".into());
+        out.push(
+            K::DigestsDiffer,
+            "digests differ while every printed value agrees",
+        );
     }
     if let Some(c) = cause {
-        out.push(c.as_str().to_string());
+        out.push(K::Cause(c), c.as_str());
     }
     let listed = &m.causes.causes;
     if let Some(c) = listed
@@ -109,24 +196,30 @@ pub fn row_notes(
         .map(|k| &listed[k])
     {
         if c.print_limited {
-            out.push("within print precision: the first difference the log shows".into());
+            out.push(
+                K::PrintLimited,
+                "within print precision: the first difference the log shows",
+            );
         }
         if c.reads > 0 {
-            out.push(format!(
-                "{} more row{} read the same differing input",
-                c.reads,
-                if c.reads == 1 { "" } else { "s" }
-            ));
+            out.push(
+                K::SameInput,
+                format!(
+                    "{} more row{} read the same differing input",
+                    c.reads,
+                    if c.reads == 1 { "" } else { "s" }
+                ),
+            );
         }
     }
     let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
     if !s1.is_empty() && !s2.is_empty() && s1 != s2 {
         let (d1, d2) = (dtype_of(s1), dtype_of(s2));
         if d1 != d2 {
-            out.push(format!("dtype {d1} → {d2}"));
+            out.push(K::Dtype, format!("dtype {d1} → {d2}"));
         }
         if let (Some(d), Some(a), Some(b)) = (dims_difference(s1, s2), dims_of(s1), dims_of(s2)) {
-            out.push(format!("shape {a:?} → {b:?} ({d})"));
+            out.push(K::Shape, format!("shape {a:?} → {b:?} ({d})"));
         }
     }
     let (o1, o2) = (
@@ -134,8 +227,8 @@ pub fn row_notes(
         t2.field(r2, Field::OutputHash),
     );
     match (o1.is_empty(), o2.is_empty()) {
-        (false, true) => out.push(format!("output hash missing in {n2}")),
-        (true, false) => out.push(format!("output hash missing in {n1}")),
+        (false, true) => out.push(K::HashMissing, format!("output hash missing in {n2}")),
+        (true, false) => out.push(K::HashMissing, format!("output hash missing in {n1}")),
         _ => {}
     }
     for (f, what) in [(Field::OutputHash, "output"), (Field::InputHashes, "input")] {
@@ -143,10 +236,13 @@ pub fn row_notes(
         if a.is_empty() || b.is_empty() || a == b {
             continue;
         }
+        // The row's tolerance, resolved as for its verdict.
+        let tol = m.row_policy(t1, t2, index).opts.hash;
         let c = compare_hashes(a, b, tol, true);
         if let Some(p) = c.first_bad {
             if c.lens.0 != c.lens.1 {
-                out.push(format!("{what} hash count {} vs {}", c.lens.0, c.lens.1));
+                let text = format!("{what} hash count {} vs {}", c.lens.0, c.lens.1);
+                out.push(K::HashCount, text);
             } else if c.lens.0 > 1 {
                 let ta = split_tokens(a).nth(p).unwrap_or(&[]);
                 let tb = split_tokens(b).nth(p).unwrap_or(&[]);
@@ -156,13 +252,16 @@ pub fn row_notes(
                         .unwrap_or_default(),
                     _ => String::new(),
                 };
-                out.push(format!("{what} {p} of {} differs{rd}", c.lens.0));
+                out.push(
+                    K::ValueDiffers,
+                    format!("{what} {p} of {} differs{rd}", c.lens.0),
+                );
             }
         }
     }
     for f in [Field::Min, Field::Max, Field::Mean, Field::L2Norm] {
         if is_subnormal_vs_zero(t1.field(r1, f), t2.field(r2, f)) {
-            out.push(format!("subnormal vs zero in {}", f.label()));
+            out.push(K::Subnormal, format!("subnormal vs zero in {}", f.label()));
         }
     }
     let (k1, k2) = (t1.key(r1), t2.key(r2));
@@ -179,14 +278,26 @@ pub fn row_notes(
                 (k[..p].to_vec(), t[n..].to_vec())
             };
             if l1 != l2 && rest(k1, p1) == rest(k2, p2) {
-                out.push(format!(
+                out.push(K::LayerIndex, format!(
                     "keys differ only in the layer index ({l1} vs {l2}): try --layer-offset run2:RANK={}",
                     l1 as i64 - l2 as i64
                 ));
             }
         }
     }
-    out
+    out.0
+}
+
+/// The notes of a row as they are made.
+struct Notes(Vec<Note>);
+
+impl Notes {
+    fn push(&mut self, kind: NoteKind, text: impl Into<String>) {
+        self.0.push(Note {
+            kind,
+            text: text.into(),
+        });
+    }
 }
 
 #[cfg(test)]

@@ -306,6 +306,23 @@ impl Policy {
         }
     }
 
+    /// The settings for a result row's sides: for a pair,
+    /// [`Policy::for_pair`]'s; for a row of one run, its row's
+    /// ([`Policy::for_table_row`]). The one resolution the verdict, root
+    /// cause and row notes share.
+    pub fn for_sides(
+        &self,
+        t1: &crate::parser::OpTable,
+        t2: &crate::parser::OpTable,
+        sides: super::Sides,
+    ) -> RowPolicy {
+        match sides {
+            super::Sides::Both(a, b) => self.for_pair(t1, a, t2, b),
+            super::Sides::Only1(a) => self.for_table_row(t1, a),
+            super::Sides::Only2(b) => self.for_table_row(t2, b),
+        }
+    }
+
     /// A short description of a source, for the report.
     pub fn describe(&self, s: Source) -> String {
         match s {

@@ -47,8 +47,8 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
 use super::RankComparison;
-use crate::matcher::compare::{compare_hashes, stat_diffs};
-use crate::matcher::Tolerance;
+use crate::matcher::compare::{field_diff, stat_diffs};
+use crate::matcher::Sides;
 use crate::parser::Field;
 
 /// Rows per record batch handed to the writer.
@@ -235,22 +235,15 @@ impl ParquetRows {
             status.append_value(r.status.as_str());
             pass.append_option(r.strategy.as_str());
             // Run 1's side, else run 2's.
-            let (t, side) = match (r.r1(), r.r2()) {
-                (Some(a), _) => (rc.t1, a),
-                (None, Some(b)) => (rc.t2, b),
-                _ => (rc.t1, usize::MAX),
+            let (t, side) = match r.sides().first() {
+                (0, a) => (rc.t1, a),
+                (_, b) => (rc.t2, b),
             };
-            if side == usize::MAX {
-                phase.append_value("forward");
-                op.append_value("");
-                layer.append_null();
-            } else {
-                phase.append_value(t.phase(side));
-                op.append_value(text(t.op_name(t.op_type(side))));
-                layer.append_option(t.layer(side));
-            }
-            match (r.r1(), r.r2()) {
-                (Some(a), Some(b)) => {
+            phase.append_value(t.phase(side));
+            op.append_value(text(t.op_name(t.op_type(side))));
+            layer.append_option(t.layer(side));
+            match r.sides() {
+                Sides::Both(a, b) => {
                     // Equal texts on both sides: 0; the reference's
                     // differences only when some text differs (rare).
                     let mut out = [None; 5];
@@ -277,17 +270,15 @@ impl ParquetRows {
                     }
                     for (k, f) in [Field::OutputHash, Field::InputHashes].iter().enumerate() {
                         let (x, y) = (rc.t1.field(a, *f), rc.t2.field(b, *f));
-                        let d = if x.is_empty() || y.is_empty() {
-                            None
-                        } else if x == y {
+                        let d = if !x.is_empty() && x == y {
                             Some(0.0)
                         } else {
-                            compare_hashes(x, y, Tolerance::REFERENCE, true).intensity
+                            field_diff(rc.t1, a, rc.t2, b, *f)
                         };
                         diffs[Field::DIFF_STATS.len() + k].append_option(d);
                     }
                 }
-                _ => diffs.iter_mut().for_each(|d| d.append_null()),
+                Sides::Only1(_) | Sides::Only2(_) => diffs.iter_mut().for_each(|d| d.append_null()),
             }
             gates.append_value(r.gates());
             cause.append_option(m.cause_kinds.get(i).copied().flatten().map(cause_name));

@@ -22,10 +22,10 @@ use serde::Serialize;
 use super::colour::Palette;
 use super::RankComparison;
 use crate::matcher::cause::CauseKind;
-use crate::matcher::compare::{compare_hashes, split_tokens, stat_diffs, token_number};
-use crate::matcher::notes::{self, dims_difference};
+use crate::matcher::compare::{field_diff, holds_nonfinite, split_tokens, stat_diffs};
+use crate::matcher::notes::{self, dims_difference, NoteKind};
 use crate::matcher::policy::dtype_of;
-use crate::matcher::{MatchRow, Policy, Source, Status, Tolerance};
+use crate::matcher::{MatchRow, Policy, Sides, Source, Status};
 use crate::parser::{Field, OpTable};
 
 /// A displayed cell longer than this (in bytes) is clipped to about three
@@ -97,13 +97,6 @@ fn text(b: &[u8]) -> Cow<'_, str> {
     }
 }
 
-/// Whether a field's text holds a NaN or an infinity (any of its values).
-fn has_nonfinite(b: &[u8]) -> bool {
-    // `%.6e` numbers hold no `n`/`N`; only then look closer.
-    memchr::memchr2(b'n', b'N', b).is_some()
-        && split_tokens(b).any(|tok| token_number(tok).is_some_and(|x| !x.is_finite()))
-}
-
 impl<'a> Cell<'a> {
     /// A field's cell: absent, clipped or plain; a value holding NaN or Inf
     /// gets the class `nf`.
@@ -114,11 +107,11 @@ impl<'a> Cell<'a> {
                 k: "m",
                 ..Rich::default()
             }))
-        } else if b.len() > CLIP_LEN || has_nonfinite(b) {
+        } else if b.len() > CLIP_LEN || holds_nonfinite(b) {
             Cell::Rich(Box::new(Rich {
                 t: text(b),
                 c: b.len() > CLIP_LEN,
-                k: if has_nonfinite(b) { "nf" } else { "" },
+                k: if holds_nonfinite(b) { "nf" } else { "" },
                 ..Rich::default()
             }))
         } else {
@@ -144,7 +137,7 @@ impl<'a> Cell<'a> {
         Cell::Rich(Box::new(Rich {
             v,
             c: hashes.len() > CLIP_LEN,
-            k: if has_nonfinite(hashes) { "nf" } else { "" },
+            k: if holds_nonfinite(hashes) { "nf" } else { "" },
             ..Rich::default()
         }))
     }
@@ -280,12 +273,15 @@ fn row_chips(
         }
         _ => {}
     }
-    if let (Some(i), Some(j)) = (row.r1(), row.r2()) {
+    let cause_chip = !chips.is_empty();
+    let mut dtype_chip = false;
+    if let Sides::Both(i, j) = row.sides() {
         let (s1, s2) = (rc.t1.field(i, Field::Shape), rc.t2.field(j, Field::Shape));
         if !s1.is_empty() && !s2.is_empty() && s1 != s2 {
             let (d1, d2) = (dtype_of(s1), dtype_of(s2));
             if d1 != d2 {
                 chips.push(("nt lbl", format!("dtype differs ({d1} → {d2})")));
+                dtype_chip = true;
             }
             if dims_difference(s1, s2).is_some() {
                 chips.push(("nt lbl", "shape differs".to_string()));
@@ -293,27 +289,46 @@ fn row_chips(
         }
     }
     let mut text: Vec<String> = Vec::new();
-    for n in notes::row_notes(rc.t1, rc.t2, rc.matches, index, names) {
-        if cause.is_some_and(|c| c.as_str() == n) && chips.iter().any(|(_, t)| *t == n) {
-            continue; // the cause chip says it
-        }
-        if n.starts_with("dtype ") && chips.iter().any(|(_, t)| t.starts_with("dtype differs")) {
-            continue; // the dtype chip says it
-        }
-        if n.starts_with("unsynced collective")
-            || n.starts_with("ignored")
-            || n == "bitwise identical"
-        {
-            chips.push(("nt quiet", n));
-        } else if n.starts_with("digests differ") {
-            chips.push(("nt lbl", n));
-        } else if n.starts_with("non-finite") {
-            chips.push(("nt nonfinite", n));
-        } else {
-            text.push(n);
+    for n in notes::row_notes_with_kind(rc.t1, rc.t2, rc.matches, index, names) {
+        match note_place(n.kind, cause_chip, dtype_chip) {
+            NotePlace::Said => {}
+            NotePlace::Chip(class) => chips.push((class, n.text)),
+            NotePlace::Text => text.push(n.text),
         }
     }
     (chips, text.join(" · "))
+}
+
+/// Where a row note goes on the result page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum NotePlace {
+    /// Nowhere: a chip already says it.
+    Said,
+    /// A chip of this class.
+    Chip(&'static str),
+    /// The row's note text.
+    Text,
+}
+
+/// Where a note of `kind` goes, given whether the row has a root-cause
+/// chip and a dtype chip: not gating (unsynced, ignored) and bitwise
+/// identical are quiet chips, digests differing a label, non-finite values
+/// their own; the cause and dtype notes are said by their chips; the rest
+/// is text.
+fn note_place(kind: NoteKind, cause_chip: bool, dtype_chip: bool) -> NotePlace {
+    match kind {
+        NoteKind::Cause(_) if cause_chip => NotePlace::Said,
+        NoteKind::Dtype if dtype_chip => NotePlace::Said,
+        // An unsynced collective's own cause class ("unsynced collective")
+        // is a quiet chip beside its not-gating one.
+        NoteKind::Unsynced
+        | NoteKind::Ignored
+        | NoteKind::Bitwise
+        | NoteKind::Cause(CauseKind::Unsynced) => NotePlace::Chip("nt quiet"),
+        NoteKind::DigestsDiffer => NotePlace::Chip("nt lbl"),
+        NoteKind::NonFinite => NotePlace::Chip("nt nonfinite"),
+        _ => NotePlace::Text,
+    }
 }
 
 /// Descriptions of the tolerance sources of one page, each built once.
@@ -349,7 +364,7 @@ fn row_data<'a>(
     let (t1, t2) = (rc.t1, rc.t2);
     let mut a = row.r1().map(|i| side_cells(t1, i));
     let mut b = row.r2().map(|j| side_cells(t2, j));
-    if let (Some(i), Some(j), Some(sa), Some(sb)) = (row.r1(), row.r2(), a.as_mut(), b.as_mut()) {
+    if let (Sides::Both(i, j), Some(sa), Some(sb)) = (row.sides(), a.as_mut(), b.as_mut()) {
         let mut mark = |col: usize, rd: f64| {
             if sa[col].nonfinite() || sb[col].nonfinite() {
                 // A NaN or an infinity on either side: the non-finite
@@ -366,13 +381,11 @@ fn row_data<'a>(
             sb[col].colour(x, format!("rel. diff {rd:.2e}"));
         };
         for (col, field) in [(C_OUT, Field::OutputHash), (C_IN, Field::InputHashes)] {
-            let (x, y) = (t1.field(i, field), t2.field(j, field));
-            // A field in one run only is not a numeric difference: its "—"
-            // and the row's notes (status `missing`) say so.
-            if x != y && !x.is_empty() && !y.is_empty() {
-                if let Some(rd) = compare_hashes(x, y, Tolerance::REFERENCE, true).intensity {
-                    mark(col, rd);
-                }
+            // A field in one run only is not a numeric difference
+            // (`field_diff` gives none): its "—" and the row's notes
+            // (status `missing`) say so.
+            if let Some(rd) = field_diff(t1, i, t2, j, field) {
+                mark(col, rd);
             }
         }
         for (k, rd) in stat_diffs(t1, i, t2, j).into_iter().enumerate() {
@@ -381,20 +394,18 @@ fn row_data<'a>(
             }
         }
     }
-    let k1 = match (row.r1(), row.r2()) {
-        (Some(i), _) => t1.key_str(i),
-        (None, Some(j)) => t2.key_str(j),
+    let k1 = match row.sides() {
+        Sides::Both(i, _) | Sides::Only1(i) => t1.key_str(i),
+        Sides::Only2(j) => t2.key_str(j),
+    };
+    let k2 = match row.sides() {
+        Sides::Both(i, j) if t1.key(i) != t2.key(j) => t2.key_str(j),
         _ => Cow::Borrowed(""),
     };
-    let k2 = match (row.r1(), row.r2()) {
-        (Some(i), Some(j)) if t1.key(i) != t2.key(j) => t2.key_str(j),
-        _ => Cow::Borrowed(""),
-    };
-    let lines = match (row.r1(), row.r2()) {
-        (Some(i), Some(j)) => format!("lines {} / {}", t1.line(i), t2.line(j)),
-        (Some(i), None) => format!("line {}", t1.line(i)),
-        (None, Some(j)) => format!("line {}", t2.line(j)),
-        _ => String::new(),
+    let lines = match row.sides() {
+        Sides::Both(i, j) => format!("lines {} / {}", t1.line(i), t2.line(j)),
+        Sides::Only1(i) => format!("line {}", t1.line(i)),
+        Sides::Only2(j) => format!("line {}", t2.line(j)),
     };
     let tol = tolerances.describe(&rc.matches.policy, row.source);
     let (notes, nx) = row_chips(rc, index, row, names);
@@ -478,4 +489,54 @@ fn no_lt(out: &mut Vec<u8>, start: usize) {
         rest = &rest[i + 1..];
     }
     out.extend_from_slice(rest);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matcher::{match_tables, MatchOptions};
+    use crate::parser::parse_bytes;
+
+    #[test]
+    fn notes_are_placed_by_kind() {
+        use NotePlace::{Chip, Said, Text};
+        let place = |k| note_place(k, false, false);
+        assert_eq!(place(NoteKind::Unsynced), Chip("nt quiet"));
+        assert_eq!(place(NoteKind::Ignored), Chip("nt quiet"));
+        assert_eq!(place(NoteKind::Bitwise), Chip("nt quiet"));
+        assert_eq!(place(NoteKind::DigestsDiffer), Chip("nt lbl"));
+        assert_eq!(place(NoteKind::NonFinite), Chip("nt nonfinite"));
+        assert_eq!(place(NoteKind::Truncated), Text);
+        assert_eq!(place(NoteKind::OnlyIn), Text);
+        assert_eq!(place(NoteKind::Dtype), Text, "no dtype chip");
+        assert_eq!(note_place(NoteKind::Dtype, false, true), Said);
+        assert_eq!(place(NoteKind::Cause(CauseKind::Inherited)), Text);
+        assert_eq!(
+            note_place(NoteKind::Cause(CauseKind::Origin), true, false),
+            Said
+        );
+    }
+
+    #[test]
+    fn a_run_name_never_moves_a_note_into_a_chip() {
+        // Run 1's block is cut short: its note names run 1. Named like the
+        // not-gating and non-finite notes begin, the note still is text
+        // (chips were once picked by the note's first words).
+        let t1 = parse_bytes(b"[x/op_0_mm]\n  Output hash: 1.0".to_vec(), "a.log");
+        let t2 = parse_bytes(b"[x/op_0_mm]\n  Output hash: 1.0\n\n".to_vec(), "b.log");
+        let m = match_tables(&t1, &t2, &MatchOptions::default());
+        assert_eq!(m.rows[0].status, Status::Truncated);
+        let rc = RankComparison {
+            rank1: 0,
+            rank2: 0,
+            t1: &t1,
+            t2: &t2,
+            matches: &m,
+        };
+        for name in ["ignored baseline", "non-finite run", "digests differ"] {
+            let (chips, text) = row_chips(&rc, 0, &m.rows[0], (name, "b"));
+            assert!(chips.is_empty(), "{name}: {chips:?}");
+            assert_eq!(text, format!("{name} block truncated: no verdict"));
+        }
+    }
 }

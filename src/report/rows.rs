@@ -12,9 +12,9 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::RankComparison;
-use crate::matcher::compare::{bitwise_identical, compare_hashes, stat_diffs};
+use crate::matcher::compare::{bitwise_identical, field_diff, stat_diffs};
 use crate::matcher::notes::row_notes;
-use crate::matcher::Tolerance;
+use crate::matcher::Sides;
 use crate::parser::Field;
 
 #[derive(Serialize)]
@@ -51,7 +51,7 @@ pub fn write_rows(
         let mut diffs = serde_json::Map::new();
         let mut hash_diffs = serde_json::Map::new();
         let mut bitwise = None;
-        if let (Some(a), Some(b)) = (r.r1(), r.r2()) {
+        if let Sides::Both(a, b) = r.sides() {
             bitwise = bitwise_identical(rc.t1, a, rc.t2, b);
             for (f, d) in Field::DIFF_STATS.iter().zip(stat_diffs(rc.t1, a, rc.t2, b)) {
                 if let Some(d) = d {
@@ -59,11 +59,8 @@ pub fn write_rows(
                 }
             }
             for f in [Field::OutputHash, Field::InputHashes] {
-                let (x, y) = (rc.t1.field(a, f), rc.t2.field(b, f));
-                if x != y && !x.is_empty() && !y.is_empty() {
-                    if let Some(d) = compare_hashes(x, y, Tolerance::REFERENCE, true).intensity {
-                        hash_diffs.insert(f.label().to_string(), serde_json::json!(d));
-                    }
+                if let Some(d) = field_diff(rc.t1, a, rc.t2, b, f) {
+                    hash_diffs.insert(f.label().to_string(), serde_json::json!(d));
                 }
             }
         }

@@ -51,10 +51,9 @@ impl RowRef {
             strategy: r.strategy.as_str(),
             line1: r.r1().map(|i| rc.t1.line(i)),
             line2: r.r2().map(|i| rc.t2.line(i)),
-            phase: match (r.r1(), r.r2()) {
-                (Some(i), _) => rc.t1.phase(i).into_owned(),
-                (None, Some(j)) => rc.t2.phase(j).into_owned(),
-                _ => "forward".into(),
+            phase: match r.sides().first() {
+                (0, i) => rc.t1.phase(i).into_owned(),
+                (_, j) => rc.t2.phase(j).into_owned(),
             },
             page: plan
                 .page_of(index)

@@ -289,10 +289,9 @@ fn exhaustive_error(rank: u32, m: &MatchTable, t1: &OpTable, t2: &OpTable) -> Op
         .rows
         .iter()
         .find(|r| !matches!(r.source, matcher::Source::Rule(_)))?;
-    let key = match (r.r1(), r.r2()) {
-        (Some(a), _) => t1.key_str(a).into_owned(),
-        (None, Some(b)) => t2.key_str(b).into_owned(),
-        _ => String::new(),
+    let key = match r.sides().first() {
+        (0, a) => t1.key_str(a).into_owned(),
+        (_, b) => t2.key_str(b).into_owned(),
     };
     Some(format!(
         "rank {rank}: no rule matches {key} (--rules-exhaustive)"

@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 
+use crate::matcher::Sides;
 use crate::report::{files, PagePlan, RankComparison, ReportError, ReportOptions};
 
 /// Writes rank `rc`'s key index, `rank{N}-keys.js`, which the index's
@@ -42,16 +43,15 @@ pub(super) fn write(
     };
     for k in 0..plan.len() {
         let row = &rc.matches.rows[plan.row(k)];
-        match (row.r1(), row.r2()) {
-            (Some(i), Some(j)) => {
+        match row.sides() {
+            Sides::Both(i, j) => {
                 push(rc.t1.key(i), ':', &mut keys);
                 if rc.t1.key(i) != rc.t2.key(j) {
                     push(rc.t2.key(j), ';', &mut keys);
                 }
             }
-            (Some(i), None) => push(rc.t1.key(i), ':', &mut keys),
-            (None, Some(j)) => push(rc.t2.key(j), ':', &mut keys),
-            _ => push(b"", ':', &mut keys),
+            Sides::Only1(i) => push(rc.t1.key(i), ':', &mut keys),
+            Sides::Only2(j) => push(rc.t2.key(j), ':', &mut keys),
         }
     }
     let rows = if plan.is_filtered() {

@@ -6,8 +6,8 @@ use serde::Serialize;
 
 use super::engine;
 use crate::matcher::cause::CauseKind;
-use crate::matcher::compare::{compare_hashes, stat_diffs};
-use crate::matcher::{MatchRow, Status, Tolerance};
+use crate::matcher::compare::{field_diff, stat_diffs};
+use crate::matcher::{MatchRow, Sides, Status};
 use crate::parser::Field;
 use crate::report::colour::diff_scale;
 use crate::report::{files, PagePlan, RankComparison, ReportError, ReportOptions};
@@ -86,17 +86,19 @@ struct OverviewCtx<'a> {
 }
 
 /// The relative difference of a paired row: the largest of its Output
-/// hash's and stats' (as the page colours them).
+/// hash's and stats' ([`field_diff`], as the page colours them), where an
+/// Output hash in one run only counts as a full difference (1.0).
 fn row_rel_diff(rc: &RankComparison<'_>, row: &MatchRow) -> Option<f64> {
-    let (i, j) = (row.r1()?, row.r2()?);
-    let (a, b) = (
-        rc.t1.field(i, Field::OutputHash),
-        rc.t2.field(j, Field::OutputHash),
-    );
-    let mut worst = None::<f64>;
-    if a != b {
-        worst = compare_hashes(a, b, Tolerance::REFERENCE, true).intensity;
-    }
+    let Sides::Both(i, j) = row.sides() else {
+        return None;
+    };
+    let one_sided = rc.t1.field(i, Field::OutputHash).is_empty()
+        != rc.t2.field(j, Field::OutputHash).is_empty();
+    let mut worst = if one_sided {
+        Some(1.0)
+    } else {
+        field_diff(rc.t1, i, rc.t2, j, Field::OutputHash)
+    };
     for rd in stat_diffs(rc.t1, i, rc.t2, j).into_iter().skip(1).flatten() {
         worst = Some(worst.map_or(rd, |w| w.max(rd)));
     }
@@ -161,17 +163,8 @@ fn row_places<'t>(rc: &RankComparison<'t>) -> RowPlaces<'t> {
         id
     };
     for row in &rc.matches.rows {
-        let (t, side, r) = match (row.r1(), row.r2()) {
-            (Some(i), _) => (rc.t1, 0, i),
-            (None, Some(j)) => (rc.t2, 1, j),
-            _ => {
-                // Not a row of either run (never built by the matcher).
-                let id = id_of(&[], &mut p);
-                p.op_counts[id as usize] += 1;
-                p.at.push((NO_LAYER, id));
-                continue;
-            }
-        };
+        let (side, r) = row.sides().first();
+        let t = if side == 0 { rc.t1 } else { rc.t2 };
         let layer = t.layer(r);
         if let Some(l) = layer {
             let l = u64::from(l);

@@ -13,7 +13,6 @@ use super::parts::{
 };
 use super::{engine, keys, overview};
 use crate::matcher::Counts;
-use crate::parser::Phase;
 use crate::report::colour::{Colour, Palette};
 use crate::report::summary::PageRef;
 use crate::report::{
@@ -120,17 +119,16 @@ fn write_page(
 ) -> Result<(), ReportError> {
     // The page's rows by phase, then their JSON (which also picks the
     // colour classes the page's <style> defines).
-    // Forward, backward, optimizer ([`Phase::ALL`] order): run 1's row's
+    // Forward, backward, optimizer ([`crate::parser::Phase::ALL`] order): run 1's row's
     // phase, else run 2's.
     let mut by_phase: [Vec<usize>; 3] = Default::default();
     let mut pc = Counts::default();
     for index in (p.first_row..p.end_row).map(|k| plan.row(k)) {
         let row = &rc.matches.rows[index];
         pc.add(row.status);
-        let phase = match (row.r1(), row.r2()) {
-            (Some(i), _) => rc.t1.phase_kind(i),
-            (None, Some(j)) => rc.t2.phase_kind(j),
-            _ => Phase::Forward,
+        let phase = match row.sides().first() {
+            (0, i) => rc.t1.phase_kind(i),
+            (_, j) => rc.t2.phase_kind(j),
         };
         by_phase[phase as usize].push(index);
     }

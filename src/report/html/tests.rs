@@ -211,10 +211,9 @@ fn rank_pages_rows_chips_colours_escaping() {
     // its section; the backward row in the Backward section, the rows after
     // it (no Phase line) in the Optimizer section.
     let rows = &f.m.rows;
-    let phase = |r: &crate::matcher::MatchRow| match (r.r1(), r.r2()) {
-        (Some(i), _) => f.t1.phase_kind(i),
-        (None, Some(j)) => f.t2.phase_kind(j),
-        _ => crate::parser::Phase::Forward,
+    let phase = |r: &crate::matcher::MatchRow| match r.sides().first() {
+        (0, i) => f.t1.phase_kind(i),
+        (_, j) => f.t2.phase_kind(j),
     };
     let ids: Vec<String> = crate::parser::Phase::ALL
         .iter()

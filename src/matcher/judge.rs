@@ -1,0 +1,202 @@
+//! Judging: the pairing the passes made ([`super::passes`]) into result
+//! rows, each with its [`Status`], `ROW_*` flags and tolerance source, in
+//! the reference's order (every run-1 row in file order, then the `only2`
+//! rows in run-2 file order); and the tally of those rows.
+
+use rayon::prelude::*;
+
+use super::passes::Pairing;
+use super::{
+    compare, Counts, MatchRow, Policy, RowPolicy, Source, Status, Strategy, NO_ROW, ROW_BITWISE,
+    ROW_DIGEST_ONLY, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF,
+    ROW_SHAPE_TEXT_DIFF, ROW_UNSYNCED,
+};
+use crate::parser::{FieldSet, OpTable, Phase};
+
+/// The result rows of a pairing, judged under `policy` on the `compared`
+/// fields. Pairs are judged in parallel; the order is kept by the indexed
+/// collect. Each row's settings are [`Policy::for_sides`]' (looked up once
+/// per op type when no rule or per-dtype default can tell rows of one op
+/// apart).
+pub(super) fn judge_rows(
+    t1: &OpTable,
+    t2: &OpTable,
+    p: &Pairing,
+    policy: &Policy,
+    compared: FieldSet,
+) -> Vec<MatchRow> {
+    let settings = Settings::new(t1, t2, policy);
+    let mut rows: Vec<MatchRow> = (0..t1.len())
+        .into_par_iter()
+        .with_min_len(4096)
+        .map(|r1| {
+            let r2 = p.pair1[r1];
+            if r2 == NO_ROW {
+                let rp = settings.one_sided(0, r1);
+                return MatchRow {
+                    row1: r1 as u32,
+                    row2: NO_ROW,
+                    status: Status::Only1,
+                    strategy: Strategy::None,
+                    flags: row_flags(&rp) | nonfinite_flag(t1, r1, ROW_NONFINITE1),
+                    source: rp.source,
+                };
+            }
+            let r2 = r2 as usize;
+            let rp = settings.pair(r1, r2);
+            let (status, flags) = judge_pair(t1, r1, t2, r2, &rp, compared);
+            MatchRow {
+                row1: r1 as u32,
+                row2: r2 as u32,
+                status,
+                strategy: p.strat1[r1],
+                flags,
+                source: rp.source,
+            }
+        })
+        .collect();
+    rows.extend((0..t2.len()).filter(|r| p.pair2[*r] == NO_ROW).map(|r2| {
+        let rp = settings.one_sided(1, r2);
+        MatchRow {
+            row1: NO_ROW,
+            row2: r2 as u32,
+            status: Status::Only2,
+            strategy: Strategy::None,
+            flags: row_flags(&rp) | nonfinite_flag(t2, r2, ROW_NONFINITE2),
+            source: rp.source,
+        }
+    }));
+    rows
+}
+
+/// Rows per status, and rows judged by each rule of the policy (by rule
+/// index; `rules` is the number of rules).
+pub(super) fn tally(rows: &[MatchRow], rules: usize) -> (Counts, Vec<u64>) {
+    let mut counts = Counts::default();
+    let mut rule_hits = vec![0u64; rules];
+    for r in rows {
+        counts.add_row(r);
+        if let Source::Rule(i) = r.source {
+            rule_hits[i as usize] += 1;
+        }
+    }
+    (counts, rule_hits)
+}
+
+/// The status and flags of a pair judged under `rp`: `truncated` when a
+/// block is cut short, `missing` when the Output hash is in one run only,
+/// else `match` or `diff` on the compared fields, and with digests on both
+/// sides, the digests' verdict.
+fn judge_pair(
+    t1: &OpTable,
+    r1: usize,
+    t2: &OpTable,
+    r2: usize,
+    rp: &RowPolicy,
+    compared: FieldSet,
+) -> (Status, u8) {
+    let mut flags = row_flags(rp)
+        | nonfinite_flag(t1, r1, ROW_NONFINITE1)
+        | nonfinite_flag(t2, r2, ROW_NONFINITE2);
+    let v = compare::judge_pair(t1, r1, t2, r2, &rp.opts, compared);
+    if v.output_differs {
+        flags |= ROW_OUT_DIFF;
+    }
+    if v.shape_text_differs {
+        flags |= ROW_SHAPE_TEXT_DIFF;
+    }
+    // With digests on both sides: identical digests are a bitwise match;
+    // differing ones are a `diff` under `--bitwise`, and when every printed
+    // value agrees (only the digests can tell).
+    let mut agrees = v.agrees;
+    if let Some(same) = compare::bitwise_identical(t1, r1, t2, r2) {
+        if same {
+            flags |= ROW_BITWISE;
+        } else if rp.opts.is_bitwise() {
+            agrees = false;
+            flags |= ROW_OUT_DIFF;
+        } else if agrees && compare::printed_equal(t1, r1, t2, r2) {
+            agrees = false;
+            flags |= ROW_DIGEST_ONLY | ROW_OUT_DIFF;
+        }
+        if !same && rp.opts.is_bitwise() && compare::printed_equal(t1, r1, t2, r2) {
+            flags |= ROW_DIGEST_ONLY;
+        }
+    }
+    let status = if t1.is_truncated(r1) || t2.is_truncated(r2) {
+        Status::Truncated
+    } else if v.output_missing {
+        Status::Missing
+    } else if agrees {
+        Status::Match
+    } else {
+        Status::Diff
+    };
+    (status, flags)
+}
+
+/// The flags a row's settings give it: ignored, unsynced collective.
+fn row_flags(rp: &RowPolicy) -> u8 {
+    (if rp.ignored { ROW_IGNORED } else { 0 }) | (if rp.unsynced { ROW_UNSYNCED } else { 0 })
+}
+
+/// `flag` when row `r`'s stats or Output hash hold a NaN or an infinity.
+fn nonfinite_flag(t: &OpTable, r: usize, flag: u8) -> u8 {
+    if compare::non_finite(t, r) {
+        flag
+    } else {
+        0
+    }
+}
+
+/// Each row's settings, as [`Policy::for_sides`] resolves them. Without
+/// rules or per-dtype defaults a row's settings depend on its op alone, so
+/// they are looked up once per op type of each table.
+struct Settings<'a> {
+    t: [&'a OpTable; 2],
+    policy: &'a Policy,
+    /// No rules and no per-dtype defaults: the op decides.
+    op_only: bool,
+    /// Per side, the settings of each op type (empty unless `op_only`).
+    by_op: [Vec<RowPolicy>; 2],
+}
+
+impl<'a> Settings<'a> {
+    fn new(t1: &'a OpTable, t2: &'a OpTable, policy: &'a Policy) -> Settings<'a> {
+        let op_only = policy.rules.is_empty() && policy.dtype.is_empty();
+        let by_op = |t: &OpTable| -> Vec<RowPolicy> {
+            if !op_only {
+                return Vec::new();
+            }
+            (0..t.op_types() as u32)
+                .map(|id| policy.for_row(&[], t.op_name(id), Phase::Forward, ""))
+                .collect()
+        };
+        Settings {
+            t: [t1, t2],
+            policy,
+            op_only,
+            by_op: [by_op(t1), by_op(t2)],
+        }
+    }
+
+    /// The settings of side `s`'s (0: run 1, 1: run 2) row `r` alone
+    /// ([`Policy::for_table_row`]).
+    fn one_sided(&self, s: usize, r: usize) -> RowPolicy {
+        let t = self.t[s];
+        match self.by_op[s].get(t.op_type(r) as usize) {
+            Some(rp) => *rp,
+            None => self.policy.for_table_row(t, r),
+        }
+    }
+
+    /// The settings of a pair ([`Policy::for_pair`]: run 1's row's unless
+    /// per-dtype defaults apply, which they cannot when the op decides).
+    fn pair(&self, r1: usize, r2: usize) -> RowPolicy {
+        if self.op_only {
+            self.one_sided(0, r1)
+        } else {
+            self.policy.for_pair(self.t[0], r1, self.t[1], r2)
+        }
+    }
+}
