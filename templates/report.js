@@ -28,11 +28,16 @@
   function cell(c, j) {
     var loc = j === LOC ? "loc" : "";
     if (typeof c === "string") return "<td" + (loc ? " class=loc" : "") + ">" + text(c, j);
-    var cls = c.x ? "x" + c.x : c.k || "";
+    var cls = c.x ? "x" + c.x : c.k || "", title = c.d || "";
     if (loc) cls = cls ? cls + " " + loc : loc;
+    /* A value the parser could not read (it warned): not compared. */
+    if (c.u) {
+      cls = cls ? cls + " unreadable" : "unreadable";
+      title = "unreadable value: not compared" + (title ? " · " + title : "");
+    }
     var h = "<td";
     if (cls) h += ' class="' + esc(cls) + '"';
-    if (c.d) h += ' title="' + esc(c.d) + '"';
+    if (title) h += ' title="' + esc(title) + '"';
     h += ">";
     if (c.m) return h + "\u2014";
     if (c.c) h += "<div class=c>";
