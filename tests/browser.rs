@@ -1106,7 +1106,10 @@ fn unreadable_values_are_marked() {
         json!(["unreadable", "1.2x", "unreadable value: not compared"]),
         "{got}"
     );
-    assert!(got["marker"].as_str().unwrap().contains('\u{2047}'), "{got}");
+    assert!(
+        got["marker"].as_str().unwrap().contains('\u{2047}'),
+        "{got}"
+    );
     assert_eq!(got["unmarked"], "none", "{got}");
     assert_eq!(got["marked"], 1, "{got}");
     assert_clean(&b, "unreadable page");

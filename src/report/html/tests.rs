@@ -507,7 +507,10 @@ fn unreadable_values_are_marked() {
     assert_eq!(row["s"][0][mean], json!("0.000000e+00"));
     assert!(row["s"][0][inputs].get("u").is_none());
     assert!(row["s"][1][out].get("u").is_none());
-    assert!(row["s"][1][out]["x"].as_u64().is_some(), "the differing hash is coloured");
+    assert!(
+        row["s"][1][out]["x"].as_u64().is_some(),
+        "the differing hash is coloured"
+    );
     assert!(row["s"][1][col("Min")].is_string());
     // The page script draws the mark, its title and (report.css) its marker.
     assert!(html.contains("cls ? cls + \" unreadable\" : \"unreadable\""));
