@@ -8,9 +8,18 @@
      is escaped before it goes into markup. */
   var ESC = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
   function esc(s) { return String(s).replace(/[&<>"']/g, function (c) { return ESC[c]; }); }
-  /* The data cells of a side, and Location's position among them: from the
-     table (data-cols, data-loc; src/report/rowdata.rs's COLUMNS). */
-  var NCOL = 9, LOC = 2;
+  /* The data cells of a side, and Location's position among them: set from
+     each table's data-cols and data-loc (src/report/rowdata.rs's COLUMNS). */
+  var NCOL = 0, LOC = -1;
+  /* The status badges, by status: page.html renders one of each into
+     <template id=badges> (macros.html's badge, the only place they are
+     written). */
+  var BADGE = {}, bt = document.getElementById("badges");
+  if (bt && bt.content) {
+    Array.prototype.forEach.call(bt.content.children, function (b) {
+      BADGE[b.classList[b.classList.length - 1]] = b.outerHTML;
+    });
+  }
   /* A cell's text; in Location, the line number (":152") never breaks. */
   function text(s, j) {
     var m = j === LOC ? /^([\s\S]*?)(:\d+)$/.exec(s) : null;
@@ -19,11 +28,16 @@
   function cell(c, j) {
     var loc = j === LOC ? "loc" : "";
     if (typeof c === "string") return "<td" + (loc ? " class=loc" : "") + ">" + text(c, j);
-    var cls = c.x ? "x" + c.x : c.k || "";
+    var cls = c.x ? "x" + c.x : c.k || "", title = c.d || "";
     if (loc) cls = cls ? cls + " " + loc : loc;
+    /* A value the parser could not read (it warned): not compared. */
+    if (c.u) {
+      cls = cls ? cls + " unreadable" : "unreadable";
+      title = "unreadable value: not compared" + (title ? " · " + title : "");
+    }
     var h = "<td";
     if (cls) h += ' class="' + esc(cls) + '"';
-    if (c.d) h += ' title="' + esc(c.d) + '"';
+    if (title) h += ' title="' + esc(title) + '"';
     h += ">";
     if (c.m) return h + "\u2014";
     if (c.c) h += "<div class=c>";
@@ -52,8 +66,7 @@
     }
     h += "<br>";
     if (p.chip) h += '<i class="' + esc(p.sg) + '">' + esc(p.chip) + "</i>";
-    h += '<b class="' + esc(p.st) + '">' +
-      esc(p.st === "only1" ? "only " + n[0] : p.st === "only2" ? "only " + n[1] : p.st) + "</b>";
+    h += BADGE[p.st] || "";
     (p.notes || []).forEach(function (t) { h += '<i class="' + esc(t[0]) + '">' + esc(t[1]) + "</i>"; });
     if (p.tol) h += "<i class=tl>" + esc(p.tol) + "</i>";
     if (p.nx) h += "<div class=nx>" + esc(p.nx) + "</div>";
@@ -70,7 +83,7 @@
     ["forward", "backward", "optimizer"].forEach(function (id) {
       var t = document.querySelector("#" + id + " table.res"), rows = d[id] || [];
       if (t && rows.length) {
-        NCOL = +t.getAttribute("data-cols") || NCOL;
+        NCOL = +t.getAttribute("data-cols");
         LOC = +t.getAttribute("data-loc");
         t.insertAdjacentHTML("beforeend", rows.map(function (p) { return pair(p, d.n); }).join(""));
       }

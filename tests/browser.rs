@@ -1044,3 +1044,73 @@ fn large_report_sizes_and_index_load_time() {
     );
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// A value the parser could not read (it warns; not compared) is marked on
+/// the result page: class `unreadable`, a title saying so and a visible
+/// marker; the other run's readable cell of that column is not. The row's
+/// status badge is the one macros.html writes.
+#[test]
+fn unreadable_values_are_marked() {
+    let _g = one_at_a_time();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("browser")
+        .join("unreadable");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, out, mean) in [
+        ("a.log", "5.000000e+00", "1.000000e+00"),
+        ("b.log", "6.000000e+00", "1.2x"),
+    ] {
+        let text = format!(
+            "Total captured activations: 1\n\n[layers.0/op_0_mm]\n  Shape: torch.Size([2]), Dtype: torch.float32\n  L2 norm: 2.000000e+00\n  Min: -1.000000e+00\n  Max: 1.000000e+00\n  Mean: {mean}\n  Output hash: {out}\n  Location: model.py:1\n\n"
+        );
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
+        .current_dir(&dir)
+        .args(["compare", "a.log", "b.log", "-o", "out", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a number"),
+        "the parser warns: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let b = Browser::start();
+    b.open(&dir.join("out/rank0-page1.html"));
+    let got = b.js(
+        r#"const tb = document.querySelector('table.res tbody[id]');
+           const rows = tb.querySelectorAll('tr');
+           const mean = i => rows[i].lastElementChild;
+           const badge = tb.querySelector('td.k > b');
+           return {
+             badge: [badge.className, badge.textContent],
+             mean1: [mean(0).className, mean(0).textContent, mean(0).title],
+             mean2: [mean(1).className, mean(1).textContent, mean(1).title],
+             marker: getComputedStyle(mean(1), '::after').content,
+             unmarked: getComputedStyle(mean(0), '::after').content,
+             marked: document.querySelectorAll('table.res td.unreadable').length,
+           };"#,
+        vec![],
+    );
+    assert_eq!(got["badge"], json!(["bd diff", "diff"]), "{got}");
+    assert_eq!(got["mean1"], json!(["", "1.000000e+00", ""]), "{got}");
+    assert_eq!(
+        got["mean2"],
+        json!(["unreadable", "1.2x", "unreadable value: not compared"]),
+        "{got}"
+    );
+    assert!(
+        got["marker"].as_str().unwrap().contains('\u{2047}'),
+        "{got}"
+    );
+    assert_eq!(got["unmarked"], "none", "{got}");
+    assert_eq!(got["marked"], 1, "{got}");
+    assert_clean(&b, "unreadable page");
+}

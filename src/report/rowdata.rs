@@ -1,7 +1,7 @@
 //! The rows of a result page as data: for each result row, its keys,
-//! status, match method, chips, notes and the nine cells of each side
-//! (Output hash, Input hashes, Location, Shape, Phase, L2 norm, Min, Max,
-//! Mean), with differing cells coloured. A page carries them as JSON in a
+//! status, match method, chips, notes and the cells of each side (the
+//! columns of [`COLUMNS`], the one list of them), with differing cells
+//! coloured and values the parser could not read marked. A page carries them as JSON in a
 //! `<script type="application/json" id="rows">` element and its script
 //! (`templates/report.js`, `drawRows`) draws the table from them: writing
 //! JSON with serde is many times faster than rendering every cell through
@@ -11,7 +11,7 @@
 //! [row, ...], "backward": [row, ...]}`; a row is [`RowData`] with empty fields left
 //! out; a cell is a string (plain text) or an object (`t` text, `v` input
 //! hashes `[{"h", "p"}]`, `m` absent, `c` clipped, `x` colour class, `k`
-//! other class, `d` title). The JSON is written so that it cannot end its
+//! other class, `d` title, `u` holds a value the parser could not read). The JSON is written so that it cannot end its
 //! `<script>` element: every `<` is `\u003c`. The page
 //! script escapes every string it puts into markup.
 
@@ -26,6 +26,7 @@ use crate::matcher::compare::{field_diff, holds_nonfinite, split_tokens, stat_di
 use crate::matcher::notes::{self, dims_difference, NoteKind};
 use crate::matcher::policy::dtype_of;
 use crate::matcher::{MatchRow, Policy, Sides, Source, Status};
+use crate::parser::value::first_unreadable;
 use crate::parser::{Field, OpTable};
 
 /// A displayed cell longer than this (in bytes) is clipped to about three
@@ -78,6 +79,11 @@ struct Rich<'a> {
     /// Title of a differing cell (run 2's side only; "" otherwise).
     #[serde(skip_serializing_if = "str::is_empty")]
     d: String,
+    /// The field holds a value the parser could not read
+    /// ([`crate::parser::value::Token::Unreadable`]), which is not
+    /// compared: the page script marks the cell (class `unreadable`).
+    #[serde(skip_serializing_if = "is_false")]
+    u: bool,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -154,6 +160,14 @@ impl<'a> Cell<'a> {
             Cell::Plain(_) => unreachable!(),
         }
     }
+    /// Marks the cell of a number field when its text holds a value the
+    /// parser could not read (and warned about).
+    fn unreadable(mut self, field: Field, b: &[u8]) -> Cell<'a> {
+        if field.is_numeric() && first_unreadable(b).is_some() {
+            self.rich().u = true;
+        }
+        self
+    }
     /// Whether the cell holds a NaN or an infinity.
     fn nonfinite(&self) -> bool {
         matches!(self, Cell::Rich(r) if r.k == "nf")
@@ -174,7 +188,7 @@ impl<'a> Cell<'a> {
 
 /// The data columns of a side, in order: the result pages' column heads
 /// (`templates/page.html` draws them from this list, the page script
-/// counts them from it).
+/// counts them from it; `report.css` sizes them by position from the end).
 pub(super) const COLUMNS: [&str; 9] = [
     "Output hash",
     "Input hashes",
@@ -195,21 +209,23 @@ const C_L2: usize = 5;
 /// Location's column (the page script keeps its line number whole).
 pub(super) const C_LOC: usize = 2;
 
-/// The nine data cells of one side: Output hash, Input hashes, Location,
-/// Shape, Phase, L2 norm, Min, Max, Mean.
+/// The nine data cells of one side ([`COLUMNS`]); a number field holding
+/// a value that does not read is marked ([`Cell::unreadable`]).
 fn side_cells(t: &OpTable, r: usize) -> Vec<Cell<'_>> {
     let f = t.fields(r);
     let at = |field: Field| f[field as usize];
+    let num = |field: Field| Cell::text(at(field)).unreadable(field, at(field));
     vec![
-        Cell::text(at(Field::OutputHash)),
-        Cell::inputs(at(Field::InputHashes), at(Field::InputProducers)),
+        num(Field::OutputHash),
+        Cell::inputs(at(Field::InputHashes), at(Field::InputProducers))
+            .unreadable(Field::InputHashes, at(Field::InputHashes)),
         Cell::text(at(Field::Location)),
         Cell::text(at(Field::Shape)),
         Cell::Plain(t.phase(r)),
-        Cell::text(at(Field::L2Norm)),
-        Cell::text(at(Field::Min)),
-        Cell::text(at(Field::Max)),
-        Cell::text(at(Field::Mean)),
+        num(Field::L2Norm),
+        num(Field::Min),
+        num(Field::Max),
+        num(Field::Mean),
     ]
 }
 

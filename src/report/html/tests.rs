@@ -466,3 +466,53 @@ fn page_size_is_bounded() {
     eprintln!("2000-row page: {size} bytes in {:?}", t0.elapsed());
     assert!(size < 2_000_000, "{size} bytes");
 }
+
+/// A value the parser could not read (it warns; the matcher does not
+/// compare it) is marked on the result page: the cell carries `u`, which
+/// the page script draws as class `unreadable` with a title and a marker.
+/// Its readable neighbours and the other run's cell are not marked.
+#[test]
+fn unreadable_values_are_marked() {
+    let block = |mean: &str, hashes: &str, out: &str| {
+        format!(
+            "Total captured activations: 1\n\n[layers.0/op_0_mm]\n  Shape: torch.Size([2, 2]), Dtype: torch.float32\n  L2 norm: 1.000000e+00\n  Min: -1.000000e+00\n  Max: 1.000000e+00\n  Mean: {mean}\n  Output hash: {out}\n  Input hashes: {hashes}\n  Location: model.py:1\n\n"
+        )
+    };
+    // The Output hash differs, so the row diverges and is on the page.
+    let a = block("0.000000e+00", "2.000000e+00, 3.000000e+00", "4.000000e+00");
+    let b = block("1.2x", "2.000000e+00, 2.55.3141e+04", "4.500000e+00");
+    let f = fixture(&a, &b);
+    assert!(
+        f.t2.warnings().iter().any(|w| w.message.contains("1.2x")),
+        "{:?}",
+        f.t2.warnings()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2000);
+    crate::report::write_rank(&rc(&f), &opts).unwrap();
+    let html = read(dir.path(), "rank0-page1.html");
+    let data = page_rows(&html);
+    let row = &data["forward"][0];
+    assert_eq!(row["st"], "diff");
+    let col = |name: &str| {
+        crate::report::rowdata::COLUMNS
+            .iter()
+            .position(|c| *c == name)
+            .unwrap()
+    };
+    let (mean, inputs, out) = (col("Mean"), col("Input hashes"), col("Output hash"));
+    assert_eq!(row["s"][1][mean], json!({"t": "1.2x", "u": true}));
+    assert_eq!(row["s"][1][inputs]["u"], json!(true));
+    assert_eq!(row["s"][0][mean], json!("0.000000e+00"));
+    assert!(row["s"][0][inputs].get("u").is_none());
+    assert!(row["s"][1][out].get("u").is_none());
+    assert!(
+        row["s"][1][out]["x"].as_u64().is_some(),
+        "the differing hash is coloured"
+    );
+    assert!(row["s"][1][col("Min")].is_string());
+    // The page script draws the mark, its title and (report.css) its marker.
+    assert!(html.contains("cls ? cls + \" unreadable\" : \"unreadable\""));
+    assert!(html.contains("\"unreadable value: not compared\""));
+    assert!(html.contains("td.unreadable::after"));
+}
