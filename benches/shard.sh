@@ -101,7 +101,7 @@ best() {
         if [[ -z "$BEST" ]] || awk -v a="$WALL" -v b="$BEST" 'BEGIN {exit !(a < b)}'; then
             BEST="$WALL"
         fi
-        ((RSS_MB > BEST_RSS)) && BEST_RSS="$RSS_MB"
+        if ((RSS_MB > BEST_RSS)); then BEST_RSS="$RSS_MB"; fi
     done
 }
 
@@ -126,7 +126,7 @@ parts_run() {
     for ((k = 0; k < n; k++)); do
         local kb
         kb="$(awk 'END {print $2}' "$dir/logs/part-$k.time")"
-        ((kb / 1024 > PARTS_RSS)) && PARTS_RSS=$((kb / 1024))
+        if ((kb / 1024 > PARTS_RSS)); then PARTS_RSS=$((kb / 1024)); fi
     done
     timed merge-"$(basename "$dir")" "$ACTDIFF" merge "$dir"/part-* -o "$dir/report"
     MERGE_WALL="$WALL"
