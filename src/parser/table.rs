@@ -258,6 +258,25 @@ impl OpTable {
     /// The text of `field` in row `row`, trimmed; empty when absent.
     #[inline]
     pub fn field(&self, row: usize, field: Field) -> &[u8] {
+        // The common case inline: a column value under 64 KiB that starts
+        // in the first 64 KiB of its block is a slice of the log.
+        if let Some(c) = column_of(field) {
+            let col = &self.cols[c];
+            let (off, len) = (col.off[row], col.len[row]);
+            if len == 0 {
+                return &[];
+            }
+            if off != FAR && len != LONG {
+                let s = (self.block_start[row] + off as u64) as usize;
+                return &self.source.bytes()[s..s + len as usize];
+            }
+        }
+        self.field_outlying(row, field)
+    }
+    /// [`OpTable::field`] for a non-column field, or a column value far
+    /// into its block or 64 KiB long: re-read from the log.
+    #[inline(never)]
+    fn field_outlying(&self, row: usize, field: Field) -> &[u8] {
         match column_of(field) {
             Some(c) => {
                 let col = &self.cols[c];
