@@ -363,26 +363,40 @@ fn shard_auto_reads_the_schedulers_environment() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("K counts from 0"));
 }
 
-/// The README's DuckDB queries (section "Parquet rows"), with `ROWS` for
-/// the glob; keep them in step with the README.
-const QUERY_WORST: &str = "\
-SELECT layer, op, count(DISTINCT rank) AS ranks, max(diff_output_hash) AS worst
-FROM read_parquet(ROWS)
-WHERE status = 'diff'
-GROUP BY layer, op
-ORDER BY layer, worst DESC";
-const QUERY_FIRST_CAUSE: &str = "\
-WITH first AS (
-  SELECT rank, arg_min(coalesce(key1, key2), row) AS first_cause
-  FROM read_parquet(ROWS) WHERE cause IN ('origin', 'entry') GROUP BY rank),
-usual AS (SELECT mode(first_cause) AS key FROM first)
-SELECT rank, first_cause FROM first, usual
-WHERE first_cause <> usual.key ORDER BY rank";
-const QUERY_OVER: &str = "\
-SELECT rank, key1, phase, diff_output_hash, diff_l2_norm
-FROM read_parquet(ROWS)
-WHERE greatest(diff_output_hash, diff_l2_norm, diff_min, diff_max, diff_mean) > 1e-4
-ORDER BY rank, row";
+/// The README's DuckDB queries (the `sql` block of its section "Parquet
+/// rows and DuckDB"), each without its `-- ` comment line, with `ROWS` for
+/// the glob: the queries run here are the ones the README prints.
+fn readme_queries() -> Vec<String> {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let section = readme
+        .split_once("## Parquet rows and DuckDB")
+        .expect("the README's Parquet section")
+        .1;
+    let block = section
+        .split_once("```sql\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .expect("an sql block in the Parquet section")
+        .0;
+    let mut queries: Vec<String> = Vec::new();
+    for line in block.lines() {
+        if line.starts_with("-- ") {
+            queries.push(String::new());
+        } else if let Some(q) = queries.last_mut() {
+            q.push_str(line);
+            q.push('\n');
+        }
+    }
+    queries
+        .into_iter()
+        .map(|q| {
+            q.trim()
+                .trim_end_matches(';')
+                .replace("'parts/*/rows.parquet'", "ROWS")
+        })
+        .filter(|q| !q.is_empty())
+        .collect()
+}
 
 #[test]
 fn parquet_parts_read_as_one_table_by_duckdb_match_the_summary() {
@@ -394,6 +408,11 @@ fn parquet_parts_read_as_one_table_by_duckdb_match_the_summary() {
     assert_eq!(o.status.code(), Some(1));
     let s = summary(&out);
     let glob = format!("{}/part-*/rows.parquet", t.path().display());
+    let queries = readme_queries();
+    assert_eq!(queries.len(), 3, "the README's three queries: {queries:?}");
+    for q in &queries {
+        assert!(q.contains("read_parquet(ROWS)"), "{q}");
+    }
     let script = format!(
         r#"
 import duckdb, json
@@ -409,13 +428,13 @@ out["types"] = {{n: t for n, t, *_ in q("DESCRIBE SELECT * FROM read_parquet(ROW
 out["worst"] = q({worst:?})
 out["first_cause"] = q({first:?})
 out["over"] = len(q({over:?}))
-out["over_check"] = q("SELECT count(*) FROM read_parquet(ROWS) WHERE diff_output_hash > 1e-4 OR diff_l2_norm > 1e-4 OR diff_min > 1e-4 OR diff_max > 1e-4 OR diff_mean > 1e-4")[0][0]
+out["over_check"] = q("SELECT count(*) FROM read_parquet(ROWS) WHERE diff_output_hash > 1e-4 OR diff_input_hashes > 1e-4 OR diff_l2_norm > 1e-4 OR diff_min > 1e-4 OR diff_max > 1e-4 OR diff_mean > 1e-4")[0][0]
 out["first_per_rank"] = {{str(r): k for r, k in q("SELECT rank, arg_min(coalesce(key1, key2), row) FROM read_parquet(ROWS) WHERE cause IN ('origin', 'entry') GROUP BY rank")}}
 print(json.dumps(out))
 "#,
-        worst = QUERY_WORST,
-        first = QUERY_FIRST_CAUSE,
-        over = QUERY_OVER
+        worst = queries[0],
+        first = queries[1],
+        over = queries[2]
     );
     let o = run(Command::new(&py).arg("-c").arg(&script));
     assert!(
