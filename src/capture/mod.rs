@@ -10,9 +10,9 @@
 //!                                                     LogWriter thread ─► rank_N_activations.log
 //! ```
 //!
-//! - [`torch`] (feature `capture`): the Rust side of the libtorch shim
+//! - `torch` (feature `capture`): the Rust side of the libtorch shim
 //!   (`shim/shim.cpp`, compiled by build.rs against the installed torch,
-//!   2.13 to 2.15): a [`torch::Tensor`] handle, its dtype/device/layout,
+//!   2.13 to 2.15): a `torch::Tensor` handle, its dtype/device/layout,
 //!   the stats and digest ops queued on the device, `cat` and the one
 //!   device-to-host copy, and tensors from host buffers for the tests.
 //!   `shim/shim_python.cpp` (feature `python`) unpacks a `torch.Tensor`.

@@ -10,11 +10,11 @@
 //! them). The labels come from [`super::field`].
 //!
 //! Two paths decide a line, and tests check they agree on every line shape:
-//! [`classify_canonical`], hand-written (`starts_with` over the labels, no
+//! `classify_canonical`, hand-written (`starts_with` over the labels, no
 //! backtracking), takes the lines every real writer produces and is the one
 //! that runs for nearly every line; [`classify_general`] applies the
 //! reference's rules in full, the stat regex as a nom parser
-//! ([`stat_line`]) and the "label anywhere" rule as one scan over the
+//! (`stat_line`) and the "label anywhere" rule as one scan over the
 //! line's colons.
 
 use nom::bytes::complete::{tag, take_while1};
