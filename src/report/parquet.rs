@@ -5,8 +5,9 @@
 //! Ranks are compared in parallel; each builds its rows in batches of
 //! [`BATCH_ROWS`] (a window of batches at a time, built on all worker
 //! threads) and sends them through a bounded channel to one writer thread,
-//! whose [`ArrowWriter`] encodes, compresses and writes a row group every
-//! [`ROW_GROUP_ROWS`] rows while the ranks go on. Memory stays bounded by a
+//! which encodes and compresses the columns in parallel on the rayon pool
+//! and writes a row group every [`ROW_GROUP_ROWS`] rows while the ranks go
+//! on. Memory stays bounded by a
 //! window of batches per rank, [`QUEUE_BATCHES`] in the channel and one row
 //! group, whatever the number of rows. Batches of different ranks may interleave in the file:
 //! order by `rank, row` for result order. The parts of a sharded compare
@@ -41,8 +42,11 @@ use arrow_array::builder::{
 };
 use arrow_array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field as Column, Schema, SchemaRef};
-use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnWriter, ArrowRowGroupWriterFactory};
+use parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter};
 use parquet::basic::Compression;
+use parquet::errors::ParquetError;
+use parquet::file::writer::SerializedFileWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
@@ -115,9 +119,9 @@ pub struct ParquetRows {
 
 impl ParquetRows {
     /// Creates (truncates) `path`.
-    pub fn create(path: &Path) -> Result<ParquetRows, parquet::errors::ParquetError> {
+    pub fn create(path: &Path) -> Result<ParquetRows, ParquetError> {
         let file =
-            File::create(path).map_err(|e| parquet::errors::ParquetError::External(e.into()))?;
+            File::create(path).map_err(|e| ParquetError::External(e.into()))?;
         let schema = schema();
         // Plain encoding throughout: a dictionary for the few-valued text
         // columns (status, pass, phase, op, cause) saved 6 % of the file
@@ -132,8 +136,7 @@ impl ParquetRows {
             .set_statistics_enabled(EnabledStatistics::None)
             .set_column_statistics_enabled(ColumnPath::from("rank"), EnabledStatistics::Chunk)
             .set_created_by(format!("actdiff {}", env!("CARGO_PKG_VERSION")));
-        let mut writer =
-            ArrowWriter::try_new(BufWriter::new(file), schema.clone(), Some(props.build()))?;
+        let mut writer = ColumnsWriter::new(BufWriter::new(file), schema.clone(), props.build())?;
         let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(QUEUE_BATCHES);
         let thread = std::thread::spawn(move || {
             let mut err = None;
@@ -145,7 +148,7 @@ impl ParquetRows {
             }
             match err {
                 Some(e) => Err(e),
-                None => writer.close().map(|_| ()).map_err(|e| e.to_string()),
+                None => writer.close().map_err(|e| e.to_string()),
             }
         });
         Ok(ParquetRows {
@@ -298,6 +301,113 @@ impl ParquetRows {
         cols.push(Arc::new(gates.finish()));
         cols.push(Arc::new(cause.finish()));
         RecordBatch::try_new(self.schema.clone(), cols)
+    }
+}
+
+/// A Parquet file written a row group at a time with its columns encoded
+/// in parallel: arrow-rs's [`ArrowColumnWriter`] per column, made by an
+/// [`ArrowRowGroupWriterFactory`] (the parquet crate's documented way to
+/// encode columns on several threads). A rank's rows are written after it
+/// is matched, so one thread encoding every column (`ArrowWriter`) was the
+/// end of a one-rank run's critical path. The columns are encoded on a
+/// pool of the writer's own (one thread per core): the compare's workers
+/// block on the bounded channel while the writer catches up, so the writer
+/// must never wait for them.
+struct ColumnsWriter {
+    pool: rayon::ThreadPool,
+    file: SerializedFileWriter<BufWriter<File>>,
+    factory: ArrowRowGroupWriterFactory,
+    schema: SchemaRef,
+    /// The open row group's column writers and its row count.
+    open: Option<(Vec<ArrowColumnWriter>, usize)>,
+    groups: usize,
+}
+
+impl ColumnsWriter {
+    fn new(
+        out: BufWriter<File>,
+        schema: SchemaRef,
+        mut props: WriterProperties,
+    ) -> Result<ColumnsWriter, ParquetError> {
+        // As `ArrowWriter` does: the Arrow schema in the file's metadata, so
+        // that readers get the Arrow types back (u32, not i64).
+        add_encoded_arrow_schema_to_metadata(&schema, &mut props);
+        let parquet_schema = ArrowSchemaConverter::new()
+            .with_coerce_types(props.coerce_types())
+            .convert(&schema)?;
+        let file = SerializedFileWriter::new(out, parquet_schema.root_schema_ptr(), Arc::new(props))?;
+        let factory = ArrowRowGroupWriterFactory::new(&file, schema.clone());
+        let pool = rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("parquet-{i}"))
+            .build()
+            .map_err(|e| ParquetError::External(e.into()))?;
+        Ok(ColumnsWriter {
+            pool,
+            file,
+            factory,
+            schema,
+            open: None,
+            groups: 0,
+        })
+    }
+
+    /// Encodes `batch` into the open row group (opening one when none is),
+    /// closing it at [`ROW_GROUP_ROWS`] rows.
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), ParquetError> {
+        let mut batch = batch.clone();
+        while batch.num_rows() > 0 {
+            if self.open.is_none() {
+                let writers = self.factory.create_column_writers(self.groups)?;
+                self.open = Some((writers, 0));
+            }
+            let (writers, rows) = self.open.as_mut().expect("a row group is open");
+            let take = batch.num_rows().min(ROW_GROUP_ROWS - *rows);
+            let part = batch.slice(0, take);
+            batch = batch.slice(take, batch.num_rows() - take);
+            let mut leaves = Vec::with_capacity(writers.len());
+            for (field, column) in self.schema.fields().iter().zip(part.columns()) {
+                leaves.extend(compute_leaves(field, column)?);
+            }
+            self.pool.install(|| {
+                writers
+                    .par_iter_mut()
+                    .zip(leaves)
+                    .try_for_each(|(w, leaf)| w.write(&leaf))
+            })?;
+            *rows += take;
+            if *rows >= ROW_GROUP_ROWS {
+                self.close_group()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes the open row group: the columns closed in parallel, then
+    /// appended in schema order.
+    fn close_group(&mut self) -> Result<(), ParquetError> {
+        let Some((writers, _)) = self.open.take() else {
+            return Ok(());
+        };
+        let chunks = self.pool.install(|| {
+            writers
+                .into_par_iter()
+                .map(|w| w.close())
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        let mut group = self.file.next_row_group()?;
+        for chunk in chunks {
+            chunk.append_to_row_group(&mut group)?;
+        }
+        group.close()?;
+        self.groups += 1;
+        Ok(())
+    }
+
+    /// Writes the last row group and the footer.
+    fn close(mut self) -> Result<(), ParquetError> {
+        self.close_group()?;
+        self.file.close()?;
+        Ok(())
     }
 }
 
