@@ -513,13 +513,64 @@ fn kubernetes_manifest_is_an_indexed_job_with_a_merge() {
         cmd.contains("--shard auto") && cmd.contains("JOB_COMPLETION_INDEX"),
         "{cmd}"
     );
+    // Parts under a folder of this run, each cleared first.
+    assert!(
+        cmd.contains("/data/parts/$RUN_ID/part-$JOB_COMPLETION_INDEX") && cmd.contains("rm -rf"),
+        "{cmd}"
+    );
+    let run_id = |c: &Value| {
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "RUN_ID")
+            .map(|e| e["value"].clone())
+    };
     let m = &docs[1];
     assert_eq!(m["kind"], "Job");
-    let cmd = m["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    let mc = &m["spec"]["template"]["spec"]["containers"][0];
+    let cmd = mc["args"].to_string();
     assert!(
         cmd.contains("actdiff merge") && cmd.contains("part-*"),
         "{cmd}"
     );
+    assert!(
+        run_id(c).is_some() && run_id(c) == run_id(mc),
+        "one RUN_ID in both Jobs"
+    );
+    assert!(
+        cmd.contains("parts=/data/parts/$RUN_ID") && cmd.contains("$parts/part-*"),
+        "{cmd}"
+    );
+    // The wait for the parts gives up (a killed pod's part stays running).
+    assert!(
+        cmd.contains("WAIT_SECONDS") && cmd.contains("deadline"),
+        "{cmd}"
+    );
+}
+
+/// The Slurm job script: the merge runs after the array whatever its tasks
+/// exited (a failed part exits 2; the merge names it), and each task clears
+/// its own part folder.
+#[test]
+fn slurm_script_merges_after_any_task_and_clears_its_part() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::fs::read_to_string(root.join("docs/slurm/actdiff.sbatch")).unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for (name, text) in [("actdiff.sbatch", &script), ("README.md", &readme)] {
+        assert!(
+            text.contains("--dependency=afterany:$jid") && !text.contains("--dependency=afterok"),
+            "{name}"
+        );
+        assert!(
+            text.contains("/fs/parts/$RUN_ID"),
+            "{name}: a parts folder per run"
+        );
+    }
+    let rm = script
+        .find(r#"rm -rf -- "$part""#)
+        .expect("the task clears its part");
+    assert!(rm < script.find("exec \"$ACTDIFF\" compare").unwrap());
 }
 
 /// `actdiff compare RUN1 RUN2 --shard K/4 -q -o OUT EXTRA...` in `cwd`.

@@ -2,10 +2,13 @@
 //! compare into the report a single `actdiff compare` of all ranks writes.
 //!
 //! The parts are checked first, and any problem is an error naming the
-//! parts (exit 2, nothing written): a folder that is not a part, a part
-//! given twice, a part missing, parts of different runs, options or tool
-//! versions, a part whose compare did not finish or failed, and a part whose
-//! ranks are not the ones the split gives. Then the ranks' pages are linked
+//! parts (exit 2, nothing written; see [`merge`] for what a refused merge
+//! leaves): a folder that is not a part, a part given twice, a part
+//! missing, parts of different runs, options or tool versions, parts with
+//! and without `--rows`, a part whose compare did not finish or failed, a
+//! log whose size changed since the parts compared it, a part whose ranks
+//! are not the ones the split gives, and a part lacking a file its ranks'
+//! report needs. Then the ranks' pages are linked
 //! (or copied) into the report folder, and the per-rank results go through
 //! [`assemble`] and [`super::outputs::finish`], the functions `actdiff
 //! compare` itself ends with, so the index, `summary.json`, JUnit, terminal
