@@ -746,7 +746,8 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         },
     };
     let is_part = manifest.is_some();
-    let part_assemble = |errors, results, more_errors| {
+    // `assemble` over `view`, with a part's whole-run option warnings first.
+    let assemble_view = |errors, results, more_errors| {
         let mut c = assemble(&view, cfg.report.clone(), errors, results, more_errors);
         if !is_part {
             return c;
@@ -766,7 +767,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     // write) must not look like part of this report.
     if let Err(e) = prepare_report_folder(&cfg.report) {
         errors.push(e.to_string());
-        let mut c = part_assemble(errors.clone(), Vec::new(), Vec::new());
+        let mut c = assemble_view(errors.clone(), Vec::new(), Vec::new());
         if let Some(mut m) = manifest {
             // No earlier part's "done" may stay in the folder.
             m.status = shard::PartStatus::Failed {
@@ -855,7 +856,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
             cfg.report.out_dir.join(shard::MANIFEST).display()
         ));
     }
-    let mut c = part_assemble(errors, results, more_errors);
+    let mut c = assemble_view(errors, results, more_errors);
     c.part = Some((m.shard, m.units));
     c
 }
