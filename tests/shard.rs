@@ -847,3 +847,29 @@ fn no_rank_in_both_runs_says_so() {
         "{err}"
     );
 }
+
+/// When writing the merged index fails half-way (a part's overview page is
+/// there but is not one: the checks before writing see a file), no
+/// summary.json claiming the earlier verdict and no index.html are left:
+/// summary.json says the error, with exit status 2.
+#[test]
+fn a_merge_failing_while_writing_leaves_no_green_summary() {
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let holder = p
+        .iter()
+        .find(|d| d.join("rank1-overview.html").is_file())
+        .unwrap();
+    std::fs::write(holder.join("rank1-overview.html"), "not an overview").unwrap();
+    let out = t.path().join("out");
+    let o = merge(&p.iter().map(|p| p.as_path()).collect::<Vec<_>>(), &out);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("rank1-overview.html"), "{err}");
+    assert!(!out.join("index.html").exists());
+    let s = summary(&out);
+    assert_eq!(s["exit_status"], 2);
+    assert!(s["input_errors"]
+        .to_string()
+        .contains("rank1-overview.html"));
+}
