@@ -398,26 +398,13 @@ fn terminal(format: Format, quiet: bool) -> Terminal {
 }
 
 /// `actdiff merge`: the parts checked, then the run-level outputs exactly
-/// as `actdiff compare` writes them ([`run::finish`]).
+/// as `actdiff compare` writes them ([`run::merge::merge`]).
 fn merge(a: MergeArgs) -> i32 {
     let outs = RunOutputs {
         junit: a.junit.clone(),
         terminal: terminal(a.format, a.quiet),
     };
-    match run::merge::merge_parts(&a.parts, &a.out) {
-        Ok(c) => run::finish(c.meta, c.ranks, &outs),
-        Err(run::merge::MergeError::Parts(problems)) => {
-            for p in problems {
-                eprintln!("error: {p}");
-            }
-            eprintln!("error: nothing merged: {} is not written", a.out.display());
-            exit_codes::INPUT_ERROR
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            exit_codes::INPUT_ERROR
-        }
-    }
+    run::merge::merge(&a.parts, &a.out, &outs)
 }
 
 /// A part of a sharded compare: its ranks' problems on stderr, one line on
@@ -485,19 +472,12 @@ fn match_options(a: &CompareArgs) -> Result<MatchOptions, String> {
     Ok(matching)
 }
 
-/// The whole configuration of `actdiff compare`; an error names the option
-/// or file at fault.
-fn compare_config(a: &CompareArgs) -> Result<CompareConfig, String> {
+/// The whole configuration of `actdiff compare` (of part `shard` with
+/// `--shard`); an error names the option or file at fault.
+fn compare_config(a: &CompareArgs, shard: Option<run::ShardPart>) -> Result<CompareConfig, String> {
     let matching = match_options(a)?;
     let layer_offsets = run::pipeline::parse_layer_offsets(&a.layer_offsets)?;
     let rank_map = run::parse_rank_map(&a.rank_map).map_err(|e| e.to_string())?;
-    let shard = match a.shard {
-        None => None,
-        Some(spec) => Some(run::ShardPart {
-            shard: spec.resolve(&|k| std::env::var(k).ok())?,
-            options: result_options(a),
-        }),
-    };
     Ok(CompareConfig {
         shard,
         report: report_options(a),
@@ -517,26 +497,51 @@ fn compare_config(a: &CompareArgs) -> Result<CompareConfig, String> {
 }
 
 fn compare(a: CompareArgs) -> i32 {
+    if let Some(spec) = a.shard {
+        return compare_part(&a, spec);
+    }
     let outs = RunOutputs {
         junit: a.junit.clone(),
         terminal: terminal(a.format, a.quiet),
     };
-    if a.shard.is_some() && a.junit.is_some() {
-        eprintln!("error: --junit with --shard: JUnit is the merge's (actdiff merge PART_DIR... --junit FILE)");
-        return exit_codes::INPUT_ERROR;
-    }
-    match compare_config(&a) {
-        Ok(cfg) if cfg.shard.is_some() => {
-            let c = run::compare_runs(&cfg);
-            match c.part.clone() {
-                Some((part, units)) => part_done(c, part, units.len(), a.quiet),
-                None => run::finish(c.meta, c.ranks, &outs),
-            }
-        }
+    match compare_config(&a, None) {
         Ok(cfg) => run::compare(&cfg, &outs),
         // A bad option or option file: no rank is read, and every output
         // (report folder, JUnit, terminal) says why.
         Err(e) => run::outputs::input_error(report_options(&a), vec![e], &outs),
+    }
+}
+
+/// `actdiff compare --shard`: one part. Any failure once the part is known
+/// is a failed part (its `part.json` says why, for the merge to name); a
+/// part that is not known (a bad `--shard auto` environment) writes nothing.
+fn compare_part(a: &CompareArgs, spec: run::shard::ShardSpec) -> i32 {
+    let shard = match spec.resolve(&|k| std::env::var(k).ok()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return exit_codes::INPUT_ERROR;
+        }
+    };
+    let part = run::ShardPart {
+        shard,
+        options: result_options(a),
+    };
+    let cfg = if a.junit.is_some() {
+        Err(
+            "--junit with --shard: JUnit is the merge's (actdiff merge PART_DIR... --junit FILE)"
+                .into(),
+        )
+    } else {
+        compare_config(a, Some(part.clone()))
+    };
+    match cfg {
+        Ok(cfg) => {
+            let c = run::compare_runs(&cfg);
+            let units = c.part.as_ref().map_or(0, |(_, u)| u.len());
+            part_done(c, shard, units, a.quiet)
+        }
+        Err(e) => run::outputs::part_input_error(&report_options(a), shard, part.options, vec![e]),
     }
 }
 

@@ -532,11 +532,363 @@ fn kubernetes_manifest_is_an_indexed_job_with_a_merge() {
         cmd.contains("--shard auto") && cmd.contains("JOB_COMPLETION_INDEX"),
         "{cmd}"
     );
+    // Parts under a folder of this run, each cleared first.
+    assert!(
+        cmd.contains("/data/parts/$RUN_ID/part-$JOB_COMPLETION_INDEX") && cmd.contains("rm -rf"),
+        "{cmd}"
+    );
+    let run_id = |c: &Value| {
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "RUN_ID")
+            .map(|e| e["value"].clone())
+    };
     let m = &docs[1];
     assert_eq!(m["kind"], "Job");
-    let cmd = m["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    let mc = &m["spec"]["template"]["spec"]["containers"][0];
+    let cmd = mc["args"].to_string();
     assert!(
         cmd.contains("actdiff merge") && cmd.contains("part-*"),
         "{cmd}"
     );
+    assert!(
+        run_id(c).is_some() && run_id(c) == run_id(mc),
+        "one RUN_ID in both Jobs"
+    );
+    assert!(
+        cmd.contains("parts=/data/parts/$RUN_ID") && cmd.contains("$parts/part-*"),
+        "{cmd}"
+    );
+    // The wait for the parts gives up (a killed pod's part stays running).
+    assert!(
+        cmd.contains("WAIT_SECONDS") && cmd.contains("deadline"),
+        "{cmd}"
+    );
+}
+
+/// The Slurm job script: the merge runs after the array whatever its tasks
+/// exited (a failed part exits 2; the merge names it), and each task clears
+/// its own part folder.
+#[test]
+fn slurm_script_merges_after_any_task_and_clears_its_part() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::fs::read_to_string(root.join("docs/slurm/actdiff.sbatch")).unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for (name, text) in [("actdiff.sbatch", &script), ("README.md", &readme)] {
+        assert!(
+            text.contains("--dependency=afterany:$jid") && !text.contains("--dependency=afterok"),
+            "{name}"
+        );
+        assert!(
+            text.contains("/fs/parts/$RUN_ID"),
+            "{name}: a parts folder per run"
+        );
+    }
+    let rm = script
+        .find(r#"rm -rf -- "$part""#)
+        .expect("the task clears its part");
+    assert!(rm < script.find("exec \"$ACTDIFF\" compare").unwrap());
+}
+
+/// `actdiff compare RUN1 RUN2 --shard K/4 -q -o OUT EXTRA...` in `cwd`.
+fn part_in(
+    cwd: &Path,
+    runs: (&Path, &Path),
+    k: u32,
+    out: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    run(actdiff()
+        .current_dir(cwd)
+        .args(["compare"])
+        .arg(runs.0)
+        .arg(runs.1)
+        .args(["--shard", &format!("{k}/4"), "-q", "-o"])
+        .arg(out)
+        .args(extra))
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A part stopped by a bad option file (rules, config, override, a bad
+/// `./actdiff.toml`) is a failed part, even over an earlier part's folder:
+/// part.json says failed with the message, no report files and no earlier
+/// rows file stay, and the merge names it (and only it).
+#[test]
+fn a_part_failing_on_an_input_error_is_a_failed_part() {
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let (a, b) = (t.path().join("run1"), t.path().join("run2"));
+    let runs = (a.as_path(), b.as_path());
+    std::fs::write(t.path().join("bad.rules"), "foo bar\n").unwrap();
+    let bad_toml = t.path().join("cwd");
+    std::fs::create_dir_all(&bad_toml).unwrap();
+    std::fs::write(bad_toml.join("actdiff.toml"), "garbage [[\n").unwrap();
+    let cases: [(&Path, &[&str], &str); 4] = [
+        (t.path(), &["--rules", "bad.rules"], "bad.rules"),
+        (t.path(), &["--config", "nonexist.toml"], "nonexist.toml"),
+        (t.path(), &["--override", "nonexist.txt"], "nonexist.txt"),
+        (&bad_toml, &[], "actdiff.toml"),
+    ];
+    for (cwd, extra, file) in cases {
+        // Over a done part with a rows file each time.
+        let o = part_in(
+            t.path(),
+            runs,
+            1,
+            &p[1],
+            &["--rows", &p[1].join("rows.parquet").display().to_string()],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(p[1].join("rows.parquet").is_file());
+        let o = part_in(cwd, runs, 1, &p[1], extra);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}");
+        assert!(stderr(&o).contains(file), "{extra:?}: {}", stderr(&o));
+        let m: Value =
+            serde_json::from_slice(&std::fs::read(p[1].join("part.json")).unwrap()).unwrap();
+        assert_eq!(m["status"]["state"], "failed", "{extra:?}");
+        assert!(m["status"]["message"].as_str().unwrap().contains(file));
+        assert_eq!(
+            common::files(&p[1]),
+            vec!["part.json".to_string()],
+            "{extra:?}: only part.json stays"
+        );
+        let out = t.path().join("report");
+        let o = merge(&[&p[0], &p[1], &p[2], &p[3]], &out);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains(&format!(
+                "part 1/4 ({}): its compare failed: ",
+                p[1].display()
+            )) && err.contains(file),
+            "{err}"
+        );
+        assert!(
+            !err.contains("different") && !err.contains("not a part"),
+            "no noise: {err}"
+        );
+        assert!(!out.join("summary.json").exists());
+    }
+}
+
+/// The merge checks each part's rank files before writing anything: a
+/// missing overview or result page is exit 2 naming the part and the file,
+/// and no summary.json is written.
+#[test]
+fn merge_checks_every_rank_file_before_writing() {
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let all: Vec<&Path> = p.iter().map(|p| p.as_path()).collect();
+    for file in ["rank1-overview.html", "rank0-page1.html", "rank2-keys.js"] {
+        let holder = p.iter().find(|d| d.join(file).is_file()).expect(file);
+        let k = p.iter().position(|d| d == holder).unwrap();
+        let kept = t.path().join("kept");
+        std::fs::rename(holder.join(file), &kept).unwrap();
+        let out = t.path().join(format!("out-{file}"));
+        let o = merge(&all, &out);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{file}: {err}");
+        assert!(
+            err.contains(&format!("part {k}/4 ({})", holder.display())) && err.contains(file),
+            "{err}"
+        );
+        assert!(!out.join("summary.json").exists() && !out.join("index.html").exists());
+        std::fs::rename(&kept, holder.join(file)).unwrap();
+    }
+    let o = merge(&all, &t.path().join("whole"));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+}
+
+/// A failed merge into the folder of an earlier green merge leaves no
+/// report there, and its JUnit file has an error naming the problem.
+#[test]
+fn a_failed_merge_removes_the_earlier_report_and_writes_a_junit_error() {
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let out = t.path().join("gm2");
+    let junit = out.join("junit.xml");
+    let merge_junit = |parts: &[&PathBuf]| {
+        run(actdiff()
+            .arg("merge")
+            .args(parts)
+            .arg("-o")
+            .arg(&out)
+            .arg("--junit")
+            .arg(&junit)
+            .arg("-q"))
+    };
+    let o = merge_junit(&[&p[0], &p[1], &p[2], &p[3]]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(out.join("index.html").is_file() && out.join("rank0-page1.html").exists());
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let o = merge_junit(&[&p[0], &p[1], &p[3]]);
+    assert_eq!(o.status.code(), Some(2));
+    for f in common::files(&out) {
+        assert!(
+            !actdiff::report::files::is_report_file(&f),
+            "{f} stayed after a failed merge"
+        );
+    }
+    assert!(out.join("notes.txt").is_file(), "other files stay");
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        x.contains("<error") && x.contains("part 2/4 missing") && !x.contains("<failure"),
+        "{x}"
+    );
+}
+
+/// A merge of parts whose logs changed since (a log grown or removed) is
+/// exit 2 naming the part, the file and both sizes.
+#[test]
+fn merge_refuses_parts_of_logs_that_changed_since() {
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let all: Vec<&Path> = p.iter().map(|p| p.as_path()).collect();
+    let log = t.path().join("run2/rank_3_activations.log");
+    let bytes = std::fs::metadata(&log).unwrap().len();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut f, b"\n\n").unwrap();
+    let o = merge(&all, &t.path().join("out"));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the logs changed since part 0/4")
+            && err.contains(&format!(
+                "{} (recorded {bytes} bytes, now {} bytes)",
+                log.display(),
+                bytes + 2
+            )),
+        "{err}"
+    );
+    std::fs::remove_file(t.path().join("run1/rank_0_activations.log")).unwrap();
+    let err = stderr(&merge(&all, &t.path().join("out")));
+    assert!(
+        err.contains("rank_0_activations.log (recorded") && err.contains("now missing"),
+        "{err}"
+    );
+}
+
+/// A part rerun without `--rows` removes the rows file its folder's
+/// earlier part recorded (and no other file), and a merge of parts with
+/// and without rows is exit 2 naming them.
+#[test]
+fn parts_with_and_without_rows_do_not_merge() {
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let (a, b) = (t.path().join("run1"), t.path().join("run2"));
+    let m: Value = serde_json::from_slice(&std::fs::read(p[2].join("part.json")).unwrap()).unwrap();
+    assert_eq!(
+        m["rows"].as_str().map(PathBuf::from),
+        Some(std::path::absolute(p[2].join("rows.parquet")).unwrap())
+    );
+    std::fs::write(p[2].join("other.parquet"), "mine").unwrap();
+    let o = part_in(t.path(), (&a, &b), 2, &p[2], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        !p[2].join("rows.parquet").exists(),
+        "the stale rows file is gone"
+    );
+    assert!(p[2].join("other.parquet").is_file(), "other files stay");
+    let o = merge(
+        &p.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+        &t.path().join("out"),
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("with and without --rows")
+            && err.contains(&format!("part 2/4 ({}) did not", p[2].display())),
+        "{err}"
+    );
+}
+
+/// `--rank-map` and `--layer-offset` are judged over the whole run: a part
+/// not holding those ranks does not warn that they did nothing.
+#[test]
+fn parts_judge_rank_options_over_the_whole_run() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = gen(t.path(), 8, 200, 5);
+    let opts = ["--rank-map", "0:1,1:0", "--layer-offset", "run2:1=4"];
+    for k in 0..4 {
+        let o = part_in(
+            t.path(),
+            (&a, &b),
+            k,
+            &t.path().join(format!("p{k}")),
+            &opts,
+        );
+        assert_eq!(o.status.code(), Some(0));
+        let err = stderr(&o);
+        assert!(
+            !err.contains("compared nothing") && !err.contains("applies to no compared rank"),
+            "part {k}: {err}"
+        );
+    }
+    // A map that pairs nothing still warns, in every part.
+    let o = part_in(
+        t.path(),
+        (&a, &b),
+        0,
+        &t.path().join("p0"),
+        &["--rank-map", "0:99"],
+    );
+    assert!(
+        stderr(&o).contains("--rank-map 0:99 compared nothing"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Two runs without a rank in common: exit 2 with a line on stderr saying
+/// so, even with -q.
+#[test]
+fn no_rank_in_both_runs_says_so() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = gen(t.path(), 2, 50, 1);
+    std::fs::remove_file(a.join("rank_1_activations.log")).unwrap();
+    std::fs::remove_file(b.join("rank_0_activations.log")).unwrap();
+    let o = run(actdiff()
+        .args(["compare"])
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(t.path().join("rep"))
+        .arg("-q"));
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("no rank is in both runs") && err.contains("--rank-map"),
+        "{err}"
+    );
+}
+
+/// When writing the merged index fails half-way (a part's overview page is
+/// there but is not one: the checks before writing see a file), no
+/// summary.json claiming the earlier verdict and no index.html are left:
+/// summary.json says the error, with exit status 2.
+#[test]
+fn a_merge_failing_while_writing_leaves_no_green_summary() {
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let holder = p
+        .iter()
+        .find(|d| d.join("rank1-overview.html").is_file())
+        .unwrap();
+    std::fs::write(holder.join("rank1-overview.html"), "not an overview").unwrap();
+    let out = t.path().join("out");
+    let o = merge(&p.iter().map(|p| p.as_path()).collect::<Vec<_>>(), &out);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("rank1-overview.html"), "{err}");
+    assert!(!out.join("index.html").exists());
+    let s = summary(&out);
+    assert_eq!(s["exit_status"], 2);
+    assert!(s["input_errors"]
+        .to_string()
+        .contains("rank1-overview.html"));
 }

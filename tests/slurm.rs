@@ -1,6 +1,6 @@
 //! Real Slurm (issue 11): the job script in docs/slurm/ run as a 4-task job
 //! array (`sbatch --array=0-3`) on a generated 16-rank pair of runs, plus
-//! the merge job (`--dependency=afterok:<array job>`); the merged report
+//! the merge job (`--dependency=afterany:<array job>`); the merged report
 //! must be the one a single-process compare writes (every report file, the
 //! JUnit file, the exit status).
 //!
@@ -141,7 +141,7 @@ fn job_array_parts_merged_by_a_dependent_job_equal_a_single_compare() {
     );
     args.extend([script, "compare", a_s.as_str(), b_s.as_str(), p_s.as_str()]);
     let array = sbatch(&args, &env);
-    let dep = format!("--dependency=afterok:{array}");
+    let dep = format!("--dependency=afterany:{array}");
     let merge_out = format!("--output={logs}/merge.out");
     let r_s = report.display().to_string();
     let mut args = vec![dep.as_str(), merge_out.as_str()];
@@ -161,7 +161,7 @@ fn job_array_parts_merged_by_a_dependent_job_equal_a_single_compare() {
             states.join("\n")
         )
     };
-    // The merge job ran (afterok: all four tasks exited 0) and exited 1,
+    // The merge job ran (afterany: after all four tasks) and exited 1,
     // as the single compare did.
     assert!(
         states[1].contains("JobState=FAILED") && states[1].contains("ExitCode=1:0"),

@@ -2,10 +2,13 @@
 //! compare into the report a single `actdiff compare` of all ranks writes.
 //!
 //! The parts are checked first, and any problem is an error naming the
-//! parts (exit 2, nothing written): a folder that is not a part, a part
-//! given twice, a part missing, parts of different runs, options or tool
-//! versions, a part whose compare did not finish or failed, and a part whose
-//! ranks are not the ones the split gives. Then the ranks' pages are linked
+//! parts (exit 2, nothing written; see [`merge`] for what a refused merge
+//! leaves): a folder that is not a part, a part given twice, a part
+//! missing, parts of different runs, options or tool versions, parts with
+//! and without `--rows`, a part whose compare did not finish or failed, a
+//! log whose size changed since the parts compared it, a part whose ranks
+//! are not the ones the split gives, and a part lacking a file its ranks'
+//! report needs. Then the ranks' pages are linked
 //! (or copied) into the report folder, and the per-rank results go through
 //! [`assemble`] and [`super::outputs::finish`], the functions `actdiff
 //! compare` itself ends with, so the index, `summary.json`, JUnit, terminal
@@ -147,8 +150,14 @@ pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError
             ));
         }
     }
-    if let Some((first, fdir)) = read.first() {
-        for (m, dir) in &read[1..] {
+    // A failed part is named above; comparing its inputs and options with
+    // the others' would only add noise.
+    let sound: Vec<&(Manifest, &PathBuf)> = read
+        .iter()
+        .filter(|(m, _)| !matches!(m.status, PartStatus::Failed { .. }))
+        .collect();
+    if let Some((first, fdir)) = sound.first().copied().or(read.first()) {
+        for (m, dir) in sound.iter().skip(1).copied() {
             if m.shard.count != first.shard.count {
                 problems.push(format!(
                     "{} and {}: parts of different splits ({} and {} parts)",
@@ -177,6 +186,10 @@ pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError
                     keys.join(", ")
                 ));
             }
+        }
+        problems.extend(rows_disagree(&sound));
+        if !sound.is_empty() {
+            problems.extend(logs_changed(first, fdir));
         }
         let count = first.shard.count;
         let mut by_index: Vec<Option<&PathBuf>> = vec![None; count as usize];
@@ -245,6 +258,11 @@ pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError
                 }
             }
         }
+        if problems.is_empty() {
+            for (m, dir) in &read {
+                problems.extend(missing_files(m, dir));
+            }
+        }
     }
     if !problems.is_empty() {
         return Err(MergeError::Parts(problems));
@@ -268,6 +286,139 @@ pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError
     let pos = |rank: u32| run.pairs.iter().position(|(a, _)| *a == rank);
     results.sort_by_key(|r| pos(r.rank));
     Ok(assemble(&run, opts, Vec::new(), results, Vec::new()))
+}
+
+/// Most files named per part in one problem line.
+const NAMED: usize = 10;
+
+/// `a, b, c` of the first [`NAMED`] of `items`, then `and N more`.
+fn list(items: &[String]) -> String {
+    let mut s = items
+        .iter()
+        .take(NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > NAMED {
+        s += &format!(" and {} more", items.len() - NAMED);
+    }
+    s
+}
+
+/// Parts with a `--rows` file and parts without one cannot be merged: the
+/// rows read by glob would miss some ranks. One problem naming both sets.
+fn rows_disagree(parts: &[&(Manifest, &PathBuf)]) -> Option<String> {
+    let (with, without): (Vec<_>, Vec<_>) = parts.iter().partition(|(m, _)| m.rows.is_some());
+    if with.is_empty() || without.is_empty() {
+        return None;
+    }
+    let names = |v: &[&&(Manifest, &PathBuf)]| -> Vec<String> {
+        v.iter().map(|(m, d)| name(m, d)).collect()
+    };
+    Some(format!(
+        "parts with and without --rows: {} wrote rows, {} did not; run every part with --rows or none",
+        list(&names(&with)),
+        list(&names(&without))
+    ))
+}
+
+/// The logs recorded in part `m` whose size is not the recorded one (or
+/// that are gone): the parts compared other bytes than are there now, so a
+/// merge could pass with parts of an older run.
+fn logs_changed(m: &Manifest, dir: &Path) -> Option<String> {
+    let changed: Vec<String> = [&m.inputs.run1, &m.inputs.run2]
+        .into_iter()
+        .flatten()
+        .flat_map(|r| &r.logs)
+        .filter_map(|l| {
+            let now = match std::fs::metadata(&l.file) {
+                Ok(meta) if meta.len() == l.bytes => return None,
+                Ok(meta) => format!("{} bytes", meta.len()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => "missing".into(),
+                Err(e) => e.to_string(),
+            };
+            Some(format!(
+                "{} (recorded {} bytes, now {now})",
+                l.file.display(),
+                l.bytes
+            ))
+        })
+        .collect();
+    (!changed.is_empty()).then(|| {
+        format!(
+            "the logs changed since {} compared them: {}",
+            name(m, dir),
+            list(&changed)
+        )
+    })
+}
+
+/// The report files part `m`'s ranks need that its folder lacks: each
+/// compared rank's result pages (as its summary lists them), overview and
+/// key index.
+fn missing_files(m: &Manifest, dir: &Path) -> Option<String> {
+    let missing: Vec<String> = m
+        .results
+        .iter()
+        .filter_map(|r| r.summary.as_ref())
+        .flat_map(|s| {
+            s.pages
+                .iter()
+                .map(|p| p.file.clone())
+                .chain([files::overview(s.rank), files::keys(s.rank)])
+        })
+        .filter(|f| !dir.join(f).is_file())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "{}: missing {} of its ranks' report files: {}",
+            name(m, dir),
+            missing.len(),
+            list(&missing)
+        )
+    })
+}
+
+/// `actdiff merge`: [`merge_parts`], then every run-level output
+/// ([`super::outputs::finish`]); returns the exit status. A merge that
+/// fails removes the report files from `out` (unless `out` is a part),
+/// so no earlier report stays there looking current, and with `--junit`
+/// writes a JUnit file with an `<error>` naming the problems.
+pub fn merge(parts: &[PathBuf], out: &Path, outs: &super::RunOutputs) -> i32 {
+    let problems = match merge_parts(parts, out) {
+        Ok(c) => return super::finish(c.meta, c.ranks, outs),
+        Err(MergeError::Parts(p)) => p,
+        Err(e) => vec![e.to_string()],
+    };
+    for p in &problems {
+        eprintln!("error: {p}");
+    }
+    let is_part = out.join(shard::MANIFEST).exists();
+    let cleared = if out.is_dir() && !is_part {
+        match report::clear_previous(out) {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!("error: {e}");
+                false
+            }
+        }
+    } else {
+        !out.exists()
+    };
+    if cleared {
+        eprintln!("error: nothing merged: {} holds no report", out.display());
+    } else {
+        eprintln!("error: nothing merged");
+    }
+    if let Some(j) = &outs.junit {
+        if let Some(dir) = j.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        if let Err(e) = super::outputs::error_junit(j, problems) {
+            eprintln!("error: {}: {e}", j.display());
+        }
+    }
+    crate::exit_codes::INPUT_ERROR
 }
 
 /// Hard-links (or, across file systems, copies) a part's rank pages into

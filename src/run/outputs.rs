@@ -88,12 +88,27 @@ pub fn finish(mut meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> 
     if let Err(e) = report::write_index(&summary, &meta.report) {
         meta.errors.push(e.to_string());
         summary = summarise(&meta, summary.ranks);
+        // No summary.json or index.html may claim the verdict written
+        // before the failure.
+        let out = &meta.report.out_dir;
+        let _ = std::fs::remove_file(out.join(files::INDEX));
+        let json = serde_json::to_vec_pretty(&summary).expect("summary serialises");
+        if std::fs::write(out.join(files::SUMMARY), json).is_err() {
+            let _ = std::fs::remove_file(out.join(files::SUMMARY));
+        }
     }
     for w in &meta.warnings {
         eprintln!("warning: {w}");
     }
     for e in &meta.errors {
         eprintln!("error: {e}");
+    }
+    if summary.ranks.is_empty() && meta.errors.is_empty() {
+        eprintln!(
+            "error: nothing compared: no rank is in both runs (run1 ranks {}, run2 ranks {}); pair ranks of other numbers with --rank-map A:B",
+            fmt_ranks(&meta.ranks_only1),
+            fmt_ranks(&meta.ranks_only2)
+        );
     }
     if let Some(j) = &outs.junit {
         let res = std::fs::File::create(j)
@@ -140,13 +155,20 @@ pub fn input_error(report: ReportOptions, errors: Vec<String>, outs: &RunOutputs
 /// even the report folder is known): one `<error>` case, `input`, with
 /// `message`.
 pub fn usage_error_junit(path: &std::path::Path, message: &str) -> std::io::Result<()> {
+    error_junit(path, vec![message.to_string()])
+}
+
+/// A JUnit file saying that nothing was compared because of `errors` (one
+/// `<error>` case, `input`, as for any input error): for a command line
+/// the option parser rejected, and for a merge that refused its parts.
+pub fn error_junit(path: &std::path::Path, errors: Vec<String>) -> std::io::Result<()> {
     let meta = RunMeta {
         report: ReportOptions {
             name1: "run1".into(),
             name2: "run2".into(),
             ..ReportOptions::default()
         },
-        errors: vec![message.to_string()],
+        errors,
         ..RunMeta::default()
     };
     let summary = summarise(&meta, Vec::new());
@@ -154,6 +176,37 @@ pub fn usage_error_junit(path: &std::path::Path, message: &str) -> std::io::Resu
         &summary,
         std::io::BufWriter::new(std::fs::File::create(path)?),
     )
+}
+
+/// A part of a sharded compare (`--shard`) stopped by input errors before
+/// any rank was read (a bad option, rules, config or override file): its
+/// folder is cleared of report files and of the rows file an earlier part
+/// there recorded, and its `part.json` says failed with the errors, so the
+/// merge names it. Errors go to stderr; returns exit 2.
+pub fn part_input_error(
+    report: &ReportOptions,
+    shard: super::shard::Shard,
+    options: serde_json::Value,
+    mut errors: Vec<String>,
+) -> i32 {
+    use super::shard::{self, Manifest};
+    let out = &report.out_dir;
+    if let Err(e) = shard::remove_previous_rows(out) {
+        errors.push(e);
+    }
+    match prepare_report_folder(report) {
+        Err(e) => errors.push(e.to_string()),
+        Ok(()) => {
+            let m = Manifest::failed(shard, options, errors.join("; "));
+            if let Err(e) = m.write(out) {
+                errors.push(format!("{}: {e}", out.join(shard::MANIFEST).display()));
+            }
+        }
+    }
+    for e in &errors {
+        eprintln!("error: part {shard}: {e}");
+    }
+    exit_codes::INPUT_ERROR
 }
 
 /// Creates the report folder and removes the report files a previous

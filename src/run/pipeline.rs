@@ -718,26 +718,66 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
                 inputs,
                 options: part.options.clone(),
                 units: units.clone(),
+                rows: cfg
+                    .rows
+                    .as_ref()
+                    .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
                 run: run.clone(),
                 results: Vec::new(),
             };
             (shard::restrict(&full_plan, &units), Some(m))
         }
     };
-    // The part's own view: its ranks' pairs and one-sided ranks.
-    let view = RunLevel {
-        pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
-        only1: plan.only1.clone(),
-        only2: plan.only2.clone(),
-        ..run.clone()
+    // The part's own view: its ranks' pairs and one-sided ranks. The
+    // options that name ranks, ops or rules are judged over the whole run:
+    // `--rank-map` and `--layer-offset` here (the plan is known), the rest
+    // by the merge (it needs every rank's results).
+    let view = match &manifest {
+        None => run.clone(),
+        Some(_) => RunLevel {
+            pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
+            only1: plan.only1.clone(),
+            only2: plan.only2.clone(),
+            rank_map: Vec::new(),
+            layer_offsets: Vec::new(),
+            ignore_ops: Vec::new(),
+            rules: Vec::new(),
+            ..run.clone()
+        },
+    };
+    let is_part = manifest.is_some();
+    // `assemble` over `view`, with a part's whole-run option warnings first.
+    let assemble_view = |errors, results, more_errors| {
+        let mut c = assemble(&view, cfg.report.clone(), errors, results, more_errors);
+        if !is_part {
+            return c;
+        }
+        let mut warnings = unused_option_warnings(&run, &[]);
+        warnings.append(&mut c.meta.warnings);
+        c.meta.warnings = warnings;
+        c
     };
     let mut errors = Vec::new();
+    if is_part {
+        if let Err(e) = shard::remove_previous_rows(&cfg.report.out_dir) {
+            errors.push(e);
+        }
+    }
     // A previous comparison's pages (of ranks or pages this one may not
     // write) must not look like part of this report.
     if let Err(e) = prepare_report_folder(&cfg.report) {
         errors.push(e.to_string());
-        let mut c = assemble(&view, cfg.report.clone(), errors, Vec::new(), Vec::new());
-        c.part = manifest.map(|m| (m.shard, m.units));
+        let mut c = assemble_view(errors.clone(), Vec::new(), Vec::new());
+        if let Some(mut m) = manifest {
+            // No earlier part's "done" may stay in the folder.
+            m.status = shard::PartStatus::Failed {
+                message: errors.join("; "),
+            };
+            if m.write(&cfg.report.out_dir).is_err() {
+                let _ = std::fs::remove_file(cfg.report.out_dir.join(shard::MANIFEST));
+            }
+            c.part = Some((m.shard, m.units));
+        }
         return c;
     }
     if let Some(m) = &manifest {
@@ -816,7 +856,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
             cfg.report.out_dir.join(shard::MANIFEST).display()
         ));
     }
-    let mut c = assemble(&view, cfg.report.clone(), errors, results, more_errors);
+    let mut c = assemble_view(errors, results, more_errors);
     c.part = Some((m.shard, m.units));
     c
 }

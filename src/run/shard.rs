@@ -422,6 +422,11 @@ pub struct Manifest {
     pub options: serde_json::Value,
     /// The units (ranks) this part holds.
     pub units: Vec<Unit>,
+    /// The `--rows` file this part writes (made absolute), if any: the merge
+    /// requires every part or none to have one, and the next part run into
+    /// this folder removes it (see [`remove_previous_rows`]).
+    #[serde(default)]
+    pub rows: Option<PathBuf>,
     /// Run metadata for the run-level outputs.
     pub run: RunLevel,
     /// The results of this part's ranks (empty until done).
@@ -429,6 +434,27 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The manifest of a part that failed before it read any input (a bad
+    /// option or option file): status failed with `message`, no inputs, no
+    /// ranks. The merge names it and skips its consistency checks.
+    pub fn failed(shard: Shard, options: serde_json::Value, message: String) -> Manifest {
+        Manifest {
+            format: FORMAT.into(),
+            version: VERSION,
+            tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
+            shard,
+            status: PartStatus::Failed { message },
+            inputs: Inputs {
+                run1: None,
+                run2: None,
+            },
+            options,
+            units: Vec::new(),
+            rows: None,
+            run: RunLevel::default(),
+            results: Vec::new(),
+        }
+    }
     /// Writes `dir/part.json` (through a temporary file and a rename, so a
     /// reader never sees half a manifest).
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
@@ -469,6 +495,24 @@ impl Manifest {
             ));
         }
         serde_json::from_value(v).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// Removes the `--rows` file that an earlier part in `dir` recorded in its
+/// `part.json`, and only that file, so that a glob over the parts' rows
+/// never reads a stale one. Nothing to do without an earlier part.
+pub fn remove_previous_rows(dir: &Path) -> Result<(), String> {
+    let Some(rows) = Manifest::read(dir).ok().and_then(|m| m.rows) else {
+        return Ok(());
+    };
+    match std::fs::remove_file(&rows) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!(
+            "{}: cannot remove the rows file of the earlier part in {}: {e}",
+            rows.display(),
+            dir.display()
+        )),
     }
 }
 
