@@ -46,8 +46,8 @@ use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnWriter, ArrowRowGr
 use parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter};
 use parquet::basic::Compression;
 use parquet::errors::ParquetError;
-use parquet::file::writer::SerializedFileWriter;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
 
 use super::RankComparison;
@@ -120,8 +120,7 @@ pub struct ParquetRows {
 impl ParquetRows {
     /// Creates (truncates) `path`.
     pub fn create(path: &Path) -> Result<ParquetRows, ParquetError> {
-        let file =
-            File::create(path).map_err(|e| ParquetError::External(e.into()))?;
+        let file = File::create(path).map_err(|e| ParquetError::External(e.into()))?;
         let schema = schema();
         // Plain encoding throughout: a dictionary for the few-valued text
         // columns (status, pass, phase, op, cause) saved 6 % of the file
@@ -335,7 +334,8 @@ impl ColumnsWriter {
         let parquet_schema = ArrowSchemaConverter::new()
             .with_coerce_types(props.coerce_types())
             .convert(&schema)?;
-        let file = SerializedFileWriter::new(out, parquet_schema.root_schema_ptr(), Arc::new(props))?;
+        let file =
+            SerializedFileWriter::new(out, parquet_schema.root_schema_ptr(), Arc::new(props))?;
         let factory = ArrowRowGroupWriterFactory::new(&file, schema.clone());
         let pool = rayon::ThreadPoolBuilder::new()
             .thread_name(|i| format!("parquet-{i}"))
