@@ -273,6 +273,27 @@ impl OpTable {
         }
         self.field_outlying(row, field)
     }
+    /// [`OpTable::field`] of several fields of one row at once (the block
+    /// found once): `fields_of(row, [Field::Min, Field::Max])`.
+    #[inline]
+    pub fn fields_of<const N: usize>(&self, row: usize, fields: [Field; N]) -> [&[u8]; N] {
+        let bytes = self.source.bytes();
+        let start = self.block_start[row] as usize;
+        fields.map(|f| {
+            if let Some(c) = column_of(f) {
+                let col = &self.cols[c];
+                let (off, len) = (col.off[row], col.len[row]);
+                if len == 0 {
+                    return &[][..];
+                }
+                if off != FAR && len != LONG {
+                    let s = start + off as usize;
+                    return &bytes[s..s + len as usize];
+                }
+            }
+            self.field_outlying(row, f)
+        })
+    }
     /// [`OpTable::field`] for a non-column field, or a column value far
     /// into its block or 64 KiB long: re-read from the log.
     #[inline(never)]
@@ -385,6 +406,12 @@ impl OpTable {
     /// The raw key of row `row`.
     #[inline]
     pub fn key(&self, row: usize) -> &[u8] {
+        // The key starts at the block's second byte (never far into it).
+        let (off, len) = (self.cols[0].off[row], self.cols[0].len[row]);
+        if len != 0 && len != LONG && off != FAR {
+            let s = self.block_start[row] as usize + off as usize;
+            return &self.source.bytes()[s..s + len as usize];
+        }
         self.field(row, Field::Key)
     }
     /// The raw key as text (lossy).

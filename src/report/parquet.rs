@@ -2,7 +2,8 @@
 //! table with typed columns, for DuckDB, Spark or pandas. The extension
 //! chooses it (anything else is JSON Lines, [`super::rows`]).
 //!
-//! Ranks are compared in parallel; each builds its rows in batches of
+//! Ranks are compared in parallel; each builds its rows, beside its pages,
+//! in batches of
 //! [`BATCH_ROWS`] (a window of batches at a time, built on all worker
 //! threads) and sends them through a bounded channel to one writer thread,
 //! which encodes and compresses the columns in parallel on the rayon pool
@@ -14,7 +15,9 @@
 //! each write their own file; read them as one table with a glob
 //! (`read_parquet('parts/*/rows.parquet')`).
 //!
-//! Columns (nullable where a side or value can be absent):
+//! Columns (nullable where a side or value can be absent; the text
+//! columns of few values, `status` to `op` and `cause`, are Arrow
+//! dictionaries in memory and plain UTF-8 in the file):
 //! `rank` u32 (run 1's), `rank2` u32, `row` u32 (result row index),
 //! `key1`, `key2` utf8, `line1`, `line2` u64 (1-based block lines),
 //! `status` utf8 (`match`, `diff`, `only1`, `only2`, `truncated`, `missing`),
@@ -37,10 +40,13 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use arrow_array::builder::{
-    BinaryBuilder, BooleanBuilder, Float64Builder, StringBuilder, UInt32Builder, UInt64Builder,
+use arrow_array::builder::{BinaryBuilder, BooleanBufferBuilder};
+use arrow_array::types::{UInt32Type, UInt8Type};
+use arrow_array::{
+    ArrayRef, BinaryArray, BooleanArray, DictionaryArray, Float64Array, RecordBatch, StringArray,
+    UInt32Array, UInt64Array, UInt8Array,
 };
-use arrow_array::{ArrayRef, BinaryArray, RecordBatch, StringArray};
+use arrow_buffer::{BooleanBuffer, NullBuffer};
 use arrow_schema::{DataType, Field as Column, Schema, SchemaRef};
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnWriter, ArrowRowGroupWriterFactory};
 use parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter};
@@ -51,9 +57,10 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
 
 use super::RankComparison;
+use crate::matcher::cause::CauseKind;
 use crate::matcher::compare::{field_diff, stat_diffs};
-use crate::matcher::Sides;
-use crate::parser::Field;
+use crate::matcher::{MatchRow, Sides, Status, Strategy};
+use crate::parser::{Field, OpTable};
 
 /// Rows per record batch handed to the writer.
 pub const BATCH_ROWS: usize = 64 * 1024;
@@ -82,18 +89,25 @@ pub fn schema() -> SchemaRef {
         f("key2", DataType::Utf8, true),
         f("line1", DataType::UInt64, true),
         f("line2", DataType::UInt64, true),
-        f("status", DataType::Utf8, false),
-        f("pass", DataType::Utf8, true),
-        f("phase", DataType::Utf8, false),
-        f("op", DataType::Utf8, false),
+        f("status", text_codes(DataType::UInt8), false),
+        f("pass", text_codes(DataType::UInt8), true),
+        f("phase", text_codes(DataType::UInt32), false),
+        f("op", text_codes(DataType::UInt32), false),
         f("layer", DataType::UInt32, true),
     ];
     for name in DIFF_COLUMNS {
         cols.push(f(name, DataType::Float64, true));
     }
     cols.push(f("gates", DataType::Boolean, false));
-    cols.push(f("cause", DataType::Utf8, true));
+    cols.push(f("cause", text_codes(DataType::UInt8), true));
     Arc::new(Schema::new(cols))
+}
+
+/// A text column of few distinct values, built as an Arrow dictionary
+/// with `key` codes. In the file it is a plain UTF-8 column: readers see
+/// text (pyarrow gives it back as a dictionary).
+fn text_codes(key: DataType) -> DataType {
+    DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8))
 }
 
 /// The difference columns: [`Field::DIFF_STATS`] in order, then the hashes.
@@ -128,12 +142,17 @@ impl ParquetRows {
         // `rank` (row groups of one rank's rows can be skipped by
         // `WHERE rank = ...`); on the other columns they cost a comparison
         // per value and prune little in files whose row groups mix ops.
+        // `row`, `line1` and `line2` are stored uncompressed: Snappy took
+        // a tenth of the writer's time on them for a fifth of the file.
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_dictionary_enabled(false)
             .set_statistics_enabled(EnabledStatistics::None)
             .set_column_statistics_enabled(ColumnPath::from("rank"), EnabledStatistics::Chunk)
+            .set_column_compression(ColumnPath::from("row"), Compression::UNCOMPRESSED)
+            .set_column_compression(ColumnPath::from("line1"), Compression::UNCOMPRESSED)
+            .set_column_compression(ColumnPath::from("line2"), Compression::UNCOMPRESSED)
             .set_created_by(format!("actdiff {}", env!("CARGO_PKG_VERSION")));
         let mut writer = ColumnsWriter::new(BufWriter::new(file), schema.clone(), props.build())?;
         let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(QUEUE_BATCHES);
@@ -197,109 +216,274 @@ impl ParquetRows {
             .map_err(|_| "the Parquet writer thread panicked".to_string())?
     }
 
+    /// Rows `range` of `rc` as one record batch, built column by column
+    /// (each column one pass over the rows, straight into its buffers).
     fn batch(
         &self,
         rc: &RankComparison<'_>,
         range: std::ops::Range<usize>,
     ) -> Result<RecordBatch, arrow_schema::ArrowError> {
         let m = rc.matches;
-        let len = range.len();
-        let mut rank = UInt32Builder::with_capacity(len);
-        let mut rank2 = UInt32Builder::with_capacity(len);
-        let mut row = UInt32Builder::with_capacity(len);
-        // Keys as bytes, checked as UTF-8 once per column (`utf8_column`).
-        let mut key1 = BinaryBuilder::with_capacity(len, len * 64);
-        let mut key2 = BinaryBuilder::with_capacity(len, len * 64);
-        let mut line1 = UInt64Builder::with_capacity(len);
-        let mut line2 = UInt64Builder::with_capacity(len);
-        let mut status = StringBuilder::with_capacity(len, len * 5);
-        let mut pass = StringBuilder::with_capacity(len, len * 5);
-        let mut phase = StringBuilder::with_capacity(len, len * 8);
-        let mut op = StringBuilder::with_capacity(len, len * 8);
-        let mut layer = UInt32Builder::with_capacity(len);
-        let mut diffs: Vec<Float64Builder> = (0..DIFF_COLUMNS.len())
-            .map(|_| Float64Builder::with_capacity(len))
-            .collect();
-        let mut gates = BooleanBuilder::with_capacity(len);
-        let mut cause = StringBuilder::with_capacity(len, len);
-        for i in range {
-            let r = &m.rows[i];
-            rank.append_value(rc.rank1);
-            rank2.append_value(rc.rank2);
-            row.append_value(i as u32);
-            key1.append_option(r.r1().map(|a| rc.t1.key(a)));
-            key2.append_option(r.r2().map(|b| rc.t2.key(b)));
-            line1.append_option(r.r1().map(|a| rc.t1.line(a)));
-            line2.append_option(r.r2().map(|b| rc.t2.line(b)));
-            status.append_value(r.status.as_str());
-            pass.append_option(r.strategy.as_str());
-            // Run 1's side, else run 2's.
-            let (t, side) = match r.sides().first() {
-                (0, a) => (rc.t1, a),
-                (_, b) => (rc.t2, b),
-            };
-            phase.append_value(t.phase(side));
-            op.append_value(text(t.op_name(t.op_type(side))));
-            layer.append_option(t.layer(side));
-            match r.sides() {
-                Sides::Both(a, b) => {
-                    // Equal texts on both sides: 0; the reference's
-                    // differences only when some text differs (rare).
-                    let mut out = [None; 5];
-                    let mut differ = false;
-                    for (k, f) in Field::DIFF_STATS.iter().enumerate() {
-                        let (x, y) = (rc.t1.field(a, *f), rc.t2.field(b, *f));
-                        if !x.is_empty() && !y.is_empty() {
-                            if x == y {
-                                out[k] = Some(0.0);
-                            } else {
-                                differ = true;
-                            }
-                        }
-                    }
-                    if differ {
-                        for (o, d) in out.iter_mut().zip(stat_diffs(rc.t1, a, rc.t2, b)) {
-                            if o.is_none() {
-                                *o = d;
-                            }
-                        }
-                    }
-                    for (k, d) in out.iter().enumerate() {
-                        diffs[k].append_option(*d);
-                    }
-                    for (k, f) in [Field::OutputHash, Field::InputHashes].iter().enumerate() {
-                        let (x, y) = (rc.t1.field(a, *f), rc.t2.field(b, *f));
-                        let d = if !x.is_empty() && x == y {
-                            Some(0.0)
-                        } else {
-                            field_diff(rc.t1, a, rc.t2, b, *f)
-                        };
-                        diffs[Field::DIFF_STATS.len() + k].append_option(d);
-                    }
-                }
-                Sides::Only1(_) | Sides::Only2(_) => diffs.iter_mut().for_each(|d| d.append_null()),
-            }
-            gates.append_value(r.gates());
-            cause.append_option(m.cause_kinds.get(i).copied().flatten().map(cause_name));
+        let (t1, t2) = (rc.t1, rc.t2);
+        let rows = &m.rows[range.clone()];
+        let len = rows.len();
+        // The keys and differences in one pass over the rows, which reads
+        // each block of both logs once (the logs are no longer in cache).
+        let mut key1 = BinaryBuilder::with_capacity(len, len * 48);
+        let mut key2 = BinaryBuilder::with_capacity(len, len * 48);
+        let mut diffs = DiffColumns::with_capacity(len);
+        for r in rows {
+            key1.append_option(r.r1().map(|a| t1.key(a)));
+            key2.append_option(r.r2().map(|b| t2.key(b)));
+            diffs.push(t1, t2, r.sides());
         }
+        // Run 1's side of a row, else run 2's: its table and row there.
+        let first = |r: &MatchRow| match r.sides().first() {
+            (0, a) => (t1, a),
+            (_, b) => (t2, b),
+        };
         let mut cols: Vec<ArrayRef> = vec![
-            Arc::new(rank.finish()),
-            Arc::new(rank2.finish()),
-            Arc::new(row.finish()),
+            Arc::new(UInt32Array::from_value(rc.rank1, len)),
+            Arc::new(UInt32Array::from_value(rc.rank2, len)),
+            Arc::new(UInt32Array::from_iter_values(
+                range.start as u32..range.end as u32,
+            )),
             Arc::new(utf8_column(key1.finish())),
             Arc::new(utf8_column(key2.finish())),
-            Arc::new(line1.finish()),
-            Arc::new(line2.finish()),
-            Arc::new(status.finish()),
-            Arc::new(pass.finish()),
-            Arc::new(phase.finish()),
-            Arc::new(op.finish()),
-            Arc::new(layer.finish()),
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.r1().map(|a| t1.line(a)))
+                    .collect::<UInt64Array>(),
+            ),
+            Arc::new(
+                rows.iter()
+                    .map(|r| r.r2().map(|b| t2.line(b)))
+                    .collect::<UInt64Array>(),
+            ),
+            Arc::new(coded(
+                &STATUS_NAMES,
+                rows.iter().map(|r| Some(status_code(r.status))),
+            )?),
+            Arc::new(coded(
+                &PASS_NAMES,
+                rows.iter().map(|r| pass_code(r.strategy)),
+            )?),
+            Arc::new(phase_column(rows.iter().map(first))?),
+            Arc::new(op_column(t1, t2, rows.iter().map(|r| r.sides().first()))?),
+            Arc::new(
+                rows.iter()
+                    .map(|r| {
+                        let (t, row) = first(r);
+                        t.layer(row)
+                    })
+                    .collect::<UInt32Array>(),
+            ),
         ];
-        cols.extend(diffs.iter_mut().map(|d| Arc::new(d.finish()) as ArrayRef));
-        cols.push(Arc::new(gates.finish()));
-        cols.push(Arc::new(cause.finish()));
+        cols.extend(diffs.finish());
+        cols.push(Arc::new(BooleanArray::new(
+            BooleanBuffer::collect_bool(len, |i| rows[i].gates()),
+            None,
+        )));
+        cols.push(Arc::new(coded(
+            &CAUSE_NAMES,
+            range.map(|i| m.cause_kinds.get(i).copied().flatten().map(cause_code)),
+        )?));
         RecordBatch::try_new(self.schema.clone(), cols)
+    }
+}
+
+/// The seven difference columns of a batch, filled a row at a time.
+struct DiffColumns {
+    values: [Vec<f64>; 7],
+    valid: [BooleanBufferBuilder; 7],
+}
+
+impl DiffColumns {
+    fn with_capacity(len: usize) -> DiffColumns {
+        DiffColumns {
+            values: std::array::from_fn(|_| Vec::with_capacity(len)),
+            valid: std::array::from_fn(|_| BooleanBufferBuilder::new(len)),
+        }
+    }
+
+    /// Appends a row's differences: the stats' ([`Field::DIFF_STATS`]),
+    /// then the Output and input hashes'. Equal texts on both sides: 0,
+    /// without parsing (nearly every row); the reference's differences
+    /// only when some text differs; null where a side lacks the field or
+    /// the row is one-sided.
+    fn push(&mut self, t1: &OpTable, t2: &OpTable, sides: Sides) {
+        let Sides::Both(a, b) = sides else {
+            for k in 0..7 {
+                self.values[k].push(0.0);
+                self.valid[k].append(false);
+            }
+            return;
+        };
+        if t1.block(a) == t2.block(b) {
+            // The same block text (most pairs of runs that agree): every
+            // field both sides have is equal.
+            for (k, f) in DIFF_FIELDS.iter().enumerate() {
+                let both = t1.has(a, *f) && t2.has(b, *f);
+                self.values[k].push(0.0);
+                self.valid[k].append(both);
+            }
+            return;
+        }
+        let (x, y) = (t1.fields_of(a, DIFF_FIELDS), t2.fields_of(b, DIFF_FIELDS));
+        let mut out = [None; 7];
+        let mut stats_differ = false;
+        for k in 0..Field::DIFF_STATS.len() {
+            if !x[k].is_empty() && !y[k].is_empty() {
+                if x[k] == y[k] {
+                    out[k] = Some(0.0);
+                } else {
+                    stats_differ = true;
+                }
+            }
+        }
+        if stats_differ {
+            for (o, d) in out.iter_mut().zip(stat_diffs(t1, a, t2, b)) {
+                if o.is_none() {
+                    *o = d;
+                }
+            }
+        }
+        for k in Field::DIFF_STATS.len()..7 {
+            out[k] = if !x[k].is_empty() && x[k] == y[k] {
+                Some(0.0)
+            } else {
+                field_diff(t1, a, t2, b, DIFF_FIELDS[k])
+            };
+        }
+        for (k, d) in out.iter().enumerate() {
+            self.values[k].push(d.unwrap_or(0.0));
+            self.valid[k].append(d.is_some());
+        }
+    }
+
+    fn finish(self) -> impl Iterator<Item = ArrayRef> {
+        self.values.into_iter().zip(self.valid).map(|(v, mut ok)| {
+            let nulls = Some(NullBuffer::new(ok.finish())).filter(|n| n.null_count() > 0);
+            Arc::new(Float64Array::new(v.into(), nulls)) as ArrayRef
+        })
+    }
+}
+
+/// The fields of the difference columns, in [`DIFF_COLUMNS`]' order.
+const DIFF_FIELDS: [Field; 7] = [
+    Field::Shape,
+    Field::L2Norm,
+    Field::Min,
+    Field::Max,
+    Field::Mean,
+    Field::OutputHash,
+    Field::InputHashes,
+];
+
+/// A text column of few values: `codes` index `names` (null: no value).
+fn coded(
+    names: &[&str],
+    codes: impl Iterator<Item = Option<u8>>,
+) -> Result<DictionaryArray<UInt8Type>, arrow_schema::ArrowError> {
+    let keys: UInt8Array = codes.collect();
+    DictionaryArray::try_new(keys, Arc::new(StringArray::from(names.to_vec())))
+}
+
+/// The `phase` column: each row's phase text (nearly always `forward`,
+/// `backward` or `optimizer`), each distinct text stored once.
+fn phase_column<'t>(
+    rows: impl Iterator<Item = (&'t OpTable, usize)>,
+) -> Result<DictionaryArray<UInt32Type>, arrow_schema::ArrowError> {
+    let mut texts: Vec<std::borrow::Cow<'t, str>> = Vec::new();
+    let mut last = 0u32;
+    let keys: UInt32Array = rows
+        .map(|(t, row)| {
+            let p = t.phase(row);
+            if texts.get(last as usize) != Some(&p) {
+                last = match texts.iter().position(|q| *q == p) {
+                    Some(i) => i as u32,
+                    None => {
+                        texts.push(p);
+                        (texts.len() - 1) as u32
+                    }
+                };
+            }
+            last
+        })
+        .collect();
+    let values: StringArray = texts.iter().map(|t| Some(t.as_ref())).collect();
+    DictionaryArray::try_new(keys, Arc::new(values))
+}
+
+/// The `op` column: the op name of each row's first side (`(0, row)`: run
+/// 1's, `(1, row)`: run 2's); both tables' op names are the dictionary.
+fn op_column(
+    t1: &OpTable,
+    t2: &OpTable,
+    sides: impl Iterator<Item = (usize, usize)>,
+) -> Result<DictionaryArray<UInt32Type>, arrow_schema::ArrowError> {
+    let n1 = t1.op_types() as u32;
+    let keys: UInt32Array = sides
+        .map(|s| match s {
+            (0, a) => t1.op_type(a),
+            (_, b) => n1 + t2.op_type(b),
+        })
+        .collect();
+    let names = (0..t1.op_types())
+        .map(|i| text(t1.op_name(i as u32)))
+        .chain((0..t2.op_types()).map(|i| text(t2.op_name(i as u32))));
+    let values: StringArray = names.map(Some).collect();
+    DictionaryArray::try_new(keys, Arc::new(values))
+}
+
+/// The `status` column's texts, in [`status_code`]'s order.
+const STATUS_NAMES: [&str; 6] = ["match", "diff", "only1", "only2", "truncated", "missing"];
+
+fn status_code(s: Status) -> u8 {
+    match s {
+        Status::Match => 0,
+        Status::Diff => 1,
+        Status::Only1 => 2,
+        Status::Only2 => 3,
+        Status::Truncated => 4,
+        Status::Missing => 5,
+    }
+}
+
+/// The `pass` column's texts, in [`pass_code`]'s order.
+const PASS_NAMES: [&str; 4] = ["override", "exact", "fuzzy", "stats"];
+
+fn pass_code(s: Strategy) -> Option<u8> {
+    match s {
+        Strategy::None => None,
+        Strategy::Override => Some(0),
+        Strategy::Exact => Some(1),
+        Strategy::Fuzzy => Some(2),
+        Strategy::Stats => Some(3),
+    }
+}
+
+/// The `cause` column's texts (as in `summary.json`), in [`cause_code`]'s
+/// order.
+const CAUSE_NAMES: [&str; 7] = [
+    "origin",
+    "entry",
+    "inherited",
+    "inherited_below_print",
+    "inherited_untraced",
+    "via_collective",
+    "unsynced",
+];
+
+fn cause_code(k: CauseKind) -> u8 {
+    match k {
+        CauseKind::Origin => 0,
+        CauseKind::Entry => 1,
+        CauseKind::Inherited => 2,
+        CauseKind::BelowPrint => 3,
+        CauseKind::Untraced => 4,
+        CauseKind::ViaCollective => 5,
+        CauseKind::Unsynced => 6,
     }
 }
 
@@ -430,20 +614,6 @@ fn text(b: &[u8]) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// The `cause` column's name of a cause class (as in `summary.json`).
-fn cause_name(k: crate::matcher::cause::CauseKind) -> &'static str {
-    use crate::matcher::cause::CauseKind as K;
-    match k {
-        K::Origin => "origin",
-        K::Entry => "entry",
-        K::Inherited => "inherited",
-        K::BelowPrint => "inherited_below_print",
-        K::Untraced => "inherited_untraced",
-        K::ViaCollective => "via_collective",
-        K::Unsynced => "unsynced",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,19 +651,66 @@ mod tests {
         assert!(!is_parquet_path(Path::new("parquet")));
     }
 
+    /// A column's values as text: a dictionary column's by its codes.
+    fn texts(batch: &RecordBatch, name: &str) -> Vec<Option<String>> {
+        use arrow_array::cast::AsArray;
+        use arrow_array::Array;
+        let col = batch.column_by_name(name).unwrap();
+        let (keys, values): (Vec<Option<usize>>, &StringArray) = match col.data_type() {
+            DataType::Dictionary(k, _) if **k == DataType::UInt8 => {
+                let d = col.as_dictionary::<UInt8Type>();
+                let keys = d.keys().iter().map(|k| k.map(usize::from)).collect();
+                (keys, d.values().as_string::<i32>())
+            }
+            DataType::Dictionary(_, _) => {
+                let d = col.as_dictionary::<UInt32Type>();
+                let keys = d.keys().iter().map(|k| k.map(|k| k as usize)).collect();
+                (keys, d.values().as_string::<i32>())
+            }
+            _ => {
+                let s = col.as_string::<i32>();
+                (
+                    (0..s.len()).map(|i| s.is_valid(i).then_some(i)).collect(),
+                    s,
+                )
+            }
+        };
+        keys.into_iter()
+            .map(|k| k.map(|k| values.value(k).to_string()))
+            .collect()
+    }
+
+    fn diffs(batch: &RecordBatch, name: &str) -> Vec<Option<f64>> {
+        use arrow_array::cast::AsArray;
+        let col = batch.column_by_name(name).unwrap();
+        let f = col.as_primitive::<arrow_array::types::Float64Type>();
+        f.iter().collect()
+    }
+
     #[test]
-    fn writes_a_valid_file_with_every_row() {
-        let log = |h: &[&str]| {
-            let mut s = format!("Total captured activations: {}\n", h.len());
-            for (i, v) in h.iter().enumerate() {
-                s.push_str(&format!(
-                    "[layers.{i}.m/op_{i}_mm]\n  Output hash: {v}\n  L2 norm: {v}\n\n"
-                ));
+    fn writes_every_row_and_reads_back_as_text_and_numbers() {
+        let log = |blocks: &[&str]| {
+            let mut s = format!("Total captured activations: {}\n", blocks.len());
+            for b in blocks {
+                s.push_str(b);
+                s.push_str("\n\n");
             }
             parse_bytes(s.into_bytes(), "t.log")
         };
-        let a = log(&["1", "2", "3"]);
-        let b = log(&["1", "2.5", "3"]);
+        let a = log(&[
+            "[layers.0.m/op_0_mm]\n  Output hash: 1\n  L2 norm: 1\n  Phase: backward",
+            // After the last backward op: the optimizer phase.
+            "[layers.1.m/op_1_mm]\n  Output hash: 2\n  L2 norm: 2",
+            "[layers.2.m/op_2_add]\n  Output hash: 3\n  L2 norm: 3",
+        ]);
+        let b = log(&[
+            // The same block text: every difference 0.
+            "[layers.0.m/op_0_mm]\n  Output hash: 1\n  L2 norm: 1\n  Phase: backward",
+            "[layers.1.m/op_1_mm]\n  Output hash: 2.5\n  L2 norm: 2.5",
+            // No L2 norm line in run 2: that difference is null.
+            "[layers.2.m/op_2_add]\n  Output hash: 3",
+            "[norm/op_3_rsqrt]\n  Output hash: 4\n  L2 norm: 4",
+        ]);
         let m = match_tables(&a, &b, &MatchOptions::default());
         let rc = RankComparison {
             rank1: 7,
@@ -505,36 +722,100 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("rows.parquet");
         let w = ParquetRows::create(&p).unwrap();
-        let batch = w.batch(&rc, 0..3).unwrap();
-        assert_eq!(batch.num_rows(), 3);
-        let status = batch
-            .column_by_name("status")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<arrow_array::StringArray>()
-            .unwrap();
-        assert_eq!(
-            (status.value(0), status.value(1), status.value(2)),
-            ("match", "diff", "match")
-        );
-        let l2 = batch
-            .column_by_name("diff_l2_norm")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<arrow_array::Float64Array>()
-            .unwrap();
-        assert!((l2.value(1) - 0.2).abs() < 1e-12, "{}", l2.value(1));
-        let layer = batch
-            .column_by_name("layer")
-            .unwrap()
-            .as_any()
-            .downcast_ref::<arrow_array::UInt32Array>()
-            .unwrap();
-        assert_eq!(layer.value(2), 2);
+        let built = w.batch(&rc, 0..m.rows.len()).unwrap();
         w.write_rank(&rc).unwrap();
         w.finish().unwrap();
-        let bytes = std::fs::read(&p).unwrap();
-        assert_eq!(&bytes[..4], b"PAR1");
-        assert_eq!(&bytes[bytes.len() - 4..], b"PAR1");
+        let read: Vec<RecordBatch> =
+            parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                File::open(&p).unwrap(),
+            )
+            .unwrap()
+            .build()
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(read.len(), 1);
+        for batch in [&built, &read[0]] {
+            assert_eq!(batch.num_rows(), 4);
+            let t = |name| texts(batch, name);
+            let s = |v: &[Option<&str>]| v.iter().map(|x| x.map(String::from)).collect::<Vec<_>>();
+            assert_eq!(
+                t("status"),
+                s(&[Some("match"), Some("diff"), Some("match"), Some("only2")])
+            );
+            assert_eq!(
+                t("pass"),
+                s(&[Some("exact"), Some("exact"), Some("exact"), None])
+            );
+            assert_eq!(
+                t("op"),
+                s(&[Some("mm"), Some("mm"), Some("add"), Some("rsqrt")])
+            );
+            assert_eq!(
+                t("phase"),
+                s(&[
+                    Some("backward"),
+                    Some("optimizer"),
+                    Some("optimizer"),
+                    Some("optimizer")
+                ])
+            );
+            assert_eq!(
+                t("key2"),
+                s(&[
+                    Some("layers.0.m/op_0_mm"),
+                    Some("layers.1.m/op_1_mm"),
+                    Some("layers.2.m/op_2_add"),
+                    Some("norm/op_3_rsqrt")
+                ])
+            );
+            assert_eq!(t("key1")[3], None);
+            let l2 = diffs(batch, "diff_l2_norm");
+            assert_eq!(l2[0], Some(0.0));
+            assert!((l2[1].unwrap() - 0.2).abs() < 1e-12, "{l2:?}");
+            assert_eq!((l2[2], l2[3]), (None, None));
+            let out = diffs(batch, "diff_output_hash");
+            assert_eq!((out[0], out[2], out[3]), (Some(0.0), Some(0.0), None));
+            assert!(out[1].unwrap() > 0.0, "{out:?}");
+            // Fields neither side has: null, also for equal blocks.
+            assert_eq!(diffs(batch, "diff_min"), vec![None; 4]);
+        }
+    }
+
+    #[test]
+    fn text_codes_cover_every_value() {
+        use crate::matcher::cause::CauseKind as K;
+        for s in [
+            Status::Match,
+            Status::Diff,
+            Status::Only1,
+            Status::Only2,
+            Status::Truncated,
+            Status::Missing,
+        ] {
+            assert_eq!(STATUS_NAMES[status_code(s) as usize], s.as_str());
+        }
+        for p in [
+            Strategy::Override,
+            Strategy::Exact,
+            Strategy::Fuzzy,
+            Strategy::Stats,
+        ] {
+            assert_eq!(Some(PASS_NAMES[pass_code(p).unwrap() as usize]), p.as_str());
+        }
+        assert_eq!(pass_code(Strategy::None), None);
+        // The cause names are summary.json's (serde) names.
+        for k in [
+            K::Origin,
+            K::Entry,
+            K::Inherited,
+            K::BelowPrint,
+            K::Untraced,
+            K::ViaCollective,
+            K::Unsynced,
+        ] {
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{}\"", CAUSE_NAMES[cause_code(k) as usize]));
+        }
     }
 }

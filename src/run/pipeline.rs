@@ -397,16 +397,22 @@ fn compare_rank(
         matches: &m,
     };
     progress.stage(rank1, "writing pages");
-    match report::write_rank_with_progress(&rc, &cfg.report, progress) {
+    // Pages and Parquet rows side by side: each fills the other's gaps.
+    let (pages, parquet) = rayon::join(
+        || report::write_rank_with_progress(&rc, &cfg.report, progress),
+        || match rows_out {
+            RowsOut::Parquet(w) => w
+                .write_rank(&rc)
+                .map_err(|e| format!("{}: {e}", w.path().display())),
+            _ => Ok(()),
+        },
+    );
+    match pages {
         Ok(s) => done.summary = Some(s),
         Err(e) => done.errors.push(e.to_string()),
     }
+    done.errors.extend(parquet.err());
     timer.lap("report");
-    if let RowsOut::Parquet(w) = rows_out {
-        if let Err(e) = w.write_rank(&rc) {
-            done.errors.push(format!("{}: {e}", w.path().display()));
-        }
-    }
     if let RowsOut::Jsonl = rows_out {
         match write_rows_tmp(&rc, cfg) {
             Ok(tmp) => done.rows_tmp = Some(tmp),
