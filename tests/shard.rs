@@ -474,6 +474,11 @@ print(json.dumps(out))
         ("diff_l2_norm", "DOUBLE"),
         ("gates", "BOOLEAN"),
         ("cause", "VARCHAR"),
+        // Arrow dictionaries in the writer, plain text in the file.
+        ("status", "VARCHAR"),
+        ("pass", "VARCHAR"),
+        ("phase", "VARCHAR"),
+        ("op", "VARCHAR"),
     ] {
         assert_eq!(d["types"][col], ty, "{col}");
     }
