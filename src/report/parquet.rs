@@ -369,16 +369,20 @@ impl DiffColumns {
     }
 }
 
-/// The fields of the difference columns, in [`DIFF_COLUMNS`]' order.
-const DIFF_FIELDS: [Field; 7] = [
-    Field::Shape,
-    Field::L2Norm,
-    Field::Min,
-    Field::Max,
-    Field::Mean,
-    Field::OutputHash,
-    Field::InputHashes,
-];
+/// The fields of the difference columns, in [`DIFF_COLUMNS`]' order:
+/// [`Field::DIFF_STATS`], then the hashes.
+const DIFF_FIELDS: [Field; 7] = {
+    let s = Field::DIFF_STATS;
+    [
+        s[0],
+        s[1],
+        s[2],
+        s[3],
+        s[4],
+        Field::OutputHash,
+        Field::InputHashes,
+    ]
+};
 
 /// A text column of few values: `codes` index `names` (null: no value).
 fn coded(
