@@ -258,41 +258,40 @@ impl OpTable {
     /// The text of `field` in row `row`, trimmed; empty when absent.
     #[inline]
     pub fn field(&self, row: usize, field: Field) -> &[u8] {
-        // The common case inline: a column value under 64 KiB that starts
-        // in the first 64 KiB of its block is a slice of the log.
-        if let Some(c) = column_of(field) {
-            let col = &self.cols[c];
-            let (off, len) = (col.off[row], col.len[row]);
-            if len == 0 {
-                return &[];
-            }
-            if off != FAR && len != LONG {
-                let s = (self.block_start[row] + off as u64) as usize;
-                return &self.source.bytes()[s..s + len as usize];
-            }
-        }
-        self.field_outlying(row, field)
+        let (bytes, start) = (self.source.bytes(), self.block_start[row] as usize);
+        column_of(field)
+            .and_then(|c| self.column_value(bytes, start, row, c))
+            .unwrap_or_else(|| self.field_outlying(row, field))
     }
     /// [`OpTable::field`] of several fields of one row at once (the block
     /// found once): `fields_of(row, [Field::Min, Field::Max])`.
     #[inline]
     pub fn fields_of<const N: usize>(&self, row: usize, fields: [Field; N]) -> [&[u8]; N] {
-        let bytes = self.source.bytes();
-        let start = self.block_start[row] as usize;
+        let (bytes, start) = (self.source.bytes(), self.block_start[row] as usize);
         fields.map(|f| {
-            if let Some(c) = column_of(f) {
-                let col = &self.cols[c];
-                let (off, len) = (col.off[row], col.len[row]);
-                if len == 0 {
-                    return &[][..];
-                }
-                if off != FAR && len != LONG {
-                    let s = start + off as usize;
-                    return &bytes[s..s + len as usize];
-                }
-            }
-            self.field_outlying(row, f)
+            column_of(f)
+                .and_then(|c| self.column_value(bytes, start, row, c))
+                .unwrap_or_else(|| self.field_outlying(row, f))
         })
+    }
+    /// The common case of [`OpTable::field`], inline: column `c`'s value of
+    /// row `row` (its block at `start` of `bytes`) when it is empty, or under
+    /// 64 KiB and starting in the first 64 KiB of its block (a slice of the
+    /// log); `None` when it must be re-read.
+    #[inline(always)]
+    fn column_value<'a>(
+        &self,
+        bytes: &'a [u8],
+        start: usize,
+        row: usize,
+        c: usize,
+    ) -> Option<&'a [u8]> {
+        let col = &self.cols[c];
+        let (off, len) = (col.off[row], col.len[row]);
+        if len == 0 {
+            return Some(&[]);
+        }
+        (off != FAR && len != LONG).then(|| &bytes[start + off as usize..][..len as usize])
     }
     /// [`OpTable::field`] for a non-column field, or a column value far
     /// into its block or 64 KiB long: re-read from the log.
@@ -406,13 +405,11 @@ impl OpTable {
     /// The raw key of row `row`.
     #[inline]
     pub fn key(&self, row: usize) -> &[u8] {
-        // The key starts at the block's second byte (never far into it).
-        let (off, len) = (self.cols[0].off[row], self.cols[0].len[row]);
-        if len != 0 && len != LONG && off != FAR {
-            let s = self.block_start[row] as usize + off as usize;
-            return &self.source.bytes()[s..s + len as usize];
-        }
-        self.field(row, Field::Key)
+        // Column 0 (`COLUMNS[0]` is the key), inline: the Parquet
+        // writer reads it in its per-row loop.
+        let (bytes, start) = (self.source.bytes(), self.block_start[row] as usize);
+        self.column_value(bytes, start, row, 0)
+            .unwrap_or_else(|| self.field_outlying(row, Field::Key))
     }
     /// The raw key as text (lossy).
     pub fn key_str(&self, row: usize) -> std::borrow::Cow<'_, str> {

@@ -3,8 +3,7 @@
 //! chooses it (anything else is JSON Lines, [`super::rows`]).
 //!
 //! Ranks are compared in parallel; each builds its rows, beside its pages,
-//! in batches of
-//! [`BATCH_ROWS`] (a window of batches at a time, built on all worker
+//! in batches of [`BATCH_ROWS`] (a window of batches at a time, built on all worker
 //! threads) and sends them through a bounded channel to one writer thread,
 //! which encodes and compresses the columns in parallel on the rayon pool
 //! and writes a row group every [`ROW_GROUP_ROWS`] rows while the ranks go
@@ -216,8 +215,9 @@ impl ParquetRows {
             .map_err(|_| "the Parquet writer thread panicked".to_string())?
     }
 
-    /// Rows `range` of `rc` as one record batch, built column by column
-    /// (each column one pass over the rows, straight into its buffers).
+    /// Rows `range` of `rc` as one record batch: the keys and differences
+    /// in one pass over the rows (the only one that reads the logs), each
+    /// other column in a pass of its own, straight into its buffers.
     fn batch(
         &self,
         rc: &RankComparison<'_>,
