@@ -8,25 +8,7 @@ import pytest
 import torch
 
 import actdiff_capture
-
-
-def reference(t: torch.Tensor):
-    """The reference tracer's `_compute_stats` and DebugMode's `norm_hash_fn`."""
-    h = t if (t.is_floating_point() or t.is_complex()) else t.float()
-    h = h.contiguous()
-    h = h.to(torch.complex128) if h.is_complex() else h.to(torch.float64)
-    l1 = h.norm(p=1).item()
-    if not t.is_floating_point() or t.numel() == 0:
-        return l1, None
-    t64 = t.to(torch.float64)
-    return l1, (
-        t64.norm(p=2).item(),
-        t.float().min().item(),
-        t.float().max().item(),
-        t64.mean().item(),
-        int(t.isnan().sum()),
-        int(t.isinf().sum()),
-    )
+from logs import reference_stats as reference
 
 
 def close(what, got, want, scale=0.0):
