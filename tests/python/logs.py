@@ -111,10 +111,11 @@ def recipe_env() -> dict:
 
     The package these tests import comes first on PYTHONPATH. MKL_CBWR=AVX2
     (unless set already) pins MKL's matmul kernels to their AVX2 branch
-    (MKL's Conditional Numerical Reproducibility): on the AMD EPYC hosts of
-    this project it gives the same bits as MKL's default there, which wrote
-    the reference logs, and every x86-64 host with AVX2 can run it, so an
-    Intel host with AVX-512 gets the reference's matmul bits as well.
+    (MKL's Conditional Numerical Reproducibility): on this project's AMD EPYC
+    development host it gives the same bits as MKL's default, which match
+    the reference logs there, and every x86-64 host with AVX2 can run it, so
+    an Intel host with AVX-512 should get those matmul bits too (not
+    verified: no such host was at hand).
     PyTorch's own vectorized kernels still follow the host's ISA
     (ATEN_CPU_CAPABILITY): see `linear_probe`."""
     env = dict(os.environ)
