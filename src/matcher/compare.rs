@@ -341,6 +341,9 @@ pub struct PairVerdict {
     pub output_missing: bool,
     /// Both Shape texts are present and differ (compared or not).
     pub shape_text_differs: bool,
+    /// Every printed value ([`Field::PRINTED`]) is the same text on both
+    /// sides, each present on both or on neither.
+    pub same_text: bool,
 }
 
 /// Judges a pair: the Shape text must be equal, the Output hash and Input
@@ -348,6 +351,10 @@ pub struct PairVerdict {
 /// stats under it. Fields outside `compared` (ones a log never records) are
 /// not compared. With the defaults and full schemas this is the reference's
 /// status rule.
+///
+/// The printed values are read once; when they are the same text on both
+/// sides (most pairs of runs that agree), NaN agrees with NaN and the stats
+/// do not gate, every comparison above agrees without reading a number.
 pub fn judge_pair(
     t1: &OpTable,
     r1: usize,
@@ -356,7 +363,21 @@ pub fn judge_pair(
     opts: &CompareOptions,
     compared: crate::parser::FieldSet,
 ) -> PairVerdict {
-    let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
+    let (x, y) = (
+        t1.fields_of(r1, Field::PRINTED),
+        t2.fields_of(r2, Field::PRINTED),
+    );
+    let same_text = x == y;
+    if same_text && opts.nan_equal && opts.stats.is_none() {
+        return PairVerdict {
+            agrees: true,
+            output_differs: false,
+            output_missing: false,
+            shape_text_differs: false,
+            same_text,
+        };
+    }
+    let (s1, s2) = (x[0], y[0]);
     let shape_text_differs = s1 != s2 && !s1.is_empty() && !s2.is_empty();
     let shape_differs = compared.contains(Field::Shape) && s1 != s2;
     let has_out = compared.contains(Field::OutputHash);
@@ -375,6 +396,7 @@ pub fn judge_pair(
         output_differs,
         output_missing: output_missing && !shape_differs,
         shape_text_differs,
+        same_text,
     }
 }
 

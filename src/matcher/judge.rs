@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use super::passes::Pairing;
 use super::{
     compare, Counts, MatchRow, Policy, RowPolicy, Source, Status, Strategy, NO_ROW, ROW_BITWISE,
-    ROW_DIGEST_ONLY, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF,
+    ROW_DIGEST_ONLY, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF, ROW_SAME_TEXT,
     ROW_SHAPE_TEXT_DIFF, ROW_UNSYNCED,
 };
 use crate::parser::{FieldSet, OpTable, Phase};
@@ -94,7 +94,7 @@ fn judge_pair(
     r2: usize,
     rp: &RowPolicy,
     compared: FieldSet,
-) -> (Status, u8) {
+) -> (Status, u16) {
     let mut flags = row_flags(rp)
         | nonfinite_flag(t1, r1, ROW_NONFINITE1)
         | nonfinite_flag(t2, r2, ROW_NONFINITE2);
@@ -104,6 +104,9 @@ fn judge_pair(
     }
     if v.shape_text_differs {
         flags |= ROW_SHAPE_TEXT_DIFF;
+    }
+    if v.same_text {
+        flags |= ROW_SAME_TEXT;
     }
     // With digests on both sides: identical digests are a bitwise match;
     // differing ones are a `diff` under `--bitwise`, and when every printed
@@ -136,12 +139,12 @@ fn judge_pair(
 }
 
 /// The flags a row's settings give it: ignored, unsynced collective.
-fn row_flags(rp: &RowPolicy) -> u8 {
+fn row_flags(rp: &RowPolicy) -> u16 {
     (if rp.ignored { ROW_IGNORED } else { 0 }) | (if rp.unsynced { ROW_UNSYNCED } else { 0 })
 }
 
 /// `flag` when row `r`'s stats or Output hash hold a NaN or an infinity.
-fn nonfinite_flag(t: &OpTable, r: usize, flag: u8) -> u8 {
+fn nonfinite_flag(t: &OpTable, r: usize, flag: u16) -> u16 {
     if compare::non_finite(t, r) {
         flag
     } else {

@@ -132,24 +132,29 @@ impl Strategy {
 }
 
 /// Row flag: ignored by `--ignore-op` or a rule; shown, never gating.
-pub const ROW_IGNORED: u8 = 1;
+pub const ROW_IGNORED: u16 = 1;
 /// Row flag: output of an asynchronous collective captured before it completed.
-pub const ROW_UNSYNCED: u8 = 2;
+pub const ROW_UNSYNCED: u16 = 2;
 /// Row flag: run 1's stats or Output hash hold NaN or Inf.
-pub const ROW_NONFINITE1: u8 = 4;
+pub const ROW_NONFINITE1: u16 = 4;
 /// Row flag: run 2's stats or Output hash hold NaN or Inf.
-pub const ROW_NONFINITE2: u8 = 8;
+pub const ROW_NONFINITE2: u16 = 8;
 /// Row flag: the output itself differs (Shape text or Output hash beyond tolerance).
-pub const ROW_OUT_DIFF: u8 = 16;
+pub const ROW_OUT_DIFF: u16 = 16;
 /// Row flag: a pair whose Shape texts differ (both present), whether or not
 /// Shape is compared.
-pub const ROW_SHAPE_TEXT_DIFF: u8 = 32;
+pub const ROW_SHAPE_TEXT_DIFF: u16 = 32;
 
 /// Row flag: both rows have digests and they are all equal: bitwise identical.
-pub const ROW_BITWISE: u8 = 64;
+pub const ROW_BITWISE: u16 = 64;
 /// Row flag: the digests differ while every printed value agrees (a `diff`
 /// only the digests show).
-pub const ROW_DIGEST_ONLY: u8 = 128;
+pub const ROW_DIGEST_ONLY: u16 = 128;
+/// Row flag: a pair whose printed values ([`crate::parser::Field::PRINTED`]:
+/// Shape, L2 norm, Min, Max, Mean, Output hash, Input hashes) are the same
+/// text on both sides, each present on both or on neither. Its relative
+/// differences are all 0 without reading a number (`--rows`).
+pub const ROW_SAME_TEXT: u16 = 256;
 
 /// One result row: a pair, or a row of one side only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,7 +168,7 @@ pub struct MatchRow {
     /// The pass that paired it.
     pub strategy: Strategy,
     /// `ROW_*` flags.
-    pub flags: u8,
+    pub flags: u16,
     /// Where the row's tolerance came from.
     pub source: Source,
 }
@@ -176,7 +181,7 @@ impl MatchRow {
         self.status.is_divergence() && self.flags & (ROW_IGNORED | ROW_UNSYNCED) == 0
     }
     /// Whether a `ROW_*` flag is set.
-    pub fn has(&self, flag: u8) -> bool {
+    pub fn has(&self, flag: u16) -> bool {
         self.flags & flag != 0
     }
     /// Run 1's row index, if any.

@@ -605,3 +605,57 @@ fn full_precision_shrinks_the_print_allowance() {
         assert_eq!(m.cause_kinds[1], Some(kind), "full precision: {full}");
     }
 }
+
+#[test]
+fn same_text_flag_marks_pairs_whose_printed_values_are_equal_text() {
+    let full = "Shape: torch.Size([2]), Dtype: torch.float32\nL2 norm: 1.0\nMin: 0.5\nMax: 1.5\nMean: 1.0\nOutput hash: 2.0\nInput hashes: 3.0, 4.0";
+    // Only the Location differs: still the same printed values.
+    let a = log(&[
+        ("a/op_0_mm", &format!("{full}\nLocation: m.py:1")),
+        ("b/op_0_mm", full),
+        ("c/op_0_mm", full),
+        ("d/op_0_mm", full),
+        ("e/op_0_add_", "Output hash: 1.0"),
+    ]);
+    let b = log(&[
+        ("a/op_0_mm", &format!("{full}\nLocation: m.py:2")),
+        // A stat differs: a match (stats do not gate) without the flag.
+        ("b/op_0_mm", &full.replace("Mean: 1.0", "Mean: 1.1")),
+        // Input hashes on one side only: not the same text.
+        ("c/op_0_mm", &full.replace("\nInput hashes: 3.0, 4.0", "")),
+        // A differing Input hash: a diff.
+        ("d/op_0_mm", &full.replace("4.0", "4.5")),
+        // Fields absent on both sides count as equal.
+        ("e/op_0_add_", "Output hash: 1.0"),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let same: Vec<bool> = m.rows.iter().map(|r| r.has(ROW_SAME_TEXT)).collect();
+    assert_eq!(same, vec![true, false, false, false, true]);
+    let st: Vec<Status> = m.rows.iter().map(|r| r.status).collect();
+    assert_eq!(
+        st,
+        vec![
+            Status::Match,
+            Status::Match,
+            Status::Diff,
+            Status::Diff,
+            Status::Match
+        ]
+    );
+    // NaN against NaN under --nan-is-diff: the same text, yet a diff (the
+    // fast path is only taken where equal text agrees).
+    let nan = log(&[("n/op_0_mm", "Output hash: nan")]);
+    let opts = MatchOptions {
+        policy: Policy {
+            default: CompareOptions {
+                nan_equal: false,
+                ..CompareOptions::default()
+            },
+            ..Policy::default()
+        },
+        ..MatchOptions::default()
+    };
+    let m = match_tables(&nan, &nan, &opts);
+    assert!(m.rows[0].has(ROW_SAME_TEXT));
+    assert_eq!(m.rows[0].status, Status::Diff);
+}

@@ -74,6 +74,19 @@ impl Field {
         Field::Mean,
     ];
 
+    /// The printed values of an op that the comparison reads: the
+    /// [`Field::DIFF_STATS`], then the Output hash and the Input hashes
+    /// (the order of `--rows`' difference columns).
+    pub const PRINTED: [Field; 7] = [
+        Field::Shape,
+        Field::L2Norm,
+        Field::Min,
+        Field::Max,
+        Field::Mean,
+        Field::OutputHash,
+        Field::InputHashes,
+    ];
+
     /// The fields whose values can hold a NaN or an infinity that matters
     /// (the stats and the Output hash): what the parser's
     /// [`crate::parser::FLAG_MAYBE_NONFINITE`] and the matcher's non-finite

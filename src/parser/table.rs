@@ -398,6 +398,15 @@ impl OpTable {
             None => !self.scan_block(row, field).is_empty(),
         }
     }
+    /// [`OpTable::has`] for every row of one field, the field's column
+    /// looked up once: `let has_l2 = t.presence(Field::L2Norm); has_l2(row)`.
+    pub fn presence(&self, field: Field) -> impl Fn(usize) -> bool + '_ {
+        let lens = column_of(field).map(|c| &self.cols[c].len[..]);
+        move |row| match lens {
+            Some(lens) => lens[row] != 0,
+            None => self.has(row, field),
+        }
+    }
     /// `field` as UTF-8 text (lossy for invalid bytes).
     pub fn text(&self, row: usize, field: Field) -> std::borrow::Cow<'_, str> {
         String::from_utf8_lossy(self.field(row, field))
@@ -410,6 +419,30 @@ impl OpTable {
         let (bytes, start) = (self.source.bytes(), self.block_start[row] as usize);
         self.column_value(bytes, start, row, 0)
             .unwrap_or_else(|| self.field_outlying(row, Field::Key))
+    }
+    /// Hints the CPU to bring the start of row `row`'s block (its key line)
+    /// into cache; does nothing for a row past the end, or off x86-64. A
+    /// pass that reads the keys of rows in order, long after the parse
+    /// (`--rows`), calls it some rows ahead: the blocks' irregular lengths
+    /// defeat the hardware prefetcher, and each key read would otherwise
+    /// wait on memory.
+    #[inline]
+    pub fn prefetch(&self, row: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(&start) = self.block_start.get(row) {
+            let bytes = self.source.bytes();
+            if let Some(b) = bytes.get(start as usize) {
+                // SAFETY: a prefetch hint never faults and reads nothing
+                // the program sees; the pointer is into the mapped log.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                        (b as *const u8).cast::<i8>(),
+                    )
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = row;
     }
     /// The raw key as text (lossy).
     pub fn key_str(&self, row: usize) -> std::borrow::Cow<'_, str> {

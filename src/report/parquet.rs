@@ -39,17 +39,17 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use arrow_array::builder::{BinaryBuilder, BooleanBufferBuilder};
-use arrow_array::types::{UInt32Type, UInt8Type};
+use arrow_array::builder::BinaryBuilder;
+use arrow_array::types::{ArrowPrimitiveType, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::{
-    ArrayRef, BinaryArray, BooleanArray, DictionaryArray, Float64Array, RecordBatch, StringArray,
-    UInt32Array, UInt64Array, UInt8Array,
+    ArrayRef, BinaryArray, BooleanArray, DictionaryArray, Float64Array, PrimitiveArray,
+    RecordBatch, StringArray, UInt32Array, UInt8Array,
 };
-use arrow_buffer::{BooleanBuffer, NullBuffer};
+use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field as Column, Schema, SchemaRef};
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnWriter, ArrowRowGroupWriterFactory};
 use parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter};
-use parquet::basic::Compression;
+use parquet::basic::{Compression, Encoding};
 use parquet::errors::ParquetError;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
@@ -58,7 +58,7 @@ use parquet::schema::types::ColumnPath;
 use super::RankComparison;
 use crate::matcher::cause::CauseKind;
 use crate::matcher::compare::{field_diff, stat_diffs};
-use crate::matcher::{MatchRow, Sides, Status, Strategy};
+use crate::matcher::{MatchRow, Sides, Status, Strategy, NO_ROW, ROW_SAME_TEXT};
 use crate::parser::{Field, OpTable};
 
 /// Rows per record batch handed to the writer.
@@ -66,6 +66,10 @@ pub const BATCH_ROWS: usize = 64 * 1024;
 
 /// Rows per Parquet row group.
 pub const ROW_GROUP_ROWS: usize = 1024 * 1024;
+
+/// How many rows ahead the batch loop asks for the blocks it will read
+/// ([`OpTable::prefetch`]).
+const PREFETCH_ROWS: usize = 32;
 
 /// Batches waiting for the writer thread at most.
 pub const QUEUE_BATCHES: usize = 8;
@@ -109,6 +113,9 @@ fn text_codes(key: DataType) -> DataType {
     DataType::Dictionary(Box::new(key), Box::new(DataType::Utf8))
 }
 
+/// The integer columns stored delta-encoded and uncompressed.
+const DELTA_INTEGERS: [&str; 6] = ["rank", "rank2", "row", "line1", "line2", "layer"];
+
 /// The difference columns: [`Field::DIFF_STATS`] in order, then the hashes.
 const DIFF_COLUMNS: [&str; 7] = [
     "diff_shape",
@@ -135,24 +142,37 @@ impl ParquetRows {
     pub fn create(path: &Path) -> Result<ParquetRows, ParquetError> {
         let file = File::create(path).map_err(|e| ParquetError::External(e.into()))?;
         let schema = schema();
-        // Plain encoding throughout: a dictionary for the few-valued text
-        // columns (status, pass, phase, op, cause) saved 6 % of the file
-        // and cost 14 % of the writer's time. Min/max statistics only on
-        // `rank` (row groups of one rank's rows can be skipped by
-        // `WHERE rank = ...`); on the other columns they cost a comparison
-        // per value and prune little in files whose row groups mix ops.
-        // `row`, `line1` and `line2` are stored uncompressed: Snappy took
-        // a tenth of the writer's time on them for a fifth of the file.
-        let props = WriterProperties::builder()
+        // Each column in the cheapest encoding that keeps the file small
+        // (measured on the 2 x 1 GiB benchmark pair, README "Performance"):
+        // - the integers (`rank`, `rank2`, `row`, `line1`, `line2`, `layer`:
+        //   constant, consecutive or slowly growing) delta-encoded and not
+        //   compressed: a few bits a value instead of 4 or 8 bytes;
+        // - the keys delta-encoded (each key stored as its common prefix with
+        //   the previous key, mostly `layers.N.module/op_`, and the rest),
+        //   then Snappy: a fifth of the plain keys' bytes for the same CPU;
+        // - the rest plain, then Snappy. A dictionary for the few-valued
+        //   text columns (status, pass, phase, op, cause) or the mostly-0
+        //   differences costs a hash lookup a value: more CPU than Snappy
+        //   on the plain values saves.
+        // Min/max statistics only on `rank` (row groups of one rank's rows
+        // can be skipped by `WHERE rank = ...`); on the other columns they
+        // cost a comparison a value and prune little in files whose row
+        // groups mix ops.
+        let mut props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
             .set_dictionary_enabled(false)
             .set_statistics_enabled(EnabledStatistics::None)
             .set_column_statistics_enabled(ColumnPath::from("rank"), EnabledStatistics::Chunk)
-            .set_column_compression(ColumnPath::from("row"), Compression::UNCOMPRESSED)
-            .set_column_compression(ColumnPath::from("line1"), Compression::UNCOMPRESSED)
-            .set_column_compression(ColumnPath::from("line2"), Compression::UNCOMPRESSED)
             .set_created_by(format!("actdiff {}", env!("CARGO_PKG_VERSION")));
+        for c in DELTA_INTEGERS {
+            props = props
+                .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED)
+                .set_column_compression(ColumnPath::from(c), Compression::UNCOMPRESSED);
+        }
+        for c in ["key1", "key2"] {
+            props = props.set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BYTE_ARRAY);
+        }
         let mut writer = ColumnsWriter::new(BufWriter::new(file), schema.clone(), props.build())?;
         let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(QUEUE_BATCHES);
         let thread = std::thread::spawn(move || {
@@ -215,9 +235,11 @@ impl ParquetRows {
             .map_err(|_| "the Parquet writer thread panicked".to_string())?
     }
 
-    /// Rows `range` of `rc` as one record batch: the keys and differences
-    /// in one pass over the rows (the only one that reads the logs), each
-    /// other column in a pass of its own, straight into its buffers.
+    /// Rows `range` of `rc` as one record batch. The keys are the only
+    /// values read from the logs, in one pass over the rows that asks for
+    /// each block some rows ahead ([`OpTable::prefetch`]); every other
+    /// column is built column-wise from the match table and the parsed
+    /// columns, its validity 64 rows at a time.
     fn batch(
         &self,
         rc: &RankComparison<'_>,
@@ -227,20 +249,35 @@ impl ParquetRows {
         let (t1, t2) = (rc.t1, rc.t2);
         let rows = &m.rows[range.clone()];
         let len = rows.len();
-        // The keys and differences in one pass over the rows, which reads
-        // each block of both logs once (the logs are no longer in cache).
         let mut key1 = BinaryBuilder::with_capacity(len, len * 48);
         let mut key2 = BinaryBuilder::with_capacity(len, len * 48);
-        let mut diffs = DiffColumns::with_capacity(len);
-        for r in rows {
+        for (i, r) in rows.iter().enumerate() {
+            if let Some(ahead) = rows.get(i + PREFETCH_ROWS) {
+                // A missing side ([`NO_ROW`]) is past the end: no hint.
+                t1.prefetch(ahead.row1 as usize);
+                t2.prefetch(ahead.row2 as usize);
+            }
             key1.append_option(r.r1().map(|a| t1.key(a)));
             key2.append_option(r.r2().map(|b| t2.key(b)));
-            diffs.push(t1, t2, r.sides());
         }
         // Run 1's side of a row, else run 2's: its table and row there.
         let first = |r: &MatchRow| match r.sides().first() {
             (0, a) => (t1, a),
             (_, b) => (t2, b),
+        };
+        let has1 = |i: usize| rows[i].row1 != NO_ROW;
+        let has2 = |i: usize| rows[i].row2 != NO_ROW;
+        let pass = |i: usize| pass_code(rows[i].strategy);
+        let layer = |i: usize| {
+            let (t, row) = first(&rows[i]);
+            t.layer(row)
+        };
+        let cause = |i: usize| {
+            m.cause_kinds
+                .get(range.start + i)
+                .copied()
+                .flatten()
+                .map(cause_code)
         };
         let mut cols: Vec<ArrayRef> = vec![
             Arc::new(UInt32Array::from_value(rc.rank1, len)),
@@ -250,147 +287,155 @@ impl ParquetRows {
             )),
             Arc::new(utf8_column(key1.finish())),
             Arc::new(utf8_column(key2.finish())),
-            Arc::new(
-                rows.iter()
-                    .map(|r| r.r1().map(|a| t1.line(a)))
-                    .collect::<UInt64Array>(),
-            ),
-            Arc::new(
-                rows.iter()
-                    .map(|r| r.r2().map(|b| t2.line(b)))
-                    .collect::<UInt64Array>(),
-            ),
+            Arc::new(nullable::<UInt64Type>(len, has1, |i| {
+                t1.line(rows[i].row1 as usize)
+            })),
+            Arc::new(nullable::<UInt64Type>(len, has2, |i| {
+                t2.line(rows[i].row2 as usize)
+            })),
             Arc::new(coded(
                 &STATUS_NAMES,
-                rows.iter().map(|r| Some(status_code(r.status))),
+                UInt8Array::from_iter_values(rows.iter().map(|r| status_code(r.status))),
             )?),
             Arc::new(coded(
                 &PASS_NAMES,
-                rows.iter().map(|r| pass_code(r.strategy)),
+                nullable::<UInt8Type>(len, |i| pass(i).is_some(), |i| pass(i).unwrap_or(0)),
             )?),
             Arc::new(phase_column(rows.iter().map(first))?),
             Arc::new(op_column(t1, t2, rows.iter().map(|r| r.sides().first()))?),
-            Arc::new(
-                rows.iter()
-                    .map(|r| {
-                        let (t, row) = first(r);
-                        t.layer(row)
-                    })
-                    .collect::<UInt32Array>(),
-            ),
+            Arc::new(nullable::<UInt32Type>(
+                len,
+                |i| layer(i).is_some(),
+                |i| layer(i).unwrap_or(0),
+            )),
         ];
-        cols.extend(diffs.finish());
+        cols.extend(diff_columns(t1, t2, rows));
         cols.push(Arc::new(BooleanArray::new(
             BooleanBuffer::collect_bool(len, |i| rows[i].gates()),
             None,
         )));
         cols.push(Arc::new(coded(
             &CAUSE_NAMES,
-            range.map(|i| m.cause_kinds.get(i).copied().flatten().map(cause_code)),
+            nullable::<UInt8Type>(len, |i| cause(i).is_some(), |i| cause(i).unwrap_or(0)),
         )?));
         RecordBatch::try_new(self.schema.clone(), cols)
     }
 }
 
-/// The seven difference columns of a batch, filled a row at a time.
-struct DiffColumns {
-    values: [Vec<f64>; 7],
-    valid: [BooleanBufferBuilder; 7],
+/// A column of `len` values, `value(i)` where `valid(i)` and null
+/// elsewhere: the values in one pass, the validity bits 64 at a time (no
+/// null buffer when none is null).
+fn nullable<T: ArrowPrimitiveType>(
+    len: usize,
+    valid: impl Fn(usize) -> bool,
+    value: impl Fn(usize) -> T::Native,
+) -> PrimitiveArray<T> {
+    let values: ScalarBuffer<T::Native> = (0..len)
+        .map(|i| {
+            if valid(i) {
+                value(i)
+            } else {
+                T::Native::default()
+            }
+        })
+        .collect();
+    let nulls = NullBuffer::new(BooleanBuffer::collect_bool(len, valid));
+    PrimitiveArray::new(values, Some(nulls).filter(|n| n.null_count() > 0))
 }
 
-impl DiffColumns {
-    fn with_capacity(len: usize) -> DiffColumns {
-        DiffColumns {
-            values: std::array::from_fn(|_| Vec::with_capacity(len)),
-            valid: std::array::from_fn(|_| BooleanBufferBuilder::new(len)),
-        }
-    }
-
-    /// Appends a row's differences: the stats' ([`Field::DIFF_STATS`]),
-    /// then the Output and input hashes'. Equal texts on both sides: 0,
-    /// without parsing (nearly every row); the reference's differences
-    /// only when some text differs; null where a side lacks the field or
-    /// the row is one-sided.
-    fn push(&mut self, t1: &OpTable, t2: &OpTable, sides: Sides) {
-        let Sides::Both(a, b) = sides else {
-            for k in 0..7 {
-                self.values[k].push(0.0);
-                self.valid[k].append(false);
+/// The seven difference columns of `rows` ([`DIFF_FIELDS`]' order). A pair
+/// the judge found with the same printed text on both sides
+/// ([`ROW_SAME_TEXT`]: nearly every row of runs that agree) has 0 for each
+/// field both sides have, from the parsed columns alone; the other pairs
+/// (few) have [`pair_diffs`]; a one-sided row has nulls.
+fn diff_columns<'a>(
+    t1: &'a OpTable,
+    t2: &'a OpTable,
+    rows: &'a [MatchRow],
+) -> impl Iterator<Item = ArrayRef> + 'a {
+    // Per row: run 1's row of a same-text pair, else ONE_SIDED or DIFFERING.
+    const ONE_SIDED: u32 = u32::MAX;
+    const DIFFERING: u32 = u32::MAX - 1;
+    let mut differing: Vec<(usize, [Option<f64>; 7])> = Vec::new();
+    let same: Vec<u32> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| match r.sides() {
+            Sides::Both(a, _) if r.has(ROW_SAME_TEXT) => a as u32,
+            Sides::Both(a, b) => {
+                differing.push((i, pair_diffs(t1, a, t2, b)));
+                DIFFERING
             }
-            return;
-        };
-        if t1.block(a) == t2.block(b) {
-            // The same block text (most pairs of runs that agree): every
-            // field both sides have is equal.
-            for (k, f) in DIFF_FIELDS.iter().enumerate() {
-                let both = t1.has(a, *f) && t2.has(b, *f);
-                self.values[k].push(0.0);
-                self.valid[k].append(both);
-            }
-            return;
-        }
-        let (x, y) = (t1.fields_of(a, DIFF_FIELDS), t2.fields_of(b, DIFF_FIELDS));
-        let mut out = [None; 7];
-        let mut stats_differ = false;
-        for k in 0..Field::DIFF_STATS.len() {
-            if !x[k].is_empty() && !y[k].is_empty() {
-                if x[k] == y[k] {
-                    out[k] = Some(0.0);
-                } else {
-                    stats_differ = true;
-                }
-            }
-        }
-        if stats_differ {
-            for (o, d) in out.iter_mut().zip(stat_diffs(t1, a, t2, b)) {
-                if o.is_none() {
-                    *o = d;
-                }
-            }
-        }
-        for k in Field::DIFF_STATS.len()..7 {
-            out[k] = if !x[k].is_empty() && x[k] == y[k] {
-                Some(0.0)
-            } else {
-                field_diff(t1, a, t2, b, DIFF_FIELDS[k])
-            };
-        }
-        for (k, d) in out.iter().enumerate() {
-            self.values[k].push(d.unwrap_or(0.0));
-            self.valid[k].append(d.is_some());
-        }
-    }
-
-    fn finish(self) -> impl Iterator<Item = ArrayRef> {
-        self.values.into_iter().zip(self.valid).map(|(v, mut ok)| {
-            let nulls = Some(NullBuffer::new(ok.finish())).filter(|n| n.null_count() > 0);
-            Arc::new(Float64Array::new(v.into(), nulls)) as ArrayRef
+            _ => ONE_SIDED,
         })
+        .collect();
+    (0..DIFF_FIELDS.len()).map(move |k| {
+        let has1 = t1.presence(DIFF_FIELDS[k]);
+        let valid = |i: usize| match same[i] {
+            ONE_SIDED => false,
+            DIFFERING => {
+                let at = differing.partition_point(|(j, _)| *j < i);
+                differing[at].1[k].is_some()
+            }
+            a => has1(a as usize),
+        };
+        let mut values = vec![0.0f64; rows.len()];
+        for (i, d) in &differing {
+            values[*i] = d[k].unwrap_or(0.0);
+        }
+        let nulls = NullBuffer::new(BooleanBuffer::collect_bool(rows.len(), valid));
+        Arc::new(Float64Array::new(
+            values.into(),
+            Some(nulls).filter(|n| n.null_count() > 0),
+        )) as ArrayRef
+    })
+}
+
+/// The differences of a pair whose printed texts differ somewhere: the
+/// stats' ([`Field::DIFF_STATS`]), then the Output and Input hashes'; 0 for
+/// a field with the same text on both sides, the reference's difference
+/// ([`field_diff`], [`stat_diffs`]) where the texts differ, `None` where a
+/// side lacks the field.
+fn pair_diffs(t1: &OpTable, a: usize, t2: &OpTable, b: usize) -> [Option<f64>; 7] {
+    let (x, y) = (t1.fields_of(a, DIFF_FIELDS), t2.fields_of(b, DIFF_FIELDS));
+    let mut out = [None; 7];
+    let mut stats_differ = false;
+    for k in 0..Field::DIFF_STATS.len() {
+        if !x[k].is_empty() && !y[k].is_empty() {
+            if x[k] == y[k] {
+                out[k] = Some(0.0);
+            } else {
+                stats_differ = true;
+            }
+        }
     }
+    if stats_differ {
+        for (o, d) in out.iter_mut().zip(stat_diffs(t1, a, t2, b)) {
+            if o.is_none() {
+                *o = d;
+            }
+        }
+    }
+    for k in Field::DIFF_STATS.len()..7 {
+        out[k] = if !x[k].is_empty() && x[k] == y[k] {
+            Some(0.0)
+        } else {
+            field_diff(t1, a, t2, b, DIFF_FIELDS[k])
+        };
+    }
+    out
 }
 
 /// The fields of the difference columns, in [`DIFF_COLUMNS`]' order:
 /// [`Field::DIFF_STATS`], then the hashes.
-const DIFF_FIELDS: [Field; 7] = {
-    let s = Field::DIFF_STATS;
-    [
-        s[0],
-        s[1],
-        s[2],
-        s[3],
-        s[4],
-        Field::OutputHash,
-        Field::InputHashes,
-    ]
-};
+const DIFF_FIELDS: [Field; 7] = Field::PRINTED;
 
 /// A text column of few values: `codes` index `names` (null: no value).
 fn coded(
     names: &[&str],
-    codes: impl Iterator<Item = Option<u8>>,
+    codes: UInt8Array,
 ) -> Result<DictionaryArray<UInt8Type>, arrow_schema::ArrowError> {
-    let keys: UInt8Array = codes.collect();
-    DictionaryArray::try_new(keys, Arc::new(StringArray::from(names.to_vec())))
+    DictionaryArray::try_new(codes, Arc::new(StringArray::from(names.to_vec())))
 }
 
 /// The `phase` column: each row's phase text (nearly always `forward`,
@@ -729,6 +774,21 @@ mod tests {
         let built = w.batch(&rc, 0..m.rows.len()).unwrap();
         w.write_rank(&rc).unwrap();
         w.finish().unwrap();
+        // The same-text flag only spares reading the logs: rows without it
+        // (the slow path, every field compared) give the same batch.
+        let mut unflagged = m.clone();
+        for r in &mut unflagged.rows {
+            r.flags &= !ROW_SAME_TEXT;
+        }
+        assert!(m.rows[0].has(ROW_SAME_TEXT));
+        let slow = RankComparison {
+            matches: &unflagged,
+            ..rc
+        };
+        let dir2 = tempfile::tempdir().unwrap();
+        let w2 = ParquetRows::create(&dir2.path().join("slow.parquet")).unwrap();
+        assert_eq!(w2.batch(&slow, 0..m.rows.len()).unwrap(), built);
+        drop(w2);
         let read: Vec<RecordBatch> =
             parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
                 File::open(&p).unwrap(),
@@ -821,5 +881,55 @@ mod tests {
             let json = serde_json::to_string(&k).unwrap();
             assert_eq!(json, format!("\"{}\"", CAUSE_NAMES[cause_code(k) as usize]));
         }
+    }
+
+    #[test]
+    fn integers_and_keys_are_delta_encoded() {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let a = parse_bytes(
+            b"[layers.0.m/op_0_mm]\n  Output hash: 1\n\n[layers.0.m/op_1_add]\n  Output hash: 2\n"
+                .to_vec(),
+            "a.log",
+        );
+        let m = match_tables(&a, &a, &MatchOptions::default());
+        let rc = RankComparison {
+            rank1: 3,
+            rank2: 3,
+            t1: &a,
+            t2: &a,
+            matches: &m,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("rows.parquet");
+        let w = ParquetRows::create(&p).unwrap();
+        w.write_rank(&rc).unwrap();
+        w.finish().unwrap();
+        let reader = SerializedFileReader::new(File::open(&p).unwrap()).unwrap();
+        let group = reader.metadata().row_group(0);
+        let column = |name: &str| {
+            (0..group.num_columns())
+                .map(|i| group.column(i))
+                .find(|c| c.column_path().string() == name)
+                .unwrap()
+        };
+        for name in DELTA_INTEGERS {
+            let c = column(name);
+            assert!(
+                c.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED),
+                "{name}"
+            );
+            assert_eq!(c.compression(), Compression::UNCOMPRESSED, "{name}");
+        }
+        for name in ["key1", "key2"] {
+            let c = column(name);
+            assert!(
+                c.encodings().any(|e| e == Encoding::DELTA_BYTE_ARRAY),
+                "{name}"
+            );
+            assert_eq!(c.compression(), Compression::SNAPPY, "{name}");
+        }
+        assert!(column("diff_l2_norm")
+            .encodings()
+            .all(|e| e != Encoding::PLAIN_DICTIONARY && e != Encoding::RLE_DICTIONARY));
     }
 }
