@@ -1056,3 +1056,47 @@ fn corrupt_gzip_exit_2_names_file() {
     let r = compare(&tmp, &path, &testdata(BUG_A), &[]);
     r.expect(2).stderr_has("half.log.gz").stderr_has("gzip");
 }
+
+/// The origin line's count agrees with its verb: "1 diverging row traces
+/// back to it", "2 diverging rows trace back to it".
+#[test]
+fn inherited_count_agrees_with_its_verb() {
+    let tmp = TempDir::new().unwrap();
+    let block = |key: &str, out: &str, input: &str, producers: &str| {
+        format!(
+            "[{key}]\n  Shape: torch.Size([2]), Dtype: torch.float32\n  Output hash: {out}\n  Input hashes: {input}\n  Input producers: {producers}\n\n"
+        )
+    };
+    let log = |name: &str, blocks: &[String]| {
+        let text = format!(
+            "Total captured activations: {}\n\n{}",
+            blocks.len(),
+            blocks.concat()
+        );
+        write(tmp.path(), name, text.as_bytes())
+    };
+    // Run 2 changes op_0's output; op_1 (and op_2) read it.
+    let a0 = block("m/op_0_mm", "1.000000e+00", "5.000000e+00", ";");
+    let b0 = block("m/op_0_mm", "1.500000e+00", "5.000000e+00", ";");
+    let a1 = block("m/op_1_relu", "2.000000e+00", "1.000000e+00", "m/op_0_mm");
+    let b1 = block("m/op_1_relu", "2.500000e+00", "1.500000e+00", "m/op_0_mm");
+    let a2 = block("m/op_2_relu", "3.000000e+00", "1.000000e+00", "m/op_0_mm");
+    let b2 = block("m/op_2_relu", "3.500000e+00", "1.500000e+00", "m/op_0_mm");
+    let one = compare(
+        &tmp,
+        &log("a1.log", &[a0.clone(), a1.clone()]),
+        &log("b1.log", &[b0.clone(), b1.clone()]),
+        &[],
+    );
+    one.expect(1)
+        .stdout_has("first origin: m/op_0_mm")
+        .stdout_has("  1 diverging row traces back to it (");
+    let two = compare(
+        &tmp,
+        &log("a2.log", &[a0, a1, a2]),
+        &log("b2.log", &[b0, b1, b2]),
+        &[],
+    );
+    two.expect(1)
+        .stdout_has("  2 diverging rows trace back to it (");
+}

@@ -48,9 +48,9 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         );
         let _ = writeln!(
             out,
-            "  {} diverging row{} trace back to it ({} below print precision, {} through uncaptured ops){}",
+            "  {} diverging row{} back to it ({} below print precision, {} through uncaptured ops){}",
             f.inherited,
-            if f.inherited == 1 { "" } else { "s" },
+            if f.inherited == 1 { " traces" } else { "s trace" },
             f.below_print,
             f.untraced,
             if f.reads > 0 {
