@@ -1100,3 +1100,27 @@ fn inherited_count_agrees_with_its_verb() {
     two.expect(1)
         .stdout_has("  2 diverging rows trace back to it (");
 }
+
+/// A negative `--layer-offset` that would number layers below 0 leaves
+/// those keys as they are, and says so (it did nothing silently).
+#[test]
+fn a_layer_offset_below_layer_0_is_warned_about() {
+    let tmp = TempDir::new().unwrap();
+    let r = compare(
+        &tmp,
+        &testdata(BUG_A),
+        &testdata(BUG_B),
+        &["--layer-offset", "run2=-2"],
+    );
+    r.stderr_has(
+        "rank 0: --layer-offset run2=-2 would number run2's layers 0–1 below 0; their 122 ops keep their keys as they are",
+    );
+    // An offset that keeps every layer at 0 or above is not warned about.
+    let ok = compare(
+        &tmp,
+        &testdata(BUG_A),
+        &testdata(BUG_B),
+        &["--layer-offset", "run2=2"],
+    );
+    assert!(!ok.stderr.contains("below 0"), "{}", ok.stderr);
+}

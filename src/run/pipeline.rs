@@ -254,6 +254,53 @@ fn one_sided_fields_warning(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<Str
     ))
 }
 
+/// The `--layer-offset` of run 1's rank `rank1` and run 2's rank `rank2`
+/// (the last value given for a side and rank wins; 0 when none is).
+fn layer_offsets(cfg: &CompareConfig, rank1: u32, rank2: u32) -> [i64; 2] {
+    let offset = |side: u8, rank: u32| {
+        cfg.layer_offsets
+            .iter()
+            .filter(|(s, r, _)| *s == side && r.is_none_or(|r| r == rank))
+            .map(|(_, _, o)| *o)
+            .next_back()
+            .unwrap_or(0)
+    };
+    [offset(1, rank1), offset(2, rank2)]
+}
+
+/// A warning for each side whose negative `--layer-offset` would number
+/// some of its layers below 0: those keys are compared as they are
+/// ([`matcher::keys::with_layer_offset`]), which a user who gave the offset
+/// (often to the wrong run) does not expect.
+fn negative_layer_warnings(rank1: u32, offsets: [i64; 2], tables: [&OpTable; 2]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (i, (offset, t)) in offsets.into_iter().zip(tables).enumerate() {
+        if offset >= 0 {
+            continue;
+        }
+        let below: Vec<u32> = (0..t.len())
+            .filter_map(|r| t.layer(r))
+            .filter(|l| i64::from(*l) + offset < 0)
+            .collect();
+        let (Some(lo), Some(hi)) = (below.iter().min(), below.iter().max()) else {
+            continue;
+        };
+        let layers = if lo == hi {
+            format!("layer {lo}")
+        } else {
+            format!("layers {lo}–{hi}")
+        };
+        warnings.push(format!(
+            "rank {rank1}: --layer-offset run{side}={offset} would number run{side}'s {layers} below 0; {their} {n} op{s} keep their keys as they are",
+            their = if below.len() == 1 { "its" } else { "their" },
+            side = i + 1,
+            n = below.len(),
+            s = if below.len() == 1 { "" } else { "s" },
+        ));
+    }
+    warnings
+}
+
 /// Matches a rank pair, with the `--layer-offset` of its two ranks.
 fn match_pair(
     rank1: u32,
@@ -263,15 +310,7 @@ fn match_pair(
     indexes: (parser::key::KeyIndex, parser::key::KeyIndex),
     cfg: &CompareConfig,
 ) -> MatchTable {
-    let offset = |side: u8, rank: u32| {
-        cfg.layer_offsets
-            .iter()
-            .filter(|(s, r, _)| *s == side && r.is_none_or(|r| r == rank))
-            .map(|(_, _, o)| *o)
-            .next_back()
-            .unwrap_or(0)
-    };
-    let layer_offset = [offset(1, rank1), offset(2, rank2)];
+    let layer_offset = layer_offsets(cfg, rank1, rank2);
     if layer_offset != cfg.matching.layer_offset {
         let opts = MatchOptions {
             layer_offset,
@@ -377,6 +416,11 @@ fn compare_rank(
     timer.lap("checks");
     done.warnings
         .extend(one_sided_fields_warning(rank1, &t1, &t2));
+    done.warnings.extend(negative_layer_warnings(
+        rank1,
+        layer_offsets(cfg, rank1, rank2),
+        [&t1, &t2],
+    ));
     let m = match_pair(rank1, rank2, &t1, &t2, indexes, cfg);
     timer.lap("match");
     return_free_memory();
