@@ -364,6 +364,12 @@ pub struct MatchTable {
     /// Fields compared: those present in both logs' schemas (a field one
     /// log never records is not compared, and says so in a warning).
     pub compared: crate::parser::FieldSet,
+    /// Whether every pair of the exact pass ([`Strategy::Exact`]) has
+    /// byte-equal raw keys, known without reading them: no layer offset,
+    /// and every key of both tables has the same root class
+    /// ([`OpTable::root_class`]). `--rows` reads only run 1's key of such
+    /// a pair.
+    pub exact_keys_equal: bool,
 }
 
 impl MatchTable {
@@ -490,6 +496,7 @@ pub fn match_tables_indexed(
         causes,
         policy: opts.policy.clone(),
         compared,
+        exact_keys_equal: passes::exact_pairs_have_equal_keys(t1, t2, opts.layer_offset),
     }
 }
 

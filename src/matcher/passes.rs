@@ -212,6 +212,18 @@ pub(super) fn pass_exact(
     }
 }
 
+/// Whether every pair [`pass_exact`] makes between `t1` and `t2` under
+/// `layer_offset` has byte-equal raw keys: with no offset, exact keys are
+/// the keys without their root class, so they are when both tables' keys
+/// all have the same root class ([`OpTable::root_class`]).
+pub(super) fn exact_pairs_have_equal_keys(
+    t1: &OpTable,
+    t2: &OpTable,
+    layer_offset: [i64; 2],
+) -> bool {
+    layer_offset == [0, 0] && t1.root_class().is_some() && t1.root_class() == t2.root_class()
+}
+
 /// The fuzzy keys ([`keys::fuzzy_key`], after the layer offset) of the rows
 /// the exact pass left unpaired (usually few), on each side; the fuzzy and
 /// stats passes read them.

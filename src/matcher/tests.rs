@@ -659,3 +659,80 @@ fn same_text_flag_marks_pairs_whose_printed_values_are_equal_text() {
     assert!(m.rows[0].has(ROW_SAME_TEXT));
     assert_eq!(m.rows[0].status, Status::Diff);
 }
+
+/// `exact_keys_equal` holds exactly when every exact-pass pair's raw keys
+/// are byte-equal, without reading them: no layer offset, the same root
+/// class on every key of both tables. Checked against the keys themselves.
+#[test]
+fn exact_keys_equal_only_where_every_exact_pair_has_equal_raw_keys() {
+    // The exact pairs said to have equal raw keys.
+    let same_key = |m: &MatchTable| -> Vec<bool> {
+        m.rows
+            .iter()
+            .map(|r| m.exact_keys_equal && r.strategy == Strategy::Exact)
+            .collect()
+    };
+    let keys_equal = |m: &MatchTable, a: &OpTable, b: &OpTable| -> Vec<bool> {
+        m.rows
+            .iter()
+            .map(|r| match r.sides() {
+                Sides::Both(x, y) => a.key(x) == b.key(y),
+                _ => false,
+            })
+            .collect()
+    };
+    let plain = [
+        ("layers.0.w/op_0_mm", "Output hash: 1.0"),
+        ("layers.1.w/op_1_mm", "Output hash: 2.0"),
+        ("y/op_2_mul", "Output hash: 3.0"),
+    ];
+    let renumbered = [
+        ("layers.0.w/op_0_mm", "Output hash: 1.0"),
+        ("layers.1.w/op_1_mm", "Output hash: 2.0"),
+        // Paired by the fuzzy pass: equal op, other counter.
+        ("y/op_7_mul", "Output hash: 3.0"),
+    ];
+    let (a, b) = (log(&plain), log(&renumbered));
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(same_key(&m), vec![true, true, false]);
+    assert_eq!(same_key(&m), keys_equal(&m, &a, &b));
+    // One root class on every key of both: still byte-equal.
+    let wrap = |blocks: &[(&str, &str)], class: &str| {
+        let keys: Vec<(String, &str)> = blocks
+            .iter()
+            .map(|(k, v)| (format!("{class}{k}"), *v))
+            .collect();
+        let refs: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        log(&refs)
+    };
+    let (fa, fb) = (wrap(&plain, "FSDPModel."), wrap(&plain, "FSDPModel."));
+    let m = match_tables(&fa, &fb, &MatchOptions::default());
+    assert_eq!(same_key(&m), vec![true; 3]);
+    // Root classes that differ (FSDP against none): exact pairs whose raw
+    // keys differ, not marked.
+    let m = match_tables(&fa, &a, &MatchOptions::default());
+    assert_eq!(m.strategy_counts().exact, 3);
+    assert_eq!(same_key(&m), vec![false; 3]);
+    assert_eq!(same_key(&m), keys_equal(&m, &fa, &a));
+    // Keys of one table that differ in their root class: not marked.
+    let mixed = log(&[
+        ("FSDPModel.layers.0.w/op_0_mm", "Output hash: 1.0"),
+        ("layers.1.w/op_1_mm", "Output hash: 2.0"),
+        ("y/op_2_mul", "Output hash: 3.0"),
+    ]);
+    let m = match_tables(&mixed, &a, &MatchOptions::default());
+    assert_eq!(m.strategy_counts().exact, 3);
+    assert_eq!(same_key(&m), vec![false; 3]);
+    // A layer offset: exact pairs of renumbered layers, not marked.
+    let shifted = log(&[
+        ("layers.4.w/op_0_mm", "Output hash: 1.0"),
+        ("layers.5.w/op_1_mm", "Output hash: 2.0"),
+    ]);
+    let opts = MatchOptions {
+        layer_offset: [4, 0],
+        ..MatchOptions::default()
+    };
+    let m = match_tables(&a, &shifted, &opts);
+    assert_eq!(m.strategy_counts().exact, 2);
+    assert!(same_key(&m).iter().all(|s| !s));
+}

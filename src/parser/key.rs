@@ -103,7 +103,13 @@ pub fn hasher() -> ahash::RandomState {
 /// ([`crate::parser::OpTable::key_hash`]).
 #[inline]
 pub fn key_hash(hasher: &ahash::RandomState, key: &[u8]) -> u64 {
-    hasher.hash_one(strip_root_class(key))
+    exact_key_hash(hasher, strip_root_class(key))
+}
+
+/// [`key_hash`] of a key already without its root class.
+#[inline]
+pub fn exact_key_hash(hasher: &ahash::RandomState, exact: &[u8]) -> u64 {
+    hasher.hash_one(exact)
 }
 
 /// `(hash, row)` for `hashes`, sorted by hash, then row. The hashes are

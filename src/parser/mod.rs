@@ -178,6 +178,7 @@ struct Partial<'a> {
     line: Vec<u64>,
     flags: Vec<u8>,
     key_hash: Vec<u64>,
+    root_class: RootClass<'a>,
     layer: Vec<u32>,
     op_type: Vec<u32>,
     op_ids: ahash::AHashMap<&'a [u8], u32>,
@@ -255,6 +256,7 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
         line: Vec::new(),
         flags: Vec::new(),
         key_hash: Vec::new(),
+        root_class: RootClass::NoKeys,
         layer: Vec::new(),
         op_type: Vec::new(),
         op_ids: Default::default(),
@@ -328,7 +330,9 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
                     );
                 }
                 let k = &line[ks..ke];
-                p.key_hash.push(key::key_hash(&hasher, k));
+                let exact = key::strip_root_class(k);
+                p.key_hash.push(key::exact_key_hash(&hasher, exact));
+                p.root_class.see(&k[..k.len() - exact.len()]);
                 p.layer.push(
                     key::layer_index(k)
                         .and_then(|(_, l)| u32::try_from(l).ok())
@@ -588,6 +592,36 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
     );
 }
 
+/// The root-class segments ([`key::strip_root_class`]) of the keys seen so
+/// far: whether every key has the same one (`""` for keys without one).
+#[derive(Clone, Copy)]
+enum RootClass<'a> {
+    NoKeys,
+    One(&'a [u8]),
+    Mixed,
+}
+
+impl<'a> RootClass<'a> {
+    /// Notes one key's root-class segment (with its `.`; empty when none).
+    #[inline]
+    fn see(&mut self, class: &'a [u8]) {
+        // Nearly always both empty: no call to compare bytes.
+        *self = match *self {
+            RootClass::One(c) if c.len() == class.len() && (c.is_empty() || c == class) => return,
+            RootClass::NoKeys => RootClass::One(class),
+            _ => RootClass::Mixed,
+        };
+    }
+    /// Adds a later chunk's keys.
+    fn join(&mut self, later: RootClass<'a>) {
+        match later {
+            RootClass::NoKeys => {}
+            RootClass::One(c) => self.see(c),
+            RootClass::Mixed => *self = RootClass::Mixed,
+        }
+    }
+}
+
 /// Offset of `part` (a subslice of `line`) in `line`.
 fn offset_of(line: &[u8], part: &[u8]) -> usize {
     part.as_ptr() as usize - line.as_ptr() as usize
@@ -604,6 +638,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
         line: Vec::with_capacity(rows),
         flags: Vec::with_capacity(rows),
         key_hash: Vec::with_capacity(rows),
+        root_class: None,
         layer: Vec::with_capacity(rows),
         op_type: Vec::with_capacity(rows),
         op_names: Vec::new(),
@@ -620,6 +655,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
     }
     let mut counts: ahash::AHashMap<(WarningKind, String), u64> = Default::default();
     let mut op_ids: ahash::AHashMap<&[u8], u32> = Default::default();
+    let mut root_class = RootClass::NoKeys;
     let mut line_base = 1u64; // 1-based
     let mut crlf: Option<(u64, u64)> = None;
     for mut p in parts {
@@ -635,6 +671,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
         );
         t.flags.extend_from_slice(&p.flags);
         t.key_hash.extend_from_slice(&p.key_hash);
+        root_class.join(p.root_class);
         t.layer.extend_from_slice(&p.layer);
         // The chunk's op types, renumbered in the file's order of first
         // occurrence.
@@ -671,6 +708,11 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
         line_base += p.lines;
     }
     t.total_lines = line_base - 1;
+    t.root_class = match root_class {
+        RootClass::NoKeys => Some(Box::default()),
+        RootClass::One(c) => Some(c.into()),
+        RootClass::Mixed => None,
+    };
     mark_optimizer_rows(&mut t.flags);
     let mut push = |t: &mut OpTable, line: u64, column: u64, kind, label: &str, message| {
         *counts.entry((kind, label.to_string())).or_insert(0) += 1;

@@ -196,6 +196,9 @@ pub struct OpTable {
     /// Each row's key hash ([`super::key::key_hash`]), computed while
     /// parsing.
     pub(crate) key_hash: Vec<u64>,
+    /// The root-class segment every key starts with (with its `.`; empty
+    /// when no key has one), or `None` when the keys differ in it.
+    pub(crate) root_class: Option<Box<[u8]>>,
     /// Each row's layer index ([`super::key::layer_index`]; [`NO_LAYER`]:
     /// none).
     pub(crate) layer: Vec<u32>,
@@ -469,6 +472,22 @@ impl OpTable {
     #[inline]
     pub fn key_hash(&self, row: usize) -> u64 {
         self.key_hash[row]
+    }
+    /// The root-class segment ([`super::key::strip_root_class`]) that
+    /// every key of the table starts with, `.` included (`FSDPLlama3Model.`,
+    /// or empty when no key has one); `None` when the keys differ in it.
+    /// Two tables with the same one have equal raw keys wherever their
+    /// exact keys are equal.
+    pub fn root_class(&self) -> Option<&[u8]> {
+        self.root_class.as_deref()
+    }
+    /// Whether every key of the table is valid UTF-8 (no
+    /// [`WarningKind::NonUtf8`] warning on a key).
+    pub fn keys_are_utf8(&self) -> bool {
+        !self
+            .warning_counts
+            .iter()
+            .any(|(kind, label, n)| *kind == WarningKind::NonUtf8 && label == "key" && *n > 0)
     }
     /// Row `row`'s layer index (`layers.<N>` in its key), if any.
     #[inline]

@@ -493,3 +493,46 @@ fn ops_after_the_last_backward_op_are_the_optimizer_step() {
     assert_eq!(opt.phase_kind(0), Phase::Optimizer);
     assert_eq!(opt.phase(0), "optimizer");
 }
+
+#[test]
+fn root_class_is_the_one_every_key_has() {
+    let t = |keys: &[&str]| {
+        let mut s = format!("Total captured activations: {}\n\n", keys.len());
+        for k in keys {
+            s.push_str(&format!("[{k}]\n  Output hash: 1.0\n\n"));
+        }
+        parse_bytes(s.into_bytes(), "t.log")
+    };
+    assert_eq!(t(&["a/op_0_mm", "b/op_1_mm"]).root_class(), Some(&b""[..]));
+    assert_eq!(
+        t(&["FSDPModel.a/op_0_mm", "FSDPModel.b/op_1_mm"]).root_class(),
+        Some(&b"FSDPModel."[..])
+    );
+    assert_eq!(t(&["FSDPModel.a/op_0_mm", "b/op_1_mm"]).root_class(), None);
+    assert_eq!(
+        t(&["FSDPModel.a/op_0_mm", "OtherModel.b/op_1_mm"]).root_class(),
+        None
+    );
+    assert_eq!(t(&[]).root_class(), Some(&b""[..]));
+    // Across parse chunks: the chunks' classes are joined.
+    let keys: Vec<String> = (0..20)
+        .map(|i| format!("FSDPModel.l{i}/op_{i}_mm"))
+        .collect();
+    let mut s = format!("Total captured activations: {}\n\n", keys.len());
+    let mut starts = vec![0];
+    for (i, k) in keys.iter().enumerate() {
+        if i % 5 == 0 && i > 0 {
+            starts.push(s.len());
+        }
+        let k = if i == 17 {
+            k.replace("FSDPModel.", "")
+        } else {
+            k.clone()
+        };
+        s.push_str(&format!("[{k}]\n  Output hash: 1.0\n\n"));
+    }
+    let source = std::sync::Arc::new(LogSource::Owned(s.into_bytes()));
+    let mixed = crate::parser::parse_chunks(source, "t.log".into(), &starts);
+    assert_eq!(mixed.len(), 20);
+    assert_eq!(mixed.root_class(), None);
+}

@@ -237,7 +237,8 @@ impl ParquetRows {
 
     /// Rows `range` of `rc` as one record batch. The keys are the only
     /// values read from the logs, in one pass over the rows that asks for
-    /// each block some rows ahead ([`OpTable::prefetch`]); every other
+    /// each block some rows ahead ([`OpTable::prefetch`]), run 2's only
+    /// where it may differ from run 1's ([`crate::matcher::MatchTable::exact_keys_equal`]); every other
     /// column is built column-wise from the match table and the parsed
     /// columns, its validity 64 rows at a time.
     fn batch(
@@ -251,14 +252,23 @@ impl ParquetRows {
         let len = rows.len();
         let mut key1 = BinaryBuilder::with_capacity(len, len * 48);
         let mut key2 = BinaryBuilder::with_capacity(len, len * 48);
+        // Run 2's key is read only where it may differ from run 1's.
+        let same_key = |r: &MatchRow| m.exact_keys_equal && r.strategy == Strategy::Exact;
         for (i, r) in rows.iter().enumerate() {
             if let Some(ahead) = rows.get(i + PREFETCH_ROWS) {
                 // A missing side ([`NO_ROW`]) is past the end: no hint.
                 t1.prefetch(ahead.row1 as usize);
-                t2.prefetch(ahead.row2 as usize);
+                if !same_key(ahead) {
+                    t2.prefetch(ahead.row2 as usize);
+                }
             }
-            key1.append_option(r.r1().map(|a| t1.key(a)));
-            key2.append_option(r.r2().map(|b| t2.key(b)));
+            let k1 = r.r1().map(|a| t1.key(a));
+            key1.append_option(k1);
+            key2.append_option(if same_key(r) {
+                k1
+            } else {
+                r.r2().map(|b| t2.key(b))
+            });
         }
         // Run 1's side of a row, else run 2's: its table and row there.
         let first = |r: &MatchRow| match r.sides().first() {
@@ -285,8 +295,8 @@ impl ParquetRows {
             Arc::new(UInt32Array::from_iter_values(
                 range.start as u32..range.end as u32,
             )),
-            Arc::new(utf8_column(key1.finish())),
-            Arc::new(utf8_column(key2.finish())),
+            Arc::new(utf8_column(key1.finish(), KeysChecked::of(t1, t2))),
+            Arc::new(utf8_column(key2.finish(), KeysChecked::of(t1, t2))),
             Arc::new(nullable::<UInt64Type>(len, has1, |i| {
                 t1.line(rows[i].row1 as usize)
             })),
@@ -644,10 +654,41 @@ impl ColumnsWriter {
     }
 }
 
-/// A key column as text: the bytes checked as UTF-8 in one pass (keys
-/// nearly always are); else each value converted, invalid bytes replaced
-/// (the parser warned about such a key).
-fn utf8_column(keys: BinaryArray) -> StringArray {
+/// Whether the keys of a key column are known to be UTF-8.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum KeysChecked {
+    /// The parser checked every key of both tables and found each UTF-8
+    /// ([`OpTable::keys_are_utf8`]).
+    ByParser,
+    /// Not known: to be checked here.
+    No,
+}
+
+impl KeysChecked {
+    fn of(t1: &OpTable, t2: &OpTable) -> KeysChecked {
+        if t1.keys_are_utf8() && t2.keys_are_utf8() {
+            KeysChecked::ByParser
+        } else {
+            KeysChecked::No
+        }
+    }
+}
+
+/// A key column as text. Keys the parser found UTF-8 are not checked again
+/// (about a tenth of the writer's work on the keys); others are checked in
+/// one pass (keys nearly always are UTF-8), else each value converted,
+/// invalid bytes replaced (the parser warned about such a key).
+fn utf8_column(keys: BinaryArray, checked: KeysChecked) -> StringArray {
+    if checked == KeysChecked::ByParser {
+        let (offsets, values, nulls) = keys.into_parts();
+        // SAFETY: each value is one whole key, `OpTable::key`'s slice of
+        // the log, which is the slice the parser checked as UTF-8 while
+        // parsing (`parser::parse_range`, counting a `NonUtf8` warning
+        // for each key that is not); `ByParser` is only given when
+        // neither table counted one. Whole UTF-8 strings end to end keep
+        // every offset on a character boundary.
+        return unsafe { StringArray::new_unchecked(offsets, values, nulls) };
+    }
     StringArray::try_from_binary(keys.clone()).unwrap_or_else(|_| {
         keys.iter()
             .map(|k| k.map(|k| String::from_utf8_lossy(k).into_owned()))
@@ -672,21 +713,27 @@ mod tests {
     #[test]
     fn key_columns_are_text_even_with_invalid_bytes() {
         use arrow_array::Array;
-        let ok = utf8_column(BinaryArray::from_opt_vec(vec![
+        let keys = BinaryArray::from_opt_vec(vec![
             Some(b"layers.0/op_1_mm".as_slice()),
             None,
             Some("é/op_2".as_bytes()),
-        ]));
+        ]);
+        let ok = utf8_column(keys.clone(), KeysChecked::No);
+        // Keys the parser checked: the same column, not checked again.
+        assert_eq!(utf8_column(keys, KeysChecked::ByParser), ok);
         assert_eq!(ok.value(0), "layers.0/op_1_mm");
         assert!(ok.is_null(1));
         assert_eq!(ok.value(2), "é/op_2");
         // One invalid key: that key is converted with replacement
         // characters, the others and the nulls stay as they are.
-        let bad = utf8_column(BinaryArray::from_opt_vec(vec![
-            Some(b"a".as_slice()),
-            Some(b"b\xff/op".as_slice()),
-            None,
-        ]));
+        let bad = utf8_column(
+            BinaryArray::from_opt_vec(vec![
+                Some(b"a".as_slice()),
+                Some(b"b\xff/op".as_slice()),
+                None,
+            ]),
+            KeysChecked::No,
+        );
         assert_eq!(bad.value(0), "a");
         assert_eq!(bad.value(1), "b\u{fffd}/op");
         assert!(bad.is_null(2));
@@ -736,6 +783,62 @@ mod tests {
         f.iter().collect()
     }
 
+    /// The keys the writer does not read or check itself: run 2's key of an
+    /// exact pair is run 1's only where the root classes allow it, and a
+    /// key that is not UTF-8 is still checked and written lossy.
+    #[test]
+    fn keys_are_each_side_s_own_and_text() {
+        let log = |blocks: &[&[u8]]| {
+            let mut s = format!("Total captured activations: {}\n", blocks.len()).into_bytes();
+            for b in blocks {
+                s.extend_from_slice(b);
+                s.extend_from_slice(b"\n  Output hash: 1\n\n");
+            }
+            parse_bytes(s, "t.log")
+        };
+        let batch = |a: &OpTable, b: &OpTable| {
+            let m = match_tables(a, b, &MatchOptions::default());
+            let rc = RankComparison {
+                rank1: 0,
+                rank2: 0,
+                t1: a,
+                t2: b,
+                matches: &m,
+            };
+            let dir = tempfile::tempdir().unwrap();
+            let w = ParquetRows::create(&dir.path().join("r.parquet")).unwrap();
+            let out = w.batch(&rc, 0..m.rows.len()).unwrap();
+            (out, m.exact_keys_equal, KeysChecked::of(a, b))
+        };
+        let plain = log(&[b"[layers.0.m/op_0_mm]", b"[norm/op_1_add]"]);
+        let fsdp = log(&[
+            b"[FSDPModel.layers.0.m/op_0_mm]",
+            b"[FSDPModel.norm/op_1_add]",
+        ]);
+        // Root classes that differ: exact pairs, each key its own side's.
+        let (b, equal, checked) = batch(&plain, &fsdp);
+        assert!(!equal);
+        assert_eq!(checked, KeysChecked::ByParser);
+        assert_eq!(
+            texts(&b, "key2"),
+            vec![
+                Some("FSDPModel.layers.0.m/op_0_mm".to_string()),
+                Some("FSDPModel.norm/op_1_add".to_string())
+            ]
+        );
+        assert_eq!(texts(&b, "key1")[0].as_deref(), Some("layers.0.m/op_0_mm"));
+        // A key that is not UTF-8: checked, and written with a
+        // replacement character.
+        let bad = log(&[b"[layers.0.m/op_0_mm]", b"[no\xffrm/op_1_add]"]);
+        assert!(!bad.keys_are_utf8() && plain.keys_are_utf8());
+        let (b, equal, checked) = batch(&bad, &bad);
+        assert!(equal);
+        assert_eq!(checked, KeysChecked::No);
+        for k in ["key1", "key2"] {
+            assert_eq!(texts(&b, k)[1].as_deref(), Some("no\u{fffd}rm/op_1_add"));
+        }
+    }
+
     #[test]
     fn writes_every_row_and_reads_back_as_text_and_numbers() {
         let log = |blocks: &[&str]| {
@@ -774,13 +877,15 @@ mod tests {
         let built = w.batch(&rc, 0..m.rows.len()).unwrap();
         w.write_rank(&rc).unwrap();
         w.finish().unwrap();
-        // The same-text flag only spares reading the logs: rows without it
-        // (the slow path, every field compared) give the same batch.
+        // The same-text flag and the equal exact keys only spare reading
+        // the logs: without them (the slow path, every field and both keys
+        // read) the batch is the same.
         let mut unflagged = m.clone();
         for r in &mut unflagged.rows {
             r.flags &= !ROW_SAME_TEXT;
         }
-        assert!(m.rows[0].has(ROW_SAME_TEXT));
+        unflagged.exact_keys_equal = false;
+        assert!(m.rows[0].has(ROW_SAME_TEXT) && m.exact_keys_equal);
         let slow = RankComparison {
             matches: &unflagged,
             ..rc
