@@ -293,9 +293,10 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
     } else if a.rtol.is_some() || a.atol.is_some() {
         for (name, v) in [("--rtol", a.rtol), ("--atol", a.atol)] {
             if let Some(v) = v {
-                if v.is_nan() || v < 0.0 {
+                // As in a config's `rtol`/`atol` (`Policy::from_toml`).
+                if !v.is_finite() || v < 0.0 {
                     return Err(format!(
-                        "{name} {v}: tolerances must be non-negative numbers"
+                        "{name} {v}: tolerances must be finite, non-negative numbers"
                     ));
                 }
             }

@@ -1124,3 +1124,51 @@ fn a_layer_offset_below_layer_0_is_warned_about() {
     );
     assert!(!ok.stderr.contains("below 0"), "{}", ok.stderr);
 }
+
+/// A config's `[dtype.X]` that judges no row (a misspelt dtype) is warned
+/// about, an error under `--strict`; one that judges rows, and
+/// `--dtype-tolerance`'s built-in defaults, are not.
+#[test]
+fn a_config_dtype_section_that_judges_no_row_is_warned_about() {
+    let tmp = TempDir::new().unwrap();
+    let cfg = tmp.path().join("actdiff.toml");
+    std::fs::write(
+        &cfg,
+        "[dtype.bfloat17]\nrtol = 1e-2\n\n[dtype.float32]\nrtol = 1e-6\n",
+    )
+    .unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let warned = format!(
+        "{cfg} [dtype.bfloat17] judged no row (no row has that dtype in its Shape line, or a rule judged each that does)"
+    );
+    let r = compare(
+        &tmp,
+        &testdata(BUG_A),
+        &testdata(BUG_B),
+        &["--config", cfg, "--dtype-tolerance"],
+    );
+    r.expect(1).stderr_has(&warned);
+    assert!(!r.stderr.contains("[dtype.float32]"), "{}", r.stderr);
+    assert!(!r.stderr.contains("[dtype.bfloat16]"), "{}", r.stderr);
+    // --strict: the same message, as an error.
+    compare(
+        &tmp,
+        &testdata(BUG_A),
+        &testdata(BUG_B),
+        &["--config", cfg, "--strict"],
+    )
+    .expect(2)
+    .stderr_has(&format!("{warned} (--strict)"));
+}
+
+/// `--rtol`/`--atol` take what a config's `rtol`/`atol` take: a finite,
+/// non-negative number.
+#[test]
+fn an_infinite_tolerance_is_refused_on_the_command_line_as_in_a_config() {
+    let tmp = TempDir::new().unwrap();
+    for arg in ["--rtol=inf", "--atol=-1", "--rtol=NaN"] {
+        compare(&tmp, &testdata(BUG_A), &testdata(BUG_B), &[arg])
+            .expect(2)
+            .stderr_has("tolerances must be finite, non-negative numbers");
+    }
+}

@@ -69,15 +69,21 @@ pub(super) fn judge_rows(
     rows
 }
 
-/// Rows per status, and rows judged by each rule of the policy (by rule
-/// index; `rules` is the number of rules).
-pub(super) fn tally(rows: &[MatchRow], rules: usize) -> (Counts, Vec<u64>) {
+/// Rows per status, and rows judged by each rule of `policy` (by rule
+/// index), then by each per-dtype default a config wrote (at
+/// `rules.len()` + its index, [`Policy::dtype_origins`]).
+pub(super) fn tally(rows: &[MatchRow], policy: &Policy) -> (Counts, Vec<u64>) {
+    let rules = policy.rules.len();
     let mut counts = Counts::default();
-    let mut rule_hits = vec![0u64; rules];
+    let mut rule_hits = vec![0u64; rules + policy.dtype_origins.len()];
     for r in rows {
         counts.add_row(r);
-        if let Source::Rule(i) = r.source {
-            rule_hits[i as usize] += 1;
+        match r.source {
+            Source::Rule(i) => rule_hits[i as usize] += 1,
+            Source::Dtype(i) if (i as usize) < policy.dtype_origins.len() => {
+                rule_hits[rules + i as usize] += 1
+            }
+            _ => {}
         }
     }
     (counts, rule_hits)

@@ -353,7 +353,8 @@ pub struct MatchTable {
     strategies: StrategyCounts,
     /// Side-1 keys of override pairs that paired nothing (absent key or target).
     pub unused_overrides: Vec<(String, String)>,
-    /// Rows judged by each rule of the policy, by rule index.
+    /// Rows judged by each rule of the policy, by rule index, then by each
+    /// per-dtype default a config wrote ([`Policy::dtype_origins`]).
     pub rule_hits: Vec<u64>,
     /// Root cause class of each `diff` row (indexed like `rows`).
     pub cause_kinds: Vec<Option<cause::CauseKind>>,
@@ -480,7 +481,7 @@ pub fn match_tables_indexed(
     let compared = t1.schema().intersect(t2.schema());
     let rows = judge::judge_rows(t1, t2, &p, &opts.policy, compared);
     drop(p);
-    let (counts, rule_hits) = judge::tally(&rows, opts.policy.rules.len());
+    let (counts, rule_hits) = judge::tally(&rows, &opts.policy);
 
     // Root cause, with each row's settings resolved as for its verdict.
     let opts_of = |i: usize| opts.policy.for_sides(t1, t2, rows[i].sides()).opts;

@@ -170,6 +170,11 @@ pub struct Policy {
     pub default: CompareOptions,
     /// Per-dtype defaults: (dtype name without `torch.`, tolerance); stats gate for these rows.
     pub dtype: Vec<(String, Tolerance)>,
+    /// Where each of the first `dtype_origins.len()` entries of
+    /// [`Policy::dtype`] was written (`actdiff.toml [dtype.bfloat16]`): a
+    /// config's sections, which are warned about when they judge no row;
+    /// the entries after them are `--dtype-tolerance`'s built-in defaults.
+    pub dtype_origins: Vec<String>,
     /// Ordered rules; the first match wins.
     pub rules: Vec<Rule>,
     /// Op names treated as unsynced collectives.
@@ -185,6 +190,7 @@ impl Default for Policy {
         Policy {
             default: CompareOptions::default(),
             dtype: Vec::new(),
+            dtype_origins: Vec::new(),
             rules: Vec::new(),
             unsynced_ops: DEFAULT_UNSYNCED_OPS.iter().map(|s| s.to_string()).collect(),
             ignore_ops: Vec::new(),
@@ -394,6 +400,7 @@ impl Policy {
             }
         }
         for (name, d) in &cfg.dtype {
+            p.dtype_origins.push(format!("{file} [dtype.{name}]"));
             p.dtype.push((
                 name.trim_start_matches("torch.").to_string(),
                 Tolerance {

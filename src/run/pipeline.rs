@@ -616,20 +616,30 @@ fn unused_option_warnings(run: &RunLevel, done: &[RankResult]) -> Vec<String> {
     warnings
 }
 
-/// Rules that judged no row of any rank: warnings, or errors with `--strict`.
+/// Rules, and per-dtype defaults a config wrote, that judged no row of any
+/// rank: warnings, or errors with `--strict`.
 fn unused_rules(run: &RunLevel, done: &[RankResult], meta: &mut RunMeta) {
     if done.is_empty() {
         return;
     }
-    let mut hits = vec![0u64; run.rules.len()];
+    let mut hits = vec![0u64; run.rules.len() + run.dtype_sections.len()];
     for d in done {
         for (h, x) in hits.iter_mut().zip(&d.rule_hits) {
             *h += x;
         }
     }
-    for ((origin, key_src), h) in run.rules.iter().zip(&hits) {
+    let rules = run
+        .rules
+        .iter()
+        .map(|(origin, key_src)| format!("rule {origin} `{key_src}` matched no row"));
+    // A config's `[dtype.X]` that judged no row: often a misspelt dtype
+    // (`bfloat17`), which would otherwise leave those rows at the global
+    // default without a word.
+    let dtypes = run.dtype_sections.iter().map(|origin| {
+        format!("{origin} judged no row (no row has that dtype in its Shape line, or a rule judged each that does)")
+    });
+    for (msg, h) in rules.chain(dtypes).zip(&hits) {
         if *h == 0 {
-            let msg = format!("rule {origin} `{key_src}` matched no row");
             if run.strict {
                 meta.errors.push(format!("{msg} (--strict)"));
             } else {
@@ -732,6 +742,7 @@ fn run_level(cfg: &CompareConfig, plan: &RankPlan, input_errors: Vec<String>) ->
             .iter()
             .map(|r| (r.origin.to_string(), r.key_src.clone()))
             .collect(),
+        dtype_sections: cfg.matching.policy.dtype_origins.clone(),
         pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
         only1: plan.only1.clone(),
         only2: plan.only2.clone(),
@@ -792,6 +803,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
             layer_offsets: Vec::new(),
             ignore_ops: Vec::new(),
             rules: Vec::new(),
+            dtype_sections: Vec::new(),
             ..run.clone()
         },
     };

@@ -355,7 +355,8 @@ pub enum PartStatus {
 pub struct RankResult {
     /// Run-1 rank.
     pub rank: u32,
-    /// Rows judged by each rule, by rule index.
+    /// Rows judged by each rule, by rule index, then by each config
+    /// per-dtype default ([`RunLevel::dtype_sections`]).
     pub rule_hits: Vec<u64>,
     /// Per `--ignore-op`: whether either log of the rank has that op.
     pub ignore_seen: Vec<bool>,
@@ -391,6 +392,10 @@ pub struct RunLevel {
     pub ignore_ops: Vec<String>,
     /// Each rule as named in a "matched no row" message: (origin, key source).
     pub rules: Vec<(String, String)>,
+    /// Each per-dtype default a config wrote, as named in a "judged no
+    /// row" message (`actdiff.toml [dtype.bfloat16]`).
+    #[serde(default)]
+    pub dtype_sections: Vec<String>,
     /// All rank pairs of the run (run-1 rank, run-2 rank), in plan order.
     pub pairs: Vec<(u32, u32)>,
     /// Ranks only run 1 has.
