@@ -897,3 +897,46 @@ fn a_merge_failing_while_writing_leaves_no_green_summary() {
         .to_string()
         .contains("rank1-overview.html"));
 }
+
+/// Parts given one `--rows` file (a relative `--rows rows.parquet` run
+/// from one folder) overwrite each other's rows: the merge is exit 2
+/// naming the parts and the file, never green with rows missing.
+#[test]
+fn parts_sharing_one_rows_file_do_not_merge() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = gen(t.path(), 8, 200, 5);
+    let p: Vec<PathBuf> = (0..4).map(|k| t.path().join(format!("part-{k}"))).collect();
+    for (k, part) in p.iter().enumerate() {
+        let o = part_in(
+            t.path(),
+            (&a, &b),
+            k as u32,
+            part,
+            &["--rows", "rows.parquet"],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let o = merge(
+        &p.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+        &t.path().join("out"),
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    let shared = std::path::absolute(t.path().join("rows.parquet")).unwrap();
+    assert!(
+        err.contains(&format!("part 0/4 ({})", p[0].display()))
+            && err.contains(&format!(
+                "all wrote their rows to {}: each part overwrote the one before",
+                shared.display()
+            )),
+        "{err}"
+    );
+    assert!(
+        !t.path().join("out/summary.json").exists() || {
+            let s: Value =
+                serde_json::from_slice(&std::fs::read(t.path().join("out/summary.json")).unwrap())
+                    .unwrap();
+            s["exit_status"] == 2
+        }
+    );
+}

@@ -189,6 +189,12 @@ struct Partial<'a> {
     counts: ahash::AHashMap<(WarningKind, String), u64>,
     lines: u64,
     crlf_line: Option<(u64, u64)>,
+    /// The fields of the chunk's last block (`None`: no block).
+    last_fields: Option<u16>,
+    /// A headerless log's last block not followed by an empty line, alone
+    /// in its chunk: (its last line, its fields), for [`join`] to judge
+    /// against the block before it (in the chunk before).
+    undecided_cut: Option<(u64, u16)>,
 }
 
 impl Partial<'_> {
@@ -267,6 +273,8 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
         counts: Default::default(),
         lines: 0,
         crlf_line: None,
+        last_fields: None,
+        undecided_cut: None,
     };
     // Rows of this chunk, estimated from its size (blocks of real logs are
     // 150 bytes or more): reserving once saves the growth copies, and pages
@@ -287,6 +295,9 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
     let mut in_block = false;
     let mut last_nonblank_in_block = false;
     let mut seen: u16 = 0; // fields set in the current block
+                           // Fields of the block before the current one (`None` before this
+                           // chunk's second block).
+    let mut seen_before: Option<u16> = None;
     while pos < end {
         let nl = memchr::memchr(b'\n', &data[pos..end]).map(|i| pos + i);
         let line_end = nl.unwrap_or(end);
@@ -303,6 +314,9 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
                 end: ke,
                 closed,
             } => {
+                if in_block {
+                    seen_before = Some(seen);
+                }
                 in_block = true;
                 seen = 0;
                 p.block_start.push(pos as u64);
@@ -488,28 +502,50 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
     }
     // A tracer ends every block with an empty line: a log whose header gives
     // a count (so a tracer wrote it) and whose last block is not followed by
-    // one was cut right after a newline.
-    if end == data.len()
-        && data.last() == Some(&b'\n')
-        && in_block
-        && last_nonblank_in_block
-        && has_count_header(data)
-    {
-        if let Some(f) = p.flags.last_mut() {
-            if *f & FLAG_TRUNCATED == 0 {
-                *f |= FLAG_TRUNCATED;
-                p.warn(
-                    lineno,
-                    1,
-                    WarningKind::Truncated,
-                    "truncated",
-                    "last block is not followed by an empty line (possibly truncated)".into(),
-                );
-            }
+    // one was cut right after a newline. Without the header (a log cut at
+    // both ends, or written by hand), the last block is taken as cut when
+    // the block before it has a field that a writer prints after every
+    // field the last block has (fields come in `Field::ALL` order; a block
+    // may lack some, so a missing field in between is no evidence).
+    let counted = has_count_header(data);
+    if end == data.len() && data.last() == Some(&b'\n') && in_block && last_nonblank_in_block {
+        let cut = counted || seen_before.is_some_and(|before| ends_before(seen, before));
+        if !counted && seen_before.is_none() {
+            p.undecided_cut = Some((lineno, seen));
+        }
+        if let Some(f) = p
+            .flags
+            .last_mut()
+            .filter(|f| cut && **f & FLAG_TRUNCATED == 0)
+        {
+            *f |= FLAG_TRUNCATED;
+            p.warn(
+                lineno,
+                1,
+                WarningKind::Truncated,
+                "truncated",
+                if counted {
+                    "last block is not followed by an empty line (possibly truncated)".into()
+                } else {
+                    HEADERLESS_CUT.into()
+                },
+            );
         }
     }
+    p.last_fields = (!p.block_start.is_empty()).then_some(seen);
     p.lines = lineno;
     p
+}
+
+/// The warning for a headerless log's last block taken as cut.
+const HEADERLESS_CUT: &str = "last block is not followed by an empty line and ends before fields the block before it has (possibly truncated)";
+
+/// Whether a block with fields `last` (bits by [`Field`] number) ends
+/// before a field that a block with fields `before` has: a writer prints
+/// fields in [`Field::ALL`] order, so a block lacking the later ones was
+/// cut (one lacking fields in between may just not have them).
+fn ends_before(last: u16, before: u16) -> bool {
+    before.checked_shr(16 - last.leading_zeros()).unwrap_or(0) != 0
 }
 
 /// Whether the log starts with a `Total captured ...: N` line.
@@ -656,6 +692,10 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
     let mut counts: ahash::AHashMap<(WarningKind, String), u64> = Default::default();
     let mut op_ids: ahash::AHashMap<&[u8], u32> = Default::default();
     let mut root_class = RootClass::NoKeys;
+    // The fields of the last block so far, and the line of a headerless
+    // log's last block judged cut against it.
+    let mut last_fields: Option<u16> = None;
+    let mut late_cut: Option<u64> = None;
     let mut line_base = 1u64; // 1-based
     let mut crlf: Option<(u64, u64)> = None;
     for mut p in parts {
@@ -705,6 +745,10 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
         if crlf.is_none() {
             crlf = p.crlf_line.map(|(l, c)| (l + line_base, c));
         }
+        if let (Some((line, seen)), Some(before)) = (p.undecided_cut, last_fields) {
+            late_cut = ends_before(seen, before).then_some(line + line_base);
+        }
+        last_fields = p.last_fields.or(last_fields);
         line_base += p.lines;
     }
     t.total_lines = line_base - 1;
@@ -726,6 +770,19 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
             });
         }
     };
+    if let Some(line) = late_cut {
+        if let Some(f) = t.flags.last_mut() {
+            *f |= FLAG_TRUNCATED;
+        }
+        push(
+            &mut t,
+            line,
+            1,
+            WarningKind::Truncated,
+            "truncated",
+            HEADERLESS_CUT.into(),
+        );
+    }
     if let Some((line, column)) = crlf {
         push(
             &mut t,

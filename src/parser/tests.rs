@@ -129,9 +129,38 @@ fn truncated_last_block_is_kept_and_flagged() {
     let t = table(&SAMPLE[..SAMPLE.len() - 1]);
     assert!(t.is_truncated(2), "no empty line after the last block");
     assert!(!table(SAMPLE).is_truncated(2));
-    // Without a count header (not a tracer's log) that is no evidence.
+    // Without a count header (not a tracer's log) that alone is no
+    // evidence: a last block with every field the block before it has
+    // is whole.
     let headerless = &SAMPLE[SAMPLE.find('[').unwrap()..SAMPLE.len() - 1];
     assert!(!table(headerless).is_truncated(2));
+    // Headerless and cut right after a newline inside the last block: it
+    // lacks fields the block before it has, so it was cut.
+    let blocks = &SAMPLE[SAMPLE.find('[').unwrap()..];
+    let second = blocks.find("[layers.0.attention_norm").unwrap();
+    let cut = &blocks[..second + blocks[second..].find("  Input hashes").unwrap()];
+    let t = table(cut);
+    assert_eq!(t.len(), 2);
+    assert!(t.is_truncated(1), "{cut}");
+    assert!(!t.is_truncated(0));
+    assert!(t
+        .warnings()
+        .iter()
+        .any(|w| w.kind == WarningKind::Truncated));
+    // The same when the last block is alone in the last parse chunk (the
+    // block before it is judged from the chunk before).
+    let split = parse_chunks(
+        Arc::new(LogSource::Owned(cut.as_bytes().to_vec())),
+        "t.log".into(),
+        &[0, second],
+    );
+    assert!(split.is_truncated(1) && !split.is_truncated(0));
+    assert_eq!(split.warnings(), t.warnings());
+    // The same block whole, without the empty line after it: not cut.
+    let whole = &blocks[..second + blocks[second..].find("\n\n").unwrap() + 1];
+    let t = table(whole);
+    assert_eq!(t.len(), 2);
+    assert!(!t.is_truncated(1), "{whole}");
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! parts (exit 2, nothing written; see [`merge`] for what a refused merge
 //! leaves): a folder that is not a part, a part given twice, a part
 //! missing, parts of different runs, options or tool versions, parts with
-//! and without `--rows`, a part whose compare did not finish or failed, a
+//! and without `--rows`, parts that wrote their rows to one file, a part
+//! whose compare did not finish or failed, a
 //! log whose size changed since the parts compared it, a part whose ranks
 //! are not the ones the split gives, and a part lacking a file its ranks'
 //! report needs. Then the ranks' pages are linked
@@ -188,6 +189,7 @@ pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError
             }
         }
         problems.extend(rows_disagree(&sound));
+        problems.extend(rows_shared(&sound));
         if !sound.is_empty() {
             problems.extend(logs_changed(first, fdir));
         }
@@ -320,6 +322,29 @@ fn rows_disagree(parts: &[&(Manifest, &PathBuf)]) -> Option<String> {
         list(&names(&with)),
         list(&names(&without))
     ))
+}
+
+/// Parts that wrote their rows to the same file (a relative `--rows
+/// rows.parquet` run from one folder): each overwrote the one before, so
+/// the file holds the last part's ranks only. One problem per file.
+fn rows_shared(parts: &[&(Manifest, &PathBuf)]) -> Vec<String> {
+    let mut by_file: std::collections::BTreeMap<&Path, Vec<String>> = Default::default();
+    for (m, d) in parts {
+        if let Some(rows) = &m.rows {
+            by_file.entry(rows.as_path()).or_default().push(name(m, d));
+        }
+    }
+    by_file
+        .into_iter()
+        .filter(|(_, names)| names.len() > 1)
+        .map(|(file, names)| {
+            format!(
+                "{} all wrote their rows to {}: each part overwrote the one before, so it holds one part's ranks only; give each part its own file (--rows PART_DIR/rows.parquet)",
+                list(&names),
+                file.display()
+            )
+        })
+        .collect()
 }
 
 /// The logs recorded in part `m` whose size is not the recorded one (or
