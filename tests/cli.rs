@@ -1150,6 +1150,18 @@ fn a_config_dtype_section_that_judges_no_row_is_warned_about() {
     r.expect(1).stderr_has(&warned);
     assert!(!r.stderr.contains("[dtype.float32]"), "{}", r.stderr);
     assert!(!r.stderr.contains("[dtype.bfloat16]"), "{}", r.stderr);
+    // In the report too: summary.json's warnings and the index.
+    let s = r.summary();
+    assert!(
+        s["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str() == Some(warned.as_str())),
+        "{s}"
+    );
+    let index = std::fs::read_to_string(r.out.join("index.html")).unwrap();
+    assert!(index.contains("[dtype.bfloat17] judged no row"), "index");
     // --strict: the same message, as an error.
     compare(
         &tmp,

@@ -464,6 +464,12 @@ pub struct Summary {
     /// included), each naming its file; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub input_errors: Vec<String>,
+    /// Every warning of the comparison, as printed on stderr: options,
+    /// rules and config `[dtype.X]` sections that did nothing, and each
+    /// rank's (its logs' input warnings in one line each, one-sided
+    /// fields, layer offsets, unused overrides); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub warnings: Vec<String>,
     /// Ranks that behave alike: same first divergence and counts.
     pub groups: Vec<RankGroup>,
     /// The exit status `actdiff compare` returns for this comparison.

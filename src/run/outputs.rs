@@ -73,6 +73,7 @@ pub fn summarise(meta: &RunMeta, mut ranks: Vec<RankSummary>) -> Summary {
         ranks_only2: meta.ranks_only2.clone(),
         ranks_failed: meta.ranks_failed.clone(),
         input_errors: meta.errors.clone(),
+        warnings: meta.warnings.clone(),
         groups: Summary::group_ranks(&ranks),
         ranks,
         exit_status,

@@ -1,6 +1,6 @@
 //! The index page, `index.html`: the verdict, counts per status, one line
 //! per rank (first diverging row, first cause, page links), each rank's
-//! heatmap and causes, the key search, excluded ops, input warnings and
+//! heatmap and causes, the key search, excluded ops, the run's warnings (as on stderr), input warnings and
 //! unused overrides. Built from the [`Summary`] alone (and each rank's
 //! heatmap, read from its overview page in the report folder).
 
@@ -16,6 +16,9 @@ use super::{engine, overview};
 use crate::matcher::cause::CauseKind;
 use crate::report::summary::{CausesSummary, SideSummary};
 use crate::report::{files, RankSummary, ReportError, ReportOptions, Summary};
+
+/// Run warnings (as on stderr) listed on the index (the rest are counted).
+const INDEX_RUN_WARNINGS: usize = 50;
 
 /// Parse warnings listed per side on the index (the rest are counted).
 const INDEX_WARNINGS: usize = 5;
@@ -225,6 +228,10 @@ struct IndexCtx<'a> {
     ranks_only2: &'a [u32],
     excluded: Vec<Excluded<'a>>,
     warnings: Vec<SideWarnings<'a>>,
+    /// The first [`INDEX_RUN_WARNINGS`] of [`Summary::warnings`].
+    run_warnings: &'a [String],
+    /// Run warnings not listed.
+    more_run_warnings: usize,
     unused: Vec<Unused<'a>>,
 }
 
@@ -440,6 +447,8 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         ranks_only2: &summary.ranks_only2,
         excluded: excl,
         warnings,
+        run_warnings: &summary.warnings[..summary.warnings.len().min(INDEX_RUN_WARNINGS)],
+        more_run_warnings: summary.warnings.len().saturating_sub(INDEX_RUN_WARNINGS),
         unused,
     };
     engine::render_file(files::INDEX, &ctx, &opts.out_dir.join(files::INDEX))

@@ -174,6 +174,7 @@ fn write_all(f: &Fixture, opts: &ReportOptions) -> Summary {
         ranks_only2: vec![],
         ranks_failed: vec![],
         input_errors: vec![],
+        warnings: vec![],
         groups,
         exit_status: 1,
         verdict: vec!["rank 0 diverges at <script>".into()],
