@@ -294,10 +294,10 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
     let mut lineno: u64 = 0; // 0-based within the chunk
     let mut in_block = false;
     let mut last_nonblank_in_block = false;
-    let mut seen: u16 = 0; // fields set in the current block
-                           // Fields of the block before the current one (`None` before this
-                           // chunk's second block).
-    let mut seen_before: Option<u16> = None;
+    // Fields set in the current block, and in the block before it (0
+    // before the chunk's second block).
+    let mut seen: u16 = 0;
+    let mut seen_before: u16 = 0;
     while pos < end {
         let nl = memchr::memchr(b'\n', &data[pos..end]).map(|i| pos + i);
         let line_end = nl.unwrap_or(end);
@@ -314,9 +314,7 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
                 end: ke,
                 closed,
             } => {
-                if in_block {
-                    seen_before = Some(seen);
-                }
+                seen_before = seen;
                 in_block = true;
                 seen = 0;
                 p.block_start.push(pos as u64);
@@ -509,6 +507,8 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
     // may lack some, so a missing field in between is no evidence).
     let counted = has_count_header(data);
     if end == data.len() && data.last() == Some(&b'\n') && in_block && last_nonblank_in_block {
+        // The block before the last one, when this chunk has it.
+        let seen_before = (p.block_start.len() >= 2).then_some(seen_before);
         let cut = counted || seen_before.is_some_and(|before| ends_before(seen, before));
         if !counted && seen_before.is_none() {
             p.undecided_cut = Some((lineno, seen));
