@@ -1184,3 +1184,19 @@ fn an_infinite_tolerance_is_refused_on_the_command_line_as_in_a_config() {
             .stderr_has("tolerances must be finite, non-negative numbers");
     }
 }
+
+/// A config file that cannot be read is named with the OS's reason, not
+/// at a line and column of a file that is not there.
+#[test]
+fn a_missing_config_file_is_named_without_a_position() {
+    let tmp = TempDir::new().unwrap();
+    let r = compare(
+        &tmp,
+        &testdata(BUG_A),
+        &testdata(BUG_B),
+        &["--config", "nonexistent.toml"],
+    );
+    r.expect(2)
+        .stderr_has("nonexistent.toml: No such file or directory");
+    assert!(!r.stderr.contains("nonexistent.toml:1:1"), "{}", r.stderr);
+}

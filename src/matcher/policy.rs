@@ -43,18 +43,28 @@ pub const DEFAULT_UNSYNCED_OPS: &[&str] = &[
     "_c10d_functional.all_reduce",
 ];
 
-/// Errors in a rules or config file.
+/// Errors in a rules or config file: `file:line:column: message`, or
+/// `file: message` for a file that cannot be read (`line` 0).
 #[derive(Debug, thiserror::Error)]
-#[error("{file}:{line}:{column}: {message}")]
+#[error("{file}{}: {message}", position(*line, *column))]
 pub struct RuleError {
     /// The file.
     pub file: String,
-    /// 1-based line.
+    /// 1-based line; 0 when the error is the whole file's (unreadable).
     pub line: usize,
     /// 1-based column.
     pub column: usize,
     /// What was expected.
     pub message: String,
+}
+
+/// `:line:column` of a [`RuleError`], or nothing for the whole file.
+fn position(line: usize, column: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}:{column}")
+    }
 }
 
 /// One ordered tolerance rule.
@@ -455,8 +465,8 @@ impl Policy {
     pub fn read_toml(path: &Path) -> Result<Policy, RuleError> {
         let text = std::fs::read_to_string(path).map_err(|e| RuleError {
             file: path.display().to_string(),
-            line: 1,
-            column: 1,
+            line: 0,
+            column: 0,
             message: e.to_string(),
         })?;
         Policy::from_toml(&text, &path.display().to_string())
