@@ -1101,27 +1101,22 @@ fn inherited_count_agrees_with_its_verb() {
         .stdout_has("  2 diverging rows trace back to it (");
 }
 
+/// `compare` of the bundled bug_layer2 pair with `extra` options.
+fn compare_bug(tmp: &TempDir, extra: &[&str]) -> Run {
+    compare(tmp, &testdata(BUG_A), &testdata(BUG_B), extra)
+}
+
 /// A negative `--layer-offset` that would number layers below 0 leaves
 /// those keys as they are, and says so (it did nothing silently).
 #[test]
 fn a_layer_offset_below_layer_0_is_warned_about() {
     let tmp = TempDir::new().unwrap();
-    let r = compare(
-        &tmp,
-        &testdata(BUG_A),
-        &testdata(BUG_B),
-        &["--layer-offset", "run2=-2"],
-    );
+    let r = compare_bug(&tmp, &["--layer-offset", "run2=-2"]);
     r.stderr_has(
         "rank 0: --layer-offset run2=-2 would number run2's layers 0–1 below 0; their 122 ops keep their keys as they are",
     );
     // An offset that keeps every layer at 0 or above is not warned about.
-    let ok = compare(
-        &tmp,
-        &testdata(BUG_A),
-        &testdata(BUG_B),
-        &["--layer-offset", "run2=2"],
-    );
+    let ok = compare_bug(&tmp, &["--layer-offset", "run2=2"]);
     assert!(!ok.stderr.contains("below 0"), "{}", ok.stderr);
 }
 
@@ -1141,12 +1136,7 @@ fn a_config_dtype_section_that_judges_no_row_is_warned_about() {
     let warned = format!(
         "{cfg} [dtype.bfloat17] judged no row (no row has that dtype in its Shape line, or a rule judged each that does)"
     );
-    let r = compare(
-        &tmp,
-        &testdata(BUG_A),
-        &testdata(BUG_B),
-        &["--config", cfg, "--dtype-tolerance"],
-    );
+    let r = compare_bug(&tmp, &["--config", cfg, "--dtype-tolerance"]);
     r.expect(1).stderr_has(&warned);
     assert!(!r.stderr.contains("[dtype.float32]"), "{}", r.stderr);
     assert!(!r.stderr.contains("[dtype.bfloat16]"), "{}", r.stderr);
@@ -1163,14 +1153,9 @@ fn a_config_dtype_section_that_judges_no_row_is_warned_about() {
     let index = std::fs::read_to_string(r.out.join("index.html")).unwrap();
     assert!(index.contains("[dtype.bfloat17] judged no row"), "index");
     // --strict: the same message, as an error.
-    compare(
-        &tmp,
-        &testdata(BUG_A),
-        &testdata(BUG_B),
-        &["--config", cfg, "--strict"],
-    )
-    .expect(2)
-    .stderr_has(&format!("{warned} (--strict)"));
+    compare_bug(&tmp, &["--config", cfg, "--strict"])
+        .expect(2)
+        .stderr_has(&format!("{warned} (--strict)"));
 }
 
 /// `--rtol`/`--atol` take what a config's `rtol`/`atol` take: a finite,
@@ -1179,7 +1164,7 @@ fn a_config_dtype_section_that_judges_no_row_is_warned_about() {
 fn an_infinite_tolerance_is_refused_on_the_command_line_as_in_a_config() {
     let tmp = TempDir::new().unwrap();
     for arg in ["--rtol=inf", "--atol=-1", "--rtol=NaN"] {
-        compare(&tmp, &testdata(BUG_A), &testdata(BUG_B), &[arg])
+        compare_bug(&tmp, &[arg])
             .expect(2)
             .stderr_has("tolerances must be finite, non-negative numbers");
     }
@@ -1190,12 +1175,7 @@ fn an_infinite_tolerance_is_refused_on_the_command_line_as_in_a_config() {
 #[test]
 fn a_missing_config_file_is_named_without_a_position() {
     let tmp = TempDir::new().unwrap();
-    let r = compare(
-        &tmp,
-        &testdata(BUG_A),
-        &testdata(BUG_B),
-        &["--config", "nonexistent.toml"],
-    );
+    let r = compare_bug(&tmp, &["--config", "nonexistent.toml"]);
     r.expect(2)
         .stderr_has("nonexistent.toml: No such file or directory");
     assert!(!r.stderr.contains("nonexistent.toml:1:1"), "{}", r.stderr);

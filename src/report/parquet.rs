@@ -238,7 +238,8 @@ impl ParquetRows {
     /// Rows `range` of `rc` as one record batch. The keys are the only
     /// values read from the logs, in one pass over the rows that asks for
     /// each block some rows ahead ([`OpTable::prefetch`]), run 2's only
-    /// where it may differ from run 1's ([`crate::matcher::MatchTable::exact_keys_equal`]); every other
+    /// where it may differ from run 1's
+    /// ([`crate::matcher::MatchTable::exact_keys_equal`]); every other
     /// column is built column-wise from the match table and the parsed
     /// columns, its validity 64 rows at a time.
     fn batch(
@@ -252,6 +253,7 @@ impl ParquetRows {
         let len = rows.len();
         let mut key1 = BinaryBuilder::with_capacity(len, len * 48);
         let mut key2 = BinaryBuilder::with_capacity(len, len * 48);
+        let checked = KeysChecked::of(t1, t2);
         // Run 2's key is read only where it may differ from run 1's.
         let same_key = |r: &MatchRow| m.exact_keys_equal && r.strategy == Strategy::Exact;
         for (i, r) in rows.iter().enumerate() {
@@ -295,8 +297,8 @@ impl ParquetRows {
             Arc::new(UInt32Array::from_iter_values(
                 range.start as u32..range.end as u32,
             )),
-            Arc::new(utf8_column(key1.finish(), KeysChecked::of(t1, t2))),
-            Arc::new(utf8_column(key2.finish(), KeysChecked::of(t1, t2))),
+            Arc::new(utf8_column(key1.finish(), checked)),
+            Arc::new(utf8_column(key2.finish(), checked)),
             Arc::new(nullable::<UInt64Type>(len, has1, |i| {
                 t1.line(rows[i].row1 as usize)
             })),

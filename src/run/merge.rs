@@ -6,11 +6,10 @@
 //! leaves): a folder that is not a part, a part given twice, a part
 //! missing, parts of different runs, options or tool versions, parts with
 //! and without `--rows`, parts that wrote their rows to one file, a part
-//! whose compare did not finish or failed, a
-//! log whose size changed since the parts compared it, a part whose ranks
-//! are not the ones the split gives, and a part lacking a file its ranks'
-//! report needs. Then the ranks' pages are linked
-//! (or copied) into the report folder, and the per-rank results go through
+//! whose compare did not finish or failed, a log whose size changed since
+//! the parts compared it, a part whose ranks are not the ones the split
+//! gives, and a part lacking a file its ranks' report needs. Then the
+//! ranks' pages are linked (or copied) into the report folder, and the per-rank results go through
 //! [`assemble`] and [`super::outputs::finish`], the functions `actdiff
 //! compare` itself ends with, so the index, `summary.json`, JUnit, terminal
 //! summary and exit status are the single compare's.

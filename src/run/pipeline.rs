@@ -301,16 +301,15 @@ fn negative_layer_warnings(rank1: u32, offsets: [i64; 2], tables: [&OpTable; 2])
     warnings
 }
 
-/// Matches a rank pair, with the `--layer-offset` of its two ranks.
+/// Matches a rank pair, with the `--layer-offset` of its two ranks
+/// ([`layer_offsets`]).
 fn match_pair(
-    rank1: u32,
-    rank2: u32,
     t1: &OpTable,
     t2: &OpTable,
     indexes: (parser::key::KeyIndex, parser::key::KeyIndex),
+    layer_offset: [i64; 2],
     cfg: &CompareConfig,
 ) -> MatchTable {
-    let layer_offset = layer_offsets(cfg, rank1, rank2);
     if layer_offset != cfg.matching.layer_offset {
         let opts = MatchOptions {
             layer_offset,
@@ -416,12 +415,10 @@ fn compare_rank(
     timer.lap("checks");
     done.warnings
         .extend(one_sided_fields_warning(rank1, &t1, &t2));
-    done.warnings.extend(negative_layer_warnings(
-        rank1,
-        layer_offsets(cfg, rank1, rank2),
-        [&t1, &t2],
-    ));
-    let m = match_pair(rank1, rank2, &t1, &t2, indexes, cfg);
+    let offsets = layer_offsets(cfg, rank1, rank2);
+    done.warnings
+        .extend(negative_layer_warnings(rank1, offsets, [&t1, &t2]));
+    let m = match_pair(&t1, &t2, indexes, offsets, cfg);
     timer.lap("match");
     return_free_memory();
     done.rule_hits = m.rule_hits.clone();

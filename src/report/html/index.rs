@@ -1,7 +1,7 @@
 //! The index page, `index.html`: the verdict, counts per status, one line
 //! per rank (first diverging row, first cause, page links), each rank's
-//! heatmap and causes, the key search, excluded ops, the run's warnings (as on stderr), input warnings and
-//! unused overrides. Built from the [`Summary`] alone (and each rank's
+//! heatmap and causes, the key search, excluded ops, the run's warnings
+//! (as on stderr), input warnings and unused overrides. Built from the [`Summary`] alone (and each rank's
 //! heatmap, read from its overview page in the report folder).
 
 use std::path::Path;
