@@ -40,10 +40,10 @@ use std::sync::{Arc, Mutex};
 use rayon::prelude::*;
 
 use arrow_array::builder::BinaryBuilder;
-use arrow_array::types::{ArrowPrimitiveType, UInt32Type, UInt64Type, UInt8Type};
+use arrow_array::types::{ArrowPrimitiveType, Float64Type, UInt32Type, UInt64Type, UInt8Type};
 use arrow_array::{
-    ArrayRef, BinaryArray, BooleanArray, DictionaryArray, Float64Array, PrimitiveArray,
-    RecordBatch, StringArray, UInt32Array, UInt8Array,
+    ArrayRef, BinaryArray, BooleanArray, DictionaryArray, PrimitiveArray, RecordBatch, StringArray,
+    UInt32Array, UInt8Array,
 };
 use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field as Column, Schema, SchemaRef};
@@ -58,7 +58,7 @@ use parquet::schema::types::ColumnPath;
 use super::RankComparison;
 use crate::matcher::cause::CauseKind;
 use crate::matcher::compare::{field_diff, stat_diffs};
-use crate::matcher::{MatchRow, Sides, Status, Strategy, NO_ROW, ROW_SAME_TEXT};
+use crate::matcher::{MatchRow, Sides, Status, Strategy, ROW_SAME_TEXT};
 use crate::parser::{Field, OpTable};
 
 /// Rows per record batch handed to the writer.
@@ -73,6 +73,45 @@ const PREFETCH_ROWS: usize = 32;
 
 /// Batches waiting for the writer thread at most.
 pub const QUEUE_BATCHES: usize = 8;
+
+/// The writer's settings: each column's encoding, compression and
+/// statistics.
+fn writer_properties() -> WriterProperties {
+    // Each column in the cheapest encoding that keeps the file small
+    // (measured on the 2 x 1 GiB benchmark pair, README "Performance"):
+    // - the integers (`rank`, `rank2`, `row`, `line1`, `line2`, `layer`:
+    //   constant, consecutive or slowly growing) delta-encoded and not
+    //   compressed: a few bits a value instead of 4 or 8 bytes;
+    // - the keys delta-encoded (each key stored as its common prefix with
+    //   the previous key, mostly `layers.N.module/op_`, and the rest),
+    //   then Snappy: a fifth of the plain keys' bytes for the same CPU;
+    // - the rest plain, then Snappy. A dictionary for the few-valued
+    //   text columns (status, pass, phase, op, cause) or the mostly-0
+    //   differences costs a hash lookup a value: more CPU than Snappy
+    //   on the plain values saves.
+    // Min/max statistics only on `rank` and `rank2` (row groups of one
+    // rank's rows can be skipped by `WHERE rank = ...`); on the other
+    // columns they cost a comparison a value and prune little in files
+    // whose row groups mix ops. The columns of each [`TWINS`] pair have
+    // the same settings.
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_column_statistics_enabled(ColumnPath::from("rank"), EnabledStatistics::Chunk)
+        .set_column_statistics_enabled(ColumnPath::from("rank2"), EnabledStatistics::Chunk)
+        .set_created_by(format!("actdiff {}", env!("CARGO_PKG_VERSION")));
+    for c in DELTA_INTEGERS {
+        props = props
+            .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED)
+            .set_column_compression(ColumnPath::from(c), Compression::UNCOMPRESSED);
+    }
+    for c in ["key1", "key2"] {
+        props = props.set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BYTE_ARRAY);
+    }
+    props.build()
+}
 
 /// Whether `path` names a Parquet file (extension `.parquet`, any case).
 pub fn is_parquet_path(path: &Path) -> bool {
@@ -142,38 +181,8 @@ impl ParquetRows {
     pub fn create(path: &Path) -> Result<ParquetRows, ParquetError> {
         let file = File::create(path).map_err(|e| ParquetError::External(e.into()))?;
         let schema = schema();
-        // Each column in the cheapest encoding that keeps the file small
-        // (measured on the 2 x 1 GiB benchmark pair, README "Performance"):
-        // - the integers (`rank`, `rank2`, `row`, `line1`, `line2`, `layer`:
-        //   constant, consecutive or slowly growing) delta-encoded and not
-        //   compressed: a few bits a value instead of 4 or 8 bytes;
-        // - the keys delta-encoded (each key stored as its common prefix with
-        //   the previous key, mostly `layers.N.module/op_`, and the rest),
-        //   then Snappy: a fifth of the plain keys' bytes for the same CPU;
-        // - the rest plain, then Snappy. A dictionary for the few-valued
-        //   text columns (status, pass, phase, op, cause) or the mostly-0
-        //   differences costs a hash lookup a value: more CPU than Snappy
-        //   on the plain values saves.
-        // Min/max statistics only on `rank` (row groups of one rank's rows
-        // can be skipped by `WHERE rank = ...`); on the other columns they
-        // cost a comparison a value and prune little in files whose row
-        // groups mix ops.
-        let mut props = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_dictionary_enabled(false)
-            .set_statistics_enabled(EnabledStatistics::None)
-            .set_column_statistics_enabled(ColumnPath::from("rank"), EnabledStatistics::Chunk)
-            .set_created_by(format!("actdiff {}", env!("CARGO_PKG_VERSION")));
-        for c in DELTA_INTEGERS {
-            props = props
-                .set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BINARY_PACKED)
-                .set_column_compression(ColumnPath::from(c), Compression::UNCOMPRESSED);
-        }
-        for c in ["key1", "key2"] {
-            props = props.set_column_encoding(ColumnPath::from(c), Encoding::DELTA_BYTE_ARRAY);
-        }
-        let mut writer = ColumnsWriter::new(BufWriter::new(file), schema.clone(), props.build())?;
+        let mut writer =
+            ColumnsWriter::new(BufWriter::new(file), schema.clone(), writer_properties())?;
         let (tx, rx) = crossbeam_channel::bounded::<RecordBatch>(QUEUE_BATCHES);
         let thread = std::thread::spawn(move || {
             let mut err = None;
@@ -251,11 +260,13 @@ impl ParquetRows {
         let (t1, t2) = (rc.t1, rc.t2);
         let rows = &m.rows[range.clone()];
         let len = rows.len();
-        let mut key1 = BinaryBuilder::with_capacity(len, len * 48);
-        let mut key2 = BinaryBuilder::with_capacity(len, len * 48);
         let checked = KeysChecked::of(t1, t2);
-        // Run 2's key is read only where it may differ from run 1's.
+        // Run 2's key is read only where it may differ from run 1's; where
+        // no row's may, run 2's column is run 1's.
         let same_key = |r: &MatchRow| m.exact_keys_equal && r.strategy == Strategy::Exact;
+        let all_same = rows.iter().all(same_key);
+        let mut key1 = BinaryBuilder::with_capacity(len, len * 48);
+        let mut key2 = BinaryBuilder::with_capacity(if all_same { 0 } else { len }, 0);
         for (i, r) in rows.iter().enumerate() {
             if let Some(ahead) = rows.get(i + PREFETCH_ROWS) {
                 // A missing side ([`NO_ROW`]) is past the end: no hint.
@@ -266,60 +277,56 @@ impl ParquetRows {
             }
             let k1 = r.r1().map(|a| t1.key(a));
             key1.append_option(k1);
-            key2.append_option(if same_key(r) {
-                k1
-            } else {
-                r.r2().map(|b| t2.key(b))
-            });
+            if !all_same {
+                key2.append_option(if same_key(r) {
+                    k1
+                } else {
+                    r.r2().map(|b| t2.key(b))
+                });
+            }
         }
+        let key1: ArrayRef = Arc::new(utf8_column(key1.finish(), checked));
+        let key2 = if all_same {
+            key1.clone()
+        } else {
+            twin_of(&key1, Arc::new(utf8_column(key2.finish(), checked)))
+        };
         // Run 1's side of a row, else run 2's: its table and row there.
         let first = |r: &MatchRow| match r.sides().first() {
             (0, a) => (t1, a),
             (_, b) => (t2, b),
         };
-        let has1 = |i: usize| rows[i].row1 != NO_ROW;
-        let has2 = |i: usize| rows[i].row2 != NO_ROW;
-        let pass = |i: usize| pass_code(rows[i].strategy);
-        let layer = |i: usize| {
-            let (t, row) = first(&rows[i]);
-            t.layer(row)
-        };
-        let cause = |i: usize| {
-            m.cause_kinds
-                .get(range.start + i)
-                .copied()
-                .flatten()
-                .map(cause_code)
-        };
+        let rank: ArrayRef = Arc::new(UInt32Array::from_value(rc.rank1, len));
+        let line1: ArrayRef = Arc::new(optional::<UInt64Type>(len, |i| {
+            rows[i].r1().map(|a| t1.line(a))
+        }));
+        let line2 = optional::<UInt64Type>(len, |i| rows[i].r2().map(|b| t2.line(b)));
+        let rank2 = twin_of(&rank, Arc::new(UInt32Array::from_value(rc.rank2, len)));
+        let line2 = twin_of(&line1, Arc::new(line2));
         let mut cols: Vec<ArrayRef> = vec![
-            Arc::new(UInt32Array::from_value(rc.rank1, len)),
-            Arc::new(UInt32Array::from_value(rc.rank2, len)),
+            rank,
+            rank2,
             Arc::new(UInt32Array::from_iter_values(
                 range.start as u32..range.end as u32,
             )),
-            Arc::new(utf8_column(key1.finish(), checked)),
-            Arc::new(utf8_column(key2.finish(), checked)),
-            Arc::new(nullable::<UInt64Type>(len, has1, |i| {
-                t1.line(rows[i].row1 as usize)
-            })),
-            Arc::new(nullable::<UInt64Type>(len, has2, |i| {
-                t2.line(rows[i].row2 as usize)
-            })),
+            key1,
+            key2,
+            line1,
+            line2,
             Arc::new(coded(
                 &STATUS_NAMES,
                 UInt8Array::from_iter_values(rows.iter().map(|r| status_code(r.status))),
             )?),
             Arc::new(coded(
                 &PASS_NAMES,
-                nullable::<UInt8Type>(len, |i| pass(i).is_some(), |i| pass(i).unwrap_or(0)),
+                optional::<UInt8Type>(len, |i| pass_code(rows[i].strategy)),
             )?),
             Arc::new(phase_column(rows.iter().map(first))?),
             Arc::new(op_column(t1, t2, rows.iter().map(|r| r.sides().first()))?),
-            Arc::new(nullable::<UInt32Type>(
-                len,
-                |i| layer(i).is_some(),
-                |i| layer(i).unwrap_or(0),
-            )),
+            Arc::new(optional::<UInt32Type>(len, |i| {
+                let (t, row) = first(&rows[i]);
+                t.layer(row)
+            })),
         ];
         cols.extend(diff_columns(t1, t2, rows));
         cols.push(Arc::new(BooleanArray::new(
@@ -328,31 +335,57 @@ impl ParquetRows {
         )));
         cols.push(Arc::new(coded(
             &CAUSE_NAMES,
-            nullable::<UInt8Type>(len, |i| cause(i).is_some(), |i| cause(i).unwrap_or(0)),
+            optional::<UInt8Type>(len, |i| {
+                m.cause_kinds
+                    .get(range.start + i)
+                    .copied()
+                    .flatten()
+                    .map(cause_code)
+            }),
         )?));
         RecordBatch::try_new(self.schema.clone(), cols)
     }
 }
 
-/// A column of `len` values, `value(i)` where `valid(i)` and null
-/// elsewhere: the values in one pass, the validity bits 64 at a time (no
-/// null buffer when none is null).
-fn nullable<T: ArrowPrimitiveType>(
+/// `second`, or `first` itself where the two hold the same values (and
+/// nulls): one array for both tells the writer to encode the column once
+/// ([`ColumnsWriter`]).
+fn twin_of(first: &ArrayRef, second: ArrayRef) -> ArrayRef {
+    if first.as_ref() == second.as_ref() {
+        first.clone()
+    } else {
+        second
+    }
+}
+
+/// A column of `len` values, `value(i)` or null where it is `None`: each
+/// row's value computed once, the values and the validity bits built in
+/// one pass, 64 rows to a word (no null buffer when none is null).
+fn optional<T: ArrowPrimitiveType>(
     len: usize,
-    valid: impl Fn(usize) -> bool,
-    value: impl Fn(usize) -> T::Native,
+    value: impl Fn(usize) -> Option<T::Native>,
 ) -> PrimitiveArray<T> {
-    let values: ScalarBuffer<T::Native> = (0..len)
-        .map(|i| {
-            if valid(i) {
-                value(i)
-            } else {
-                T::Native::default()
-            }
-        })
-        .collect();
-    let nulls = NullBuffer::new(BooleanBuffer::collect_bool(len, valid));
-    PrimitiveArray::new(values, Some(nulls).filter(|n| n.null_count() > 0))
+    let mut values = Vec::with_capacity(len);
+    let mut words = Vec::with_capacity(len.div_ceil(64));
+    let mut nulls = 0;
+    for start in (0..len).step_by(64) {
+        let mut word = 0u64;
+        for (bit, i) in (start..(start + 64).min(len)).enumerate() {
+            let v = value(i);
+            word |= u64::from(v.is_some()) << bit;
+            values.push(v.unwrap_or_default());
+        }
+        nulls += (start + 64).min(len) - start - word.count_ones() as usize;
+        words.push(word);
+    }
+    let nulls = (nulls > 0).then(|| {
+        NullBuffer::new(BooleanBuffer::new(
+            arrow_buffer::Buffer::from_vec(words),
+            0,
+            len,
+        ))
+    });
+    PrimitiveArray::new(ScalarBuffer::from(values), nulls)
 }
 
 /// The seven difference columns of `rows` ([`DIFF_FIELDS`]' order). A pair
@@ -383,23 +416,14 @@ fn diff_columns<'a>(
         .collect();
     (0..DIFF_FIELDS.len()).map(move |k| {
         let has1 = t1.presence(DIFF_FIELDS[k]);
-        let valid = |i: usize| match same[i] {
-            ONE_SIDED => false,
+        Arc::new(optional::<Float64Type>(rows.len(), |i| match same[i] {
+            ONE_SIDED => None,
             DIFFERING => {
                 let at = differing.partition_point(|(j, _)| *j < i);
-                differing[at].1[k].is_some()
+                differing[at].1[k]
             }
-            a => has1(a as usize),
-        };
-        let mut values = vec![0.0f64; rows.len()];
-        for (i, d) in &differing {
-            values[*i] = d[k].unwrap_or(0.0);
-        }
-        let nulls = NullBuffer::new(BooleanBuffer::collect_bool(rows.len(), valid));
-        Arc::new(Float64Array::new(
-            values.into(),
-            Some(nulls).filter(|n| n.null_count() > 0),
-        )) as ArrayRef
+            a => has1(a as usize).then_some(0.0),
+        })) as ArrayRef
     })
 }
 
@@ -557,14 +581,43 @@ fn cause_code(k: CauseKind) -> u8 {
 /// pool of the writer's own (one thread per core): the compare's workers
 /// block on the bounded channel while the writer catches up, so the writer
 /// must never wait for them.
+///
+/// Run 2's columns are often run 1's values again (the same keys, the same
+/// rank, the same block lines when both logs have the same layout): a
+/// batch then carries one array for both ([`TWINS`], `Arc::ptr_eq`). A row
+/// group whose every batch does that encodes the pair's first column only
+/// and writes its encoded pages a second time as the other's column chunk
+/// (the same values, encoding and compression: the bytes the second
+/// column's own writer would have made). A batch that breaks the pattern
+/// closes the row group first, so row groups can be shorter than
+/// [`ROW_GROUP_ROWS`], never longer.
 struct ColumnsWriter {
     pool: rayon::ThreadPool,
     file: SerializedFileWriter<BufWriter<File>>,
     factory: ArrowRowGroupWriterFactory,
     schema: SchemaRef,
-    /// The open row group's column writers and its row count.
-    open: Option<(Vec<ArrowColumnWriter>, usize)>,
+    /// Each leaf column's descriptor, in schema order.
+    columns: Vec<parquet::schema::types::ColumnDescPtr>,
+    /// [`TWINS`] as column indexes: (first, second).
+    twins: Vec<(usize, usize)>,
+    /// The encoded pages of each twin pair's first column in the open row
+    /// group.
+    pages: PageRecorder,
+    open: Option<OpenGroup>,
     groups: usize,
+}
+
+/// Column pairs with the same type and writer settings whose second
+/// column repeats the first's values in most compares.
+const TWINS: [(&str, &str); 3] = [("rank", "rank2"), ("key1", "key2"), ("line1", "line2")];
+
+/// The row group being written.
+struct OpenGroup {
+    writers: Vec<ArrowColumnWriter>,
+    rows: usize,
+    /// Per [`TWINS`] pair: the second column is the first's copy (every
+    /// batch so far carried one array for both).
+    copied: Vec<bool>,
 }
 
 impl ColumnsWriter {
@@ -581,7 +634,19 @@ impl ColumnsWriter {
             .convert(&schema)?;
         let file =
             SerializedFileWriter::new(out, parquet_schema.root_schema_ptr(), Arc::new(props))?;
-        let factory = ArrowRowGroupWriterFactory::new(&file, schema.clone());
+        let index = |name: &str| {
+            schema
+                .index_of(name)
+                .map_err(|e| ParquetError::External(e.into()))
+        };
+        let twins = TWINS
+            .iter()
+            .map(|(a, b)| Ok((index(a)?, index(b)?)))
+            .collect::<Result<Vec<_>, ParquetError>>()?;
+        let pages = PageRecorder::new(twins.iter().map(|t| t.0).collect());
+        let factory = ArrowRowGroupWriterFactory::new(&file, schema.clone())
+            .with_page_store_factory(Arc::new(pages.clone()));
+        let columns = parquet_schema.columns().to_vec();
         let pool = rayon::ThreadPoolBuilder::new()
             .thread_name(|i| format!("parquet-{i}"))
             .build()
@@ -591,36 +656,62 @@ impl ColumnsWriter {
             file,
             factory,
             schema,
+            columns,
+            twins,
+            pages,
             open: None,
             groups: 0,
         })
     }
 
     /// Encodes `batch` into the open row group (opening one when none is),
-    /// closing it at [`ROW_GROUP_ROWS`] rows.
+    /// closing it at [`ROW_GROUP_ROWS`] rows, or first when the batch
+    /// breaks a twin pair the group copies.
     fn write(&mut self, batch: &RecordBatch) -> Result<(), ParquetError> {
+        let same: Vec<bool> = self
+            .twins
+            .iter()
+            .map(|&(a, b)| Arc::ptr_eq(batch.column(a), batch.column(b)))
+            .collect();
+        let breaks = |g: &OpenGroup| g.copied.iter().zip(&same).any(|(c, s)| *c && !*s);
+        if self.open.as_ref().is_some_and(breaks) {
+            self.close_group()?;
+        }
         let mut batch = batch.clone();
         while batch.num_rows() > 0 {
             if self.open.is_none() {
-                let writers = self.factory.create_column_writers(self.groups)?;
-                self.open = Some((writers, 0));
+                self.pages.clear();
+                self.open = Some(OpenGroup {
+                    writers: self.factory.create_column_writers(self.groups)?,
+                    rows: 0,
+                    copied: same.clone(),
+                });
             }
-            let (writers, rows) = self.open.as_mut().expect("a row group is open");
-            let take = batch.num_rows().min(ROW_GROUP_ROWS - *rows);
+            let g = self.open.as_mut().expect("a row group is open");
+            let take = batch.num_rows().min(ROW_GROUP_ROWS - g.rows);
             let part = batch.slice(0, take);
             batch = batch.slice(take, batch.num_rows() - take);
-            let mut leaves = Vec::with_capacity(writers.len());
-            for (field, column) in self.schema.fields().iter().zip(part.columns()) {
-                leaves.extend(compute_leaves(field, column)?);
+            let skip = copies(&self.twins, &g.copied, self.columns.len());
+            let mut leaves = Vec::with_capacity(g.writers.len());
+            for ((field, column), skip) in
+                self.schema.fields().iter().zip(part.columns()).zip(&skip)
+            {
+                leaves.push(if *skip {
+                    None
+                } else {
+                    let mut leaf = compute_leaves(field, column)?;
+                    // Every column of the schema is one leaf (no nesting).
+                    leaf.pop()
+                });
             }
             self.pool.install(|| {
-                writers
+                g.writers
                     .par_iter_mut()
                     .zip(leaves)
-                    .try_for_each(|(w, leaf)| w.write(&leaf))
+                    .try_for_each(|(w, leaf)| leaf.map_or(Ok(()), |leaf| w.write(&leaf)))
             })?;
-            *rows += take;
-            if *rows >= ROW_GROUP_ROWS {
+            g.rows += take;
+            if g.rows >= ROW_GROUP_ROWS {
                 self.close_group()?;
             }
         }
@@ -628,22 +719,46 @@ impl ColumnsWriter {
     }
 
     /// Finishes the open row group: the columns closed in parallel, then
-    /// appended in schema order.
+    /// appended in schema order, a copied twin as its first column's pages.
     fn close_group(&mut self) -> Result<(), ParquetError> {
-        let Some((writers, _)) = self.open.take() else {
+        let Some(g) = self.open.take() else {
             return Ok(());
         };
+        let skip = copies(&self.twins, &g.copied, self.columns.len());
         let chunks = self.pool.install(|| {
-            writers
+            g.writers
                 .into_par_iter()
-                .map(|w| w.close())
+                .zip(skip)
+                .map(|(w, skip)| if skip { Ok(None) } else { w.close().map(Some) })
                 .collect::<Result<Vec<_>, _>>()
         })?;
+        let mut firsts = vec![None; self.columns.len()];
         let mut group = self.file.next_row_group()?;
-        for chunk in chunks {
-            chunk.append_to_row_group(&mut group)?;
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            match chunk {
+                Some(chunk) => {
+                    if self.twins.iter().any(|t| t.0 == i) {
+                        firsts[i] = Some(chunk.close().clone());
+                    }
+                    chunk.append_to_row_group(&mut group)?;
+                }
+                None => {
+                    let first = self
+                        .twins
+                        .iter()
+                        .find(|t| t.1 == i)
+                        .map(|t| t.0)
+                        .expect("only a twin's second column is skipped");
+                    let close = firsts[first].take().ok_or_else(|| {
+                        ParquetError::General("a twin's first column is missing".into())
+                    })?;
+                    let close = for_column(close, self.columns[i].clone())?;
+                    group.append_column(&self.pages.take(first), close)?;
+                }
+            }
         }
         group.close()?;
+        self.pages.clear();
         self.groups += 1;
         Ok(())
     }
@@ -653,6 +768,145 @@ impl ColumnsWriter {
         self.close_group()?;
         self.file.close()?;
         Ok(())
+    }
+}
+
+/// Per column of `n`: whether it is the second of a twin pair the row
+/// group copies (`copied`, in `twins`' order), so is not encoded.
+fn copies(twins: &[(usize, usize)], copied: &[bool], n: usize) -> Vec<bool> {
+    let mut skip = vec![false; n];
+    for (t, c) in twins.iter().zip(copied) {
+        skip[t.1] = *c;
+    }
+    skip
+}
+
+/// `close` (a column chunk's result) for the chunk of the same bytes under
+/// `column`: the metadata rebuilt for that column, with the fields that
+/// `SerializedRowGroupWriter::append_column` keeps.
+fn for_column(
+    mut close: parquet::column::writer::ColumnCloseResult,
+    column: parquet::schema::types::ColumnDescPtr,
+) -> Result<parquet::column::writer::ColumnCloseResult, ParquetError> {
+    let m = &close.metadata;
+    if m.dictionary_page_offset().is_some() {
+        // The recorded pages are in write order; a dictionary page would
+        // have to move first. No twin column is dictionary-encoded.
+        return Err(ParquetError::General(format!(
+            "column {} has a dictionary page: it cannot be copied",
+            m.column_path()
+        )));
+    }
+    let mut b = parquet::file::metadata::ColumnChunkMetaData::builder(column)
+        .set_compression_codec(m.compression_codec())
+        .set_encodings_mask(*m.encodings_mask())
+        .set_total_compressed_size(m.compressed_size())
+        .set_total_uncompressed_size(m.uncompressed_size())
+        .set_num_values(m.num_values())
+        .set_data_page_offset(m.data_page_offset())
+        .set_unencoded_byte_array_data_bytes(m.unencoded_byte_array_data_bytes())
+        .set_repetition_level_histogram(m.repetition_level_histogram().cloned())
+        .set_definition_level_histogram(m.definition_level_histogram().cloned());
+    if let Some(s) = m.statistics() {
+        b = b.set_statistics(s.clone());
+    }
+    if let Some(s) = m.page_encoding_stats() {
+        b = b.set_page_encoding_stats(s.clone());
+    }
+    if let Some(s) = m.page_encoding_stats_mask() {
+        b = b.set_page_encoding_stats_mask(*s);
+    }
+    close.metadata = b.build()?;
+    Ok(close)
+}
+
+/// The page store of every column: the parquet crate's in-memory store,
+/// which for the first column of each twin pair also keeps its pages (each
+/// page's header and compressed data, in write order: the column chunk's
+/// bytes) for the row group's copy.
+#[derive(Clone, Debug)]
+struct PageRecorder {
+    /// Per recorded column: its index and its pages in the open row group.
+    recorded: Arc<Vec<(usize, Mutex<Vec<bytes::Bytes>>)>>,
+}
+
+impl PageRecorder {
+    fn new(columns: Vec<usize>) -> PageRecorder {
+        PageRecorder {
+            recorded: Arc::new(
+                columns
+                    .into_iter()
+                    .map(|c| (c, Mutex::new(Vec::new())))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn slot(&self, column: usize) -> Option<&Mutex<Vec<bytes::Bytes>>> {
+        self.recorded.iter().find(|r| r.0 == column).map(|r| &r.1)
+    }
+
+    /// Column `column`'s pages in the open row group, as one buffer.
+    fn take(&self, column: usize) -> bytes::Bytes {
+        let pages = self
+            .slot(column)
+            .map(|s| std::mem::take(&mut *s.lock().unwrap_or_else(|e| e.into_inner())))
+            .unwrap_or_default();
+        pages.concat().into()
+    }
+
+    /// Forgets every recorded page.
+    fn clear(&self) {
+        for (_, s) in self.recorded.iter() {
+            s.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        }
+    }
+}
+
+impl parquet::arrow::arrow_writer::PageStoreFactory for PageRecorder {
+    fn create(
+        &self,
+        args: &parquet::arrow::arrow_writer::PageStoreArgs<'_>,
+    ) -> Result<Box<dyn parquet::arrow::arrow_writer::PageStore>, ParquetError> {
+        let store = parquet::arrow::arrow_writer::InMemoryPageStore::default();
+        Ok(match self.slot(args.column_index()) {
+            Some(_) => Box::new(RecordingStore {
+                store,
+                recorder: self.clone(),
+                column: args.column_index(),
+            }),
+            None => Box::new(store),
+        })
+    }
+}
+
+/// [`PageRecorder`]'s store for a recorded column.
+struct RecordingStore {
+    store: parquet::arrow::arrow_writer::InMemoryPageStore,
+    recorder: PageRecorder,
+    column: usize,
+}
+
+impl parquet::arrow::arrow_writer::PageStore for RecordingStore {
+    fn put(
+        &mut self,
+        value: bytes::Bytes,
+    ) -> Result<parquet::arrow::arrow_writer::PageKey, ParquetError> {
+        if let Some(s) = self.recorder.slot(self.column) {
+            s.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(value.clone());
+        }
+        self.store.put(value)
+    }
+    fn take(
+        &mut self,
+        key: parquet::arrow::arrow_writer::PageKey,
+    ) -> Result<bytes::Bytes, ParquetError> {
+        self.store.take(key)
+    }
+    fn memory_size(&self) -> usize {
+        self.store.memory_size()
     }
 }
 
@@ -950,6 +1204,148 @@ mod tests {
             assert!(out[1].unwrap() > 0.0, "{out:?}");
             // Fields neither side has: null, also for equal blocks.
             assert_eq!(diffs(batch, "diff_min"), vec![None; 4]);
+        }
+    }
+
+    /// A column's values as text, whatever its type.
+    fn cells(batch: &RecordBatch, name: &str) -> Vec<Option<String>> {
+        use arrow_array::cast::AsArray;
+        let col = batch.column_by_name(name).unwrap();
+        match col.data_type() {
+            DataType::UInt32 => col
+                .as_primitive::<UInt32Type>()
+                .iter()
+                .map(|v| v.map(|v| v.to_string()))
+                .collect(),
+            DataType::UInt64 => col
+                .as_primitive::<UInt64Type>()
+                .iter()
+                .map(|v| v.map(|v| v.to_string()))
+                .collect(),
+            _ => texts(batch, name),
+        }
+    }
+
+    /// Run 2's column that repeats run 1's values is written as a copy of
+    /// run 1's encoded column chunk (the same bytes twice in the file) and
+    /// reads back as its own column; a batch whose run 2 column differs
+    /// closes the row group that copies it first.
+    #[test]
+    fn a_column_repeating_its_twin_is_written_as_a_copy() {
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let log = |blocks: &[&str]| {
+            let mut s = format!("Total captured activations: {}\n", blocks.len());
+            for b in blocks {
+                s.push_str(b);
+                s.push_str("\n  Output hash: 1\n\n");
+            }
+            parse_bytes(s.into_bytes(), "t.log")
+        };
+        let plain = log(&["[layers.0.m/op_0_mm]", "[norm/op_1_add]"]);
+        let fsdp = log(&[
+            "[FSDPModel.layers.0.m/op_0_mm]",
+            "[FSDPModel.norm/op_1_add]",
+        ]);
+        let batch = |a: &OpTable, b: &OpTable| {
+            let m = match_tables(a, b, &MatchOptions::default());
+            let rc = RankComparison {
+                rank1: 5,
+                rank2: 5,
+                t1: a,
+                t2: b,
+                matches: &m,
+            };
+            let dir = tempfile::tempdir().unwrap();
+            let w = ParquetRows::create(&dir.path().join("r.parquet")).unwrap();
+            w.batch(&rc, 0..m.rows.len()).unwrap()
+        };
+        let same = batch(&plain, &plain);
+        let own = batch(&plain, &fsdp);
+        let col = |b: &RecordBatch, name: &str| b.column_by_name(name).unwrap().clone();
+        for (a, b) in TWINS {
+            assert!(Arc::ptr_eq(&col(&same, a), &col(&same, b)), "{b}");
+        }
+        // Other keys, the same ranks and block lines.
+        assert!(!Arc::ptr_eq(&col(&own, "key1"), &col(&own, "key2")));
+        assert!(Arc::ptr_eq(&col(&own, "line1"), &col(&own, "line2")));
+        assert!(Arc::ptr_eq(&col(&own, "rank"), &col(&own, "rank2")));
+
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("rows.parquet");
+        let out = BufWriter::new(File::create(&p).unwrap());
+        let mut w = ColumnsWriter::new(out, schema(), writer_properties()).unwrap();
+        for b in [&same, &own, &same] {
+            w.write(b).unwrap();
+        }
+        w.close().unwrap();
+
+        let bytes = std::fs::read(&p).unwrap();
+        let reader = SerializedFileReader::new(File::open(&p).unwrap()).unwrap();
+        let meta = reader.metadata();
+        // `own` broke the first group's copied keys: it starts the second.
+        assert_eq!(meta.num_row_groups(), 2);
+        assert_eq!(meta.row_group(0).num_rows(), 2);
+        assert_eq!(meta.row_group(1).num_rows(), 4);
+        let chunk = |g: usize, name: &str| {
+            let group = meta.row_group(g);
+            let c = (0..group.num_columns())
+                .map(|i| group.column(i))
+                .find(|c| c.column_path().string() == name)
+                .unwrap();
+            let start = c.data_page_offset() as usize;
+            bytes[start..start + c.compressed_size() as usize].to_vec()
+        };
+        for (a, b) in TWINS {
+            assert_eq!(chunk(0, a), chunk(0, b), "{b} is {a}'s copy");
+        }
+        assert_eq!(chunk(1, "line1"), chunk(1, "line2"));
+        assert_ne!(chunk(1, "key1"), chunk(1, "key2"));
+        // Each group reads back as the batches written into it.
+        for (g, written) in [(0, vec![&same]), (1, vec![&own, &same])] {
+            let read: Vec<RecordBatch> =
+                ParquetRecordBatchReaderBuilder::try_new(File::open(&p).unwrap())
+                    .unwrap()
+                    .with_row_groups(vec![g])
+                    .build()
+                    .unwrap()
+                    .collect::<Result<_, _>>()
+                    .unwrap();
+            for name in ["rank", "rank2", "key1", "key2", "line1", "line2", "status"] {
+                let got: Vec<_> = read.iter().flat_map(|b| cells(b, name)).collect();
+                let want: Vec<_> = written.iter().flat_map(|b| cells(b, name)).collect();
+                assert_eq!(got, want, "row group {g}, {name}");
+            }
+        }
+        assert_eq!(
+            cells(&own, "key2"),
+            vec![
+                Some("FSDPModel.layers.0.m/op_0_mm".to_string()),
+                Some("FSDPModel.norm/op_1_add".to_string())
+            ]
+        );
+    }
+
+    /// The columns of a twin pair are written with the same settings, so
+    /// that one's encoded pages are the other's.
+    #[test]
+    fn twin_columns_have_the_same_settings() {
+        let props = writer_properties();
+        for (a, b) in TWINS {
+            let (a, b) = (ColumnPath::from(a), ColumnPath::from(b));
+            assert_eq!(props.encoding(&a), props.encoding(&b));
+            assert_eq!(props.compression(&a), props.compression(&b));
+            assert_eq!(props.dictionary_enabled(&a), props.dictionary_enabled(&b));
+            assert_eq!(props.statistics_enabled(&a), props.statistics_enabled(&b));
+            let s = schema();
+            let (fa, fb) = (
+                s.field_with_name(&a.string()).unwrap(),
+                s.field_with_name(&b.string()).unwrap(),
+            );
+            assert_eq!(
+                (fa.data_type(), fa.is_nullable()),
+                (fb.data_type(), fb.is_nullable())
+            );
         }
     }
 
