@@ -692,23 +692,20 @@ impl ColumnsWriter {
             let part = batch.slice(0, take);
             batch = batch.slice(take, batch.num_rows() - take);
             let skip = copies(&self.twins, &g.copied, self.columns.len());
-            let mut leaves = Vec::with_capacity(g.writers.len());
-            for ((field, column), skip) in
-                self.schema.fields().iter().zip(part.columns()).zip(&skip)
-            {
-                leaves.push(if *skip {
-                    None
-                } else {
-                    let mut leaf = compute_leaves(field, column)?;
-                    // Every column of the schema is one leaf (no nesting).
-                    leaf.pop()
-                });
-            }
+            // Each column's levels and values on the pool, beside the
+            // others'; a copied twin's not at all.
+            let fields = self.schema.fields();
             self.pool.install(|| {
                 g.writers
                     .par_iter_mut()
-                    .zip(leaves)
-                    .try_for_each(|(w, leaf)| leaf.map_or(Ok(()), |leaf| w.write(&leaf)))
+                    .zip(fields.par_iter().zip(part.columns()).zip(skip))
+                    .filter(|(_, (_, skip))| !skip)
+                    .try_for_each(|(w, ((field, column), _))| {
+                        // Every column of the schema is one leaf (no nesting).
+                        compute_leaves(field, column)?
+                            .iter()
+                            .try_for_each(|leaf| w.write(leaf))
+                    })
             })?;
             g.rows += take;
             if g.rows >= ROW_GROUP_ROWS {
