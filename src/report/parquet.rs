@@ -680,7 +680,6 @@ impl ColumnsWriter {
         let mut batch = batch.clone();
         while batch.num_rows() > 0 {
             if self.open.is_none() {
-                self.pages.clear();
                 self.open = Some(OpenGroup {
                     writers: self.factory.create_column_writers(self.groups)?,
                     rows: 0,
@@ -701,7 +700,6 @@ impl ColumnsWriter {
                     .zip(fields.par_iter().zip(part.columns()).zip(skip))
                     .filter(|(_, (_, skip))| !skip)
                     .try_for_each(|(w, ((field, column), _))| {
-                        // Every column of the schema is one leaf (no nesting).
                         compute_leaves(field, column)?
                             .iter()
                             .try_for_each(|leaf| w.write(leaf))
@@ -1036,32 +1034,43 @@ mod tests {
         f.iter().collect()
     }
 
+    /// A log of `blocks` (each a key line), each block given an `Output
+    /// hash: 1` line.
+    fn hashed_log(blocks: &[&[u8]]) -> OpTable {
+        let mut s = format!("Total captured activations: {}\n", blocks.len()).into_bytes();
+        for b in blocks {
+            s.extend_from_slice(b);
+            s.extend_from_slice(b"\n  Output hash: 1\n\n");
+        }
+        parse_bytes(s, "t.log")
+    }
+
+    /// Every result row of rank 0 of `a` against `b` as one batch, and
+    /// whether the match table found the exact pairs' keys equal.
+    fn batch_of(a: &OpTable, b: &OpTable) -> (RecordBatch, bool) {
+        let m = match_tables(a, b, &MatchOptions::default());
+        let rc = RankComparison {
+            rank1: 0,
+            rank2: 0,
+            t1: a,
+            t2: b,
+            matches: &m,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let w = ParquetRows::create(&dir.path().join("r.parquet")).unwrap();
+        let out = w.batch(&rc, 0..m.rows.len()).unwrap();
+        (out, m.exact_keys_equal)
+    }
+
     /// The keys the writer does not read or check itself: run 2's key of an
     /// exact pair is run 1's only where the root classes allow it, and a
     /// key that is not UTF-8 is still checked and written lossy.
     #[test]
     fn keys_are_each_side_s_own_and_text() {
-        let log = |blocks: &[&[u8]]| {
-            let mut s = format!("Total captured activations: {}\n", blocks.len()).into_bytes();
-            for b in blocks {
-                s.extend_from_slice(b);
-                s.extend_from_slice(b"\n  Output hash: 1\n\n");
-            }
-            parse_bytes(s, "t.log")
-        };
+        let log = hashed_log;
         let batch = |a: &OpTable, b: &OpTable| {
-            let m = match_tables(a, b, &MatchOptions::default());
-            let rc = RankComparison {
-                rank1: 0,
-                rank2: 0,
-                t1: a,
-                t2: b,
-                matches: &m,
-            };
-            let dir = tempfile::tempdir().unwrap();
-            let w = ParquetRows::create(&dir.path().join("r.parquet")).unwrap();
-            let out = w.batch(&rc, 0..m.rows.len()).unwrap();
-            (out, m.exact_keys_equal, KeysChecked::of(a, b))
+            let (out, equal) = batch_of(a, b);
+            (out, equal, KeysChecked::of(a, b))
         };
         let plain = log(&[b"[layers.0.m/op_0_mm]", b"[norm/op_1_add]"]);
         let fsdp = log(&[
@@ -1231,32 +1240,12 @@ mod tests {
     fn a_column_repeating_its_twin_is_written_as_a_copy() {
         use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
         use parquet::file::reader::{FileReader, SerializedFileReader};
-        let log = |blocks: &[&str]| {
-            let mut s = format!("Total captured activations: {}\n", blocks.len());
-            for b in blocks {
-                s.push_str(b);
-                s.push_str("\n  Output hash: 1\n\n");
-            }
-            parse_bytes(s.into_bytes(), "t.log")
-        };
-        let plain = log(&["[layers.0.m/op_0_mm]", "[norm/op_1_add]"]);
-        let fsdp = log(&[
-            "[FSDPModel.layers.0.m/op_0_mm]",
-            "[FSDPModel.norm/op_1_add]",
+        let plain = hashed_log(&[b"[layers.0.m/op_0_mm]", b"[norm/op_1_add]"]);
+        let fsdp = hashed_log(&[
+            b"[FSDPModel.layers.0.m/op_0_mm]",
+            b"[FSDPModel.norm/op_1_add]",
         ]);
-        let batch = |a: &OpTable, b: &OpTable| {
-            let m = match_tables(a, b, &MatchOptions::default());
-            let rc = RankComparison {
-                rank1: 5,
-                rank2: 5,
-                t1: a,
-                t2: b,
-                matches: &m,
-            };
-            let dir = tempfile::tempdir().unwrap();
-            let w = ParquetRows::create(&dir.path().join("r.parquet")).unwrap();
-            w.batch(&rc, 0..m.rows.len()).unwrap()
-        };
+        let batch = |a: &OpTable, b: &OpTable| batch_of(a, b).0;
         let same = batch(&plain, &plain);
         let own = batch(&plain, &fsdp);
         let col = |b: &RecordBatch, name: &str| b.column_by_name(name).unwrap().clone();
