@@ -17,7 +17,7 @@ the tracer script, and the traced trainer's ``FQNInterpreter`` importing
 ``is_numerics_capture_active`` from ``actdiff_capture``.
 
 ``step()`` counts steps; after step ``capture_step - 1`` it arms a
-``TorchDispatchMode`` and global module hooks, and after step
+``TorchDispatchMode`` and forward hooks on the model's modules, and after step
 ``capture_step`` it writes ``{dump_dir}/rank_{rank}_activations.log`` and
 disarms. What is captured and how keys, phases and locations are found:
 :mod:`actdiff_capture.capture`; the FX side: :mod:`actdiff_capture.fx`.

@@ -1,4 +1,4 @@
-"""The capture: a ``TorchDispatchMode`` plus global module hooks that record
+"""The capture: a ``TorchDispatchMode`` plus forward hooks on the model's modules that record
 every op of one training step into the Rust core, and the two profilers that
 arm it (:class:`Profiler`, and :class:`ActivationCaptureProfiler`, the
 drop-in for TorchTitan's).
@@ -26,8 +26,8 @@ What is captured follows the reference tracer
   2. the FX node that generated graph code is running (compiled and traced
      graphs): ``custom["module_fqn"]``, ``nn_module_stack``,
      ``fwd_nn_module_stack`` (the reference writes ``<none>`` here);
-  3. the innermost module whose forward is running (global forward pre/post
-     hooks): forward ops, and ops recomputed by activation checkpointing
+  3. the innermost module whose forward is running (forward pre/post
+     hooks on the model's modules): forward ops, and ops recomputed by activation checkpointing
      during backward (full FQN, ``_checkpoint_wrapped_module`` removed; the
      reference's are relative to the checkpointed block);
   4. in backward, the module whose forward built the running autograd node
@@ -44,9 +44,17 @@ What is captured follows the reference tracer
   of the forward op that created the running autograd node, including
   excluded ops (views, ``t``) whose nodes run gradient-accumulation adds.
 
-Input hashes of ops that mutate an argument (in-place and ``out=`` ops) are
-taken before the op runs; other ops cannot change their inputs, so their
-inputs are hashed after, and only when the op is captured. All statistics
+Inputs are what an op reads. An argument it writes without reading is no
+input (no input hash, no producer): its ``out=`` arguments (the schema's
+``is_out``) and ``self`` of the in-place fills of :data:`OVERWRITING_OPS`
+(``bernoulli_``, ``uniform_``, ``fill_``, ``zero_``, ``copy_``, ...). Nor is
+storage an ``empty*`` op made in eager code that no dispatched op has
+written yet: its contents are whatever the allocator's memory held, and
+hashing them made two captures of the same run differ (dropout's
+``empty_like(x).bernoulli_(p)``, inductor's ``mm(a, b, out=buf)``).
+Inputs of ops that write an argument they read (``add_``'s self) are hashed
+before the op runs; other ops cannot change their inputs, so their inputs
+are hashed after, and only when the op is captured. All statistics
 and the writing are done by the Rust core (``actdiff_capture._native``).
 """
 
@@ -60,7 +68,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import fx
+from . import fx, inductor
 from ._native import Capture
 
 DEFAULT_MIN_NUMEL = 1000
@@ -152,25 +160,123 @@ class _Ids:
         return self.n
 
 
+#: In-place ops that overwrite every element of ``self`` without reading it
+#: (random fills, constant fills, copies into a destination). The schema
+#: marks ``self`` written (``Tensor(a!)``) but cannot say it is not read, so
+#: this list does: ``self`` of these ops is not an input (no input hash, no
+#: producer). ``out=`` arguments need no list: the schema says so
+#: (``Argument.is_out``).
+OVERWRITING_OPS = frozenset(
+    {
+        "bernoulli_", "uniform_", "normal_", "random_", "exponential_",
+        "geometric_", "cauchy_", "log_normal_",
+        "fill_", "zero_", "copy_", "set_", "resize_", "resize_as_",
+    }
+)  # fmt: skip
+
+#: Ops whose result is storage nobody has written yet (its contents are
+#: whatever the allocator's memory held).
+EMPTY_OPS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
+
+
+def _unread_arguments(schema, name: str):
+    """(positions, keyword names) of the arguments an op writes without
+    reading them: ``out=`` arguments (``alias_info.is_write`` and
+    ``is_out`` in the schema), and ``self`` of :data:`OVERWRITING_OPS`.
+    None when there are none."""
+    if schema is None:
+        return None
+    pos, kw = set(), set()
+    for i, a in enumerate(schema.arguments):
+        alias = a.alias_info
+        if alias is None or not alias.is_write:
+            continue
+        if getattr(a, "is_out", False) or (i == 0 and name in OVERWRITING_OPS):
+            kw.add(a.name)
+            if not a.kwarg_only:
+                pos.add(i)
+    return (frozenset(pos), frozenset(kw)) if kw else None
+
+
+def _read_leaves(args, kwargs, unread) -> list:
+    """Tensor leaves of the arguments an op reads (every argument but those
+    ``unread`` names, see :func:`_unread_arguments`), in pytree order."""
+    out: list = []
+    if unread is None:
+        _leaves(args, out)
+        if kwargs:
+            _leaves(kwargs, out)
+        return out
+    pos, kw = unread
+    for i, a in enumerate(args):
+        if i not in pos:
+            _leaves(a, out)
+    for k, v in kwargs.items():
+        if k not in kw:
+            _leaves(v, out)
+    return out
+
+
+def _written_leaves(args, kwargs, schema) -> list:
+    """Tensor leaves of the arguments the schema marks written."""
+    out: list = []
+    if schema is None or not schema.is_mutable:
+        return out
+    for i, a in enumerate(schema.arguments):
+        alias = a.alias_info
+        if alias is None or not alias.is_write:
+            continue
+        if not a.kwarg_only and i < len(args):
+            _leaves(args[i], out)
+        elif a.name in kwargs:
+            _leaves(kwargs[a.name], out)
+    return out
+
+
+def _storage_key(t) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
 class _OpInfo:
-    __slots__ = ("name", "excluded", "mutable", "inplace", "wanted")
+    """What the capture needs to know of one op overload, from its schema."""
+
+    __slots__ = ("name", "schema", "excluded", "mutable", "inplace", "wanted", "unread", "empty", "pre_hash")
 
     def __init__(self, func, excluded_ops, op_filter):
         self.name = _op_name(func)
         self.excluded = self.name in excluded_ops
         schema = getattr(func, "_schema", None)
+        self.schema = schema
         self.mutable = bool(schema is not None and schema.is_mutable)
         self.inplace = self.name.endswith("_")
         self.wanted = op_filter is None or any(f in self.name for f in op_filter)
+        self.unread = _unread_arguments(schema, self.name)
+        self.empty = self.name in EMPTY_OPS
+        # Inputs are hashed before the op only when it writes one it reads
+        # (``add_``'s self); an op that only overwrites (``out=``,
+        # ``bernoulli_``) leaves every input it reads as it was.
+        read_written = False
+        if self.mutable:
+            pos, kw = self.unread or ((), ())
+            for i, a in enumerate(schema.arguments):
+                alias = a.alias_info
+                if alias is not None and alias.is_write and i not in pos and a.name not in kw:
+                    read_written = True
+        self.pre_hash = read_written
 
 
-_FILTERED, _USER, _GRAPH, _INTERPRETER = 0, 1, 2, 3
+_FILTERED, _USER, _GRAPH, _INTERPRETER, _INDUCTOR = 0, 1, 2, 3, 4
 _RUN_NODE = torch.fx.Interpreter.run_node.__code__
 
 
 def _code_kind(frame) -> int:
     """_GRAPH for the generated ``forward`` of a GraphModule (its file name
-    can be anything, torch.fx's own files included), _INTERPRETER for
+    can be anything, torch.fx's own files included), _INDUCTOR for code of a
+    module inductor generated (its wrapper imports ``AsyncCompile``),
+    _INTERPRETER for
     ``torch.fx.Interpreter.run_node`` (its local ``n`` is the node),
     _FILTERED for frames never shown as a Location
     (``fx.is_filtered_frame``), else _USER."""
@@ -183,6 +289,8 @@ def _code_kind(frame) -> int:
             fwd = getattr(type(gm).forward, "__code__", None)
             if fwd is code:
                 return _GRAPH
+    if "AsyncCompile" in frame.f_globals:
+        return _INDUCTOR
     return _FILTERED if fx.is_filtered_frame(code.co_filename) else _USER
 
 
@@ -206,6 +314,9 @@ class _Mode(TorchDispatchMode):
         self.pending = None  # (outputs, location) of the last forward op
         self.code_kind: dict = {}  # code object -> _USER / _GRAPH / _FILTERED
         self.graphs = fx.GraphSites(names)
+        self.wrappers = inductor.WrapperSites()
+        self.compiled = None  # "inductor" once an op came from its wrapper
+        self.fresh: set = set()  # storage of empty* results no op has written
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -234,6 +345,9 @@ class _Mode(TorchDispatchMode):
                     n = f.f_locals.get("n")
                     if isinstance(n, torch.fx.Node):
                         ctx = self.graphs.node(n)
+                elif kind == _INDUCTOR:
+                    self.compiled = "inductor"
+                    ctx = self.wrappers.lookup(f)
             f = f.f_back
         return None, ctx
 
@@ -259,6 +373,11 @@ class _Mode(TorchDispatchMode):
         if info.excluded:
             self.excluded.add(info.name)
             out = func(*args, **kwargs)
+            if info.empty:
+                if not self.in_generated_code():
+                    self.mark_fresh(out)
+            elif self.fresh:
+                self.mark_written(args, kwargs, info, out)
             # A forward view/copy gets an autograd node whose backward ops
             # (gradient-accumulation adds) take this op's line, as the
             # reference's autograd tracebacks give them.
@@ -272,18 +391,22 @@ class _Mode(TorchDispatchMode):
                         self.pending = (raw, self._forward_location())
             return out
 
-        raw_ins = []
-        _leaves(args, raw_ins)
-        if kwargs:
-            _leaves(kwargs, raw_ins)
+        # What the op reads: not its out= arguments nor what it overwrites
+        # (bernoulli_'s self), and not storage no op has written yet.
+        raw_ins = _read_leaves(args, kwargs, info.unread)
+        if self.fresh:
+            fresh = self.fresh
+            raw_ins = [t for t in raw_ins if _storage_key(t) not in fresh]
         ins = [_local(t) for t in raw_ins]
         # (not `None in ins`: that compares tensors with None through torch)
         readable = all(t is not None for t in ins)
         pre = None
-        if info.mutable and ins and readable:
+        if info.pre_hash and ins and readable:
             pre = self.cap.hash_inputs(ins)
 
         out = func(*args, **kwargs)
+        if self.fresh:
+            self.mark_written(args, kwargs, info, out)
 
         raw = []
         _leaves(out, raw)
@@ -351,6 +474,41 @@ class _Mode(TorchDispatchMode):
             out_ids,
         )
         return out
+
+    def in_generated_code(self) -> bool:
+        """True when the running op was called by compiled code (a
+        GraphModule's generated ``forward`` or an inductor wrapper), whose
+        kernels may write buffers without dispatching an op."""
+        f = sys._getframe(2)
+        kinds = self.code_kind
+        while f is not None:
+            code = f.f_code
+            kind = kinds.get(code)
+            if kind is None:
+                kind = kinds[code] = _code_kind(f)
+            if kind in (_GRAPH, _INDUCTOR):
+                return True
+            f = f.f_back
+        return False
+
+    def mark_fresh(self, out) -> None:
+        """Remembers the storage of an ``empty*`` op's result as written by
+        no op yet (eager code only: see :meth:`in_generated_code`)."""
+        ts: list = []
+        _leaves(out, ts)
+        for t in ts:
+            k = _storage_key(t)
+            if k:
+                self.fresh.add(k)
+
+    def mark_written(self, args, kwargs, info, out) -> None:
+        """Forgets as fresh the storage an op wrote: its written arguments
+        and its results (a result reusing freed memory is written too)."""
+        ts = _written_leaves(args, kwargs, info.schema)
+        _leaves(out, ts)
+        fresh = self.fresh
+        for t in ts:
+            fresh.discard(_storage_key(t))
 
     def _forward_location(self):
         frames = _current_stack_frames.get()
@@ -441,6 +599,11 @@ class Profiler:
         self.op_filter = set(op_filter) if op_filter else None
         self.excluded_ops = frozenset(EXCLUDED_OPS if excluded_ops is None else excluded_ops)
         self.enabled = bool(enabled)
+        if self.enabled:
+            # Before the model is compiled (torch.compile compiles at its
+            # first call, usually a step before the captured one): extern
+            # kernels of inductor's wrappers then carry their module FQN.
+            inductor.install()
         self.device_path = device_path
         self.precision = precision
         self.digests = (precision == "full") if digests is None else bool(digests)
@@ -549,11 +712,13 @@ class Profiler:
 
         self.path = self._log_path()
         cap = self._new_capture(self.path)
-        mod = nn.modules.module
-        self._handles = [
-            mod.register_module_forward_pre_hook(pre_hook),
-            mod.register_module_forward_hook(post_hook, always_call=True),
-        ]
+        # Hooks on the model's own modules, not torch's global module hooks:
+        # those apply to every module of the process and make torch.compile
+        # warn about them.
+        self._handles = []
+        for m in dict.fromkeys(m for _, m in self.model.named_modules()):
+            self._handles.append(m.register_forward_pre_hook(pre_hook))
+            self._handles.append(m.register_forward_hook(post_hook, always_call=True))
         self._mode = _Mode(self, cap, names)
         self._mode.__enter__()
         fx.set_numerics_capture_active(True)
@@ -579,6 +744,12 @@ class Profiler:
             return
         for op in mode.excluded:
             mode.cap.note_excluded(op)
+        # The header's `Compiled: inductor`: ops of this log ran in
+        # inductor's wrapper, so the ops it fused into kernels are absent
+        # (the comparator shows them as fused away, not gating).
+        note_compiled = getattr(mode.cap, "note_compiled", None)
+        if mode.compiled is not None and note_compiled is not None:
+            note_compiled(mode.compiled)
         self.count = mode.cap.finish()
         self._done = True
 

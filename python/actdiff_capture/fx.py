@@ -47,13 +47,17 @@ __all__ = [
 
 # Frames never shown as a Location: torch plumbing and this package (the
 # reference's `_is_filtered_frame` list, plus torch.fx's interpreter and
-# code generation, which wrap every replayed node).
+# code generation, which wrap every replayed node, and AOT autograd's and
+# inductor's runtime wrappers: on the call that compiles, AOT autograd's own
+# dispatch mode stands between an op and the compiled code that runs it).
 FILTERED_FRAMES = (
     "/torch/nn/",
     "/torch/autograd/",
     "/torch/_ops.py",
     "/torch/_compile.py",
     "/torch/_dynamo/",
+    "/torch/_functorch/",
+    "/torch/_inductor/",
     "/torch/_tensor.py",
     "/torch/fx/",
     "/torch/utils/_debug_mode",
@@ -201,22 +205,28 @@ def _stack_fqn(stack, names: dict | None) -> str | None:
     """The innermost module of an ``nn_module_stack`` (an ordered dict,
     outermost first, of key → (path, class)). The key is the module's id()
     on current torch: looked up in ``names`` (id → FQN from
-    ``model.named_modules()``) when given, else the path is normalised."""
+    ``model.named_modules()``) when given, and used when the path names the
+    same module or a suffix of it (a graph compiled for a submodule has
+    paths relative to it); else the path, normalised."""
     if not stack:
         return None
     try:
         key, val = next(reversed(stack.items()))
     except (AttributeError, StopIteration, TypeError):
         return None
+    path = val[0] if isinstance(val, (tuple, list)) and val else val
+    by_path = _path_fqn(path) if isinstance(path, str) else None
     if names is not None:
         try:
-            fqn = names.get(int(key))
+            fqn = clean_fqn(names.get(int(key)))
         except (TypeError, ValueError):
             fqn = None
-        if fqn is not None:
-            return clean_fqn(fqn)
-    path = val[0] if isinstance(val, (tuple, list)) and val else val
-    return _path_fqn(path) if isinstance(path, str) else None
+        # An id is trusted only where the path agrees with it: a graph
+        # compiled for an earlier model object keeps that object's ids, and
+        # a freed module's id can be another module's now.
+        if fqn is not None and (by_path is None or fqn == by_path or fqn.endswith("." + by_path)):
+            return fqn
+    return by_path
 
 
 def _is_gradient_acc(meta: dict) -> bool:

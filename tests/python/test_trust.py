@@ -1,0 +1,186 @@
+"""Captures that do not lie on a model as users write it (issue 23), on
+``usermodel.TinyGPT`` (``blocks.N`` names, functional dropout, AdamW):
+
+- an argument an op writes without reading it (``bernoulli_``'s self,
+  ``out=``) has no input hash and no producer, so two captures of the same
+  run are bitwise equal with dropout on, eager, ``aot_eager`` and inductor;
+- inductor's extern kernels carry the module FQN, Location and phase of the
+  FX nodes they come from, and eager against inductor pairs every compiled
+  row with an equal eager row of the same phase;
+- the agent hooks the model's modules, not torch's global module hooks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import warnings
+
+import pytest
+import torch
+
+import actdiff_capture
+from logs import blocks, split_key
+from usermodel import train
+
+FULL = {"precision": "full"}
+
+
+def capture(dirname, step=2, **kw):
+    """Trains ``step`` steps of TinyGPT, capturing step ``step``; returns
+    the log's path."""
+    prof_kw = dict(FULL)
+    prof_kw.update(kw.pop("prof", {}))
+    train(step, profiler=lambda m: actdiff_capture.Profiler(m, dirname, capture_step=step, **prof_kw), **kw)
+    return dirname / "rank_0_activations.log"
+
+
+def compare(actdiff_bin, a, b, out, *args):
+    rows = out / "rows.jsonl"
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(a.parent), str(b.parent), "-o", str(out / "report"), "--rows", str(rows), "-q", *args],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    return r, [json.loads(line) for line in rows.read_text().splitlines()]
+
+
+def by_op(path, op):
+    return [(k, f) for k, f in blocks(path)[1] if split_key(k)[2] == op]
+
+
+def n_inputs(fields) -> int:
+    text = fields.get("Input hashes", "").strip()
+    return len([v for v in text.split(",") if v.strip()]) if text else 0
+
+
+def test_bernoulli_self_is_not_an_input(tmp_path):
+    log = capture(tmp_path / "a", step=1)
+    drops = by_op(log, "bernoulli_")
+    # Two dropouts per block, two blocks.
+    assert len(drops) == 4, [k for k, _ in drops]
+    assert {split_key(k)[0] for k, _ in drops} == {f"blocks.{i}.{m}" for i in (0, 1) for m in ("attn", "mlp")}
+    for key, fields in drops:
+        # bernoulli_(self, p): self is only written, p is a float.
+        assert n_inputs(fields) == 0, (key, fields)
+        assert not fields.get("Input producers", "").strip(";").strip(), (key, fields)
+        assert "Output hash" in fields
+
+
+def test_out_argument_is_not_an_input(tmp_path):
+    log = capture(tmp_path / "a", step=1, dropout=0.0, out_buffer=True)
+    mms = [(k, f) for k, f in by_op(log, "mm") if split_key(k)[0].endswith(".mlp") and "Phase" not in f]
+    assert len(mms) == 2, [k for k, _ in by_op(log, "mm")]
+    for key, fields in mms:
+        # mm(flat, w.t(), out=buf): two inputs read; buf (fresh torch.empty
+        # memory) is written only.
+        assert n_inputs(fields) == 2, (key, fields)
+        assert len(fields["Input producers"].split(";")) == 2, (key, fields)
+
+
+def test_fresh_empty_storage_is_not_hashed(tmp_path):
+    """Storage an ``empty*`` op made, that no op has written, is no input:
+    an op reading it gets no input hash for it."""
+
+    class Reader(torch.nn.Module):
+        def forward(self, x):
+            junk = torch.empty(64, 64)
+            return x * 2 + junk.abs() * 0
+
+    m = Reader()
+    prof = actdiff_capture.Profiler(m, tmp_path, capture_step=1, min_numel=1)
+    x = torch.ones(64, 64)
+    m(x)
+    prof.step()
+    _, bl = blocks(prof.path)
+    abs_rows = [f for k, f in bl if split_key(k)[2] == "abs"]
+    assert len(abs_rows) == 1 and n_inputs(abs_rows[0]) == 0, bl
+    # x * 2 and abs(junk) * 0 each read one tensor: abs wrote its result,
+    # so that is hashed, with abs as its producer.
+    mul_rows = [f for k, f in bl if split_key(k)[2] == "mul"]
+    assert len(mul_rows) == 2 and all(n_inputs(f) == 1 for f in mul_rows), bl
+    assert mul_rows[1]["Input producers"].endswith("_abs"), mul_rows[1]
+
+
+@pytest.mark.parametrize("compile", [None, "aot_eager", "inductor"])
+def test_two_captures_of_a_dropout_run_are_bitwise_equal(actdiff_bin, tmp_path, compile):
+    a = capture(tmp_path / "a", compile=compile)
+    # Memory that held other values in between: a hash of unwritten memory
+    # would differ now.
+    _ = [torch.randn(4096) * 1e30 for _ in range(16)]
+    b = capture(tmp_path / "b", compile=compile)
+    assert by_op(a, "bernoulli_") or compile, "dropout ran"
+    r, rows = compare(actdiff_bin, a, b, tmp_path, "--bitwise")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert rows and {row["status"] for row in rows} == {"match"}
+    assert a.read_bytes() == b.read_bytes()
+
+
+def model_rows(bl):
+    """Rows of ops the model ran: not the loss's nor the optimizer's (those
+    are ``<none>`` in eager captures too)."""
+    outside = ("_log_softmax", "nll_loss", "_log_softmax_backward_data", "nll_loss_backward")
+    return [(k, f) for k, f in bl if split_key(k)[2] not in outside and "optim/" not in f.get("Location", "")]
+
+
+@pytest.mark.parametrize("step", [1, 2], ids=["compiled-while-armed", "compiled-before"])
+def test_inductor_extern_kernels_carry_module_names(tmp_path, step):
+    log = capture(tmp_path / "c", step=step, compile="inductor", dropout=0.0)
+    _, bl = blocks(log)
+    compiled = [(k, f) for k, f in bl if split_key(k)[2] in ("mm", "addmm", "bmm")]
+    assert len(compiled) >= 20, [k for k, _ in bl]
+    named = [k for k, _ in compiled if not k.startswith("<none>/")]
+    assert len(named) == len(compiled), [k for k, _ in compiled]
+    fwd = {split_key(k)[0] for k, f in compiled if "Phase" not in f}
+    bwd = {split_key(k)[0] for k, f in compiled if "Phase" in f}
+    # The qkv projection of block 1, forward and backward.
+    assert "blocks.1.attn.qkv" in fwd and "blocks.1.attn.qkv" in bwd, (fwd, bwd)
+    for k, f in compiled:
+        # Locations are the model's source lines, not torch's wrappers.
+        assert f["Location"].startswith("python/usermodel.py:"), (k, f["Location"])
+        # out= buffers are no inputs: addmm has 3, mm and bmm 2.
+        assert n_inputs(f) == (3 if k.endswith("_addmm") else 2), (k, f)
+
+
+@pytest.mark.parametrize("step", [1, 2], ids=["compiled-while-armed", "compiled-before"])
+def test_aot_eager_keys_carry_module_names(tmp_path, step):
+    log = capture(tmp_path / "c", step=step, compile="aot_eager", dropout=0.0)
+    _, bl = blocks(log)
+    rows = model_rows(bl)
+    assert len(rows) >= 60
+    assert [k for k, _ in rows if k.startswith("<none>/")] == []
+    assert not [k for k, f in rows if "_aot_autograd" in f.get("Location", "")]
+    fwd = {split_key(k)[0] for k, f in rows if "Phase" not in f}
+    assert {"tok", "blocks.0.ln1", "blocks.0.attn.qkv", "blocks.1.mlp.proj", "head"} <= fwd, fwd
+
+
+def test_eager_against_inductor_pairs_like_with_like(actdiff_bin, tmp_path):
+    a = capture(tmp_path / "eager", dropout=0.0)
+    b = capture(tmp_path / "inductor", compile="inductor", dropout=0.0)
+    _, rows = compare(actdiff_bin, a, b, tmp_path, "--rtol", "1e-4", "--atol", "1e-5")
+    paired = [row for row in rows if row["status"] not in ("only1", "only2")]
+    assert len(paired) >= 20
+    assert [row["key2"] for row in paired if row["status"] != "match"] == []
+    # No forward row paired with a backward row.
+    _, b1 = blocks(a)
+    _, b2 = blocks(b)
+    phase1 = {k: "Phase" in f for k, f in b1}
+    phase2 = {k: "Phase" in f for k, f in b2}
+    assert all(phase1[row["key1"]] == phase2[row["key2"]] for row in paired)
+
+
+def test_no_global_module_hooks(tmp_path):
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    prof = actdiff_capture.Profiler(m, tmp_path, capture_step=1)
+    from torch.nn.modules import module as mod
+
+    assert prof.armed
+    assert not mod._global_forward_pre_hooks and not mod._global_forward_hooks
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m(torch.ones(2, 4))
+    prof.step()
+    assert not prof.armed
+    # Disarmed: the model's own hooks are gone too.
+    assert not m[0]._forward_pre_hooks and not m[0]._forward_hooks
