@@ -1180,3 +1180,144 @@ fn a_missing_config_file_is_named_without_a_position() {
         .stderr_has("nonexistent.toml: No such file or directory");
     assert!(!r.stderr.contains("nonexistent.toml:1:1"), "{}", r.stderr);
 }
+
+// ------------------------------------------- layers, headline, non-finite
+
+/// A log of `blocks` (key, Output hash, Min) in the tracer's format.
+fn blocks_log(dir: &Path, name: &str, blocks: &[(&str, &str, &str)]) -> PathBuf {
+    let mut text = format!("Total captured activations: {}\n\n", blocks.len());
+    for (key, hash, min) in blocks {
+        text.push_str(&format!(
+            "[{key}]\n  Shape: torch.Size([2]), Dtype: torch.float32\n  Min: {min}\n  Output hash: {hash}\n  Input hashes: 5.000000e+00\n\n"
+        ));
+    }
+    write(dir, name, text.as_bytes())
+}
+
+/// The ops of a two-block model named `blocks.N` (not `layers.N`), their
+/// Output hashes from `hash(block, op)`.
+fn blocks_model(first: u32, hash: impl Fn(u32, u32) -> String) -> Vec<(String, String)> {
+    let mut ops = vec![("tok/op_0_embedding".to_string(), "1.000000e+00".to_string())];
+    for b in first..first + 2 {
+        for (i, m) in ["attn.qkv", "attn.proj", "mlp.fc1"].iter().enumerate() {
+            let i = i as u32;
+            ops.push((format!("blocks.{b}.{m}/op_{i}_mm"), hash(b - first, i)));
+        }
+    }
+    ops.push(("head/op_0_mm".to_string(), "9.000000e+00".to_string()));
+    ops
+}
+
+fn write_model(dir: &Path, name: &str, ops: &[(String, String)]) -> PathBuf {
+    let blocks: Vec<(&str, &str, &str)> = ops
+        .iter()
+        .map(|(k, h)| (k.as_str(), h.as_str(), "0.000000e+00"))
+        .collect();
+    blocks_log(dir, name, &blocks)
+}
+
+/// `blocks.N` keys are layers: the Parquet `layer` column holds N (null for
+/// the ops outside the blocks) and the heatmap has a column per block.
+#[test]
+fn blocks_n_keys_fill_the_parquet_layer_and_the_heatmap_columns() {
+    use arrow_array::{Array, UInt32Array};
+    let tmp = TempDir::new().unwrap();
+    let base = |b: u32, i: u32| format!("{}.000000e+00", 2 + b * 3 + i);
+    let a = write_model(tmp.path(), "a.log", &blocks_model(0, base));
+    // Run 2 differs in block 1's fc1.
+    let changed = move |b: u32, i: u32| {
+        if (b, i) == (1, 2) {
+            "7.500000e+01".to_string()
+        } else {
+            base(b, i)
+        }
+    };
+    let b = write_model(tmp.path(), "b.log", &blocks_model(0, changed));
+    let rows = tmp.path().join("rows.parquet");
+    let r = compare(&tmp, &a, &b, &["--rows", rows.to_str().unwrap()]);
+    r.expect(1);
+    let batches: Vec<arrow_array::RecordBatch> =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(&rows).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let layers: Vec<Option<u32>> = batches
+        .iter()
+        .flat_map(|b| {
+            let col = b
+                .column_by_name("layer")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<UInt32Array>()
+                .unwrap()
+                .clone();
+            (0..col.len())
+                .map(|i| col.is_valid(i).then(|| col.value(i)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut want = vec![None];
+    want.extend([Some(0); 3]);
+    want.extend([Some(1); 3]);
+    want.push(None);
+    assert_eq!(layers, want);
+    // The heatmap: "no layer" and one column per block.
+    let overview = std::fs::read_to_string(r.out.join("rank0-overview.html")).unwrap();
+    for col in ["no layer · ", "layer 0 · ", "layer 1 · "] {
+        assert!(overview.contains(col), "heatmap lacks `{col}`");
+    }
+    assert!(
+        overview.contains("layer 1 · mm: 1 of 3 rows diverge"),
+        "{overview}"
+    );
+}
+
+/// `--layer-offset` shifts `blocks.N` as it shifts `layers.N`: a pipeline
+/// stage's `blocks.0`–`blocks.1` pair by exact key with the whole model's
+/// `blocks.2`–`blocks.3`.
+#[test]
+fn layer_offset_applies_to_blocks_n_keys() {
+    let tmp = TempDir::new().unwrap();
+    let hash = |b: u32, i: u32| format!("{}.000000e+00", 2 + b * 3 + i);
+    let whole = write_model(tmp.path(), "whole.log", &blocks_model(2, hash));
+    let stage = write_model(tmp.path(), "stage.log", &blocks_model(0, hash));
+    let rows = tmp.path().join("rows.jsonl");
+    let r = compare(
+        &tmp,
+        &whole,
+        &stage,
+        &["--layer-offset", "run2=2", "--rows", rows.to_str().unwrap()],
+    );
+    r.expect(0);
+    let rows = read_rows(&rows);
+    assert_eq!(rows.len(), 8);
+    for row in &rows {
+        assert_eq!(row["status"], "match", "{row}");
+        assert_eq!(row["strategy"], "exact", "{row}");
+    }
+    let qkv = rows
+        .iter()
+        .find(|r| r["key1"] == "blocks.2.attn.qkv/op_0_mm")
+        .unwrap();
+    assert_eq!(qkv["key2"], "blocks.0.attn.qkv/op_0_mm");
+    // Without the offset the block ops pair by stats, with the hint.
+    let rows2 = tmp.path().join("rows2.jsonl");
+    compare(&tmp, &whole, &stage, &["--rows", rows2.to_str().unwrap()]).expect(0);
+    let qkv = read_rows(&rows2)
+        .into_iter()
+        .find(|r| r["key1"] == "blocks.2.attn.qkv/op_0_mm")
+        .unwrap();
+    assert_ne!(qkv["strategy"], "exact", "{qkv}");
+    assert!(
+        qkv["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("layer index (2 vs 0)")),
+        "{qkv}"
+    );
+}
