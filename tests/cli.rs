@@ -1321,3 +1321,56 @@ fn layer_offset_applies_to_blocks_n_keys() {
         "{qkv}"
     );
 }
+
+/// A causally-masked model's `masked_fill` with `-inf` is non-finite in
+/// both runs: no "first non-finite" line names it. The first row whose
+/// finiteness differs is named, with the run it is non-finite in.
+/// `summary.json` keeps the first non-finite row of each run.
+#[test]
+fn first_non_finite_is_told_only_where_finiteness_differs() {
+    let tmp = TempDir::new().unwrap();
+    let ops = |softmax: &'static str| {
+        vec![
+            ("blocks.0.attn.qkv/op_0_mm", "1.000000e+00", "0.000000e+00"),
+            ("blocks.0.attn/op_1_masked_fill", "2.000000e+00", "-inf"),
+            ("blocks.0.attn/op_2_softmax", "3.000000e+00", softmax),
+            ("blocks.1.attn.qkv/op_0_mm", "4.000000e+00", "0.000000e+00"),
+            ("blocks.1.attn/op_1_masked_fill", "5.000000e+00", "-inf"),
+        ]
+    };
+    let a = blocks_log(tmp.path(), "a.log", &ops("0.000000e+00"));
+    let b = blocks_log(tmp.path(), "b.log", &ops("nan"));
+    // Stats do not gate by default: the pair matches, and is still told.
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(0)
+        .stdout_has("first non-finite: b.log blocks.0.attn/op_2_softmax (finite in the other run)");
+    assert!(
+        !r.stdout.contains("masked_fill"),
+        "a row non-finite in both runs is named:\n{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("first non-finite: a.log"),
+        "{}",
+        r.stdout
+    );
+    let rc = &r.summary()["ranks"][0]["root_causes"];
+    assert_eq!(
+        rc["first_nonfinite1"]["key1"],
+        "blocks.0.attn/op_1_masked_fill"
+    );
+    assert_eq!(
+        rc["first_nonfinite2"]["key2"],
+        "blocks.0.attn/op_1_masked_fill"
+    );
+    assert!(rc["first_nonfinite_only1"].is_null(), "{rc}");
+    assert_eq!(
+        rc["first_nonfinite_only2"]["key2"],
+        "blocks.0.attn/op_2_softmax"
+    );
+    // Non-finite in both runs everywhere: no line at all.
+    let c = blocks_log(tmp.path(), "c.log", &ops("0.000000e+00"));
+    let same = compare(&tmp, &a, &c, &[]);
+    same.expect(0);
+    assert!(!same.stdout.contains("non-finite"), "{}", same.stdout);
+}

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{files, PagePlan, RankComparison};
 use crate::matcher::cause::CauseKind;
-use crate::matcher::{Counts, MatchRow, Status, StrategyCounts};
+use crate::matcher::{Counts, MatchRow, Status, StrategyCounts, ROW_NONFINITE1, ROW_NONFINITE2};
 use crate::parser::{duplicate_keys, Field, OpTable, Phase, WarningKind};
 
 /// Version of the `summary.json` layout; bumped on incompatible changes.
@@ -327,6 +327,16 @@ pub struct CausesSummary {
     pub first_nonfinite2: Option<RowRef>,
     /// First paired row non-finite on one side only.
     pub first_nonfinite_one_sided: Option<RowRef>,
+    /// First paired row whose run-1 values hold NaN or Inf while run 2's
+    /// are finite: what the terminal reports as run 1's first non-finite
+    /// op (a row non-finite in both runs, like a causal mask's
+    /// `masked_fill` with `-inf`, is no news).
+    #[serde(default)]
+    pub first_nonfinite_only1: Option<RowRef>,
+    /// First paired row whose run-2 values hold NaN or Inf while run 1's
+    /// are finite.
+    #[serde(default)]
+    pub first_nonfinite_only2: Option<RowRef>,
     /// The gating `diff` row with the largest finite relative difference in
     /// a field that gates under its tolerance.
     pub largest_diff: Option<RowRef>,
@@ -335,6 +345,14 @@ pub struct CausesSummary {
     pub largest_diff_field: Option<statics::Name>,
     /// That difference.
     pub largest_rel_diff: Option<f64>,
+}
+
+/// The first paired row with flag `this` (a side's values hold NaN or
+/// Inf) but not `other` (the other side's are finite).
+fn first_nonfinite_only(rows: &[MatchRow], this: u16, other: u16) -> Option<usize> {
+    rows.iter().position(|r| {
+        matches!(r.sides(), crate::matcher::Sides::Both(..)) && r.has(this) && !r.has(other)
+    })
 }
 
 impl CausesSummary {
@@ -375,6 +393,18 @@ impl CausesSummary {
             first_nonfinite1: c.first_nonfinite1.map(r),
             first_nonfinite2: c.first_nonfinite2.map(r),
             first_nonfinite_one_sided: c.first_nonfinite_one_sided.map(r),
+            first_nonfinite_only1: first_nonfinite_only(
+                &rc.matches.rows,
+                ROW_NONFINITE1,
+                ROW_NONFINITE2,
+            )
+            .map(r),
+            first_nonfinite_only2: first_nonfinite_only(
+                &rc.matches.rows,
+                ROW_NONFINITE2,
+                ROW_NONFINITE1,
+            )
+            .map(r),
             largest_diff: c.largest_diff.map(|d| r(d.index)),
             largest_diff_field: c.largest_diff.map(|d| d.field),
             largest_rel_diff: c.largest_diff.map(|d| d.rel),
