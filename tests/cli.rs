@@ -1374,3 +1374,54 @@ fn first_non_finite_is_told_only_where_finiteness_differs() {
     same.expect(0);
     assert!(!same.stdout.contains("non-finite"), "{}", same.stdout);
 }
+
+/// An op only in run 1 before the first differing pair: the headline, the
+/// rank's `first divergence:` line, `summary.json` and the index all name
+/// the one-sided op as the first divergence (the first gating row in
+/// dispatch order), and the headline adds the first cause.
+#[test]
+fn one_headline_and_one_first_divergence_when_an_only1_row_comes_first() {
+    let tmp = TempDir::new().unwrap();
+    let a = blocks_log(
+        tmp.path(),
+        "base.log",
+        &[
+            ("tok/op_0_embedding", "1.000000e+00", "0.000000e+00"),
+            ("blocks.0.attn.qkv/op_0_mm", "2.000000e+00", "0.000000e+00"),
+            ("blocks.0.attn.proj/op_1_mm", "3.000000e+00", "0.000000e+00"),
+        ],
+    );
+    let b = blocks_log(
+        tmp.path(),
+        "test.log",
+        &[
+            ("blocks.0.attn.qkv/op_0_mm", "2.500000e+00", "0.000000e+00"),
+            ("blocks.0.attn.proj/op_1_mm", "3.000000e+00", "0.000000e+00"),
+        ],
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    let headline = r.stdout.lines().nth(1).unwrap();
+    assert_eq!(
+        headline,
+        "rank 0 diverges first at `tok/op_0_embedding` (only in base.log; first cause \
+         `blocks.0.attn.qkv/op_0_mm`, inputs agree, the output differs)."
+    );
+    r.stdout_has("  first divergence: tok/op_0_embedding (only1,");
+    assert_eq!(
+        r.stdout.matches("diverges first at").count(),
+        1,
+        "one headline:\n{}",
+        r.stdout
+    );
+    let s = r.summary();
+    assert_eq!(
+        s["ranks"][0]["first_divergence"]["key1"],
+        "tok/op_0_embedding"
+    );
+    let index = std::fs::read_to_string(r.out.join("index.html")).unwrap();
+    assert!(
+        index.contains("diverges first at `tok/op_0_embedding` (only in base.log; first cause"),
+        "index headline"
+    );
+}

@@ -588,6 +588,18 @@ impl RankSummary {
     }
 }
 
+/// A first divergence's status in words for the headline: `only in base`,
+/// `differs`, `Output hash in one run only`, `truncated`.
+fn status_words(status: Status, name1: &str, name2: &str) -> String {
+    match status {
+        Status::Only1 => format!("only in {name1}"),
+        Status::Only2 => format!("only in {name2}"),
+        Status::Missing => "Output hash in one run only".into(),
+        Status::Truncated => "truncated".into(),
+        _ => "differs".into(),
+    }
+}
+
 /// `0`, `0 and 2`, `0, 2 and 3`.
 fn and_list(v: &[u32]) -> String {
     let s: Vec<String> = v.iter().map(u32::to_string).collect();
@@ -633,19 +645,34 @@ impl Summary {
     /// get it, e.g. "rank 1 diverges first at `tok_embeddings/op_2_embedding`
     /// (a differing input), and ranks 0, 2 and 3 receive that change through
     /// the gradient reduce-scatter." `None` when no rank has a gating row.
-    pub fn headline(ranks: &[RankSummary]) -> Option<String> {
+    ///
+    /// A rank's "first" is its first divergence
+    /// ([`RankSummary::first_divergence`], the terminal's `first divergence:`
+    /// line and the index's first diverging row): the first gating row in
+    /// result order, a one-sided row (`only1`, `only2`) included, since an
+    /// op one run lacks is a difference between the runs. When that row is
+    /// not the rank's first cause (an op only in one run before the first
+    /// origin), the sentence names both: "rank 0 diverges first at `tok/op_0_embedding`
+    /// (only in base; first cause `qkv/op_0_mm`, inputs agree, the output
+    /// differs)".
+    pub fn headline(ranks: &[RankSummary], name1: &str, name2: &str) -> Option<String> {
         let groups = Summary::group_ranks(ranks);
         let what = |r: &RankSummary| -> Option<String> {
             let c = r.root_causes.first_cause.as_ref()?;
-            Some(format!(
-                "`{}` ({})",
-                c.row.key(),
-                match c.kind {
-                    CauseKind::Entry => "a differing input",
-                    CauseKind::Origin => "inputs agree, the output differs",
-                    _ => c.kind.as_str(),
-                }
-            ))
+            let cause = match c.kind {
+                CauseKind::Entry => "a differing input",
+                CauseKind::Origin => "inputs agree, the output differs",
+                _ => c.kind.as_str(),
+            };
+            Some(match &r.first_divergence {
+                Some(f) if f.index != c.row.index => format!(
+                    "`{}` ({}; first cause `{}`, {cause})",
+                    f.key(),
+                    status_words(f.status, name1, name2),
+                    c.row.key()
+                ),
+                _ => format!("`{}` ({cause})", c.row.key()),
+            })
         };
         let mut parts: Vec<String> = Vec::new();
         let mut via: Vec<(Vec<u32>, String)> = Vec::new();
@@ -670,15 +697,22 @@ impl Summary {
             } else if g.verdict.starts_with("receive") {
                 let v = g.verdict.trim_start_matches("receive the change ");
                 via.push((g.ranks.clone(), v.to_string()));
-            } else if let Some(f) = &g.first_divergence {
+            } else if let Some(f) = &first.first_divergence {
+                let only = match f.status {
+                    Status::Only1 | Status::Only2 => {
+                        format!(" ({})", status_words(f.status, name1, name2))
+                    }
+                    _ => String::new(),
+                };
                 other.push(format!(
-                    "{} {} first at `{f}`",
+                    "{} {} first at `{}`{only}",
                     rank_word(&g.ranks),
                     if g.ranks.len() == 1 {
                         "diverges"
                     } else {
                         "diverge"
-                    }
+                    },
+                    f.key()
                 ));
             }
         }

@@ -208,7 +208,7 @@ pub fn render(s: &Summary, report: &str) -> String {
         "actdiff: {} ({}) vs {} ({})",
         s.name1, s.path1, s.name2, s.path2
     );
-    if let Some(h) = Summary::headline(&s.ranks) {
+    if let Some(h) = Summary::headline(&s.ranks, &s.name1, &s.name2) {
         let _ = writeln!(out, "{h}");
     }
     for r in &s.ranks {
