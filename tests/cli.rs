@@ -1048,13 +1048,22 @@ fn gzip_rank_folder_is_discovered() {
 
 #[test]
 fn corrupt_gzip_exit_2_names_file() {
+    // Corrupt deflate data, and a file cut before any log byte (a cut
+    // later is a truncated log: `a_cut_gzip_is_a_truncated_log`).
     let tmp = TempDir::new().unwrap();
-    let mut gz = gzip(&read_testdata(BUG_A));
-    let keep = gz.len() / 2;
-    gz.truncate(keep);
-    let path = write(tmp.path(), "half.log.gz", &gz);
+    let gz = gzip(&read_testdata(BUG_A));
+    let mut flipped = gz.clone();
+    for b in &mut flipped[30..60] {
+        *b ^= 0xa5;
+    }
+    let path = write(tmp.path(), "flipped.log.gz", &flipped);
     let r = compare(&tmp, &path, &testdata(BUG_A), &[]);
-    r.expect(2).stderr_has("half.log.gz").stderr_has("gzip");
+    r.expect(2).stderr_has("flipped.log.gz").stderr_has("gzip");
+    let path = write(tmp.path(), "header.log.gz", &gz[..10]);
+    let r = compare(&tmp, &path, &testdata(BUG_A), &[]);
+    r.expect(2)
+        .stderr_has("header.log.gz")
+        .stderr_has("cut before any log data");
 }
 
 /// The origin line's count agrees with its verb: "1 diverging row traces
@@ -1424,4 +1433,50 @@ fn one_headline_and_one_first_divergence_when_an_only1_row_comes_first() {
         index.contains("diverges first at `tok/op_0_embedding` (only in base.log; first cause"),
         "index headline"
     );
+}
+
+/// A gzip file cut short is read to the cut, as `zcat` does: incomplete
+/// input (exit 3) with a warning naming the file, or compared under
+/// `--allow-incomplete` (exit 1: run 2's later ops are only in run 2), the
+/// ops before the cut paired and matching.
+#[test]
+fn a_cut_gzip_is_a_truncated_log() {
+    let tmp = TempDir::new().unwrap();
+    let plain = read_testdata(BUG_A);
+    let gz = gzip(&plain);
+    for (i, keep) in [gz.len() / 4, gz.len() / 2, gz.len() * 3 / 4, gz.len() - 4]
+        .into_iter()
+        .enumerate()
+    {
+        let name = format!("cut{i}.log.gz");
+        let path = write(tmp.path(), &name, &gz[..keep]);
+        let r = compare(&tmp, &path, &testdata(BUG_A), &[]);
+        r.expect(3)
+            .stdout_has(&name)
+            .stdout_has("gzip data cut short: read to the cut");
+        let s = r.summary();
+        let run1 = &s["ranks"][0]["run1"];
+        let entries = run1["entries"].as_u64().unwrap();
+        assert!(
+            entries > 0 && entries as usize <= BUG_OPS,
+            "cut at {keep}: {entries} ops"
+        );
+        assert!(
+            run1["incomplete"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x.as_str().unwrap().starts_with("gzip data cut short")),
+            "{run1}"
+        );
+        let allowed = compare(&tmp, &path, &testdata(BUG_A), &["--allow-incomplete"]);
+        let c = &allowed.summary()["ranks"][0]["counts"];
+        // Every op before the last one read matches its twin.
+        assert!(c["match"].as_u64().unwrap() + 1 >= entries, "{c}");
+        assert_eq!(c["diff"], 0, "{c}");
+        if keep < gz.len() - 8 {
+            allowed.expect(1);
+            assert!(c["only2"].as_u64().unwrap() > 0, "{c}");
+        }
+    }
 }

@@ -711,6 +711,10 @@ fn layers_of_chunks(parts: &[Partial<'_>]) -> (layer::LayerLists, Vec<Vec<u32>>)
     (lists, chunks)
 }
 
+/// The label of the [`WarningKind::Truncated`] warning of a gzip file cut
+/// short ([`LogSource::GzipCut`]).
+pub const GZIP_CUT_LABEL: &str = "gzip";
+
 /// Joins partial tables in order, numbering lines, and checks the header.
 fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTable {
     let rows: usize = parts.iter().map(|p| p.block_start.len()).sum();
@@ -833,6 +837,23 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
             WarningKind::Truncated,
             "truncated",
             HEADERLESS_CUT.into(),
+        );
+    }
+    if source.is_gzip_cut() {
+        // The stream ends early: whatever the last block looks like, more
+        // may have followed it.
+        if let Some(f) = t.flags.last_mut() {
+            *f |= FLAG_TRUNCATED;
+        }
+        let line = t.total_lines.max(1);
+        let n = source.bytes().len();
+        push(
+            &mut t,
+            line,
+            1,
+            WarningKind::Truncated,
+            GZIP_CUT_LABEL,
+            format!("gzip data cut short: read to the cut ({n} bytes of log); the last block may be incomplete"),
         );
     }
     if let Some((line, column)) = crlf {

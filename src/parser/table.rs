@@ -519,6 +519,11 @@ impl OpTable {
     pub fn op_types(&self) -> usize {
         self.op_names.len()
     }
+    /// Whether the log is a gzip file cut short, read to the cut
+    /// ([`LogSource::GzipCut`]): incomplete input, its last row truncated.
+    pub fn gzip_cut(&self) -> bool {
+        self.source.is_gzip_cut()
+    }
     /// Whether the block was cut short by the end of the file.
     pub fn is_truncated(&self, row: usize) -> bool {
         self.flags[row] & FLAG_TRUNCATED != 0

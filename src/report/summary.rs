@@ -105,15 +105,23 @@ impl SideSummary {
                 incomplete.push(format!("declares {n} ops, parsed {}", t.len()));
             }
         }
-        if t.truncated_rows() > 0 {
-            // The parser's own words: a missing final newline, or a count
-            // header whose last block lacks its empty line.
-            let why = t
-                .warnings()
-                .iter()
-                .find(|w| w.kind == WarningKind::Truncated)
-                .map_or("last block possibly truncated", |w| w.message.as_str());
-            incomplete.push(why.to_string());
+        let truncated = |gzip: bool| {
+            t.warnings().iter().find(move |w| {
+                w.kind == WarningKind::Truncated
+                    && (w.label == crate::parser::GZIP_CUT_LABEL) == gzip
+            })
+        };
+        // The parser's own words: a missing final newline, or a count header
+        // whose last block lacks its empty line.
+        let why = truncated(false).map(|w| w.message.as_str());
+        if t.truncated_rows() > 0 && (why.is_some() || !t.gzip_cut()) {
+            incomplete.push(why.unwrap_or("last block possibly truncated").to_string());
+        }
+        if t.gzip_cut() {
+            incomplete.push(
+                truncated(true)
+                    .map_or_else(|| "gzip data cut short".to_string(), |w| w.message.clone()),
+            );
         }
         SideSummary {
             entries: t.len(),
