@@ -1480,3 +1480,40 @@ fn a_cut_gzip_is_a_truncated_log() {
         }
     }
 }
+
+/// `-o` naming an existing regular file: one error, naming it, and no
+/// second one about a file inside it.
+#[test]
+fn o_naming_a_file_is_one_clear_error() {
+    let tmp = TempDir::new().unwrap();
+    let afile = write(tmp.path(), "afile", b"not a folder");
+    let o = Command::cargo_bin("actdiff")
+        .unwrap()
+        .arg("compare")
+        .arg(testdata(BUG_A))
+        .arg(testdata(BUG_B))
+        .arg("-o")
+        .arg(&afile)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("afile: exists and is not a folder"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("summary.json"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("report: not written (exit status 2)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("afile/"), "{stdout}");
+    assert_eq!(
+        std::fs::read(&afile).unwrap(),
+        b"not a folder",
+        "the file is left alone"
+    );
+}
