@@ -29,6 +29,10 @@
 //!   item only (`heads.0`) is no layer.
 //! - A model without numeric segments has no layer, as before.
 //!
+//! One case these rules get wrong: a one-layer model whose layer holds a
+//! repeated list (`layers.0.moe.experts.M` with a single `layers.0`) takes
+//! the experts as its layers, since one item is no evidence of a list.
+//!
 //! Keys are looked at after their root class is stripped
 //! ([`super::key::strip_root_class`]).
 
