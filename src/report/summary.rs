@@ -660,9 +660,9 @@ impl Summary {
     /// result order, a one-sided row (`only1`, `only2`) included, since an
     /// op one run lacks is a difference between the runs. When that row is
     /// not the rank's first cause (an op only in one run before the first
-    /// origin), the sentence names both: "rank 0 diverges first at `tok/op_0_embedding`
-    /// (only in base; first cause `qkv/op_0_mm`, inputs agree, the output
-    /// differs)".
+    /// origin), the sentence names both: "rank 0 diverges first at
+    /// `tok/op_0_embedding` (only in base; first cause `qkv/op_0_mm`,
+    /// inputs agree, the output differs)".
     pub fn headline(ranks: &[RankSummary], name1: &str, name2: &str) -> Option<String> {
         let groups = Summary::group_ranks(ranks);
         let what = |r: &RankSummary| -> Option<String> {
