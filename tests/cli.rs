@@ -1048,13 +1048,22 @@ fn gzip_rank_folder_is_discovered() {
 
 #[test]
 fn corrupt_gzip_exit_2_names_file() {
+    // Corrupt deflate data, and a file cut before any log byte (a cut
+    // later is a truncated log: `a_cut_gzip_is_a_truncated_log`).
     let tmp = TempDir::new().unwrap();
-    let mut gz = gzip(&read_testdata(BUG_A));
-    let keep = gz.len() / 2;
-    gz.truncate(keep);
-    let path = write(tmp.path(), "half.log.gz", &gz);
+    let gz = gzip(&read_testdata(BUG_A));
+    let mut flipped = gz.clone();
+    for b in &mut flipped[30..60] {
+        *b ^= 0xa5;
+    }
+    let path = write(tmp.path(), "flipped.log.gz", &flipped);
     let r = compare(&tmp, &path, &testdata(BUG_A), &[]);
-    r.expect(2).stderr_has("half.log.gz").stderr_has("gzip");
+    r.expect(2).stderr_has("flipped.log.gz").stderr_has("gzip");
+    let path = write(tmp.path(), "header.log.gz", &gz[..10]);
+    let r = compare(&tmp, &path, &testdata(BUG_A), &[]);
+    r.expect(2)
+        .stderr_has("header.log.gz")
+        .stderr_has("cut before any log data");
 }
 
 /// The origin line's count agrees with its verb: "1 diverging row traces
@@ -1179,4 +1188,332 @@ fn a_missing_config_file_is_named_without_a_position() {
     r.expect(2)
         .stderr_has("nonexistent.toml: No such file or directory");
     assert!(!r.stderr.contains("nonexistent.toml:1:1"), "{}", r.stderr);
+}
+
+// ------------------------------------------- layers, headline, non-finite
+
+/// A log of `blocks` (key, Output hash, Min) in the tracer's format.
+fn blocks_log(dir: &Path, name: &str, blocks: &[(&str, &str, &str)]) -> PathBuf {
+    let mut text = format!("Total captured activations: {}\n\n", blocks.len());
+    for (key, hash, min) in blocks {
+        text.push_str(&format!(
+            "[{key}]\n  Shape: torch.Size([2]), Dtype: torch.float32\n  Min: {min}\n  Output hash: {hash}\n  Input hashes: 5.000000e+00\n\n"
+        ));
+    }
+    write(dir, name, text.as_bytes())
+}
+
+/// The ops of a two-block model named `blocks.N` (not `layers.N`), their
+/// Output hashes from `hash(block, op)`.
+fn blocks_model(first: u32, hash: impl Fn(u32, u32) -> String) -> Vec<(String, String)> {
+    let mut ops = vec![("tok/op_0_embedding".to_string(), "1.000000e+00".to_string())];
+    for b in first..first + 2 {
+        for (i, m) in ["attn.qkv", "attn.proj", "mlp.fc1"].iter().enumerate() {
+            let i = i as u32;
+            ops.push((format!("blocks.{b}.{m}/op_{i}_mm"), hash(b - first, i)));
+        }
+    }
+    ops.push(("head/op_0_mm".to_string(), "9.000000e+00".to_string()));
+    ops
+}
+
+fn write_model(dir: &Path, name: &str, ops: &[(String, String)]) -> PathBuf {
+    let blocks: Vec<(&str, &str, &str)> = ops
+        .iter()
+        .map(|(k, h)| (k.as_str(), h.as_str(), "0.000000e+00"))
+        .collect();
+    blocks_log(dir, name, &blocks)
+}
+
+/// `blocks.N` keys are layers: the Parquet `layer` column holds N (null for
+/// the ops outside the blocks) and the heatmap has a column per block.
+#[test]
+fn blocks_n_keys_fill_the_parquet_layer_and_the_heatmap_columns() {
+    use arrow_array::{Array, UInt32Array};
+    let tmp = TempDir::new().unwrap();
+    let base = |b: u32, i: u32| format!("{}.000000e+00", 2 + b * 3 + i);
+    let a = write_model(tmp.path(), "a.log", &blocks_model(0, base));
+    // Run 2 differs in block 1's fc1.
+    let changed = move |b: u32, i: u32| {
+        if (b, i) == (1, 2) {
+            "7.500000e+01".to_string()
+        } else {
+            base(b, i)
+        }
+    };
+    let b = write_model(tmp.path(), "b.log", &blocks_model(0, changed));
+    let rows = tmp.path().join("rows.parquet");
+    let r = compare(&tmp, &a, &b, &["--rows", rows.to_str().unwrap()]);
+    r.expect(1);
+    let batches: Vec<arrow_array::RecordBatch> =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(&rows).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let layers: Vec<Option<u32>> = batches
+        .iter()
+        .flat_map(|b| {
+            let col = b
+                .column_by_name("layer")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<UInt32Array>()
+                .unwrap()
+                .clone();
+            (0..col.len())
+                .map(|i| col.is_valid(i).then(|| col.value(i)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut want = vec![None];
+    want.extend([Some(0); 3]);
+    want.extend([Some(1); 3]);
+    want.push(None);
+    assert_eq!(layers, want);
+    // The heatmap: "no layer" and one column per block.
+    let overview = std::fs::read_to_string(r.out.join("rank0-overview.html")).unwrap();
+    for col in ["no layer · ", "layer 0 · ", "layer 1 · "] {
+        assert!(overview.contains(col), "heatmap lacks `{col}`");
+    }
+    assert!(
+        overview.contains("layer 1 · mm: 1 of 3 rows diverge"),
+        "{overview}"
+    );
+}
+
+/// `--layer-offset` shifts `blocks.N` as it shifts `layers.N`: a pipeline
+/// stage's `blocks.0`–`blocks.1` pair by exact key with the whole model's
+/// `blocks.2`–`blocks.3`.
+#[test]
+fn layer_offset_applies_to_blocks_n_keys() {
+    let tmp = TempDir::new().unwrap();
+    let hash = |b: u32, i: u32| format!("{}.000000e+00", 2 + b * 3 + i);
+    let whole = write_model(tmp.path(), "whole.log", &blocks_model(2, hash));
+    let stage = write_model(tmp.path(), "stage.log", &blocks_model(0, hash));
+    let rows = tmp.path().join("rows.jsonl");
+    let r = compare(
+        &tmp,
+        &whole,
+        &stage,
+        &["--layer-offset", "run2=2", "--rows", rows.to_str().unwrap()],
+    );
+    r.expect(0);
+    let rows = read_rows(&rows);
+    assert_eq!(rows.len(), 8);
+    for row in &rows {
+        assert_eq!(row["status"], "match", "{row}");
+        assert_eq!(row["strategy"], "exact", "{row}");
+    }
+    let qkv = rows
+        .iter()
+        .find(|r| r["key1"] == "blocks.2.attn.qkv/op_0_mm")
+        .unwrap();
+    assert_eq!(qkv["key2"], "blocks.0.attn.qkv/op_0_mm");
+    // Without the offset the block ops pair by stats, with the hint.
+    let rows2 = tmp.path().join("rows2.jsonl");
+    compare(&tmp, &whole, &stage, &["--rows", rows2.to_str().unwrap()]).expect(0);
+    let qkv = read_rows(&rows2)
+        .into_iter()
+        .find(|r| r["key1"] == "blocks.2.attn.qkv/op_0_mm")
+        .unwrap();
+    assert_ne!(qkv["strategy"], "exact", "{qkv}");
+    assert!(
+        qkv["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("layer index (2 vs 0)")),
+        "{qkv}"
+    );
+}
+
+/// A causally-masked model's `masked_fill` with `-inf` is non-finite in
+/// both runs: no "first non-finite" line names it. The first row whose
+/// finiteness differs is named, with the run it is non-finite in.
+/// `summary.json` keeps the first non-finite row of each run.
+#[test]
+fn first_non_finite_is_told_only_where_finiteness_differs() {
+    let tmp = TempDir::new().unwrap();
+    let ops = |softmax: &'static str| {
+        vec![
+            ("blocks.0.attn.qkv/op_0_mm", "1.000000e+00", "0.000000e+00"),
+            ("blocks.0.attn/op_1_masked_fill", "2.000000e+00", "-inf"),
+            ("blocks.0.attn/op_2_softmax", "3.000000e+00", softmax),
+            ("blocks.1.attn.qkv/op_0_mm", "4.000000e+00", "0.000000e+00"),
+            ("blocks.1.attn/op_1_masked_fill", "5.000000e+00", "-inf"),
+        ]
+    };
+    let a = blocks_log(tmp.path(), "a.log", &ops("0.000000e+00"));
+    let b = blocks_log(tmp.path(), "b.log", &ops("nan"));
+    // Stats do not gate by default: the pair matches, and is still told.
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(0)
+        .stdout_has("first non-finite: b.log blocks.0.attn/op_2_softmax (finite in the other run)");
+    assert!(
+        !r.stdout.contains("masked_fill"),
+        "a row non-finite in both runs is named:\n{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("first non-finite: a.log"),
+        "{}",
+        r.stdout
+    );
+    let rc = &r.summary()["ranks"][0]["root_causes"];
+    assert_eq!(
+        rc["first_nonfinite1"]["key1"],
+        "blocks.0.attn/op_1_masked_fill"
+    );
+    assert_eq!(
+        rc["first_nonfinite2"]["key2"],
+        "blocks.0.attn/op_1_masked_fill"
+    );
+    assert!(rc["first_nonfinite_only1"].is_null(), "{rc}");
+    assert_eq!(
+        rc["first_nonfinite_only2"]["key2"],
+        "blocks.0.attn/op_2_softmax"
+    );
+    // Non-finite in both runs everywhere: no line at all.
+    let c = blocks_log(tmp.path(), "c.log", &ops("0.000000e+00"));
+    let same = compare(&tmp, &a, &c, &[]);
+    same.expect(0);
+    assert!(!same.stdout.contains("non-finite"), "{}", same.stdout);
+}
+
+/// An op only in run 1 before the first differing pair: the headline, the
+/// rank's `first divergence:` line, `summary.json` and the index all name
+/// the one-sided op as the first divergence (the first gating row in
+/// dispatch order), and the headline adds the first cause.
+#[test]
+fn one_headline_and_one_first_divergence_when_an_only1_row_comes_first() {
+    let tmp = TempDir::new().unwrap();
+    let a = blocks_log(
+        tmp.path(),
+        "base.log",
+        &[
+            ("tok/op_0_embedding", "1.000000e+00", "0.000000e+00"),
+            ("blocks.0.attn.qkv/op_0_mm", "2.000000e+00", "0.000000e+00"),
+            ("blocks.0.attn.proj/op_1_mm", "3.000000e+00", "0.000000e+00"),
+        ],
+    );
+    let b = blocks_log(
+        tmp.path(),
+        "test.log",
+        &[
+            ("blocks.0.attn.qkv/op_0_mm", "2.500000e+00", "0.000000e+00"),
+            ("blocks.0.attn.proj/op_1_mm", "3.000000e+00", "0.000000e+00"),
+        ],
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    let headline = r.stdout.lines().nth(1).unwrap();
+    assert_eq!(
+        headline,
+        "rank 0 diverges first at `tok/op_0_embedding` (only in base.log; first cause \
+         `blocks.0.attn.qkv/op_0_mm`, inputs agree, the output differs)."
+    );
+    r.stdout_has("  first divergence: tok/op_0_embedding (only1,");
+    assert_eq!(
+        r.stdout.matches("diverges first at").count(),
+        1,
+        "one headline:\n{}",
+        r.stdout
+    );
+    let s = r.summary();
+    assert_eq!(
+        s["ranks"][0]["first_divergence"]["key1"],
+        "tok/op_0_embedding"
+    );
+    let index = std::fs::read_to_string(r.out.join("index.html")).unwrap();
+    assert!(
+        index.contains("diverges first at `tok/op_0_embedding` (only in base.log; first cause"),
+        "index headline"
+    );
+}
+
+/// A gzip file cut short is read to the cut, as `zcat` does: incomplete
+/// input (exit 3) with a warning naming the file, or compared under
+/// `--allow-incomplete` (exit 1: run 2's later ops are only in run 2), the
+/// ops before the cut paired and matching.
+#[test]
+fn a_cut_gzip_is_a_truncated_log() {
+    let tmp = TempDir::new().unwrap();
+    let plain = read_testdata(BUG_A);
+    let gz = gzip(&plain);
+    for (i, keep) in [gz.len() / 4, gz.len() / 2, gz.len() * 3 / 4, gz.len() - 4]
+        .into_iter()
+        .enumerate()
+    {
+        let name = format!("cut{i}.log.gz");
+        let path = write(tmp.path(), &name, &gz[..keep]);
+        let r = compare(&tmp, &path, &testdata(BUG_A), &[]);
+        r.expect(3)
+            .stdout_has(&name)
+            .stdout_has("gzip data cut short: read to the cut");
+        let s = r.summary();
+        let run1 = &s["ranks"][0]["run1"];
+        let entries = run1["entries"].as_u64().unwrap();
+        assert!(
+            entries > 0 && entries as usize <= BUG_OPS,
+            "cut at {keep}: {entries} ops"
+        );
+        assert!(
+            run1["incomplete"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x.as_str().unwrap().starts_with("gzip data cut short")),
+            "{run1}"
+        );
+        let allowed = compare(&tmp, &path, &testdata(BUG_A), &["--allow-incomplete"]);
+        let c = &allowed.summary()["ranks"][0]["counts"];
+        // Every op before the last one read matches its twin.
+        assert!(c["match"].as_u64().unwrap() + 1 >= entries, "{c}");
+        assert_eq!(c["diff"], 0, "{c}");
+        if keep < gz.len() - 8 {
+            allowed.expect(1);
+            assert!(c["only2"].as_u64().unwrap() > 0, "{c}");
+        }
+    }
+}
+
+/// `-o` naming an existing regular file: one error, naming it, and no
+/// second one about a file inside it.
+#[test]
+fn o_naming_a_file_is_one_clear_error() {
+    let tmp = TempDir::new().unwrap();
+    let afile = write(tmp.path(), "afile", b"not a folder");
+    let o = Command::cargo_bin("actdiff")
+        .unwrap()
+        .arg("compare")
+        .arg(testdata(BUG_A))
+        .arg(testdata(BUG_B))
+        .arg("-o")
+        .arg(&afile)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("afile: exists and is not a folder"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("summary.json"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("report: not written (exit status 2)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("afile/"), "{stdout}");
+    assert_eq!(
+        std::fs::read(&afile).unwrap(),
+        b"not a folder",
+        "the file is left alone"
+    );
 }

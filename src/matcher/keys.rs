@@ -35,30 +35,29 @@ pub fn op_type(fuzzy: &[u8]) -> &[u8] {
     }
 }
 
-/// Adds `offset` to the first `layers.<N>` index of a key (pipeline stage
-/// `k` of a model numbers its layers from 0; global index = N + offset).
-/// Keys without a layer index, or whose index would go negative, are
-/// returned unchanged.
+/// Adds `offset` to the layer index of a key: its outermost numeric
+/// segment ([`crate::parser::layer::outermost_index`]: `layers.<N>`,
+/// `blocks.<N>`, `model.layers.<N>`; pipeline stage `k` of a model numbers
+/// its layers from 0; global index = N + offset). Keys without a numeric
+/// segment, or whose index would go negative, are returned unchanged.
 pub fn with_layer_offset(key: &[u8], offset: i64) -> std::borrow::Cow<'_, [u8]> {
     use std::borrow::Cow;
     if offset == 0 {
         return Cow::Borrowed(key);
     }
-    let Some(p) = memchr::memmem::find(key, b"layers.").map(|p| p + 7) else {
+    let Some((p, idx)) = crate::parser::layer::outermost_index(key) else {
         return Cow::Borrowed(key);
     };
-    let n = key[p..].iter().take_while(|b| b.is_ascii_digit()).count();
-    let Some(idx) = std::str::from_utf8(&key[p..p + n])
+    let Some(shifted) = i64::try_from(idx)
         .ok()
-        .and_then(|d| d.parse::<i64>().ok())
+        .and_then(|i| i.checked_add(offset))
+        .filter(|i| *i >= 0)
     else {
         return Cow::Borrowed(key);
     };
-    if idx + offset < 0 {
-        return Cow::Borrowed(key);
-    }
+    let n = key[p..].iter().take_while(|b| b.is_ascii_digit()).count();
     let mut out = key[..p].to_vec();
-    out.extend_from_slice((idx + offset).to_string().as_bytes());
+    out.extend_from_slice(shifted.to_string().as_bytes());
     out.extend_from_slice(&key[p + n..]);
     Cow::Owned(out)
 }
@@ -76,6 +75,20 @@ mod tests {
             b"norm/op_0_mul"
         );
         assert_eq!(&*super::with_layer_offset(b"layers.1.x", -3), b"layers.1.x");
+        // Any block list: the outermost numeric segment.
+        assert_eq!(
+            &*super::with_layer_offset(b"blocks.1.mlp.experts.3/op_0_mm", 4),
+            b"blocks.5.mlp.experts.3/op_0_mm"
+        );
+        assert_eq!(
+            &*super::with_layer_offset(b"Model.h.2/op_1_add", -2),
+            b"Model.h.0/op_1_add"
+        );
+        assert_eq!(
+            &*super::with_layer_offset(b"norm.w/op_12_mm", 4),
+            b"norm.w/op_12_mm",
+            "the op counter is no layer"
+        );
     }
 
     use super::*;

@@ -22,8 +22,6 @@ pub fn dims_of(shape: &[u8]) -> Option<Vec<i64>> {
     inner.split(',').map(|d| d.trim().parse().ok()).collect()
 }
 
-pub use crate::parser::key::layer_index;
-
 /// How two shapes differ, position by position (`dim0 6 vs 5`), or `None`
 /// when the dims are equal or unreadable.
 pub fn dims_difference(s1: &[u8], s2: &[u8]) -> Option<String> {
@@ -271,7 +269,10 @@ pub fn row_notes_with_kind(
             super::Strategy::Fuzzy | super::Strategy::Stats
         )
     {
-        if let (Some((p1, l1)), Some((p2, l2))) = (layer_index(k1), layer_index(k2)) {
+        if let (Some((p1, l1)), Some((p2, l2))) = (
+            t1.layer_lists().layer_of_key(k1),
+            t2.layer_lists().layer_of_key(k2),
+        ) {
             let rest = |k: &[u8], p: usize| {
                 let t = &k[p..];
                 let n = t.iter().take_while(|b| b.is_ascii_digit()).count();
@@ -305,7 +306,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shapes_and_layers() {
+    fn shapes_and_subnormals() {
         assert_eq!(
             dims_of(b"torch.Size([6, 64]), Dtype: torch.bfloat16"),
             Some(vec![6, 64])
@@ -314,21 +315,6 @@ mod tests {
             dims_of(b"torch.Size([]), Dtype: torch.float32"),
             Some(vec![])
         );
-        assert_eq!(layer_index(b"layers.12.attention/op_0_mm"), Some((7, 12)));
-        assert_eq!(layer_index(b"model.layers.3/op_0_mm"), Some((13, 3)));
-        assert_eq!(layer_index(b"layers.x/op_0_mm"), None, "no digits");
-        assert_eq!(layer_index(b"norm/op_0_mul"), None);
-        assert_eq!(
-            layer_index(b"layers.99999999999999999999/op_0_mm"),
-            None,
-            "past u64"
-        );
-        assert_eq!(
-            layer_index(b"d\xc3\xa9.layers.2/op"),
-            Some((11, 2)),
-            "UTF-8"
-        );
-        assert_eq!(layer_index(b"\xff.layers.2/op"), None, "not UTF-8");
         assert!(is_subnormal_vs_zero(b"1.401298e-45", b"0.000000e+00"));
         assert!(!is_subnormal_vs_zero(b"1.0e-3", b"0.000000e+00"));
     }

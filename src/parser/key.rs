@@ -1,5 +1,5 @@
 //! Keys (`[<module_fqn>/op_<seq>_<op_name>]`): their parts (root class,
-//! layer index, module FQN and op name) and a table's key index, every
+//! module FQN and op name; the layer index is [`super::layer`]'s) and a table's key index, every
 //! row's 64-bit key hash, sorted.
 //!
 //! The exact-key pass and the duplicate-key check both need rows grouped by
@@ -63,28 +63,6 @@ pub fn module_and_op(key: &[u8]) -> (&[u8], &[u8]) {
         i = p;
     }
     (key, &[])
-}
-
-/// The layer index of a key (`layers.4.attention...` → 4), if any.
-pub fn layer_index(key: &[u8]) -> Option<(usize, u64)> {
-    if !key.is_ascii() && std::str::from_utf8(key).is_err() {
-        return None;
-    }
-    // Keys are short: look at each `l` rather than set up a substring search.
-    let p = memchr::memchr_iter(b'l', key).find(|&i| key[i..].starts_with(b"layers."))? + 7;
-    let digits = &key[p..];
-    let digits = &digits[..digits
-        .iter()
-        .position(|b| !b.is_ascii_digit())
-        .unwrap_or(digits.len())];
-    if digits.is_empty() {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for d in digits {
-        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    Some((p, n))
 }
 
 /// `(hash, row)` of every row of a table, sorted by hash, then row: the

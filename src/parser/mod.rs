@@ -20,6 +20,7 @@
 
 pub mod field;
 pub mod key;
+pub mod layer;
 pub mod line;
 pub mod number;
 pub mod source;
@@ -179,7 +180,13 @@ struct Partial<'a> {
     flags: Vec<u8>,
     key_hash: Vec<u64>,
     root_class: RootClass<'a>,
-    layer: Vec<u32>,
+    /// Each row's module: an index into `modules` (the join turns it into
+    /// the row's layer).
+    module: Vec<u32>,
+    module_ids: ahash::AHashMap<&'a [u8], u32>,
+    /// The chunk's distinct module FQNs (root class stripped), in the order
+    /// they first occur.
+    modules: Vec<&'a [u8]>,
     op_type: Vec<u32>,
     op_ids: ahash::AHashMap<&'a [u8], u32>,
     op_names: Vec<&'a [u8]>,
@@ -263,7 +270,9 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
         flags: Vec::new(),
         key_hash: Vec::new(),
         root_class: RootClass::NoKeys,
-        layer: Vec::new(),
+        module: Vec::new(),
+        module_ids: Default::default(),
+        modules: Vec::new(),
         op_type: Vec::new(),
         op_ids: Default::default(),
         op_names: Vec::new(),
@@ -284,7 +293,7 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
     p.line.reserve(est);
     p.flags.reserve(est);
     p.key_hash.reserve(est);
-    p.layer.reserve(est);
+    p.module.reserve(est);
     p.op_type.reserve(est);
     for col in p.cols.iter_mut() {
         col.reserve(est);
@@ -345,13 +354,21 @@ fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
                 let exact = key::strip_root_class(k);
                 p.key_hash.push(key::exact_key_hash(&hasher, exact));
                 p.root_class.see(&k[..k.len() - exact.len()]);
-                p.layer.push(
-                    key::layer_index(k)
-                        .and_then(|(_, l)| u32::try_from(l).ok())
-                        .filter(|l| *l != table::NO_LAYER)
-                        .unwrap_or(table::NO_LAYER),
-                );
-                let op = key::module_and_op(k).1;
+                let (module, op) = key::module_and_op(exact);
+                // Ops of one module come in runs: look the module up only
+                // when it changes.
+                let id = match p.module.last() {
+                    Some(&last) if p.modules[last as usize] == module => last,
+                    _ => {
+                        let next = p.modules.len() as u32;
+                        let id = *p.module_ids.entry(module).or_insert(next);
+                        if id == next {
+                            p.modules.push(module);
+                        }
+                        id
+                    }
+                };
+                p.module.push(id);
                 let next = p.op_names.len() as u32;
                 let id = *p.op_ids.entry(op).or_insert(next);
                 if id == next {
@@ -663,6 +680,41 @@ fn offset_of(line: &[u8], part: &[u8]) -> usize {
     part.as_ptr() as usize - line.as_ptr() as usize
 }
 
+/// The layer lists of a log ([`layer::LayerLists::detect`] on the distinct
+/// module FQNs of all its chunks), and for each chunk the layer of each of
+/// its modules ([`table::NO_LAYER`]: none), by the chunk's module index.
+fn layers_of_chunks(parts: &[Partial<'_>]) -> (layer::LayerLists, Vec<Vec<u32>>) {
+    let mut distinct: ahash::AHashMap<&[u8], u32> = Default::default();
+    for p in parts {
+        for m in &p.modules {
+            distinct.insert(m, table::NO_LAYER);
+        }
+    }
+    let lists = layer::LayerLists::detect(distinct.keys().copied());
+    if !lists.is_empty() {
+        for (m, l) in distinct.iter_mut() {
+            *l = lists
+                .layer_of(m)
+                .and_then(|(_, n)| u32::try_from(n).ok())
+                .unwrap_or(table::NO_LAYER);
+        }
+    }
+    let chunks = parts
+        .iter()
+        .map(|p| {
+            p.modules
+                .iter()
+                .map(|m| distinct.get(m).copied().unwrap_or(table::NO_LAYER))
+                .collect()
+        })
+        .collect();
+    (lists, chunks)
+}
+
+/// The label of the [`WarningKind::Truncated`] warning of a gzip file cut
+/// short ([`LogSource::GzipCut`]).
+pub const GZIP_CUT_LABEL: &str = "gzip";
+
 /// Joins partial tables in order, numbering lines, and checks the header.
 fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTable {
     let rows: usize = parts.iter().map(|p| p.block_start.len()).sum();
@@ -676,6 +728,7 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
         key_hash: Vec::with_capacity(rows),
         root_class: None,
         layer: Vec::with_capacity(rows),
+        layer_lists: Default::default(),
         op_type: Vec::with_capacity(rows),
         op_names: Vec::new(),
         cols: Default::default(),
@@ -698,7 +751,9 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
     let mut late_cut: Option<u64> = None;
     let mut line_base = 1u64; // 1-based
     let mut crlf: Option<(u64, u64)> = None;
-    for mut p in parts {
+    let (layer_lists, chunk_layers) = layers_of_chunks(&parts);
+    t.layer_lists = layer_lists;
+    for (mut p, layer_of) in parts.into_iter().zip(chunk_layers) {
         debug_assert!(p.start == 0 || source.bytes()[p.start] == b'[');
         if let Some(h) = p.header.take() {
             t.header = h;
@@ -712,7 +767,8 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
         t.flags.extend_from_slice(&p.flags);
         t.key_hash.extend_from_slice(&p.key_hash);
         root_class.join(p.root_class);
-        t.layer.extend_from_slice(&p.layer);
+        t.layer
+            .extend(p.module.iter().map(|id| layer_of[*id as usize]));
         // The chunk's op types, renumbered in the file's order of first
         // occurrence.
         let global: Vec<u32> = p
@@ -781,6 +837,23 @@ fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTab
             WarningKind::Truncated,
             "truncated",
             HEADERLESS_CUT.into(),
+        );
+    }
+    if source.is_gzip_cut() {
+        // The stream ends early: whatever the last block looks like, more
+        // may have followed it.
+        if let Some(f) = t.flags.last_mut() {
+            *f |= FLAG_TRUNCATED;
+        }
+        let line = t.total_lines.max(1);
+        let n = source.bytes().len();
+        push(
+            &mut t,
+            line,
+            1,
+            WarningKind::Truncated,
+            GZIP_CUT_LABEL,
+            format!("gzip data cut short: read to the cut ({n} bytes of log); the last block may be incomplete"),
         );
     }
     if let Some((line, column)) = crlf {

@@ -199,9 +199,11 @@ pub struct OpTable {
     /// The root-class segment every key starts with (with its `.`; empty
     /// when no key has one), or `None` when the keys differ in it.
     pub(crate) root_class: Option<Box<[u8]>>,
-    /// Each row's layer index ([`super::key::layer_index`]; [`NO_LAYER`]:
-    /// none).
+    /// Each row's layer index ([`super::layer::LayerLists::layer_of`];
+    /// [`NO_LAYER`]: none).
     pub(crate) layer: Vec<u32>,
+    /// The lists whose items are this log's layers, found from its keys.
+    pub(crate) layer_lists: super::layer::LayerLists,
     /// Each row's op type: an index into `op_names`.
     pub(crate) op_type: Vec<u32>,
     /// The op names of the table ([`super::key::module_and_op`]), in the
@@ -489,10 +491,17 @@ impl OpTable {
             .iter()
             .any(|(kind, label, n)| *kind == WarningKind::NonUtf8 && label == "key" && *n > 0)
     }
-    /// Row `row`'s layer index (`layers.<N>` in its key), if any.
+    /// Row `row`'s layer index, if any: the item index after the outermost
+    /// repeated block list on its module FQN (`blocks.<N>`, `layers.<N>`,
+    /// `h.<N>`; [`super::layer`]).
     #[inline]
     pub fn layer(&self, row: usize) -> Option<u32> {
         Some(self.layer[row]).filter(|l| *l != NO_LAYER)
+    }
+    /// The lists whose items are this log's layers ([`super::layer`]),
+    /// found once from its distinct module FQNs.
+    pub fn layer_lists(&self) -> &super::layer::LayerLists {
+        &self.layer_lists
     }
     /// Row `row`'s op type: an id for its op name (the key after
     /// `/op_<seq>_`), numbered from 0 in the order names first occur in the
@@ -509,6 +518,11 @@ impl OpTable {
     /// Number of op types (distinct op names) of the table.
     pub fn op_types(&self) -> usize {
         self.op_names.len()
+    }
+    /// Whether the log is a gzip file cut short, read to the cut
+    /// ([`LogSource::GzipCut`]): incomplete input, its last row truncated.
+    pub fn gzip_cut(&self) -> bool {
+        self.source.is_gzip_cut()
     }
     /// Whether the block was cut short by the end of the file.
     pub fn is_truncated(&self, row: usize) -> bool {

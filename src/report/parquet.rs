@@ -21,7 +21,7 @@
 //! `key1`, `key2` utf8, `line1`, `line2` u64 (1-based block lines),
 //! `status` utf8 (`match`, `diff`, `only1`, `only2`, `truncated`, `missing`),
 //! `pass` utf8 (`override`, `exact`, `fuzzy`, `stats`; null when unpaired),
-//! `phase` utf8, `op` utf8 (op name), `layer` u32 (`layers.N`),
+//! `phase` utf8, `op` utf8 (op name), `layer` u32 (the layer index, [`crate::parser::layer`]),
 //! `diff_shape`, `diff_l2_norm`, `diff_min`, `diff_max`, `diff_mean` f64 (the
 //! reference's per-stat relative differences, `rows` JSON `diffs`; 0 when
 //! both texts are equal, null when a side lacks the field),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{files, PagePlan, RankComparison};
 use crate::matcher::cause::CauseKind;
-use crate::matcher::{Counts, MatchRow, Status, StrategyCounts};
+use crate::matcher::{Counts, MatchRow, Status, StrategyCounts, ROW_NONFINITE1, ROW_NONFINITE2};
 use crate::parser::{duplicate_keys, Field, OpTable, Phase, WarningKind};
 
 /// Version of the `summary.json` layout; bumped on incompatible changes.
@@ -105,15 +105,23 @@ impl SideSummary {
                 incomplete.push(format!("declares {n} ops, parsed {}", t.len()));
             }
         }
-        if t.truncated_rows() > 0 {
-            // The parser's own words: a missing final newline, or a count
-            // header whose last block lacks its empty line.
-            let why = t
-                .warnings()
-                .iter()
-                .find(|w| w.kind == WarningKind::Truncated)
-                .map_or("last block possibly truncated", |w| w.message.as_str());
-            incomplete.push(why.to_string());
+        let truncated = |gzip: bool| {
+            t.warnings().iter().find(move |w| {
+                w.kind == WarningKind::Truncated
+                    && (w.label == crate::parser::GZIP_CUT_LABEL) == gzip
+            })
+        };
+        // The parser's own words: a missing final newline, or a count header
+        // whose last block lacks its empty line.
+        let why = truncated(false).map(|w| w.message.as_str());
+        if t.truncated_rows() > 0 && (why.is_some() || !t.gzip_cut()) {
+            incomplete.push(why.unwrap_or("last block possibly truncated").to_string());
+        }
+        if t.gzip_cut() {
+            incomplete.push(
+                truncated(true)
+                    .map_or_else(|| "gzip data cut short".to_string(), |w| w.message.clone()),
+            );
         }
         SideSummary {
             entries: t.len(),
@@ -327,6 +335,16 @@ pub struct CausesSummary {
     pub first_nonfinite2: Option<RowRef>,
     /// First paired row non-finite on one side only.
     pub first_nonfinite_one_sided: Option<RowRef>,
+    /// First paired row whose run-1 values hold NaN or Inf while run 2's
+    /// are finite: what the terminal reports as run 1's first non-finite
+    /// op (a row non-finite in both runs, like a causal mask's
+    /// `masked_fill` with `-inf`, is no news).
+    #[serde(default)]
+    pub first_nonfinite_only1: Option<RowRef>,
+    /// First paired row whose run-2 values hold NaN or Inf while run 1's
+    /// are finite.
+    #[serde(default)]
+    pub first_nonfinite_only2: Option<RowRef>,
     /// The gating `diff` row with the largest finite relative difference in
     /// a field that gates under its tolerance.
     pub largest_diff: Option<RowRef>,
@@ -335,6 +353,14 @@ pub struct CausesSummary {
     pub largest_diff_field: Option<statics::Name>,
     /// That difference.
     pub largest_rel_diff: Option<f64>,
+}
+
+/// The first paired row with flag `this` (a side's values hold NaN or
+/// Inf) but not `other` (the other side's are finite).
+fn first_nonfinite_only(rows: &[MatchRow], this: u16, other: u16) -> Option<usize> {
+    rows.iter().position(|r| {
+        matches!(r.sides(), crate::matcher::Sides::Both(..)) && r.has(this) && !r.has(other)
+    })
 }
 
 impl CausesSummary {
@@ -375,6 +401,18 @@ impl CausesSummary {
             first_nonfinite1: c.first_nonfinite1.map(r),
             first_nonfinite2: c.first_nonfinite2.map(r),
             first_nonfinite_one_sided: c.first_nonfinite_one_sided.map(r),
+            first_nonfinite_only1: first_nonfinite_only(
+                &rc.matches.rows,
+                ROW_NONFINITE1,
+                ROW_NONFINITE2,
+            )
+            .map(r),
+            first_nonfinite_only2: first_nonfinite_only(
+                &rc.matches.rows,
+                ROW_NONFINITE2,
+                ROW_NONFINITE1,
+            )
+            .map(r),
             largest_diff: c.largest_diff.map(|d| r(d.index)),
             largest_diff_field: c.largest_diff.map(|d| d.field),
             largest_rel_diff: c.largest_diff.map(|d| d.rel),
@@ -558,6 +596,18 @@ impl RankSummary {
     }
 }
 
+/// A first divergence's status in words for the headline: `only in base`,
+/// `differs`, `Output hash in one run only`, `truncated`.
+fn status_words(status: Status, name1: &str, name2: &str) -> String {
+    match status {
+        Status::Only1 => format!("only in {name1}"),
+        Status::Only2 => format!("only in {name2}"),
+        Status::Missing => "Output hash in one run only".into(),
+        Status::Truncated => "truncated".into(),
+        _ => "differs".into(),
+    }
+}
+
 /// `0`, `0 and 2`, `0, 2 and 3`.
 fn and_list(v: &[u32]) -> String {
     let s: Vec<String> = v.iter().map(u32::to_string).collect();
@@ -603,19 +653,34 @@ impl Summary {
     /// get it, e.g. "rank 1 diverges first at `tok_embeddings/op_2_embedding`
     /// (a differing input), and ranks 0, 2 and 3 receive that change through
     /// the gradient reduce-scatter." `None` when no rank has a gating row.
-    pub fn headline(ranks: &[RankSummary]) -> Option<String> {
+    ///
+    /// A rank's "first" is its first divergence
+    /// ([`RankSummary::first_divergence`], the terminal's `first divergence:`
+    /// line and the index's first diverging row): the first gating row in
+    /// result order, a one-sided row (`only1`, `only2`) included, since an
+    /// op one run lacks is a difference between the runs. When that row is
+    /// not the rank's first cause (an op only in one run before the first
+    /// origin), the sentence names both: "rank 0 diverges first at
+    /// `tok/op_0_embedding` (only in base; first cause `qkv/op_0_mm`,
+    /// inputs agree, the output differs)".
+    pub fn headline(ranks: &[RankSummary], name1: &str, name2: &str) -> Option<String> {
         let groups = Summary::group_ranks(ranks);
         let what = |r: &RankSummary| -> Option<String> {
             let c = r.root_causes.first_cause.as_ref()?;
-            Some(format!(
-                "`{}` ({})",
-                c.row.key(),
-                match c.kind {
-                    CauseKind::Entry => "a differing input",
-                    CauseKind::Origin => "inputs agree, the output differs",
-                    _ => c.kind.as_str(),
-                }
-            ))
+            let cause = match c.kind {
+                CauseKind::Entry => "a differing input",
+                CauseKind::Origin => "inputs agree, the output differs",
+                _ => c.kind.as_str(),
+            };
+            Some(match &r.first_divergence {
+                Some(f) if f.index != c.row.index => format!(
+                    "`{}` ({}; first cause `{}`, {cause})",
+                    f.key(),
+                    status_words(f.status, name1, name2),
+                    c.row.key()
+                ),
+                _ => format!("`{}` ({cause})", c.row.key()),
+            })
         };
         let mut parts: Vec<String> = Vec::new();
         let mut via: Vec<(Vec<u32>, String)> = Vec::new();
@@ -640,15 +705,22 @@ impl Summary {
             } else if g.verdict.starts_with("receive") {
                 let v = g.verdict.trim_start_matches("receive the change ");
                 via.push((g.ranks.clone(), v.to_string()));
-            } else if let Some(f) = &g.first_divergence {
+            } else if let Some(f) = &first.first_divergence {
+                let only = match f.status {
+                    Status::Only1 | Status::Only2 => {
+                        format!(" ({})", status_words(f.status, name1, name2))
+                    }
+                    _ => String::new(),
+                };
                 other.push(format!(
-                    "{} {} first at `{f}`",
+                    "{} {} first at `{}`{only}",
                     rank_word(&g.ranks),
                     if g.ranks.len() == 1 {
                         "diverges"
                     } else {
                         "diverge"
-                    }
+                    },
+                    f.key()
                 ));
             }
         }

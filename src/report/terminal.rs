@@ -145,16 +145,19 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             let _ = writeln!(out, "  first divergence ({phase}): {}", f.key());
         }
     }
+    // Only where finiteness differs between the runs: a row non-finite in
+    // both (a causal mask's `masked_fill` with `-inf`) is no news.
     for (name, f) in [
-        (&s.name1, &rc.first_nonfinite1),
-        (&s.name2, &rc.first_nonfinite2),
+        (&s.name1, &rc.first_nonfinite_only1),
+        (&s.name2, &rc.first_nonfinite_only2),
     ] {
         if let Some(f) = f {
-            let _ = writeln!(out, "  first non-finite: {name} {}", f.key());
+            let _ = writeln!(
+                out,
+                "  first non-finite: {name} {} (finite in the other run)",
+                f.key()
+            );
         }
-    }
-    if let Some(f) = &rc.first_nonfinite_one_sided {
-        let _ = writeln!(out, "  first non-finite on one side only: {}", f.key());
     }
     if let Some(b) = &r.bitwise {
         if b.all {
@@ -205,7 +208,7 @@ pub fn render(s: &Summary, report: &str) -> String {
         "actdiff: {} ({}) vs {} ({})",
         s.name1, s.path1, s.name2, s.path2
     );
-    if let Some(h) = Summary::headline(&s.ranks) {
+    if let Some(h) = Summary::headline(&s.ranks, &s.name1, &s.name2) {
         let _ = writeln!(out, "{h}");
     }
     for r in &s.ranks {

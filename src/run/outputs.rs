@@ -86,7 +86,15 @@ pub fn summarise(meta: &RunMeta, mut ranks: Vec<RankSummary>) -> Summary {
 /// folder (which must exist), the JUnit file, then the terminal summary.
 pub fn finish(mut meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> i32 {
     let mut summary = summarise(&meta, ranks);
-    if let Err(e) = report::write_index(&summary, &meta.report) {
+    // Without a report folder (`-o` names a file, or it could not be made)
+    // there is nowhere to write: the error that says so is the one to see.
+    let folder = meta.report.out_dir.is_dir() || meta.errors.is_empty();
+    let written = if folder {
+        report::write_index(&summary, &meta.report)
+    } else {
+        Ok(())
+    };
+    if let Err(e) = written {
         meta.errors.push(e.to_string());
         summary = summarise(&meta, summary.ranks);
         // No summary.json or index.html may claim the verdict written
@@ -126,10 +134,12 @@ pub fn finish(mut meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> 
         ),
         Terminal::Text => {
             let index = meta.report.out_dir.join(files::INDEX);
-            print!(
-                "{}",
-                terminal::render(&summary, &index.display().to_string())
-            );
+            let report = if index.is_file() {
+                index.display().to_string()
+            } else {
+                "not written".to_string()
+            };
+            print!("{}", terminal::render(&summary, &report));
         }
         Terminal::Quiet => {}
     }
@@ -214,6 +224,12 @@ pub fn part_input_error(
 /// comparison left there (see [`report::clear_previous`]).
 pub fn prepare_report_folder(report: &ReportOptions) -> Result<(), report::ReportError> {
     let out = &report.out_dir;
+    if out.exists() && !out.is_dir() {
+        return Err(report::ReportError::Io {
+            path: out.to_path_buf(),
+            message: "exists and is not a folder; -o names the report folder".into(),
+        });
+    }
     std::fs::create_dir_all(out).map_err(|e| report::ReportError::Io {
         path: out.to_path_buf(),
         message: format!("cannot create the report folder (-o): {e}"),

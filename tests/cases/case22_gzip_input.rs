@@ -41,9 +41,11 @@ fn case22_gzip_disguised_as_log() {
     case22_check(&r, "run1_disguised.log");
 }
 
-/// Case 22-gzip-input (variants): corrupt gzip data (cut in half, bytes
-/// flipped in the deflate stream, the magic bytes alone, the header alone),
-/// named `.gz` or `.log`, on either side: exit 2 naming the file.
+/// Case 22-gzip-input (variants): corrupt gzip data (bytes flipped in the
+/// deflate stream, a wrong checksum) and gzip files cut before any log
+/// byte (the magic bytes alone, the header alone), named `.gz` or `.log`,
+/// on either side: exit 2 naming the file. A file cut later is read to the
+/// cut: incomplete input, exit 3, naming the file.
 #[test]
 #[cfg_attr(not(has_shared), ignore = "../shared absent")]
 fn case22_corrupt_gzip_is_an_input_error() {
@@ -58,8 +60,7 @@ fn case22_corrupt_gzip_is_an_input_error() {
     let mut bad_crc = gz.clone();
     let n = bad_crc.len();
     bad_crc[n - 8] ^= 0xff;
-    let variants: [(&str, Vec<u8>); 5] = [
-        ("half", gz[..gz.len() / 2].to_vec()),
+    let variants: [(&str, Vec<u8>); 4] = [
         ("flipped", flipped),
         ("crc", bad_crc),
         ("magic", vec![0x1f, 0x8b]),
@@ -74,6 +75,13 @@ fn case22_corrupt_gzip_is_an_input_error() {
             actdiff(tmp.path(), &["compare", "run1.log", &name])
                 .expect(2)
                 .stderr_has(&name);
+        }
+    }
+    for name in ["half.log.gz", "half.log"] {
+        write(tmp.path(), name, &gz[..gz.len() / 2]);
+        for args in [[name, "run1.log"], ["run1.log", name]] {
+            let r = actdiff(tmp.path(), &["compare", args[0], args[1]]);
+            r.expect(3).says(name).says("gzip data cut short");
         }
     }
 }

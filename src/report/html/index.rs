@@ -436,7 +436,7 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         path2: &summary.path2,
         tool: &summary.tool,
         exit_status: summary.exit_status,
-        headline: Summary::headline(&summary.ranks),
+        headline: Summary::headline(&summary.ranks, &summary.name1, &summary.name2),
         verdict: &summary.verdict,
         counts: status_counts(&summary.counts, n1, n2),
         rest_cols: status_counts(&summary.counts, n1, n2).len() + 3,

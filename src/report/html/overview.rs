@@ -130,7 +130,7 @@ struct RowPlaces<'t> {
     op_names: Vec<&'t [u8]>,
     /// Result rows per op type id.
     op_counts: Vec<u64>,
-    /// The highest `layers.N` of any row.
+    /// The highest layer ([`crate::parser::OpTable::layer`]) of any row.
     max_layer: Option<u64>,
 }
 
@@ -215,7 +215,7 @@ fn op_rows(p: &RowPlaces<'_>) -> (Vec<String>, Vec<usize>) {
 /// [`HEAT_LAYERS`].
 #[derive(Clone, Copy)]
 struct Columns {
-    /// Layers (the highest `layers.N` + 1).
+    /// Layers (the highest layer + 1).
     layers: usize,
     /// Layers per column.
     bin: usize,
@@ -260,7 +260,7 @@ impl Columns {
         if x == 0 {
             "no layer".to_string()
         } else if self.bin == 1 {
-            format!("layers.{}", x - 1)
+            format!("layer {}", x - 1)
         } else {
             format!("layers {}", self.label(x))
         }
@@ -430,7 +430,8 @@ fn column_labels(cols: Columns, at: Origin) -> Vec<HeatLabel> {
 }
 
 /// Writes rank `rc`'s overview fragment: an inline SVG heatmap, layers
-/// (`layers.N` in the key; rows without one in the first column) × op type
+/// ([`crate::parser::OpTable::layer`]: `layers.N`, `blocks.N`, any repeated
+/// block list; rows without one in the first column) × op type
 /// (from [`crate::matcher::keys::module_and_op`]), each cell coloured by the
 /// worst relative difference of its rows, cells with an origin or entry
 /// outlined, each diverging cell linking to its first origin or entry, else
