@@ -781,9 +781,7 @@ fn regression(name: &str) {
 fn every_fuzz_regression_has_a_test() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions");
     let src = include_str!("properties.rs");
-    let Ok(rd) = std::fs::read_dir(&dir) else {
-        return;
-    };
+    let rd = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     for e in rd {
         let name = e.unwrap().file_name().to_string_lossy().into_owned();
         if name.ends_with(".bin") {
@@ -800,4 +798,68 @@ fn every_fuzz_regression_has_a_test() {
 #[test]
 fn fuzz_parse_log_1() {
     regression("parse_log-1.bin");
+}
+
+/// A log compared with itself: every row `match` (`../shared/fuzz/self-match/crash-4626ac68…`,
+/// found by the `parse_log` target's self-match check; each has a digest line
+/// such as `Output digest: 6.400000e+01, inf` under a repeated `Output hash: nan`).
+#[test]
+fn fuzz_parse_log_2() {
+    regression("parse_log-2.bin");
+}
+
+/// A log compared with itself: every row `match` (`../shared/fuzz/self-match/crash-498f9418…`,
+/// found by the `parse_log` target's self-match check; each has a digest line
+/// such as `Output digest: 6.400000e+01, inf` under a repeated `Output hash: nan`).
+#[test]
+fn fuzz_parse_log_3() {
+    regression("parse_log-3.bin");
+}
+
+/// A log compared with itself: every row `match` (`../shared/fuzz/self-match/crash-55290dd0…`,
+/// found by the `parse_log` target's self-match check; each has a digest line
+/// such as `Output digest: 6.400000e+01, inf` under a repeated `Output hash: nan`).
+#[test]
+fn fuzz_parse_log_4() {
+    regression("parse_log-4.bin");
+}
+
+/// A log compared with itself: every row `match` (`../shared/fuzz/self-match/crash-a2ee83e4…`,
+/// found by the `parse_log` target's self-match check; each has a digest line
+/// such as `Output digest: 6.400000e+01, inf` under a repeated `Output hash: nan`).
+#[test]
+fn fuzz_parse_log_5() {
+    regression("parse_log-5.bin");
+}
+
+/// A log compared with itself: every row `match` (`../shared/fuzz/self-match/crash-acd8426c…`,
+/// found by the `parse_log` target's self-match check; each has a digest line
+/// such as `Output digest: 6.400000e+01, inf` under a repeated `Output hash: nan`).
+#[test]
+fn fuzz_parse_log_6() {
+    regression("parse_log-6.bin");
+}
+
+/// A log compared with itself: every row `match` (`../shared/fuzz/self-match/crash-ae2455de…`,
+/// found by the `parse_log` target's self-match check; each has a digest line
+/// such as `Output digest: 6.400000e+01, inf` under a repeated `Output hash: nan`).
+#[test]
+fn fuzz_parse_log_7() {
+    regression("parse_log-7.bin");
+}
+
+/// A log compared with itself: every row `match` (`../shared/fuzz/self-match/crash-c158ab20…`,
+/// found by the `parse_log` target's self-match check; each has a digest line
+/// such as `Output digest: 6.400000e+01, inf` under a repeated `Output hash: nan`).
+#[test]
+fn fuzz_parse_log_8() {
+    regression("parse_log-8.bin");
+}
+
+/// A log compared with itself: every row `match` (`../shared/fuzz/self-match/crash-d0cbac8b…`,
+/// found by the `parse_log` target's self-match check; each has a digest line
+/// such as `Output digest: 6.400000e+01, inf` under a repeated `Output hash: nan`).
+#[test]
+fn fuzz_parse_log_9() {
+    regression("parse_log-9.bin");
 }

@@ -736,3 +736,39 @@ fn exact_keys_equal_only_where_every_exact_pair_has_equal_raw_keys() {
     assert_eq!(m.strategy_counts().exact, 2);
     assert!(same_key(&m).iter().all(|s| !s));
 }
+
+#[test]
+fn a_malformed_digest_equals_only_the_same_text() {
+    let body = |od: &str| format!("Output hash: 2.5\nOutput digest: {od}");
+    let a = full_log(&[
+        ("x/op_0_mm", &body("6.400000e+01, inf")),
+        ("y/op_0_mm", &body("zz, 00000000000000aa")),
+        ("z/op_0_mm", &body("zz, 00000000000000aa")),
+    ]);
+    let b = full_log(&[
+        ("x/op_0_mm", &body("6.400000e+01, inf")),
+        ("y/op_0_mm", &body("zy, 00000000000000aa")),
+        ("z/op_0_mm", &body("zz, 00000000000000ab")),
+    ]);
+    // Each log against itself: every row bitwise identical, none differs.
+    for t in [&a, &b] {
+        let m = match_tables(t, t, &MatchOptions::default());
+        assert!(
+            m.rows.iter().all(|r| r.status == Status::Match),
+            "{:?}",
+            m.rows
+        );
+        for r in 0..t.len() {
+            assert_eq!(
+                compare::digest_differences(t, r, t, r, Field::OutputDigest),
+                Some(vec![])
+            );
+        }
+    }
+    // Across: the malformed value differs where its text does, a valid one
+    // where its number does.
+    let d = |r| compare::digest_differences(&a, r, &b, r, Field::OutputDigest);
+    assert_eq!(d(0), Some(vec![]));
+    assert_eq!(d(1), Some(vec![0]));
+    assert_eq!(d(2), Some(vec![1]));
+}
