@@ -948,3 +948,152 @@ fn exact_pairs_made_by_counter_drift_are_left_to_the_fuzzy_pass() {
     assert_eq!(m.strategy_counts().exact, 2);
     assert_eq!(shape_diffs(&m), 1);
 }
+
+/// Residual add `blocks.0/op_0_add` whose second input comes, in one run
+/// only, through a dropout (`bernoulli_` → `div_` → `mul`) the other run
+/// lacks. Returns (without dropout, with dropout).
+fn with_and_without_dropout() -> (OpTable, OpTable) {
+    let proj = (
+        "blocks.0.attn.proj/op_0_mm",
+        "Output hash: 8.0\nInput hashes: 7.0\nInput producers: ",
+    );
+    let plain = log(&[
+        proj,
+        (
+            "blocks.0/op_0_add",
+            "Output hash: 9.0\nInput hashes: 2.0, 8.0\nInput producers: ;blocks.0.attn.proj/op_0_mm",
+        ),
+        (
+            "blocks.0.mlp/op_0_mm",
+            "Output hash: 11.0\nInput hashes: 9.0\nInput producers: blocks.0/op_0_add",
+        ),
+    ]);
+    let dropout = log(&[
+        proj,
+        (
+            "blocks.0.attn/op_5_bernoulli_",
+            "Output hash: 0.5\nInput hashes: 0.0\nInput producers: ",
+        ),
+        (
+            "blocks.0.attn/op_6_div_",
+            "Output hash: 1.0\nInput hashes: 0.5\nInput producers: blocks.0.attn/op_5_bernoulli_",
+        ),
+        (
+            "blocks.0.attn/op_7_mul",
+            "Output hash: 7.5\nInput hashes: 8.0, 1.0\nInput producers: blocks.0.attn.proj/op_0_mm;blocks.0.attn/op_6_div_",
+        ),
+        (
+            "blocks.0/op_0_add",
+            "Output hash: 9.5\nInput hashes: 2.0, 7.5\nInput producers: ;blocks.0.attn/op_7_mul",
+        ),
+        (
+            "blocks.0.mlp/op_0_mm",
+            "Output hash: 11.5\nInput hashes: 9.5\nInput producers: blocks.0/op_0_add",
+        ),
+    ]);
+    (plain, dropout)
+}
+
+#[test]
+fn an_op_of_one_run_only_feeding_a_differing_input_is_the_cause() {
+    use cause::CauseKind;
+    let (plain, dropout) = with_and_without_dropout();
+    let key = |m: &MatchTable, i: usize| match m.rows[i].sides() {
+        Sides::Only2(b) => dropout.key_str(b).into_owned(),
+        Sides::Only1(a) | Sides::Both(a, _) => plain.key_str(a).into_owned(),
+    };
+    let m = match_tables(&plain, &dropout, &MatchOptions::default());
+    // Rows: proj (match), add (diff), mlp (diff), then run 2's three ops.
+    assert_eq!(m.cause_kinds[1], Some(CauseKind::OneSided));
+    assert_eq!(m.cause_kinds[2], Some(CauseKind::Inherited));
+    let c = &m.causes;
+    assert_eq!(c.first_cause, Some(1));
+    assert_eq!(c.cause_count, 1);
+    assert_eq!(c.kinds.one_sided, 1);
+    assert_eq!(c.kinds.entry, 0, "no longer called an entry");
+    let first = &c.causes[0];
+    assert_eq!(first.kind, CauseKind::OneSided);
+    assert_eq!(first.inputs, vec![1]);
+    assert_eq!(first.inherited, 1);
+    let chain: Vec<String> = first.one_sided.iter().map(|&i| key(&m, i)).collect();
+    assert_eq!(
+        chain,
+        vec![
+            "blocks.0.attn/op_5_bernoulli_",
+            "blocks.0.attn/op_6_div_",
+            "blocks.0.attn/op_7_mul"
+        ],
+        "earliest one-sided op first, back from the add's own producer"
+    );
+    assert!(first
+        .one_sided
+        .iter()
+        .all(|&i| m.rows[i].status == Status::Only2));
+    let notes: Vec<String> = notes::row_notes_with_kind(&plain, &dropout, &m, 1, ("a", "b"))
+        .into_iter()
+        .map(|n| n.text)
+        .collect();
+    assert!(
+        notes.contains(&"fed by blocks.0.attn/op_5_bernoulli_ (only in b)".to_string()),
+        "{notes:?}"
+    );
+
+    // The other way round: the dropout is run 1's, named from run 1's own
+    // producers, as only1 rows.
+    let m = match_tables(&dropout, &plain, &MatchOptions::default());
+    let add = (0..m.rows.len())
+        .find(|&i| m.cause_kinds.get(i).copied().flatten() == Some(CauseKind::OneSided))
+        .expect("a one-sided cause");
+    assert_eq!(m.causes.first_cause, Some(add));
+    let chain: Vec<String> = m.causes.causes[0]
+        .one_sided
+        .iter()
+        .map(|&i| dropout.key_str(m.rows[i].r1().unwrap()).into_owned())
+        .collect();
+    assert_eq!(chain[0], "blocks.0.attn/op_5_bernoulli_");
+    assert_eq!(chain.len(), 3);
+}
+
+#[test]
+fn without_a_one_sided_producer_a_differing_input_is_still_an_entry() {
+    use cause::CauseKind;
+    // The same add, its changed input from outside the capture in both runs.
+    let a = log(&[(
+        "blocks.0/op_0_add",
+        "Output hash: 9.0\nInput hashes: 2.0, 8.0\nInput producers: ;",
+    )]);
+    let b = log(&[
+        (
+            "blocks.0/op_0_add",
+            "Output hash: 9.5\nInput hashes: 2.0, 7.5\nInput producers: ;",
+        ),
+        // One-sided, but it feeds nothing.
+        ("blocks.0.attn/op_5_bernoulli_", "Output hash: 0.5"),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(m.cause_kinds[0], Some(CauseKind::Entry));
+    assert!(m.causes.causes[0].one_sided.is_empty());
+}
+
+#[test]
+fn cause_kind_all_lists_every_kind_once_in_order() {
+    use cause::CauseKind as K;
+    // Exhaustive: a new kind does not compile here until ALL lists it.
+    let ordinal = |k: K| match k {
+        K::Origin => 0,
+        K::Entry => 1,
+        K::OneSided => 2,
+        K::Inherited => 3,
+        K::BelowPrint => 4,
+        K::Untraced => 5,
+        K::ViaCollective => 6,
+        K::Unsynced => 7,
+    };
+    for (n, k) in K::ALL.iter().enumerate() {
+        assert_eq!(ordinal(*k), n, "{k:?}");
+        assert_eq!(
+            serde_json::to_string(k).unwrap(),
+            format!("\"{}\"", k.json_name())
+        );
+    }
+}
