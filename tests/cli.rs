@@ -1517,3 +1517,395 @@ fn o_naming_a_file_is_one_clear_error() {
         "the file is left alone"
     );
 }
+
+/// One hand-written op block (`Phase: backward` when `backward`).
+fn op_block(
+    key: &str,
+    shape: &str,
+    out: &str,
+    inputs: &str,
+    producers: &str,
+    backward: bool,
+) -> String {
+    format!(
+        "[{key}]\n  Shape: torch.Size([{shape}]), Dtype: torch.float32\n  Output hash: {out}\n  \
+         Input hashes: {inputs}\n  Input producers: {producers}\n{}\n",
+        if backward { "  Phase: backward\n" } else { "" }
+    )
+}
+
+/// A hand-written training step of a 2-layer pre-LN transformer's first
+/// block (`blocks.N.*` module names), written as `run_A` (no dropout) and
+/// `run_B` (dropout after the attention projection: `bernoulli_`, `div_`,
+/// `mul` in `blocks.0.attn`, run B only). Run B's extra forward ops and its
+/// dropout backward `mul` shift `blocks.0.attn`'s backward op counters by
+/// 4, so its backward `op_9_bmm` / `op_10_bmm` are other ops than run A's.
+/// Returns the two run folders.
+fn dropout_runs(dir: &Path) -> (PathBuf, PathBuf) {
+    let f = |k: &str, s: &str, o: &str, i: &str, p: &str| op_block(k, s, o, i, p, false);
+    let b = |k: &str, s: &str, o: &str, i: &str, p: &str| op_block(k, s, o, i, p, true);
+    let (pp, pv, qk) = ("4, 32, 32", "4, 32, 16", "4, 16, 32");
+    let common = [
+        f(
+            "blocks.0.ln1/op_0_native_layer_norm",
+            "32, 64",
+            "1.000000e+01",
+            "2.000000e+01",
+            "",
+        ),
+        f(
+            "blocks.0.attn.qkv/op_0_mm",
+            "32, 192",
+            "3.000000e+01",
+            "1.000000e+01",
+            "blocks.0.ln1/op_0_native_layer_norm",
+        ),
+        f(
+            "blocks.0.attn/op_0_bmm",
+            pp,
+            "5.000000e+01",
+            "3.000000e+01, 3.000000e+01",
+            "blocks.0.attn.qkv/op_0_mm;blocks.0.attn.qkv/op_0_mm",
+        ),
+        f(
+            "blocks.0.attn/op_1_div",
+            pp,
+            "5.100000e+01",
+            "5.000000e+01",
+            "blocks.0.attn/op_0_bmm",
+        ),
+        f(
+            "blocks.0.attn/op_2__softmax",
+            pp,
+            "6.000000e+01",
+            "5.100000e+01",
+            "blocks.0.attn/op_1_div",
+        ),
+        f(
+            "blocks.0.attn/op_3_bmm",
+            pv,
+            "7.000000e+01",
+            "6.000000e+01, 3.000000e+01",
+            "blocks.0.attn/op_2__softmax;blocks.0.attn.qkv/op_0_mm",
+        ),
+        f(
+            "blocks.0.attn/op_4_view",
+            "32, 64",
+            "7.000000e+01",
+            "7.000000e+01",
+            "blocks.0.attn/op_3_bmm",
+        ),
+        f(
+            "blocks.0.attn.proj/op_0_mm",
+            "32, 64",
+            "8.000000e+01",
+            "7.000000e+01",
+            "blocks.0.attn/op_4_view",
+        ),
+    ]
+    .concat();
+    let dropout = [
+        f(
+            "blocks.0.attn/op_5_bernoulli_",
+            "32, 64",
+            "1.024000e+03",
+            "0.000000e+00",
+            "",
+        ),
+        f(
+            "blocks.0.attn/op_6_div_",
+            "32, 64",
+            "1.280000e+03",
+            "1.024000e+03",
+            "blocks.0.attn/op_5_bernoulli_",
+        ),
+        f(
+            "blocks.0.attn/op_7_mul",
+            "32, 64",
+            "7.900000e+01",
+            "8.000000e+01, 1.280000e+03",
+            "blocks.0.attn.proj/op_0_mm;blocks.0.attn/op_6_div_",
+        ),
+    ]
+    .concat();
+    // The rest of the step: (key, shape, run A's output, inputs, producers;
+    // run B's output, inputs, producers), run B's values changed by the dropout.
+    let rest_a = [
+        f(
+            "blocks.0/op_0_add",
+            "32, 64",
+            "9.000000e+01",
+            "2.000000e+01, 8.000000e+01",
+            ";blocks.0.attn.proj/op_0_mm",
+        ),
+        f(
+            "blocks.0.mlp.fc/op_0_mm",
+            "32, 256",
+            "1.100000e+02",
+            "9.000000e+01",
+            "blocks.0/op_0_add",
+        ),
+        f(
+            "blocks.0/op_1_add",
+            "32, 64",
+            "1.200000e+02",
+            "9.000000e+01, 1.100000e+02",
+            "blocks.0/op_0_add;blocks.0.mlp.fc/op_0_mm",
+        ),
+        b(
+            "blocks.0.attn.proj/op_1_mm",
+            "32, 64",
+            "2.100000e+01",
+            "1.500000e+01",
+            "",
+        ),
+        b(
+            "blocks.0.attn/op_5_bmm",
+            pp,
+            "3.100000e+01",
+            "2.100000e+01",
+            "blocks.0.attn.proj/op_1_mm",
+        ),
+        b(
+            "blocks.0.attn/op_6_bmm",
+            pv,
+            "3.200000e+01",
+            "2.100000e+01",
+            "blocks.0.attn.proj/op_1_mm",
+        ),
+        b(
+            "blocks.0.attn/op_7__softmax_backward_data",
+            pp,
+            "3.300000e+01",
+            "3.100000e+01, 6.000000e+01",
+            "blocks.0.attn/op_5_bmm;blocks.0.attn/op_2__softmax",
+        ),
+        b(
+            "blocks.0.attn/op_8_div",
+            pp,
+            "3.400000e+01",
+            "3.300000e+01",
+            "blocks.0.attn/op_7__softmax_backward_data",
+        ),
+        b(
+            "blocks.0.attn/op_9_bmm",
+            pv,
+            "3.500000e+01",
+            "3.400000e+01",
+            "blocks.0.attn/op_8_div",
+        ),
+        b(
+            "blocks.0.attn/op_10_bmm",
+            qk,
+            "3.600000e+01",
+            "3.400000e+01",
+            "blocks.0.attn/op_8_div",
+        ),
+    ]
+    .concat();
+    let rest_b = [
+        f(
+            "blocks.0/op_0_add",
+            "32, 64",
+            "8.900000e+01",
+            "2.000000e+01, 7.900000e+01",
+            ";blocks.0.attn/op_7_mul",
+        ),
+        f(
+            "blocks.0.mlp.fc/op_0_mm",
+            "32, 256",
+            "1.090000e+02",
+            "8.900000e+01",
+            "blocks.0/op_0_add",
+        ),
+        f(
+            "blocks.0/op_1_add",
+            "32, 64",
+            "1.190000e+02",
+            "8.900000e+01, 1.090000e+02",
+            "blocks.0/op_0_add;blocks.0.mlp.fc/op_0_mm",
+        ),
+        b(
+            "blocks.0.attn/op_8_mul",
+            "32, 64",
+            "1.450000e+01",
+            "1.500000e+01, 1.280000e+03",
+            ";blocks.0.attn/op_6_div_",
+        ),
+        b(
+            "blocks.0.attn.proj/op_1_mm",
+            "32, 64",
+            "2.000000e+01",
+            "1.450000e+01",
+            "blocks.0.attn/op_8_mul",
+        ),
+        b(
+            "blocks.0.attn/op_9_bmm",
+            pp,
+            "3.000000e+01",
+            "2.000000e+01",
+            "blocks.0.attn.proj/op_1_mm",
+        ),
+        b(
+            "blocks.0.attn/op_10_bmm",
+            pv,
+            "3.150000e+01",
+            "2.000000e+01",
+            "blocks.0.attn.proj/op_1_mm",
+        ),
+        b(
+            "blocks.0.attn/op_11__softmax_backward_data",
+            pp,
+            "3.250000e+01",
+            "3.000000e+01, 6.000000e+01",
+            "blocks.0.attn/op_9_bmm;blocks.0.attn/op_2__softmax",
+        ),
+        b(
+            "blocks.0.attn/op_12_div",
+            pp,
+            "3.350000e+01",
+            "3.250000e+01",
+            "blocks.0.attn/op_11__softmax_backward_data",
+        ),
+        b(
+            "blocks.0.attn/op_13_bmm",
+            pv,
+            "3.450000e+01",
+            "3.350000e+01",
+            "blocks.0.attn/op_12_div",
+        ),
+        b(
+            "blocks.0.attn/op_14_bmm",
+            qk,
+            "3.550000e+01",
+            "3.350000e+01",
+            "blocks.0.attn/op_12_div",
+        ),
+    ]
+    .concat();
+    let write_run = |name: &str, body: String| {
+        let n = body.matches("\n[").count() + 1;
+        let text = format!(
+            "Total captured activations: {n}\n{}\n\n{body}",
+            "=".repeat(80)
+        );
+        let run = dir.join(name);
+        std::fs::create_dir_all(&run).unwrap();
+        write(&run, "rank_0_activations.log", text.as_bytes());
+        run
+    };
+    (
+        write_run("run_A", common.clone() + &rest_a),
+        write_run("run_B", common + &dropout + &rest_b),
+    )
+}
+
+/// Dropout in run B only (issue 23): the first cause is run B's one-sided
+/// dropout op that feeds the residual add, named in the terminal,
+/// summary.json, JUnit, the rows and the index; and the backward ops whose
+/// counters the extra ops shifted pair with their own ops (no Shape
+/// mismatches).
+#[test]
+fn a_dropout_in_one_run_only_is_named_as_the_cause() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = dropout_runs(tmp.path());
+    let junit = tmp.path().join("junit.xml");
+    let rows = tmp.path().join("rows.jsonl");
+    let r = compare(
+        &tmp,
+        &a,
+        &b,
+        &[
+            "--junit",
+            junit.to_str().unwrap(),
+            "--rows",
+            rows.to_str().unwrap(),
+        ],
+    );
+    let said = "blocks.0.attn/op_5_bernoulli_… (only in run_B) feeds blocks.0/op_0_add";
+    r.expect(1)
+        .stdout_has(&format!("rank 0: first one-sided op: {said} (line "))
+        .stdout_has("1 more fed by the same one-sided op");
+    let s = r.summary();
+    let rank = &s["ranks"][0];
+    let first = &rank["root_causes"]["first_cause"];
+    assert_eq!(first["kind"], "one_sided");
+    assert_eq!(first["row"]["key1"], "blocks.0/op_0_add");
+    assert_eq!(first["inputs"], serde_json::json!([1]));
+    let chain: Vec<&str> = first["one_sided"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["key2"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        chain,
+        [
+            "blocks.0.attn/op_5_bernoulli_",
+            "blocks.0.attn/op_6_div_",
+            "blocks.0.attn/op_7_mul"
+        ]
+    );
+    assert!(first["one_sided"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|x| x["status"] == "only2" && x["key1"].is_null()));
+    assert_eq!(
+        first["reads"], 1,
+        "the dropout's backward mul feeds proj/op_1_mm"
+    );
+    assert_eq!(rank["root_causes"]["cause_count"], 1);
+    assert_eq!(rank["root_causes"]["kinds"]["one_sided"], 2);
+    assert_eq!(rank["root_causes"]["kinds"]["entry"], 0);
+    // The drifted backward counters: every bmm pairs with its own op.
+    assert!(
+        rank["shape_mismatches"].is_null(),
+        "{}",
+        rank["shape_mismatches"]
+    );
+    assert_eq!(rank["counts"]["only1"], 0);
+    assert_eq!(
+        rank["counts"]["only2"], 4,
+        "bernoulli_, div_, mul and the backward mul"
+    );
+    let pairs: Vec<(String, String)> = read_rows(&rows)
+        .iter()
+        .filter(|x| x["status"] != "only2")
+        .map(|x| {
+            (
+                x["key1"].as_str().unwrap().to_string(),
+                x["key2"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    for (k1, k2) in [
+        ("blocks.0.attn/op_5_bmm", "blocks.0.attn/op_9_bmm"),
+        ("blocks.0.attn/op_6_bmm", "blocks.0.attn/op_10_bmm"),
+        ("blocks.0.attn/op_9_bmm", "blocks.0.attn/op_13_bmm"),
+        ("blocks.0.attn/op_10_bmm", "blocks.0.attn/op_14_bmm"),
+    ] {
+        assert!(
+            pairs.contains(&(k1.into(), k2.into())),
+            "{k1} ↔ {k2} in {pairs:?}"
+        );
+    }
+    let add = read_rows(&rows)
+        .into_iter()
+        .find(|x| x["key1"] == "blocks.0/op_0_add")
+        .unwrap();
+    let notes = add["notes"].to_string();
+    assert!(notes.contains("one-sided op"), "{notes}");
+    assert!(
+        notes.contains("fed by blocks.0.attn/op_5_bernoulli_ (only in run_B)"),
+        "{notes}"
+    );
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        junit.contains(&format!("first one-sided op: {said}")),
+        "{junit}"
+    );
+    let index = std::fs::read_to_string(r.out.join("index.html")).unwrap();
+    assert!(index.contains("one-sided op"));
+    assert!(index.contains("blocks.0.attn/op_5_bernoulli_"));
+}

@@ -19,6 +19,13 @@
 //!   batch, parameter, optimizer state). Later rows that read the same
 //!   differing input (the same Input hash values on both sides) are grouped
 //!   under it: one changed parameter is one cause.
+//! - [`CauseKind::OneSided`]: no captured diverging producer, and a
+//!   differing input is produced, in one run's own `Input producers`, by an
+//!   op of that run only (`only1` / `only2`), such as a dropout that one
+//!   run applies: that op is the cause. It is followed back through that
+//!   run's one-sided producers to the earliest one-sided op of the chain
+//!   (the dropout's `bernoulli_`), named in [`CauseEntry::one_sided`].
+//!   Later rows fed by the same one-sided op are grouped under it.
 //! - [`CauseKind::Inherited`]: a differing input comes from a captured
 //!   diverging row.
 //! - [`CauseKind::Untraced`]: a differing input has no captured producer
@@ -30,8 +37,8 @@
 //! - [`CauseKind::Unsynced`]: the row is itself an unsynced collective.
 //!
 //! The causes a rank reports are its origins, its entries (one per changed
-//! input) and its entries via collective; every other diverging row is
-//! counted under the cause it traces back to.
+//! input), its one-sided ops and its entries via collective; every other
+//! diverging row is counted under the cause it traces back to.
 
 use ahash::AHashMap;
 use rayon::prelude::*;
@@ -54,6 +61,10 @@ pub enum CauseKind {
     /// A differing input has no captured producer and nothing diverges
     /// earlier: the divergence enters here.
     Entry,
+    /// A differing input is produced by an op of one run only (in that
+    /// run's own `Input producers`): the one-sided op is the cause
+    /// ([`CauseEntry::one_sided`]).
+    OneSided,
     /// Differing inputs come from captured diverging rows.
     Inherited,
     /// Inputs agree as printed; the output difference is within what
@@ -70,11 +81,40 @@ pub enum CauseKind {
 }
 
 impl CauseKind {
+    /// Every kind, in declaration order (the Parquet `cause` column's
+    /// dictionary order).
+    pub const ALL: [CauseKind; 8] = [
+        CauseKind::Origin,
+        CauseKind::Entry,
+        CauseKind::OneSided,
+        CauseKind::Inherited,
+        CauseKind::BelowPrint,
+        CauseKind::Untraced,
+        CauseKind::ViaCollective,
+        CauseKind::Unsynced,
+    ];
+
+    /// The name in `summary.json`, `--rows` and Parquet (the serde name:
+    /// `origin`, `one_sided`, `inherited_below_print`, ...).
+    pub const fn json_name(self) -> &'static str {
+        match self {
+            CauseKind::Origin => "origin",
+            CauseKind::Entry => "entry",
+            CauseKind::OneSided => "one_sided",
+            CauseKind::Inherited => "inherited",
+            CauseKind::BelowPrint => "inherited_below_print",
+            CauseKind::Untraced => "inherited_untraced",
+            CauseKind::ViaCollective => "via_collective",
+            CauseKind::Unsynced => "unsynced",
+        }
+    }
+
     /// Name for text output.
     pub fn as_str(self) -> &'static str {
         match self {
             CauseKind::Origin => "origin",
             CauseKind::Entry => "entry",
+            CauseKind::OneSided => "one-sided op",
             CauseKind::Inherited => "inherited",
             CauseKind::BelowPrint => "inherited below print precision",
             CauseKind::Untraced => "inherited through an uncaptured op",
@@ -265,8 +305,9 @@ pub struct CauseEntry {
     pub below_print: u64,
     /// Of those, rows whose differing input has no captured producer.
     pub untraced: u64,
-    /// Other rows that read the same differing input (an entry), or receive
-    /// a difference through the same collective (an entry via collective).
+    /// Other rows that read the same differing input (an entry), are fed
+    /// by the same one-sided op (a one-sided cause), or receive a
+    /// difference through the same collective (an entry via collective).
     pub reads: u64,
     /// An origin whose output difference print rounding could explain, with
     /// nothing diverging before it: the first difference the log shows,
@@ -275,6 +316,12 @@ pub struct CauseEntry {
     /// For an entry via collective: the nearest unsynced collective before
     /// it (result row index).
     pub collective: Option<usize>,
+    /// For a one-sided cause: the ops of one run only that feed the row
+    /// (result row indexes of `only1` or `only2` rows, all of one run),
+    /// from the earliest one-sided op of the chain (the cause) to the one
+    /// that produced the row's differing input; at most
+    /// [`MAX_ONE_SIDED_CHAIN`]. Empty for every other kind.
+    pub one_sided: Vec<usize>,
     /// The first few rows counted under it (result indexes), in dispatch order.
     pub chain: Vec<usize>,
 }
@@ -287,6 +334,9 @@ pub struct KindCounts {
     pub origin: u64,
     /// Entries, grouped ones included.
     pub entry: u64,
+    /// Rows fed by an op of one run only, grouped ones included.
+    #[serde(default)]
+    pub one_sided: u64,
     /// Inherited through captured producers.
     pub inherited: u64,
     /// Inherited below print precision.
@@ -313,12 +363,14 @@ pub struct LargestDiff {
 /// Root-cause analysis of one rank.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RootCauses {
-    /// Causes (origins, entries grouped by the input they read, entries via
-    /// collective), in dispatch order (at most 1,000 listed).
+    /// Causes (origins, entries grouped by the input they read, one-sided
+    /// ops, entries via collective), in dispatch order (at most 1,000
+    /// listed).
     pub causes: Vec<CauseEntry>,
-    /// Number of origins and entries (grouped; not via collective).
+    /// Number of origins, entries and one-sided ops (grouped; not via
+    /// collective).
     pub cause_count: u64,
-    /// The first origin or entry: the op to look at.
+    /// The first origin, entry or one-sided op: the op to look at.
     pub first_cause: Option<usize>,
     /// Whether the rank's divergence only arrives through unsynced collectives.
     pub via_collective_only: bool,
@@ -337,6 +389,21 @@ pub struct RootCauses {
 
 const MAX_LISTED: usize = 1000;
 const MAX_CHAIN: usize = 8;
+/// The most one-sided ops a one-sided cause's chain visits and lists
+/// ([`CauseEntry::one_sided`]).
+pub const MAX_ONE_SIDED_CHAIN: usize = 32;
+
+/// One input of a `diff` row, as root cause follows it.
+struct Link<'a> {
+    /// Run 1's producer key for it (`Input producers`; maybe empty).
+    prod: &'a [u8],
+    /// Run 2's producer key for it (maybe empty).
+    prod2: &'a [u8],
+    /// Its run-1 value (Input hashes).
+    value: &'a [u8],
+    /// Its run-2 value.
+    value2: &'a [u8],
+}
 
 /// A `diff` row's inputs, found before the producers are looked up.
 struct Pending<'a> {
@@ -344,9 +411,8 @@ struct Pending<'a> {
     i: usize,
     /// 0-based positions of the differing inputs.
     bad: Vec<usize>,
-    /// Per differing input (or, when none differs, per input): its producer
-    /// key (maybe empty), its run-1 value and its run-2 value.
-    links: Vec<(&'a [u8], &'a [u8], &'a [u8])>,
+    /// Per differing input (or, when none differs, per input).
+    links: Vec<Link<'a>>,
     /// When no input differs: whether print rounding explains the output.
     explained: bool,
 }
@@ -364,11 +430,11 @@ impl<'a> Producers<'a> {
         let mut by_key: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
         let mut by_value: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
         for p in pending {
-            for (prod, value, _) in &p.links {
-                if !prod.is_empty() {
-                    by_key.entry(prod).or_default();
-                } else if !value.is_empty() {
-                    by_value.entry(value).or_default();
+            for l in &p.links {
+                if !l.prod.is_empty() {
+                    by_key.entry(l.prod).or_default();
+                } else if !l.value.is_empty() {
+                    by_value.entry(l.value).or_default();
                 }
             }
         }
@@ -440,6 +506,188 @@ impl<'a> Producers<'a> {
     }
 }
 
+/// Row `r`'s `Input producers` keys, one per input (trimmed; empty where
+/// the producer is not known).
+fn producer_keys(t: &OpTable, r: usize) -> Vec<&[u8]> {
+    t.field(r, Field::InputProducers)
+        .split(|b| *b == b';')
+        .map(crate::parser::trim)
+        .collect()
+}
+
+/// The ops of one run that the other run lacks (its `only1` or `only2`
+/// rows), looked up as the producers named in that run's own `Input
+/// producers` ([`CauseKind::OneSided`]).
+struct OneSidedOps<'a> {
+    t: &'a OpTable,
+    /// Result row index of each one-sided row of this run, by table row.
+    only: AHashMap<usize, usize>,
+    /// Table rows (ascending) of each key looked up so far.
+    by_key: AHashMap<&'a [u8], Vec<usize>>,
+    /// Chains found so far, by their last one-sided row ([`Self::chain`]).
+    chains: AHashMap<usize, Vec<usize>>,
+}
+
+impl<'a> OneSidedOps<'a> {
+    /// Run `side`'s (0: run 1, 1: run 2) one-sided rows among `rows`.
+    fn new(t: &'a OpTable, rows: &[MatchRow], side: usize) -> OneSidedOps<'a> {
+        let only = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match (r.sides(), side) {
+                (Sides::Only1(a), 0) => Some((a, i)),
+                (Sides::Only2(b), 1) => Some((b, i)),
+                _ => None,
+            })
+            .collect();
+        OneSidedOps {
+            t,
+            only,
+            by_key: AHashMap::new(),
+            chains: AHashMap::new(),
+        }
+    }
+
+    /// Records the rows of the keys not looked up yet, in one scan of the
+    /// table (a row's key is read only when its hash is one of theirs).
+    fn look_up(&mut self, keys: impl IntoIterator<Item = &'a [u8]>) {
+        if self.only.is_empty() {
+            return;
+        }
+        let new: ahash::AHashSet<&[u8]> = keys
+            .into_iter()
+            .filter(|k| !k.is_empty() && !self.by_key.contains_key(k))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        let hasher = crate::parser::key::hasher();
+        let hashes: ahash::AHashSet<u64> = new
+            .iter()
+            .map(|k| crate::parser::key::key_hash(&hasher, k))
+            .collect();
+        let t = self.t;
+        let hits: Vec<(usize, &[u8])> = (0..t.len())
+            .into_par_iter()
+            .with_min_len(8192)
+            .filter_map(|r| {
+                if !hashes.contains(&t.key_hash(r)) {
+                    return None;
+                }
+                new.contains(t.key(r)).then(|| (r, t.key(r)))
+            })
+            .collect();
+        for k in new {
+            self.by_key.entry(k).or_default();
+        }
+        for (r, k) in hits {
+            if let Some(v) = self.by_key.get_mut(k) {
+                v.push(r);
+            }
+        }
+    }
+
+    /// The one-sided row that produced an input of table row `r` under
+    /// producer key `key`: the latest row before `r` with that key (looked
+    /// up before), when it is one-sided.
+    fn producer(&self, r: usize, key: &[u8]) -> Option<usize> {
+        let occ = self.by_key.get(key)?;
+        let k = occ.partition_point(|&j| j < r);
+        let p = occ[k.checked_sub(1)?];
+        self.only.contains_key(&p).then_some(p)
+    }
+
+    /// From one-sided row `start` back through its run's one-sided
+    /// producers (breadth first, at most [`MAX_ONE_SIDED_CHAIN`] rows): the
+    /// table rows from the earliest one-sided op reached to `start`, each
+    /// producing an input of the next.
+    fn chain(&mut self, start: usize) -> Vec<usize> {
+        if let Some(c) = self.chains.get(&start) {
+            return c.clone();
+        }
+        let t = self.t;
+        // Row -> the row it feeds (the one it was reached from).
+        let mut feeds: AHashMap<usize, usize> = AHashMap::new();
+        let mut level = vec![start];
+        while !level.is_empty() && feeds.len() + 1 < MAX_ONE_SIDED_CHAIN {
+            let asked: Vec<(usize, Vec<&'a [u8]>)> =
+                level.iter().map(|&r| (r, producer_keys(t, r))).collect();
+            self.look_up(asked.iter().flat_map(|(_, k)| k.iter().copied()));
+            let mut next = Vec::new();
+            for (r, keys) in &asked {
+                for k in keys {
+                    let Some(p) = self.producer(*r, k) else {
+                        continue;
+                    };
+                    if p != start
+                        && !feeds.contains_key(&p)
+                        && feeds.len() + 1 < MAX_ONE_SIDED_CHAIN
+                    {
+                        feeds.insert(p, *r);
+                        next.push(p);
+                    }
+                }
+            }
+            level = next;
+        }
+        let mut row = feeds.keys().copied().min().map_or(start, |m| m.min(start));
+        let mut chain = vec![row];
+        while let Some(&n) = feeds.get(&row) {
+            chain.push(n);
+            row = n;
+        }
+        self.chains.insert(start, chain.clone());
+        chain
+    }
+}
+
+/// For each pending `diff` row with differing inputs: whether a differing
+/// input is produced, in run 1's or run 2's own `Input producers`, by an op
+/// of that run only. If so, the chain of that run's one-sided ops feeding
+/// it ([`OneSidedOps::chain`]) as result row indexes, earliest first. The
+/// inputs are tried in position order, run 1's producer before run 2's.
+fn one_sided_sources<'a>(
+    t1: &'a OpTable,
+    t2: &'a OpTable,
+    rows: &[MatchRow],
+    pending: &[Pending<'a>],
+) -> Vec<Option<Vec<usize>>> {
+    let mut sides = [OneSidedOps::new(t1, rows, 0), OneSidedOps::new(t2, rows, 1)];
+    if sides.iter().all(|s| s.only.is_empty()) {
+        return pending.iter().map(|_| None).collect();
+    }
+    let asks = |p: &Pending<'a>| !p.bad.is_empty();
+    let keys1: Vec<&[u8]> = pending
+        .iter()
+        .filter(|p| asks(p))
+        .flat_map(|p| p.links.iter().map(|l| l.prod))
+        .collect();
+    let keys2: Vec<&[u8]> = pending
+        .iter()
+        .filter(|p| asks(p))
+        .flat_map(|p| p.links.iter().map(|l| l.prod2))
+        .collect();
+    sides[0].look_up(keys1);
+    sides[1].look_up(keys2);
+    pending
+        .iter()
+        .map(|p| {
+            if !asks(p) {
+                return None;
+            }
+            let (r1, r2) = (rows[p.i].r1()?, rows[p.i].r2()?);
+            let (s, o) = p.links.iter().find_map(|l| {
+                [(0, r1, l.prod), (1, r2, l.prod2)]
+                    .into_iter()
+                    .find_map(|(s, r, k)| Some((s, sides[s].producer(r, k)?)))
+            })?;
+            let side = &mut sides[s];
+            let chain = side.chain(o);
+            Some(chain.iter().map(|r| side.only[r]).collect())
+        })
+        .collect()
+}
+
 /// Where an untraced or below-print row's divergence comes from: the latest
 /// diverging row before it, preferring the rank's own divergence to an
 /// unsynced collective.
@@ -459,9 +707,9 @@ enum Upstream {
 /// `rows`; the first `t1.len()` rows are run 1's rows in order.
 /// Memory beyond the result is proportional to the `diff` rows: run 1 is
 /// scanned once for just the producers they ask about.
-pub fn analyse(
-    t1: &OpTable,
-    t2: &OpTable,
+pub fn analyse<'a>(
+    t1: &'a OpTable,
+    t2: &'a OpTable,
     rows: &[MatchRow],
     counts: &Counts,
     compared: FieldSet,
@@ -516,19 +764,16 @@ pub fn analyse(
                 _ => (differing_positions(in1, in2, o.hash, o.nan_equal), false),
             };
             let explained = !exact && bad.is_empty() && print_explains(t1, r1, t2, r2, &o, prec);
-            let producers: Vec<&[u8]> = t1
-                .field(r1, Field::InputProducers)
-                .split(|b| *b == b';')
-                .map(crate::parser::trim)
-                .collect();
+            let producers = producer_keys(t1, r1);
+            let producers2 = producer_keys(t2, r2);
             let inputs: Vec<&[u8]> = split_tokens(in1).collect();
             let inputs2: Vec<&[u8]> = split_tokens(in2).collect();
-            let link = |p: usize| {
-                (
-                    producers.get(p).copied().unwrap_or(&[]),
-                    inputs.get(p).copied().unwrap_or(&[]),
-                    inputs2.get(p).copied().unwrap_or(&[]),
-                )
+            let at = |v: &[&'a [u8]], p: usize| v.get(p).copied().unwrap_or(&[]);
+            let link = |p: usize| Link {
+                prod: at(&producers, p),
+                prod2: at(&producers2, p),
+                value: at(&inputs, p),
+                value2: at(&inputs2, p),
             };
             let links = if explained {
                 (0..inputs.len()).map(link).collect()
@@ -544,8 +789,10 @@ pub fn analyse(
         })
         .collect();
     let pending: Vec<Pending> = pending.into_iter().flatten().collect();
-    // Phase 2: the producers those rows ask about, in one scan of run 1.
+    // Phase 2: the producers those rows ask about, in one scan of run 1,
+    // and the differing inputs that ops of one run only produce.
     let prods = Producers::scan(t1, rows, &pending);
+    let sources = one_sided_sources(t1, t2, rows, &pending);
     // Unsynced collectives (any status) and the diverging ones, ascending.
     let unsynced: Vec<usize> = rows
         .iter()
@@ -570,8 +817,10 @@ pub fn analyse(
     let mut read_by: AHashMap<(&[u8], &[u8]), usize> = AHashMap::new();
     // Collective row -> the entry via collective it first fed.
     let mut via_cause: AHashMap<usize, usize> = AHashMap::new();
+    // Earliest one-sided op (result row) -> the one-sided cause it first fed.
+    let mut fed_by: AHashMap<usize, usize> = AHashMap::new();
     let mut last_own: Option<usize> = None;
-    let mut pend = pending.into_iter().peekable();
+    let mut pend = pending.into_iter().zip(sources).peekable();
     for &(i, _, _) in &diff_rows {
         let upstream = |last_own: Option<usize>| match last_own {
             Some(j) => Upstream::Root(j),
@@ -579,70 +828,81 @@ pub fn analyse(
             None => Upstream::Nothing,
         };
         let mut limited = false;
+        let mut one_sided = Vec::new();
         // (kind, cause row it counts under, differing inputs)
-        let (kind, under, bad): (CauseKind, Option<usize>, Vec<usize>) =
-            match pend.next_if(|p| p.i == i) {
-                None => (CauseKind::Unsynced, None, Vec::new()),
-                Some(p) if p.bad.is_empty() && !p.explained => (CauseKind::Origin, None, p.bad),
-                Some(p) if p.bad.is_empty() => {
-                    // Explained by print rounding: a diverging producer, else
-                    // the latest diverging row before it.
-                    let producer = p.links.iter().find_map(|(prod, value, _)| {
-                        let j = prods.before(i, prod, value)?;
-                        root.get(&j).copied()
-                    });
-                    match producer.map(Upstream::Root).unwrap_or(upstream(last_own)) {
-                        Upstream::Root(r) => (CauseKind::BelowPrint, Some(r), p.bad),
+        let (kind, under, bad): (CauseKind, Option<usize>, Vec<usize>) = match pend
+            .next_if(|(p, _)| p.i == i)
+        {
+            None => (CauseKind::Unsynced, None, Vec::new()),
+            Some((p, _)) if p.bad.is_empty() && !p.explained => (CauseKind::Origin, None, p.bad),
+            Some((p, _)) if p.bad.is_empty() => {
+                // Explained by print rounding: a diverging producer, else
+                // the latest diverging row before it.
+                let producer = p.links.iter().find_map(|l| {
+                    let j = prods.before(i, l.prod, l.value)?;
+                    root.get(&j).copied()
+                });
+                match producer.map(Upstream::Root).unwrap_or(upstream(last_own)) {
+                    Upstream::Root(r) => (CauseKind::BelowPrint, Some(r), p.bad),
+                    Upstream::Collective => (CauseKind::ViaCollective, None, p.bad),
+                    Upstream::Nothing => {
+                        limited = true;
+                        (CauseKind::Origin, None, p.bad)
+                    }
+                }
+            }
+            Some((p, source)) => {
+                let (mut untraced, mut inherited_from, mut via) = (false, None, false);
+                let mut read = None;
+                for l in &p.links {
+                    match prods.before(i, l.prod, l.value) {
+                        Some(j) if rows[j].has(ROW_UNSYNCED) => via = true,
+                        Some(j)
+                            if rows[j].status == Status::Diff
+                                && rows[j].has(ROW_OUT_DIFF)
+                                && root.contains_key(&j) =>
+                        {
+                            inherited_from.get_or_insert(root[&j]);
+                        }
+                        // No captured producer, or the producer's output
+                        // agrees and the value changed outside the capture.
+                        _ => {
+                            untraced = true;
+                            if let Some(&c) = read_by.get(&(l.value, l.value2)) {
+                                read.get_or_insert(c);
+                            }
+                        }
+                    }
+                }
+                if let Some(r) = inherited_from {
+                    (CauseKind::Inherited, Some(r), p.bad)
+                } else if let Some(chain) = source {
+                    // An op of one run only feeds a differing input: one
+                    // cause per earliest one-sided op.
+                    let under = fed_by.get(&chain[0]).copied();
+                    if under.is_none() {
+                        fed_by.insert(chain[0], i);
+                        one_sided = chain;
+                    }
+                    (CauseKind::OneSided, under, p.bad)
+                } else if let Some(c) = read {
+                    (CauseKind::Entry, Some(c), p.bad)
+                } else if via && !untraced {
+                    (CauseKind::ViaCollective, None, p.bad)
+                } else {
+                    match upstream(last_own) {
+                        Upstream::Root(r) => (CauseKind::Untraced, Some(r), p.bad),
                         Upstream::Collective => (CauseKind::ViaCollective, None, p.bad),
                         Upstream::Nothing => {
-                            limited = true;
-                            (CauseKind::Origin, None, p.bad)
+                            for l in &p.links {
+                                read_by.entry((l.value, l.value2)).or_insert(i);
+                            }
+                            (CauseKind::Entry, None, p.bad)
                         }
                     }
                 }
-                Some(p) => {
-                    let (mut untraced, mut inherited_from, mut via) = (false, None, false);
-                    let mut read = None;
-                    for (prod, value, value2) in &p.links {
-                        match prods.before(i, prod, value) {
-                            Some(j) if rows[j].has(ROW_UNSYNCED) => via = true,
-                            Some(j)
-                                if rows[j].status == Status::Diff
-                                    && rows[j].has(ROW_OUT_DIFF)
-                                    && root.contains_key(&j) =>
-                            {
-                                inherited_from.get_or_insert(root[&j]);
-                            }
-                            // No captured producer, or the producer's output
-                            // agrees and the value changed outside the capture.
-                            _ => {
-                                untraced = true;
-                                if let Some(&c) = read_by.get(&(*value, *value2)) {
-                                    read.get_or_insert(c);
-                                }
-                            }
-                        }
-                    }
-                    if let Some(r) = inherited_from {
-                        (CauseKind::Inherited, Some(r), p.bad)
-                    } else if let Some(c) = read {
-                        (CauseKind::Entry, Some(c), p.bad)
-                    } else if via && !untraced {
-                        (CauseKind::ViaCollective, None, p.bad)
-                    } else {
-                        match upstream(last_own) {
-                            Upstream::Root(r) => (CauseKind::Untraced, Some(r), p.bad),
-                            Upstream::Collective => (CauseKind::ViaCollective, None, p.bad),
-                            Upstream::Nothing => {
-                                for (_, value, value2) in &p.links {
-                                    read_by.entry((*value, *value2)).or_insert(i);
-                                }
-                                (CauseKind::Entry, None, p.bad)
-                            }
-                        }
-                    }
-                }
-            };
+            }
+        };
         // Entries via collective group by the nearest collective before them.
         let (under, collective) = if kind == CauseKind::ViaCollective && under.is_none() {
             let c = before(&unsynced, i);
@@ -661,6 +921,7 @@ pub fn analyse(
         match kind {
             CauseKind::Origin => rc.kinds.origin += 1,
             CauseKind::Entry => rc.kinds.entry += 1,
+            CauseKind::OneSided => rc.kinds.one_sided += 1,
             CauseKind::Inherited => rc.kinds.inherited += 1,
             CauseKind::BelowPrint => rc.kinds.inherited_below_print += 1,
             CauseKind::Untraced => rc.kinds.inherited_untraced += 1,
@@ -688,6 +949,7 @@ pub fn analyse(
                         print_limited: limited,
                         collective,
                         chain: Vec::new(),
+                        one_sided,
                     });
                 }
                 if kind != CauseKind::ViaCollective {
@@ -700,7 +962,9 @@ pub fn analyse(
                 if let Some(&s) = cause_slot.get(&r) {
                     let c = &mut rc.causes[s];
                     match kind {
-                        CauseKind::Entry | CauseKind::ViaCollective => c.reads += 1,
+                        CauseKind::Entry | CauseKind::OneSided | CauseKind::ViaCollective => {
+                            c.reads += 1
+                        }
                         _ => {
                             c.inherited += 1;
                             if kind == CauseKind::BelowPrint {

@@ -6,11 +6,20 @@
 //! each unpaired row takes the first unclaimed side-2 row with an equal pass
 //! key. Each pair then gets a [`Status`] from [`compare::judge_pair`].
 //!
+//! actdiff adds two rules the reference lacks, neither of which changes a
+//! golden row: where both logs record phases, the exact, fuzzy and stats
+//! passes never pair a backward row with a forward one (`passes::PhaseRule`;
+//! a row of unknown phase pairs as in the reference); and with the Shape
+//! tie-break ([`MatchOptions::shape_tie_break`]), exact pairs that op-counter
+//! drift made (differing Shapes, each side with a same-Shape candidate of
+//! the same fuzzy key) are left to the fuzzy pass.
+//!
 //! [`match_tables_indexed`] runs the steps in order, each in the module
 //! that owns it:
 //!
 //! ```text
-//! OpTable ×2 ─ passes.rs: pass_override → pass_exact → pass_fuzzy → pass_stats ─▶ Pairing
+//! OpTable ×2 ─ passes.rs: pass_override → pass_exact (→ release_drifted_pairs)
+//!                          → pass_fuzzy → pass_stats ───────────────────────────▶ Pairing
 //! Pairing ──── judge.rs: judge_rows (status, flags, tolerance source), tally ──▶ [MatchRow]
 //! [MatchRow] ─ cause.rs: analyse (origins, entries, inherited rows) ──────────▶ MatchTable
 //! ```
@@ -322,9 +331,12 @@ pub struct MatchOptions {
     /// How rows are judged: tolerances, rules, ignored and unsynced ops.
     pub policy: Policy,
     /// In the fuzzy pass, prefer a candidate with the same Shape text over
-    /// the first one (backward counter drift, cases/06). On by default; it
-    /// changes no golden row. Off (`--no-shape-tie-break`) is the
-    /// reference's first-candidate rule exactly.
+    /// the first one (backward counter drift, cases/06), and first undo
+    /// the exact pairs whose Shapes differ while each side has a
+    /// same-Shape candidate of the same fuzzy key (counters shifted by
+    /// ops of one run only). On by default; it changes no golden row. Off
+    /// (`--no-shape-tie-break`) is the reference's first-candidate rule
+    /// exactly (the phase rule still applies).
     pub shape_tie_break: bool,
     /// Per side, a layer-index offset added to `layers.N` in keys before the
     /// exact and fuzzy passes (pipeline stages, `--layer-offset`).
@@ -463,7 +475,10 @@ pub fn match_tables_indexed(
     // Pairing: the four passes, in order.
     let mut p = Pairing::new(t1.len(), t2.len());
     let overridden = passes::pass_override(&mut p, t1, t2, &opts.overrides);
-    let exact = passes::pass_exact(&mut p, t1, t2, opts.layer_offset, indexes);
+    let mut exact = passes::pass_exact(&mut p, t1, t2, opts.layer_offset, indexes);
+    if opts.shape_tie_break {
+        exact -= passes::release_drifted_pairs(&mut p, t1, t2, opts.layer_offset);
+    }
     let fuzzy_keys = passes::FuzzyKeys::of_unpaired(&p, t1, t2, opts.layer_offset);
     let fuzzy = passes::pass_fuzzy(&mut p, t1, t2, &fuzzy_keys, opts.shape_tie_break);
     let stats = passes::pass_stats(&mut p, t1, t2, &fuzzy_keys);

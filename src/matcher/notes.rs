@@ -84,6 +84,8 @@ pub enum NoteKind {
     PrintLimited,
     /// Later rows read the same differing input (an entry's count).
     SameInput,
+    /// A one-sided cause's op of one run only (`fed by K (only in b)`).
+    FedBy,
     /// The two rows' dtypes differ (`dtype bfloat16 → float8_e4m3fn`).
     Dtype,
     /// The two rows' dims differ.
@@ -199,7 +201,23 @@ pub fn row_notes_with_kind(
                 "within print precision: the first difference the log shows",
             );
         }
-        if c.reads > 0 {
+        if let Some(&o) = c.one_sided.first() {
+            let (key, name) = match m.rows[o].sides() {
+                Sides::Only1(a) => (t1.key_str(a), n1),
+                Sides::Only2(b) | Sides::Both(_, b) => (t2.key_str(b), n2),
+            };
+            out.push(K::FedBy, format!("fed by {key} (only in {name})"));
+        }
+        if c.reads > 0 && c.kind == super::cause::CauseKind::OneSided {
+            out.push(
+                K::SameInput,
+                format!(
+                    "{} more row{} fed by the same one-sided op",
+                    c.reads,
+                    if c.reads == 1 { "" } else { "s" }
+                ),
+            );
+        } else if c.reads > 0 {
             out.push(
                 K::SameInput,
                 format!(

@@ -5,15 +5,63 @@
 //! first unclaimed side-2 row with an equal pass key ([`Pairing::pass`]).
 //! The exact pass without layer offsets merges the tables' sorted key
 //! indexes instead ([`Pairing::pass_by_index`]), with the same result.
+//!
+//! Beyond the reference: the exact, fuzzy and stats passes respect the
+//! phase where both logs record one ([`PhaseRule`]: a forward row never
+//! pairs with a backward row of the same key), and with the Shape
+//! tie-break [`release_drifted_pairs`] leaves exact pairs made by
+//! op-counter drift to the fuzzy pass. Neither changes a golden row.
 
 use std::hash::Hash;
 
-use ahash::AHashMap;
+use ahash::{AHashMap, AHashSet};
 use rayon::prelude::*;
 
 use super::{keys, Overrides, Strategy, NO_ROW};
 use crate::parser::key::KeyIndex;
 use crate::parser::{Field, OpTable};
+
+/// Which phase a row pairs in (actdiff's rule on top of
+/// `shared/spec/matching.md`): the exact, fuzzy and stats passes never pair
+/// a backward row (`Phase: backward`) with a row that is not backward. The
+/// rule is in force only where both logs record phases (a `Phase:` line in
+/// at least one block of each): a log without any says nothing about its
+/// rows' phases. A block cut short by the end of its file may have lost its
+/// `Phase:` line, so its phase is unknown too. A row of unknown phase pairs
+/// with either phase, as in the reference.
+#[derive(Clone, Copy)]
+pub(super) struct PhaseRule<'a> {
+    tables: Option<[&'a OpTable; 2]>,
+}
+
+impl<'a> PhaseRule<'a> {
+    /// The rule for two tables: in force when both record phases.
+    pub(super) fn of(t1: &'a OpTable, t2: &'a OpTable) -> PhaseRule<'a> {
+        let known = |t: &OpTable| t.schema().contains(Field::Phase);
+        PhaseRule {
+            tables: (known(t1) && known(t2)).then_some([t1, t2]),
+        }
+    }
+
+    /// Side `s`'s (0: run 1, 1: run 2) row `r`: whether it is backward, or
+    /// `None` when its phase is unknown (the rule is not in force, or the
+    /// block is truncated).
+    #[inline]
+    pub(super) fn backward(&self, s: usize, r: usize) -> Option<bool> {
+        let t = self.tables?[s];
+        (!t.is_truncated(r)).then(|| t.is_backward(r))
+    }
+
+    /// Whether run 1's row `r1` and run 2's row `r2` may pair: same phase,
+    /// or a phase unknown.
+    #[inline]
+    pub(super) fn allows(&self, r1: usize, r2: usize) -> bool {
+        match (self.backward(0, r1), self.backward(1, r2)) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
+    }
+}
 
 /// Pairing state across the passes: who is paired with whom, and by which pass.
 pub(super) struct Pairing {
@@ -81,6 +129,94 @@ impl Pairing {
                     paired += 1;
                 }
             }
+        }
+        paired
+    }
+
+    /// [`Pairing::pass`] under the phase rule: each unpaired side-1 row
+    /// takes the first unclaimed side-2 row with an equal key that
+    /// [`PhaseRule::allows`] (same phase, or a phase unknown). Still one
+    /// hash lookup per row: side 2 is indexed by key with one candidate
+    /// chain per phase, and its rows of unknown phase (at most the
+    /// truncated last block) beside them. Returns the number of pairs made.
+    pub(super) fn pass_phased<K, F1, F2>(
+        &mut self,
+        strategy: Strategy,
+        phase: PhaseRule<'_>,
+        key1: F1,
+        key2: F2,
+    ) -> u64
+    where
+        K: Hash + Eq,
+        F1: Fn(usize) -> Option<K>,
+        F2: Fn(usize) -> Option<K>,
+    {
+        if phase.tables.is_none() {
+            return self.pass(strategy, key1, key2);
+        }
+        let (n1, n2) = (self.pair1.len(), self.pair2.len());
+        // head[key][backward] = first unclaimed side-2 row of that key and
+        // phase; next[row] = the following one; wild[key] = the unclaimed
+        // rows of unknown phase in reverse file order (the first one last).
+        let mut head: AHashMap<K, [u32; 2]> = AHashMap::new();
+        let mut wild: AHashMap<K, Vec<u32>> = AHashMap::new();
+        let mut next: Vec<u32> = vec![NO_ROW; n2];
+        for r2 in (0..n2).rev() {
+            if self.pair2[r2] != NO_ROW {
+                continue;
+            }
+            let Some(k) = key2(r2) else { continue };
+            match phase.backward(1, r2) {
+                Some(b) => {
+                    let h = head.entry(k).or_insert([NO_ROW; 2]);
+                    next[r2] = h[usize::from(b)];
+                    h[usize::from(b)] = r2 as u32;
+                }
+                None => wild.entry(k).or_default().push(r2 as u32),
+            }
+        }
+        let mut paired = 0;
+        for r1 in 0..n1 {
+            if self.pair1[r1] != NO_ROW {
+                continue;
+            }
+            let Some(k) = key1(r1) else { continue };
+            let b1 = phase.backward(0, r1);
+            // The first candidate in side-2 file order: a chain's head
+            // (`Some(phase)`) or a row of unknown phase (`None`).
+            let mut best: (u32, Option<usize>) = (NO_ROW, None);
+            if let Some(h) = head.get(&k) {
+                for b in [false, true] {
+                    if b1.is_none_or(|x| x == b) && h[usize::from(b)] < best.0 {
+                        best = (h[usize::from(b)], Some(usize::from(b)));
+                    }
+                }
+            }
+            if let Some(&w) = wild.get(&k).and_then(|v| v.last()) {
+                if w < best.0 {
+                    best = (w, None);
+                }
+            }
+            let (r2, from) = best;
+            if r2 == NO_ROW {
+                continue;
+            }
+            match from {
+                Some(b) => {
+                    if let Some(h) = head.get_mut(&k) {
+                        h[b] = next[r2 as usize];
+                    }
+                }
+                None => {
+                    if let Some(v) = wild.get_mut(&k) {
+                        v.pop();
+                    }
+                }
+            }
+            self.pair1[r1] = r2;
+            self.pair2[r2 as usize] = r1 as u32;
+            self.strat1[r1] = strategy;
+            paired += 1;
         }
         paired
     }
@@ -180,10 +316,10 @@ pub(super) fn pass_override(
 }
 
 /// Pass 1: equal keys after the root-class strip ([`keys::strip_root_class`]),
-/// with each side's layer offset applied to `layers.N` (`--layer-offset`).
-/// Without offsets it runs over the tables' key indexes, which are sorted by
-/// that key; they are dropped when the pass is done. Returns the number of
-/// pairs made.
+/// with each side's layer offset applied to `layers.N` (`--layer-offset`),
+/// in the same phase ([`PhaseRule`]). Without offsets it runs over the
+/// tables' key indexes, which are sorted by that key; they are dropped when
+/// the pass is done. Returns the number of pairs made.
 pub(super) fn pass_exact(
     p: &mut Pairing,
     t1: &OpTable,
@@ -191,6 +327,7 @@ pub(super) fn pass_exact(
     layer_offset: [i64; 2],
     indexes: (KeyIndex, KeyIndex),
 ) -> u64 {
+    let phase = PhaseRule::of(t1, t2);
     let [off1, off2] = layer_offset;
     if off1 == 0 && off2 == 0 {
         // The common case: the exact key is the key without its root
@@ -199,16 +336,20 @@ pub(super) fn pass_exact(
             keys::strip_root_class(t.key(r))
         }
         let (index1, index2) = indexes;
-        p.pass_by_index(&index1, &index2, |r1, r2| exact(t1, r1) == exact(t2, r2))
+        p.pass_by_index(&index1, &index2, |r1, r2| {
+            exact(t1, r1) == exact(t2, r2) && phase.allows(r1, r2)
+        })
     } else {
         drop(indexes);
-        fn key(t: &OpTable, r: usize, off: i64) -> Option<std::borrow::Cow<'_, [u8]>> {
-            Some(keys::with_layer_offset(
-                keys::strip_root_class(t.key(r)),
-                off,
-            ))
+        fn key(t: &OpTable, r: usize, off: i64) -> std::borrow::Cow<'_, [u8]> {
+            keys::with_layer_offset(keys::strip_root_class(t.key(r)), off)
         }
-        p.pass(Strategy::Exact, |r| key(t1, r, off1), |r| key(t2, r, off2))
+        p.pass_phased(
+            Strategy::Exact,
+            phase,
+            |r| Some(key(t1, r, off1)),
+            |r| Some(key(t2, r, off2)),
+        )
     }
 }
 
@@ -266,10 +407,90 @@ impl FuzzyKeys {
     }
 }
 
-/// Pass 2: equal fuzzy keys (op counters removed). With `shape_tie_break`,
-/// a first round pairs only fuzzy-equal rows with the same Shape text
-/// (backward counter drift, cases/06), then the reference's
-/// first-candidate round pairs the rest. Returns the number of pairs made.
+/// With the Shape tie-break, before the fuzzy pass: undoes the exact pairs
+/// that op-counter drift made. When one run has extra ops in a module, the
+/// later `op_<N>` counters of that module are shifted, and the exact pass
+/// can pair `op_3` with a run-2 `op_3` that is really another op. Such a
+/// pair shows as a Shape difference. An exact pair is undone, and left to
+/// the fuzzy pass (whose first round pairs by equal Shape), when its Shape
+/// texts differ (both present) and each side has a row of the same fuzzy
+/// key and phase ([`PhaseRule`]) with the other side's Shape: each row has
+/// a candidate of its own Shape. A genuine Shape change has no such
+/// candidates and stays paired. Changes no golden row (no golden exact
+/// pair has differing Shapes). Returns the number of pairs undone.
+pub(super) fn release_drifted_pairs<'t>(
+    p: &mut Pairing,
+    t1: &'t OpTable,
+    t2: &'t OpTable,
+    layer_offset: [i64; 2],
+) -> u64 {
+    let (pair1, strat1) = (&p.pair1, &p.strat1);
+    // Exact pairs whose Shape texts differ (both present); usually none.
+    let odd: Vec<(usize, usize)> = (0..pair1.len())
+        .into_par_iter()
+        .with_min_len(4096)
+        .filter_map(|r1| {
+            if strat1[r1] != Strategy::Exact {
+                return None;
+            }
+            let r2 = pair1[r1] as usize;
+            let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
+            (!s1.is_empty() && !s2.is_empty() && s1 != s2).then_some((r1, r2))
+        })
+        .collect();
+    if odd.is_empty() {
+        return 0;
+    }
+    let phase = PhaseRule::of(t1, t2);
+    let fuzzy =
+        |t: &OpTable, r: usize, off: i64| keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off));
+    // The fuzzy keys concerned (equal on both sides of an exact pair).
+    let mut wanted: AHashMap<Vec<u8>, u32> = AHashMap::new();
+    for &(r1, _) in &odd {
+        let n = wanted.len() as u32;
+        wanted.entry(fuzzy(t1, r1, layer_offset[0])).or_insert(n);
+    }
+    // Per side: (fuzzy key's number, backward, Shape text) of every row of
+    // a fuzzy key concerned. Only rows of the op types concerned are keyed.
+    let shapes = |t: &'t OpTable, s: usize, ops: AHashSet<u32>| {
+        let wanted = &wanted;
+        (0..t.len())
+            .into_par_iter()
+            .with_min_len(4096)
+            .filter(|r| ops.contains(&t.op_type(*r)))
+            .filter_map(|r| {
+                let k = *wanted.get(&fuzzy(t, r, layer_offset[s]))?;
+                Some((k, phase.backward(s, r), t.field(r, Field::Shape)))
+            })
+            .collect::<Vec<(u32, Option<bool>, &[u8])>>()
+            .into_iter()
+            .collect::<AHashSet<(u32, Option<bool>, &[u8])>>()
+    };
+    let ops1 = odd.iter().map(|&(r1, _)| t1.op_type(r1)).collect();
+    let ops2 = odd.iter().map(|&(_, r2)| t2.op_type(r2)).collect();
+    let (shapes1, shapes2) = rayon::join(|| shapes(t1, 0, ops1), || shapes(t2, 1, ops2));
+    let mut released = 0;
+    for (r1, r2) in odd {
+        let Some(&k) = wanted.get(&fuzzy(t1, r1, layer_offset[0])) else {
+            continue;
+        };
+        let b = phase.backward(0, r1);
+        let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
+        if shapes2.contains(&(k, b, s1)) && shapes1.contains(&(k, b, s2)) {
+            p.pair1[r1] = NO_ROW;
+            p.pair2[r2] = NO_ROW;
+            p.strat1[r1] = Strategy::None;
+            released += 1;
+        }
+    }
+    released
+}
+
+/// Pass 2: equal fuzzy keys (op counters removed), in the same phase
+/// ([`PhaseRule`]). With `shape_tie_break`, a first round pairs only
+/// fuzzy-equal rows with the same Shape text (backward counter drift,
+/// cases/06), then the reference's first-candidate round pairs the rest.
+/// Returns the number of pairs made.
 pub(super) fn pass_fuzzy(
     p: &mut Pairing,
     t1: &OpTable,
@@ -277,20 +498,30 @@ pub(super) fn pass_fuzzy(
     fuzzy: &FuzzyKeys,
     shape_tie_break: bool,
 ) -> u64 {
+    let phase = PhaseRule::of(t1, t2);
     let mut paired = 0;
     if shape_tie_break {
-        paired += p.pass(
+        paired += p.pass_phased(
             Strategy::Fuzzy,
+            phase,
             |r| fuzzy.get(0, r).map(|f| (f, t1.field(r, Field::Shape))),
             |r| fuzzy.get(1, r).map(|f| (f, t2.field(r, Field::Shape))),
         );
     }
-    paired + p.pass(Strategy::Fuzzy, |r| fuzzy.get(0, r), |r| fuzzy.get(1, r))
+    paired
+        + p.pass_phased(
+            Strategy::Fuzzy,
+            phase,
+            |r| fuzzy.get(0, r),
+            |r| fuzzy.get(1, r),
+        )
 }
 
-/// Pass 3: equal (op type, Shape text, Output hash text), over the rows
-/// still unpaired that had a fuzzy key. Returns the number of pairs made.
+/// Pass 3: equal (op type, Shape text, Output hash text), in the same
+/// phase ([`PhaseRule`]), over the rows still unpaired that had a fuzzy
+/// key. Returns the number of pairs made.
 pub(super) fn pass_stats(p: &mut Pairing, t1: &OpTable, t2: &OpTable, fuzzy: &FuzzyKeys) -> u64 {
+    let phase = PhaseRule::of(t1, t2);
     let stats_key = |t: &OpTable, s: usize, r: usize| {
         fuzzy.get(s, r).map(|f| {
             (
@@ -300,8 +531,9 @@ pub(super) fn pass_stats(p: &mut Pairing, t1: &OpTable, t2: &OpTable, fuzzy: &Fu
             )
         })
     };
-    p.pass(
+    p.pass_phased(
         Strategy::Stats,
+        phase,
         |r| stats_key(t1, 0, r),
         |r| stats_key(t2, 1, r),
     )

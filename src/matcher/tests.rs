@@ -772,3 +772,364 @@ fn a_malformed_digest_equals_only_the_same_text() {
     assert_eq!(d(1), Some(vec![0]));
     assert_eq!(d(2), Some(vec![1]));
 }
+
+/// Options with the Shape tie-break on or off and a layer offset (a
+/// non-zero offset runs the exact pass as a plain hash pass instead of
+/// over the key indexes).
+fn opts_with(shape_tie_break: bool, layer_offset: [i64; 2]) -> MatchOptions {
+    MatchOptions {
+        shape_tie_break,
+        layer_offset,
+        ..MatchOptions::default()
+    }
+}
+
+/// Eager (run 1) against `aot_eager` compiled while armed (run 2): the
+/// compiled forward's keys are `<none>/op_N_*`, its backward keeps module
+/// names and restarts the module's counter, so run 2's backward
+/// `qkv/op_0_mm` has the key of run 1's forward `qkv/op_0_mm`.
+fn eager_and_compiled(phase_lines_in_2: bool) -> (OpTable, OpTable) {
+    let fwd = "Shape: torch.Size([128, 192]), Dtype: torch.float32\nOutput hash: 1.0";
+    let bwd =
+        "Shape: torch.Size([192, 64]), Dtype: torch.float32\nOutput hash: 2.0\nPhase: backward";
+    let a = log(&[
+        ("blocks.0.attn.qkv/op_0_mm", fwd),
+        ("blocks.0.attn.qkv/op_1_mm", bwd),
+    ]);
+    let bwd2 = if phase_lines_in_2 {
+        bwd.to_string()
+    } else {
+        bwd.replace("\nPhase: backward", "")
+    };
+    let b = log(&[
+        ("<none>/op_0_mm", fwd),
+        ("blocks.0.attn.qkv/op_0_mm", &bwd2),
+    ]);
+    (a, b)
+}
+
+#[test]
+fn a_forward_row_and_a_backward_row_of_one_key_never_pair() {
+    let (a, b) = eager_and_compiled(true);
+    for tie_break in [true, false] {
+        for offset in [[0, 0], [1, 1]] {
+            let m = match_tables(&a, &b, &opts_with(tie_break, offset));
+            assert_eq!(
+                summary(&m, &a, &b),
+                vec![
+                    // Forward with forward: same op type, Shape and Output hash.
+                    (
+                        "blocks.0.attn.qkv/op_0_mm".into(),
+                        "<none>/op_0_mm".into(),
+                        "match",
+                        Some("stats")
+                    ),
+                    // Backward with backward, counters differing.
+                    (
+                        "blocks.0.attn.qkv/op_1_mm".into(),
+                        "blocks.0.attn.qkv/op_0_mm".into(),
+                        "match",
+                        Some("fuzzy")
+                    ),
+                ],
+                "tie-break {tie_break}, offset {offset:?}"
+            );
+            assert_eq!(m.counts().diff, 0);
+        }
+    }
+    // Where only the phase differs, nothing pairs in any pass.
+    // (`Phase: forward` says so as well as no line does.)
+    let f = log(&[(
+        "m/op_0_mm",
+        "Shape: torch.Size([2])\nOutput hash: 1.0\nPhase: forward",
+    )]);
+    let g = log(&[(
+        "m/op_0_mm",
+        "Shape: torch.Size([2])\nOutput hash: 1.0\nPhase: backward",
+    )]);
+    let m = match_tables(&f, &g, &MatchOptions::default());
+    assert_eq!((m.counts().only1, m.counts().only2), (1, 1));
+}
+
+#[test]
+fn rows_pair_as_the_reference_where_a_log_records_no_phase() {
+    // Run 2 has no Phase line at all: its rows' phases are unknown, so the
+    // exact pass pairs the equal keys as the reference does (a Shape diff).
+    let (a, b) = eager_and_compiled(false);
+    for offset in [[0, 0], [1, 1]] {
+        let m = match_tables(&a, &b, &opts_with(true, offset));
+        let s = summary(&m, &a, &b);
+        assert_eq!(
+            s[0],
+            (
+                "blocks.0.attn.qkv/op_0_mm".into(),
+                "blocks.0.attn.qkv/op_0_mm".into(),
+                "diff",
+                Some("exact")
+            ),
+            "offset {offset:?}"
+        );
+    }
+    // A block cut short by the end of its file may have lost its Phase
+    // line: its phase is unknown, and it pairs with the backward row of
+    // its key (status truncated), in every pass.
+    let full = log(&[
+        ("m/op_0_mm", "Shape: torch.Size([2])\nOutput hash: 1.0"),
+        (
+            "m/op_1_mm",
+            "Shape: torch.Size([2])\nOutput hash: 2.0\nPhase: backward",
+        ),
+        (
+            "m/op_2_mm",
+            "Shape: torch.Size([4])\nOutput hash: 3.0\nPhase: backward",
+        ),
+    ]);
+    let text = "Total captured activations: 3\n\n[m/op_0_mm]\n  Shape: torch.Size([2])\n  \
+                Output hash: 1.0\n\n[m/op_1_mm]\n  Shape: torch.Size([2])\n  Output hash: 2.0\n  \
+                Phase: backward\n\n[m/op_9_mm]\n  Shape: torch.Size([4])\n  Output hash: 3.0";
+    let cut = crate::parser::parse_bytes(text.as_bytes().to_vec(), "cut.log");
+    assert!(cut.is_truncated(2) && !cut.is_backward(2));
+    for offset in [[0, 0], [1, 1]] {
+        for (x, y, first) in [(&cut, &full, true), (&full, &cut, false)] {
+            let m = match_tables(x, y, &opts_with(true, offset));
+            let truncated: Vec<Strategy> = m
+                .rows
+                .iter()
+                .filter(|r| r.status == Status::Truncated)
+                .map(|r| r.strategy)
+                .collect();
+            assert_eq!(
+                truncated,
+                vec![Strategy::Fuzzy],
+                "offset {offset:?}, cut first {first}"
+            );
+            assert_eq!(m.counts().matched, 2);
+        }
+    }
+    // Neither log records phases: unchanged too.
+    let f = log(&[("m/op_0_mm", "Output hash: 1.0")]);
+    let g = log(&[("m/op_0_mm", "Output hash: 1.0")]);
+    let m = match_tables(&f, &g, &MatchOptions::default());
+    assert_eq!(m.counts().matched, 1);
+}
+
+/// Backward `bmm`s of an attention block, run 2's counters shifted by 4
+/// (ops of run 2 only), so two exact keys name ops of other Shapes.
+fn drifted_backward() -> (OpTable, OpTable) {
+    let row = |shape: &str, hash: &str| {
+        format!("Shape: torch.Size([{shape}]), Dtype: torch.float32\nOutput hash: {hash}\nPhase: backward")
+    };
+    let (pp, pv, qk) = ("4, 32, 32", "4, 32, 16", "4, 16, 32");
+    let a_rows = [
+        ("a/op_5_bmm", row(pp, "1.0")),
+        ("a/op_6_bmm", row(pv, "2.0")),
+        ("a/op_7__softmax_backward_data", row(pp, "3.0")),
+        ("a/op_8_div", row(pp, "4.0")),
+        ("a/op_9_bmm", row(pv, "5.0")),
+        ("a/op_10_bmm", row(qk, "6.0")),
+    ];
+    let b_rows = [
+        ("a/op_8_mul", row("32, 64", "9.0")),
+        ("a/op_9_bmm", row(pp, "1.0")),
+        ("a/op_10_bmm", row(pv, "2.0")),
+        ("a/op_11__softmax_backward_data", row(pp, "3.0")),
+        ("a/op_12_div", row(pp, "4.0")),
+        ("a/op_13_bmm", row(pv, "5.0")),
+        ("a/op_14_bmm", row(qk, "6.0")),
+    ];
+    let refs = |r: &[(&'static str, String)]| -> OpTable {
+        let v: Vec<(&str, &str)> = r.iter().map(|(k, b)| (*k, b.as_str())).collect();
+        log(&v)
+    };
+    (refs(&a_rows), refs(&b_rows))
+}
+
+#[test]
+fn exact_pairs_made_by_counter_drift_are_left_to_the_fuzzy_pass() {
+    let (a, b) = drifted_backward();
+    let shape_diffs = |m: &MatchTable| m.rows.iter().filter(|r| r.has(ROW_SHAPE_TEXT_DIFF)).count();
+    // The reference's rules: op_9 and op_10 pair with run 2's op_9 and
+    // op_10 (other ops), op_5 and op_6 with the first of what is left:
+    // four Shape diffs.
+    let plain = match_tables(&a, &b, &opts_with(false, [0, 0]));
+    assert_eq!(shape_diffs(&plain), 4);
+    assert_eq!(plain.strategy_counts().exact, 2);
+    for offset in [[0, 0], [1, 1]] {
+        let m = match_tables(&a, &b, &opts_with(true, offset));
+        assert_eq!(shape_diffs(&m), 0, "offset {offset:?}");
+        assert_eq!(m.counts().diff, 0, "every op pairs with its own");
+        assert_eq!(m.counts().matched, 6);
+        assert_eq!(m.counts().only2, 1, "run 2's extra mul");
+        let st = m.strategy_counts();
+        assert_eq!((st.exact, st.fuzzy), (0, 6));
+        let pairs: Vec<(String, String)> = summary(&m, &a, &b)
+            .into_iter()
+            .take(6)
+            .map(|(k1, k2, _, _)| (k1, k2))
+            .collect();
+        assert_eq!(pairs[4], ("a/op_9_bmm".into(), "a/op_13_bmm".into()));
+        assert_eq!(pairs[5], ("a/op_10_bmm".into(), "a/op_14_bmm".into()));
+    }
+    // A genuine Shape change (no same-Shape candidate on the other side)
+    // stays an exact pair and a Shape diff.
+    let f = log(&[
+        ("m/op_0_mm", "Shape: torch.Size([4, 8])\nOutput hash: 1.0"),
+        ("m/op_1_mm", "Shape: torch.Size([8, 8])\nOutput hash: 2.0"),
+    ]);
+    let g = log(&[
+        ("m/op_0_mm", "Shape: torch.Size([4, 16])\nOutput hash: 1.0"),
+        ("m/op_1_mm", "Shape: torch.Size([8, 8])\nOutput hash: 2.0"),
+    ]);
+    let m = match_tables(&f, &g, &MatchOptions::default());
+    assert_eq!(m.strategy_counts().exact, 2);
+    assert_eq!(shape_diffs(&m), 1);
+}
+
+/// Residual add `blocks.0/op_0_add` whose second input comes, in one run
+/// only, through a dropout (`bernoulli_` → `div_` → `mul`) the other run
+/// lacks. Returns (without dropout, with dropout).
+fn with_and_without_dropout() -> (OpTable, OpTable) {
+    let proj = (
+        "blocks.0.attn.proj/op_0_mm",
+        "Output hash: 8.0\nInput hashes: 7.0\nInput producers: ",
+    );
+    let plain = log(&[
+        proj,
+        (
+            "blocks.0/op_0_add",
+            "Output hash: 9.0\nInput hashes: 2.0, 8.0\nInput producers: ;blocks.0.attn.proj/op_0_mm",
+        ),
+        (
+            "blocks.0.mlp/op_0_mm",
+            "Output hash: 11.0\nInput hashes: 9.0\nInput producers: blocks.0/op_0_add",
+        ),
+    ]);
+    let dropout = log(&[
+        proj,
+        (
+            "blocks.0.attn/op_5_bernoulli_",
+            "Output hash: 0.5\nInput hashes: 0.0\nInput producers: ",
+        ),
+        (
+            "blocks.0.attn/op_6_div_",
+            "Output hash: 1.0\nInput hashes: 0.5\nInput producers: blocks.0.attn/op_5_bernoulli_",
+        ),
+        (
+            "blocks.0.attn/op_7_mul",
+            "Output hash: 7.5\nInput hashes: 8.0, 1.0\nInput producers: blocks.0.attn.proj/op_0_mm;blocks.0.attn/op_6_div_",
+        ),
+        (
+            "blocks.0/op_0_add",
+            "Output hash: 9.5\nInput hashes: 2.0, 7.5\nInput producers: ;blocks.0.attn/op_7_mul",
+        ),
+        (
+            "blocks.0.mlp/op_0_mm",
+            "Output hash: 11.5\nInput hashes: 9.5\nInput producers: blocks.0/op_0_add",
+        ),
+    ]);
+    (plain, dropout)
+}
+
+#[test]
+fn an_op_of_one_run_only_feeding_a_differing_input_is_the_cause() {
+    use cause::CauseKind;
+    let (plain, dropout) = with_and_without_dropout();
+    let key = |m: &MatchTable, i: usize| match m.rows[i].sides() {
+        Sides::Only2(b) => dropout.key_str(b).into_owned(),
+        Sides::Only1(a) | Sides::Both(a, _) => plain.key_str(a).into_owned(),
+    };
+    let m = match_tables(&plain, &dropout, &MatchOptions::default());
+    // Rows: proj (match), add (diff), mlp (diff), then run 2's three ops.
+    assert_eq!(m.cause_kinds[1], Some(CauseKind::OneSided));
+    assert_eq!(m.cause_kinds[2], Some(CauseKind::Inherited));
+    let c = &m.causes;
+    assert_eq!(c.first_cause, Some(1));
+    assert_eq!(c.cause_count, 1);
+    assert_eq!(c.kinds.one_sided, 1);
+    assert_eq!(c.kinds.entry, 0, "no longer called an entry");
+    let first = &c.causes[0];
+    assert_eq!(first.kind, CauseKind::OneSided);
+    assert_eq!(first.inputs, vec![1]);
+    assert_eq!(first.inherited, 1);
+    let chain: Vec<String> = first.one_sided.iter().map(|&i| key(&m, i)).collect();
+    assert_eq!(
+        chain,
+        vec![
+            "blocks.0.attn/op_5_bernoulli_",
+            "blocks.0.attn/op_6_div_",
+            "blocks.0.attn/op_7_mul"
+        ],
+        "earliest one-sided op first, back from the add's own producer"
+    );
+    assert!(first
+        .one_sided
+        .iter()
+        .all(|&i| m.rows[i].status == Status::Only2));
+    let notes: Vec<String> = notes::row_notes_with_kind(&plain, &dropout, &m, 1, ("a", "b"))
+        .into_iter()
+        .map(|n| n.text)
+        .collect();
+    assert!(
+        notes.contains(&"fed by blocks.0.attn/op_5_bernoulli_ (only in b)".to_string()),
+        "{notes:?}"
+    );
+
+    // The other way round: the dropout is run 1's, named from run 1's own
+    // producers, as only1 rows.
+    let m = match_tables(&dropout, &plain, &MatchOptions::default());
+    let add = (0..m.rows.len())
+        .find(|&i| m.cause_kinds.get(i).copied().flatten() == Some(CauseKind::OneSided))
+        .expect("a one-sided cause");
+    assert_eq!(m.causes.first_cause, Some(add));
+    let chain: Vec<String> = m.causes.causes[0]
+        .one_sided
+        .iter()
+        .map(|&i| dropout.key_str(m.rows[i].r1().unwrap()).into_owned())
+        .collect();
+    assert_eq!(chain[0], "blocks.0.attn/op_5_bernoulli_");
+    assert_eq!(chain.len(), 3);
+}
+
+#[test]
+fn without_a_one_sided_producer_a_differing_input_is_still_an_entry() {
+    use cause::CauseKind;
+    // The same add, its changed input from outside the capture in both runs.
+    let a = log(&[(
+        "blocks.0/op_0_add",
+        "Output hash: 9.0\nInput hashes: 2.0, 8.0\nInput producers: ;",
+    )]);
+    let b = log(&[
+        (
+            "blocks.0/op_0_add",
+            "Output hash: 9.5\nInput hashes: 2.0, 7.5\nInput producers: ;",
+        ),
+        // One-sided, but it feeds nothing.
+        ("blocks.0.attn/op_5_bernoulli_", "Output hash: 0.5"),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(m.cause_kinds[0], Some(CauseKind::Entry));
+    assert!(m.causes.causes[0].one_sided.is_empty());
+}
+
+#[test]
+fn cause_kind_all_lists_every_kind_once_in_order() {
+    use cause::CauseKind as K;
+    // Exhaustive: a new kind does not compile here until ALL lists it.
+    let ordinal = |k: K| match k {
+        K::Origin => 0,
+        K::Entry => 1,
+        K::OneSided => 2,
+        K::Inherited => 3,
+        K::BelowPrint => 4,
+        K::Untraced => 5,
+        K::ViaCollective => 6,
+        K::Unsynced => 7,
+    };
+    for (n, k) in K::ALL.iter().enumerate() {
+        assert_eq!(ordinal(*k), n, "{k:?}");
+        assert_eq!(
+            serde_json::to_string(k).unwrap(),
+            format!("\"{}\"", k.json_name())
+        );
+    }
+}

@@ -57,7 +57,7 @@ fn failure_text(s: &Summary, r: &RankSummary) -> String {
         t.push_str(&format!(
             "{}: {} (line {}, row {})\n",
             c.kind.as_str(),
-            c.row.key(),
+            c.subject((&s.name1, &s.name2)),
             c.row.line1.unwrap_or(0),
             c.row.index
         ));
@@ -109,7 +109,7 @@ fn compared_case(s: &Summary, r: &RankSummary) -> Case {
                 "rank {}: numerics diverge; first {}: {}",
                 r.rank,
                 c.kind.as_str(),
-                c.row.key()
+                c.subject((&s.name1, &s.name2))
             ),
             None => format!(
                 "rank {}: numerics diverge ({} gating rows)",

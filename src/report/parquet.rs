@@ -548,28 +548,21 @@ fn pass_code(s: Strategy) -> Option<u8> {
     }
 }
 
-/// The `cause` column's texts (as in `summary.json`), in [`cause_code`]'s
-/// order.
-const CAUSE_NAMES: [&str; 7] = [
-    "origin",
-    "entry",
-    "inherited",
-    "inherited_below_print",
-    "inherited_untraced",
-    "via_collective",
-    "unsynced",
-];
-
-fn cause_code(k: CauseKind) -> u8 {
-    match k {
-        CauseKind::Origin => 0,
-        CauseKind::Entry => 1,
-        CauseKind::Inherited => 2,
-        CauseKind::BelowPrint => 3,
-        CauseKind::Untraced => 4,
-        CauseKind::ViaCollective => 5,
-        CauseKind::Unsynced => 6,
+/// The `cause` column's texts (as in `summary.json`:
+/// [`CauseKind::json_name`]), in [`CauseKind::ALL`]'s order.
+const CAUSE_NAMES: [&str; CauseKind::ALL.len()] = {
+    let mut names = [""; CauseKind::ALL.len()];
+    let mut k = 0;
+    while k < names.len() {
+        names[k] = CauseKind::ALL[k].json_name();
+        k += 1;
     }
+    names
+};
+
+/// `k`'s position in [`CAUSE_NAMES`].
+fn cause_code(k: CauseKind) -> u8 {
+    CauseKind::ALL.iter().position(|c| *c == k).unwrap_or(0) as u8
 }
 
 /// A Parquet file written a row group at a time with its columns encoded
@@ -1357,19 +1350,13 @@ mod tests {
             assert_eq!(Some(PASS_NAMES[pass_code(p).unwrap() as usize]), p.as_str());
         }
         assert_eq!(pass_code(Strategy::None), None);
-        // The cause names are summary.json's (serde) names.
-        for k in [
-            K::Origin,
-            K::Entry,
-            K::Inherited,
-            K::BelowPrint,
-            K::Untraced,
-            K::ViaCollective,
-            K::Unsynced,
-        ] {
+        // The cause names are summary.json's (serde) names, one per kind.
+        for k in K::ALL {
             let json = serde_json::to_string(&k).unwrap();
             assert_eq!(json, format!("\"{}\"", CAUSE_NAMES[cause_code(k) as usize]));
         }
+        let distinct: std::collections::BTreeSet<&str> = CAUSE_NAMES.iter().copied().collect();
+        assert_eq!(distinct.len(), CAUSE_NAMES.len());
     }
 
     #[test]

@@ -284,6 +284,7 @@ fn row_chips(
     match cause {
         Some(CauseKind::Origin) => chips.push(("nt origin", "origin".to_string())),
         Some(CauseKind::Entry) => chips.push(("nt entry", "entry".to_string())),
+        Some(CauseKind::OneSided) => chips.push(("nt entry", "one-sided op".to_string())),
         Some(CauseKind::ViaCollective) => {
             chips.push(("nt entry", "entry via collective".to_string()))
         }

@@ -269,12 +269,13 @@ impl ShapeMismatches {
     }
 }
 
-/// An origin or entry of a rank, for `summary.json` and the report.
+/// An origin, entry, one-sided op or entry via collective of a rank, for
+/// `summary.json` and the report.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct CauseRef {
     /// The row.
     pub row: RowRef,
-    /// `origin`, `entry` or `via_collective`.
+    /// `origin`, `entry`, `one_sided` or `via_collective`.
     pub kind: CauseKind,
     /// 0-based positions of the differing inputs.
     pub inputs: Vec<usize>,
@@ -285,8 +286,9 @@ pub struct CauseRef {
     pub below_print: u64,
     /// Of those, rows whose differing input has no captured producer.
     pub untraced: u64,
-    /// Other rows that read the same differing input (an entry) or receive
-    /// a difference through the same collective (an entry via collective).
+    /// Other rows that read the same differing input (an entry), are fed
+    /// by the same one-sided op (`one_sided`) or receive a difference
+    /// through the same collective (an entry via collective).
     pub reads: u64,
     /// An origin whose difference print rounding could explain, with nothing
     /// diverging before it.
@@ -295,6 +297,34 @@ pub struct CauseRef {
     pub collective: Option<RowRef>,
     /// Keys of the first rows counted under it, in dispatch order.
     pub chain: Vec<String>,
+    /// For a `one_sided` cause: the `only1` / `only2` rows of one run that
+    /// feed `row`, from the earliest one-sided op (the cause) to the one
+    /// that produced the differing input; `[]` for other kinds.
+    #[serde(default)]
+    pub one_sided: Vec<RowRef>,
+}
+
+impl CauseRef {
+    /// The cause in words, for the terminal, JUnit and the verdict: the
+    /// row's key, or for a one-sided cause ``K… (only in NAME) feeds ROW``
+    /// (`K` the earliest one-sided op, `…` when more one-sided ops follow
+    /// it; `names` are run 1's and run 2's display names).
+    pub fn subject(&self, names: (&str, &str)) -> String {
+        let Some(first) = self.one_sided.first() else {
+            return self.row.key().to_string();
+        };
+        let name = if first.status == crate::matcher::Status::Only1 {
+            names.0
+        } else {
+            names.1
+        };
+        format!(
+            "{}{} (only in {name}) feeds {}",
+            first.key(),
+            if self.one_sided.len() > 1 { "…" } else { "" },
+            self.row.key()
+        )
+    }
 }
 
 /// A rank both runs have that could not be compared.
@@ -309,12 +339,14 @@ pub struct FailedRank {
 /// Root-cause findings of one rank (see `matcher::cause`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct CausesSummary {
-    /// The first origin or entry: the op to look at first.
+    /// The first origin, entry or one-sided op: the op to look at first.
     pub first_cause: Option<CauseRef>,
-    /// Origins, entries and entries via collective, in dispatch order (at most 50 here).
+    /// Origins, entries, one-sided ops and entries via collective, in
+    /// dispatch order (at most 50 here).
     pub causes: Vec<CauseRef>,
-    /// Number of origins and entries (entries that read the same differing
-    /// input counted once).
+    /// Number of origins, entries and one-sided ops (entries that read the
+    /// same differing input, and rows fed by the same one-sided op, counted
+    /// once).
     pub cause_count: u64,
     /// Diverging `diff` rows per root-cause class, every row counted.
     pub kinds: crate::matcher::cause::KindCounts,
@@ -378,6 +410,7 @@ impl CausesSummary {
             print_limited: e.print_limited,
             collective: e.collective.map(r),
             chain: e.chain.iter().map(|i| r(*i).key().to_string()).collect(),
+            one_sided: e.one_sided.iter().map(|i| r(*i)).collect(),
         };
         CausesSummary {
             first_cause: c
@@ -577,7 +610,11 @@ impl RankSummary {
     pub fn verdict(&self) -> String {
         let rc = &self.root_causes;
         if let Some(c) = &rc.first_cause {
-            return format!("first {} {}", c.kind.as_str(), c.row.key());
+            return format!(
+                "first {} {}",
+                c.kind.as_str(),
+                c.subject(("run 1", "run 2"))
+            );
         }
         if rc.via_collective_only {
             let via = rc
@@ -667,19 +704,36 @@ impl Summary {
         let groups = Summary::group_ranks(ranks);
         let what = |r: &RankSummary| -> Option<String> {
             let c = r.root_causes.first_cause.as_ref()?;
-            let cause = match c.kind {
-                CauseKind::Entry => "a differing input",
-                CauseKind::Origin => "inputs agree, the output differs",
-                _ => c.kind.as_str(),
+            // A one-sided cause is named by its op, the row it feeds after.
+            let (cause_key, cause) = match c.one_sided.first() {
+                Some(first) if c.kind == CauseKind::OneSided => {
+                    let run = if first.status == crate::matcher::Status::Only1 {
+                        name1
+                    } else {
+                        name2
+                    };
+                    (
+                        first.key(),
+                        format!("an op only in {run}, feeding `{}`", c.row.key()),
+                    )
+                }
+                _ => (
+                    c.row.key(),
+                    match c.kind {
+                        CauseKind::Entry => "a differing input",
+                        CauseKind::Origin => "inputs agree, the output differs",
+                        _ => c.kind.as_str(),
+                    }
+                    .to_string(),
+                ),
             };
             Some(match &r.first_divergence {
-                Some(f) if f.index != c.row.index => format!(
-                    "`{}` ({}; first cause `{}`, {cause})",
+                Some(f) if f.index != c.row.index && f.key() != cause_key => format!(
+                    "`{}` ({}; first cause `{cause_key}`, {cause})",
                     f.key(),
                     status_words(f.status, name1, name2),
-                    c.row.key()
                 ),
-                _ => format!("`{}` ({cause})", c.row.key()),
+                _ => format!("`{cause_key}` ({cause})"),
             })
         };
         let mut parts: Vec<String> = Vec::new();

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::summary::{RankSummary, Summary};
+use crate::matcher::cause::CauseKind;
 
 fn pct(a: u64, b: usize) -> String {
     if b == 0 {
@@ -33,7 +34,7 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             out,
             "{rank}: first {}: {} (line {}){}{}",
             f.kind.as_str(),
-            f.row.key(),
+            f.subject((&s.name1, &s.name2)),
             f.row.line1.unwrap_or(0),
             if f.print_limited {
                 " (within print precision)"
@@ -53,7 +54,9 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             if f.inherited == 1 { " traces" } else { "s trace" },
             f.below_print,
             f.untraced,
-            if f.reads > 0 {
+            if f.reads > 0 && f.kind == CauseKind::OneSided {
+                format!("; {} more fed by the same one-sided op", f.reads)
+            } else if f.reads > 0 {
                 format!("; {} more read the same changed input", f.reads)
             } else {
                 String::new()

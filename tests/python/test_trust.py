@@ -184,3 +184,22 @@ def test_no_global_module_hooks(tmp_path):
     assert not prof.armed
     # Disarmed: the model's own hooks are gone too.
     assert not m[0]._forward_pre_hooks and not m[0]._forward_hooks
+
+
+def test_dropout_on_against_off_names_the_dropout_op(actdiff_bin, tmp_path):
+    """Run B adds dropout: its ops exist in run B only. The first cause is
+    run B's first dropout op (in ``blocks.0.attn``), which feeds the
+    residual add, and the backward counters it shifts are no shape
+    mismatches."""
+    a = capture(tmp_path / "off", step=1, dropout=0.0)
+    b = capture(tmp_path / "on", step=1, dropout=0.1)
+    r, _ = compare(actdiff_bin, a, b, tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rank = json.loads((tmp_path / "report" / "summary.json").read_text())["ranks"][0]
+    first = rank["root_causes"]["first_cause"]
+    assert first["kind"] == "one_sided", first
+    chain = [x["key2"] for x in first["one_sided"]]
+    assert chain and chain[0].startswith("blocks.0.attn/") and chain[0].endswith("_bernoulli_"), chain
+    assert all(x["status"] == "only2" for x in first["one_sided"])
+    assert first["row"]["key1"].startswith("blocks.0/"), first["row"]
+    assert rank.get("shape_mismatches") is None, rank["shape_mismatches"]

@@ -76,6 +76,9 @@ struct CauseRow<'a> {
     /// Badge classes.
     cls: &'static str,
     row: RowLink<'a>,
+    /// For a one-sided cause: the earliest op of one run only that feeds
+    /// the row.
+    fed_by: Option<RowLink<'a>>,
     /// 0-based positions of the differing inputs, comma-separated.
     inputs: String,
     inherited: u64,
@@ -93,6 +96,7 @@ fn cause_rows(c: &CausesSummary) -> Vec<CauseRow<'_>> {
                 _ => "entry",
             },
             row: row_link(&e.row),
+            fed_by: e.one_sided.first().map(row_link),
             inputs: e
                 .inputs
                 .iter()

@@ -294,7 +294,12 @@ fn aggregate(
         a.first_div.get_or_insert(index);
         if matches!(
             m.cause_kinds.get(index).copied().flatten(),
-            Some(CauseKind::Origin | CauseKind::Entry | CauseKind::ViaCollective)
+            Some(
+                CauseKind::Origin
+                    | CauseKind::Entry
+                    | CauseKind::OneSided
+                    | CauseKind::ViaCollective
+            )
         ) {
             a.causes += 1;
             a.first_cause.get_or_insert(index);

@@ -84,8 +84,11 @@ pub(super) fn row_link(r: &RowRef) -> RowLink<'_> {
 pub(super) struct CauseLink<'a> {
     /// The first origin or entry, if any.
     pub(super) row: Option<RowLink<'a>>,
-    /// `origin`, `entry`, `entry via collective`.
+    /// `origin`, `entry`, `one-sided op`, `entry via collective`.
     pub(super) kind: &'static str,
+    /// For a one-sided cause: the earliest op of one run only that feeds
+    /// the row (the cause itself).
+    pub(super) fed_by: Option<RowLink<'a>>,
     /// Diverging rows whose chain leads back to it.
     pub(super) inherited: u64,
     /// Origins and entries in the rank.
@@ -104,6 +107,7 @@ pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
         Some(f) => Some(CauseLink {
             row: Some(row_link(&f.row)),
             kind: f.kind.as_str(),
+            fed_by: f.one_sided.first().map(row_link),
             inherited: f.inherited,
             count: c.cause_count,
             via_collectives: String::new(),
@@ -111,6 +115,7 @@ pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
         None if c.via_collective_only => Some(CauseLink {
             row: None,
             kind: "",
+            fed_by: None,
             inherited: 0,
             count: 0,
             via_collectives: if c.see_ranks.is_empty() {
