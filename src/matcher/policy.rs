@@ -364,7 +364,7 @@ impl Policy {
         }
     }
 
-    /// Reads an `actdiff.toml` config (see the README for its keys). The
+    /// Reads an `actdiff.toml` config (see `docs/tolerances.md` for its keys). The
     /// file is read with serde into the sections below; an unknown section
     /// or setting, a value of the wrong type, a negative or non-finite
     /// tolerance, a phase other than `forward`/`backward`/`optimizer` and an invalid
