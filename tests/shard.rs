@@ -363,15 +363,17 @@ fn shard_auto_reads_the_schedulers_environment() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("K counts from 0"));
 }
 
-/// The README's DuckDB queries (the `sql` block of its section "Parquet
-/// rows and DuckDB"), each without its `-- ` comment line, with `ROWS` for
-/// the glob: the queries run here are the ones the README prints.
+/// The documented DuckDB queries (the `sql` block of the section "Parquet
+/// rows and DuckDB" of `docs/scale-out.md`, which the README links to),
+/// each without its `-- ` comment line, with `ROWS` for the glob: the
+/// queries run here are the ones the docs print.
 fn readme_queries() -> Vec<String> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .expect("README.md");
-    let section = readme
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/scale-out.md"))
+            .expect("docs/scale-out.md");
+    let section = page
         .split_once("## Parquet rows and DuckDB")
-        .expect("the README's Parquet section")
+        .expect("the Parquet section of docs/scale-out.md")
         .1;
     let block = section
         .split_once("```sql\n")
@@ -409,7 +411,7 @@ fn parquet_parts_read_as_one_table_by_duckdb_match_the_summary() {
     let s = summary(&out);
     let glob = format!("{}/part-*/rows.parquet", t.path().display());
     let queries = readme_queries();
-    assert_eq!(queries.len(), 3, "the README's three queries: {queries:?}");
+    assert_eq!(queries.len(), 3, "the docs' three queries: {queries:?}");
     for q in &queries {
         assert!(q.contains("read_parquet(ROWS)"), "{q}");
     }
@@ -580,8 +582,8 @@ fn kubernetes_manifest_is_an_indexed_job_with_a_merge() {
 fn slurm_script_merges_after_any_task_and_clears_its_part() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let script = std::fs::read_to_string(root.join("docs/slurm/actdiff.sbatch")).unwrap();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    for (name, text) in [("actdiff.sbatch", &script), ("README.md", &readme)] {
+    let page = std::fs::read_to_string(root.join("docs/scale-out.md")).unwrap();
+    for (name, text) in [("actdiff.sbatch", &script), ("docs/scale-out.md", &page)] {
         assert!(
             text.contains("--dependency=afterany:$jid") && !text.contains("--dependency=afterok"),
             "{name}"

@@ -1,5 +1,9 @@
 //! Comparing the values of two paired rows: relative differences, hash-list
-//! comparison under a tolerance, per-stat differences and the row status.
+//! comparison under a tolerance, per-stat differences, and a pair's verdict
+//! on its values ([`judge_pair`]: whether it agrees, whether the output
+//! differs or is in one run only). The row's status is chosen from that
+//! verdict by the judging step (`judge.rs`), which adds `truncated`,
+//! `missing` and the digests' verdict.
 //!
 //! With [`CompareOptions::default`] this reproduces the reference
 //! comparator's `_hash_intensity`, `_compute_diffs` and status rule

@@ -10,7 +10,10 @@
 //!
 //! Rules come from `actdiff.toml` ([`Policy::from_toml`]) or a rules text
 //! file ([`parse_rules_text`]): one rule per line, `<key regex> <predicate>`,
-//! where the predicate is `rel <= X`, `abs <= Y`, or both joined by `or`.
+//! where the predicate is `rel <= X` and `abs <= Y` terms joined by `or` or
+//! `and` (`and` binds tighter; parentheses group) that come down to one
+//! tolerance: `rel <= X`, `abs <= Y`, `rel <= X or abs <= Y` or
+//! `rel <= X and abs <= Y`.
 
 use std::path::Path;
 
@@ -281,9 +284,12 @@ impl Policy {
         self.for_row(key, op, t.phase_kind(r), dtype)
     }
 
-    /// The settings for a pair of rows: run 1's, except that when the two
-    /// rows' dtypes differ (bfloat16 → float8) and both have a per-dtype
-    /// default, the looser of the two applies.
+    /// The settings for a pair of rows: run 1's, except when no rule judged
+    /// run 1's row and run 2's row has another dtype (bfloat16 → float8)
+    /// with a per-dtype default. Then, if run 1's dtype has a per-dtype
+    /// default too, run 2's applies when its `rtol` is larger; if run 1's
+    /// row got the global default, run 2's dtype default applies, whether or
+    /// not it is looser than the global one.
     pub fn for_pair(
         &self,
         t1: &crate::parser::OpTable,
@@ -358,7 +364,7 @@ impl Policy {
         }
     }
 
-    /// Reads an `actdiff.toml` config (see the README for its keys). The
+    /// Reads an `actdiff.toml` config (see `docs/tolerances.md` for its keys). The
     /// file is read with serde into the sections below; an unknown section
     /// or setting, a value of the wrong type, a negative or non-finite
     /// tolerance, a phase other than `forward`/`backward`/`optimizer` and an invalid

@@ -117,7 +117,10 @@ impl Field {
     pub const DIGESTS: [Field; 2] = [Field::OutputDigest, Field::InputDigests];
 
     /// The label as it appears in a log, without its colon (`L2 norm`,
-    /// `Output hash`, ...). The one place each label is spelled.
+    /// `Output hash`, ...). The one place a field's label is spelled: the
+    /// parser and the writers use it. (The capture agent's extra `NaN count`
+    /// and `Inf count` lines are no fields: their labels are spelled in
+    /// `capture/record.rs` and `parser/line.rs`.)
     pub const fn label(self) -> &'static str {
         match self {
             Field::Key => "Key",

@@ -110,9 +110,10 @@ impl Default for ReportOptions {
 }
 
 /// Default of [`ReportOptions::page_rows`]: a page of 500 result rows
-/// (about 380 KB) is loaded, drawn and laid out by headless Chromium in
-/// about 0.12 s on a 2-core machine; 2,000 rows took 1.0–1.5 s
-/// (`tests/browser.rs`, `large_report_sizes_and_index_load_time`).
+/// (about 380 KB) loads and draws in a fraction of a second in headless
+/// Chromium, where 2,000 rows took several times longer (`tests/browser.rs`,
+/// `large_report_sizes_and_index_load_time`; figures in
+/// `docs/performance.md`).
 pub const DEFAULT_PAGE_ROWS: usize = 500;
 
 /// Default of [`ReportOptions::html_rows`].

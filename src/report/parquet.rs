@@ -78,7 +78,7 @@ pub const QUEUE_BATCHES: usize = 8;
 /// statistics.
 fn writer_properties() -> WriterProperties {
     // Each column in the cheapest encoding that keeps the file small
-    // (measured on the 2 x 1 GiB benchmark pair, README "Performance"):
+    // (measured on the 2 x 1 GiB benchmark pair, docs/performance.md):
     // - the integers (`rank`, `rank2`, `row`, `line1`, `line2`, `layer`:
     //   constant, consecutive or slowly growing) delta-encoded and not
     //   compressed: a few bits a value instead of 4 or 8 bytes;

@@ -3,12 +3,12 @@
 //! columns of [`COLUMNS`], the one list of them), with differing cells
 //! coloured and values the parser could not read marked. A page carries them as JSON in a
 //! `<script type="application/json" id="rows">` element and its script
-//! (`templates/report.js`, `drawRows`) draws the table from them: writing
+//! (`templates/report.js`, which reads that element) draws the tables from them: writing
 //! JSON with serde is many times faster than rendering every cell through
 //! tera, and a page's markup is drawn by the browser in milliseconds.
 //!
 //! JSON shape ([`write_page_json`]): `{"n": [name1, name2], "forward":
-//! [row, ...], "backward": [row, ...]}`; a row is [`RowData`] with empty fields left
+//! [row, ...], "backward": [row, ...], "optimizer": [row, ...]}`; a row is [`RowData`] with empty fields left
 //! out; a cell is a string (plain text) or an object (`t` text, `v` input
 //! hashes `[{"h", "p"}]`, `m` absent, `c` clipped, `x` colour class, `k`
 //! other class, `d` title, `u` holds a value the parser could not read). The JSON is written so that it cannot end its

@@ -1,6 +1,6 @@
 //! `--rows FILE`: every result row as one JSON object per line, in the
 //! matcher's output order:
-//! `{"rank": 0, "key1": "..."|null, "key2": "..."|null, "status": "match"|"diff"|"only1"|"only2"|"truncated",
+//! `{"rank": 0, "key1": "..."|null, "key2": "..."|null, "status": "match"|"diff"|"only1"|"only2"|"truncated"|"missing",
 //!   "strategy": "override"|"exact"|"fuzzy"|"stats"|null, "diffs": {"L2 norm": 1.2e-6, ...}}`.
 //! `diffs` holds the reference's per-stat differences (`_compute_diffs`);
 //! `hash_diffs` (when any) the Output hash and Input hashes differences;

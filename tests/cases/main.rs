@@ -15,12 +15,9 @@
 //! are generated here from the block template their READMEs give (case 19 at
 //! a reduced size, case 20 at full size).
 //!
-//! Tests of behaviour actdiff does not have yet are `#[ignore = "TODO: ..."]`:
-//! they assert what the case wants and fail today. Run them with
-//! `cargo test --release --test cases -- --ignored`.
-//!
-//! Without `../shared` every test here is reported as ignored (see build.rs),
-//! never as passed.
+//! Every test runs in a plain `cargo test`; none is ignored for behaviour
+//! actdiff lacks. Without `../shared` every test here is reported as
+//! ignored (see build.rs), never as passed.
 //!
 //! One module per case (`caseNN_name.rs`, named after its folder), helpers
 //! in `common.rs`. A new case's tests go into a new module here.

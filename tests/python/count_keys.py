@@ -1,4 +1,4 @@
-"""Prints the README's key-count table: how many of the model's ops each
+"""Prints docs/capture.md's key-count table: how many of the model's ops each
 capture mode logs, and how many carry a module FQN, on ``usermodel.TinyGPT``
 (dropout off, AdamW), eager, ``aot_eager`` and inductor, compiled while armed
 (``capture_step=1``) and before (``capture_step=2``).

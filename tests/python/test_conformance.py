@@ -7,7 +7,7 @@ torch (../shared/capture/ref/torch-<version>/<mode>/).
   field the reference writes equal as printed (Shape and Dtype, stats,
   hashes, producers, Location, Phase);
 - ac: the same ops, stats and phases; keys differ only where the reference
-  writes the short FQNs of recomputed ops (README, "Capturing a step");
+  writes the short FQNs of recomputed ops (docs/capture.md);
 - compile: the same ops, stats and phases; keys carry module FQNs where the
   reference writes `<none>`, Location is the FX node's source line.
 

@@ -60,7 +60,8 @@ struct RankRow<'a> {
     causes: Vec<CauseRow<'a>>,
     /// Origins and entries not listed.
     more_causes: u64,
-    /// The rank's overview fragment (heatmap), rendered with the pages.
+    /// The rank's heatmap, read from its overview page (written with the
+    /// pages).
     overview: String,
     /// The rank's key index file, when it exists (the search box can load
     /// it); "" otherwise.

@@ -6,8 +6,9 @@
 //!
 //! Every rank gets one or more result pages (`rank{N}-page{k}.html`,
 //! [`ReportOptions::page_rows`](crate::report::ReportOptions::page_rows)
-//! result rows each), an overview fragment (`rank{N}-overview.html`: an
-//! inline-SVG heatmap of layers × op type) and a key index
+//! result rows each), an overview page (`rank{N}-overview.html`: an
+//! inline-SVG heatmap of layers × op type, with a link back to the index)
+//! and a key index
 //! (`rank{N}-keys.js`); the comparison gets an `index.html` that embeds each
 //! rank's overview, lists its origins and entries, and searches a rank's
 //! keys (loading its key index only when the search box is used). Pages are
@@ -15,19 +16,19 @@
 //! `file://`.
 //!
 //! Result pages: tera renders each page's frame (header, counts, first
-//! divergence and cause, excluded ops, filters, the two section tables'
+//! divergence and cause, excluded ops, filters, the section tables'
 //! heads, the colour rules); the rows come from `rowdata.rs` as JSON,
 //! written where the template has its `<!--actdiff:rows-->` marker, and the
-//! page script draws them. Rendering two million rows through tera ran at
-//! about 60 MB/s on two cores; serialising them runs at about 270 MB/s.
+//! page script draws them: serialising rows is several times faster than
+//! rendering them through tera (figures in `docs/performance.md`).
 //!
 //! Escaping: all log text (keys, locations, shapes, hashes, producers, run
 //! names, op names) reaches the tera-rendered parts only through `{{ }}`
 //! expressions with autoescape on (every template name ends in `.html`).
-//! The one `| safe` is the index embedding an overview fragment, which was
-//! itself rendered that way from `overview.html`. In a page's row JSON every
-//! `<` is written `\u003c`, so no log text can end its `<script>` element,
-//! and the page script escapes every string it puts into markup
+//! The one `| safe` is the index embedding the heatmap of an overview page,
+//! which was itself rendered that way from `overview.html`. In a page's row
+//! JSON every `<` is written `\u003c`, so no log text can end its
+//! `<script>` element, and the page script escapes every string it puts into markup
 //! (`tests/browser.rs` checks hostile keys, locations and run names). The
 //! key search reads keys from `rank{N}-keys.js`, where they are JSON
 //! strings passed to a function, and shows them with `textContent`. The

@@ -434,13 +434,14 @@ fn column_labels(cols: Columns, at: Origin) -> Vec<HeatLabel> {
     labels
 }
 
-/// Writes rank `rc`'s overview fragment: an inline SVG heatmap, layers
+/// Writes rank `rc`'s overview page: an inline SVG heatmap, layers
 /// ([`crate::parser::OpTable::layer`]: `layers.N`, `blocks.N`, any repeated
 /// block list; rows without one in the first column) × op type
 /// (from [`crate::matcher::keys::module_and_op`]), each cell coloured by the
 /// worst relative difference of its rows, cells with an origin or entry
 /// outlined, each diverging cell linking to its first origin or entry, else
-/// its first diverging row. The index embeds it (see [`super::write_index`]).
+/// its first diverging row. The index embeds the heatmap, read back from
+/// this page (see [`super::write_index`]).
 pub(super) fn write(
     rc: &RankComparison<'_>,
     plan: &PagePlan,

@@ -51,7 +51,7 @@ struct PageCtx<'a> {
     excluded_differ: bool,
     /// Colour classes `x1`, `x2`, ... of the page's differing cells.
     palette: Vec<Colour>,
-    /// Forward, then Backward.
+    /// Forward, Backward, then Optimizer.
     sections: [Section; 3],
     /// The data columns of a side ([`rowdata::COLUMNS`]).
     columns: &'static [&'static str],

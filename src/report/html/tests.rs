@@ -316,7 +316,7 @@ fn rank_pages_rows_chips_colours_escaping() {
     assert!(html.contains("<span class=xchip>(none)</span>"));
     assert!(html.contains("the two runs' sets differ"));
     assert!(html.contains("only in run&lt;A&gt;: t, view"));
-    // The overview fragment and the key index are written with the pages.
+    // The overview page and the key index are written with the pages.
     let overview = read(dir.path(), "rank0-overview.html");
     assert!(overview.contains("<svg class=heat"));
     assert!(overview.contains("href=\"rank0-page1.html#rank0-row1\""));
