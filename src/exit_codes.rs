@@ -5,7 +5,7 @@
 //! | 0 | compared; no divergence beyond tolerance |
 //! | 1 | compared; a divergence, or ops or ranks present on one side only |
 //! | 2 | usage or input error (missing, empty or unparseable input; bad option, rule or override file) |
-//! | 3 | incomplete input (a truncated log, or a header count that does not match the blocks), unless `--allow-incomplete` |
+//! | 3 | incomplete input (a truncated log, a header count that does not match the blocks, or a value that is no number), unless `--allow-incomplete` |
 
 /// Compared; no divergence beyond tolerance.
 pub const OK: i32 = 0;
@@ -13,5 +13,5 @@ pub const OK: i32 = 0;
 pub const DIVERGED: i32 = 1;
 /// Usage or input error.
 pub const INPUT_ERROR: i32 = 2;
-/// Incomplete input (truncated log, header count mismatch), unless `--allow-incomplete`.
+/// Incomplete input (truncated log, header count mismatch, unreadable value), unless `--allow-incomplete`.
 pub const INCOMPLETE: i32 = 3;

@@ -1909,3 +1909,47 @@ fn a_dropout_in_one_run_only_is_named_as_the_cause() {
     assert!(index.contains("one-sided op"));
     assert!(index.contains("blocks.0.attn/op_5_bernoulli_"));
 }
+
+/// A value that is no number is not compared, so the run never passes on it:
+/// exit 3 with the value's file:line:column in the terminal, summary.json
+/// and JUnit `<error>`; under `--allow-incomplete` the rest is judged (1).
+#[test]
+fn an_unreadable_value_is_incomplete_input() {
+    let tmp = TempDir::new().unwrap();
+    let plain = String::from_utf8(read_testdata(BUG_A)).unwrap();
+    let at = plain.find("  L2 norm: ").unwrap() + "  L2 norm: ".len();
+    let end = at + plain[at..].find('\n').unwrap();
+    let line = plain[..at].matches('\n').count() + 1;
+    let bad = format!("{}2.5..53e+04{}", &plain[..at], &plain[end..]);
+    let path = write(tmp.path(), "bad.log", bad.as_bytes());
+    let junit = tmp.path().join("j.xml");
+    let r = compare(
+        &tmp,
+        &testdata(BUG_A),
+        &path,
+        &["--junit", junit.to_str().unwrap()],
+    );
+    let place = format!("bad.log:{line}:12: L2 norm value `2.5..53e+04` is not a number");
+    r.expect(3)
+        .stdout_has("incomplete input: rank 0 run2")
+        .stdout_has(&place);
+    let s = r.summary();
+    let why = s["ranks"][0]["run2"]["incomplete"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        why.starts_with("1 unreadable value; the first at ") && why.contains(&place),
+        "{why}"
+    );
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("type=\"IncompleteInput\"") && xml.contains(&place),
+        "{xml}"
+    );
+    // Every other row of the log is read: the rest matches.
+    let allowed = compare(&tmp, &testdata(BUG_A), &path, &["--allow-incomplete"]);
+    allowed.expect(1);
+    let c = &allowed.summary()["ranks"][0]["counts"];
+    assert_eq!(c["match"].as_u64().unwrap() as usize, BUG_OPS, "{c}");
+}

@@ -96,6 +96,36 @@ pub struct SideSummary {
     pub incomplete: Vec<String>,
 }
 
+/// Why a log with values that are no number (or no 16-digit digest) is
+/// incomplete: they are not compared, so the run must not pass on them.
+/// Names the count and the first at its `file:line:column`; `None` when
+/// every value reads.
+fn unreadable_values(t: &OpTable, path: &str) -> Option<String> {
+    let unreadable = |k: WarningKind| {
+        matches!(
+            k,
+            WarningKind::MalformedNumber | WarningKind::MalformedDigest
+        )
+    };
+    let n: u64 = t
+        .warning_counts()
+        .iter()
+        .filter(|(k, _, _)| unreadable(*k))
+        .map(|(_, _, n)| n)
+        .sum();
+    if n == 0 {
+        return None;
+    }
+    let what = if n == 1 { "value" } else { "values" };
+    Some(match t.warnings().iter().find(|w| unreadable(w.kind)) {
+        Some(w) => format!(
+            "{n} unreadable {what}; the first at {path}:{}:{}: {}",
+            w.line, w.column, w.message
+        ),
+        None => format!("{n} unreadable {what}, not compared"),
+    })
+}
+
 impl SideSummary {
     fn build(t: &OpTable, paired: u64, other: &OpTable) -> SideSummary {
         let path = t.path().display().to_string();
@@ -116,6 +146,9 @@ impl SideSummary {
         let why = truncated(false).map(|w| w.message.as_str());
         if t.truncated_rows() > 0 && (why.is_some() || !t.gzip_cut()) {
             incomplete.push(why.unwrap_or("last block possibly truncated").to_string());
+        }
+        if let Some(why) = unreadable_values(t, &path) {
+            incomplete.push(why);
         }
         if t.gzip_cut() {
             incomplete.push(
