@@ -595,6 +595,29 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
         });
         return;
     }
+    if let Some(rest) = t
+        .strip_prefix(crate::logformat::COMPILED_LABEL.as_bytes())
+        .and_then(|r| r.strip_prefix(b":"))
+    {
+        let v = trim(rest);
+        match std::str::from_utf8(v)
+            .ok()
+            .and_then(crate::logformat::CompileBackend::from_name)
+        {
+            Some(b) => h.compiled = Some(b),
+            None => p.warn(
+                lineno,
+                (offset_of(line, v) + 1) as u64,
+                WarningKind::UnknownHeader,
+                "header",
+                format!(
+                    "compile backend `{}` is no name; read as not compiled",
+                    lossy(v)
+                ),
+            ),
+        }
+        return;
+    }
     if let Some(rest) = t.strip_prefix(b"Precision:".as_slice()) {
         let v = trim(rest);
         match v {
