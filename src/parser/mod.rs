@@ -11,7 +11,8 @@
 //! nom, [`mod@number`]; digests), and the parse warns about values that do
 //! not read, with line and column. The format and the reference reader it
 //! mirrors are described in `shared/spec/log-format.md`; actdiff's own
-//! additions (the `Precision: full` header, digest lines) in the README.
+//! additions (the `Precision: full` and `Compiled:` header lines, digest
+//! lines) in the README.
 //!
 //! ```no_run
 //! let table = actdiff::parser::parse_path(std::path::Path::new("rank_0_activations.log")).unwrap();
