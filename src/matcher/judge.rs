@@ -16,9 +16,9 @@ use crate::parser::{FieldSet, OpTable, Phase};
 /// The result rows of a pairing, judged under `policy` on the `compared`
 /// fields. A one-sided row is [`ROW_FUSED`] when the other run's compiler
 /// fused ops away ([`super::fused_away`]). Pairs are judged in parallel;
-/// the order is kept by the indexed collect. Each row's settings are [`Policy::for_sides`]' (looked up once
-/// per op type when no rule or per-dtype default can tell rows of one op
-/// apart).
+/// the order is kept by the indexed collect. Each row's settings are
+/// [`Policy::for_sides`]' (looked up once per op type when no rule or
+/// per-dtype default can tell rows of one op apart).
 pub(super) fn judge_rows(
     t1: &OpTable,
     t2: &OpTable,

@@ -302,7 +302,7 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
     }
     if c.fused > 0 {
         lines.push(format!(
-            "{} row{} only in one run: fused away by {} (shown, not gating)",
+            "{} op{} fused away by {} (rows only in one run; shown, not gating)",
             c.fused,
             if c.fused == 1 { "" } else { "s" },
             fusing_compilers(ranks)
@@ -327,9 +327,9 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
     (status, lines)
 }
 
-/// The compilers that fused ops away, as the verdict names them: `the
-/// compiler (inductor)`, with the distinct fusing backends the headers of
-/// the ranks with such rows name.
+/// The compilers that fused ops away, as the verdict names them: the
+/// distinct fusing backends the headers of the ranks with such rows name
+/// (`inductor`), else `the compiler`.
 fn fusing_compilers(ranks: &[RankSummary]) -> String {
     let mut names: Vec<&str> = Vec::new();
     for r in ranks.iter().filter(|r| r.counts.fused > 0) {
@@ -345,7 +345,7 @@ fn fusing_compilers(ranks: &[RankSummary]) -> String {
     if names.is_empty() {
         "the compiler".into()
     } else {
-        format!("the compiler ({})", names.join(", "))
+        names.join(", ")
     }
 }
 
