@@ -16,7 +16,7 @@ use actdiff::capture::torch::{Kind, Tensor};
 use actdiff::capture::{
     Capture, Inputs, OpRecord, Phase, Precision, Record, StatsBatch, StatsPath, TensorStats,
 };
-use actdiff::logformat::{fmt_e6, fmt_full};
+use actdiff::logformat::{fmt_e6, fmt_full, CompileBackend};
 use actdiff::parser::{parse_bytes, Field};
 
 /// xorshift64* with Box-Muller normals: deterministic test data.
@@ -574,6 +574,13 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
     cap.note_excluded("view");
     cap.note_excluded("t");
     cap.note_excluded("view");
+    // A compiled run's header names its backend (the full-precision case
+    // here); a later note replaces an earlier one.
+    let compiled = (precision == Precision::Full).then_some(CompileBackend::Inductor);
+    if compiled.is_some() {
+        cap.note_compiled(CompileBackend::AotEager);
+        cap.note_compiled(CompileBackend::Inductor);
+    }
     let n = cap.finish().unwrap();
     assert_eq!(n, 4);
 
@@ -584,10 +591,16 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
         precision == Precision::Full,
         "the precision header line"
     );
+    assert_eq!(
+        text.contains("Excluded ops dispatched: t, view\nCompiled: inductor\nPrecision: full\n"),
+        compiled.is_some(),
+        "the compiled header line, between the excluded ops and the precision"
+    );
     let t = parse_bytes(bytes, &log);
     assert_eq!(t.len(), 4);
     assert_eq!(t.header().total, Some(4));
     assert_eq!(t.header().excluded, Some(vec!["t".into(), "view".into()]));
+    assert_eq!(t.header().compiled, compiled);
     // The extra `NaN count:` line of the relu row is known to the parser:
     // no warning at all; the line is in the log.
     assert!(t.warnings().is_empty(), "{:?}", t.warnings());

@@ -1953,3 +1953,113 @@ fn an_unreadable_value_is_incomplete_input() {
     let c = &allowed.summary()["ranks"][0]["counts"];
     assert_eq!(c["match"].as_u64().unwrap() as usize, BUG_OPS, "{c}");
 }
+
+// ------------------------------------------------------- compiled runs
+
+/// A one-rank log with `header` lines after the count: an attention
+/// projection, an RMS norm's ops and a residual add, then the output
+/// projection; `fused` drops the ops inductor fuses into generated kernels
+/// (they dispatch no op).
+fn step_log(header: &str, fused: bool) -> String {
+    let blocks: Vec<(&str, &str)> = [
+        ("layers.0.attention.wq/op_0_mm", "1.000000e+00"),
+        ("layers.0.ffn_norm/op_0_pow", "2.000000e+00"),
+        ("layers.0.ffn_norm/op_1_mean", "3.000000e+00"),
+        ("layers.0/op_0_add", "4.000000e+00"),
+        ("layers.0.feed_forward.w2/op_0_mm", "5.000000e+00"),
+    ]
+    .into_iter()
+    .filter(|(k, _)| !fused || k.ends_with("_mm"))
+    .collect();
+    let mut s = format!(
+        "Total captured activations: {}\nExcluded ops dispatched: t, view\n{header}{}\n\n",
+        blocks.len(),
+        "=".repeat(80)
+    );
+    for (k, h) in blocks {
+        s.push_str(&format!(
+            "[{k}]\n  Shape: torch.Size([2, 4]), Dtype: torch.float32\n  Output hash: {h}\n\n"
+        ));
+    }
+    s
+}
+
+#[test]
+fn ops_fused_away_by_a_compiled_run_2_exit_0_and_are_counted() {
+    let tmp = TempDir::new().unwrap();
+    for d in ["eager", "inductor"] {
+        std::fs::create_dir(tmp.path().join(d)).unwrap();
+    }
+    let eager = write(
+        &tmp.path().join("eager"),
+        "rank_0_activations.log",
+        step_log("", false).as_bytes(),
+    );
+    let compiled = write(
+        &tmp.path().join("inductor"),
+        "rank_0_activations.log",
+        step_log("Compiled: inductor\n", true).as_bytes(),
+    );
+    let rows = tmp.path().join("rows.jsonl");
+    let junit = tmp.path().join("junit.xml");
+    let run = compare(
+        &tmp,
+        eager.parent().unwrap(),
+        compiled.parent().unwrap(),
+        &[
+            "--rows",
+            rows.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    run.expect(0)
+        .stdout_has(
+            "3 only in eager, 0 only in inductor (3 fused away by the compiler, not gating)",
+        )
+        .stdout_has("3 ops fused away by inductor (rows only in one run; shown, not gating)");
+    let s = run.summary();
+    assert_eq!(counts(&s["counts"]), (2, 0, 3, 0));
+    assert_eq!(s["counts"]["fused"], 3);
+    assert_eq!(s["counts"]["gating"], 0);
+    assert_eq!(s["ranks"][0]["counts"]["fused"], 3);
+    assert_eq!(s["ranks"][0]["run1"]["compiled"], Value::Null);
+    assert_eq!(s["ranks"][0]["run2"]["compiled"], "inductor");
+    assert_eq!(s["ranks"][0]["first_divergence"], Value::Null);
+    assert_eq!(s["exit_status"], 0);
+    let fused_note = "fused away by inductor's compiler (inductor): shown, not gating";
+    let rows = read_rows(&rows);
+    assert_eq!(rows.len(), 5);
+    for r in &rows {
+        let has = r["notes"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|x| x == fused_note));
+        assert_eq!(has, r["status"] == "only1", "{r}");
+    }
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("failures=\"0\"") && xml.contains("errors=\"0\""),
+        "{xml}"
+    );
+    let index = std::fs::read_to_string(run.out.join("index.html")).unwrap();
+    assert!(index.contains("3 ops fused away by inductor"), "{index}");
+
+    // Without the header line the same rows gate, as before.
+    let plain = write(
+        &tmp.path().join("inductor"),
+        "rank_0_activations.log",
+        step_log("", true).as_bytes(),
+    );
+    let run = compare(&tmp, eager.parent().unwrap(), plain.parent().unwrap(), &[]);
+    run.expect(1)
+        .stdout_has("diverged: 0 diff, 3 only in eager");
+    assert!(!run.stdout.contains("fused away"), "{}", run.stdout);
+    let s = run.summary();
+    assert_eq!(
+        (
+            s["counts"]["fused"].as_u64(),
+            s["counts"]["gating"].as_u64()
+        ),
+        (Some(0), Some(3))
+    );
+}

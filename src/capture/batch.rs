@@ -29,6 +29,7 @@ use super::record::{Phase, Precision, Record, Stats};
 use super::stats::{host_stats, is_stats_kind, moments_from, StatsPath, N_MOMENT_SCALARS};
 use super::torch::{cat, Device, Info, Tensor, TorchError};
 use super::writer::LogWriter;
+use crate::logformat::CompileBackend;
 
 /// The number of values a tensor's digest sums (`n` of [`digest`]'s step
 /// 4, [`Info::digest_len`]).
@@ -491,6 +492,7 @@ pub struct Capture {
     counters: HashMap<String, u64>,
     producers: HashMap<u64, Arc<str>>,
     excluded: BTreeSet<String>,
+    compiled: Option<CompileBackend>,
     /// Flush (one device sync) once this many records wait with scalars on
     /// a device; CPU-only records are handed to the writer every 1024.
     pub flush_every: usize,
@@ -518,6 +520,7 @@ impl Capture {
             counters: HashMap::new(),
             producers: HashMap::new(),
             excluded: BTreeSet::new(),
+            compiled: None,
             flush_every: 1 << 14,
             recorded: 0,
         })
@@ -534,6 +537,14 @@ impl Capture {
         if !self.excluded.contains(op) {
             self.excluded.insert(op.to_string());
         }
+    }
+
+    /// Notes that the model was compiled by `backend` (`torch.compile`):
+    /// the header gets a `Compiled: <backend>` line, so a comparison with
+    /// an eager run reports the ops the backend fused away as such. A
+    /// later call replaces an earlier one.
+    pub fn note_compiled(&mut self, backend: CompileBackend) {
+        self.compiled = Some(backend);
     }
 
     /// Records one op and returns its key. `primary` is the index in
@@ -618,13 +629,14 @@ impl Capture {
         Ok(n)
     }
 
-    /// Flushes, writes the header (block count, excluded ops) and moves the
-    /// finished log into place. Returns the number of blocks.
+    /// Flushes, writes the header (block count, excluded ops, compile
+    /// backend) and moves the finished log into place. Returns the number
+    /// of blocks.
     pub fn finish(&mut self) -> Result<u64, CaptureError> {
         self.flush()?;
         let w = self.writer.take().ok_or(CaptureError::Finished)?;
         let ex: Vec<String> = self.excluded.iter().cloned().collect();
-        Ok(w.finish(Some(&ex))?)
+        Ok(w.finish(Some(&ex), self.compiled.as_ref())?)
     }
 
     /// The log's path.

@@ -37,7 +37,8 @@
 //!   (one device tensor per record and device) and makes one device-to-host
 //!   copy per device at `flush()`; `Capture` adds the per-module op counters
 //!   (`<fqn>/op_<seq>_<op>`), the producer links by tensor id, the
-//!   excluded-op set and the writer.
+//!   excluded-op set, the compile backend (`note_compiled`: the header's
+//!   `Compiled:` line) and the writer.
 //! - `python` (feature `python`): the PyO3 module `actdiff_capture._native`
 //!   behind the Python package in `python/` (a `TorchDispatchMode` plus
 //!   module hooks, used like TorchTitan's `ActivationCaptureProfiler`).

@@ -15,6 +15,7 @@ use super::digest;
 use super::record::{Phase, Precision};
 use super::stats::{host_stats, read_back, StatsPath};
 use super::torch::{Device, Tensor, TorchError, TORCH_VERSION};
+use crate::logformat::CompileBackend;
 
 fn err(e: CaptureError) -> PyErr {
     PyRuntimeError::new_err(e.to_string())
@@ -188,6 +189,23 @@ impl Capture {
     /// Notes an excluded op that was dispatched.
     fn note_excluded(&self, op: &str) {
         self.core().note_excluded(op);
+    }
+
+    /// `note_compiled(backend: str) -> None`: notes that the model was
+    /// compiled by `torch.compile` with `backend` (`"inductor"`,
+    /// `"aot_eager"`, ...): `finish()` writes the header line
+    /// `Compiled: <backend>`, so comparing with an eager run reports the
+    /// ops the backend fused away as such (not gating). A later call
+    /// replaces an earlier one. ValueError for an empty name or one with
+    /// control characters.
+    fn note_compiled(&self, backend: &str) -> PyResult<()> {
+        let b = CompileBackend::from_name(backend).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "backend must be a non-empty name without control characters, got {backend:?}"
+            ))
+        })?;
+        self.core().note_compiled(b);
+        Ok(())
     }
 
     /// Moves queued stats to the host and hands records to the writer.

@@ -6,7 +6,7 @@
 //! This part needs no libtorch: it is compiled and tested in the default build.
 
 pub use crate::logformat::Precision;
-use crate::logformat::{self as lf, write_header as lf_header};
+use crate::logformat::{self as lf, write_header as lf_header, CompileBackend};
 
 /// The label of the extra line with the number of NaN elements of the
 /// primary output (written only when it is not zero). The reference
@@ -104,9 +104,10 @@ pub fn write_header(
     out: &mut Vec<u8>,
     count: u64,
     excluded: Option<&[String]>,
+    compiled: Option<&CompileBackend>,
     precision: Precision,
 ) {
-    lf_header(out, count, excluded, precision)
+    lf_header(out, count, excluded, compiled, precision)
 }
 
 /// Appends one block: the `[key]` line, the field lines in the reference's
@@ -274,6 +275,7 @@ mod tests {
             &mut v,
             3,
             Some(&["view".into(), "t".into(), "_to_copy".into()]),
+            None,
             Precision::Printed,
         );
         let s = String::from_utf8(v).unwrap();
@@ -285,12 +287,12 @@ mod tests {
             )
         );
         let mut v = Vec::new();
-        write_header(&mut v, 0, Some(&[]), Precision::Printed);
+        write_header(&mut v, 0, Some(&[]), None, Precision::Printed);
         assert!(String::from_utf8(v)
             .unwrap()
             .starts_with("Total captured activations: 0\nExcluded ops dispatched: (none)\n"));
         let mut v = Vec::new();
-        write_header(&mut v, 0, None, Precision::Printed);
+        write_header(&mut v, 0, None, None, Precision::Printed);
         assert_eq!(v.iter().filter(|b| **b == b'\n').count(), 3);
     }
 

@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::record::{write_block, write_header, Precision, Record};
+use crate::logformat::CompileBackend;
 
 /// Writes one log on its own thread. Dropping it without
 /// [`finish`](LogWriter::finish) stops the thread and removes the body file.
@@ -103,10 +104,15 @@ impl LogWriter {
         }
     }
 
-    /// Writes every queued record, then the header with the block count and
-    /// the excluded ops (`None`: no `Excluded ops dispatched` line), and
-    /// moves the finished log into place. Returns the number of blocks.
-    pub fn finish(mut self, excluded: Option<&[String]>) -> io::Result<u64> {
+    /// Writes every queued record, then the header with the block count,
+    /// the excluded ops (`None`: no `Excluded ops dispatched` line) and the
+    /// compile backend (`None`: no `Compiled` line), and moves the finished
+    /// log into place. Returns the number of blocks.
+    pub fn finish(
+        mut self,
+        excluded: Option<&[String]>,
+        compiled: Option<&CompileBackend>,
+    ) -> io::Result<u64> {
         drop(self.tx.take());
         let count = match self.thread.take().map(|t| t.join()) {
             Some(Ok(r)) => r.map_err(|e| with_path(e, &self.body_path))?,
@@ -115,7 +121,7 @@ impl LogWriter {
         };
         let tmp = sibling(&self.path, ".tmp");
         let mut head = Vec::new();
-        write_header(&mut head, count, excluded, self.precision);
+        write_header(&mut head, count, excluded, compiled, self.precision);
         let result = (|| -> io::Result<()> {
             let mut out = File::create(&tmp).map_err(|e| with_path(e, &tmp))?;
             out.write_all(&head)?;
@@ -186,7 +192,12 @@ mod tests {
         w.write((0..3).map(rec).collect()).unwrap();
         w.write(vec![]).unwrap();
         w.write((3..1000).map(rec).collect()).unwrap();
-        let n = w.finish(Some(&["view".into(), "t".into()])).unwrap();
+        let n = w
+            .finish(
+                Some(&["view".into(), "t".into()]),
+                CompileBackend::from_name("inductor").as_ref(),
+            )
+            .unwrap();
         assert_eq!(n, 1000);
         let names: Vec<_> = fs::read_dir(path.parent().unwrap())
             .unwrap()
@@ -199,6 +210,7 @@ mod tests {
         assert!(t.warnings().is_empty(), "{:?}", t.warnings());
         assert_eq!(t.header().total, Some(1000));
         assert_eq!(t.header().excluded, Some(vec!["t".into(), "view".into()]));
+        assert_eq!(t.header().compiled, Some(CompileBackend::Inductor));
         assert_eq!(t.key_str(7), "layers.7.w/op_0_mm");
         assert_eq!(t.text(7, Field::InputProducers), ";x/op_7_add");
         assert!(t.is_backward(7));
@@ -211,7 +223,7 @@ mod tests {
         let path = dir.path().join("rank_3_activations.log");
         let n = LogWriter::create(&path, Precision::Printed)
             .unwrap()
-            .finish(None)
+            .finish(None, None)
             .unwrap();
         assert_eq!(n, 0);
         assert_eq!(

@@ -172,7 +172,13 @@ pub fn write_log(
     let mut bytes = 0u64;
 
     let excluded: Vec<String> = EXCLUDED.iter().map(|s| s.to_string()).collect();
-    write_header(&mut buf, opts.ops, Some(&excluded), Precision::Printed);
+    write_header(
+        &mut buf,
+        opts.ops,
+        Some(&excluded),
+        None,
+        Precision::Printed,
+    );
 
     for _ in 0..opts.ops {
         g.block(&mut buf);

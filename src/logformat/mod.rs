@@ -7,6 +7,7 @@
 //! ```text
 //! Total captured activations: 2          write_header
 //! Excluded ops dispatched: t, view
+//! Compiled: inductor                     (a compiled run only: CompileBackend)
 //! Precision: full                        (Precision::Full only)
 //! ========…(80)
 //!
@@ -50,14 +51,101 @@ impl Precision {
 /// The header line of a full-precision log (contract 1 of the plan).
 pub const PRECISION_FULL_LINE: &str = "Precision: full";
 
+/// The label of the header line that names the `torch.compile` backend a
+/// run's model went through (`Compiled: inductor`). The reference
+/// comparator ignores it (a line before the first block that is no label
+/// of its own).
+pub const COMPILED_LABEL: &str = "Compiled";
+
+/// The `torch.compile` backend of a compiled run (the `Compiled:` header
+/// line). A backend that fuses ops into generated kernels dispatches no op
+/// for them, so the capture never sees them: a run compiled by one lacks
+/// rows an eager run has ([`CompileBackend::fuses`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CompileBackend {
+    /// `inductor`: TorchInductor, the default backend; fuses pointwise
+    /// ops, norms and reductions into generated kernels.
+    Inductor,
+    /// `aot_eager`: AOTAutograd tracing run by eager kernels; fuses nothing.
+    AotEager,
+    /// `eager`: Dynamo's graph run by eager kernels; fuses nothing.
+    Eager,
+    /// Any other backend, by its name.
+    Other(BackendName),
+}
+
+/// The name of a backend that [`CompileBackend`] has no variant for: one
+/// line of text, trimmed, non-empty, without control characters (so it
+/// always writes as one header line).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BackendName(String);
+
+impl BackendName {
+    /// The name as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl CompileBackend {
+    /// The backend of `name` (trimmed; `inductor`, `aot_eager`, `eager`, or
+    /// any other name kept as text). `None` for an empty name or one with
+    /// control characters (a line break would end the header line).
+    pub fn from_name(name: &str) -> Option<CompileBackend> {
+        let name = name.trim();
+        if name.is_empty() || name.chars().any(char::is_control) {
+            return None;
+        }
+        Some(match name {
+            "inductor" => CompileBackend::Inductor,
+            "aot_eager" => CompileBackend::AotEager,
+            "eager" => CompileBackend::Eager,
+            other => CompileBackend::Other(BackendName(other.to_string())),
+        })
+    }
+
+    /// The backend's name, as `torch.compile(backend=...)` spells it.
+    pub fn name(&self) -> &str {
+        match self {
+            CompileBackend::Inductor => "inductor",
+            CompileBackend::AotEager => "aot_eager",
+            CompileBackend::Eager => "eager",
+            CompileBackend::Other(n) => n.as_str(),
+        }
+    }
+
+    /// Whether the backend fuses ops away (they dispatch no op the capture
+    /// can see): every backend except `aot_eager` and `eager`, which run
+    /// each op with its eager kernel. An unknown backend is taken to fuse.
+    pub fn fuses(&self) -> bool {
+        !matches!(self, CompileBackend::AotEager | CompileBackend::Eager)
+    }
+}
+
+impl std::fmt::Display for CompileBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Appends the header line `Compiled: <backend>` and a newline.
+pub fn compiled_line(out: &mut Vec<u8>, backend: &CompileBackend) {
+    out.extend_from_slice(COMPILED_LABEL.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(backend.name().as_bytes());
+    out.push(b'\n');
+}
+
 /// Appends the header: `Total captured activations: N`, the
 /// `Excluded ops dispatched:` line (sorted, deduplicated, `, `-joined,
-/// `(none)` when empty; no line when `excluded` is `None`), `Precision: full`
-/// for [`Precision::Full`], 80 `=` and an empty line.
+/// `(none)` when empty; no line when `excluded` is `None`),
+/// `Compiled: <backend>` when `compiled` is given ([`compiled_line`]),
+/// `Precision: full` for [`Precision::Full`], 80 `=` and an empty line.
 pub fn write_header(
     out: &mut Vec<u8>,
     count: u64,
     excluded: Option<&[String]>,
+    compiled: Option<&CompileBackend>,
     precision: Precision,
 ) {
     out.extend_from_slice(b"Total captured activations: ");
@@ -74,6 +162,9 @@ pub fn write_header(
             out.extend_from_slice(ops.join(", ").as_bytes());
         }
         out.push(b'\n');
+    }
+    if let Some(backend) = compiled {
+        compiled_line(out, backend);
     }
     if precision == Precision::Full {
         out.extend_from_slice(PRECISION_FULL_LINE.as_bytes());
@@ -182,21 +273,45 @@ mod tests {
             &mut v,
             3,
             Some(&["view".into(), "t".into(), "view".into()]),
+            CompileBackend::from_name("inductor").as_ref(),
             Precision::Full,
         );
         assert_eq!(
             String::from_utf8(v).unwrap(),
             format!(
-                "Total captured activations: 3\nExcluded ops dispatched: t, view\nPrecision: full\n{}\n\n",
+                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCompiled: inductor\nPrecision: full\n{}\n\n",
                 "=".repeat(80)
             )
         );
         let mut v = Vec::new();
-        write_header(&mut v, 0, None, Precision::Printed);
+        write_header(&mut v, 0, None, None, Precision::Printed);
         assert_eq!(
             String::from_utf8(v).unwrap(),
             format!("Total captured activations: 0\n{}\n\n", "=".repeat(80))
         );
+    }
+
+    #[test]
+    fn compile_backends() {
+        assert_eq!(
+            CompileBackend::from_name(" inductor "),
+            Some(CompileBackend::Inductor)
+        );
+        assert_eq!(
+            CompileBackend::from_name("aot_eager"),
+            Some(CompileBackend::AotEager)
+        );
+        let other = CompileBackend::from_name("cudagraphs").unwrap();
+        assert_eq!(other.name(), "cudagraphs");
+        assert!(matches!(other, CompileBackend::Other(_)));
+        assert!(other.fuses() && CompileBackend::Inductor.fuses());
+        assert!(!CompileBackend::AotEager.fuses() && !CompileBackend::Eager.fuses());
+        for bad in ["", "  ", "a\nb", "x\ry", "t\u{7}"] {
+            assert_eq!(CompileBackend::from_name(bad), None, "{bad:?}");
+        }
+        let mut v = Vec::new();
+        compiled_line(&mut v, &other);
+        assert_eq!(v, b"Compiled: cudagraphs\n");
     }
 
     #[test]

@@ -8,16 +8,17 @@ use rayon::prelude::*;
 use super::passes::Pairing;
 use super::{
     compare, Counts, MatchRow, Policy, RowPolicy, Source, Status, Strategy, NO_ROW, ROW_BITWISE,
-    ROW_DIGEST_ONLY, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF, ROW_SAME_TEXT,
-    ROW_SHAPE_TEXT_DIFF, ROW_UNSYNCED,
+    ROW_DIGEST_ONLY, ROW_FUSED, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF,
+    ROW_SAME_TEXT, ROW_SHAPE_TEXT_DIFF, ROW_UNSYNCED,
 };
 use crate::parser::{FieldSet, OpTable, Phase};
 
 /// The result rows of a pairing, judged under `policy` on the `compared`
-/// fields. Pairs are judged in parallel; the order is kept by the indexed
-/// collect. Each row's settings are [`Policy::for_sides`]' (looked up once
-/// per op type when no rule or per-dtype default can tell rows of one op
-/// apart).
+/// fields. A one-sided row is [`ROW_FUSED`] when the other run's compiler
+/// fused ops away ([`super::fused_away`]). Pairs are judged in parallel;
+/// the order is kept by the indexed collect. Each row's settings are
+/// [`Policy::for_sides`]' (looked up once per op type when no rule or
+/// per-dtype default can tell rows of one op apart).
 pub(super) fn judge_rows(
     t1: &OpTable,
     t2: &OpTable,
@@ -26,6 +27,14 @@ pub(super) fn judge_rows(
     compared: FieldSet,
 ) -> Vec<MatchRow> {
     let settings = Settings::new(t1, t2, policy);
+    let fused = |this: &OpTable, other: &OpTable| {
+        if super::fused_away(this, other) {
+            ROW_FUSED
+        } else {
+            0
+        }
+    };
+    let (fused1, fused2) = (fused(t1, t2), fused(t2, t1));
     let mut rows: Vec<MatchRow> = (0..t1.len())
         .into_par_iter()
         .with_min_len(4096)
@@ -38,7 +47,7 @@ pub(super) fn judge_rows(
                     row2: NO_ROW,
                     status: Status::Only1,
                     strategy: Strategy::None,
-                    flags: row_flags(&rp) | nonfinite_flag(t1, r1, ROW_NONFINITE1),
+                    flags: row_flags(&rp) | nonfinite_flag(t1, r1, ROW_NONFINITE1) | fused1,
                     source: rp.source,
                 };
             }
@@ -62,7 +71,7 @@ pub(super) fn judge_rows(
             row2: r2 as u32,
             status: Status::Only2,
             strategy: Strategy::None,
-            flags: row_flags(&rp) | nonfinite_flag(t2, r2, ROW_NONFINITE2),
+            flags: row_flags(&rp) | nonfinite_flag(t2, r2, ROW_NONFINITE2) | fused2,
             source: rp.source,
         }
     }));
@@ -207,5 +216,144 @@ impl<'a> Settings<'a> {
         } else {
             self.policy.for_pair(self.t[0], r1, self.t[1], r2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::matcher::notes::row_notes;
+    use crate::matcher::{match_tables, MatchOptions, MatchTable, Status, ROW_FUSED};
+    use crate::parser::{parse_bytes, OpTable};
+
+    /// A log with `header` lines after the count and the given blocks.
+    fn log(header: &str, blocks: &[(&str, &str)]) -> OpTable {
+        let mut s = format!("Total captured activations: {}\n{header}", blocks.len());
+        s.push_str(&"=".repeat(80));
+        s.push_str("\n\n");
+        for (k, body) in blocks {
+            s.push_str(&format!("[{k}]\n"));
+            for l in body.lines() {
+                s.push_str(&format!("  {l}\n"));
+            }
+            s.push('\n');
+        }
+        let t = parse_bytes(s.into_bytes(), "t.log");
+        assert!(t.warnings().is_empty(), "{:?}", t.warnings());
+        t
+    }
+
+    /// An eager step: the norm and the residual add are ops of their own;
+    /// the output projection's input differs.
+    fn eager(header: &str) -> OpTable {
+        log(
+            header,
+            &[
+                ("layers.0.wq/op_0_mm", "Output hash: 1.0\nInput hashes: 5.0"),
+                (
+                    "layers.0.norm/op_0_mul",
+                    "Output hash: 2.0\nInput hashes: 1.0",
+                ),
+                ("layers.0/op_0_add", "Output hash: 3.0\nInput hashes: 2.0"),
+                (
+                    "layers.0.wo/op_0_mm",
+                    "Output hash: 4.0\nInput hashes: 3.0\nInput producers: layers.0/op_0_add",
+                ),
+            ],
+        )
+    }
+
+    /// The same step compiled: the norm and the add fused into one kernel
+    /// (no op), an extern kernel of its own, and a different input to the
+    /// output projection.
+    fn compiled(header: &str) -> OpTable {
+        log(
+            header,
+            &[
+                ("layers.0.wq/op_0_mm", "Output hash: 1.0\nInput hashes: 5.0"),
+                ("layers.0.wo/op_0_mm", "Output hash: 4.5\nInput hashes: 3.5"),
+                ("layers.0/op_0_addmm", "Output hash: 6.0"),
+            ],
+        )
+    }
+
+    fn rows_of(m: &MatchTable, s: Status) -> Vec<usize> {
+        (0..m.rows.len())
+            .filter(|&i| m.rows[i].status == s)
+            .collect()
+    }
+
+    #[test]
+    fn ops_fused_away_by_run2s_compiler_are_shown_counted_not_gating() {
+        let (a, b) = (eager(""), compiled("Compiled: inductor\n"));
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        let only1 = rows_of(&m, Status::Only1);
+        assert_eq!(only1, vec![1, 2]);
+        for &i in &only1 {
+            assert!(m.rows[i].has(ROW_FUSED) && !m.rows[i].gates(), "row {i}");
+            assert_eq!(m.cause_kinds.get(i).copied().flatten(), None);
+            let notes = row_notes(&a, &b, &m, i, ("eager", "compiled"));
+            assert!(
+                notes.contains(
+                    &"fused away by compiled's compiler (inductor): shown, not gating".to_string()
+                ),
+                "{notes:?}"
+            );
+        }
+        // Run 1 is not compiled: run 2's extern kernel still gates.
+        let only2 = rows_of(&m, Status::Only2);
+        assert_eq!(only2.len(), 1);
+        assert!(!m.rows[only2[0]].has(ROW_FUSED) && m.rows[only2[0]].gates());
+        let c = m.counts();
+        assert_eq!((c.only1, c.only2, c.diff), (2, 1, 1));
+        assert_eq!((c.fused, c.gating, c.unsynced, c.ignored), (2, 2, 0, 0));
+        // The projection whose input came from the fused add is a cause of
+        // its own, never one of the fused rows.
+        assert_eq!(m.causes.first_cause, Some(3));
+        assert!(m
+            .causes
+            .causes
+            .iter()
+            .all(|x| !m.rows[x.index].has(ROW_FUSED)));
+        assert_eq!(m.first_divergence(), Some(3));
+        assert_eq!(m.first_nongating(), Some(1));
+    }
+
+    #[test]
+    fn without_a_fusing_compiler_on_the_other_side_one_sided_rows_gate() {
+        for (h1, h2) in [
+            ("", ""),
+            ("", "Compiled: aot_eager\n"),
+            ("", "Compiled: eager\n"),
+            ("Compiled: inductor\n", "Compiled: inductor\n"),
+        ] {
+            let (a, b) = (eager(h1), compiled(h2));
+            let m = match_tables(&a, &b, &MatchOptions::default());
+            let c = m.counts();
+            assert_eq!((c.only1, c.fused, c.gating), (2, 0, 4), "{h1:?} {h2:?}");
+            assert!(m.rows.iter().all(|r| !r.has(ROW_FUSED)));
+            assert_eq!(m.first_divergence(), Some(1));
+        }
+    }
+
+    #[test]
+    fn ops_fused_away_by_run1s_compiler_are_the_only2_rows() {
+        // Run 1 compiled by an unknown backend (taken to fuse), run 2 eager.
+        let (a, b) = (compiled("Compiled: my_backend\n"), eager(""));
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        let c = m.counts();
+        assert_eq!((c.only1, c.only2, c.fused, c.gating), (1, 2, 2, 2));
+        for i in rows_of(&m, Status::Only2) {
+            assert!(m.rows[i].has(ROW_FUSED) && !m.rows[i].gates());
+            let notes = row_notes(&a, &b, &m, i, ("c", "e"));
+            assert!(
+                notes
+                    .iter()
+                    .any(|n| n.starts_with("fused away by c's compiler (my_backend)")),
+                "{notes:?}"
+            );
+        }
+        assert!(rows_of(&m, Status::Only1)
+            .iter()
+            .all(|&i| m.rows[i].gates() && !m.rows[i].has(ROW_FUSED)));
     }
 }

@@ -164,6 +164,23 @@ pub const ROW_DIGEST_ONLY: u16 = 128;
 /// text on both sides, each present on both or on neither. Its relative
 /// differences are all 0 without reading a number (`--rows`).
 pub const ROW_SAME_TEXT: u16 = 256;
+/// Row flag: a row of one run only (`only1` or `only2`) whose op the other
+/// run's compiler fused away: the other log's header names a backend that
+/// fuses ([`crate::logformat::CompileBackend::fuses`]) and this log's
+/// header does not name the same one ([`fused_away`]). Shown, never
+/// gating, never a cause.
+pub const ROW_FUSED: u16 = 512;
+
+/// Whether ops of the run of `this` table can be missing from the run of
+/// `other` because `other`'s compiler fused them away: `other`'s header
+/// says `Compiled:` with a backend that fuses, and `this` one's does not
+/// say the same backend.
+pub fn fused_away(this: &OpTable, other: &OpTable) -> bool {
+    match &other.header().compiled {
+        Some(b) => b.fuses() && this.header().compiled.as_ref() != Some(b),
+        None => false,
+    }
+}
 
 /// One result row: a pair, or a row of one side only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,10 +201,10 @@ pub struct MatchRow {
 
 impl MatchRow {
     /// Whether the row counts against the exit status: a divergence
-    /// (`diff`, `missing`, `only1` or `only2`) that is neither ignored nor an
-    /// unsynced collective.
+    /// (`diff`, `missing`, `only1` or `only2`) that is neither ignored, nor
+    /// an unsynced collective, nor an op the other run's compiler fused away.
     pub fn gates(&self) -> bool {
-        self.status.is_divergence() && self.flags & (ROW_IGNORED | ROW_UNSYNCED) == 0
+        self.status.is_divergence() && self.flags & (ROW_IGNORED | ROW_UNSYNCED | ROW_FUSED) == 0
     }
     /// Whether a `ROW_*` flag is set.
     pub fn has(&self, flag: u16) -> bool {
@@ -260,6 +277,10 @@ pub struct Counts {
     pub ignored: u64,
     /// Diverging rows not gating because they are unsynced collectives.
     pub unsynced: u64,
+    /// Rows of one run only (`only1`, `only2`) not gating because the
+    /// other run's compiler fused their op away ([`ROW_FUSED`]).
+    #[serde(default)]
+    pub fused: u64,
 }
 
 impl Counts {
@@ -271,6 +292,8 @@ impl Counts {
         } else if r.status.is_divergence() {
             if r.has(ROW_IGNORED) {
                 self.ignored += 1;
+            } else if r.has(ROW_FUSED) {
+                self.fused += 1;
             } else {
                 self.unsynced += 1;
             }
@@ -298,6 +321,7 @@ impl Counts {
         self.gating += o.gating;
         self.ignored += o.ignored;
         self.unsynced += o.unsynced;
+        self.fused += o.fused;
     }
     /// All rows.
     pub fn total(&self) -> u64 {
@@ -420,7 +444,7 @@ impl MatchTable {
         self.rows.iter().position(|r| r.gates())
     }
     /// Index of the first diverging row that does not gate (an unsynced
-    /// collective or an ignored op), in result order.
+    /// collective, an ignored op or an op fused away), in result order.
     pub fn first_nongating(&self) -> Option<usize> {
         self.rows
             .iter()

@@ -7,7 +7,9 @@
 use super::cause::CauseKind;
 use super::compare::{compare_hashes, split_tokens, token_number};
 use super::policy::dtype_of;
-use super::{MatchTable, Sides, Status, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED};
+use super::{
+    MatchTable, Sides, Status, ROW_FUSED, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED,
+};
 use crate::parser::{Field, OpTable};
 
 /// The dims of a Shape text (`torch.Size([2, 64]), Dtype: ...` → `[2, 64]`).
@@ -68,6 +70,9 @@ pub enum NoteKind {
     Unsynced,
     /// An ignored op: shown, not gating.
     Ignored,
+    /// A one-sided row whose op the other run's compiler fused away: shown,
+    /// not gating.
+    Fused,
     /// NaN or Inf in one run or both.
     NonFinite,
     /// The exact pass paired keys that differ in their root model class.
@@ -157,6 +162,15 @@ pub fn row_notes_with_kind(
     }
     if row.has(ROW_IGNORED) {
         out.push(K::Ignored, "ignored: shown, not gating");
+    }
+    if row.has(ROW_FUSED) {
+        // The run without the row is the one that compiled.
+        let (by, t) = if r1.is_some() { (n2, t2) } else { (n1, t1) };
+        let backend = t.header().compiled.as_ref().map_or("", |b| b.name());
+        out.push(
+            K::Fused,
+            format!("fused away by {by}'s compiler ({backend}): shown, not gating"),
+        );
     }
     match (row.has(ROW_NONFINITE1), row.has(ROW_NONFINITE2)) {
         (true, true) => out.push(K::NonFinite, "non-finite in both runs"),

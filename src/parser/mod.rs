@@ -11,7 +11,8 @@
 //! nom, [`mod@number`]; digests), and the parse warns about values that do
 //! not read, with line and column. The format and the reference reader it
 //! mirrors are described in `shared/spec/log-format.md`; actdiff's own
-//! additions (the `Precision: full` header, digest lines) in the README.
+//! additions (the `Precision: full` and `Compiled:` header lines, digest
+//! lines) in the README.
 //!
 //! ```no_run
 //! let table = actdiff::parser::parse_path(std::path::Path::new("rank_0_activations.log")).unwrap();
@@ -610,6 +611,29 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
             ops.sort();
             ops
         });
+        return;
+    }
+    if let Some(rest) = t
+        .strip_prefix(crate::logformat::COMPILED_LABEL.as_bytes())
+        .and_then(|r| r.strip_prefix(b":"))
+    {
+        let v = trim(rest);
+        match std::str::from_utf8(v)
+            .ok()
+            .and_then(crate::logformat::CompileBackend::from_name)
+        {
+            Some(b) => h.compiled = Some(b),
+            None => p.warn(
+                lineno,
+                (offset_of(line, v) + 1) as u64,
+                WarningKind::UnknownHeader,
+                "header",
+                format!(
+                    "compile backend `{}` is no name; read as not compiled",
+                    lossy(v)
+                ),
+            ),
+        }
         return;
     }
     if let Some(rest) = t.strip_prefix(b"Precision:".as_slice()) {

@@ -38,6 +38,10 @@ pub struct Header {
     pub excluded: Option<Vec<String>>,
     /// Whether the line of 80 `=` was seen.
     pub has_rule: bool,
+    /// `Compiled: <backend>`: the `torch.compile` backend the run went
+    /// through (an unknown name kept as text); `None` when the line is
+    /// absent (an eager run, or an older writer).
+    pub compiled: Option<crate::logformat::CompileBackend>,
     /// `Precision: full` ([`Precision::Full`]); absent: the reference's
     /// `%.6e` ([`Precision::Printed`] with 7 significant digits).
     pub precision: Precision,

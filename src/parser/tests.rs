@@ -565,3 +565,58 @@ fn root_class_is_the_one_every_key_has() {
     assert_eq!(mixed.len(), 20);
     assert_eq!(mixed.root_class(), None);
 }
+
+#[test]
+fn compiled_header_line() {
+    use crate::logformat::CompileBackend;
+    assert_eq!(table(SAMPLE).header().compiled, None);
+    // After the excluded ops, before the precision (the writer's order).
+    let t = table(&FULL.replace("Precision: full", "Compiled: inductor\nPrecision: full"));
+    let header_warnings = |t: &OpTable| {
+        t.warnings()
+            .iter()
+            .filter(|w| w.kind == WarningKind::UnknownHeader)
+            .count()
+    };
+    assert_eq!(header_warnings(&t), 0, "{:?}", t.warnings());
+    assert_eq!(t.header().compiled, Some(CompileBackend::Inductor));
+    assert_eq!(t.precision(), Precision::Full);
+    assert_eq!(t.len(), 2);
+    // Any order of header lines; an unknown backend kept as its text.
+    let t = table(&FULL.replace("Precision: full", "Precision: full\nCompiled:  tvm \r"));
+    assert_eq!(header_warnings(&t), 0, "{:?}", t.warnings());
+    let b = t.header().compiled.clone().unwrap();
+    assert!(matches!(b, CompileBackend::Other(_)) && b.name() == "tvm" && b.fuses());
+    assert_eq!(t.precision(), Precision::Full);
+    // No name: a warning at the value, and not compiled.
+    let t = table(&FULL.replace("Precision: full", "Compiled: "));
+    assert_eq!(t.header().compiled, None);
+    let w = t
+        .warnings()
+        .iter()
+        .find(|w| w.kind == WarningKind::UnknownHeader)
+        .unwrap();
+    assert_eq!(w.line, 3);
+    assert!(w.message.contains("compile backend"), "{}", w.message);
+    // After the first block it is no header line.
+    let late = SAMPLE.replace(
+        "  Location: x.py:1",
+        "  Location: x.py:1\nCompiled: inductor",
+    );
+    assert_eq!(table(&late).header().compiled, None);
+}
+
+#[test]
+fn compiled_header_line_round_trips_through_the_writer() {
+    use crate::logformat::{write_header, CompileBackend, Precision as Written};
+    for name in ["inductor", "aot_eager", "eager", "cudagraphs"] {
+        let b = CompileBackend::from_name(name).unwrap();
+        let mut v = Vec::new();
+        write_header(&mut v, 0, Some(&[]), Some(&b), Written::Full);
+        let t = parse_bytes(v, "t.log");
+        assert!(t.warnings().is_empty(), "{name}: {:?}", t.warnings());
+        assert_eq!(t.header().compiled.as_ref(), Some(&b));
+        assert_eq!(t.header().excluded, Some(vec![]));
+        assert_eq!(t.precision(), Precision::Full);
+    }
+}

@@ -49,8 +49,13 @@ struct Case {
 }
 
 fn failure_text(s: &Summary, r: &RankSummary) -> String {
+    let fused = if r.counts.fused > 0 {
+        format!(", {} fused away by the compiler", r.counts.fused)
+    } else {
+        String::new()
+    };
     let mut t = format!(
-        "{} diff, {} only in {}, {} only in {} ({} gating)\n",
+        "{} diff, {} only in {}, {} only in {} ({} gating{fused})\n",
         r.counts.diff, r.counts.only1, s.name1, r.counts.only2, s.name2, r.counts.gating
     );
     for c in &r.root_causes.causes {

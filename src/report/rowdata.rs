@@ -328,7 +328,7 @@ enum NotePlace {
 }
 
 /// Where a note of `kind` goes, given whether the row has a root-cause
-/// chip and a dtype chip: not gating (unsynced, ignored) and bitwise
+/// chip and a dtype chip: not gating (unsynced, ignored, fused away) and bitwise
 /// identical are quiet chips, digests differing a label, non-finite values
 /// their own; the cause and dtype notes are said by their chips; the rest
 /// is text.
@@ -340,6 +340,7 @@ fn note_place(kind: NoteKind, cause_chip: bool, dtype_chip: bool) -> NotePlace {
         // is a quiet chip beside its not-gating one.
         NoteKind::Unsynced
         | NoteKind::Ignored
+        | NoteKind::Fused
         | NoteKind::Bitwise
         | NoteKind::Cause(CauseKind::Unsynced) => NotePlace::Chip("nt quiet"),
         NoteKind::DigestsDiffer => NotePlace::Chip("nt lbl"),

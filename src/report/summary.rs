@@ -79,6 +79,10 @@ pub struct SideSummary {
     pub declared: Option<u64>,
     /// `Excluded ops dispatched`, sorted; `null` when the header line is absent.
     pub excluded_ops: Option<Vec<String>>,
+    /// `Compiled: <backend>`: the `torch.compile` backend the header
+    /// names; `null` when the line is absent.
+    #[serde(default)]
+    pub compiled: Option<String>,
     /// Rows of this side that were paired.
     pub paired: u64,
     /// Blocks cut short by the end of the file.
@@ -160,6 +164,7 @@ impl SideSummary {
             entries: t.len(),
             declared: t.header().total,
             excluded_ops: t.header().excluded.clone(),
+            compiled: t.header().compiled.as_ref().map(|b| b.name().to_string()),
             paired,
             truncated_blocks: t.truncated_rows(),
             one_sided_fields: t

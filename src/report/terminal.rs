@@ -102,6 +102,9 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
     if c.truncated > 0 {
         let _ = write!(out, ", {} truncated (no verdict)", c.truncated);
     }
+    if c.fused > 0 {
+        let _ = write!(out, " ({} fused away by the compiler, not gating)", c.fused);
+    }
     out.push('\n');
     let _ = writeln!(
         out,

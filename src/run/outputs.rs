@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 
 use crate::exit_codes;
+use crate::logformat::CompileBackend;
 use crate::report::summary::{FailedRank, SideSummary, SCHEMA_VERSION};
 use crate::report::{self, files, junit, terminal, RankSummary, ReportOptions, Summary};
 
@@ -290,7 +291,7 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
             String::new()
         };
         // Rows that differ but do not gate (ignored ops, unsynced
-        // collectives) are not a divergence of the run.
+        // collectives, ops fused away) are not a divergence of the run.
         let what = if c.gating > 0 {
             "diverged"
         } else {
@@ -315,6 +316,14 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
             if c.unsynced == 1 { "" } else { "s" }
         ));
     }
+    if c.fused > 0 {
+        lines.push(format!(
+            "{} op{} fused away by {} (rows only in one run; shown, not gating)",
+            c.fused,
+            if c.fused == 1 { "" } else { "s" },
+            fusing_compilers(ranks)
+        ));
+    }
     if !only1.is_empty() || !only2.is_empty() {
         lines.push(format!(
             "ranks on one side only: {} only in {name1}, {} only in {name2}",
@@ -332,6 +341,28 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
         ));
     }
     (status, lines)
+}
+
+/// The compilers that fused ops away, as the verdict names them: the
+/// distinct fusing backends the headers of the ranks with such rows name
+/// (`inductor`), else `the compiler`.
+fn fusing_compilers(ranks: &[RankSummary]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for r in ranks.iter().filter(|r| r.counts.fused > 0) {
+        for side in [&r.run1, &r.run2] {
+            if let Some(b) = side.compiled.as_deref() {
+                let fuses = CompileBackend::from_name(b).is_some_and(|b| b.fuses());
+                if fuses && !names.contains(&b) {
+                    names.push(b);
+                }
+            }
+        }
+    }
+    if names.is_empty() {
+        "the compiler".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 fn fmt_ranks(r: &[u32]) -> String {
