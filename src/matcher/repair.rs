@@ -96,7 +96,7 @@ pub(super) fn repair_swapped_pairs<'t>(
             return None;
         }
         let fuzzy = |t: &OpTable, r: usize, off: i64| {
-            keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off))
+            keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off, t.layer_lists()))
         };
         let f = fuzzy(t1, r1, layer_offset[0]);
         (f == fuzzy(t2, r2, layer_offset[1])).then_some((f, b, shape))

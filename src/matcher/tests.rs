@@ -1339,3 +1339,53 @@ fn override_pairs_other_shapes_and_large_groups_are_not_re_paired() {
     );
     assert_eq!(small.counts().diff, 0);
 }
+
+#[test]
+fn the_layer_offset_shifts_the_detected_layer_only() {
+    // Run 1: the last pipeline stage (global layers 2 and 3, numbered 0
+    // and 1) with the model's heads; run 2: the whole model. `heads.0`
+    // is no layer list (one item beside the repeated `blocks.N`): the
+    // offset leaves it alone, so it pairs by its exact key.
+    let mm = |h: &str| format!("Shape: torch.Size([4, 4])\nOutput hash: {h}");
+    let a = log(&[
+        ("blocks.0.mlp/op_0_mm", &mm("3.0")),
+        ("blocks.1.mlp/op_0_mm", &mm("4.0")),
+        ("heads.0.proj/op_0_mm", &mm("5.0")),
+    ]);
+    let b = log(&[
+        ("blocks.0.mlp/op_0_mm", &mm("1.0")),
+        ("blocks.1.mlp/op_0_mm", &mm("2.0")),
+        ("blocks.2.mlp/op_0_mm", &mm("3.0")),
+        ("blocks.3.mlp/op_0_mm", &mm("4.0")),
+        ("heads.0.proj/op_0_mm", &mm("5.1")),
+    ]);
+    for tie_break in [true, false] {
+        let m = match_tables(&a, &b, &opts_with(tie_break, [2, 0]));
+        let s = summary(&m, &a, &b);
+        assert_eq!(
+            s[..3],
+            [
+                (
+                    "blocks.0.mlp/op_0_mm".into(),
+                    "blocks.2.mlp/op_0_mm".into(),
+                    "match",
+                    Some("exact")
+                ),
+                (
+                    "blocks.1.mlp/op_0_mm".into(),
+                    "blocks.3.mlp/op_0_mm".into(),
+                    "match",
+                    Some("exact")
+                ),
+                (
+                    "heads.0.proj/op_0_mm".into(),
+                    "heads.0.proj/op_0_mm".into(),
+                    "diff",
+                    Some("exact")
+                ),
+            ],
+            "tie-break {tie_break}"
+        );
+        assert_eq!(m.counts().only2, 2, "run 2's blocks 0 and 1");
+    }
+}
