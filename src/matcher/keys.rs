@@ -28,6 +28,33 @@ pub fn fuzzy_key(key: &[u8]) -> Vec<u8> {
     out
 }
 
+/// A 64-bit hash (FNV-1a) of [`fuzzy_key`]`(key)`, computed without building
+/// it: equal fuzzy keys hash equal, so a set of hashes is a cheap first
+/// filter before fuzzy keys are compared. (The root class is stripped first:
+/// it holds no `/`, so no op counter starts in it, and the result is the
+/// same.)
+pub fn fuzzy_key_hash(key: &[u8]) -> u64 {
+    let key = strip_root_class(key);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: u8| {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    let mut i = 0;
+    while i < key.len() {
+        if key[i] == b'/' {
+            if let Some(n) = op_counter_at(key, i) {
+                eat(b'/');
+                i += n;
+                continue;
+            }
+        }
+        eat(key[i]);
+        i += 1;
+    }
+    h
+}
+
 /// The op type: the part of the fuzzy key after its last `/`.
 pub fn op_type(fuzzy: &[u8]) -> &[u8] {
     match memchr::memrchr(b'/', fuzzy) {
@@ -182,6 +209,32 @@ mod tests {
         assert_eq!(s(&fuzzy_key(b"a/op_x_mm")), "a/op_x_mm");
         assert_eq!(s(op_type(&fuzzy_key(b"<none>/op_6_lerp_"))), "lerp_");
         assert_eq!(s(op_type(b"nofuzzy")), "nofuzzy");
+    }
+
+    #[test]
+    fn fuzzy_key_hashes_are_the_fuzzy_keys_hashes() {
+        let fnv = |k: &[u8]| {
+            k.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        for k in [
+            b"layers.0.w2/op_3_mm".as_slice(),
+            b"FSDPLlama3Model.layers.0/op_12__allgather_base_",
+            b"a/op_1_/op_2_x",
+            b"a/op_x_mm",
+            b"AB/op_1_.x",
+            b"AB.CD/op_0_mm",
+            b"x/mm",
+            b"",
+        ] {
+            assert_eq!(fuzzy_key_hash(k), fnv(&fuzzy_key(k)), "{}", s(k));
+        }
+        assert_eq!(
+            fuzzy_key_hash(b"x/op_1_mm"),
+            fuzzy_key_hash(b"MyModel.x/op_7_mm")
+        );
+        assert_ne!(fuzzy_key_hash(b"x/op_1_mm"), fuzzy_key_hash(b"x/op_1_add"));
     }
 
     #[test]

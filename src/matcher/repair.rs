@@ -18,8 +18,10 @@
 //!   (after the layer offset), the same phase ([`PhaseRule`]) and the same
 //!   Shape text, and that have a verdict (`match` or `diff`). Only groups
 //!   holding a `diff` pair are looked at, so two runs that agree cost one
-//!   status check per row. Groups of more than [`MAX_GROUP`] pairs are
-//!   left as they are.
+//!   status check per row. A group is left as it is when more than
+//!   [`MAX_GROUP`] pairs have a run-1 row of its fuzzy key, phase and
+//!   Shape (a log that repeats its model many times: each op's group is
+//!   large, and building fuzzy keys for it is not worth it).
 //! - Within a group, every run-1 row is judged against every run-2 row
 //!   with the row's own settings (tolerance, rules), as the verdict does.
 //!   The agreeing candidates are taken greedily by smallest value
@@ -59,6 +61,11 @@ pub(super) struct Repaired {
 
 /// The group of a pair: fuzzy key, phase (`None`: unknown) and Shape text.
 type GroupKey<'t> = (Vec<u8>, Option<bool>, &'t [u8]);
+
+/// The class of a run-1 row: its fuzzy key's hash
+/// ([`keys::fuzzy_key_hash`]), phase and Shape text. A group lies within
+/// the class of its run-1 rows.
+type Class<'t> = (u64, Option<bool>, &'t [u8]);
 
 /// Re-pairs the groups of `rows` (judged from `p` by `judge`) that hold a
 /// `diff` pair, as the module documentation says, and updates `p` and the
@@ -112,18 +119,37 @@ pub(super) fn repair_swapped_pairs<'t>(
     if wanted.is_empty() {
         return Repaired::default();
     }
-    // Every pair of a group concerned (only rows of the op types concerned
-    // are keyed), as (group, run-1 row), in run-1 file order.
-    let ops: AHashSet<u32> = differing.iter().map(|&(r1, _)| t1.op_type(r1)).collect();
-    let members: Vec<(u32, usize)> = rows[..n1]
+    // Every pair of a group concerned, as (group, run-1 row), in run-1 file
+    // order. Building fuzzy keys is the costly part, so a run-1 row's class
+    // (its fuzzy key's hash, phase and Shape) is found first: only pairs of
+    // a class concerned with at most MAX_GROUP pairs are keyed. (A group
+    // lies within its class; a larger class, or a 64-bit collision, leaves
+    // the group alone.)
+    let class = |r1: usize| {
+        let key = keys::with_layer_offset(t1.key(r1), layer_offset[0], t1.layer_lists());
+        let shape = t1.field(r1, Field::Shape);
+        (keys::fuzzy_key_hash(&key), phase.backward(0, r1), shape)
+    };
+    let classes: AHashSet<Class<'t>> = differing.iter().map(|&(r1, _)| class(r1)).collect();
+    let candidates: Vec<(usize, Class<'t>)> = rows[..n1]
         .par_iter()
         .with_min_len(4096)
         .filter(|r| movable(r))
         .filter_map(|r| {
-            let (r1, r2) = (r.r1()?, r.r2()?);
-            if !ops.contains(&t1.op_type(r1)) {
-                return None;
-            }
+            let r1 = r.r1()?;
+            let c = class(r1);
+            classes.contains(&c).then_some((r1, c))
+        })
+        .collect();
+    let mut sizes: AHashMap<Class<'t>, usize> = AHashMap::new();
+    for (_, c) in &candidates {
+        *sizes.entry(*c).or_default() += 1;
+    }
+    let members: Vec<(u32, usize)> = candidates
+        .into_par_iter()
+        .filter(|(_, c)| sizes.get(c).is_some_and(|n| *n <= MAX_GROUP))
+        .filter_map(|(r1, _)| {
+            let r2 = p.pair1[r1] as usize;
             Some((*wanted.get(&group_of(r1, r2)?)?, r1))
         })
         .collect();
