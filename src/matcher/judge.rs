@@ -13,68 +13,97 @@ use super::{
 };
 use crate::parser::{FieldSet, OpTable, Phase};
 
-/// The result rows of a pairing, judged under `policy` on the `compared`
-/// fields. A one-sided row is [`ROW_FUSED`] when the other run's compiler
-/// fused ops away ([`super::fused_away`]). Pairs are judged in parallel;
-/// the order is kept by the indexed collect. Each row's settings are
-/// [`Policy::for_sides`]' (looked up once per op type when no rule or
-/// per-dtype default can tell rows of one op apart).
-pub(super) fn judge_rows(
-    t1: &OpTable,
-    t2: &OpTable,
-    p: &Pairing,
-    policy: &Policy,
+/// How pairs and one-sided rows are judged: each row's settings
+/// ([`Policy::for_sides`]) and the fields compared. [`judge_rows`] judges
+/// every row with it; the value re-pairing ([`super::repair`]) judges the
+/// candidate pairs of a group with the same rule.
+pub(super) struct Judge<'a> {
+    settings: Settings<'a>,
     compared: FieldSet,
-) -> Vec<MatchRow> {
-    let settings = Settings::new(t1, t2, policy);
-    let fused = |this: &OpTable, other: &OpTable| {
-        if super::fused_away(this, other) {
-            ROW_FUSED
-        } else {
-            0
+    /// [`ROW_FUSED`] for side 0's / side 1's one-sided rows when the other
+    /// run's compiler fused ops away ([`super::fused_away`]), else 0.
+    fused: [u16; 2],
+}
+
+impl<'a> Judge<'a> {
+    /// The judge of `t1` against `t2` under `policy`, on the `compared` fields.
+    pub(super) fn new(
+        t1: &'a OpTable,
+        t2: &'a OpTable,
+        policy: &'a Policy,
+        compared: FieldSet,
+    ) -> Judge<'a> {
+        let fused = |this: &OpTable, other: &OpTable| {
+            if super::fused_away(this, other) {
+                ROW_FUSED
+            } else {
+                0
+            }
+        };
+        Judge {
+            settings: Settings::new(t1, t2, policy),
+            compared,
+            fused: [fused(t1, t2), fused(t2, t1)],
         }
-    };
-    let (fused1, fused2) = (fused(t1, t2), fused(t2, t1));
-    let mut rows: Vec<MatchRow> = (0..t1.len())
-        .into_par_iter()
-        .with_min_len(4096)
-        .map(|r1| {
-            let r2 = p.pair1[r1];
-            if r2 == NO_ROW {
-                let rp = settings.one_sided(0, r1);
-                return MatchRow {
-                    row1: r1 as u32,
-                    row2: NO_ROW,
-                    status: Status::Only1,
-                    strategy: Strategy::None,
-                    flags: row_flags(&rp) | nonfinite_flag(t1, r1, ROW_NONFINITE1) | fused1,
-                    source: rp.source,
-                };
-            }
-            let r2 = r2 as usize;
-            let rp = settings.pair(r1, r2);
-            let (status, flags) = judge_pair(t1, r1, t2, r2, &rp, compared);
-            MatchRow {
-                row1: r1 as u32,
-                row2: r2 as u32,
-                status,
-                strategy: p.strat1[r1],
-                flags,
-                source: rp.source,
-            }
-        })
-        .collect();
-    rows.extend((0..t2.len()).filter(|r| p.pair2[*r] == NO_ROW).map(|r2| {
-        let rp = settings.one_sided(1, r2);
+    }
+
+    /// The result row of run 1's row `r1` paired with run 2's row `r2` by
+    /// `strategy`: its status, flags and tolerance source.
+    pub(super) fn pair(&self, r1: usize, r2: usize, strategy: Strategy) -> MatchRow {
+        let [t1, t2] = self.settings.t;
+        let rp = self.settings.pair(r1, r2);
+        let (status, flags) = judge_pair(t1, r1, t2, r2, &rp, self.compared);
         MatchRow {
-            row1: NO_ROW,
+            row1: r1 as u32,
             row2: r2 as u32,
-            status: Status::Only2,
-            strategy: Strategy::None,
-            flags: row_flags(&rp) | nonfinite_flag(t2, r2, ROW_NONFINITE2) | fused2,
+            status,
+            strategy,
+            flags,
             source: rp.source,
         }
-    }));
+    }
+
+    /// The result row of side `s`'s (0: run 1, 1: run 2) unpaired row `r`.
+    fn one_sided(&self, s: usize, r: usize) -> MatchRow {
+        let rp = self.settings.one_sided(s, r);
+        let t = self.settings.t[s];
+        let (row1, row2, status, nonfinite) = if s == 0 {
+            (r as u32, NO_ROW, Status::Only1, ROW_NONFINITE1)
+        } else {
+            (NO_ROW, r as u32, Status::Only2, ROW_NONFINITE2)
+        };
+        MatchRow {
+            row1,
+            row2,
+            status,
+            strategy: Strategy::None,
+            flags: row_flags(&rp) | nonfinite_flag(t, r, nonfinite) | self.fused[s],
+            source: rp.source,
+        }
+    }
+}
+
+/// The result rows of a pairing, judged by `judge`. A one-sided row is
+/// [`ROW_FUSED`] when the other run's compiler fused ops away
+/// ([`super::fused_away`]). Pairs are judged in
+/// parallel; the order is kept by the indexed collect. Each row's settings
+/// are [`Policy::for_sides`]' (looked up once per op type when no rule or
+/// per-dtype default can tell rows of one op apart).
+pub(super) fn judge_rows(judge: &Judge<'_>, p: &Pairing) -> Vec<MatchRow> {
+    let n2 = p.pair2.len();
+    let mut rows: Vec<MatchRow> = (0..p.pair1.len())
+        .into_par_iter()
+        .with_min_len(4096)
+        .map(|r1| match p.pair1[r1] {
+            NO_ROW => judge.one_sided(0, r1),
+            r2 => judge.pair(r1, r2 as usize, p.strat1[r1]),
+        })
+        .collect();
+    rows.extend(
+        (0..n2)
+            .filter(|r| p.pair2[*r] == NO_ROW)
+            .map(|r2| judge.one_sided(1, r2)),
+    );
     rows
 }
 

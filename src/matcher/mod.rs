@@ -12,7 +12,10 @@
 //! a row of unknown phase pairs as in the reference); and with the Shape
 //! tie-break ([`MatchOptions::shape_tie_break`]), exact pairs that op-counter
 //! drift made (differing Shapes, each side with a same-Shape candidate of
-//! the same fuzzy key) are left to the fuzzy pass.
+//! the same fuzzy key) are left to the fuzzy pass, and after judging, ops
+//! of one fuzzy key, phase and Shape that the passes paired in the wrong
+//! order (a compiler's reordering) are re-paired by value where that makes
+//! more pairs agree ([`repair`]).
 //!
 //! [`match_tables_indexed`] runs the steps in order, each in the module
 //! that owns it:
@@ -20,7 +23,8 @@
 //! ```text
 //! OpTable ×2 ─ passes.rs: pass_override → pass_exact (→ release_drifted_pairs)
 //!                          → pass_fuzzy → pass_stats ───────────────────────────▶ Pairing
-//! Pairing ──── judge.rs: judge_rows (status, flags, tolerance source), tally ──▶ [MatchRow]
+//! Pairing ──── judge.rs: judge_rows (status, flags, tolerance source)
+//!              (→ repair.rs: repair_swapped_pairs), tally ──────────────────────▶ [MatchRow]
 //! [MatchRow] ─ cause.rs: analyse (origins, entries, inherited rows) ──────────▶ MatchTable
 //! ```
 //!
@@ -40,6 +44,7 @@ pub mod notes;
 pub mod overrides;
 mod passes;
 pub mod policy;
+pub mod repair;
 
 use crate::parser::{Field, OpTable};
 pub use compare::{CompareOptions, Tolerance};
@@ -360,7 +365,10 @@ pub struct MatchOptions {
     /// same-Shape candidate of the same fuzzy key (counters shifted by
     /// ops of one run only). On by default; it changes no golden row. Off
     /// (`--no-shape-tie-break`) is the reference's first-candidate rule
-    /// exactly (the phase rule still applies).
+    /// exactly (the phase rule still applies). With it, too, the groups of
+    /// pairs of one fuzzy key, phase and Shape that hold a `diff` are
+    /// re-paired by value where that makes more pairs agree
+    /// ([`repair`]: ops a compiler reordered).
     pub shape_tie_break: bool,
     /// Per side, a layer-index offset added to `layers.N` in keys before the
     /// exact and fuzzy passes (pipeline stages, `--layer-offset`).
@@ -407,6 +415,9 @@ pub struct MatchTable {
     /// ([`OpTable::root_class`]). `--rows` reads only run 1's key of such
     /// a pair.
     pub exact_keys_equal: bool,
+    /// The result rows (run-1 rows, by index) whose pair the value
+    /// re-pairing made ([`repair`]), sorted; empty without it.
+    pub repaired: Vec<u32>,
 }
 
 impl MatchTable {
@@ -507,7 +518,7 @@ pub fn match_tables_indexed(
     let fuzzy = passes::pass_fuzzy(&mut p, t1, t2, &fuzzy_keys, opts.shape_tie_break);
     let stats = passes::pass_stats(&mut p, t1, t2, &fuzzy_keys);
     drop(fuzzy_keys);
-    let strategies = StrategyCounts {
+    let mut strategies = StrategyCounts {
         overridden,
         exact,
         fuzzy,
@@ -518,8 +529,18 @@ pub fn match_tables_indexed(
     // Judging. A field that one log never records is not compared (old
     // writers, cases/07).
     let compared = t1.schema().intersect(t2.schema());
-    let rows = judge::judge_rows(t1, t2, &p, &opts.policy, compared);
-    drop(p);
+    let judge = judge::Judge::new(t1, t2, &opts.policy, compared);
+    let mut rows = judge::judge_rows(&judge, &p);
+    let mut repaired = Vec::new();
+    if opts.shape_tie_break {
+        let r =
+            repair::repair_swapped_pairs(&mut p, &mut rows, &judge, [t1, t2], opts.layer_offset);
+        strategies.exact -= r.from_exact;
+        strategies.stats -= r.from_stats;
+        strategies.fuzzy += r.from_exact + r.from_stats;
+        repaired = r.rows;
+    }
+    drop((judge, p));
     let (counts, rule_hits) = judge::tally(&rows, &opts.policy);
 
     // Root cause, with each row's settings resolved as for its verdict.
@@ -537,6 +558,7 @@ pub fn match_tables_indexed(
         policy: opts.policy.clone(),
         compared,
         exact_keys_equal: passes::exact_pairs_have_equal_keys(t1, t2, opts.layer_offset),
+        repaired,
     }
 }
 

@@ -105,6 +105,8 @@ pub enum NoteKind {
     Subnormal,
     /// The keys differ only in the layer index: a `--layer-offset` hint.
     LayerIndex,
+    /// The value re-pairing made this pair ([`super::repair`]).
+    Repaired,
 }
 
 /// One row note: its kind and its text.
@@ -186,6 +188,9 @@ pub fn row_notes_with_kind(
             K::KeyNormalised,
             "key normalised: root model class stripped",
         );
+    }
+    if m.repaired.binary_search(&(index as u32)).is_ok() {
+        out.push(K::Repaired, "re-paired by value");
     }
     if row.status == Status::Truncated {
         let side = if t1.is_truncated(r1) { n1 } else { n2 };

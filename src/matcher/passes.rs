@@ -341,8 +341,14 @@ pub(super) fn pass_exact(
         })
     } else {
         drop(indexes);
+        // The offset shifts the layer its log's lists give the raw key;
+        // the root class (never a layer) is stripped after.
         fn key(t: &OpTable, r: usize, off: i64) -> std::borrow::Cow<'_, [u8]> {
-            keys::with_layer_offset(keys::strip_root_class(t.key(r)), off)
+            use std::borrow::Cow;
+            match keys::with_layer_offset(t.key(r), off, t.layer_lists()) {
+                Cow::Borrowed(k) => Cow::Borrowed(keys::strip_root_class(k)),
+                Cow::Owned(k) => Cow::Owned(keys::strip_root_class(&k).to_vec()),
+            }
         }
         p.pass_phased(
             Strategy::Exact,
@@ -387,7 +393,7 @@ impl FuzzyKeys {
                 .map(|(r, _)| {
                     (
                         r as u32,
-                        keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off)),
+                        keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off, t.layer_lists())),
                     )
                 })
                 .collect()
@@ -442,8 +448,9 @@ pub(super) fn release_drifted_pairs<'t>(
         return 0;
     }
     let phase = PhaseRule::of(t1, t2);
-    let fuzzy =
-        |t: &OpTable, r: usize, off: i64| keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off));
+    let fuzzy = |t: &OpTable, r: usize, off: i64| {
+        keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off, t.layer_lists()))
+    };
     // The fuzzy keys concerned (equal on both sides of an exact pair).
     let mut wanted: AHashMap<Vec<u8>, u32> = AHashMap::new();
     for &(r1, _) in &odd {

@@ -8,7 +8,8 @@
 //! `model.layers.N` (Hugging Face) are all layers. This module owns that
 //! detection ([`LayerLists::detect`]), run once per log on its distinct
 //! module FQNs (never per row), and the lookup of a module FQN's layer
-//! ([`LayerLists::layer_of`]).
+//! ([`LayerLists::layer_of`]). `--layer-offset` shifts this layer and no
+//! other numeric segment ([`crate::matcher::keys::with_layer_offset`]).
 //!
 //! The rules:
 //!
@@ -166,18 +167,6 @@ impl LayerLists {
     }
 }
 
-/// The outermost numeric segment of a key's module FQN and where its
-/// digits are in the key (`FSDPModel.blocks.3.mlp/op_0_mm` → (17, 3)),
-/// whatever the log's layer lists: a key's own best guess at its layer,
-/// which `--layer-offset` shifts ([`crate::matcher::keys::with_layer_offset`]).
-/// In a log with a repeated block list this is [`LayerLists::layer_of_key`]
-/// whenever no numeric segment comes before the list's.
-pub fn outermost_index(key: &[u8]) -> Option<(usize, u64)> {
-    let module = super::key::module_and_op(key).0;
-    let (s, e) = numeric_segments(module).next()?;
-    index_of(&module[s..e]).map(|n| (s, n))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,28 +297,6 @@ mod tests {
     fn an_index_past_u64_is_no_layer() {
         let (_, layers) = detect(&["layers.99999999999999999999.x", "layers.1.x", "layers.2.x"]);
         assert_eq!(layers, [None, Some(1), Some(2)]);
-    }
-
-    #[test]
-    fn outermost_index_of_a_key() {
-        assert_eq!(
-            outermost_index(b"layers.12.attention/op_0_mm"),
-            Some((7, 12))
-        );
-        assert_eq!(outermost_index(b"model.layers.3/op_0_mm"), Some((13, 3)));
-        assert_eq!(
-            outermost_index(b"FSDPModel.blocks.3.mlp/op_0_mm"),
-            Some((17, 3))
-        );
-        assert_eq!(outermost_index(b"h.1.experts.7/op_0_mm"), Some((2, 1)));
-        assert_eq!(outermost_index(b"layers.x/op_0_mm"), None, "no digits");
-        assert_eq!(outermost_index(b"norm/op_0_mul"), None, "op counter");
-        assert_eq!(
-            outermost_index(b"layers.99999999999999999999/op_0_mm"),
-            None,
-            "past u64"
-        );
-        assert_eq!(outermost_index(b"d\xc3\xa9.layers.2/op"), Some((11, 2)));
     }
 
     #[test]

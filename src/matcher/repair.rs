@@ -1,0 +1,288 @@
+//! Value re-pairing: after judging, re-pairs ops of one kind that the key
+//! passes paired in the wrong order (an actdiff extension over the
+//! reference, on with the Shape tie-break, off under
+//! `--no-shape-tie-break`).
+//!
+//! A compiler (inductor) may run ops of one module in another order than
+//! eager mode: the backward `bmm`s of attention all have the key
+//! `blocks.N.attn/op_<k>_bmm`, the same phase and the same Shape, so their
+//! counters are the only thing that tells them apart, and those counters
+//! differ between an eager and a compiled log. The exact and fuzzy passes
+//! then pair them in file order, and every pair differs by a full relative
+//! difference although each op has a partner that agrees.
+//!
+//! The rule ([`repair_swapped_pairs`]):
+//!
+//! - A *group* is the set of pairs (made by the exact, fuzzy or stats pass;
+//!   never an `--override` pair) whose two rows have the same fuzzy key
+//!   (after the layer offset), the same phase ([`PhaseRule`]) and the same
+//!   Shape text, and that have a verdict (`match` or `diff`). Only groups
+//!   holding a `diff` pair are looked at, so two runs that agree cost one
+//!   status check per row. A group is left as it is when more than
+//!   [`MAX_GROUP`] pairs have a run-1 row of its fuzzy key, phase and
+//!   Shape (a log that repeats its model many times: each op's group is
+//!   large, and building fuzzy keys for it is not worth it).
+//! - Within a group, every run-1 row is judged against every run-2 row
+//!   with the row's own settings (tolerance, rules), as the verdict does.
+//!   The agreeing candidates are taken greedily by smallest value
+//!   difference (the larger of the Output hash's and the L2 norm's
+//!   relative differences), then augmenting paths make the number of
+//!   agreeing pairs the largest any assignment gives.
+//! - The new assignment is kept only when it agrees on strictly more pairs
+//!   than the passes' pairing; the rows it leaves without an agreeing
+//!   partner are paired in file order (each side's, as the fuzzy pass). A
+//!   genuine difference keeps its row `diff`: no assignment makes it agree.
+//! - A re-paired row reports the fuzzy strategy (its rows share the fuzzy
+//!   key), and the note "re-paired by value".
+
+use ahash::{AHashMap, AHashSet};
+use rayon::prelude::*;
+
+use super::judge::Judge;
+use super::passes::{Pairing, PhaseRule};
+use super::{compare, keys, MatchRow, Status, Strategy, NO_ROW};
+use crate::parser::{Field, OpTable};
+
+/// The most pairs of a group that is re-paired; a larger group is left as
+/// the passes paired it.
+pub const MAX_GROUP: usize = 16;
+
+/// What [`repair_swapped_pairs`] changed.
+#[derive(Debug, Default)]
+pub(super) struct Repaired {
+    /// The run-1 rows (result rows: run-1 rows come first, in file order)
+    /// whose partner changed, sorted.
+    pub(super) rows: Vec<u32>,
+    /// How many of them the exact pass had paired.
+    pub(super) from_exact: u64,
+    /// How many of them the stats pass had paired.
+    pub(super) from_stats: u64,
+}
+
+/// The group of a pair: fuzzy key, phase (`None`: unknown) and Shape text.
+type GroupKey<'t> = (Vec<u8>, Option<bool>, &'t [u8]);
+
+/// The class of a run-1 row: its fuzzy key's hash
+/// ([`keys::fuzzy_key_hash`]), phase and Shape text. A group lies within
+/// the class of its run-1 rows.
+type Class<'t> = (u64, Option<bool>, &'t [u8]);
+
+/// Re-pairs the groups of `rows` (judged from `p` by `judge`) that hold a
+/// `diff` pair, as the module documentation says, and updates `p` and the
+/// re-paired rows. Returns what changed.
+pub(super) fn repair_swapped_pairs<'t>(
+    p: &mut Pairing,
+    rows: &mut [MatchRow],
+    judge: &Judge<'_>,
+    tables: [&'t OpTable; 2],
+    layer_offset: [i64; 2],
+) -> Repaired {
+    let [t1, t2] = tables;
+    let n1 = p.pair1.len();
+    let movable = |r: &MatchRow| {
+        matches!(r.status, Status::Match | Status::Diff)
+            && matches!(
+                r.strategy,
+                Strategy::Exact | Strategy::Fuzzy | Strategy::Stats
+            )
+    };
+    // The differing pairs: usually none, and then nothing else is read.
+    let differing: Vec<(usize, usize)> = rows[..n1]
+        .iter()
+        .filter(|r| r.status == Status::Diff && movable(r))
+        .filter_map(|r| Some((r.r1()?, r.r2()?)))
+        .collect();
+    if differing.is_empty() {
+        return Repaired::default();
+    }
+    let phase = PhaseRule::of(t1, t2);
+    let group_of = |r1: usize, r2: usize| -> Option<GroupKey<'t>> {
+        let shape = t1.field(r1, Field::Shape);
+        let b = phase.backward(0, r1);
+        if shape != t2.field(r2, Field::Shape) || b != phase.backward(1, r2) {
+            return None;
+        }
+        let fuzzy = |t: &OpTable, r: usize, off: i64| {
+            keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off, t.layer_lists()))
+        };
+        let f = fuzzy(t1, r1, layer_offset[0]);
+        (f == fuzzy(t2, r2, layer_offset[1])).then_some((f, b, shape))
+    };
+    // The groups concerned, numbered.
+    let mut wanted: AHashMap<GroupKey<'t>, u32> = AHashMap::new();
+    for &(r1, r2) in &differing {
+        if let Some(g) = group_of(r1, r2) {
+            let n = wanted.len() as u32;
+            wanted.entry(g).or_insert(n);
+        }
+    }
+    if wanted.is_empty() {
+        return Repaired::default();
+    }
+    // Every pair of a group concerned, as (group, run-1 row), in run-1 file
+    // order. Building fuzzy keys is the costly part, so a run-1 row's class
+    // (its fuzzy key's hash, phase and Shape) is found first: only pairs of
+    // a class concerned with at most MAX_GROUP pairs are keyed. (A group
+    // lies within its class; a larger class, or a 64-bit collision, leaves
+    // the group alone.)
+    let class = |r1: usize| {
+        let key = keys::with_layer_offset(t1.key(r1), layer_offset[0], t1.layer_lists());
+        let shape = t1.field(r1, Field::Shape);
+        (keys::fuzzy_key_hash(&key), phase.backward(0, r1), shape)
+    };
+    let classes: AHashSet<Class<'t>> = differing.iter().map(|&(r1, _)| class(r1)).collect();
+    let candidates: Vec<(usize, Class<'t>)> = rows[..n1]
+        .par_iter()
+        .with_min_len(4096)
+        .filter(|r| movable(r))
+        .filter_map(|r| {
+            let r1 = r.r1()?;
+            let c = class(r1);
+            classes.contains(&c).then_some((r1, c))
+        })
+        .collect();
+    let mut sizes: AHashMap<Class<'t>, usize> = AHashMap::new();
+    for (_, c) in &candidates {
+        *sizes.entry(*c).or_default() += 1;
+    }
+    let members: Vec<(u32, usize)> = candidates
+        .into_par_iter()
+        .filter(|(_, c)| sizes.get(c).is_some_and(|n| *n <= MAX_GROUP))
+        .filter_map(|(r1, _)| {
+            let r2 = p.pair1[r1] as usize;
+            Some((*wanted.get(&group_of(r1, r2)?)?, r1))
+        })
+        .collect();
+    let mut groups: Vec<Vec<usize>> = vec![Vec::new(); wanted.len()];
+    for (g, r1) in members {
+        groups[g as usize].push(r1);
+    }
+    drop(wanted);
+    let pair1 = &p.pair1;
+    let moves: Vec<Vec<(usize, usize)>> = groups
+        .par_iter()
+        .filter(|g| (2..=MAX_GROUP).contains(&g.len()))
+        .filter_map(|g| {
+            let left = g.clone();
+            let mut right: Vec<usize> = g.iter().map(|&r1| pair1[r1] as usize).collect();
+            right.sort_unstable();
+            let was = g.iter().filter(|&&r1| rows[r1].status == Status::Match);
+            reassign(judge, tables, &left, &right, was.count())
+        })
+        .collect();
+    let mut out = Repaired::default();
+    for (r1, r2) in moves.into_iter().flatten() {
+        if p.pair1[r1] as usize == r2 {
+            continue;
+        }
+        match rows[r1].strategy {
+            Strategy::Exact => out.from_exact += 1,
+            Strategy::Stats => out.from_stats += 1,
+            _ => {}
+        }
+        p.pair1[r1] = r2 as u32;
+        p.pair2[r2] = r1 as u32;
+        p.strat1[r1] = Strategy::Fuzzy;
+        rows[r1] = judge.pair(r1, r2, Strategy::Fuzzy);
+        out.rows.push(r1 as u32);
+    }
+    out.rows.sort_unstable();
+    out
+}
+
+/// The value difference of a candidate pair: the larger of its Output
+/// hash's and L2 norm's relative differences (0 where a side lacks one or
+/// the texts are equal).
+fn value_difference(tables: [&OpTable; 2], r1: usize, r2: usize) -> f64 {
+    let [t1, t2] = tables;
+    [Field::OutputHash, Field::L2Norm]
+        .into_iter()
+        .filter_map(|f| compare::field_diff(t1, r1, t2, r2, f))
+        .fold(0.0, f64::max)
+}
+
+/// The new pairs of one group: `left` (run-1 rows) and `right` (run-2
+/// rows), each in file order, of which `agreeing` pairs agree now. `None`
+/// when no assignment agrees on more pairs.
+fn reassign(
+    judge: &Judge<'_>,
+    tables: [&OpTable; 2],
+    left: &[usize],
+    right: &[usize],
+    agreeing: usize,
+) -> Option<Vec<(usize, usize)>> {
+    // The agreeing candidates (i, j), by value difference, then file order.
+    let mut edges: Vec<(f64, usize, usize)> = Vec::new();
+    for (i, &r1) in left.iter().enumerate() {
+        for (j, &r2) in right.iter().enumerate() {
+            if judge.pair(r1, r2, Strategy::Fuzzy).status == Status::Match {
+                edges.push((value_difference(tables, r1, r2), i, j));
+            }
+        }
+    }
+    if edges.len() <= agreeing {
+        return None;
+    }
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    // Greedy by smallest difference.
+    let mut of_left = vec![NO_ROW; left.len()];
+    let mut of_right = vec![NO_ROW; right.len()];
+    for &(_, i, j) in &edges {
+        if of_left[i] == NO_ROW && of_right[j] == NO_ROW {
+            of_left[i] = j as u32;
+            of_right[j] = i as u32;
+        }
+    }
+    // Then augmenting paths, so that no assignment agrees on more pairs.
+    let mut adjacent: Vec<Vec<usize>> = vec![Vec::new(); left.len()];
+    for &(_, i, j) in &edges {
+        adjacent[i].push(j);
+    }
+    for i in 0..left.len() {
+        if of_left[i] == NO_ROW {
+            let mut seen = vec![false; right.len()];
+            augment(i, &adjacent, &mut seen, &mut of_left, &mut of_right);
+        }
+    }
+    let matched = of_left.iter().filter(|j| **j != NO_ROW).count();
+    if matched <= agreeing {
+        return None;
+    }
+    // The rows left without an agreeing partner, paired in file order.
+    let rest_right = (0..right.len()).filter(|j| of_right[*j] == NO_ROW);
+    let rest_left: Vec<usize> = (0..left.len()).filter(|i| of_left[*i] == NO_ROW).collect();
+    for (i, j) in rest_left.into_iter().zip(rest_right) {
+        of_left[i] = j as u32;
+    }
+    Some(
+        left.iter()
+            .zip(&of_left)
+            .map(|(&r1, &j)| (r1, right[j as usize]))
+            .collect(),
+    )
+}
+
+/// Kuhn's augmenting path from left vertex `i` over `adjacent` (each left
+/// vertex's agreeing right vertices); whether `i` got a partner. Depth is
+/// at most the group's size ([`MAX_GROUP`]).
+fn augment(
+    i: usize,
+    adjacent: &[Vec<usize>],
+    seen: &mut [bool],
+    of_left: &mut [u32],
+    of_right: &mut [u32],
+) -> bool {
+    for &j in &adjacent[i] {
+        if seen[j] {
+            continue;
+        }
+        seen[j] = true;
+        let holder = of_right[j];
+        if holder == NO_ROW || augment(holder as usize, adjacent, seen, of_left, of_right) {
+            of_left[i] = j as u32;
+            of_right[j] = i as u32;
+            return true;
+        }
+    }
+    false
+}
