@@ -11,11 +11,11 @@
 //! then pair them in file order, and every pair differs by a full relative
 //! difference although each op has a partner that agrees.
 //!
-//! The rule ([`repair_swapped_pairs`]):
+//! The rule (`repair_swapped_pairs`):
 //!
 //! - A *group* is the set of pairs (made by the exact, fuzzy or stats pass;
 //!   never an `--override` pair) whose two rows have the same fuzzy key
-//!   (after the layer offset), the same phase ([`PhaseRule`]) and the same
+//!   (after the layer offset), the same phase (`passes::PhaseRule`) and the same
 //!   Shape text, and that have a verdict (`match` or `diff`). Only groups
 //!   holding a `diff` pair are looked at, so two runs that agree cost one
 //!   status check per row. A group is left as it is when more than
@@ -47,7 +47,7 @@ use crate::parser::{Field, OpTable};
 /// the passes paired it.
 pub const MAX_GROUP: usize = 16;
 
-/// What [`repair_swapped_pairs`] changed.
+/// What `repair_swapped_pairs` changed.
 #[derive(Debug, Default)]
 pub(super) struct Repaired {
     /// The run-1 rows (result rows: run-1 rows come first, in file order)
