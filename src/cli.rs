@@ -112,10 +112,16 @@ fn gen(a: GenArgs) -> i32 {
 /// `skip`) into a part's manifest as the options that affect results.
 #[derive(Args, Debug, serde::Serialize)]
 pub struct CompareArgs {
-    /// Run 1 (the baseline): a rank_N_activations.log file, or a folder of them.
+    /// Run 1 (the baseline): a rank_N_activations.log file, a folder of
+    /// them, or a step series (a folder of step_S folders).
     pub run1: PathBuf,
-    /// Run 2: a rank_N_activations.log file, or a folder of them.
+    /// Run 2: as run 1.
     pub run2: PathBuf,
+    /// Step series only: `3,5-9` compares these steps; `all` gives every
+    /// step full result pages (default: every step compared, full pages
+    /// for the first diverging step only).
+    #[arg(long, value_name = "all|LIST")]
+    pub steps: Option<String>,
     /// Report folder (index.html, result pages, summary.json).
     #[arg(short = 'o', long = "out", default_value = "report")]
     #[serde(skip)]
@@ -480,7 +486,12 @@ fn compare_config(a: &CompareArgs, shard: Option<run::ShardPart>) -> Result<Comp
     let matching = match_options(a)?;
     let layer_offsets = run::pipeline::parse_layer_offsets(&a.layer_offsets)?;
     let rank_map = run::parse_rank_map(&a.rank_map).map_err(|e| e.to_string())?;
+    let steps = match &a.steps {
+        Some(s) => Some(run::steps::StepSelection::parse(s)?),
+        None => None,
+    };
     Ok(CompareConfig {
+        steps,
         shard,
         report: report_options(a),
         run1: a.run1.clone(),

@@ -19,7 +19,11 @@ the tracer script, and the traced trainer's ``FQNInterpreter`` importing
 ``step()`` counts steps; after step ``capture_step - 1`` it arms a
 ``TorchDispatchMode`` and forward hooks on the model's modules, and after step
 ``capture_step`` it writes ``{dump_dir}/rank_{rank}_activations.log`` and
-disarms. What is captured and how keys, phases and locations are found:
+disarms. ``capture_steps=range(1, 1001)`` (any iterable of steps) captures a
+step series instead: ``{dump_dir}/step_{S}/rank_{rank}_activations.log`` per
+step, each with a ``Step: S`` header line, which ``actdiff compare`` reads
+to name the first step where two runs part; ``prof.step(loss=loss)``
+records the loss in the header. What is captured and how keys, phases and locations are found:
 :mod:`actdiff_capture.capture`; the FX side: :mod:`actdiff_capture.fx`.
 All statistics and the writing are done by the Rust core
 (``actdiff_capture._native``).

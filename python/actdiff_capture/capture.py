@@ -531,8 +531,54 @@ def _default_rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
+def _schedule(capture_step, capture_steps):
+    """The steps to capture: ``(series, steps)``. ``series`` is False for one
+    step given as an int (the reference's layout: ``{dump_dir}/rank_R...``),
+    True for an iterable (``{dump_dir}/step_S/rank_R...``). ``steps`` is a
+    ``range`` (kept as is: membership costs nothing however long) or a
+    frozenset of 1-based step numbers."""
+    if capture_steps is None:
+        capture_steps = 1 if capture_step is None else capture_step
+    elif capture_step is not None:
+        raise ValueError("give capture_step or capture_steps, not both")
+    if isinstance(capture_steps, bool):
+        raise ValueError(f"capture_steps must be an int or an iterable of ints, got {capture_steps!r}")
+    if isinstance(capture_steps, int) or (
+        isinstance(capture_steps, torch.Tensor) and capture_steps.dim() == 0
+    ):
+        step = int(capture_steps)
+        if step < 1:
+            raise ValueError(f"capture_step is 1-based, got {step}")
+        return False, frozenset((step,))
+    if isinstance(capture_steps, range):
+        if capture_steps.step < 1:
+            raise ValueError(f"capture_steps must be an increasing range, got {capture_steps!r}")
+        if len(capture_steps) and capture_steps[0] < 1:
+            raise ValueError(f"capture_steps are 1-based, got {capture_steps!r}")
+        return True, capture_steps
+    try:
+        steps = frozenset(int(s) for s in capture_steps)
+    except TypeError as e:
+        raise ValueError(f"capture_steps must be an int or an iterable of ints, got {capture_steps!r}") from e
+    if any(s < 1 for s in steps):
+        raise ValueError(f"capture_steps are 1-based, got {min(steps)}")
+    return True, steps
+
+
+def _loss_value(loss) -> float | None:
+    """``loss`` as a float (a 0-d or one-element tensor read with ``item()``)."""
+    if loss is None:
+        return None
+    if isinstance(loss, torch.Tensor):
+        if loss.numel() != 1:
+            raise ValueError(f"loss must be a float or a one-element tensor, got shape {tuple(loss.shape)}")
+        return float(loss.detach().item())
+    return float(loss)
+
+
 class Profiler:
-    """Captures training step ``capture_step`` (1-based) of ``model``.
+    """Captures training step ``capture_step`` (1-based) of ``model``, or
+    the steps of a schedule (``capture_steps=``).
 
     Args:
         model: the model (module FQNs come from ``model.named_modules()``).
@@ -540,7 +586,14 @@ class Profiler:
         rank: the log's rank; default: ``torch.distributed``'s rank when it
             is initialized, else 0.
         capture_step: the step to capture; ``step()`` is called after each.
-            With 1 the capture is armed at construction.
+            With 1 the capture is armed at construction. The log is
+            ``{dump_dir}/rank_{rank}_activations.log``, as the reference's.
+        capture_steps: an int (as ``capture_step``) or an iterable of step
+            numbers (``range(1, 1001)``, ``[10, 20]``): a step series. Each
+            captured step ``S`` writes ``{dump_dir}/step_{S}/rank_{rank}_activations.log``
+            with a ``Step: S`` header line, flushed and written before the
+            next step is armed (host memory holds one step). Steps outside
+            the schedule run disarmed: no dispatch mode, no hooks.
         min_numel: smallest result captured with stats (default 1000).
         op_filter: optional set of op-name substrings (an allow list).
         excluded_ops: ops never captured (default ``EXCLUDED_OPS``).
@@ -556,7 +609,8 @@ class Profiler:
             comparison); default: on with ``precision="full"``.
 
     Raises:
-        ValueError: ``capture_step`` below 1 or an unknown ``precision``.
+        ValueError: a step below 1, both ``capture_step`` and
+            ``capture_steps``, or an unknown ``precision``.
     """
 
     def __init__(
@@ -565,7 +619,8 @@ class Profiler:
         dump_dir: str,
         *,
         rank: int | None = None,
-        capture_step: int = 1,
+        capture_step: int | None = None,
+        capture_steps=None,
         min_numel: int = DEFAULT_MIN_NUMEL,
         op_filter=None,
         excluded_ops=None,
@@ -575,18 +630,16 @@ class Profiler:
         digests: bool | None = None,
     ):
         self._configure(
-            model, dump_dir, rank, capture_step, min_numel, op_filter, excluded_ops, enabled, device_path,
-            precision, digests,
+            model, dump_dir, rank, _schedule(capture_step, capture_steps), min_numel, op_filter, excluded_ops,
+            enabled, device_path, precision, digests,
         )  # fmt: skip
-        if self.enabled and self.capture_step <= 1:
+        if self.enabled and 1 in self.steps:
             self._arm()
 
     def _configure(
-        self, model, dump_dir, rank, capture_step, min_numel, op_filter, excluded_ops, enabled, device_path,
+        self, model, dump_dir, rank, schedule, min_numel, op_filter, excluded_ops, enabled, device_path,
         precision, digests,
     ) -> None:  # fmt: skip
-        if int(capture_step) < 1:
-            raise ValueError(f"capture_step is 1-based, got {capture_step}")
         if precision == "default":
             precision = None
         if precision not in PRECISIONS:
@@ -594,7 +647,10 @@ class Profiler:
         self.model = model
         self.dump_dir = os.fspath(dump_dir)
         self.rank = rank
-        self.capture_step = int(capture_step)
+        self.series, self.steps = schedule
+        # The reference's attribute: the (first) step captured.
+        self.capture_step = min(self.steps) if len(self.steps) else 0
+        self._last = max(self.steps) if len(self.steps) else 0
         self.min_numel = int(min_numel)
         self.op_filter = set(op_filter) if op_filter else None
         self.excluded_ops = frozenset(EXCLUDED_OPS if excluded_ops is None else excluded_ops)
@@ -607,8 +663,9 @@ class Profiler:
         self.device_path = device_path
         self.precision = precision
         self.digests = (precision == "full") if digests is None else bool(digests)
-        self.path: str | None = None  # the log, once written
+        self.path: str | None = None  # the last log written
         self.count: int | None = None  # its number of blocks
+        self.paths: dict = {}  # step -> log written
         self._step = 0
         self._done = False
         self._mode: _Mode | None = None
@@ -624,15 +681,21 @@ class Profiler:
     def __exit__(self, *exc) -> None:
         self._disarm()
 
-    def step(self) -> None:
-        """Call after every training step."""
+    def step(self, loss=None) -> None:
+        """Call after every training step. ``loss`` (optional: a float or a
+        one-element tensor) is the step's training loss; for a captured
+        step the log's header records it (``Loss: x``), a tensor read after
+        the capture's own flush has synchronised the device."""
         self._step += 1
         if not self.enabled or self._done:
             return
-        if self._step == self.capture_step - 1:
+        if self._mode is not None and self._step in self.steps:
+            self._dump(loss)
+        if self._step >= self._last:
+            self._done = True
+            self._disarm()
+        elif self._step + 1 in self.steps:
             self._arm()
-        elif self._step == self.capture_step:
-            self._dump()
 
     @property
     def armed(self) -> bool:
@@ -641,9 +704,12 @@ class Profiler:
 
     # -- internals --------------------------------------------------------------
 
-    def _log_path(self) -> str:
+    def _log_path(self, step: int) -> str:
         rank = _default_rank() if self.rank is None else self.rank
-        return os.path.join(self.dump_dir, f"rank_{rank}_activations.log")
+        name = f"rank_{rank}_activations.log"
+        if self.series:
+            return os.path.join(self.dump_dir, f"step_{step}", name)
+        return os.path.join(self.dump_dir, name)
 
     def _new_capture(self, path: str):
         kw = {"device_path": self.device_path}
@@ -710,8 +776,11 @@ class Profiler:
                         if parent is not None and parent not in seen:
                             todo.append(parent)
 
-        self.path = self._log_path()
-        cap = self._new_capture(self.path)
+        self._armed_step = self._step + 1
+        path = self._log_path(self._armed_step)
+        cap = self._new_capture(path)
+        if self.series:
+            cap.note_step(self._armed_step)
         # Hooks on the model's own modules, not torch's global module hooks:
         # those apply to every module of the process and make torch.compile
         # warn about them.
@@ -719,6 +788,7 @@ class Profiler:
         for m in dict.fromkeys(m for _, m in self.model.named_modules()):
             self._handles.append(m.register_forward_pre_hook(pre_hook))
             self._handles.append(m.register_forward_hook(post_hook, always_call=True))
+        self._armed_path = path
         self._mode = _Mode(self, cap, names)
         self._mode.__enter__()
         fx.set_numerics_capture_active(True)
@@ -738,10 +808,16 @@ class Profiler:
             mode.pending = None
         return mode
 
-    def _dump(self) -> None:
+    def _dump(self, loss=None) -> None:
         mode = self._disarm()
         if mode is None:
             return
+        # The device is synchronised by this flush: reading a loss tensor
+        # afterwards costs no sync of its own.
+        mode.cap.flush()
+        value = _loss_value(loss)
+        if value is not None:
+            mode.cap.note_loss(value)
         for op in mode.excluded:
             mode.cap.note_excluded(op)
         # The header's `Compiled: inductor`: ops of this log ran in
@@ -751,7 +827,8 @@ class Profiler:
         if mode.compiled is not None and note_compiled is not None:
             note_compiled(mode.compiled)
         self.count = mode.cap.finish()
-        self._done = True
+        self.path = self._armed_path
+        self.paths[self._armed_step] = self.path
 
 
 class ActivationCaptureProfiler(Profiler):
@@ -765,8 +842,9 @@ class ActivationCaptureProfiler(Profiler):
     :func:`is_numerics_capture_active` is True while armed.
 
     The reference tracer's own options are accepted too (``min_numel``,
-    ``op_filter``), and this agent's (``rank``, ``excluded_ops``,
-    ``device_path``, ``precision``, ``digests``: see :class:`Profiler`).
+    ``op_filter``), and this agent's (``capture_steps``, ``rank``,
+    ``excluded_ops``, ``device_path``, ``precision``, ``digests``: see
+    :class:`Profiler`).
     """
 
     def __init__(
@@ -775,7 +853,8 @@ class ActivationCaptureProfiler(Profiler):
         enabled: bool,
         model: nn.Module,
         dump_dir: str,
-        capture_step: int = 1,
+        capture_step: int | None = None,
+        capture_steps=None,
         min_numel: int = DEFAULT_MIN_NUMEL,
         op_filter=None,
         rank: int | None = None,
@@ -785,11 +864,11 @@ class ActivationCaptureProfiler(Profiler):
         digests: bool | None = None,
     ):
         self._configure(
-            model, dump_dir, rank, capture_step, min_numel, op_filter, excluded_ops, enabled, device_path,
-            precision, digests,
+            model, dump_dir, rank, _schedule(capture_step, capture_steps), min_numel, op_filter, excluded_ops,
+            enabled, device_path, precision, digests,
         )  # fmt: skip
 
     def __enter__(self) -> "ActivationCaptureProfiler":
-        if self.enabled and self.capture_step == 1 and not self._done:
+        if self.enabled and 1 in self.steps and not self._done and self._step == 0:
             self._arm()
         return self

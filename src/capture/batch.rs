@@ -29,7 +29,7 @@ use super::record::{Phase, Precision, Record, Stats};
 use super::stats::{host_stats, is_stats_kind, moments_from, StatsPath, N_MOMENT_SCALARS};
 use super::torch::{cat, Device, Info, Tensor, TorchError};
 use super::writer::LogWriter;
-use crate::logformat::CompileBackend;
+use crate::logformat::{CompileBackend, HeaderNotes};
 
 /// The number of values a tensor's digest sums (`n` of [`digest`]'s step
 /// 4, [`Info::digest_len`]).
@@ -492,7 +492,9 @@ pub struct Capture {
     counters: HashMap<String, u64>,
     producers: HashMap<u64, Arc<str>>,
     excluded: BTreeSet<String>,
-    compiled: Option<CompileBackend>,
+    /// The header's compile backend, step and loss (its excluded ops come
+    /// from `excluded` at the finish).
+    notes: HeaderNotes,
     /// Flush (one device sync) once this many records wait with scalars on
     /// a device; CPU-only records are handed to the writer every 1024.
     pub flush_every: usize,
@@ -520,7 +522,7 @@ impl Capture {
             counters: HashMap::new(),
             producers: HashMap::new(),
             excluded: BTreeSet::new(),
-            compiled: None,
+            notes: HeaderNotes::default(),
             flush_every: 1 << 14,
             recorded: 0,
         })
@@ -544,7 +546,18 @@ impl Capture {
     /// an eager run reports the ops the backend fused away as such. A
     /// later call replaces an earlier one.
     pub fn note_compiled(&mut self, backend: CompileBackend) {
-        self.compiled = Some(backend);
+        self.notes.compiled = Some(backend);
+    }
+
+    /// Notes the training step this log captures (1-based): the header
+    /// gets a `Step: S` line (a step series' `step_S/` log).
+    pub fn note_step(&mut self, step: u64) {
+        self.notes.step = Some(step);
+    }
+
+    /// Notes the step's training loss: the header gets a `Loss: x` line.
+    pub fn note_loss(&mut self, loss: f64) {
+        self.notes.loss = Some(loss);
     }
 
     /// Records one op and returns its key. `primary` is the index in
@@ -635,8 +648,11 @@ impl Capture {
     pub fn finish(&mut self) -> Result<u64, CaptureError> {
         self.flush()?;
         let w = self.writer.take().ok_or(CaptureError::Finished)?;
-        let ex: Vec<String> = self.excluded.iter().cloned().collect();
-        Ok(w.finish(Some(&ex), self.compiled.as_ref())?)
+        let notes = HeaderNotes {
+            excluded: Some(self.excluded.iter().cloned().collect()),
+            ..self.notes.clone()
+        };
+        Ok(w.finish(&notes)?)
     }
 
     /// The log's path.

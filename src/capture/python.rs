@@ -208,6 +208,18 @@ impl Capture {
         Ok(())
     }
 
+    /// `note_step(step: int) -> None`: notes the training step this log
+    /// captures (1-based): `finish()` writes the header line `Step: S`.
+    fn note_step(&self, step: u64) {
+        self.core().note_step(step);
+    }
+
+    /// `note_loss(loss: float) -> None`: notes the step's training loss:
+    /// `finish()` writes the header line `Loss: x` (round-trip float64).
+    fn note_loss(&self, loss: f64) {
+        self.core().note_loss(loss);
+    }
+
     /// Moves queued stats to the host and hands records to the writer.
     fn flush(&self) -> PyResult<usize> {
         self.core().flush().map_err(err)

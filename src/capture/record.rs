@@ -6,7 +6,7 @@
 //! This part needs no libtorch: it is compiled and tested in the default build.
 
 pub use crate::logformat::Precision;
-use crate::logformat::{self as lf, write_header as lf_header, CompileBackend};
+use crate::logformat::{self as lf, write_header as lf_header, HeaderNotes};
 
 /// The label of the extra line with the number of NaN elements of the
 /// primary output (written only when it is not zero). The reference
@@ -100,14 +100,8 @@ pub fn clean_fqn(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// Appends the header (see [`crate::logformat::write_header`]).
-pub fn write_header(
-    out: &mut Vec<u8>,
-    count: u64,
-    excluded: Option<&[String]>,
-    compiled: Option<&CompileBackend>,
-    precision: Precision,
-) {
-    lf_header(out, count, excluded, compiled, precision)
+pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precision: Precision) {
+    lf_header(out, count, notes, precision)
 }
 
 /// Appends one block: the `[key]` line, the field lines in the reference's
@@ -271,13 +265,11 @@ mod tests {
     #[test]
     fn header() {
         let mut v = Vec::new();
-        write_header(
-            &mut v,
-            3,
-            Some(&["view".into(), "t".into(), "_to_copy".into()]),
-            None,
-            Precision::Printed,
-        );
+        let notes = HeaderNotes {
+            excluded: Some(vec!["view".into(), "t".into(), "_to_copy".into()]),
+            ..HeaderNotes::default()
+        };
+        write_header(&mut v, 3, &notes, Precision::Printed);
         let s = String::from_utf8(v).unwrap();
         assert_eq!(
             s,
@@ -287,12 +279,16 @@ mod tests {
             )
         );
         let mut v = Vec::new();
-        write_header(&mut v, 0, Some(&[]), None, Precision::Printed);
+        let notes = HeaderNotes {
+            excluded: Some(vec![]),
+            ..HeaderNotes::default()
+        };
+        write_header(&mut v, 0, &notes, Precision::Printed);
         assert!(String::from_utf8(v)
             .unwrap()
             .starts_with("Total captured activations: 0\nExcluded ops dispatched: (none)\n"));
         let mut v = Vec::new();
-        write_header(&mut v, 0, None, None, Precision::Printed);
+        write_header(&mut v, 0, &HeaderNotes::default(), Precision::Printed);
         assert_eq!(v.iter().filter(|b| **b == b'\n').count(), 3);
     }
 

@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::record::{write_block, write_header, Precision, Record};
-use crate::logformat::CompileBackend;
+use crate::logformat::HeaderNotes;
 
 /// Writes one log on its own thread. Dropping it without
 /// [`finish`](LogWriter::finish) stops the thread and removes the body file.
@@ -104,15 +104,11 @@ impl LogWriter {
         }
     }
 
-    /// Writes every queued record, then the header with the block count,
-    /// the excluded ops (`None`: no `Excluded ops dispatched` line) and the
-    /// compile backend (`None`: no `Compiled` line), and moves the finished
-    /// log into place. Returns the number of blocks.
-    pub fn finish(
-        mut self,
-        excluded: Option<&[String]>,
-        compiled: Option<&CompileBackend>,
-    ) -> io::Result<u64> {
+    /// Writes every queued record, then the header with the block count
+    /// and the lines of `notes` (excluded ops, compile backend, step, loss:
+    /// [`crate::logformat::write_header`]), and moves the finished log into
+    /// place. Returns the number of blocks.
+    pub fn finish(mut self, notes: &HeaderNotes) -> io::Result<u64> {
         drop(self.tx.take());
         let count = match self.thread.take().map(|t| t.join()) {
             Some(Ok(r)) => r.map_err(|e| with_path(e, &self.body_path))?,
@@ -121,7 +117,7 @@ impl LogWriter {
         };
         let tmp = sibling(&self.path, ".tmp");
         let mut head = Vec::new();
-        write_header(&mut head, count, excluded, compiled, self.precision);
+        write_header(&mut head, count, notes, self.precision);
         let result = (|| -> io::Result<()> {
             let mut out = File::create(&tmp).map_err(|e| with_path(e, &tmp))?;
             out.write_all(&head)?;
@@ -154,6 +150,7 @@ impl Drop for LogWriter {
 mod tests {
     use super::super::record::{Moments, Phase, Stats};
     use super::*;
+    use crate::logformat::CompileBackend;
     use crate::parser::{parse_bytes, Field};
 
     fn rec(i: usize) -> Record {
@@ -193,10 +190,12 @@ mod tests {
         w.write(vec![]).unwrap();
         w.write((3..1000).map(rec).collect()).unwrap();
         let n = w
-            .finish(
-                Some(&["view".into(), "t".into()]),
-                CompileBackend::from_name("inductor").as_ref(),
-            )
+            .finish(&HeaderNotes {
+                excluded: Some(vec!["view".into(), "t".into()]),
+                compiled: CompileBackend::from_name("inductor"),
+                step: Some(3),
+                loss: Some(0.1),
+            })
             .unwrap();
         assert_eq!(n, 1000);
         let names: Vec<_> = fs::read_dir(path.parent().unwrap())
@@ -211,6 +210,7 @@ mod tests {
         assert_eq!(t.header().total, Some(1000));
         assert_eq!(t.header().excluded, Some(vec!["t".into(), "view".into()]));
         assert_eq!(t.header().compiled, Some(CompileBackend::Inductor));
+        assert_eq!((t.header().step, t.header().loss), (Some(3), Some(0.1)));
         assert_eq!(t.key_str(7), "layers.7.w/op_0_mm");
         assert_eq!(t.text(7, Field::InputProducers), ";x/op_7_add");
         assert!(t.is_backward(7));
@@ -223,7 +223,7 @@ mod tests {
         let path = dir.path().join("rank_3_activations.log");
         let n = LogWriter::create(&path, Precision::Printed)
             .unwrap()
-            .finish(None, None)
+            .finish(&HeaderNotes::default())
             .unwrap();
         assert_eq!(n, 0);
         assert_eq!(

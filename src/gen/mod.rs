@@ -35,7 +35,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::logformat::{self as lf, push_u64, write_header, Precision};
+use crate::logformat::{self as lf, push_u64, write_header, HeaderNotes, Precision};
 
 /// What to generate.
 #[derive(Clone, Debug, PartialEq)]
@@ -171,14 +171,11 @@ pub fn write_log(
     let mut buf: Vec<u8> = Vec::with_capacity(FLUSH_AT + (64 << 10));
     let mut bytes = 0u64;
 
-    let excluded: Vec<String> = EXCLUDED.iter().map(|s| s.to_string()).collect();
-    write_header(
-        &mut buf,
-        opts.ops,
-        Some(&excluded),
-        None,
-        Precision::Printed,
-    );
+    let notes = HeaderNotes {
+        excluded: Some(EXCLUDED.iter().map(|s| s.to_string()).collect()),
+        ..HeaderNotes::default()
+    };
+    write_header(&mut buf, opts.ops, &notes, Precision::Printed);
 
     for _ in 0..opts.ops {
         g.block(&mut buf);

@@ -8,6 +8,8 @@
 //! Total captured activations: 2          write_header
 //! Excluded ops dispatched: t, view
 //! Compiled: inductor                     (a compiled run only: CompileBackend)
+//! Step: 5                                (a step of a step series only)
+//! Loss: 2.3125                           (when the training loop gave it)
 //! Precision: full                        (Precision::Full only)
 //! ========…(80)
 //!
@@ -136,22 +138,43 @@ pub fn compiled_line(out: &mut Vec<u8>, backend: &CompileBackend) {
     out.push(b'\n');
 }
 
-/// Appends the header: `Total captured activations: N`, the
-/// `Excluded ops dispatched:` line (sorted, deduplicated, `, `-joined,
-/// `(none)` when empty; no line when `excluded` is `None`),
-/// `Compiled: <backend>` when `compiled` is given ([`compiled_line`]),
-/// `Precision: full` for [`Precision::Full`], 80 `=` and an empty line.
-pub fn write_header(
-    out: &mut Vec<u8>,
-    count: u64,
-    excluded: Option<&[String]>,
-    compiled: Option<&CompileBackend>,
-    precision: Precision,
-) {
+/// The label of the header line that names the training step a log
+/// captured (`Step: 5`, 1-based), written by a capture of a step series
+/// (`capture_steps=` an iterable) into `step_5/rank_N_activations.log`.
+/// The reference comparator ignores it (a line before the first block).
+pub const STEP_LABEL: &str = "Step";
+
+/// The label of the header line with the training loss of the captured
+/// step (`Loss: 2.3125`, float64 text that round-trips), when the training
+/// loop passed it (`prof.step(loss=...)`). Ignored by the reference.
+pub const LOSS_LABEL: &str = "Loss";
+
+/// What a log's header states beside its op count: every header line a
+/// writer may add, in one place. The parser reads the same lines into
+/// `parser::Header`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HeaderNotes {
+    /// The `Excluded ops dispatched:` line (sorted, deduplicated when
+    /// written; `None`: no line).
+    pub excluded: Option<Vec<String>>,
+    /// `Compiled: <backend>` (`None`: an eager run, no line).
+    pub compiled: Option<CompileBackend>,
+    /// `Step: S`, the 1-based training step (`None`: no line).
+    pub step: Option<u64>,
+    /// `Loss: x`, the step's training loss (`None`: no line).
+    pub loss: Option<f64>,
+}
+
+/// Appends the header: `Total captured activations: N`, then the lines of
+/// `notes` in this order: `Excluded ops dispatched:` (`, `-joined, `(none)`
+/// when empty), `Compiled: <backend>` ([`compiled_line`]), `Step: S`,
+/// `Loss: x` (shortest round-trip text, [`fmt_full`]); `Precision: full`
+/// for [`Precision::Full`]; 80 `=` and an empty line.
+pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precision: Precision) {
     out.extend_from_slice(b"Total captured activations: ");
     push_u64(out, count);
     out.push(b'\n');
-    if let Some(ex) = excluded {
+    if let Some(ex) = &notes.excluded {
         let mut ops: Vec<&str> = ex.iter().map(|s| s.as_str()).collect();
         ops.sort_unstable();
         ops.dedup();
@@ -163,8 +186,20 @@ pub fn write_header(
         }
         out.push(b'\n');
     }
-    if let Some(backend) = compiled {
+    if let Some(backend) = &notes.compiled {
         compiled_line(out, backend);
+    }
+    if let Some(step) = notes.step {
+        out.extend_from_slice(STEP_LABEL.as_bytes());
+        out.extend_from_slice(b": ");
+        push_u64(out, step);
+        out.push(b'\n');
+    }
+    if let Some(loss) = notes.loss {
+        out.extend_from_slice(LOSS_LABEL.as_bytes());
+        out.extend_from_slice(b": ");
+        fmt_full(out, loss);
+        out.push(b'\n');
     }
     if precision == Precision::Full {
         out.extend_from_slice(PRECISION_FULL_LINE.as_bytes());
@@ -269,22 +304,22 @@ mod tests {
     #[test]
     fn header_lines_in_order() {
         let mut v = Vec::new();
-        write_header(
-            &mut v,
-            3,
-            Some(&["view".into(), "t".into(), "view".into()]),
-            CompileBackend::from_name("inductor").as_ref(),
-            Precision::Full,
-        );
+        let notes = HeaderNotes {
+            excluded: Some(vec!["view".into(), "t".into(), "view".into()]),
+            compiled: CompileBackend::from_name("inductor"),
+            step: Some(12),
+            loss: Some(2.3125),
+        };
+        write_header(&mut v, 3, &notes, Precision::Full);
         assert_eq!(
             String::from_utf8(v).unwrap(),
             format!(
-                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCompiled: inductor\nPrecision: full\n{}\n\n",
+                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCompiled: inductor\nStep: 12\nLoss: 2.3125e+00\nPrecision: full\n{}\n\n",
                 "=".repeat(80)
             )
         );
         let mut v = Vec::new();
-        write_header(&mut v, 0, None, None, Precision::Printed);
+        write_header(&mut v, 0, &HeaderNotes::default(), Precision::Printed);
         assert_eq!(
             String::from_utf8(v).unwrap(),
             format!("Total captured activations: 0\n{}\n\n", "=".repeat(80))

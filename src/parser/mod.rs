@@ -636,6 +636,46 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
         }
         return;
     }
+    if let Some(rest) = t
+        .strip_prefix(crate::logformat::STEP_LABEL.as_bytes())
+        .and_then(|r| r.strip_prefix(b":"))
+    {
+        let v = trim(rest);
+        match std::str::from_utf8(v)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            Some(s) => h.step = Some(s),
+            None => p.warn(
+                lineno,
+                (offset_of(line, v) + 1) as u64,
+                WarningKind::UnknownHeader,
+                "header",
+                format!("step `{}` is not a whole number; read as no step", lossy(v)),
+            ),
+        }
+        return;
+    }
+    if let Some(rest) = t
+        .strip_prefix(crate::logformat::LOSS_LABEL.as_bytes())
+        .and_then(|r| r.strip_prefix(b":"))
+    {
+        let v = trim(rest);
+        match std::str::from_utf8(v)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+        {
+            Some(x) => h.loss = Some(x),
+            None => p.warn(
+                lineno,
+                (offset_of(line, v) + 1) as u64,
+                WarningKind::UnknownHeader,
+                "header",
+                format!("loss `{}` is not a number; read as no loss", lossy(v)),
+            ),
+        }
+        return;
+    }
     if let Some(rest) = t.strip_prefix(b"Precision:".as_slice()) {
         let v = trim(rest);
         match v {

@@ -42,6 +42,11 @@ pub struct Header {
     /// through (an unknown name kept as text); `None` when the line is
     /// absent (an eager run, or an older writer).
     pub compiled: Option<crate::logformat::CompileBackend>,
+    /// `Step: S`: the 1-based training step of a step series' log
+    /// (`step_S/rank_N_activations.log`); `None` when absent.
+    pub step: Option<u64>,
+    /// `Loss: x`: the step's training loss, when the loop gave it.
+    pub loss: Option<f64>,
     /// `Precision: full` ([`Precision::Full`]); absent: the reference's
     /// `%.6e` ([`Precision::Printed`] with 7 significant digits).
     pub precision: Precision,

@@ -608,15 +608,36 @@ fn compiled_header_line() {
 
 #[test]
 fn compiled_header_line_round_trips_through_the_writer() {
-    use crate::logformat::{write_header, CompileBackend, Precision as Written};
+    use crate::logformat::{write_header, CompileBackend, HeaderNotes, Precision as Written};
     for name in ["inductor", "aot_eager", "eager", "cudagraphs"] {
         let b = CompileBackend::from_name(name).unwrap();
         let mut v = Vec::new();
-        write_header(&mut v, 0, Some(&[]), Some(&b), Written::Full);
+        let notes = HeaderNotes {
+            excluded: Some(vec![]),
+            compiled: Some(b.clone()),
+            step: Some(7),
+            loss: Some(-0.1 / 3.0),
+        };
+        write_header(&mut v, 0, &notes, Written::Full);
         let t = parse_bytes(v, "t.log");
         assert!(t.warnings().is_empty(), "{name}: {:?}", t.warnings());
         assert_eq!(t.header().compiled.as_ref(), Some(&b));
+        assert_eq!(t.header().step, Some(7));
+        assert_eq!(t.header().loss, Some(-0.1 / 3.0), "the loss round-trips");
         assert_eq!(t.header().excluded, Some(vec![]));
         assert_eq!(t.precision(), Precision::Full);
     }
+}
+
+#[test]
+fn bad_step_and_loss_lines_warn_with_their_column() {
+    let log = format!(
+        "Total captured activations: 0\nStep: five\nLoss: x1\n{}\n\n",
+        "=".repeat(80)
+    );
+    let t = parse_bytes(log.into_bytes(), "t.log");
+    assert_eq!((t.header().step, t.header().loss), (None, None));
+    let w: Vec<(u64, u64)> = t.warnings().iter().map(|w| (w.line, w.column)).collect();
+    assert_eq!(w, vec![(2, 7), (3, 7)], "{:?}", t.warnings());
+    assert!(t.warnings()[0].message.contains("step `five`"));
 }

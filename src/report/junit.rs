@@ -4,6 +4,8 @@
 //! - a compared rank passes, or fails (`<failure type="NumericDivergence">`)
 //!   when it has gating divergences, listing its origins and entries;
 //! - a rank present in one run only fails (`OneSidedRank`);
+//! - in a step series, each case is a (step, rank), `step S rank R`, and
+//!   a step present in one run only fails (`OneSidedStep`);
 //! - a rank whose input is incomplete is an `<error type="IncompleteInput">`
 //!   (a `<failure>` under `--allow-incomplete`, whose exit status is 1);
 //! - a rank that could not be compared is an `<error type="InputError">`
@@ -129,9 +131,17 @@ fn compared_case(s: &Summary, r: &RankSummary) -> Case {
     } else {
         Outcome::Pass
     };
+    // In a step series, one case per (step, rank), in step order.
+    let (name, order) = match r.step {
+        Some(step) => (
+            format!("step {step} rank {}", r.rank),
+            (step << 32) | u64::from(r.rank),
+        ),
+        None => (format!("rank {}", r.rank), u64::from(r.rank)),
+    };
     Case {
-        name: format!("rank {}", r.rank),
-        order: u64::from(r.rank),
+        name,
+        order,
         outcome,
     }
 }
@@ -154,6 +164,25 @@ fn cases(s: &Summary) -> Vec<Case> {
                     message,
                 },
             });
+        }
+    }
+    if let Some(series) = &s.series {
+        for (steps, name, other) in [
+            (&series.steps_only1, &s.name1, &s.name2),
+            (&series.steps_only2, &s.name2, &s.name1),
+        ] {
+            for step in steps {
+                let message = format!("step {step} is only in {name}");
+                cases.push(Case {
+                    name: format!("step {step}"),
+                    order: step << 32,
+                    outcome: Outcome::Failure {
+                        ty: "OneSidedStep",
+                        body: format!("{message}: {other} has no step_{step} folder\n"),
+                        message,
+                    },
+                });
+            }
         }
     }
     for f in &s.ranks_failed {

@@ -13,6 +13,7 @@ pub mod junit;
 pub mod parquet;
 mod rowdata;
 pub mod rows;
+pub mod steps;
 pub mod summary;
 pub mod terminal;
 

@@ -75,6 +75,12 @@ pub struct SideSummary {
     pub path: String,
     /// Op blocks parsed.
     pub entries: usize,
+    /// The header's `Step: S`, if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub step: Option<u64>,
+    /// The header's `Loss: x` (the step's training loss), if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub loss: Option<f64>,
     /// Op count declared by the header, if any.
     pub declared: Option<u64>,
     /// `Excluded ops dispatched`, sorted; `null` when the header line is absent.
@@ -162,6 +168,8 @@ impl SideSummary {
         }
         SideSummary {
             entries: t.len(),
+            step: t.header().step,
+            loss: t.header().loss,
             declared: t.header().total,
             excluded_ops: t.header().excluded.clone(),
             compiled: t.header().compiled.as_ref().map(|b| b.name().to_string()),
@@ -205,6 +213,10 @@ pub struct PageRef {
 /// Summary of one rank pair.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct RankSummary {
+    /// The training step compared, in a step-series comparison (the
+    /// logs' `step_S` folder); absent for a single-step comparison.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub step: Option<u64>,
     /// Run 1's rank number.
     pub rank: u32,
     /// Run 2's rank number (differs only under `--rank-map`).
@@ -497,6 +509,7 @@ impl RankSummary {
         let c = rc.matches.counts();
         let paired = c.matched + c.diff + c.missing + c.truncated;
         RankSummary {
+            step: None,
             rank: rc.rank1,
             rank2: rc.rank2,
             run1: SideSummary::build(rc.t1, paired, rc.t2),
@@ -585,6 +598,11 @@ pub struct Summary {
     pub exit_status: i32,
     /// One line per reason for the exit status.
     pub verdict: Vec<String>,
+    /// A step-series comparison's step facts (`steps`,
+    /// `first_diverging_step`, ...: [`super::steps::StepSeries`]), at the
+    /// top level of the document; absent for a single-step comparison.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub series: Option<super::steps::StepSeries>,
 }
 
 /// Ranks with the same verdict: the same first cause, or the same

@@ -11,6 +11,7 @@ pub mod outputs;
 pub mod pipeline;
 mod progress;
 pub mod shard;
+pub mod steps;
 mod timer;
 
 use std::path::{Path, PathBuf};

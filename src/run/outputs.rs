@@ -79,13 +79,28 @@ pub fn summarise(meta: &RunMeta, mut ranks: Vec<RankSummary>) -> Summary {
         ranks,
         exit_status,
         verdict,
+        series: None,
     }
 }
 
 /// Writes every run-level output and returns the exit status: warnings and
 /// errors on stderr, `summary.json` and `index.html` into the report
 /// folder (which must exist), the JUnit file, then the terminal summary.
-pub fn finish(mut meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> i32 {
+pub fn finish(meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> i32 {
+    let (meta, summary) = write_reports(meta, ranks);
+    print_outputs(&meta, &summary, outs)
+}
+
+/// [`finish`] for one step of a step series: writes the step's
+/// `summary.json` and `index.html` and returns its [`Summary`]; nothing
+/// on stderr or stdout (the series prints its warnings and errors once).
+pub fn finish_quiet(meta: RunMeta, ranks: Vec<RankSummary>) -> Summary {
+    write_reports(meta, ranks).1
+}
+
+/// Summarises and writes `summary.json` and `index.html`; a failure to
+/// write them is one more input error, in the summary returned.
+fn write_reports(mut meta: RunMeta, ranks: Vec<RankSummary>) -> (RunMeta, Summary) {
     let mut summary = summarise(&meta, ranks);
     // Without a report folder (`-o` names a file, or it could not be made)
     // there is nowhere to write: the error that says so is the one to see.
@@ -107,6 +122,12 @@ pub fn finish(mut meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> 
             let _ = std::fs::remove_file(out.join(files::SUMMARY));
         }
     }
+    (meta, summary)
+}
+
+/// Prints the warnings and errors, writes the JUnit file and the terminal
+/// summary; returns the exit status.
+fn print_outputs(meta: &RunMeta, summary: &Summary, outs: &RunOutputs) -> i32 {
     for w in &meta.warnings {
         eprintln!("warning: {w}");
     }
@@ -122,7 +143,7 @@ pub fn finish(mut meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> 
     }
     if let Some(j) = &outs.junit {
         let res = std::fs::File::create(j)
-            .and_then(|f| junit::write_junit(&summary, std::io::BufWriter::new(f)));
+            .and_then(|f| junit::write_junit(summary, std::io::BufWriter::new(f)));
         if let Err(e) = res {
             eprintln!("error: {}: {e}", j.display());
             return exit_codes::INPUT_ERROR;
@@ -131,7 +152,7 @@ pub fn finish(mut meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> 
     match outs.terminal {
         Terminal::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&summary).expect("summary serialises")
+            serde_json::to_string_pretty(summary).expect("summary serialises")
         ),
         Terminal::Text => {
             let index = meta.report.out_dir.join(files::INDEX);
@@ -140,7 +161,7 @@ pub fn finish(mut meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> 
             } else {
                 "not written".to_string()
             };
-            print!("{}", terminal::render(&summary, &report));
+            print!("{}", terminal::render(summary, &report));
         }
         Terminal::Quiet => {}
     }

@@ -54,6 +54,8 @@ pub struct CompareConfig {
     pub l1_as_hash: bool,
     /// Compare one part of the ranks (`--shard`) and write it as a part.
     pub shard: Option<ShardPart>,
+    /// `--steps`: which steps of two step series (`None`: not given).
+    pub steps: Option<super::steps::StepSelection>,
 }
 
 /// One part of a sharded compare: which, and the options recorded in its
@@ -923,6 +925,22 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
 /// `actdiff compare`: [`compare_runs`], then every run-level output
 /// ([`super::outputs::finish`]); returns the exit status.
 pub fn compare(cfg: &CompareConfig, outs: &RunOutputs) -> i32 {
+    match super::steps::is_series(cfg) {
+        Ok(true) => {
+            let sel = cfg.steps.clone().unwrap_or_default();
+            return super::steps::compare_steps(cfg, &sel, outs);
+        }
+        Ok(false) if cfg.steps.is_some() => {
+            let e = format!(
+                "--steps: {} and {} hold no step_S folders (a step series); drop --steps to compare one step",
+                cfg.run1.display(),
+                cfg.run2.display()
+            );
+            return super::outputs::input_error(cfg.report.clone(), vec![e], outs);
+        }
+        Ok(false) => {}
+        Err(e) => return super::outputs::input_error(cfg.report.clone(), vec![e], outs),
+    }
     let c = compare_runs(cfg);
     let timer = Timer::of(None);
     let status = finish(c.meta, c.ranks, outs);

@@ -13,7 +13,7 @@ use crate::report::ReportError;
 
 /// The built-in templates: (name, text). Names ending in `.html` are
 /// autoescaped; the CSS and JS are static text included by the pages.
-const TEMPLATES: [(&str, &str); 8] = [
+const TEMPLATES: [(&str, &str); 9] = [
     ("report.css", include_str!("../../../templates/report.css")),
     ("report.js", include_str!("../../../templates/report.js")),
     (
@@ -31,6 +31,7 @@ const TEMPLATES: [(&str, &str); 8] = [
         "heatmap.html",
         include_str!("../../../templates/heatmap.html"),
     ),
+    ("steps.html", include_str!("../../../templates/steps.html")),
 ];
 
 /// HTML escaping for text and quoted attribute values: `& < > " '`.

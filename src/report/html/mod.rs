@@ -61,9 +61,11 @@ mod keys;
 mod overview;
 mod page;
 mod parts;
+mod steps;
 #[cfg(test)]
 mod tests;
 
 pub use engine::prepare;
 pub use index::write_index;
 pub use page::write_rank_pages;
+pub use steps::{loss_svg, write_steps_index};

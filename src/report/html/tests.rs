@@ -178,6 +178,7 @@ fn write_all(f: &Fixture, opts: &ReportOptions) -> Summary {
         groups,
         exit_status: 1,
         verdict: vec!["rank 0 diverges at <script>".into()],
+        series: None,
     };
     write_index(&summary, opts).unwrap();
     summary

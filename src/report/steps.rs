@@ -1,0 +1,361 @@
+//! The outputs of a step-series comparison (two dump folders of `step_S/`
+//! folders, compared by `run::steps`): the step facts of `summary.json`
+//! ([`StepSeries`]), the verdict sentence that opens the terminal and the
+//! index ("the runs agree through step 4; step 5 diverges first ..."), the
+//! series index page (a step × rank strip and the two loss curves) and the
+//! terminal summary. Each step's own report is an ordinary one, in
+//! `step_S/`.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::summary::{RankSummary, Summary};
+use super::{files, ReportError, ReportOptions};
+use crate::exit_codes;
+
+/// The step facts of a step-series `summary.json`, at its top level.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct StepSeries {
+    /// The steps compared (both runs have them), ascending.
+    pub steps: Vec<u64>,
+    /// Steps only run 1 has (each gates, as a rank only one run has).
+    pub steps_only1: Vec<u64>,
+    /// Steps only run 2 has.
+    pub steps_only2: Vec<u64>,
+    /// The first step, in step order, with a gating row on some rank;
+    /// `null` when every compared step agrees.
+    pub first_diverging_step: Option<u64>,
+    /// Each rank's own first diverging step (ranks that never diverge are
+    /// absent), by run-1 rank.
+    pub first_diverging_step_by_rank: Vec<RankStep>,
+    /// One entry per compared step: its report, counts and verdict.
+    pub step_results: Vec<StepResult>,
+}
+
+/// A rank's first diverging step.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RankStep {
+    /// Run 1's rank number.
+    pub rank: u32,
+    /// The step.
+    pub step: u64,
+}
+
+/// One compared step of a series.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StepResult {
+    /// The step number.
+    pub step: u64,
+    /// Its report's index page, relative to the series' report folder
+    /// (`step_5/index.html`).
+    pub report: String,
+    /// The step's exit status alone.
+    pub exit_status: i32,
+    /// Gating rows over its ranks.
+    pub gating: u64,
+    /// Result rows over its ranks that are not `match`.
+    pub diverging: u64,
+    /// Its first diverging rank, if any.
+    pub first_rank: Option<u32>,
+    /// Where it diverges first, as the step's headline says it ("rank 1
+    /// diverges first at `…`"); absent when it agrees.
+    pub headline: Option<String>,
+    /// Run 1's and run 2's loss at this step (the logs' `Loss:` header,
+    /// the lowest rank that has one), when recorded.
+    pub loss1: Option<f64>,
+    /// Run 2's loss.
+    pub loss2: Option<f64>,
+    /// The step's verdict lines.
+    pub verdict: Vec<String>,
+}
+
+impl StepResult {
+    /// The result of step `step` from its comparison's summary, its report
+    /// in folder `dir` (relative to the series' report folder).
+    pub fn of(step: u64, dir: &str, s: &Summary) -> StepResult {
+        let loss = |side: fn(&RankSummary) -> Option<f64>| s.ranks.iter().find_map(side);
+        StepResult {
+            step,
+            report: format!("{dir}/{}", files::INDEX),
+            exit_status: s.exit_status,
+            gating: s.counts.gating,
+            diverging: s.counts.diverging(),
+            first_rank: s
+                .ranks
+                .iter()
+                .find(|r| r.first_divergence.is_some())
+                .map(|r| r.rank),
+            headline: Summary::headline(&s.ranks, &s.name1, &s.name2),
+            loss1: loss(|r| r.run1.loss),
+            loss2: loss(|r| r.run2.loss),
+            verdict: s.verdict.clone(),
+        }
+    }
+}
+
+/// Prefixes every report link of `r` (its pages and the `page` of each
+/// row it refers to) with `dir/`, so that links in a series' summary lead
+/// into the step's folder.
+pub fn rebase_links(r: &mut RankSummary, dir: &str) {
+    for p in &mut r.pages {
+        p.file = format!("{dir}/{}", p.file);
+    }
+    // Rows are referred to from many places (first divergence, causes,
+    // per-phase firsts, non-finite values): every object with a `page` and
+    // an `anchor` is one, wherever the summary grows another.
+    let mut v = serde_json::to_value(&*r).expect("a rank summary serialises");
+    rebase_value(&mut v, dir);
+    *r = serde_json::from_value(v).expect("a rebased rank summary reads back");
+}
+
+fn rebase_value(v: &mut serde_json::Value, dir: &str) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if m.contains_key("anchor") {
+                if let Some(serde_json::Value::String(p)) = m.get_mut("page") {
+                    if !p.is_empty() {
+                        *p = format!("{dir}/{p}");
+                    }
+                }
+            }
+            for (k, x) in m.iter_mut() {
+                if k != "pages" {
+                    rebase_value(x, dir);
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| rebase_value(x, dir)),
+        _ => {}
+    }
+}
+
+/// The series' verdict lines: first the sentence that answers "which step,
+/// then which op", then why the exit status is what it is.
+pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<String> {
+    let mut lines = Vec::new();
+    if !s.input_errors.is_empty() {
+        lines.push(format!("input error: {}", s.input_errors.join("; ")));
+    }
+    lines.extend(first_step_sentence(series));
+    if !series.first_diverging_step_by_rank.is_empty() && s.ranks.iter().any(|r| r.rank != 0) {
+        let per: Vec<String> = series
+            .first_diverging_step_by_rank
+            .iter()
+            .map(|r| format!("rank {} at step {}", r.rank, r.step))
+            .collect();
+        lines.push(format!("first diverging step per rank: {}", per.join(", ")));
+    }
+    let steps = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    if !series.steps_only1.is_empty() {
+        lines.push(format!(
+            "steps only in {}: {}",
+            s.name1,
+            steps(&series.steps_only1)
+        ));
+    }
+    if !series.steps_only2.is_empty() {
+        lines.push(format!(
+            "steps only in {}: {}",
+            s.name2,
+            steps(&series.steps_only2)
+        ));
+    }
+    let bad: Vec<String> = series
+        .step_results
+        .iter()
+        .filter(|r| {
+            r.exit_status == exit_codes::INPUT_ERROR || r.exit_status == exit_codes::INCOMPLETE
+        })
+        .map(|r| format!("step {}: {}", r.step, r.verdict.join("; ")))
+        .collect();
+    lines.extend(bad);
+    if s.exit_status == exit_codes::OK {
+        lines.push(format!(
+            "no divergence beyond tolerance over {} step{}: {} rows match",
+            series.steps.len(),
+            if series.steps.len() == 1 { "" } else { "s" },
+            s.counts.matched
+        ));
+    }
+    lines
+}
+
+/// "the runs agree through step 4; step 5 diverges first: rank 1 diverges
+/// first at `…/op_0_mm` (a differing input)", or that every step agrees.
+pub fn first_step_sentence(series: &StepSeries) -> Option<String> {
+    let first = series.first_diverging_step?;
+    let before: Vec<u64> = series
+        .steps
+        .iter()
+        .copied()
+        .filter(|s| *s < first)
+        .collect();
+    let agree = match (before.first(), before.last()) {
+        (Some(a), Some(b)) if a == b => format!("the runs agree at step {a}; "),
+        (Some(a), Some(b)) => format!("the runs agree from step {a} through step {b}; "),
+        _ => String::new(),
+    };
+    let r = series.step_results.iter().find(|r| r.step == first)?;
+    let at = match &r.headline {
+        Some(h) => format!(": {}", h.trim_end_matches('.')),
+        None => String::new(),
+    };
+    Some(format!(
+        "{agree}step {first} diverges first{at} (report: {})",
+        r.report
+    ))
+}
+
+/// The terminal summary of a series: the runs, the verdict lines (the
+/// first-step sentence first), one line per step that does not agree (at
+/// most 20), and where the report is.
+pub fn render_terminal(s: &Summary, report: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "actdiff: {} ({}) vs {} ({}), step series",
+        s.name1, s.path1, s.name2, s.path2
+    );
+    let Some(series) = &s.series else {
+        return out;
+    };
+    let shown: Vec<&StepResult> = series
+        .step_results
+        .iter()
+        .filter(|r| r.exit_status != exit_codes::OK)
+        .collect();
+    let agree = series.step_results.len() - shown.len();
+    let _ = writeln!(
+        out,
+        "{} step{} compared ({agree} agree)",
+        series.step_results.len(),
+        if series.step_results.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+    );
+    for r in shown.iter().take(20) {
+        let _ = writeln!(
+            out,
+            "  step {}: {} gating of {} diverging rows{}",
+            r.step,
+            r.gating,
+            r.diverging,
+            r.headline
+                .as_ref()
+                .map(|h| format!("; {h}"))
+                .unwrap_or_default()
+        );
+    }
+    if shown.len() > 20 {
+        let _ = writeln!(
+            out,
+            "  … {} more steps differ (summary.json)",
+            shown.len() - 20
+        );
+    }
+    for v in &s.verdict {
+        let _ = writeln!(out, "{v}");
+    }
+    let _ = writeln!(out, "report: {report}");
+    out
+}
+
+/// Writes the series' `summary.json` and `index.html` into the report
+/// folder (which exists).
+///
+/// # Errors
+/// [`ReportError`] when a file cannot be written.
+pub fn write_index(s: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
+    let json = serde_json::to_vec_pretty(s).expect("summary serialises");
+    let path = opts.out_dir.join(files::SUMMARY);
+    std::fs::write(&path, json).map_err(|e| ReportError::io(&path, e))?;
+    super::html::write_steps_index(s, &opts.out_dir.join(files::INDEX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(step: u64, status: i32, headline: Option<&str>) -> StepResult {
+        StepResult {
+            step,
+            report: format!("step_{step}/index.html"),
+            exit_status: status,
+            gating: u64::from(status != 0),
+            diverging: u64::from(status != 0),
+            first_rank: None,
+            headline: headline.map(str::to_string),
+            loss1: Some(step as f64),
+            loss2: Some(step as f64 + 0.5),
+            verdict: vec![],
+        }
+    }
+
+    #[test]
+    fn the_sentence_names_the_agreeing_steps_and_the_first_diverging_one() {
+        let mut s = StepSeries {
+            steps: vec![1, 2, 3, 4, 5],
+            first_diverging_step: Some(5),
+            step_results: (1..=5)
+                .map(|i| {
+                    result(
+                        i,
+                        if i == 5 { 1 } else { 0 },
+                        (i == 5)
+                            .then_some("rank 1 diverges first at `a/op_0_mm` (a differing input)"),
+                    )
+                })
+                .collect(),
+            ..StepSeries::default()
+        };
+        assert_eq!(
+            first_step_sentence(&s).unwrap(),
+            "the runs agree from step 1 through step 4; step 5 diverges first: rank 1 diverges first at `a/op_0_mm` (a differing input) (report: step_5/index.html)"
+        );
+        s.first_diverging_step = Some(1);
+        assert!(first_step_sentence(&s)
+            .unwrap()
+            .starts_with("step 1 diverges first"));
+        s.first_diverging_step = None;
+        assert_eq!(first_step_sentence(&s), None);
+    }
+
+    #[test]
+    fn loss_curves_only_with_losses() {
+        let mut s = StepSeries {
+            steps: vec![1, 2],
+            first_diverging_step: Some(2),
+            step_results: vec![result(1, 0, None), result(2, 1, None)],
+            ..StepSeries::default()
+        };
+        let svg = crate::report::html::loss_svg(&s);
+        assert!(
+            svg.contains("<polyline class=l1") && svg.contains("step 2"),
+            "{svg}"
+        );
+        for r in &mut s.step_results {
+            r.loss1 = None;
+            r.loss2 = None;
+        }
+        assert_eq!(crate::report::html::loss_svg(&s), "");
+    }
+
+    #[test]
+    fn rebase_prefixes_row_pages_but_not_empty_ones() {
+        let mut v = serde_json::json!({
+            "pages": [{"file": "rank_0_p1.html"}],
+            "first_divergence": {"page": "rank_0_p1.html", "anchor": "rank0-row3"},
+            "root_causes": {"causes": [{"row": {"page": "", "anchor": "x"}}]},
+        });
+        rebase_value(&mut v, "step_3");
+        assert_eq!(v["first_divergence"]["page"], "step_3/rank_0_p1.html");
+        assert_eq!(v["root_causes"]["causes"][0]["row"]["page"], "");
+        assert_eq!(
+            v["pages"][0]["file"], "rank_0_p1.html",
+            "pages are rebased by rebase_links itself"
+        );
+    }
+}

@@ -1,0 +1,438 @@
+//! Step series: two dump folders whose logs sit in `step_S/` folders (the
+//! capture agent's `capture_steps=`), compared step by step with the
+//! single-step machinery ([`super::compare_runs`] per step, into the step's
+//! own report folder `OUT/step_S/`), then joined into one answer: the first
+//! step, in step order, where some rank has a gating row, each rank's own
+//! first diverging step, and one exit status over every step.
+//!
+//! Steps are paired by number; a step one run lacks is listed like a rank
+//! one run lacks (and gates like one). Only the first diverging step gets
+//! full result pages; the other steps' reports hold their summaries and
+//! no rows, unless `--steps all`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::outputs::{prepare_report_folder, RunOutputs, Terminal};
+use super::pipeline::{compare_runs, CompareConfig};
+use crate::exit_codes;
+use crate::report::steps::{RankStep, StepResult, StepSeries};
+use crate::report::summary::SCHEMA_VERSION;
+use crate::report::{self, files, junit, Summary};
+
+/// The folder name of step `S` in a step series: `step_S`.
+pub const STEP_DIR_PREFIX: &str = "step_";
+
+/// The step number of a folder name `step_<S>` (decimal digits only).
+pub fn step_of_dir_name(name: &str) -> Option<u64> {
+    let num = name.strip_prefix(STEP_DIR_PREFIX)?;
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    num.parse().ok()
+}
+
+/// The `step_S` folders directly in `path`, sorted by step; empty when
+/// `path` is no folder or holds none (a single-step dump).
+pub fn step_folders(path: &Path) -> Vec<(u64, PathBuf)> {
+    let Ok(dir) = std::fs::read_dir(path) else {
+        return Vec::new();
+    };
+    let mut steps: Vec<(u64, PathBuf)> = dir
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| {
+            let s = step_of_dir_name(e.file_name().to_str()?)?;
+            Some((s, e.path()))
+        })
+        .collect();
+    steps.sort();
+    steps
+}
+
+/// `--steps`: which steps of two step series are compared, and which get
+/// full result pages.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum StepSelection {
+    /// Every step; full pages for the first diverging step only.
+    #[default]
+    First,
+    /// `all`: every step, each with full pages.
+    All,
+    /// `3,5-9`: these steps only (inclusive ranges); full pages for the
+    /// first diverging one.
+    Only(Vec<(u64, u64)>),
+}
+
+impl StepSelection {
+    /// Parses `all` or a comma-separated list of steps and inclusive ranges
+    /// (`3,5-9`). Errors name the part that is no step or range.
+    pub fn parse(s: &str) -> Result<StepSelection, String> {
+        let s = s.trim();
+        if s == "all" {
+            return Ok(StepSelection::All);
+        }
+        let mut ranges = Vec::new();
+        for part in s.split(',').map(str::trim) {
+            let num = |t: &str| t.trim().parse::<u64>().ok();
+            let range = match part.split_once('-') {
+                Some((a, b)) => num(a).zip(num(b)).filter(|(a, b)| a <= b),
+                None => num(part).map(|a| (a, a)),
+            };
+            match range {
+                Some(r) => ranges.push(r),
+                None => {
+                    return Err(format!(
+                        "--steps `{s}`: `{part}` is no step or range (expected `all` or a list such as 3,5-9)"
+                    ))
+                }
+            }
+        }
+        Ok(StepSelection::Only(ranges))
+    }
+
+    /// Whether step `s` is compared.
+    pub fn includes(&self, s: u64) -> bool {
+        match self {
+            StepSelection::Only(r) => r.iter().any(|(a, b)| (*a..=*b).contains(&s)),
+            _ => true,
+        }
+    }
+}
+
+/// Whether `compare RUN1 RUN2` is a step-series compare: either run holds
+/// `step_S` folders. Both must; one alone is an input error, returned here.
+pub fn is_series(cfg: &CompareConfig) -> Result<bool, String> {
+    let (s1, s2) = (step_folders(&cfg.run1), step_folders(&cfg.run2));
+    match (s1.is_empty(), s2.is_empty()) {
+        (true, true) => Ok(false),
+        (false, false) => Ok(true),
+        (one, _) => {
+            let (with, without) = if one {
+                (&cfg.run2, &cfg.run1)
+            } else {
+                (&cfg.run1, &cfg.run2)
+            };
+            Err(format!(
+                "{} holds step_S folders (a step series) and {} does not: compare two step series, or one step folder of each",
+                with.display(),
+                without.display()
+            ))
+        }
+    }
+}
+
+/// One compared step, as [`compare_steps`] keeps it.
+struct StepDone {
+    step: u64,
+    summary: Summary,
+}
+
+/// The config of step `s`: the runs' step folders and the report folder
+/// `OUT/step_S`; `pages` false leaves the step's pages without rows (its
+/// summary is complete). `--rows` is refused before (no step column yet).
+fn step_config(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -> CompareConfig {
+    let mut c = cfg.clone();
+    c.run1 = p1.to_path_buf();
+    c.run2 = p2.to_path_buf();
+    c.quiet = true;
+    c.report.out_dir = cfg.report.out_dir.join(format!("{STEP_DIR_PREFIX}{s}"));
+    c.report.path1 = p1.display().to_string();
+    c.report.path2 = p2.display().to_string();
+    if !pages {
+        c.report.html_rows = Some(0);
+        c.report.html_budget = Some(0);
+    }
+    c
+}
+
+/// Compares one step into `OUT/step_S/` and writes that step's own
+/// `summary.json` and `index.html` (a complete single-step report).
+fn compare_step(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -> StepDone {
+    let c = step_config(cfg, s, p1, p2, pages);
+    let compared = compare_runs(&c);
+    let summary = super::outputs::finish_quiet(compared.meta, compared.ranks);
+    StepDone { step: s, summary }
+}
+
+/// `actdiff compare` on two step series: every step both runs have (and
+/// `sel` includes) compared in step order, then the series' outputs:
+/// `OUT/summary.json` (a [`Summary`] whose ranks carry their step, with
+/// the [`StepSeries`] fields), `OUT/index.html` (the step × rank strip and
+/// the loss curves), JUnit (one case per step and rank) and the terminal.
+/// Returns the exit status over every step.
+pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs) -> i32 {
+    let mut errors = Vec::new();
+    if cfg.rows.is_some() {
+        errors.push("--rows with step series: not supported yet (no step column); compare one step folder of each run".to_string());
+    }
+    if cfg.shard.is_some() {
+        errors.push("--shard with step series: not supported yet; compare one step folder of each run, or shard each step".to_string());
+    }
+    if !errors.is_empty() {
+        return super::outputs::input_error(cfg.report.clone(), errors, outs);
+    }
+    if let Err(e) = prepare_report_folder(&cfg.report) {
+        return super::outputs::input_error(cfg.report.clone(), vec![e.to_string()], outs);
+    }
+    let s1: BTreeMap<u64, PathBuf> = step_folders(&cfg.run1).into_iter().collect();
+    let s2: BTreeMap<u64, PathBuf> = step_folders(&cfg.run2).into_iter().collect();
+    let only = |a: &BTreeMap<u64, PathBuf>, b: &BTreeMap<u64, PathBuf>| -> Vec<u64> {
+        a.keys()
+            .filter(|s| !b.contains_key(s) && sel.includes(**s))
+            .copied()
+            .collect()
+    };
+    let (steps_only1, steps_only2) = (only(&s1, &s2), only(&s2, &s1));
+    let both: Vec<(u64, &PathBuf, &PathBuf)> = s1
+        .iter()
+        .filter(|(s, _)| sel.includes(**s))
+        .filter_map(|(s, p1)| s2.get(s).map(|p2| (*s, p1, p2)))
+        .collect();
+    let all_pages = *sel == StepSelection::All;
+    let progress = Progress::new(
+        both.len() as u64,
+        cfg.quiet || outs.terminal != Terminal::Text,
+    );
+    let mut done: Vec<StepDone> = Vec::with_capacity(both.len());
+    for (s, p1, p2) in &both {
+        progress.set_message(format!("step {s}"));
+        done.push(compare_step(cfg, *s, p1, p2, all_pages));
+        progress.inc();
+    }
+    progress.finish();
+    let first = done.iter().find(|d| diverges(&d.summary)).map(|d| d.step);
+    if let (Some(f), false) = (first, all_pages) {
+        // The first diverging step again, with its full pages.
+        let (p1, p2) = (&s1[&f], &s2[&f]);
+        let i = done.iter().position(|d| d.step == f).expect("compared");
+        done[i] = compare_step(cfg, f, p1, p2, true);
+    }
+    let summary = join(cfg, done, steps_only1, steps_only2, first);
+    write_outputs(cfg, summary, outs)
+}
+
+/// Whether a step's comparison has a gating row on some rank.
+fn diverges(s: &Summary) -> bool {
+    s.ranks.iter().any(|r| r.first_divergence.is_some())
+}
+
+/// The series' [`Summary`]: every step's ranks (each with its step, its
+/// page links under `step_S/`), counts over every step, the step facts
+/// and one exit status over every step.
+fn join(
+    cfg: &CompareConfig,
+    done: Vec<StepDone>,
+    steps_only1: Vec<u64>,
+    steps_only2: Vec<u64>,
+    first: Option<u64>,
+) -> Summary {
+    let mut ranks = Vec::new();
+    let mut results = Vec::new();
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    let mut rank_first: BTreeMap<u32, u64> = BTreeMap::new();
+    let (mut only1, mut only2) = (Vec::new(), Vec::new());
+    let mut groups = Vec::new();
+    let mut status = exit_codes::OK;
+    for d in done {
+        let dir = format!("{STEP_DIR_PREFIX}{}", d.step);
+        let s = d.summary;
+        results.push(StepResult::of(d.step, &dir, &s));
+        status = worse(status, s.exit_status);
+        errors.extend(
+            s.input_errors
+                .iter()
+                .map(|e| format!("step {}: {e}", d.step)),
+        );
+        warnings.extend(s.warnings.iter().map(|w| format!("step {}: {w}", d.step)));
+        only1.extend(s.ranks_only1.iter().copied());
+        only2.extend(s.ranks_only2.iter().copied());
+        if Some(d.step) == first {
+            groups = s.groups.clone();
+        }
+        for mut r in s.ranks {
+            if r.first_divergence.is_some() {
+                rank_first.entry(r.rank).or_insert(d.step);
+            }
+            r.step = Some(d.step);
+            report::steps::rebase_links(&mut r, &dir);
+            ranks.push(r);
+        }
+    }
+    only1.sort_unstable();
+    only1.dedup();
+    only2.sort_unstable();
+    only2.dedup();
+    if !steps_only1.is_empty() || !steps_only2.is_empty() {
+        status = worse(status, exit_codes::DIVERGED);
+    }
+    let counts = Summary::total_counts(&ranks);
+    let series = StepSeries {
+        steps: results.iter().map(|r| r.step).collect(),
+        steps_only1,
+        steps_only2,
+        first_diverging_step: first,
+        first_diverging_step_by_rank: rank_first
+            .into_iter()
+            .map(|(rank, step)| RankStep { rank, step })
+            .collect(),
+        step_results: results,
+    };
+    let mut s = Summary {
+        schema_version: SCHEMA_VERSION,
+        tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
+        name1: cfg.report.name1.clone(),
+        name2: cfg.report.name2.clone(),
+        path1: cfg.report.path1.clone(),
+        path2: cfg.report.path2.clone(),
+        counts,
+        ranks,
+        ranks_only1: only1,
+        ranks_only2: only2,
+        ranks_failed: Vec::new(),
+        input_errors: errors,
+        warnings,
+        groups,
+        exit_status: status,
+        verdict: Vec::new(),
+        series: None,
+    };
+    if series.steps.is_empty() && s.input_errors.is_empty() {
+        s.input_errors
+            .push("nothing compared: no step is in both runs".to_string());
+        s.exit_status = exit_codes::INPUT_ERROR;
+    }
+    s.verdict = report::steps::verdict(&s, &series);
+    s.series = Some(series);
+    s
+}
+
+/// The worse of two exit statuses: input error (2) over incomplete (3)
+/// over diverged (1) over OK (0).
+fn worse(a: i32, b: i32) -> i32 {
+    let rank = |s: i32| match s {
+        exit_codes::OK => 0,
+        exit_codes::DIVERGED => 1,
+        exit_codes::INCOMPLETE => 2,
+        _ => 3,
+    };
+    if rank(b) > rank(a) {
+        b
+    } else {
+        a
+    }
+}
+
+/// Writes the series' `summary.json`, `index.html`, JUnit and terminal
+/// summary; returns the exit status.
+fn write_outputs(cfg: &CompareConfig, mut summary: Summary, outs: &RunOutputs) -> i32 {
+    if let Err(e) = report::steps::write_index(&summary, &cfg.report) {
+        summary.input_errors.push(e.to_string());
+        summary.exit_status = exit_codes::INPUT_ERROR;
+        summary.verdict.insert(0, format!("input error: {e}"));
+        let _ = std::fs::remove_file(cfg.report.out_dir.join(files::INDEX));
+        let _ = std::fs::remove_file(cfg.report.out_dir.join(files::SUMMARY));
+    }
+    for w in &summary.warnings {
+        eprintln!("warning: {w}");
+    }
+    for e in &summary.input_errors {
+        eprintln!("error: {e}");
+    }
+    if let Some(j) = &outs.junit {
+        let res = std::fs::File::create(j)
+            .and_then(|f| junit::write_junit(&summary, std::io::BufWriter::new(f)));
+        if let Err(e) = res {
+            eprintln!("error: {}: {e}", j.display());
+            return exit_codes::INPUT_ERROR;
+        }
+    }
+    match outs.terminal {
+        Terminal::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).expect("summary serialises")
+        ),
+        Terminal::Text => {
+            let index = cfg.report.out_dir.join(files::INDEX);
+            let at = if index.is_file() {
+                index.display().to_string()
+            } else {
+                "not written".to_string()
+            };
+            print!("{}", report::steps::render_terminal(&summary, &at));
+        }
+        Terminal::Quiet => {}
+    }
+    summary.exit_status
+}
+
+/// A progress bar over steps (hidden when quiet or not a terminal).
+struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    fn new(len: u64, hidden: bool) -> Progress {
+        if hidden || !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return Progress(None);
+        }
+        let bar = indicatif::ProgressBar::new(len);
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps {msg}")
+        {
+            bar.set_style(style);
+        }
+        Progress(Some(bar))
+    }
+    fn set_message(&self, m: String) {
+        if let Some(b) = &self.0 {
+            b.set_message(m);
+        }
+    }
+    fn inc(&self) {
+        if let Some(b) = &self.0 {
+            b.inc(1);
+        }
+    }
+    fn finish(&self) {
+        if let Some(b) = &self.0 {
+            b.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_folder_names() {
+        assert_eq!(step_of_dir_name("step_12"), Some(12));
+        assert_eq!(step_of_dir_name("step_0"), Some(0));
+        for bad in ["step_", "step_1a", "step-1", "steps_1", "step_+1", "rank_1"] {
+            assert_eq!(step_of_dir_name(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn step_selection() {
+        assert_eq!(StepSelection::parse("all"), Ok(StepSelection::All));
+        let s = StepSelection::parse("3, 5-9").unwrap();
+        assert_eq!(s, StepSelection::Only(vec![(3, 3), (5, 9)]));
+        assert!(s.includes(3) && s.includes(5) && s.includes(9));
+        assert!(!s.includes(4) && !s.includes(10) && !s.includes(1));
+        assert!(StepSelection::First.includes(77));
+        for bad in ["", "x", "9-5", "3,", "1-2-3"] {
+            let e = StepSelection::parse(bad).unwrap_err();
+            assert!(e.contains("--steps"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn worse_orders_statuses() {
+        use exit_codes::*;
+        assert_eq!(worse(OK, DIVERGED), DIVERGED);
+        assert_eq!(worse(DIVERGED, INCOMPLETE), INCOMPLETE);
+        assert_eq!(worse(INPUT_ERROR, INCOMPLETE), INPUT_ERROR);
+        assert_eq!(worse(DIVERGED, OK), DIVERGED);
+    }
+}

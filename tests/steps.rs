@@ -1,0 +1,262 @@
+//! Step series (`step_S/` folders, issue 24): `actdiff compare` names the
+//! first step where two runs part, each rank's own first diverging step,
+//! gates over every step, and writes one JUnit case per (step, rank).
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use serde_json::Value;
+use tempfile::TempDir;
+
+fn actdiff() -> Command {
+    Command::cargo_bin("actdiff").unwrap()
+}
+
+/// Two step series of `steps` steps × 2 ranks (generated logs, 300 ops):
+/// run 2 perturbs 3 rows of every rank from step `from`, except rank 0 at
+/// step `from` (its log copied from run 1): rank 1 parts at `from`, rank
+/// 0 one step later (`from` past `steps`: the runs agree).
+fn series(dir: &Path, steps: u64, from: u64) {
+    for s in 1..=steps {
+        let n = if s >= from { "3" } else { "0" };
+        let (g1, g2) = (dir.join("g1"), dir.join("g2"));
+        actdiff()
+            .args(["gen", "--ops", "300", "--ranks", "2", "--perturb-count", n])
+            .args(["--seed", &s.to_string()])
+            .arg(&g1)
+            .arg(&g2)
+            .assert()
+            .success();
+        for (g, run) in [(&g1, "a"), (&g2, "b")] {
+            std::fs::create_dir_all(dir.join(run)).unwrap();
+            std::fs::rename(g, dir.join(run).join(format!("step_{s}"))).unwrap();
+        }
+    }
+    let log = |run: &str| {
+        dir.join(run)
+            .join(format!("step_{from}/rank_0_activations.log"))
+    };
+    if from <= steps {
+        std::fs::copy(log("a"), log("b")).unwrap();
+    }
+}
+
+fn summary(out: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn names_the_first_diverging_step_and_each_ranks_own() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 5, 3);
+    let out = d.path().join("rep");
+    let junit = d.path().join("j.xml");
+    let r = actdiff()
+        .arg("compare")
+        .arg(d.path().join("a"))
+        .arg(d.path().join("b"))
+        .arg("-o")
+        .arg(&out)
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(r.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("the runs agree from step 1 through step 2; step 3 diverges first: rank 1 diverges first at `"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("first diverging step per rank: rank 0 at step 4, rank 1 at step 3"),
+        "{stdout}"
+    );
+    let s = summary(&out);
+    assert_eq!(s["steps"], serde_json::json!([1, 2, 3, 4, 5]));
+    assert_eq!(s["first_diverging_step"], 3);
+    assert_eq!(
+        s["first_diverging_step_by_rank"],
+        serde_json::json!([{"rank": 0, "step": 4}, {"rank": 1, "step": 3}])
+    );
+    let ranks = s["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 10, "one entry per (step, rank)");
+    assert!(ranks.iter().all(|r| r["step"].is_u64()));
+    // Links lead into the step's folder, and the first diverging step's
+    // pages hold its rows; other steps' pages hold none.
+    let step3 = ranks
+        .iter()
+        .find(|r| r["step"] == 3 && r["rank"] == 1)
+        .unwrap();
+    let page = step3["first_divergence"]["page"].as_str().unwrap();
+    assert!(page.starts_with("step_3/"), "{page}");
+    assert!(out.join(page).is_file(), "{page}");
+    assert!(step3["html_rows"].as_u64().unwrap() > 0);
+    let step4 = ranks
+        .iter()
+        .find(|r| r["step"] == 4 && r["rank"] == 1)
+        .unwrap();
+    assert_eq!(step4["html_rows"], 0, "summary line only for a later step");
+    assert!(
+        step4["first_divergence"].is_object(),
+        "but its result is complete"
+    );
+    // Each step's own report is an ordinary one.
+    let own = summary(&out.join("step_3"));
+    assert_eq!(own["exit_status"], 1);
+    assert!(own.get("steps").is_none());
+    // The index: the strip marks step 3.
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        index.contains("class=first title=\"first diverging step\">3<"),
+        "{index}"
+    );
+    assert!(index.contains("href=\"step_3/index.html\""));
+    // JUnit: one case per (step, rank); steps 3-5 of rank 1 fail.
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(x.matches("<testcase ").count(), 10, "{x}");
+    assert!(x.contains("name=\"step 3 rank 1\">"), "{x}");
+    assert!(x.contains("name=\"step 3 rank 0\"/>"), "{x}");
+}
+
+#[test]
+fn steps_all_gives_every_step_its_pages_and_a_list_limits_the_steps() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 4, 3);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let out = d.path().join("all");
+    actdiff()
+        .arg("compare")
+        .args([&a, &b])
+        .args(["--steps", "all", "-q", "-o"])
+        .arg(&out)
+        .assert()
+        .code(1);
+    let s = summary(&out);
+    let step4 = s["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["step"] == 4)
+        .unwrap();
+    assert!(step4["html_rows"].as_u64().unwrap() > 0);
+    // Steps 1-2 only: they agree.
+    let out = d.path().join("some");
+    let r = actdiff()
+        .arg("compare")
+        .args([&a, &b])
+        .args(["--steps", "1-2", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stdout)
+    );
+    let s = summary(&out);
+    assert_eq!(s["steps"], serde_json::json!([1, 2]));
+    assert_eq!(s["first_diverging_step"], Value::Null);
+    assert!(
+        String::from_utf8_lossy(&r.stdout).contains("no divergence beyond tolerance over 2 steps")
+    );
+    // A bad list is a usage error naming the part.
+    actdiff()
+        .arg("compare")
+        .args([&a, &b])
+        .args(["--steps", "2-x"])
+        .arg("-o")
+        .arg(d.path().join("bad"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("`2-x` is no step or range"));
+}
+
+#[test]
+fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 3, 9);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    std::fs::remove_dir_all(b.join("step_3")).unwrap();
+    let out = d.path().join("rep");
+    let r = actdiff()
+        .arg("compare")
+        .args([&a, &b])
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert_eq!(r.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("steps only in a: 3"), "{stdout}");
+    let s = summary(&out);
+    assert_eq!(s["steps_only1"], serde_json::json!([3]));
+    assert_eq!(s["first_diverging_step"], Value::Null, "steps 1-2 agree");
+    // A series against a single-step folder.
+    actdiff()
+        .arg("compare")
+        .arg(&a)
+        .arg(a.join("step_1"))
+        .arg("-o")
+        .arg(d.path().join("mixed"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "holds step_S folders (a step series)",
+        ));
+    // --steps without a series.
+    actdiff()
+        .arg("compare")
+        .arg(a.join("step_1"))
+        .arg(b.join("step_1"))
+        .args(["--steps", "1"])
+        .arg("-o")
+        .arg(d.path().join("nos"))
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("hold no step_S folders"));
+}
+
+#[test]
+fn step_and_loss_header_lines_reach_the_summary() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 2, 9);
+    for (run, loss) in [("a", "2.5"), ("b", "2.75")] {
+        for s in 1..=2 {
+            for rank in 0..2 {
+                let p = d
+                    .path()
+                    .join(run)
+                    .join(format!("step_{s}/rank_{rank}_activations.log"));
+                let text = std::fs::read_to_string(&p).unwrap();
+                let (first, rest) = text.split_once('\n').unwrap();
+                std::fs::write(&p, format!("{first}\nStep: {s}\nLoss: {loss}\n{rest}")).unwrap();
+            }
+        }
+    }
+    let out = d.path().join("rep");
+    actdiff()
+        .arg("compare")
+        .arg(d.path().join("a"))
+        .arg(d.path().join("b"))
+        .args(["-q", "-o"])
+        .arg(&out)
+        .assert()
+        .code(0);
+    let s = summary(&out);
+    let r0 = &s["step_results"][1];
+    assert_eq!(
+        (
+            r0["step"].as_u64(),
+            r0["loss1"].as_f64(),
+            r0["loss2"].as_f64()
+        ),
+        (Some(2), Some(2.5), Some(2.75))
+    );
+    assert_eq!(s["ranks"][0]["run1"]["step"], 1);
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        index.contains("<polyline class=l1"),
+        "the loss curves are drawn"
+    );
+}
