@@ -565,13 +565,21 @@ def _schedule(capture_step, capture_steps):
     return True, steps
 
 
-def _loss_value(loss) -> float | None:
-    """``loss`` as a float (a 0-d or one-element tensor read with ``item()``)."""
-    if loss is None:
-        return None
+def _check_loss(loss) -> None:
+    """Raises ValueError for a loss that is no float nor one-element tensor
+    (before anything is read or written: no sync)."""
     if isinstance(loss, torch.Tensor):
         if loss.numel() != 1:
             raise ValueError(f"loss must be a float or a one-element tensor, got shape {tuple(loss.shape)}")
+    elif loss is not None and not isinstance(loss, (int, float)):
+        raise ValueError(f"loss must be a float or a one-element tensor, got {type(loss).__name__}")
+
+
+def _loss_value(loss) -> float | None:
+    """``loss`` as a float (a tensor read with ``item()``)."""
+    if loss is None:
+        return None
+    if isinstance(loss, torch.Tensor):
         return float(loss.detach().item())
     return float(loss)
 
@@ -686,6 +694,7 @@ class Profiler:
         one-element tensor) is the step's training loss; for a captured
         step the log's header records it (``Loss: x``), a tensor read after
         the capture's own flush has synchronised the device."""
+        _check_loss(loss)
         self._step += 1
         if not self.enabled or self._done:
             return

@@ -1,0 +1,145 @@
+"""Step series (issue 24) on ``usermodel.TinyGPT``: ``capture_steps=``
+writes ``step_S/rank_R_activations.log`` with ``Step:`` and ``Loss:``
+header lines, steps outside the schedule run disarmed, and ``actdiff
+compare`` on two series names the first step where they part: a changed
+token of step 3's batch, a learning rate changed at step 3; identical runs
+are bitwise equal over every step."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import actdiff_capture
+from usermodel import VOCAB, TinyGPT, batches
+
+
+def run(dump, steps=4, schedule=None, *, change_token_at=None, lr_change_at=None, probe=None):
+    """Trains ``steps`` AdamW steps of TinyGPT (dropout on), capturing
+    ``schedule`` (default: every step) at full precision into ``dump``,
+    with the loss passed to ``prof.step``. ``change_token_at=S`` changes
+    one token of step S's batch; ``lr_change_at=S`` sets the learning rate
+    to 3e-2 before step S. ``probe(prof, step)`` is called after each
+    ``prof.step``. Returns the profiler."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = TinyGPT(dropout=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    sched = range(1, steps + 1) if schedule is None else schedule
+    prof = actdiff_capture.Profiler(model, dump, capture_steps=sched, precision="full")
+    for step, idx in enumerate(batches(steps), start=1):
+        if step == change_token_at:
+            idx = idx.clone()
+            idx[0, 3] = (idx[0, 3] + 1) % VOCAB
+        if step == lr_change_at:
+            for g in opt.param_groups:
+                g["lr"] = 3e-2
+        logits = model(idx[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), idx[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        prof.step(loss=loss)
+        if probe is not None:
+            probe(prof, step)
+    return prof
+
+
+def compare(actdiff_bin, a, b, out, *args):
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(a), str(b), "-o", str(out), *args],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    return r, json.loads((out / "summary.json").read_text())
+
+
+def header(path):
+    lines = []
+    for line in path.read_text().splitlines():
+        if line.startswith("="):
+            return lines
+        lines.append(line)
+    return lines
+
+
+def test_schedule_writes_step_folders_and_disarms_between(tmp_path):
+    armed = {}
+
+    def probe(prof, step):
+        armed[step] = (prof.armed, sum(len(m._forward_hooks) for m in prof.model.modules()))
+
+    prof = run(tmp_path, steps=5, schedule=[1, 3], probe=probe)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_1", "step_3"]
+    assert set(prof.paths) == {1, 3}
+    h = header(tmp_path / "step_3" / "rank_0_activations.log")
+    assert "Step: 3" in h and "Precision: full" in h, h
+    loss = [line for line in h if line.startswith("Loss: ")]
+    assert len(loss) == 1 and 0 < float(loss[0][6:]) < 10, h
+    # Armed (hooks on the modules) only for the step about to be captured.
+    assert armed == {1: (False, 0), 2: (True, armed[2][1]), 3: (False, 0), 4: (False, 0), 5: (False, 0)}
+    assert armed[2][1] > 0
+
+
+def test_an_int_keeps_the_reference_layout(tmp_path):
+    run(tmp_path, steps=2, schedule=2)
+    assert [p.name for p in tmp_path.iterdir()] == ["rank_0_activations.log"]
+    h = header(tmp_path / "rank_0_activations.log")
+    assert not any(line.startswith("Step:") for line in h), h
+
+
+def test_bad_schedules_are_refused(tmp_path):
+    m = TinyGPT()
+    with pytest.raises(ValueError, match="not both"):
+        actdiff_capture.Profiler(m, tmp_path, capture_step=1, capture_steps=[1])
+    with pytest.raises(ValueError, match="1-based"):
+        actdiff_capture.Profiler(m, tmp_path, capture_steps=[0, 1])
+    with pytest.raises(ValueError, match="iterable"):
+        actdiff_capture.Profiler(m, tmp_path, capture_steps="12")
+    prof = actdiff_capture.Profiler(m, tmp_path / "x", capture_steps=[1])
+    with pytest.raises(ValueError, match="one-element"):
+        prof.step(loss=torch.ones(2))
+    assert prof.armed, "a refused loss changes nothing"
+    prof.step(loss=1.5)
+    assert "Loss: 1.5e+00" in header(tmp_path / "x" / "step_1" / "rank_0_activations.log")
+
+
+def test_identical_runs_are_bitwise_equal_over_every_step(actdiff_bin, tmp_path):
+    run(tmp_path / "a")
+    run(tmp_path / "b")
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep", "--bitwise")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["steps"] == [1, 2, 3, 4] and s["first_diverging_step"] is None
+    assert all(rk["bitwise"]["all"] for rk in s["ranks"]), "every paired row bitwise identical"
+
+
+def test_a_changed_token_at_step_3_is_found_at_step_3(actdiff_bin, tmp_path):
+    run(tmp_path / "a")
+    run(tmp_path / "b", change_token_at=3)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 1
+    assert s["first_diverging_step"] == 3, r.stdout
+    assert "the runs agree from step 1 through step 2; step 3 diverges first" in r.stdout, r.stdout
+    step3 = next(x for x in s["step_results"] if x["step"] == 3)
+    # The batch is the model's input: the embedding is where it enters.
+    assert "`tok/op_0_embedding`" in step3["headline"], step3["headline"]
+    assert step3["loss1"] != step3["loss2"]
+    losses = {x["step"]: (x["loss1"], x["loss2"]) for x in s["step_results"]}
+    assert losses[1][0] == losses[1][1] and losses[2][0] == losses[2][1]
+
+
+def test_a_learning_rate_changed_at_step_3_parts_in_step_3s_optimizer(actdiff_bin, tmp_path):
+    run(tmp_path / "a")
+    run(tmp_path / "b", lr_change_at=3)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 1
+    assert s["first_diverging_step"] == 3, r.stdout
+    rank = next(x for x in s["ranks"] if x["step"] == 3)
+    # Forward and backward of step 3 agree; the update is the first change.
+    assert rank["first_divergence"]["phase"] == "optimizer", rank["first_divergence"]
+    assert rank["root_causes"]["first_divergence_forward"] is None
