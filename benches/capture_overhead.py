@@ -23,7 +23,12 @@ Three measurements, medians of repeated runs:
    reference tracer, which also records stack traces through DebugMode);
 3. end to end: one training step of the small Llama-style model of
    tests/python/llama.py (and a larger one), without capture, with the
-   agent, with the Python reference mode.
+   agent, with the Python reference mode;
+4. capture levels over a training loop (issue 24): the step time of the
+   testdata-size model (the recipe's shape: dim 256, 4 layers) with no
+   profiler, a profiler whose schedule never comes (disarmed steps: should
+   cost nothing), `level="modules"` on every step and `level="ops"` on
+   every step, each with `precision="full"` and digests; median per step.
 """
 
 from __future__ import annotations
@@ -361,6 +366,55 @@ def bench_e2e(quick: bool) -> list[dict]:
     return out
 
 
+# ---------------------------------------------------------------------------
+# 4. capture levels over a loop of steps
+
+
+def loop_step_time(cfg: dict, prof_kw: dict | None, steps: int, rounds: int) -> float:
+    """Median step time (s) of `steps` steps of a loop with a Profiler made
+    from `prof_kw` (None: no profiler), over `rounds` loops."""
+    per_round = []
+    for _ in range(rounds):
+        torch.manual_seed(0)
+        model = Llama(**cfg)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+        x, y = batch(1, vocab=cfg["vocab"], bsz=2, seq=64)
+        tmp = tempfile.mkdtemp()
+        prof = None if prof_kw is None else actdiff_capture.Profiler(model, tmp, **prof_kw)
+        ts = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if prof is not None:
+                prof.step(loss=loss)
+            ts.append(time.perf_counter() - t0)
+        per_round.append(statistics.median(ts[1:]))
+    return statistics.median(per_round)
+
+
+def bench_levels(quick: bool) -> dict:
+    cfg = dict(vocab=2000, dim=256, n_layers=4, n_heads=8, hidden=768)
+    steps, rounds = (6, 2) if quick else (12, 5)
+    every = range(1, steps + 1)
+    full = {"precision": "full"}
+    res = {"model": "testdata-size: dim 256, 4 layers, vocab 2000", "steps": steps, "rounds": rounds}
+    res["plain_ms"] = loop_step_time(cfg, None, steps, rounds) * 1e3
+    runs = {
+        "disarmed": dict(capture_steps=[10**9], **full),
+        "modules": dict(capture_steps=every, level="modules", **full),
+        "ops": dict(capture_steps=every, level="ops", **full),
+    }
+    for name, kw in runs.items():
+        t = loop_step_time(cfg, kw, steps, rounds) * 1e3
+        res[f"{name}_ms"] = t
+        res[f"{name}_overhead_pct"] = 100.0 * (t - res["plain_ms"]) / res["plain_ms"]
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke test)")
@@ -414,6 +468,14 @@ def main() -> None:
             + " | ".join(f"{r[m + '_overhead_ms']:.1f} ({r['ratio_' + m]:.1f}x)" for m in refs)
             + " |"
         )
+    res["levels"] = r = bench_levels(a.quick)
+    print(f"\n## capture levels over a loop of {r['steps']} steps ({r['model']}; ms per step, median of {r['rounds']} loops; full precision + digests)")
+    print("| no profiler | disarmed schedule | level=modules every step | level=ops every step |")
+    print("| ---: | ---: | ---: | ---: |")
+    print(
+        f"| {r['plain_ms']:.1f} | {r['disarmed_ms']:.1f} ({r['disarmed_overhead_pct']:+.1f} %) "
+        f"| {r['modules_ms']:.1f} ({r['modules_overhead_pct']:+.1f} %) | {r['ops_ms']:.1f} ({r['ops_overhead_pct']:+.1f} %) |"
+    )
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

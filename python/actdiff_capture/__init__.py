@@ -23,7 +23,9 @@ disarms. ``capture_steps=range(1, 1001)`` (any iterable of steps) captures a
 step series instead: ``{dump_dir}/step_{S}/rank_{rank}_activations.log`` per
 step, each with a ``Step: S`` header line, which ``actdiff compare`` reads
 to name the first step where two runs part; ``prof.step(loss=loss)``
-records the loss in the header. What is captured and how keys, phases and locations are found:
+records the loss in the header. ``level="modules"`` records module outputs,
+parameter gradients and parameters after the optimizer through hooks only
+(:mod:`actdiff_capture.modules`), cheap enough to capture every step. What is captured and how keys, phases and locations are found:
 :mod:`actdiff_capture.capture`; the FX side: :mod:`actdiff_capture.fx`.
 All statistics and the writing are done by the Rust core
 (``actdiff_capture._native``).
@@ -35,6 +37,7 @@ from ._native import Capture, tensor_stats
 from .capture import (
     DEFAULT_MIN_NUMEL,
     EXCLUDED_OPS,
+    LEVELS,
     PRECISIONS,
     ActivationCaptureProfiler,
     Profiler,
@@ -59,6 +62,7 @@ __all__ = [
     "DEFAULT_MIN_NUMEL",
     "EXCLUDED_OPS",
     "FQNInterpreter",
+    "LEVELS",
     "PRECISIONS",
     "Profiler",
     "StackFrame",

@@ -68,7 +68,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import fx, inductor
+from . import fx, inductor, modules
 from ._native import Capture
 
 DEFAULT_MIN_NUMEL = 1000
@@ -96,6 +96,11 @@ EXCLUDED_OPS = frozenset(
 #: significant digits) or ``"full"`` (shortest round-trip float64 text, at
 #: most 17 digits, and a ``Precision: full`` header line).
 PRECISIONS = (None, "full")
+
+# What a capture records: "ops" (one block per ATen op, the reference's) or
+# "modules" (module outputs, parameter gradients and parameters after the
+# optimizer: actdiff_capture.modules).
+LEVELS = ("ops", "modules")
 
 _FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
 
@@ -615,6 +620,11 @@ class Profiler:
         digests: write ``Output digest`` / ``Input digests`` lines (a 64-bit
             digest of each hashed tensor's contents, for bitwise
             comparison); default: on with ``precision="full"``.
+        level: ``"ops"`` (default) records every ATen op through a
+            dispatch mode; ``"modules"`` records each module's forward
+            output, each parameter's gradient and each parameter after the
+            optimizer step through hooks only, cheap enough for every step
+            (:mod:`actdiff_capture.modules`; header ``Level: modules``).
 
     Raises:
         ValueError: a step below 1, both ``capture_step`` and
@@ -636,18 +646,22 @@ class Profiler:
         device_path: bool = False,
         precision: str | None = None,
         digests: bool | None = None,
+        level: str = "ops",
     ):
         self._configure(
             model, dump_dir, rank, _schedule(capture_step, capture_steps), min_numel, op_filter, excluded_ops,
-            enabled, device_path, precision, digests,
+            enabled, device_path, precision, digests, level,
         )  # fmt: skip
         if self.enabled and 1 in self.steps:
             self._arm()
 
     def _configure(
         self, model, dump_dir, rank, schedule, min_numel, op_filter, excluded_ops, enabled, device_path,
-        precision, digests,
+        precision, digests, level,
     ) -> None:  # fmt: skip
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        self.level = level
         if precision == "default":
             precision = None
         if precision not in PRECISIONS:
@@ -677,6 +691,7 @@ class Profiler:
         self._step = 0
         self._done = False
         self._mode: _Mode | None = None
+        self._modules: modules.ModuleRecorder | None = None
         self._handles: list = []
         self._stack: list = []
         self._grad_fn_to_module: dict = {}
@@ -709,7 +724,7 @@ class Profiler:
     @property
     def armed(self) -> bool:
         """True between arming and writing the log (or ``__exit__``)."""
-        return self._mode is not None
+        return self._mode is not None or self._modules is not None
 
     # -- internals --------------------------------------------------------------
 
@@ -736,7 +751,16 @@ class Profiler:
             raise
 
     def _arm(self) -> None:
-        if self._mode is not None:
+        if self._mode is not None or self._modules is not None:
+            return
+        if self.level == "modules":
+            self._armed_step = self._step + 1
+            self._armed_path = self._log_path(self._armed_step)
+            cap = self._new_capture(self._armed_path)
+            cap.note_level("modules")
+            if self.series:
+                cap.note_step(self._armed_step)
+            self._modules = modules.ModuleRecorder(self.model, cap)
             return
         names = {id(m): name for name, m in self.model.named_modules()}
         stack = self._stack
@@ -803,6 +827,9 @@ class Profiler:
         fx.set_numerics_capture_active(True)
 
     def _disarm(self):
+        rec, self._modules = self._modules, None
+        if rec is not None:
+            rec.remove()
         mode, self._mode = self._mode, None
         if mode is not None:
             fx.set_numerics_capture_active(False)
@@ -818,24 +845,30 @@ class Profiler:
         return mode
 
     def _dump(self, loss=None) -> None:
-        mode = self._disarm()
-        if mode is None:
-            return
+        rec, self._modules = self._modules, None
+        if rec is not None:
+            rec.finish()  # the parameters as the optimizer left them
+            cap = rec.cap
+        else:
+            mode = self._disarm()
+            if mode is None:
+                return
+            cap = mode.cap
+            for op in mode.excluded:
+                cap.note_excluded(op)
+            # The header's `Compiled: inductor`: ops of this log ran in
+            # inductor's wrapper, so the ops it fused into kernels are absent
+            # (the comparator shows them as fused away, not gating).
+            note_compiled = getattr(cap, "note_compiled", None)
+            if mode.compiled is not None and note_compiled is not None:
+                note_compiled(mode.compiled)
         # The device is synchronised by this flush: reading a loss tensor
         # afterwards costs no sync of its own.
-        mode.cap.flush()
+        cap.flush()
         value = _loss_value(loss)
         if value is not None:
-            mode.cap.note_loss(value)
-        for op in mode.excluded:
-            mode.cap.note_excluded(op)
-        # The header's `Compiled: inductor`: ops of this log ran in
-        # inductor's wrapper, so the ops it fused into kernels are absent
-        # (the comparator shows them as fused away, not gating).
-        note_compiled = getattr(mode.cap, "note_compiled", None)
-        if mode.compiled is not None and note_compiled is not None:
-            note_compiled(mode.compiled)
-        self.count = mode.cap.finish()
+            cap.note_loss(value)
+        self.count = cap.finish()
         self.path = self._armed_path
         self.paths[self._armed_step] = self.path
 
@@ -871,10 +904,11 @@ class ActivationCaptureProfiler(Profiler):
         device_path: bool = False,
         precision: str | None = None,
         digests: bool | None = None,
+        level: str = "ops",
     ):
         self._configure(
             model, dump_dir, rank, _schedule(capture_step, capture_steps), min_numel, op_filter, excluded_ops,
-            enabled, device_path, precision, digests,
+            enabled, device_path, precision, digests, level,
         )  # fmt: skip
 
     def __enter__(self) -> "ActivationCaptureProfiler":

@@ -555,6 +555,12 @@ impl Capture {
         self.notes.step = Some(step);
     }
 
+    /// Notes that the log is a module-level capture: the header gets a
+    /// `Level: modules` line.
+    pub fn note_level(&mut self, level: crate::logformat::CaptureLevel) {
+        self.notes.level = level;
+    }
+
     /// Notes the step's training loss: the header gets a `Loss: x` line.
     pub fn note_loss(&mut self, loss: f64) {
         self.notes.loss = Some(loss);

@@ -214,6 +214,17 @@ impl Capture {
         self.core().note_step(step);
     }
 
+    /// `note_level(level: str) -> None`: `"modules"` for a module-level
+    /// capture (`finish()` writes `Level: modules`), `"ops"` the default.
+    /// ValueError for another name.
+    fn note_level(&self, level: &str) -> PyResult<()> {
+        let l = crate::logformat::CaptureLevel::from_name(level).ok_or_else(|| {
+            PyValueError::new_err(format!("level must be 'ops' or 'modules', got {level:?}"))
+        })?;
+        self.core().note_level(l);
+        Ok(())
+    }
+
     /// `note_loss(loss: float) -> None`: notes the step's training loss:
     /// `finish()` writes the header line `Loss: x` (round-trip float64).
     fn note_loss(&self, loss: f64) {

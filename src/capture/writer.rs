@@ -195,6 +195,7 @@ mod tests {
                 compiled: CompileBackend::from_name("inductor"),
                 step: Some(3),
                 loss: Some(0.1),
+                ..HeaderNotes::default()
             })
             .unwrap();
         assert_eq!(n, 1000);

@@ -8,6 +8,7 @@
 //! Total captured activations: 2          write_header
 //! Excluded ops dispatched: t, view
 //! Compiled: inductor                     (a compiled run only: CompileBackend)
+//! Level: modules                         (a module-level capture only)
 //! Step: 5                                (a step of a step series only)
 //! Loss: 2.3125                           (when the training loop gave it)
 //! Precision: full                        (Precision::Full only)
@@ -149,6 +150,45 @@ pub const STEP_LABEL: &str = "Step";
 /// loop passed it (`prof.step(loss=...)`). Ignored by the reference.
 pub const LOSS_LABEL: &str = "Loss";
 
+/// The label of the header line of a module-level capture
+/// (`Level: modules`): its blocks are module outputs, parameter gradients
+/// and parameters after the optimizer step, not ops. A per-op log (the
+/// reference's) has no such line. Ignored by the reference comparator.
+pub const LEVEL_LABEL: &str = "Level";
+
+/// What a log's blocks are: ops (the reference's, the default) or modules
+/// (`Level: modules`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureLevel {
+    /// One block per ATen op (no header line).
+    #[default]
+    Ops,
+    /// One block per module forward output, parameter gradient and
+    /// parameter after the optimizer step (`Level: modules`).
+    Modules,
+}
+
+impl CaptureLevel {
+    /// The level's name in the header line and the capture agent's
+    /// `level=` (`ops`, `modules`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CaptureLevel::Ops => "ops",
+            CaptureLevel::Modules => "modules",
+        }
+    }
+
+    /// The level of `name` (trimmed), if known.
+    pub fn from_name(name: &str) -> Option<CaptureLevel> {
+        match name.trim() {
+            "ops" => Some(CaptureLevel::Ops),
+            "modules" => Some(CaptureLevel::Modules),
+            _ => None,
+        }
+    }
+}
+
 /// What a log's header states beside its op count: every header line a
 /// writer may add, in one place. The parser reads the same lines into
 /// `parser::Header`.
@@ -159,6 +199,8 @@ pub struct HeaderNotes {
     pub excluded: Option<Vec<String>>,
     /// `Compiled: <backend>` (`None`: an eager run, no line).
     pub compiled: Option<CompileBackend>,
+    /// `Level: modules` ([`CaptureLevel::Ops`]: no line).
+    pub level: CaptureLevel,
     /// `Step: S`, the 1-based training step (`None`: no line).
     pub step: Option<u64>,
     /// `Loss: x`, the step's training loss (`None`: no line).
@@ -167,7 +209,8 @@ pub struct HeaderNotes {
 
 /// Appends the header: `Total captured activations: N`, then the lines of
 /// `notes` in this order: `Excluded ops dispatched:` (`, `-joined, `(none)`
-/// when empty), `Compiled: <backend>` ([`compiled_line`]), `Step: S`,
+/// when empty), `Compiled: <backend>` ([`compiled_line`]), `Level:
+/// modules` (a module-level capture only), `Step: S`,
 /// `Loss: x` (shortest round-trip text, [`fmt_full`]); `Precision: full`
 /// for [`Precision::Full`]; 80 `=` and an empty line.
 pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precision: Precision) {
@@ -188,6 +231,12 @@ pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precisio
     }
     if let Some(backend) = &notes.compiled {
         compiled_line(out, backend);
+    }
+    if notes.level != CaptureLevel::Ops {
+        out.extend_from_slice(LEVEL_LABEL.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(notes.level.name().as_bytes());
+        out.push(b'\n');
     }
     if let Some(step) = notes.step {
         out.extend_from_slice(STEP_LABEL.as_bytes());
@@ -307,6 +356,7 @@ mod tests {
         let notes = HeaderNotes {
             excluded: Some(vec!["view".into(), "t".into(), "view".into()]),
             compiled: CompileBackend::from_name("inductor"),
+            level: CaptureLevel::Modules,
             step: Some(12),
             loss: Some(2.3125),
         };
@@ -314,7 +364,7 @@ mod tests {
         assert_eq!(
             String::from_utf8(v).unwrap(),
             format!(
-                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCompiled: inductor\nStep: 12\nLoss: 2.3125e+00\nPrecision: full\n{}\n\n",
+                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCompiled: inductor\nLevel: modules\nStep: 12\nLoss: 2.3125e+00\nPrecision: full\n{}\n\n",
                 "=".repeat(80)
             )
         );

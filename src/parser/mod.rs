@@ -637,6 +637,29 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
         return;
     }
     if let Some(rest) = t
+        .strip_prefix(crate::logformat::LEVEL_LABEL.as_bytes())
+        .and_then(|r| r.strip_prefix(b":"))
+    {
+        let v = trim(rest);
+        match std::str::from_utf8(v)
+            .ok()
+            .and_then(crate::logformat::CaptureLevel::from_name)
+        {
+            Some(l) => h.level = l,
+            None => p.warn(
+                lineno,
+                (offset_of(line, v) + 1) as u64,
+                WarningKind::UnknownHeader,
+                "header",
+                format!(
+                    "capture level `{}` is not `ops` or `modules`; read as ops",
+                    lossy(v)
+                ),
+            ),
+        }
+        return;
+    }
+    if let Some(rest) = t
         .strip_prefix(crate::logformat::STEP_LABEL.as_bytes())
         .and_then(|r| r.strip_prefix(b":"))
     {

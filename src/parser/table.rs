@@ -42,6 +42,11 @@ pub struct Header {
     /// through (an unknown name kept as text); `None` when the line is
     /// absent (an eager run, or an older writer).
     pub compiled: Option<crate::logformat::CompileBackend>,
+    /// `Level: modules`: a module-level capture ([`CaptureLevel::Ops`]
+    /// when the line is absent).
+    ///
+    /// [`CaptureLevel::Ops`]: crate::logformat::CaptureLevel::Ops
+    pub level: crate::logformat::CaptureLevel,
     /// `Step: S`: the 1-based training step of a step series' log
     /// (`step_S/rank_N_activations.log`); `None` when absent.
     pub step: Option<u64>,

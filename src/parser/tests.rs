@@ -615,6 +615,7 @@ fn compiled_header_line_round_trips_through_the_writer() {
         let notes = HeaderNotes {
             excluded: Some(vec![]),
             compiled: Some(b.clone()),
+            level: crate::logformat::CaptureLevel::Modules,
             step: Some(7),
             loss: Some(-0.1 / 3.0),
         };
@@ -623,6 +624,7 @@ fn compiled_header_line_round_trips_through_the_writer() {
         assert!(t.warnings().is_empty(), "{name}: {:?}", t.warnings());
         assert_eq!(t.header().compiled.as_ref(), Some(&b));
         assert_eq!(t.header().step, Some(7));
+        assert_eq!(t.header().level, crate::logformat::CaptureLevel::Modules);
         assert_eq!(t.header().loss, Some(-0.1 / 3.0), "the loss round-trips");
         assert_eq!(t.header().excluded, Some(vec![]));
         assert_eq!(t.precision(), Precision::Full);

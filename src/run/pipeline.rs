@@ -100,6 +100,21 @@ pub fn parse_layer_offsets(values: &[String]) -> Result<Vec<(u8, Option<u32>, i6
         .collect()
 }
 
+/// The error for logs of two capture levels (`Level: modules` against a
+/// per-op log): their blocks are different things, so no row would pair.
+fn level_mismatch(t1: &OpTable, t2: &OpTable) -> Option<String> {
+    let (l1, l2) = (t1.header().level, t2.header().level);
+    (l1 != l2).then(|| {
+        format!(
+            "{} is a level={} capture and {} a level={} one: capture both runs at one level",
+            t1.path().display(),
+            l1.name(),
+            t2.path().display(),
+            l2.name()
+        )
+    })
+}
+
 /// Checks that a parsed log can be compared: not empty, has ops, has some
 /// comparable field. `side` is `run1` or `run2`.
 fn check_usable(t: &OpTable, side: &str, allow_duplicates: bool) -> Result<(), String> {
@@ -411,6 +426,7 @@ fn compare_rank(
         }
         done.warnings.extend(warnings_of(t, side));
     }
+    done.errors.extend(level_mismatch(&t1, &t2));
     if !done.errors.is_empty() {
         return done;
     }

@@ -15,10 +15,11 @@ import torch
 import torch.nn.functional as F
 
 import actdiff_capture
+from logs import blocks
 from usermodel import VOCAB, TinyGPT, batches
 
 
-def run(dump, steps=4, schedule=None, *, change_token_at=None, lr_change_at=None, probe=None):
+def run(dump, steps=4, schedule=None, *, change_token_at=None, lr_change_at=None, probe=None, level="ops"):
     """Trains ``steps`` AdamW steps of TinyGPT (dropout on), capturing
     ``schedule`` (default: every step) at full precision into ``dump``,
     with the loss passed to ``prof.step``. ``change_token_at=S`` changes
@@ -30,7 +31,7 @@ def run(dump, steps=4, schedule=None, *, change_token_at=None, lr_change_at=None
     model = TinyGPT(dropout=0.1)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
     sched = range(1, steps + 1) if schedule is None else schedule
-    prof = actdiff_capture.Profiler(model, dump, capture_steps=sched, precision="full")
+    prof = actdiff_capture.Profiler(model, dump, capture_steps=sched, precision="full", level=level)
     for step, idx in enumerate(batches(steps), start=1):
         if step == change_token_at:
             idx = idx.clone()
@@ -143,3 +144,55 @@ def test_a_learning_rate_changed_at_step_3_parts_in_step_3s_optimizer(actdiff_bi
     # Forward and backward of step 3 agree; the update is the first change.
     assert rank["first_divergence"]["phase"] == "optimizer", rank["first_divergence"]
     assert rank["root_causes"]["first_divergence_forward"] is None
+
+
+def test_module_level_records_outputs_gradients_and_parameters(tmp_path):
+    active = []
+    prof = run(tmp_path, steps=2, level="modules", probe=lambda p, s: active.append(actdiff_capture.is_numerics_capture_active()))
+    assert not any(active), "no dispatch mode, no FX capture context"
+    head, bl = blocks(tmp_path / "step_2" / "rank_0_activations.log")
+    assert "Level: modules" in "".join(head) and "Step: 2" in "".join(head), head
+    keys = [k for k, _ in bl]
+    fields = dict(bl)
+    # Forward outputs first (the root's is <none>), then gradients in
+    # backward, then the parameters after the optimizer.
+    assert "blocks.0.attn.qkv/op_0_output" in keys and "<none>/op_0_output" in keys, keys
+    grads = [k for k in keys if k.endswith("_grad")]
+    def role(k):
+        fqn, op = k.rsplit("/", 1)
+        return fqn + "/" + op.split("_", 2)[2]
+
+    params = {role(k) for k in keys if k.endswith(("_weight", "_bias"))}
+    assert "blocks.0.attn.qkv/weight" in params and "tok/weight" in params, params
+    assert len(grads) == len(params) == sum(1 for _ in TinyGPT().parameters()), (grads, params)
+    assert all(fields[k].get("Phase") == "backward" for k in grads)
+    assert keys.index(grads[-1]) < min(keys.index(k) for k in keys if k.endswith(("_weight", "_bias")))
+    assert prof.count == len(bl)
+
+
+def test_module_level_finds_the_step_and_the_phase(actdiff_bin, tmp_path):
+    for name, kw in [("a", {}), ("b", {"lr_change_at": 3}), ("c", {"change_token_at": 3})]:
+        run(tmp_path / name, level="modules", **kw)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "lr", "--bitwise")
+    assert s["first_diverging_step"] == 3, r.stdout
+    rank = next(x for x in s["ranks"] if x["step"] == 3)
+    assert rank["first_divergence"]["phase"] == "optimizer", rank["first_divergence"]
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "tok")
+    assert s["first_diverging_step"] == 3, r.stdout
+    rank = next(x for x in s["ranks"] if x["step"] == 3)
+    assert rank["first_divergence"]["key1"] == "tok/op_0_output", rank["first_divergence"]
+    # Identical runs at module level: bitwise equal over every step.
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "a", tmp_path / "same", "--bitwise")
+    assert r.returncode == 0 and s["first_diverging_step"] is None
+
+
+def test_a_module_level_log_is_not_compared_with_a_per_op_one(actdiff_bin, tmp_path):
+    run(tmp_path / "m", steps=1, level="modules")
+    run(tmp_path / "o", steps=1)
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(tmp_path / "m"), str(tmp_path / "o"), "-o", str(tmp_path / "rep")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "level=modules capture" in r.stderr and "level=ops" in r.stderr, r.stderr

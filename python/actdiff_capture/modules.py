@@ -1,0 +1,104 @@
+"""The module-level capture (``Profiler(..., level="modules")``): cheap
+enough to leave on for every step. No dispatch mode: per step it records,
+through module and tensor hooks,
+
+- each module's forward output (``{fqn}/op_N_output``, phase forward; the
+  first tensor of the output, hashed and with stats when floating);
+- each parameter's gradient as backward accumulates it
+  (``{module fqn}/op_N_{param}_grad``, phase backward);
+- each parameter after the optimizer step, read when ``step()`` is called
+  (``{module fqn}/op_N_{param}``, after the last backward record: the
+  optimizer phase).
+
+The log is the same block format as a per-op capture, with the header line
+``Level: modules``; ``N`` counts the module's records in order (a module
+called twice gets ``op_0_output`` and ``op_1_output``). The root module's
+output is ``<none>/op_N_output``, as the reference names ops outside any
+module.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from . import fx
+
+
+def _first_tensor(x):
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(x, dict):
+        for v in x.values():
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    return None
+
+
+class ModuleRecorder:
+    """Hooks of one captured step at module level, recording into ``cap``
+    (a ``_native.Capture``); :meth:`finish` records the parameters after
+    the optimizer and removes the hooks."""
+
+    def __init__(self, model: nn.Module, cap):
+        self.model = model
+        self.cap = cap
+        self.handles: list = []
+        names = {}
+        for name, m in model.named_modules():
+            names.setdefault(id(m), fx.clean_fqn(name) or None)
+        self.params = []  # (module fqn, param name, param)
+        seen = set()
+        for mname, m in model.named_modules():
+            for pname, p in m.named_parameters(recurse=False):
+                if id(p) in seen:
+                    continue  # a tied parameter: recorded once, by its first module
+                seen.add(id(p))
+                self.params.append((fx.clean_fqn(mname) or None, pname, p))
+        for m in dict.fromkeys(m for _, m in model.named_modules()):
+            fqn = names.get(id(m))
+            self.handles.append(m.register_forward_hook(self._output_hook(fqn)))
+        for fqn, pname, p in self.params:
+            if p.requires_grad:
+                self.handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname)))
+
+    def _record(self, fqn, role: str, t: torch.Tensor, backward: bool) -> None:
+        t = t.detach()
+        primary = 0 if t.is_floating_point() and t.numel() > 0 else None
+        self.cap.record(fqn, role, backward, None, primary, [t], [], [], [])
+
+    def _output_hook(self, fqn):
+        def hook(module, args, output):
+            if torch.compiler.is_compiling():
+                return
+            t = _first_tensor(output)
+            if t is not None:
+                self._record(fqn, "output", t, False)
+
+        return hook
+
+    def _grad_hook(self, fqn, pname):
+        def hook(p):
+            if p.grad is not None:
+                self._record(fqn, f"{pname}_grad", p.grad, True)
+
+        return hook
+
+    def finish(self) -> None:
+        """Records every parameter as the optimizer left it, then removes
+        the hooks."""
+        self.remove()
+        with torch.no_grad():
+            for fqn, pname, p in self.params:
+                self._record(fqn, pname, p, False)
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
