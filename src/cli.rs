@@ -348,7 +348,19 @@ fn junit_arg(args: impl Iterator<Item = std::ffi::OsString>) -> Option<PathBuf> 
 
 /// Runs the command line and returns the exit status.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    run_from(std::env::args_os())
+}
+
+/// Runs `actdiff` with the command line `args` (the program name first),
+/// as the binary does; returns its exit status. The capture agent's
+/// `baseline=` check runs `compare` through it, in process.
+pub fn run_from<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -356,7 +368,7 @@ pub fn main() -> i32 {
                 return exit_codes::OK;
             }
             // A CI job asked for JUnit: it gets one saying why, not none.
-            if let Some(j) = junit_arg(std::env::args_os()) {
+            if let Some(j) = junit_arg(args.iter().cloned()) {
                 let msg = e.to_string();
                 let first = msg
                     .lines()

@@ -25,7 +25,10 @@ step, each with a ``Step: S`` header line, which ``actdiff compare`` reads
 to name the first step where two runs part; ``prof.step(loss=loss)``
 records the loss in the header. ``level="modules"`` records module outputs,
 parameter gradients and parameters after the optimizer through hooks only
-(:mod:`actdiff_capture.modules`), cheap enough to capture every step. What is captured and how keys, phases and locations are found:
+(:mod:`actdiff_capture.modules`), cheap enough to capture every step;
+``baseline=DIR`` compares each captured step with a blessed dump as it is
+written and raises :class:`Diverged` at the first divergence
+(:mod:`actdiff_capture.baseline`). What is captured and how keys, phases and locations are found:
 :mod:`actdiff_capture.capture`; the FX side: :mod:`actdiff_capture.fx`.
 All statistics and the writing are done by the Rust core
 (``actdiff_capture._native``).
@@ -34,6 +37,7 @@ All statistics and the writing are done by the Rust core
 from __future__ import annotations
 
 from ._native import Capture, tensor_stats
+from .baseline import BaselineError, Diverged
 from .capture import (
     DEFAULT_MIN_NUMEL,
     EXCLUDED_OPS,
@@ -58,7 +62,9 @@ from .fx import (
 
 __all__ = [
     "ActivationCaptureProfiler",
+    "BaselineError",
     "Capture",
+    "Diverged",
     "DEFAULT_MIN_NUMEL",
     "EXCLUDED_OPS",
     "FQNInterpreter",

@@ -68,6 +68,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import baseline as _baseline
 from . import fx, inductor, modules
 from ._native import Capture
 
@@ -620,6 +621,19 @@ class Profiler:
         digests: write ``Output digest`` / ``Input digests`` lines (a 64-bit
             digest of each hashed tensor's contents, for bitwise
             comparison); default: on with ``precision="full"``.
+        baseline: a blessed dump folder (as this one writes: ``step_S/``
+            folders for a series): each captured step is compared with the
+            same step and rank there, in process, right after it is
+            written (:mod:`actdiff_capture.baseline`). At the first
+            gating divergence the step's report is kept under
+            ``{dump_dir}/divergence/``, a line is logged, and
+            ``on_divergence`` applies.
+        tolerances: ``actdiff compare`` options for that check
+            (``["--rtol", "1e-4"]``); default: identical.
+        on_divergence: ``"raise"`` (default) raises
+            :class:`actdiff_capture.Diverged` (``step``, ``rank``, ``key``,
+            ``report``) from ``step()``; ``"warn"`` logs and goes on;
+            ``"stop-capturing"`` logs and disarms for good.
         level: ``"ops"`` (default) records every ATen op through a
             dispatch mode; ``"modules"`` records each module's forward
             output, each parameter's gradient and each parameter after the
@@ -647,21 +661,32 @@ class Profiler:
         precision: str | None = None,
         digests: bool | None = None,
         level: str = "ops",
+        baseline: str | None = None,
+        tolerances=(),
+        on_divergence: str = "raise",
     ):
         self._configure(
             model, dump_dir, rank, _schedule(capture_step, capture_steps), min_numel, op_filter, excluded_ops,
-            enabled, device_path, precision, digests, level,
+            enabled, device_path, precision, digests, level, baseline, tolerances, on_divergence,
         )  # fmt: skip
         if self.enabled and 1 in self.steps:
             self._arm()
 
     def _configure(
         self, model, dump_dir, rank, schedule, min_numel, op_filter, excluded_ops, enabled, device_path,
-        precision, digests, level,
+        precision, digests, level, baseline, tolerances, on_divergence,
     ) -> None:  # fmt: skip
         if level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        if on_divergence not in _baseline.ON_DIVERGENCE:
+            raise ValueError(f"on_divergence must be one of {_baseline.ON_DIVERGENCE}, got {on_divergence!r}")
+        if baseline is not None and not os.path.isdir(baseline):
+            raise _baseline.BaselineError(f"baseline {baseline}: no such folder")
         self.level = level
+        self.baseline = None if baseline is None else os.fspath(baseline)
+        self.tolerances = tuple(tolerances)
+        self.on_divergence = on_divergence
+        self.diverged: _baseline.Diverged | None = None  # the first divergence found
         if precision == "default":
             precision = None
         if precision not in PRECISIONS:
@@ -713,8 +738,10 @@ class Profiler:
         self._step += 1
         if not self.enabled or self._done:
             return
-        if self._mode is not None and self._step in self.steps:
+        if self.armed and self._step in self.steps:
             self._dump(loss)
+            if self._done:  # the baseline check stopped capturing
+                return
         if self._step >= self._last:
             self._done = True
             self._disarm()
@@ -871,6 +898,23 @@ class Profiler:
         self.count = cap.finish()
         self.path = self._armed_path
         self.paths[self._armed_step] = self.path
+        if self.baseline is not None and self.diverged is None:
+            self._check_baseline()
+
+    def _check_baseline(self) -> None:
+        rank = _default_rank() if self.rank is None else self.rank
+        d = _baseline.check(
+            self.baseline, self.path, self._armed_step, rank, self.series, self.dump_dir, self.tolerances
+        )
+        if d is None:
+            return
+        self.diverged = d
+        _baseline.log.warning("actdiff_capture: %s", d)
+        if self.on_divergence == "raise":
+            self._done = True
+            raise d
+        if self.on_divergence == "stop-capturing":
+            self._done = True
 
 
 class ActivationCaptureProfiler(Profiler):
@@ -905,10 +949,13 @@ class ActivationCaptureProfiler(Profiler):
         precision: str | None = None,
         digests: bool | None = None,
         level: str = "ops",
+        baseline: str | None = None,
+        tolerances=(),
+        on_divergence: str = "raise",
     ):
         self._configure(
             model, dump_dir, rank, _schedule(capture_step, capture_steps), min_numel, op_filter, excluded_ops,
-            enabled, device_path, precision, digests, level,
+            enabled, device_path, precision, digests, level, baseline, tolerances, on_divergence,
         )  # fmt: skip
 
     def __enter__(self) -> "ActivationCaptureProfiler":

@@ -254,6 +254,18 @@ impl Capture {
     }
 }
 
+/// `compare(args: list[str]) -> int`: runs `actdiff compare ARGS...` in
+/// this process (the engine this extension was built with), the GIL
+/// released; returns its exit status (0 agree, 1 diverged, 2 input error,
+/// 3 incomplete input). Its outputs are those of the command line: pass
+/// `-o DIR` and `-q`, then read `DIR/summary.json`.
+#[pyfunction]
+fn compare(py: Python<'_>, args: Vec<String>) -> i32 {
+    let mut argv = vec!["actdiff".to_string(), "compare".to_string()];
+    argv.extend(args);
+    py.detach(|| crate::cli::run_from(argv))
+}
+
 /// `tensor_stats(t, moments=True, device_path=False) -> (l1, (l2, min, max, mean, nan, inf) | None)`:
 /// the stats of one tensor, read back at once (tests and benchmarks).
 #[pyfunction]
@@ -322,5 +334,6 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PreHashes>()?;
     m.add_function(wrap_pyfunction!(tensor_stats, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(compare, m)?)?;
     Ok(())
 }

@@ -19,7 +19,7 @@ from logs import blocks
 from usermodel import VOCAB, TinyGPT, batches
 
 
-def run(dump, steps=4, schedule=None, *, change_token_at=None, lr_change_at=None, probe=None, level="ops"):
+def run(dump, steps=4, schedule=None, *, change_token_at=None, lr_change_at=None, probe=None, **prof_kw):
     """Trains ``steps`` AdamW steps of TinyGPT (dropout on), capturing
     ``schedule`` (default: every step) at full precision into ``dump``,
     with the loss passed to ``prof.step``. ``change_token_at=S`` changes
@@ -31,7 +31,7 @@ def run(dump, steps=4, schedule=None, *, change_token_at=None, lr_change_at=None
     model = TinyGPT(dropout=0.1)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
     sched = range(1, steps + 1) if schedule is None else schedule
-    prof = actdiff_capture.Profiler(model, dump, capture_steps=sched, precision="full", level=level)
+    prof = actdiff_capture.Profiler(model, dump, capture_steps=sched, precision="full", **prof_kw)
     for step, idx in enumerate(batches(steps), start=1):
         if step == change_token_at:
             idx = idx.clone()
@@ -196,3 +196,41 @@ def test_a_module_level_log_is_not_compared_with_a_per_op_one(actdiff_bin, tmp_p
     )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "level=modules capture" in r.stderr and "level=ops" in r.stderr, r.stderr
+
+
+def test_baseline_raises_at_the_first_diverging_step(tmp_path):
+    run(tmp_path / "blessed", steps=5)
+    # An identical run passes the check on every step and leaves no report.
+    prof = run_with_baseline(tmp_path / "same", tmp_path / "blessed", steps=5)
+    assert prof.diverged is None
+    with pytest.raises(actdiff_capture.Diverged) as e:
+        run_with_baseline(tmp_path / "b", tmp_path / "blessed", change_token_at=3)
+    d = e.value
+    assert (d.step, d.rank, d.key) == (3, 0, "tok/op_0_embedding"), str(d)
+    assert (tmp_path / "b" / "divergence" / "step_3_rank_0" / "index.html").is_file()
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["divergence", "step_1", "step_2", "step_3"]
+    assert "step 3 diverges from the baseline on rank 0: first cause `tok/op_0_embedding`" in str(d)
+
+
+def test_baseline_warn_goes_on_and_stop_capturing_disarms(tmp_path, caplog):
+    run(tmp_path / "blessed", steps=4)
+    prof = run_with_baseline(tmp_path / "w", tmp_path / "blessed", change_token_at=2, on_divergence="warn")
+    assert prof.diverged.step == 2 and set(prof.paths) == {1, 2, 3, 4}
+    assert "step 2 diverges from the baseline" in caplog.text
+    prof = run_with_baseline(tmp_path / "s", tmp_path / "blessed", change_token_at=2, on_divergence="stop-capturing")
+    assert prof.diverged.step == 2 and set(prof.paths) == {1, 2} and not prof.armed
+
+
+def test_a_baseline_that_does_not_match_is_an_error(tmp_path):
+    run(tmp_path / "blessed", steps=2)
+    with pytest.raises(actdiff_capture.BaselineError, match="no log for step 3"):
+        run_with_baseline(tmp_path / "longer", tmp_path / "blessed", steps=3)
+    with pytest.raises(actdiff_capture.BaselineError, match="level=ops capture"):
+        run_with_baseline(tmp_path / "m", tmp_path / "blessed", steps=1, level="modules")
+    with pytest.raises(actdiff_capture.BaselineError, match="no such folder"):
+        actdiff_capture.Profiler(TinyGPT(), tmp_path / "x", baseline=tmp_path / "nowhere")
+
+
+def run_with_baseline(dump, baseline, steps=4, on_divergence="raise", **kw):
+    """``run`` with ``baseline=`` (every step captured, full precision)."""
+    return run(dump, steps=steps, baseline=baseline, on_divergence=on_divergence, **kw)

@@ -1,0 +1,100 @@
+"""Stop at the first divergence (``Profiler(..., baseline=DIR)``): each
+captured step is compared, in process through actdiff's engine
+(``_native.compare``), with the same step of a blessed dump, right after
+its log is written. At the first gating divergence the step's report is
+kept under ``{dump_dir}/divergence/``, one line names the step, rank and
+first cause, and :class:`Diverged` is raised (or, with
+``on_divergence="warn"``, the run goes on; ``"stop-capturing"`` also
+disarms). A baseline step that is missing, or a log that does not match it
+(another level, no op in common, unreadable), is a :class:`BaselineError`:
+never a silent pass.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+
+log = logging.getLogger("actdiff_capture")
+
+ON_DIVERGENCE = ("raise", "warn", "stop-capturing")
+
+
+class Diverged(RuntimeError):
+    """A captured step diverged from the baseline beyond tolerance.
+
+    Attributes:
+        step: the step (1-based).
+        rank: the rank.
+        key: run 2's (this run's) key of the first cause, else of the first
+            divergence.
+        report: the report folder of that step (``index.html`` in it).
+    """
+
+    def __init__(self, message: str, step: int, rank: int, key: str | None, report: str):
+        super().__init__(message)
+        self.step = step
+        self.rank = rank
+        self.key = key
+        self.report = report
+
+
+class BaselineError(RuntimeError):
+    """The baseline cannot be compared with this capture (missing step or
+    rank, another capture level, nothing in common, unreadable logs)."""
+
+
+def baseline_log(baseline: str, step: int, rank: int, series: bool) -> str:
+    """The baseline's log of ``step`` and ``rank``: ``baseline/step_S/...``
+    for a step series, ``baseline/rank_R_activations.log`` for one step."""
+    name = f"rank_{rank}_activations.log"
+    path = os.path.join(baseline, f"step_{step}", name) if series else os.path.join(baseline, name)
+    if not os.path.isfile(path):
+        raise BaselineError(f"baseline {baseline}: no log for step {step}, rank {rank} ({path} does not exist)")
+    return path
+
+
+def check(baseline: str, log_path: str, step: int, rank: int, series: bool, dump_dir: str, tolerances) -> Diverged | None:
+    """Compares ``log_path`` with the baseline's log of the same step and
+    rank. Returns None when they agree (the report folder removed), a
+    :class:`Diverged` (not raised) when they do not, with the report kept
+    under ``{dump_dir}/divergence/step_S_rank_R``.
+
+    Raises:
+        BaselineError: a missing baseline log, or a comparison that could
+            not be made (exit status 2 or 3: its verdict in the message).
+    """
+    from . import _native
+
+    base = baseline_log(baseline, step, rank, series)
+    out = os.path.join(dump_dir, "divergence", f"step_{step}_rank_{rank}")
+    args = [base, log_path, "-o", out, "-q", "--name1", "baseline", "--name2", "this run", *map(str, tolerances)]
+    status = _native.compare(args)
+    summary_path = os.path.join(out, "summary.json")
+    try:
+        with open(summary_path) as f:
+            s = json.load(f)
+    except OSError as e:
+        raise BaselineError(f"step {step}, rank {rank}: the comparison wrote no summary (exit status {status}): {e}") from e
+    if status not in (0, 1):
+        raise BaselineError(f"step {step}, rank {rank}: not compared with the baseline: {'; '.join(s.get('verdict', []))}")
+    paired = sum(r["counts"].get("match", 0) + r["counts"].get("diff", 0) for r in s["ranks"])
+    if paired == 0:
+        raise BaselineError(f"step {step}, rank {rank}: no op pairs with the baseline's {base}: another model or capture")
+    if status == 0:
+        shutil.rmtree(out, ignore_errors=True)
+        if not os.listdir(os.path.dirname(out)):
+            os.rmdir(os.path.dirname(out))
+        return None
+    r = s["ranks"][0]
+    cause = (r.get("root_causes") or {}).get("first_cause")
+    row = cause["row"] if cause else r.get("first_divergence")
+    key = (row or {}).get("key2") or (row or {}).get("key1")
+    what = f"first cause `{key}`" if cause else f"first divergence `{key}`"
+    message = (
+        f"step {step} diverges from the baseline on rank {rank}: {what} "
+        f"({r['counts'].get('gating', 0)} gating rows); report: {os.path.join(out, 'index.html')}"
+    )
+    return Diverged(message, step, rank, key, out)
