@@ -76,6 +76,14 @@ pub struct GenArgs {
     /// Exact number of perturbed rows per rank (overrides --perturb).
     #[arg(long)]
     pub perturb_count: Option<u64>,
+    /// Write two step series of this many steps (step_S/ folders with a
+    /// `Step: S` header line) instead of one step.
+    #[arg(long)]
+    pub steps: Option<u64>,
+    /// With --steps: run 2 equals run 1 before this step and is perturbed
+    /// from it on (default: every step perturbed).
+    #[arg(long, requires = "steps")]
+    pub diverge_at: Option<u64>,
 }
 
 fn gen(a: GenArgs) -> i32 {
@@ -85,9 +93,14 @@ fn gen(a: GenArgs) -> i32 {
         seed: a.seed,
         perturb: a.perturb,
         perturb_count: a.perturb_count,
+        step: None,
     };
     let t = std::time::Instant::now();
-    match crate::gen::generate(&a.dir1, &a.dir2, &opts) {
+    let res = match a.steps {
+        Some(n) => crate::gen::generate_steps(&a.dir1, &a.dir2, &opts, n, a.diverge_at),
+        None => crate::gen::generate(&a.dir1, &a.dir2, &opts),
+    };
+    match res {
         Ok(s) => {
             let secs = t.elapsed().as_secs_f64();
             println!(

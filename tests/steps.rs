@@ -260,3 +260,45 @@ fn step_and_loss_header_lines_reach_the_summary() {
         "the loss curves are drawn"
     );
 }
+
+#[test]
+fn gen_writes_step_series_that_diverge_where_asked() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    actdiff()
+        .args([
+            "gen",
+            "--ops",
+            "200",
+            "--ranks",
+            "3",
+            "--perturb-count",
+            "2",
+        ])
+        .args(["--steps", "6", "--diverge-at", "4"])
+        .arg(&a)
+        .arg(&b)
+        .assert()
+        .success();
+    let head = std::fs::read_to_string(a.join("step_5/rank_2_activations.log")).unwrap();
+    assert!(head.lines().any(|l| l == "Step: 5"), "{}", &head[..200]);
+    let out = d.path().join("rep");
+    actdiff()
+        .arg("compare")
+        .args([&a, &b])
+        .args(["-q", "-o"])
+        .arg(&out)
+        .assert()
+        .code(1);
+    let s = summary(&out);
+    assert_eq!(s["first_diverging_step"], 4);
+    assert_eq!(s["ranks"].as_array().unwrap().len(), 18);
+    assert_eq!(s["ranks"][0]["run1"]["step"], 1, "the header's step");
+    let by_rank: Vec<u64> = s["first_diverging_step_by_rank"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(by_rank, vec![4, 4, 4]);
+}

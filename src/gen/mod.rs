@@ -25,7 +25,7 @@
 //!
 //! ```no_run
 //! use actdiff::gen::{generate, GenOptions};
-//! let opts = GenOptions { ops: 1_000_000, ranks: 2, seed: 7, perturb: 0.01, perturb_count: None };
+//! let opts = GenOptions { ops: 1_000_000, ranks: 2, seed: 7, perturb: 0.01, perturb_count: None, step: None };
 //! let stats = generate("a".as_ref(), "b".as_ref(), &opts).unwrap();
 //! println!("{} files, {} bytes, {} rows differ", stats.files, stats.bytes, stats.perturbed);
 //! ```
@@ -51,6 +51,8 @@ pub struct GenOptions {
     pub perturb: f64,
     /// Exact number of perturbed rows per rank; overrides `perturb`.
     pub perturb_count: Option<u64>,
+    /// The `Step: S` header line of a step series' log (`None`: no line).
+    pub step: Option<u64>,
 }
 
 impl Default for GenOptions {
@@ -61,6 +63,7 @@ impl Default for GenOptions {
             seed: 0,
             perturb: 0.01,
             perturb_count: None,
+            step: None,
         }
     }
 }
@@ -151,6 +154,41 @@ pub fn generate(dir1: &Path, dir2: &Path, opts: &GenOptions) -> io::Result<GenSt
     Ok(total)
 }
 
+/// Writes two step series of `steps` steps: `dir1/step_S/` and
+/// `dir2/step_S/` as [`generate`] writes them, with the seed `opts.seed +
+/// S` and a `Step: S` header line. Run 2 is perturbed (as `opts` says)
+/// from step `diverge_at` on and equal to run 1 before it (`None`: every
+/// step perturbed). Returns the totals over every step.
+///
+/// Errors: as [`generate`]'s, and `steps` of 0.
+pub fn generate_steps(
+    dir1: &Path,
+    dir2: &Path,
+    opts: &GenOptions,
+    steps: u64,
+    diverge_at: Option<u64>,
+) -> io::Result<GenStats> {
+    if steps == 0 {
+        return Err(invalid("steps must be at least 1".into()));
+    }
+    let mut total = GenStats::default();
+    for s in 1..=steps {
+        let mut o = opts.clone();
+        o.seed = opts.seed.wrapping_add(s);
+        o.step = Some(s);
+        if diverge_at.is_some_and(|d| s < d) {
+            o.perturb_count = Some(0);
+        }
+        let name = format!("step_{s}");
+        let st = generate(&dir1.join(&name), &dir2.join(&name), &o)?;
+        total.files += st.files;
+        total.ops += st.ops;
+        total.bytes += st.bytes;
+        total.perturbed += st.perturbed;
+    }
+    Ok(total)
+}
+
 /// Writes rank `rank`'s log of run `run` (1 or 2) to `w`. Run 1 and run 2
 /// of the same options and rank differ only in the perturbed rows.
 /// `GenStats::perturbed` is the same for both runs.
@@ -173,6 +211,7 @@ pub fn write_log(
 
     let notes = HeaderNotes {
         excluded: Some(EXCLUDED.iter().map(|s| s.to_string()).collect()),
+        step: opts.step,
         ..HeaderNotes::default()
     };
     write_header(&mut buf, opts.ops, &notes, Precision::Printed);
@@ -1047,6 +1086,7 @@ mod tests {
             seed: 11,
             perturb: 0.01,
             perturb_count: count,
+            step: None,
         }
     }
 
