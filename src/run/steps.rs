@@ -13,6 +13,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
+
 use super::outputs::{prepare_report_folder, RunOutputs, Terminal};
 use super::pipeline::{compare_runs, CompareConfig};
 use crate::exit_codes;
@@ -194,12 +196,35 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
         both.len() as u64,
         cfg.quiet || outs.terminal != Terminal::Text,
     );
-    let mut done: Vec<StepDone> = Vec::with_capacity(both.len());
-    for (s, p1, p2) in &both {
-        progress.set_message(format!("step {s}"));
-        done.push(compare_step(cfg, *s, p1, p2, all_pages));
-        progress.inc();
-    }
+    // Steps in parallel, and each step's ranks in parallel inside it, on
+    // one pool: a run of S steps × R ranks keeps every core busy even with
+    // one rank, like S × R ranks of one step.
+    let inner = CompareConfig {
+        jobs: None,
+        ..cfg.clone()
+    };
+    let work = || -> Vec<StepDone> {
+        both.par_iter()
+            .map(|(s, p1, p2)| {
+                let d = compare_step(&inner, *s, p1, p2, all_pages);
+                progress.inc();
+                d
+            })
+            .collect()
+    };
+    let mut done = match cfg.jobs {
+        Some(n) => match rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+        {
+            Ok(pool) => pool.install(work),
+            Err(_) => {
+                let e = format!("cannot start {n} worker threads");
+                return super::outputs::input_error(cfg.report.clone(), vec![e], outs);
+            }
+        },
+        None => work(),
+    };
     progress.finish();
     let first = done.iter().find(|d| diverges(&d.summary)).map(|d| d.step);
     if let (Some(f), false) = (first, all_pages) {
@@ -382,11 +407,6 @@ impl Progress {
             bar.set_style(style);
         }
         Progress(Some(bar))
-    }
-    fn set_message(&self, m: String) {
-        if let Some(b) = &self.0 {
-            b.set_message(m);
-        }
     }
     fn inc(&self) {
         if let Some(b) = &self.0 {
