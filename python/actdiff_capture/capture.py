@@ -547,7 +547,7 @@ def _schedule(capture_step, capture_steps):
         capture_steps = 1 if capture_step is None else capture_step
     elif capture_step is not None:
         raise ValueError("give capture_step or capture_steps, not both")
-    if isinstance(capture_steps, bool):
+    if isinstance(capture_steps, (bool, str, bytes)):
         raise ValueError(f"capture_steps must be an int or an iterable of ints, got {capture_steps!r}")
     if isinstance(capture_steps, int) or (
         isinstance(capture_steps, torch.Tensor) and capture_steps.dim() == 0
