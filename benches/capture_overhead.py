@@ -370,47 +370,53 @@ def bench_e2e(quick: bool) -> list[dict]:
 # 4. capture levels over a loop of steps
 
 
-def loop_step_time(cfg: dict, prof_kw: dict | None, steps: int, rounds: int) -> float:
-    """Median step time (s) of `steps` steps of a loop with a Profiler made
-    from `prof_kw` (None: no profiler), over `rounds` loops."""
-    per_round = []
-    for _ in range(rounds):
-        torch.manual_seed(0)
-        model = Llama(**cfg)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
-        x, y = batch(1, vocab=cfg["vocab"], bsz=2, seq=64)
-        tmp = tempfile.mkdtemp()
-        prof = None if prof_kw is None else actdiff_capture.Profiler(model, tmp, **prof_kw)
-        ts = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            logits = model(x)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            if prof is not None:
-                prof.step(loss=loss)
-            ts.append(time.perf_counter() - t0)
-        per_round.append(statistics.median(ts[1:]))
-    return statistics.median(per_round)
+def loop_step_time(cfg: dict, prof_kw: dict | None, steps: int) -> float:
+    """Median step time (s) of a loop of `steps` steps (the first left out)
+    with a Profiler made from `prof_kw` (None: no profiler)."""
+    torch.manual_seed(0)
+    model = Llama(**cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+    x, y = batch(1, vocab=cfg["vocab"], bsz=2, seq=64)
+    tmp = tempfile.mkdtemp()
+    prof = None if prof_kw is None else actdiff_capture.Profiler(model, tmp, **prof_kw)
+    ts = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        if prof is not None:
+            prof.step(loss=loss)
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts[1:])
 
 
 def bench_levels(quick: bool) -> dict:
     cfg = dict(vocab=2000, dim=256, n_layers=4, n_heads=8, hidden=768)
-    steps, rounds = (6, 2) if quick else (12, 5)
+    steps, rounds = (6, 2) if quick else (12, 7)
     every = range(1, steps + 1)
     full = {"precision": "full"}
-    res = {"model": "testdata-size: dim 256, 4 layers, vocab 2000", "steps": steps, "rounds": rounds}
-    res["plain_ms"] = loop_step_time(cfg, None, steps, rounds) * 1e3
     runs = {
+        "plain": None,
         "disarmed": dict(capture_steps=[10**9], **full),
         "modules": dict(capture_steps=every, level="modules", **full),
         "ops": dict(capture_steps=every, level="ops", **full),
     }
-    for name, kw in runs.items():
-        t = loop_step_time(cfg, kw, steps, rounds) * 1e3
+    # Rounds interleave the modes, so that a slower minute of a shared box
+    # weighs on all of them alike; each figure is the median over rounds.
+    times: dict = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, kw in runs.items():
+            times[name].append(loop_step_time(cfg, kw, steps) * 1e3)
+    res = {"model": "testdata-size: dim 256, 4 layers, vocab 2000", "steps": steps, "rounds": rounds}
+    res["plain_ms"] = statistics.median(times["plain"])
+    res["plain_spread_ms"] = [min(times["plain"]), max(times["plain"])]
+    for name in ("disarmed", "modules", "ops"):
+        t = statistics.median(times[name])
         res[f"{name}_ms"] = t
+        res[f"{name}_spread_ms"] = [min(times[name]), max(times[name])]
         res[f"{name}_overhead_pct"] = 100.0 * (t - res["plain_ms"]) / res["plain_ms"]
     return res
 
@@ -420,6 +426,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke test)")
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1: stable numbers on a shared box)")
+    ap.add_argument("--levels-only", action="store_true", help="only section 4, the capture levels over a loop")
     ap.add_argument("--tracer-dir", help="folder with TorchTitan's activation_tracer.py: time its DebugModeTracer too")
     a = ap.parse_args()
     if a.tracer_dir:
@@ -437,6 +444,12 @@ def main() -> None:
         f"load average {info['loadavg'][0]:.1f} / {info['loadavg'][1]:.1f} / {info['loadavg'][2]:.1f}; CPU only"
     )
     res = {"info": info}
+    if a.levels_only:
+        print_levels(res, a.quick)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(res, f, indent=1)
+        return
     res["stats"] = bench_stats(a.quick)
     print("\n## stats of one float32 tensor (us per tensor, median)")
     print("| numel | reference (5 .item()) | agent Capture.record | agent libtorch path | speedup |")
@@ -468,17 +481,23 @@ def main() -> None:
             + " | ".join(f"{r[m + '_overhead_ms']:.1f} ({r['ratio_' + m]:.1f}x)" for m in refs)
             + " |"
         )
-    res["levels"] = r = bench_levels(a.quick)
-    print(f"\n## capture levels over a loop of {r['steps']} steps ({r['model']}; ms per step, median of {r['rounds']} loops; full precision + digests)")
-    print("| no profiler | disarmed schedule | level=modules every step | level=ops every step |")
-    print("| ---: | ---: | ---: | ---: |")
-    print(
-        f"| {r['plain_ms']:.1f} | {r['disarmed_ms']:.1f} ({r['disarmed_overhead_pct']:+.1f} %) "
-        f"| {r['modules_ms']:.1f} ({r['modules_overhead_pct']:+.1f} %) | {r['ops_ms']:.1f} ({r['ops_overhead_pct']:+.1f} %) |"
-    )
+    print_levels(res, a.quick)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)
+
+
+def print_levels(res: dict, quick: bool) -> None:
+    res["levels"] = r = bench_levels(quick)
+    print(f"\n## capture levels over a loop of {r['steps']} steps ({r['model']}; ms per step, median of {r['rounds']} interleaved loops [min-max]; full precision + digests)")
+    print("| no profiler | disarmed schedule | level=modules every step | level=ops every step |")
+    print("| ---: | ---: | ---: | ---: |")
+    def cell(name):
+        lo, hi = r[f"{name}_spread_ms"]
+        pct = "" if name == "plain" else f" ({r[name + '_overhead_pct']:+.1f} %)"
+        return f"{r[name + '_ms']:.1f}{pct} [{lo:.1f}-{hi:.1f}]"
+
+    print("| " + " | ".join(cell(n) for n in ("plain", "disarmed", "modules", "ops")) + " |")
 
 
 if __name__ == "__main__":
