@@ -45,6 +45,7 @@ fn benches(c: &mut Criterion) {
         seed: 1,
         perturb: 0.01,
         perturb_count: None,
+        step: None,
     };
     let run1 = log(&opts, 1);
     let run2 = log(&opts, 2);

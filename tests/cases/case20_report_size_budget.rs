@@ -145,6 +145,7 @@ fn case19_realistic_generated_logs_exactly_ten_differ() {
         seed: 19,
         perturb: 0.0,
         perturb_count: Some(10),
+        step: None,
     };
     let st =
         actdiff::gen::generate(&tmp.path().join("run1"), &tmp.path().join("run2"), &opts).unwrap();
@@ -191,6 +192,7 @@ fn case20_realistic_generated_logs_all_differ() {
         seed: 20,
         perturb: 1.0,
         perturb_count: None,
+        step: None,
     };
     let st =
         actdiff::gen::generate(&tmp.path().join("run1"), &tmp.path().join("run2"), &opts).unwrap();
