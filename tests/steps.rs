@@ -100,6 +100,15 @@ fn names_the_first_diverging_step_and_each_ranks_own() {
         step4["first_divergence"].is_object(),
         "but its result is complete"
     );
+    let own4 = summary(&out.join("step_4"));
+    assert!(
+        own4["warnings"][0].as_str().unwrap().contains("--steps 4"),
+        "the step's own report says how to get its rows: {own4}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&r.stderr).contains("pages hold no rows"),
+        "not repeated by the series"
+    );
     // Each step's own report is an ordinary one.
     let own = summary(&out.join("step_3"));
     assert_eq!(own["exit_status"], 1);

@@ -124,6 +124,9 @@ pub fn is_series(cfg: &CompareConfig) -> Result<bool, String> {
     }
 }
 
+/// The start of the warning on a step report written without rows.
+const NO_ROWS_HINT: &str = "this step's pages hold no rows";
+
 /// One compared step, as [`compare_steps`] keeps it.
 struct StepDone {
     step: u64,
@@ -152,7 +155,13 @@ fn step_config(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -
 /// `summary.json` and `index.html` (a complete single-step report).
 fn compare_step(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -> StepDone {
     let c = step_config(cfg, s, p1, p2, pages);
-    let compared = compare_runs(&c);
+    let mut compared = compare_runs(&c);
+    if !pages && compared.ranks.iter().any(|r| r.counts.diverging() > 0) {
+        // Said on the step's own index, not again by the series.
+        compared.meta.warnings.push(format!(
+            "{NO_ROWS_HINT}: only the first diverging step of a step series gets full result pages; `actdiff compare RUN1 RUN2 --steps {s}` (or `--steps all`) gives this step's"
+        ));
+    }
     let summary = super::outputs::finish_quiet(compared.meta, compared.ranks);
     StepDone { step: s, summary }
 }
@@ -270,7 +279,12 @@ fn join(
                 .iter()
                 .map(|e| format!("step {}: {e}", d.step)),
         );
-        warnings.extend(s.warnings.iter().map(|w| format!("step {}: {w}", d.step)));
+        warnings.extend(
+            s.warnings
+                .iter()
+                .filter(|w| !w.starts_with(NO_ROWS_HINT))
+                .map(|w| format!("step {}: {w}", d.step)),
+        );
         only1.extend(s.ranks_only1.iter().copied());
         only2.extend(s.ranks_only2.iter().copied());
         if Some(d.step) == first {

@@ -9,7 +9,11 @@ fn case22_check(r: &Run, file: &str) {
     // actdiff reads gzip (the case allows refusing it with exit 2; this
     // build reads it, so a refusal is a regression).
     r.expect_one_of(&[0]);
-    assert!(!r.stderr.contains(file), "no warning names {file}: {}", r.stderr);
+    assert!(
+        !r.stderr.contains(file),
+        "no warning names {file}: {}",
+        r.stderr
+    );
     let rk = r.rank(0);
     assert_eq!(rk["run1"]["entries"], 3);
     assert_eq!(counts(&rk["counts"]), (3, 0, 0, 0));
