@@ -327,15 +327,50 @@ fn match_pair(
     layer_offset: [i64; 2],
     cfg: &CompareConfig,
 ) -> MatchTable {
-    if layer_offset != cfg.matching.layer_offset {
-        let opts = MatchOptions {
+    let print_floor = mixed_precision(t1, t2) && !cfg.matching.policy.default.is_bitwise();
+    if layer_offset != cfg.matching.layer_offset || print_floor {
+        let mut opts = MatchOptions {
             layer_offset,
             ..cfg.matching.clone()
         };
+        if print_floor {
+            let d = &mut opts.policy.default;
+            d.hash.rtol = d.hash.rtol.max(PRINT_RTOL);
+            if let Some(s) = &mut d.stats {
+                s.rtol = s.rtol.max(PRINT_RTOL);
+            }
+        }
         matcher::match_tables_indexed(t1, t2, &opts, indexes)
     } else {
         matcher::match_tables_indexed(t1, t2, &cfg.matching, indexes)
     }
+}
+
+/// The largest relative difference that printing a value with 7
+/// significant digits (`%.6e`) makes: half a unit of the 7th digit.
+const PRINT_RTOL: f64 = 5.000_001e-7;
+
+/// Whether one log is full precision and the other printed with the
+/// reference's 7 digits: values then agree when print rounding explains
+/// their difference (the default tolerances' rtol is raised to
+/// [`PRINT_RTOL`]; `--bitwise` and explicit rules are left as given).
+fn mixed_precision(t1: &OpTable, t2: &OpTable) -> bool {
+    t1.precision() != t2.precision()
+}
+
+/// The warning that [`mixed_precision`] logs are compared to print
+/// precision.
+fn mixed_precision_warning(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<String> {
+    mixed_precision(t1, t2).then(|| {
+        let full = if t1.precision() == parser::Precision::Full {
+            "run1"
+        } else {
+            "run2"
+        };
+        format!(
+            "rank {rank}: {full} is a full-precision log and the other is printed with 7 digits: values are compared to print precision (the default tolerances' rtol raised to {PRINT_RTOL:e}); capture both runs at one precision for a bitwise check"
+        )
+    })
 }
 
 /// With `--rules-exhaustive`, the error for the first row no rule judged.
@@ -433,6 +468,8 @@ fn compare_rank(
     timer.lap("checks");
     done.warnings
         .extend(one_sided_fields_warning(rank1, &t1, &t2));
+    done.warnings
+        .extend(mixed_precision_warning(rank1, &t1, &t2));
     let offsets = layer_offsets(cfg, rank1, rank2);
     done.warnings
         .extend(negative_layer_warnings(rank1, offsets, [&t1, &t2]));

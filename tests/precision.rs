@@ -1,0 +1,58 @@
+//! A full-precision log against a printed one (`precision="full"` in one
+//! run, the default in the other): values agree when print rounding
+//! explains their difference, with a warning; a real difference still
+//! diverges, and `--bitwise` stays exact.
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+fn log(header: &str, l2: &str, hash: &str) -> String {
+    format!(
+        "Total captured activations: 1\n{header}{}\n\n[layers.0/op_0_mm]\n  Shape: torch.Size([2]), Dtype: torch.float32\n  L2 norm: {l2}\n  Min: -1e+00\n  Max: 1e+00\n  Mean: 0e+00\n  Output hash: {hash}\n\n",
+        "=".repeat(80)
+    )
+}
+
+fn compare(full_hash: &str, extra: &[&str]) -> (i32, String) {
+    let d = TempDir::new().unwrap();
+    let a = d.path().join("a.log");
+    let b = d.path().join("b.log");
+    std::fs::write(
+        &a,
+        log("Precision: full\n", "1.9582718579915818e+03", full_hash),
+    )
+    .unwrap();
+    std::fs::write(&b, log("", "1.958272e+03", "2.553141e+04")).unwrap();
+    let out = Command::cargo_bin("actdiff")
+        .unwrap()
+        .arg("compare")
+        .args([&a, &b])
+        .arg("-o")
+        .arg(d.path().join("rep"))
+        .arg("-q")
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn print_rounding_is_not_a_divergence_across_precisions() {
+    let (code, stderr) = compare("2.5531412345678e+04", &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("run1 is a full-precision log and the other is printed with 7 digits"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_real_difference_still_diverges_and_bitwise_stays_exact() {
+    let (code, stderr) = compare("2.5531512345678e+04", &[]);
+    assert_eq!(code, 1, "a difference in the 6th digit: {stderr}");
+    let (code, stderr) = compare("2.5531412345678e+04", &["--bitwise"]);
+    assert_eq!(code, 1, "--bitwise is not widened: {stderr}");
+}
