@@ -201,6 +201,49 @@ fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
     let s = summary(&out);
     assert_eq!(s["steps_only1"], serde_json::json!([3]));
     assert_eq!(s["first_diverging_step"], Value::Null, "steps 1-2 agree");
+    // A step folder without a log (scheduled, never reached) is no step:
+    // a warning, not a one-sided step.
+    std::fs::create_dir_all(b.join("step_3")).unwrap();
+    std::fs::write(b.join("step_3/rank_0_activations.log.body.tmp"), "").unwrap();
+    std::fs::remove_dir_all(a.join("step_3")).unwrap();
+    std::fs::create_dir_all(a.join("step_4")).unwrap();
+    let r = actdiff()
+        .arg("compare")
+        .args([&a, &b])
+        .args(["-o"])
+        .arg(d.path().join("unfinished"))
+        .args(["--steps", "1-2,9"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("step_4: no rank_N_activations.log in it"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("step_3: no rank_N_activations.log in it"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("--steps: step 9 in neither run"),
+        "{stderr}"
+    );
+    let r = actdiff()
+        .arg("compare")
+        .args([&a, &b])
+        .args(["-o"])
+        .arg(d.path().join("none"))
+        .args(["--steps", "20"])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&r.stderr)
+            .contains("--steps selects no step both runs have (run1 steps 1-2, run2 steps 1-2)"),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
     // A series against a single-step folder.
     actdiff()
         .arg("compare")

@@ -43,7 +43,17 @@ class Diverged(RuntimeError):
 
 class BaselineError(RuntimeError):
     """The baseline cannot be compared with this capture (missing step or
-    rank, another capture level, nothing in common, unreadable logs)."""
+    rank, another capture level, nothing in common, unreadable logs).
+
+    Attributes:
+        step: the step checked.
+        rank: the rank.
+    """
+
+    def __init__(self, message: str, step: int | None = None, rank: int | None = None):
+        super().__init__(message)
+        self.step = step
+        self.rank = rank
 
 
 def baseline_log(baseline: str, step: int, rank: int, series: bool) -> str:
@@ -52,7 +62,12 @@ def baseline_log(baseline: str, step: int, rank: int, series: bool) -> str:
     name = f"rank_{rank}_activations.log"
     path = os.path.join(baseline, f"step_{step}", name) if series else os.path.join(baseline, name)
     if not os.path.isfile(path):
-        raise BaselineError(f"baseline {baseline}: no log for step {step}, rank {rank} ({path} does not exist)")
+        hint = ""
+        if not series and os.path.isdir(os.path.join(baseline, f"step_{step}")):
+            hint = f"; the baseline is a step series: capture with capture_steps=[{step}] (a list) to write step folders too"
+        raise BaselineError(
+            f"baseline {baseline}: no log for step {step}, rank {rank} ({path} does not exist){hint}", step, rank
+        )
     return path
 
 
@@ -77,12 +92,18 @@ def check(baseline: str, log_path: str, step: int, rank: int, series: bool, dump
         with open(summary_path) as f:
             s = json.load(f)
     except OSError as e:
-        raise BaselineError(f"step {step}, rank {rank}: the comparison wrote no summary (exit status {status}): {e}") from e
+        raise BaselineError(
+            f"step {step}, rank {rank}: the comparison wrote no summary (exit status {status}): {e}", step, rank
+        ) from e
     if status not in (0, 1):
-        raise BaselineError(f"step {step}, rank {rank}: not compared with the baseline: {'; '.join(s.get('verdict', []))}")
+        raise BaselineError(
+            f"step {step}, rank {rank}: not compared with the baseline: {'; '.join(s.get('verdict', []))}", step, rank
+        )
     paired = sum(r["counts"].get("match", 0) + r["counts"].get("diff", 0) for r in s["ranks"])
     if paired == 0:
-        raise BaselineError(f"step {step}, rank {rank}: no op pairs with the baseline's {base}: another model or capture")
+        raise BaselineError(
+            f"step {step}, rank {rank}: no op pairs with the baseline's {base}: another model or capture", step, rank
+        )
     if status == 0:
         shutil.rmtree(out, ignore_errors=True)
         if not os.listdir(os.path.dirname(out)):

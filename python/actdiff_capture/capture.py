@@ -727,7 +727,14 @@ class Profiler:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._disarm()
+        armed = self.armed
+        self._disarm()  # the unwritten capture is dropped: its temporary file goes
+        if armed and self.series:
+            # A step armed but never reached leaves no empty step_S folder.
+            try:
+                os.rmdir(os.path.dirname(self._armed_path))
+            except OSError:
+                pass
 
     def step(self, loss=None) -> None:
         """Call after every training step. ``loss`` (optional: a float or a

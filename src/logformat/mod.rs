@@ -179,6 +179,11 @@ impl CaptureLevel {
         }
     }
 
+    /// Whether this is the per-op level (the default).
+    pub fn is_ops(&self) -> bool {
+        *self == CaptureLevel::Ops
+    }
+
     /// The level of `name` (trimmed), if known.
     pub fn from_name(name: &str) -> Option<CaptureLevel> {
         match name.trim() {

@@ -78,6 +78,12 @@ pub struct SideSummary {
     /// The header's `Step: S`, if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub step: Option<u64>,
+    /// The header's `Level: modules` (absent for a per-op log).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::logformat::CaptureLevel::is_ops"
+    )]
+    pub level: crate::logformat::CaptureLevel,
     /// The header's `Loss: x` (the step's training loss), if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub loss: Option<f64>,
@@ -169,6 +175,7 @@ impl SideSummary {
         SideSummary {
             entries: t.len(),
             step: t.header().step,
+            level: t.header().level,
             loss: t.header().loss,
             declared: t.header().total,
             excluded_ops: t.header().excluded.clone(),
@@ -776,6 +783,11 @@ impl Summary {
                 _ => (
                     c.row.key(),
                     match c.kind {
+                        // A module-level log records no inputs: its first
+                        // differing record is all that is known.
+                        _ if r.run1.level == crate::logformat::CaptureLevel::Modules => {
+                            "the first differing record; inputs are not recorded at level=modules"
+                        }
                         CauseKind::Entry => "a differing input",
                         CauseKind::Origin => "inputs agree, the output differs",
                         _ => c.kind.as_str(),

@@ -34,22 +34,74 @@ pub fn step_of_dir_name(name: &str) -> Option<u64> {
     num.parse().ok()
 }
 
-/// The `step_S` folders directly in `path`, sorted by step; empty when
-/// `path` is no folder or holds none (a single-step dump).
+/// The `step_S` folders directly in `path` that hold a rank log, sorted
+/// by step; empty when `path` is no folder or holds none (a single-step
+/// dump). Step folders without a rank log are [`unfinished_step_folders`].
 pub fn step_folders(path: &Path) -> Vec<(u64, PathBuf)> {
+    scan(path)
+        .into_iter()
+        .filter(|s| s.2)
+        .map(|s| (s.0, s.1))
+        .collect()
+}
+
+/// The `step_S` folders in `path` without any `rank_N_activations.log`: a
+/// step a capture schedule named but the job never reached (or a capture
+/// that did not finish). They are not steps of the run.
+pub fn unfinished_step_folders(path: &Path) -> Vec<PathBuf> {
+    scan(path)
+        .into_iter()
+        .filter(|s| !s.2)
+        .map(|s| s.1)
+        .collect()
+}
+
+/// `(step, folder, holds a rank log)` of every `step_S` folder, by step.
+fn scan(path: &Path) -> Vec<(u64, PathBuf, bool)> {
     let Ok(dir) = std::fs::read_dir(path) else {
         return Vec::new();
     };
-    let mut steps: Vec<(u64, PathBuf)> = dir
+    let mut steps: Vec<(u64, PathBuf, bool)> = dir
         .filter_map(|e| e.ok())
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| {
             let s = step_of_dir_name(e.file_name().to_str()?)?;
-            Some((s, e.path()))
+            let has_log = std::fs::read_dir(e.path()).is_ok_and(|d| {
+                d.filter_map(|f| f.ok()).any(|f| {
+                    f.file_name()
+                        .to_str()
+                        .and_then(super::rank_of_file_name)
+                        .is_some()
+                })
+            });
+            Some((s, e.path(), has_log))
         })
         .collect();
     steps.sort();
     steps
+}
+
+/// Steps as a short list: `1-8, 10`.
+fn fmt_steps(steps: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        let mut j = i;
+        while j + 1 < steps.len() && steps[j + 1] == steps[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i {
+            format!("{}-{}", steps[i], steps[j])
+        } else {
+            steps[i].to_string()
+        });
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join(", ")
+    }
 }
 
 /// `--steps`: which steps of two step series are compared, and which get
@@ -188,6 +240,31 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
     }
     let s1: BTreeMap<u64, PathBuf> = step_folders(&cfg.run1).into_iter().collect();
     let s2: BTreeMap<u64, PathBuf> = step_folders(&cfg.run2).into_iter().collect();
+    let mut warnings: Vec<String> = [&cfg.run1, &cfg.run2]
+        .iter()
+        .flat_map(|r| unfinished_step_folders(r))
+        .map(|p| format!("{}: no rank_N_activations.log in it (a step the capture schedule named but the job never reached, or a capture that did not finish): not a step of the run", p.display()))
+        .collect();
+    let mut no_step = "nothing compared: no step is in both runs".to_string();
+    if let StepSelection::Only(ranges) = sel {
+        let absent: Vec<u64> = ranges
+            .iter()
+            .flat_map(|(a, b)| *a..=(*b).min(a.saturating_add(10_000)))
+            .filter(|s| !s1.contains_key(s) && !s2.contains_key(s))
+            .collect();
+        if !absent.is_empty() {
+            warnings.push(format!(
+                "--steps: step {} in neither run",
+                fmt_steps(&absent)
+            ));
+        }
+        let keys = |m: &BTreeMap<u64, PathBuf>| m.keys().copied().collect::<Vec<_>>();
+        no_step = format!(
+            "nothing compared: --steps selects no step both runs have (run1 steps {}, run2 steps {})",
+            fmt_steps(&keys(&s1)),
+            fmt_steps(&keys(&s2))
+        );
+    }
     let only = |a: &BTreeMap<u64, PathBuf>, b: &BTreeMap<u64, PathBuf>| -> Vec<u64> {
         a.keys()
             .filter(|s| !b.contains_key(s) && sel.includes(**s))
@@ -242,7 +319,14 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
         let i = done.iter().position(|d| d.step == f).expect("compared");
         done[i] = compare_step(cfg, f, p1, p2, true);
     }
-    let summary = join(cfg, done, steps_only1, steps_only2, first);
+    let summary = join(
+        cfg,
+        done,
+        (steps_only1, steps_only2),
+        first,
+        warnings,
+        no_step,
+    );
     write_outputs(cfg, summary, outs)
 }
 
@@ -257,14 +341,14 @@ fn diverges(s: &Summary) -> bool {
 fn join(
     cfg: &CompareConfig,
     done: Vec<StepDone>,
-    steps_only1: Vec<u64>,
-    steps_only2: Vec<u64>,
+    (steps_only1, steps_only2): (Vec<u64>, Vec<u64>),
     first: Option<u64>,
+    mut warnings: Vec<String>,
+    no_step: String,
 ) -> Summary {
     let mut ranks = Vec::new();
     let mut results = Vec::new();
     let mut errors = Vec::new();
-    let mut warnings = Vec::new();
     let mut rank_first: BTreeMap<u32, u64> = BTreeMap::new();
     let (mut only1, mut only2) = (Vec::new(), Vec::new());
     let mut groups = Vec::new();
@@ -338,8 +422,7 @@ fn join(
         series: None,
     };
     if series.steps.is_empty() && s.input_errors.is_empty() {
-        s.input_errors
-            .push("nothing compared: no step is in both runs".to_string());
+        s.input_errors.push(no_step);
         s.exit_status = exit_codes::INPUT_ERROR;
     }
     s.verdict = report::steps::verdict(&s, &series);
@@ -459,6 +542,13 @@ mod tests {
             let e = StepSelection::parse(bad).unwrap_err();
             assert!(e.contains("--steps"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn step_lists() {
+        assert_eq!(fmt_steps(&[1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8");
+        assert_eq!(fmt_steps(&[]), "none");
+        assert_eq!(fmt_steps(&[4]), "4");
     }
 
     #[test]

@@ -87,6 +87,17 @@ def test_schedule_writes_step_folders_and_disarms_between(tmp_path):
     assert armed[2][1] > 0
 
 
+def test_a_scheduled_step_never_reached_leaves_no_folder_on_exit(tmp_path):
+    torch.manual_seed(0)
+    model = TinyGPT()
+    with actdiff_capture.Profiler(model, tmp_path, capture_steps=[1, 2, 3]) as prof:
+        for step, idx in enumerate(batches(2), start=1):
+            model(idx[:, :-1]).sum().backward()
+            prof.step()
+        assert prof.armed, "step 3 is armed"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_1", "step_2"]
+
+
 def test_an_int_keeps_the_reference_layout(tmp_path):
     run(tmp_path, steps=2, schedule=2)
     assert [p.name for p in tmp_path.iterdir()] == ["rank_0_activations.log"]
@@ -181,6 +192,8 @@ def test_module_level_finds_the_step_and_the_phase(actdiff_bin, tmp_path):
     assert s["first_diverging_step"] == 3, r.stdout
     rank = next(x for x in s["ranks"] if x["step"] == 3)
     assert rank["first_divergence"]["key1"] == "tok/op_0_output", rank["first_divergence"]
+    step3 = next(x for x in s["step_results"] if x["step"] == 3)
+    assert "inputs are not recorded at level=modules" in step3["headline"], step3["headline"]
     # Identical runs at module level: bitwise equal over every step.
     r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "a", tmp_path / "same", "--bitwise")
     assert r.returncode == 0 and s["first_diverging_step"] is None
@@ -223,8 +236,11 @@ def test_baseline_warn_goes_on_and_stop_capturing_disarms(tmp_path, caplog):
 
 def test_a_baseline_that_does_not_match_is_an_error(tmp_path):
     run(tmp_path / "blessed", steps=2)
-    with pytest.raises(actdiff_capture.BaselineError, match="no log for step 3"):
+    with pytest.raises(actdiff_capture.BaselineError, match="no log for step 3") as e:
         run_with_baseline(tmp_path / "longer", tmp_path / "blessed", steps=3)
+    assert (e.value.step, e.value.rank) == (3, 0)
+    with pytest.raises(actdiff_capture.BaselineError, match=r"capture_steps=\[2\] \(a list\)"):
+        run_with_baseline(tmp_path / "int", tmp_path / "blessed", steps=2, schedule=2)
     with pytest.raises(actdiff_capture.BaselineError, match="level=ops capture"):
         run_with_baseline(tmp_path / "m", tmp_path / "blessed", steps=1, level="modules")
     with pytest.raises(actdiff_capture.BaselineError, match="no such folder"):
