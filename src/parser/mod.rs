@@ -636,65 +636,44 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
         }
         return;
     }
-    if let Some(rest) = t
-        .strip_prefix(crate::logformat::LEVEL_LABEL.as_bytes())
-        .and_then(|r| r.strip_prefix(b":"))
-    {
-        let v = trim(rest);
+    if let Some(v) = labelled(t, crate::logformat::LEVEL_LABEL) {
         match std::str::from_utf8(v)
             .ok()
             .and_then(crate::logformat::CaptureLevel::from_name)
         {
             Some(l) => h.level = l,
-            None => p.warn(
+            None => bad_header_value(
+                p,
+                line,
                 lineno,
-                (offset_of(line, v) + 1) as u64,
-                WarningKind::UnknownHeader,
-                "header",
-                format!(
-                    "capture level `{}` is not `ops` or `modules`; read as ops",
-                    lossy(v)
-                ),
+                v,
+                "capture level `{}` is not `ops` or `modules`; read as ops",
             ),
         }
         return;
     }
-    if let Some(rest) = t
-        .strip_prefix(crate::logformat::STEP_LABEL.as_bytes())
-        .and_then(|r| r.strip_prefix(b":"))
-    {
-        let v = trim(rest);
-        match std::str::from_utf8(v)
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-        {
+    if let Some(v) = labelled(t, crate::logformat::STEP_LABEL) {
+        match std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
             Some(s) => h.step = Some(s),
-            None => p.warn(
+            None => bad_header_value(
+                p,
+                line,
                 lineno,
-                (offset_of(line, v) + 1) as u64,
-                WarningKind::UnknownHeader,
-                "header",
-                format!("step `{}` is not a whole number; read as no step", lossy(v)),
+                v,
+                "step `{}` is not a whole number; read as no step",
             ),
         }
         return;
     }
-    if let Some(rest) = t
-        .strip_prefix(crate::logformat::LOSS_LABEL.as_bytes())
-        .and_then(|r| r.strip_prefix(b":"))
-    {
-        let v = trim(rest);
-        match std::str::from_utf8(v)
-            .ok()
-            .and_then(|s| s.parse::<f64>().ok())
-        {
+    if let Some(v) = labelled(t, crate::logformat::LOSS_LABEL) {
+        match std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
             Some(x) => h.loss = Some(x),
-            None => p.warn(
+            None => bad_header_value(
+                p,
+                line,
                 lineno,
-                (offset_of(line, v) + 1) as u64,
-                WarningKind::UnknownHeader,
-                "header",
-                format!("loss `{}` is not a number; read as no loss", lossy(v)),
+                v,
+                "loss `{}` is not a number; read as no loss",
             ),
         }
         return;
@@ -729,6 +708,25 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
             "line before the first block is no header line: `{}`",
             lossy(&t[..t.len().min(80)])
         ),
+    );
+}
+
+/// The trimmed value of header line `t` if it is `label: value`.
+fn labelled<'a>(t: &'a [u8], label: &str) -> Option<&'a [u8]> {
+    t.strip_prefix(label.as_bytes())
+        .and_then(|r| r.strip_prefix(b":"))
+        .map(trim)
+}
+
+/// Warns that header value `v` (a slice of `line`) does not read:
+/// `message` with `{}` replaced by the value, at its column.
+fn bad_header_value(p: &mut Partial<'_>, line: &[u8], lineno: u64, v: &[u8], message: &str) {
+    p.warn(
+        lineno,
+        (offset_of(line, v) + 1) as u64,
+        WarningKind::UnknownHeader,
+        "header",
+        message.replacen("{}", &lossy(v), 1),
     );
 }
 

@@ -141,6 +141,20 @@ fn print_outputs(meta: &RunMeta, summary: &Summary, outs: &RunOutputs) -> i32 {
             fmt_ranks(&meta.ranks_only2)
         );
     }
+    junit_and_terminal(summary, &meta.report.out_dir, outs, terminal::render)
+}
+
+/// Writes `summary`'s JUnit file (`--junit`) and its terminal output: the
+/// JSON document, or the text `render` makes of it and the path of
+/// `out_dir`'s index ("not written" when absent). Returns the exit status
+/// (an input error when the JUnit file cannot be written). Shared by a
+/// comparison and a step series (`super::steps`).
+pub(super) fn junit_and_terminal(
+    summary: &Summary,
+    out_dir: &std::path::Path,
+    outs: &RunOutputs,
+    render: fn(&Summary, &str) -> String,
+) -> i32 {
     if let Some(j) = &outs.junit {
         let res = std::fs::File::create(j)
             .and_then(|f| junit::write_junit(summary, std::io::BufWriter::new(f)));
@@ -155,13 +169,13 @@ fn print_outputs(meta: &RunMeta, summary: &Summary, outs: &RunOutputs) -> i32 {
             serde_json::to_string_pretty(summary).expect("summary serialises")
         ),
         Terminal::Text => {
-            let index = meta.report.out_dir.join(files::INDEX);
+            let index = out_dir.join(files::INDEX);
             let report = if index.is_file() {
                 index.display().to_string()
             } else {
                 "not written".to_string()
             };
-            print!("{}", terminal::render(summary, &report));
+            print!("{}", render(summary, &report));
         }
         Terminal::Quiet => {}
     }

@@ -20,7 +20,7 @@ use super::pipeline::{compare_runs, CompareConfig};
 use crate::exit_codes;
 use crate::report::steps::{RankStep, StepResult, StepSeries};
 use crate::report::summary::SCHEMA_VERSION;
-use crate::report::{self, files, junit, Summary};
+use crate::report::{self, files, Summary};
 
 /// The folder name of step `S` in a step series: `step_S`.
 pub const STEP_DIR_PREFIX: &str = "step_";
@@ -462,31 +462,12 @@ fn write_outputs(cfg: &CompareConfig, mut summary: Summary, outs: &RunOutputs) -
     for e in &summary.input_errors {
         eprintln!("error: {e}");
     }
-    if let Some(j) = &outs.junit {
-        let res = std::fs::File::create(j)
-            .and_then(|f| junit::write_junit(&summary, std::io::BufWriter::new(f)));
-        if let Err(e) = res {
-            eprintln!("error: {}: {e}", j.display());
-            return exit_codes::INPUT_ERROR;
-        }
-    }
-    match outs.terminal {
-        Terminal::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&summary).expect("summary serialises")
-        ),
-        Terminal::Text => {
-            let index = cfg.report.out_dir.join(files::INDEX);
-            let at = if index.is_file() {
-                index.display().to_string()
-            } else {
-                "not written".to_string()
-            };
-            print!("{}", report::steps::render_terminal(&summary, &at));
-        }
-        Terminal::Quiet => {}
-    }
-    summary.exit_status
+    super::outputs::junit_and_terminal(
+        &summary,
+        &cfg.report.out_dir,
+        outs,
+        report::steps::render_terminal,
+    )
 }
 
 /// A progress bar over steps (hidden when quiet or not a terminal).
