@@ -172,6 +172,11 @@ pub struct CompareArgs {
     /// Keep keys that occur twice in one log (paired by occurrence) instead of exit 2.
     #[arg(long)]
     pub allow_duplicates: bool,
+    /// Compare the shard logs of a tensor-parallel run rank by rank, even
+    /// against a run of another layout (default: the shards of runs whose
+    /// `Mesh:` headers differ are combined into whole tensors first).
+    #[arg(long)]
+    pub no_combine: bool,
     /// Up to this many result rows per rank the pages hold every row; above
     /// it only the rows that are not `match` (`all`: always every row).
     #[arg(long, value_name = "N|all", default_value = "200000")]
@@ -526,6 +531,7 @@ fn compare_config(a: &CompareArgs, shard: Option<run::ShardPart>) -> Result<Comp
         rank_map,
         allow_incomplete: a.allow_incomplete,
         allow_duplicates: a.allow_duplicates,
+        no_combine: a.no_combine,
         jobs: a.jobs.map(usize::from),
         quiet: a.quiet,
         strict: a.strict,

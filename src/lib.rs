@@ -22,6 +22,7 @@ pub mod capture;
 pub mod cli;
 pub mod exit_codes;
 pub mod gen;
+pub mod layout;
 pub mod logformat;
 pub mod matcher;
 pub mod parser;

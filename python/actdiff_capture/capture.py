@@ -69,7 +69,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import baseline as _baseline
-from . import fx, inductor, modules
+from . import fx, inductor, layouts, modules
 from ._native import Capture
 
 DEFAULT_MIN_NUMEL = 1000
@@ -323,6 +323,9 @@ class _Mode(TorchDispatchMode):
         self.wrappers = inductor.WrapperSites()
         self.compiled = None  # "inductor" once an op came from its wrapper
         self.fresh: set = set()  # storage of empty* results no op has written
+        self.layouts = layouts.Layouts()  # DTensor shards (actdiff_capture.layouts)
+        layouts.install()
+        layouts.arm(self.layouts)
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -376,9 +379,17 @@ class _Mode(TorchDispatchMode):
         if self.pending is not None:
             self._settle()
         stack = self.p._stack
+        lay = self.layouts
+        dtensors = lay.dtensor is not None and any(issubclass(t, lay.dtensor) for t in types)
         if info.excluded:
             self.excluded.add(info.name)
             out = func(*args, **kwargs)
+            if dtensors or lay.tags:
+                ins_l: list = []
+                _leaves(args, ins_l)
+                outs_l: list = []
+                _leaves(out, outs_l)
+                lay.follow(info.name, args, ins_l, outs_l)
             if info.empty:
                 if not self.in_generated_code():
                     self.mark_fresh(out)
@@ -416,6 +427,8 @@ class _Mode(TorchDispatchMode):
 
         raw = []
         _leaves(out, raw)
+        if dtensors or lay.tags:
+            lay.follow(info.name, args, raw_ins, raw)
         outs = [_local(t) for t in raw]
         if not all(t is not None for t in outs):
             readable = False
@@ -468,6 +481,13 @@ class _Mode(TorchDispatchMode):
         ids = self.ids
         in_ids = [ids.get(t) for t in ins]
         out_ids = [ids.assign(t) for t in outs]
+        layout = None
+        if dtensors or lay.tags:
+            o_tok = [lay.token(t) for t in raw]
+            i_tok = [lay.token(t) for t in raw_ins]
+            stats = lay.stats_line(raw[primary]) if primary is not None else None
+            if stats is not None or any(x != layouts.PLAIN for x in o_tok + i_tok):
+                layout = (stats, o_tok, i_tok)
         self.cap.record(
             fqn,
             info.name,
@@ -478,6 +498,7 @@ class _Mode(TorchDispatchMode):
             pre if pre is not None else ins,
             in_ids,
             out_ids,
+            layout,
         )
         return out
 
@@ -874,6 +895,7 @@ class Profiler:
         self._grad_fn_to_module.clear()
         if mode is not None:
             mode.__exit__(None, None, None)
+            layouts.disarm(mode.layouts)
             mode.node_loc.clear()
             mode.pending = None
         return mode
@@ -890,6 +912,9 @@ class Profiler:
             cap = mode.cap
             for op in mode.excluded:
                 cap.note_excluded(op)
+            # A run with DTensors: the header's `Mesh:` and `Coords:`.
+            if mode.layouts.mesh is not None:
+                cap.note_mesh(*mode.layouts.mesh)
             # The header's `Compiled: inductor`: ops of this log ran in
             # inductor's wrapper, so the ops it fused into kernels are absent
             # (the comparator shows them as fused away, not gating).

@@ -11,7 +11,7 @@
 //! let x = Tensor::from_slice(&[1.0f32; 64 * 64], &[64, 64]).unwrap();
 //! let w = Tensor::from_slice(&[0.5f32; 64 * 64], &[64, 64]).unwrap();
 //! let y = Tensor::from_slice(&[32.0f32; 64 * 64], &[64, 64]).unwrap(); // x @ w
-//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, location: None };
+//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, location: None, layout: None };
 //! // inputs' tensor ids 1, 2; output id 3 (any ids, stable while the tensors live)
 //! cap.record(meta, Some(0), &[&y], (&[&x, &w][..]).into(), &[1, 2], &[3]).unwrap();
 //! cap.note_excluded("t");
@@ -481,6 +481,8 @@ pub struct OpRecord<'a> {
     pub phase: Phase,
     /// `<short/path.py>:<line>`.
     pub location: Option<String>,
+    /// The layout lines of an op on DTensors or their shards.
+    pub layout: Option<crate::logformat::BlockLayout>,
 }
 
 /// One capture: records go through a [`StatsBatch`] to a [`LogWriter`].
@@ -566,6 +568,12 @@ impl Capture {
         self.notes.loss = Some(loss);
     }
 
+    /// Notes the run's device mesh and this rank's coordinates: the header
+    /// gets `Mesh:` and `Coords:` lines.
+    pub fn note_mesh(&mut self, mesh: crate::logformat::Mesh) {
+        self.notes.mesh = Some(mesh);
+    }
+
     /// Records one op and returns its key. `primary` is the index in
     /// `outputs` of the output whose Shape and stats are written (`None`:
     /// a hash-only record). `input_ids` are the identities of
@@ -618,6 +626,7 @@ impl Capture {
             input_producers,
             location: meta.location,
             phase: meta.phase,
+            layout: meta.layout,
             ..Default::default()
         };
         self.batch.push(rec, primary, outputs, inputs)?;

@@ -123,7 +123,9 @@ impl Capture {
     /// output whose Shape and stats are written) or is None (hash-only).
     /// `inputs` is a list of tensors (hashed now) or a `PreHashes`.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (fqn, op, backward, location, primary, outputs, inputs, input_ids, output_ids))]
+    /// `layout` is `None` or `(stats, outputs, inputs)`: the block's layout
+    /// lines (`logformat::BlockLayout`) for an op on DTensors or shards.
+    #[pyo3(signature = (fqn, op, backward, location, primary, outputs, inputs, input_ids, output_ids, layout = None))]
     fn record(
         &self,
         fqn: Option<&str>,
@@ -135,6 +137,7 @@ impl Capture {
         inputs: &Bound<'_, PyAny>,
         input_ids: Vec<u64>,
         output_ids: Vec<u64>,
+        layout: Option<(Option<String>, Vec<String>, Vec<String>)>,
     ) -> PyResult<String> {
         let outs = tensors(&outputs, "outputs")?;
         let outs: Vec<&Tensor> = outs.iter().collect();
@@ -150,6 +153,11 @@ impl Capture {
                 Phase::Forward
             },
             location,
+            layout: layout.map(|(stats, outputs, inputs)| crate::logformat::BlockLayout {
+                stats,
+                outputs,
+                inputs,
+            }),
         };
         if let Ok(pre) = inputs.cast::<PreHashes>() {
             let h = pre
@@ -229,6 +237,16 @@ impl Capture {
     /// `finish()` writes the header line `Loss: x` (round-trip float64).
     fn note_loss(&self, loss: f64) {
         self.core().note_loss(loss);
+    }
+
+    /// `note_mesh(mesh: str, coords: str) -> None`: notes the run's device
+    /// mesh (`"dp=2 tp=2"`) and this rank's coordinates (`"dp=0 tp=1"`):
+    /// `finish()` writes the header lines `Mesh:` and `Coords:`.
+    /// ValueError when they do not fit (`logformat::Mesh::parse`).
+    fn note_mesh(&self, mesh: &str, coords: &str) -> PyResult<()> {
+        let m = crate::logformat::Mesh::parse(mesh, coords).map_err(PyValueError::new_err)?;
+        self.core().note_mesh(m);
+        Ok(())
     }
 
     /// Moves queued stats to the host and hands records to the writer.

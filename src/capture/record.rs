@@ -85,6 +85,9 @@ pub struct Record {
     /// Content digest per tensor input, aligned with `input_hashes`; empty:
     /// no `Input digests` line.
     pub input_digests: Vec<u64>,
+    /// The layout lines of an op on DTensors or their shards (`None`: a
+    /// plain op, no lines).
+    pub layout: Option<crate::logformat::BlockLayout>,
 }
 
 pub use crate::logformat::push_shape;
@@ -140,6 +143,9 @@ pub fn write_block(out: &mut Vec<u8>, r: &Record, precision: Precision) {
     }
     if r.phase == Phase::Backward {
         lf::text_line(out, "Phase", b"backward");
+    }
+    if let Some(l) = &r.layout {
+        lf::layout_lines(out, l);
     }
     if let Some(Stats {
         moments: Some(m), ..

@@ -12,6 +12,8 @@
 //! Step: 5                                (a step of a step series only)
 //! Loss: 2.3125                           (when the training loop gave it)
 //! Precision: full                        (Precision::Full only)
+//! Mesh: dp=2 tp=2                        (a run with DTensors only: Mesh)
+//! Coords: dp=0 tp=1
 //! ========…(80)
 //!
 //! [layers.0.wq/op_0_mm]                  key_line
@@ -22,6 +24,9 @@
 //!   Output digest: 0123456789abcdef      digest_line
 //!   Input digests: …, …
 //!   Input producers: a/op_0_x;           text_line (Location, Phase alike)
+//!   Layout: tp:S(1) [2, 8]               layout_lines (DTensor runs only)
+//!   Output layouts: tp:S(1)
+//!   Input layouts: R; tp:S(0)
 //!
 //! ```
 
@@ -210,6 +215,127 @@ pub struct HeaderNotes {
     pub step: Option<u64>,
     /// `Loss: x`, the step's training loss (`None`: no line).
     pub loss: Option<f64>,
+    /// `Mesh:` and `Coords:`, the device mesh of a run with DTensors
+    /// (`None`: no lines).
+    pub mesh: Option<Mesh>,
+}
+
+/// The label of the header line naming a run's device mesh: its dimensions
+/// and their sizes, outermost first (`Mesh: dp=2 tp=2`).
+pub const MESH_LABEL: &str = "Mesh";
+/// The label of the header line giving this rank's coordinate on each mesh
+/// dimension (`Coords: dp=0 tp=1`).
+pub const COORDS_LABEL: &str = "Coords";
+/// The label of a block's line giving the layout of the tensor its stats
+/// describe: its placement tokens and its whole-tensor (global) shape
+/// (`Layout: tp:S(1) [64, 64]`); see [`crate::layout`].
+pub const LAYOUT_LABEL: &str = "Layout";
+/// The label of a block's line of placement tokens, one per output hash.
+pub const OUTPUT_LAYOUTS_LABEL: &str = "Output layouts";
+/// The label of a block's line of placement tokens, one per input hash.
+pub const INPUT_LAYOUTS_LABEL: &str = "Input layouts";
+
+/// A run's device mesh as its header states it (`Mesh:` and `Coords:`):
+/// the dimensions' names and sizes, outermost first, and this rank's
+/// coordinate on each.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Mesh {
+    /// `(name, size)` per mesh dimension.
+    pub dims: Vec<(String, u32)>,
+    /// This rank's coordinate per dimension, aligned with `dims`.
+    pub coords: Vec<u32>,
+}
+
+impl Mesh {
+    /// Reads `Mesh:` and `Coords:` values (`dp=2 tp=2`, `dp=0 tp=1`): the
+    /// same names in the same order, sizes ≥ 1, coordinates below them.
+    /// Errors name what is wrong.
+    pub fn parse(mesh: &str, coords: &str) -> Result<Mesh, String> {
+        fn pairs(s: &str, what: &str) -> Result<Vec<(String, u32)>, String> {
+            s.split_whitespace()
+                .map(|p| {
+                    let (n, v) = p
+                        .split_once('=')
+                        .ok_or_else(|| format!("{what} `{p}` is not NAME=NUMBER"))?;
+                    let v: u32 = v
+                        .parse()
+                        .map_err(|_| format!("{what} `{p}` is not NAME=NUMBER"))?;
+                    if n.is_empty() {
+                        return Err(format!("{what} `{p}` has no name"));
+                    }
+                    Ok((n.to_string(), v))
+                })
+                .collect()
+        }
+        let dims = pairs(mesh, "mesh dimension")?;
+        let c = pairs(coords, "coordinate")?;
+        if dims.is_empty() {
+            return Err("no mesh dimension".into());
+        }
+        if c.len() != dims.len() || c.iter().zip(&dims).any(|(a, b)| a.0 != b.0) {
+            return Err(format!(
+                "coordinates `{coords}` do not name the mesh dimensions `{mesh}` in order"
+            ));
+        }
+        if let Some((n, s)) = dims.iter().find(|d| d.1 == 0) {
+            return Err(format!("mesh dimension {n}={s} is empty"));
+        }
+        if let Some(((n, v), (_, s))) = c.iter().zip(&dims).find(|((_, v), (_, s))| v >= s) {
+            return Err(format!(
+                "coordinate {n}={v} is outside the mesh ({n} has {s})"
+            ));
+        }
+        Ok(Mesh {
+            dims,
+            coords: c.into_iter().map(|(_, v)| v).collect(),
+        })
+    }
+
+    /// The `Mesh:` value (`dp=2 tp=2`).
+    pub fn dims_text(&self) -> String {
+        let v: Vec<String> = self.dims.iter().map(|(n, s)| format!("{n}={s}")).collect();
+        v.join(" ")
+    }
+
+    /// The `Coords:` value (`dp=0 tp=1`).
+    pub fn coords_text(&self) -> String {
+        let v: Vec<String> = self
+            .dims
+            .iter()
+            .zip(&self.coords)
+            .map(|((n, _), c)| format!("{n}={c}"))
+            .collect();
+        v.join(" ")
+    }
+}
+
+/// A block's layout lines (a run with DTensors): placement tokens as the
+/// capture agent writes them ([`crate::layout::Placements`] reads them).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BlockLayout {
+    /// `Layout:` the stats tensor's tokens and global shape
+    /// (`tp:S(1) [64, 64]`); `None`: no line (no stats, or a plain tensor).
+    pub stats: Option<String>,
+    /// `Output layouts:` one token per output hash (`-` a plain tensor).
+    pub outputs: Vec<String>,
+    /// `Input layouts:` one token per input hash.
+    pub inputs: Vec<String>,
+}
+
+/// Appends a block's layout lines: `Layout:`, `Output layouts:`, `Input
+/// layouts:` (`; `-joined), each only when it has a value.
+pub fn layout_lines(out: &mut Vec<u8>, l: &BlockLayout) {
+    if let Some(s) = &l.stats {
+        text_line(out, LAYOUT_LABEL, s.as_bytes());
+    }
+    for (label, v) in [
+        (OUTPUT_LAYOUTS_LABEL, &l.outputs),
+        (INPUT_LAYOUTS_LABEL, &l.inputs),
+    ] {
+        if !v.is_empty() {
+            text_line(out, label, v.join("; ").as_bytes());
+        }
+    }
 }
 
 /// Appends the header: `Total captured activations: N`, then the lines of
@@ -258,6 +384,14 @@ pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precisio
     if precision == Precision::Full {
         out.extend_from_slice(PRECISION_FULL_LINE.as_bytes());
         out.push(b'\n');
+    }
+    if let Some(m) = &notes.mesh {
+        for (label, v) in [(MESH_LABEL, m.dims_text()), (COORDS_LABEL, m.coords_text())] {
+            out.extend_from_slice(label.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v.as_bytes());
+            out.push(b'\n');
+        }
     }
     out.extend_from_slice(&[b'='; 80]);
     out.extend_from_slice(b"\n\n");

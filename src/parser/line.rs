@@ -236,7 +236,17 @@ pub fn classify_general(line: &[u8]) -> LineKind {
         };
     }
     let t = trim(line);
-    if t.starts_with(b"NaN count:") || t.starts_with(b"Inf count:") {
+    use crate::logformat::{INPUT_LAYOUTS_LABEL, LAYOUT_LABEL, OUTPUT_LAYOUTS_LABEL};
+    let labelled = |label: &str| {
+        t.strip_prefix(label.as_bytes())
+            .is_some_and(|r| r.first() == Some(&b':'))
+    };
+    if t.starts_with(b"NaN count:")
+        || t.starts_with(b"Inf count:")
+        || labelled(LAYOUT_LABEL)
+        || labelled(OUTPUT_LAYOUTS_LABEL)
+        || labelled(INPUT_LAYOUTS_LABEL)
+    {
         return LineKind::Extra;
     }
     let label_end = memchr::memchr(b':', line).unwrap_or(line.len());
@@ -372,6 +382,8 @@ mod tests {
     fn capture_agent_extra_lines_are_known() {
         assert_eq!(classify(b"  NaN count: 3"), LineKind::Extra);
         assert_eq!(classify(b"  Inf count: 1\r"), LineKind::Extra);
+        assert_eq!(classify(b"  Layout: tp:S(1) [4, 8]"), LineKind::Extra);
+        assert_eq!(classify(b"  Input layouts: R; -"), LineKind::Extra);
     }
 
     #[test]

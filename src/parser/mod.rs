@@ -652,6 +652,26 @@ fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
         }
         return;
     }
+    if let Some(v) = labelled(t, crate::logformat::MESH_LABEL) {
+        h.mesh_dims = Some(lossy(v));
+        return;
+    }
+    if let Some(v) = labelled(t, crate::logformat::COORDS_LABEL) {
+        let dims = h.mesh_dims.take().unwrap_or_default();
+        match crate::logformat::Mesh::parse(&dims, &lossy(v)) {
+            Ok(m) => h.mesh = Some(m),
+            Err(e) => bad_header_value(
+                p,
+                line,
+                lineno,
+                v,
+                &format!(
+                    "device mesh `{dims}` / coordinates `{{}}` do not read ({e}); read as no mesh"
+                ),
+            ),
+        }
+        return;
+    }
     if let Some(v) = labelled(t, crate::logformat::STEP_LABEL) {
         match std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
             Some(s) => h.step = Some(s),

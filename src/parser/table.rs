@@ -52,6 +52,12 @@ pub struct Header {
     pub step: Option<u64>,
     /// `Loss: x`: the step's training loss, when the loop gave it.
     pub loss: Option<f64>,
+    /// `Mesh:` then `Coords:`: the device mesh of a run with DTensors and
+    /// this rank's place in it; `None` when absent (or unreadable: a
+    /// warning says so).
+    pub mesh: Option<crate::logformat::Mesh>,
+    /// The `Mesh:` value until its `Coords:` line is read.
+    pub mesh_dims: Option<String>,
     /// `Precision: full` ([`Precision::Full`]); absent: the reference's
     /// `%.6e` ([`Precision::Printed`] with 7 significant digits).
     pub precision: Precision,

@@ -185,6 +185,27 @@ fn cases(s: &Summary) -> Vec<Case> {
             }
         }
     }
+    for l in &s.layouts {
+        let name = if l.side == 1 { &s.name1 } else { &s.name2 };
+        let body: String = l.lines(name).iter().map(|x| format!("{x}\n")).collect();
+        cases.push(Case {
+            name: format!("layout of {name}: {}", l.describe().join("; ")),
+            order: u64::MAX - 2 + u64::from(l.side),
+            outcome: if l.mismatch_count == 0 {
+                Outcome::Pass
+            } else {
+                Outcome::Failure {
+                    ty: "ReplicaMismatch",
+                    message: format!(
+                        "{} replicated value{} differ across the ranks combined in {name}",
+                        l.mismatch_count,
+                        if l.mismatch_count == 1 { "" } else { "s" }
+                    ),
+                    body,
+                }
+            },
+        });
+    }
     for f in &s.ranks_failed {
         cases.push(Case {
             name: format!("rank {}", f.rank),

@@ -610,6 +610,11 @@ pub struct Summary {
     /// top level of the document; absent for a single-step comparison.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub series: Option<super::steps::StepSeries>,
+    /// The runs whose tensor-parallel shards were combined into whole
+    /// tensors before comparing ([`crate::layout::Combined`]: which ranks
+    /// make each logical rank, replicas that differ); absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layouts: Vec<crate::layout::Combined>,
 }
 
 /// Ranks with the same verdict: the same first cause, or the same
@@ -724,6 +729,24 @@ fn rank_word(v: &[u32]) -> String {
         if v.len() == 1 { "rank" } else { "ranks" },
         and_list(v)
     )
+}
+
+impl Summary {
+    /// What was combined across parallel layouts ([`Self::layouts`]), one
+    /// line each ([`crate::layout::Combined::lines`]), for the terminal,
+    /// the index and JUnit.
+    pub fn layout_lines(&self) -> Vec<String> {
+        self.layouts
+            .iter()
+            .flat_map(|l| {
+                l.lines(if l.side == 1 {
+                    &self.name1
+                } else {
+                    &self.name2
+                })
+            })
+            .collect()
+    }
 }
 
 impl Summary {

@@ -214,6 +214,9 @@ pub fn render(s: &Summary, report: &str) -> String {
         "actdiff: {} ({}) vs {} ({})",
         s.name1, s.path1, s.name2, s.path2
     );
+    for l in s.layout_lines() {
+        let _ = writeln!(out, "{l}");
+    }
     if let Some(h) = Summary::headline(&s.ranks, &s.name1, &s.name2) {
         let _ = writeln!(out, "{h}");
     }

@@ -6,6 +6,7 @@
 //! [`shard`] splits the ranks into parts (`--shard`) and [`merge`] joins
 //! the parts into one report (`actdiff merge`).
 
+pub mod layouts;
 pub mod merge;
 pub mod outputs;
 pub mod pipeline;

@@ -34,6 +34,8 @@ pub struct RunMeta {
     pub warnings: Vec<String>,
     /// `--allow-incomplete`: incomplete input is a divergence (1), not 3.
     pub allow_incomplete: bool,
+    /// The runs whose shards were combined ([`super::layouts`]).
+    pub layouts: Vec<crate::layout::Combined>,
 }
 
 /// What the terminal shows.
@@ -80,6 +82,7 @@ pub fn summarise(meta: &RunMeta, mut ranks: Vec<RankSummary>) -> Summary {
         exit_status,
         verdict,
         series: None,
+        layouts: meta.layouts.clone(),
     }
 }
 
@@ -316,6 +319,25 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
             } else {
                 exit_codes::INCOMPLETE
             };
+        }
+    }
+    for l in &meta.layouts {
+        if l.mismatch_count > 0 {
+            let name = if l.side == 1 { name1 } else { name2 };
+            let m = &l.mismatches[0];
+            lines.push(format!(
+                "replicas differ in {name}: {} value{} of replicated results differ across the ranks combined; first rank {} at `{}` ({}, line {}) against rank {}",
+                l.mismatch_count,
+                if l.mismatch_count == 1 { "" } else { "s" },
+                m.rank,
+                m.key,
+                m.field,
+                m.line,
+                m.against
+            ));
+            if status == exit_codes::OK {
+                status = exit_codes::DIVERGED;
+            }
         }
     }
     let c = Summary::total_counts(ranks);

@@ -56,6 +56,9 @@ pub struct CompareConfig {
     pub shard: Option<ShardPart>,
     /// `--steps`: which steps of two step series (`None`: not given).
     pub steps: Option<super::steps::StepSelection>,
+    /// `--no-combine`: compare the shard logs of runs of different
+    /// parallel layouts rank by rank ([`super::layouts`]).
+    pub no_combine: bool,
 }
 
 /// One part of a sharded compare: which, and the options recorded in its
@@ -994,7 +997,12 @@ pub fn compare(cfg: &CompareConfig, outs: &RunOutputs) -> i32 {
         Ok(false) => {}
         Err(e) => return super::outputs::input_error(cfg.report.clone(), vec![e], outs),
     }
-    let c = compare_runs(cfg);
+    let prepared = match super::layouts::prepare(cfg, cfg.no_combine) {
+        Ok(p) => p,
+        Err(e) => return super::outputs::input_error(cfg.report.clone(), vec![e], outs),
+    };
+    let mut c = compare_runs(&prepared.cfg);
+    c.meta.layouts = prepared.combined;
     let timer = Timer::of(None);
     let status = finish(c.meta, c.ranks, outs);
     timer.lap("index");

@@ -420,6 +420,7 @@ fn join(
         exit_status: status,
         verdict: Vec::new(),
         series: None,
+        layouts: Vec::new(),
     };
     if series.steps.is_empty() && s.input_errors.is_empty() {
         s.input_errors.push(no_step);

@@ -238,6 +238,8 @@ struct IndexCtx<'a> {
     /// Run warnings not listed.
     more_run_warnings: usize,
     unused: Vec<Unused<'a>>,
+    /// What was combined across parallel layouts.
+    layouts: Vec<String>,
 }
 
 /// `0, 1, 2, 5` → `0–2, 5`.
@@ -455,6 +457,7 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         run_warnings: &summary.warnings[..summary.warnings.len().min(INDEX_RUN_WARNINGS)],
         more_run_warnings: summary.warnings.len().saturating_sub(INDEX_RUN_WARNINGS),
         unused,
+        layouts: summary.layout_lines(),
     };
     engine::render_file(files::INDEX, &ctx, &opts.out_dir.join(files::INDEX))
 }

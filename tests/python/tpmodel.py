@@ -1,0 +1,159 @@
+"""A small language model trained with tensor parallelism as a user writes
+it: ``tok`` embedding, 2 pre-norm blocks (``layers.N``) of attention
+(``attention.wq/wk/wv`` column-parallel, ``attention.wo`` row-parallel,
+heads split across ranks) and a SwiGLU feed-forward (``feed_forward.w1/w3``
+column-parallel, ``w2`` row-parallel), RMS norms replicated, ``output``
+head; AdamW; CPU with gloo. Run ``python tpmodel.py DUMP`` for TP=1 (one
+process, no DTensor) or ``torchrun --nproc_per_node 2 tpmodel.py DUMP`` for
+TP=2. ``--eps`` changes the first norm's eps (a change made in one run);
+``--perturb-rank R`` scales a replicated norm weight on rank R only;
+``--precision full`` captures at full precision; ``--steps N`` trains N
+steps and captures the last. Deterministic for a seed (one thread)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+VOCAB, DIM, HEADS, HIDDEN, SEQ, BATCH = 96, 64, 4, 128, 16, 4
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wq = nn.Linear(DIM, DIM, bias=False)
+        self.wk = nn.Linear(DIM, DIM, bias=False)
+        self.wv = nn.Linear(DIM, DIM, bias=False)
+        self.wo = nn.Linear(DIM, DIM, bias=False)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        hd = DIM // HEADS
+        # -1 heads: the local head count under tensor parallelism.
+        q = self.wq(x).view(b, s, -1, hd).transpose(1, 2)
+        k = self.wk(x).view(b, s, -1, hd).transpose(1, 2)
+        v = self.wv(x).view(b, s, -1, hd).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(y.transpose(1, 2).reshape(b, s, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = nn.Linear(DIM, HIDDEN, bias=False)
+        self.w2 = nn.Linear(HIDDEN, DIM, bias=False)
+        self.w3 = nn.Linear(DIM, HIDDEN, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention_norm = RMSNorm(DIM)
+        self.attention = Attention()
+        self.ffn_norm = RMSNorm(DIM)
+        self.feed_forward = FeedForward()
+
+    def forward(self, x):
+        h = x + self.attention(self.attention_norm(x))
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(VOCAB, DIM)
+        self.layers = nn.ModuleList(Block() for _ in range(2))
+        self.norm = RMSNorm(DIM)
+        self.output = nn.Linear(DIM, VOCAB, bias=False)
+
+    def forward(self, tokens):
+        h = self.tok(tokens)
+        for layer in self.layers:
+            h = layer(h)
+        return self.output(self.norm(h))
+
+
+def parallelize(model: Model, mesh) -> None:
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    for block in model.layers:
+        parallelize_module(
+            block,
+            mesh,
+            {
+                "attention.wq": ColwiseParallel(),
+                "attention.wk": ColwiseParallel(),
+                "attention.wv": ColwiseParallel(),
+                "attention.wo": RowwiseParallel(),
+                "feed_forward.w1": ColwiseParallel(),
+                "feed_forward.w3": ColwiseParallel(),
+                "feed_forward.w2": RowwiseParallel(),
+            },
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dump")
+    ap.add_argument("--eps", type=float, default=None, help="layers.0.attention_norm eps")
+    ap.add_argument("--precision", default=None)
+    ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--perturb-rank", type=int, default=None, help="scale layers.1.ffn_norm.weight (replicated) on this rank only")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = Model()
+    if args.eps is not None:
+        model.layers[0].attention_norm.eps = args.eps
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = 0
+    if world > 1:
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+
+        dist.init_process_group("gloo")
+        rank = dist.get_rank()
+        parallelize(model, init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)))
+    if args.perturb_rank is not None and args.perturb_rank == rank:
+        with torch.no_grad():
+            model.layers[1].ffn_norm.weight.mul_(1.001)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    from actdiff_capture import Profiler
+
+    with Profiler(model, args.dump, rank=rank, capture_step=args.steps, precision=args.precision) as prof:
+        for _ in range(args.steps):
+            tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+            logits = model(tokens)
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step(loss=loss)
+            if rank == 0:
+                print(f"loss {loss.item():.7f}")
+    if world > 1:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
