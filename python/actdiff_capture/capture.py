@@ -874,8 +874,12 @@ class Profiler:
         # warn about them.
         self._handles = []
         for m in dict.fromkeys(m for _, m in self.model.named_modules()):
-            self._handles.append(m.register_forward_pre_hook(pre_hook))
-            self._handles.append(m.register_forward_hook(post_hook, always_call=True))
+            # First, as the reference tracer's global module hooks run before
+            # a module's own: ops of another pre-hook (a parallel style's
+            # input redistribution) belong to the module, those of another
+            # forward hook (its output redistribution) to the parent.
+            self._handles.append(m.register_forward_pre_hook(pre_hook, prepend=True))
+            self._handles.append(m.register_forward_hook(post_hook, always_call=True, prepend=True))
         self._armed_path = path
         self._mode = _Mode(self, cap, names)
         self._mode.__enter__()

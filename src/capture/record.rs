@@ -196,6 +196,7 @@ mod tests {
             input_producers: vec!["tok_embeddings/op_0_embedding".into(), String::new()],
             location: Some("llama3/model.py:152".into()),
             phase: Phase::Forward,
+            layout: None,
         };
         assert_eq!(
             text(&r),

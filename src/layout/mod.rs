@@ -52,6 +52,9 @@ pub const COMMUNICATION_OPS: &[&str] = &[
     "_wrap_tensor_autograd",
 ];
 
+/// Communication ops that leave each rank a shard of their result.
+const SCATTER_OPS: &[&str] = &["reduce_scatter_tensor", "_reduce_scatter_base_"];
+
 /// Where one tensor of a block lives, as a layout token says.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Placement {
@@ -209,6 +212,10 @@ pub struct Combined {
     pub not_comparable: u64,
     /// Communication ops of the layout left out ([`COMMUNICATION_OPS`]).
     pub communication_left_out: u64,
+    /// The combined keys of the ops without a whole-tensor value (not in
+    /// `summary.json`: the comparison shows them, not gating).
+    #[serde(skip)]
+    pub not_comparable_keys: Vec<String>,
 }
 
 impl Combined {
@@ -482,6 +489,7 @@ pub fn combine(
         mismatch_count: 0,
         not_comparable: 0,
         communication_left_out: 0,
+        not_comparable_keys: Vec::new(),
     };
     let other_dims: Vec<&(String, u32)> =
         mesh.dims.iter().filter(|(d, _)| !is_combined(d)).collect();
@@ -581,9 +589,13 @@ fn combine_group(
     let mut pending: std::collections::HashMap<String, usize> = Default::default();
     let mut pending_inputs: std::collections::HashMap<usize, Vec<f64>> = Default::default();
     let mut pending_shapes: std::collections::HashMap<usize, Vec<i64>> = Default::default();
+    let mut pending_keys: std::collections::HashMap<String, usize> = Default::default();
     let mut filled: BTreeSet<usize> = BTreeSet::new();
+    let mut unfilled: BTreeSet<usize> = BTreeSet::new();
     // Communication rows linked to a pending sum: key -> record index.
-    let mut comm_link: std::collections::HashMap<String, usize> = Default::default();
+    // Communication rows linked to a pending sum: key -> (record index,
+    // whether a reduce-scatter left each rank a shard of the sum).
+    let mut comm_link: std::collections::HashMap<String, (usize, bool)> = Default::default();
     // Keys renumbered without the left-out communication.
     let mut seq: std::collections::HashMap<String, u32> = Default::default();
     let mut renamed: std::collections::HashMap<String, String> = Default::default();
@@ -606,7 +618,22 @@ fn combine_group(
         let map_producer = |p: &String, renamed: &std::collections::HashMap<String, String>| {
             renamed.get(p).cloned().unwrap_or_else(|| p.clone())
         };
-        if COMMUNICATION_OPS.contains(&op_name(&key)) {
+        let layout = row_layout(t0.block(row))
+            .map_err(|e| format!("{}:{}: {e}", t0.path().display(), t0.line(row)))?;
+        // A pending sum's own preparation before its reduction (the masking
+        // of a vocabulary-parallel embedding's partial result): reads the
+        // sum, writes no whole-tensor value; part of the communication.
+        let is_communication = COMMUNICATION_OPS.contains(&op_name(&key));
+        let prepares_sum = !is_communication
+            && !layout.outputs.is_empty()
+            && layout
+                .outputs
+                .iter()
+                .all(|p| matches!(p, Placement::Partial | Placement::Unknown))
+            && producers
+                .iter()
+                .any(|p| pending_keys.contains_key(p) || comm_link.contains_key(p));
+        if prepares_sum || is_communication {
             out.communication_left_out += 1;
             // The reduction of a pending sum recorded before: the whole
             // tensor that op computes in another layout. A chain (all_reduce,
@@ -616,41 +643,79 @@ fn combine_group(
             let input = t0.text(row, Field::InputHashes);
             let linked = pending
                 .get(input.as_ref())
-                .or_else(|| producers.iter().find_map(|p| comm_link.get(p)))
-                .copied();
-            if let Some(idx) = linked {
-                comm_link.insert(key.clone(), idx);
+                .map(|&i| (i, false))
+                .or_else(|| producers.iter().find_map(|p| comm_link.get(p)).copied())
+                .or_else(|| {
+                    producers
+                        .iter()
+                        .find_map(|p| pending_keys.get(p))
+                        .map(|&i| (i, false))
+                });
+            if let Some((idx, scattered)) = linked {
+                // A reduce-scatter leaves each rank a shard of the sum.
+                let scattered = scattered || SCATTER_OPS.contains(&op_name(&key));
+                comm_link.insert(key.clone(), (idx, scattered));
+                // A later op of the chain may read it without a producer link.
+                if prepares_sum {
+                    pending.insert(t0.text(row, Field::OutputHash).into_owned(), idx);
+                }
+            }
+            if let Some((idx, scattered)) = linked.filter(|_| !prepares_sum) {
+                let scattered = scattered || SCATTER_OPS.contains(&op_name(&key));
                 if let Some((dims, dtype)) = shape_of(&t0.text(row, Field::Shape)) {
-                    let r = &mut records[idx];
-                    let n: i64 = dims.iter().product();
+                    let n: i64 = dims.iter().product::<i64>()
+                        * if scattered { tables.len() as i64 } else { 1 };
                     let whole = pending_shapes
                         .get(&idx)
-                        .filter(|w| w.iter().product::<i64>() == n);
-                    r.stats = Some(Stats {
-                        shape: whole.cloned().unwrap_or(dims),
-                        dtype,
-                        moments: moments(t0, row, None),
-                    });
-                    r.output_hashes = nums(t0, row, Field::OutputHash);
-                    if let Some(ins) = pending_inputs.get(&idx) {
-                        r.input_hashes = ins.clone();
-                    }
-                    if filled.insert(idx) {
-                        out.not_comparable -= 1;
+                        .filter(|w| w.iter().product::<i64>() == n)
+                        .cloned()
+                        .or_else(|| (!scattered).then_some(dims));
+                    if let Some(shape) = whole {
+                        let r = &mut records[idx];
+                        let (moments, hashes) = if scattered {
+                            let outs: Vec<Vec<f64>> = tables
+                                .iter()
+                                .map(|(_, t)| nums(t, row, Field::OutputHash))
+                                .collect();
+                            let sums = (0..outs[0].len())
+                                .map(|j| {
+                                    outs.iter()
+                                        .map(|v| v.get(j).copied().unwrap_or(f64::NAN))
+                                        .sum()
+                                })
+                                .collect();
+                            (combined_moments(tables, row), sums)
+                        } else {
+                            (moments(t0, row, None), nums(t0, row, Field::OutputHash))
+                        };
+                        r.stats = Some(Stats {
+                            shape,
+                            dtype,
+                            moments,
+                        });
+                        r.output_hashes = hashes;
+                        if let Some(ins) = pending_inputs.get(&idx) {
+                            r.input_hashes = ins.clone();
+                        }
+                        if filled.insert(idx) {
+                            out.not_comparable -= 1;
+                        }
                     }
                 }
             }
-            // Its consumers' producer: what it read.
-            let through = producers
-                .iter()
-                .find(|p| !p.is_empty())
-                .map(|p| map_producer(p, &renamed))
-                .unwrap_or_default();
+            // Its consumers' producer: the op whose pending sum it reduces,
+            // else what it read.
+            let through = match linked {
+                Some((idx, _)) => records[idx].key.clone(),
+                None => producers
+                    .iter()
+                    .find(|p| !p.is_empty())
+                    .map(|p| map_producer(p, &renamed))
+                    .unwrap_or_default(),
+            };
             renamed.insert(key, through);
             continue;
         }
-        let layout = row_layout(t0.block(row))
-            .map_err(|e| format!("{}:{}: {e}", t0.path().display(), t0.line(row)))?;
         let module = module_of(&key).to_string();
         let n = seq.entry(module.clone()).or_insert(0);
         let new_key = format!("{module}/op_{n}_{}", op_name(&key));
@@ -776,10 +841,12 @@ fn combine_group(
         }
         if !comparable {
             out.not_comparable += 1;
+            unfilled.insert(records.len());
             let partial = matches!(layout.stats, Some((Placement::Partial, _)))
-                || layout.outputs.iter().any(|p| *p == Placement::Partial);
+                || layout.outputs.contains(&Placement::Partial);
             if partial && in_ok {
                 pending.insert(t0.text(row, Field::OutputHash).into_owned(), records.len());
+                pending_keys.insert(key.clone(), records.len());
                 pending_inputs.insert(records.len(), in_hashes);
                 if let Some((_, whole)) = &layout.stats {
                     pending_shapes.insert(records.len(), whole.clone());
@@ -790,6 +857,11 @@ fn combine_group(
             rec.input_hashes.clear();
         }
         records.push(rec);
+    }
+    for (i, r) in records.iter().enumerate() {
+        if unfilled.contains(&i) && !filled.contains(&i) {
+            out.not_comparable_keys.push(r.key.clone());
+        }
     }
     let h = t0.header();
     let notes = HeaderNotes {

@@ -498,12 +498,13 @@ mod tests {
             level: CaptureLevel::Modules,
             step: Some(12),
             loss: Some(2.3125),
+            mesh: Some(Mesh::parse("dp=2 tp=4", "dp=1 tp=3").unwrap()),
         };
         write_header(&mut v, 3, &notes, Precision::Full);
         assert_eq!(
             String::from_utf8(v).unwrap(),
             format!(
-                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCompiled: inductor\nLevel: modules\nStep: 12\nLoss: 2.3125e+00\nPrecision: full\n{}\n\n",
+                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCompiled: inductor\nLevel: modules\nStep: 12\nLoss: 2.3125e+00\nPrecision: full\nMesh: dp=2 tp=4\nCoords: dp=1 tp=3\n{}\n\n",
                 "=".repeat(80)
             )
         );

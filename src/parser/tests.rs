@@ -618,12 +618,17 @@ fn compiled_header_line_round_trips_through_the_writer() {
             level: crate::logformat::CaptureLevel::Modules,
             step: Some(7),
             loss: Some(-0.1 / 3.0),
+            mesh: Some(crate::logformat::Mesh::parse("tp=2", "tp=1").unwrap()),
         };
         write_header(&mut v, 0, &notes, Written::Full);
         let t = parse_bytes(v, "t.log");
         assert!(t.warnings().is_empty(), "{name}: {:?}", t.warnings());
         assert_eq!(t.header().compiled.as_ref(), Some(&b));
         assert_eq!(t.header().step, Some(7));
+        assert_eq!(
+            t.header().mesh.as_ref().map(|m| m.coords_text()),
+            Some("tp=1".into())
+        );
         assert_eq!(t.header().level, crate::logformat::CaptureLevel::Modules);
         assert_eq!(t.header().loss, Some(-0.1 / 3.0), "the loss round-trips");
         assert_eq!(t.header().excluded, Some(vec![]));

@@ -100,6 +100,31 @@ pub fn prepare(cfg: &CompareConfig, no_combine: bool) -> Result<Prepared, String
             std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
         let c = layout::combine(side, &logs, &mesh, &dims, &dir)?;
+        if !c.not_comparable_keys.is_empty() {
+            // Shown, never gating: first, so no other rule judges them.
+            let alt: Vec<String> = c
+                .not_comparable_keys
+                .iter()
+                .map(|k| regex::escape(k))
+                .collect();
+            let pattern = format!("^(?:{})$", alt.join("|"));
+            let key = regex::bytes::Regex::new(&pattern).map_err(|e| e.to_string())?;
+            out.cfg.matching.policy.rules.insert(
+                0,
+                crate::matcher::policy::Rule {
+                    origin: format!("run {side}'s layout (no whole-tensor value: a pending sum)"),
+                    key_src: format!("{} ops", c.not_comparable_keys.len()),
+                    key: Some(key),
+                    op: None,
+                    phase: None,
+                    dtype: None,
+                    tol: None,
+                    gate_stats: None,
+                    ignore: true,
+                    unsynced: None,
+                },
+            );
+        }
         if side == 1 {
             out.cfg.run1 = dir;
         } else {

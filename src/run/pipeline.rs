@@ -978,7 +978,17 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     c
 }
 
-/// `actdiff compare`: [`compare_runs`], then every run-level output
+/// [`compare_runs`] after combining the shards of runs of different
+/// parallel layouts ([`super::layouts::prepare`]); the combination is in
+/// the result's `meta.layouts`. Errors: logs that cannot be combined.
+pub fn compare_layouts(cfg: &CompareConfig) -> Result<Compared, String> {
+    let prepared = super::layouts::prepare(cfg, cfg.no_combine)?;
+    let mut c = compare_runs(&prepared.cfg);
+    c.meta.layouts = prepared.combined;
+    Ok(c)
+}
+
+/// `actdiff compare`: [`compare_layouts`], then every run-level output
 /// ([`super::outputs::finish`]); returns the exit status.
 pub fn compare(cfg: &CompareConfig, outs: &RunOutputs) -> i32 {
     match super::steps::is_series(cfg) {
@@ -997,12 +1007,10 @@ pub fn compare(cfg: &CompareConfig, outs: &RunOutputs) -> i32 {
         Ok(false) => {}
         Err(e) => return super::outputs::input_error(cfg.report.clone(), vec![e], outs),
     }
-    let prepared = match super::layouts::prepare(cfg, cfg.no_combine) {
-        Ok(p) => p,
+    let c = match compare_layouts(cfg) {
+        Ok(c) => c,
         Err(e) => return super::outputs::input_error(cfg.report.clone(), vec![e], outs),
     };
-    let mut c = compare_runs(&prepared.cfg);
-    c.meta.layouts = prepared.combined;
     let timer = Timer::of(None);
     let status = finish(c.meta, c.ranks, outs);
     timer.lap("index");

@@ -1,6 +1,6 @@
 //! Step series: two dump folders whose logs sit in `step_S/` folders (the
 //! capture agent's `capture_steps=`), compared step by step with the
-//! single-step machinery ([`super::compare_runs`] per step, into the step's
+//! single-step machinery ([`super::pipeline::compare_layouts`] per step, into the step's
 //! own report folder `OUT/step_S/`), then joined into one answer: the first
 //! step, in step order, where some rank has a gating row, each rank's own
 //! first diverging step, and one exit status over every step.
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::outputs::{prepare_report_folder, RunOutputs, Terminal};
-use super::pipeline::{compare_runs, CompareConfig};
+use super::pipeline::{compare_layouts, compare_runs, CompareConfig};
 use crate::exit_codes;
 use crate::report::steps::{RankStep, StepResult, StepSeries};
 use crate::report::summary::SCHEMA_VERSION;
@@ -207,7 +207,17 @@ fn step_config(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -
 /// `summary.json` and `index.html` (a complete single-step report).
 fn compare_step(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -> StepDone {
     let c = step_config(cfg, s, p1, p2, pages);
-    let mut compared = compare_runs(&c);
+    let mut compared = match compare_layouts(&c) {
+        Ok(x) => x,
+        Err(e) => {
+            let mut x = compare_runs(&CompareConfig {
+                no_combine: true,
+                ..c.clone()
+            });
+            x.meta.errors.push(e);
+            x
+        }
+    };
     if !pages && compared.ranks.iter().any(|r| r.counts.diverging() > 0) {
         // Said on the step's own index, not again by the series.
         compared.meta.warnings.push(format!(

@@ -8,7 +8,7 @@ process, no DTensor) or ``torchrun --nproc_per_node 2 tpmodel.py DUMP`` for
 TP=2. ``--eps`` changes the first norm's eps (a change made in one run);
 ``--perturb-rank R`` scales a replicated norm weight on rank R only;
 ``--precision full`` captures at full precision; ``--steps N`` trains N
-steps and captures the last. Deterministic for a seed (one thread)."""
+steps and captures the last (``--series``: every one, in ``step_S/``). Deterministic for a seed (one thread)."""
 
 from __future__ import annotations
 
@@ -90,9 +90,47 @@ class Model(nn.Module):
         return self.output(self.norm(h))
 
 
-def parallelize(model: Model, mesh) -> None:
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+def parallelize(model: Model, mesh, plan: str = "tp") -> None:
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
 
+    if plan == "sp":
+        # TorchTitan's Llama plan: sequence parallelism for the norms and
+        # the residual stream, reduce-scatter after the row-parallel layers.
+        parallelize_module(
+            model,
+            mesh,
+            {
+                "tok": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+                "norm": SequenceParallel(),
+                "output": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()),
+            },
+        )
+        for block in model.layers:
+            parallelize_module(
+                block,
+                mesh,
+                {
+                    "attention_norm": SequenceParallel(),
+                    "attention": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+                    "attention.wq": ColwiseParallel(),
+                    "attention.wk": ColwiseParallel(),
+                    "attention.wv": ColwiseParallel(),
+                    "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
+                    "ffn_norm": SequenceParallel(),
+                    "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+                    "feed_forward.w1": ColwiseParallel(),
+                    "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
+                    "feed_forward.w3": ColwiseParallel(),
+                },
+            )
+        return
     for block in model.layers:
         parallelize_module(
             block,
@@ -115,6 +153,8 @@ def main() -> None:
     ap.add_argument("--eps", type=float, default=None, help="layers.0.attention_norm eps")
     ap.add_argument("--precision", default=None)
     ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--plan", choices=("tp", "sp"), default="tp", help="sp: sequence parallelism too (TorchTitan's plan)")
+    ap.add_argument("--series", action="store_true", help="capture every step as a step series (step_S/)")
     ap.add_argument("--perturb-rank", type=int, default=None, help="scale layers.1.ffn_norm.weight (replicated) on this rank only")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -130,7 +170,7 @@ def main() -> None:
 
         dist.init_process_group("gloo")
         rank = dist.get_rank()
-        parallelize(model, init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)))
+        parallelize(model, init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)), args.plan)
     if args.perturb_rank is not None and args.perturb_rank == rank:
         with torch.no_grad():
             model.layers[1].ffn_norm.weight.mul_(1.001)
@@ -138,7 +178,8 @@ def main() -> None:
     g = torch.Generator().manual_seed(1)
     from actdiff_capture import Profiler
 
-    with Profiler(model, args.dump, rank=rank, capture_step=args.steps, precision=args.precision) as prof:
+    when = {"capture_steps": range(1, args.steps + 1)} if args.series else {"capture_step": args.steps}
+    with Profiler(model, args.dump, rank=rank, precision=args.precision, **when) as prof:
         for _ in range(args.steps):
             tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
             logits = model(tokens)

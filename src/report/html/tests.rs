@@ -179,6 +179,7 @@ fn write_all(f: &Fixture, opts: &ReportOptions) -> Summary {
         exit_status: 1,
         verdict: vec!["rank 0 diverges at <script>".into()],
         series: None,
+        layouts: Vec::new(),
     };
     write_index(&summary, opts).unwrap();
     summary

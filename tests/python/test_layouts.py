@@ -1,0 +1,146 @@
+"""Parallel layouts (issue 27) on ``tpmodel.py``, a user's tensor-parallel
+language model (``ColwiseParallel``/``RowwiseParallel``, gloo on CPU, two
+processes through torchrun): the capture records DTensor layouts, and
+``actdiff compare`` combines the TP=2 run's shards into whole tensors and
+compares them op by op with a TP=1 run."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+MODEL = HERE / "tpmodel.py"
+
+# The tolerance the README documents for summation order across layouts.
+LAYOUT_TOL = ["--rtol", "1e-4", "--atol", "1e-6"]
+
+
+def capture(dump, nproc: int, *args):
+    """Runs tpmodel.py into ``dump`` on ``nproc`` processes (1: no torchrun)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if nproc == 1:
+        cmd = [sys.executable, str(MODEL), str(dump), *args]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={nproc}", str(MODEL), str(dump), *args]  # fmt: skip
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return re.findall(r"loss (\S+)", r.stdout)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("layouts")
+    losses = {
+        "tp1": capture(d / "tp1", 1),
+        "tp2": capture(d / "tp2", 2),
+        "tp2_eps": capture(d / "tp2_eps", 2, "--eps", "1e-2"),
+        "tp2_replica": capture(d / "tp2_replica", 2, "--perturb-rank", "1"),
+    }
+    return d, losses
+
+
+def compare(actdiff_bin, a, b, out, *args):
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(a), str(b), "-o", str(out), *args],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    return r, summary
+
+
+def test_logs_declare_the_mesh_and_layouts_the_reference_ignores(runs):
+    d, _ = runs
+    for rank in (0, 1):
+        text = (d / "tp2" / f"rank_{rank}_activations.log").read_text()
+        head = text.split("=" * 80)[0]
+        assert "Mesh: tp=2\n" in head and f"Coords: tp={rank}\n" in head
+        layout_lines = [ln for ln in text.splitlines() if re.match(r"\s+(Layout|Output layouts|Input layouts):", ln)]
+        assert any("tp:S(1) [64, 64]" in ln for ln in layout_lines)  # wq's column shard
+        assert any(ln.strip() == "Output layouts: tp:P" for ln in layout_lines)  # wo's pending sum
+        # The reference comparator's reading rules (spec/log-format.md): a
+        # line naming one of its labels sets that field, a stat line
+        # `\s+(Shape|L1 norm|...):\s+` sets a stat; layout lines do neither.
+        ref = ("Location:", "Phase:", "Output hash:", "Input hashes:", "Input producers:")
+        stat = re.compile(r"\s+(Shape|L1 norm|L2 norm|Min|Max|Mean):\s+")
+        for ln in layout_lines:
+            assert not any(label in ln for label in ref) and not stat.match(ln), ln
+    assert "Mesh:" not in (d / "tp1" / "rank_0_activations.log").read_text()
+
+
+def test_tp2_against_tp1_agrees_up_to_summation_order(runs, actdiff_bin, tmp_path):
+    d, losses = runs
+    assert losses["tp1"] == losses["tp2"]  # the same loss to 7 digits
+    r, s = compare(actdiff_bin, d / "tp1", d / "tp2", tmp_path / "rep", *LAYOUT_TOL)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (rank,) = s["ranks"]
+    assert rank["run1"]["paired"] == rank["run1"]["entries"] > 200  # every TP=1 row paired
+    assert rank["counts"]["diff"] == 0 and rank["counts"]["only2"] == 0
+    (lay,) = s["layouts"]
+    assert (lay["side"], lay["combined"], lay["ranks"]) == (2, "tp=2", [{"rank": 0, "name": "", "ranks": [0, 1]}])
+    assert lay["mismatch_count"] == 0 and lay["not_comparable"] == 0
+    assert "tp2: ranks 0–1 combined as tp=2 (rank 0)" in r.stdout
+    assert "ranks 0–1 combined as tp=2" in (tmp_path / "rep" / "index.html").read_text()
+    # Summation order is visible at 7 digits, and far below the tolerance.
+    r, s = compare(actdiff_bin, d / "tp1", d / "tp2", tmp_path / "rep0")
+    assert r.returncode == 1
+    r, s = compare(actdiff_bin, d / "tp1", d / "tp2", tmp_path / "rep5", "--rtol", "1e-5", "--atol", "1e-6")
+    assert r.returncode == 0, r.stdout
+
+
+def test_an_eps_changed_in_tp2_is_the_first_cause_in_that_norm(runs, actdiff_bin, tmp_path):
+    d, _ = runs
+    r, s = compare(actdiff_bin, d / "tp1", d / "tp2_eps", tmp_path / "rep", *LAYOUT_TOL, "--junit", str(tmp_path / "j.xml"))
+    assert r.returncode == 1, r.stdout
+    cause = s["ranks"][0]["root_causes"]["first_cause"]["row"]["key2"]
+    assert cause.startswith("layers.0.attention_norm/"), cause
+    assert "layout of tp2_eps: ranks 0–1 combined as tp=2" in (tmp_path / "j.xml").read_text()
+
+
+def test_a_replica_perturbed_on_one_rank_names_that_rank(runs, actdiff_bin, tmp_path):
+    d, _ = runs
+    r, s = compare(actdiff_bin, d / "tp1", d / "tp2_replica", tmp_path / "rep", *LAYOUT_TOL)
+    assert r.returncode == 1
+    (lay,) = s["layouts"]
+    first = lay["mismatches"][0]
+    assert first["rank"] == 1 and first["against"] == 0
+    assert first["key"].startswith("layers.1.ffn_norm/"), first
+    assert any(v.startswith("replicas differ in tp2_replica") for v in s["verdict"]), s["verdict"]
+    assert "rank 1's replica of `layers.1.ffn_norm/" in r.stdout
+
+
+def test_no_combine_compares_shards_rank_by_rank(runs, actdiff_bin, tmp_path):
+    d, _ = runs
+    r, s = compare(actdiff_bin, d / "tp1", d / "tp2", tmp_path / "rep", *LAYOUT_TOL, "--no-combine")
+    assert r.returncode == 1
+    assert s["ranks_only2"] == [1] and "layouts" not in s
+
+
+def test_tp2_against_tp2_at_full_precision_is_bitwise_equal(actdiff_bin, tmp_path):
+    capture(tmp_path / "a", 2, "--precision", "full")
+    capture(tmp_path / "b", 2, "--precision", "full")
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep", "--bitwise")
+    assert r.returncode == 0, r.stdout + r.stderr
+    # The same layout: shard against shard, digests included.
+    assert [x["rank"] for x in s["ranks"]] == [0, 1] and "layouts" not in s
+    text = (tmp_path / "a" / "rank_1_activations.log").read_text()
+    assert "Output digest:" in text and "Layout: tp:S(1)" in text
+
+
+def test_step_series_of_two_layouts_combine_step_by_step(actdiff_bin, tmp_path):
+    capture(tmp_path / "tp1", 1, "--steps", "2", "--series")
+    capture(tmp_path / "tp2", 2, "--steps", "2", "--series")
+    r, s = compare(actdiff_bin, tmp_path / "tp1", tmp_path / "tp2", tmp_path / "rep", *LAYOUT_TOL)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["steps"] == [1, 2] and s["first_diverging_step"] is None
+    for step in (1, 2):
+        step_summary = json.loads((tmp_path / "rep" / f"step_{step}" / "summary.json").read_text())
+        assert step_summary["layouts"][0]["ranks"][0]["ranks"] == [0, 1]
+        assert (tmp_path / "rep" / f"step_{step}" / "combined" / "run2" / "rank_0_activations.log").is_file()
