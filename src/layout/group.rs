@@ -14,8 +14,9 @@ use crate::parser::{Field, OpTable};
 
 /// A pending sum kept without values until a reduction completes it.
 struct Pending {
-    /// Its combined input hashes.
-    inputs: Vec<f64>,
+    /// Its combined input hashes (`None`: an input has no whole-tensor
+    /// value, e.g. a sum of pending sums).
+    inputs: Option<Vec<f64>>,
     /// Its whole shape (`Layout:`), if stated.
     shape: Option<Vec<i64>>,
 }
@@ -182,7 +183,9 @@ impl<'a> Group<'a> {
         let key = t0.key_str(row).into_owned();
         let producers = self.producers(row);
         let is_communication = COMMUNICATION_OPS.contains(&op_name(&key));
+        // (in place: it changes the sum itself, it makes no new one)
         let prepares_sum = !is_communication
+            && op_name(&key).ends_with('_')
             && !layout.outputs.is_empty()
             && layout
                 .outputs
@@ -270,7 +273,10 @@ impl<'a> Group<'a> {
             moments,
         });
         r.output_hashes = hashes;
-        r.input_hashes = pending.inputs.clone();
+        match &pending.inputs {
+            Some(v) => r.input_hashes = v.clone(),
+            None => self.out.inputs_unknown_keys.push(r.key.clone()),
+        }
         if self.filled.insert(idx) {
             self.out.not_comparable -= 1;
         }
@@ -307,6 +313,9 @@ impl<'a> Group<'a> {
         let comparable = stats_ok && outputs.is_some();
         let stats_replica = layout.stats.as_ref().is_none_or(|(p, _)| p.is_replica());
         if comparable {
+            if inputs.is_none() {
+                self.out.inputs_unknown_keys.push(rec.key.clone());
+            }
             rec.output_hashes = outputs.unwrap_or_default();
             rec.input_hashes = inputs.clone().unwrap_or_default();
             // Digests combine only for replicas (a shard's digest indexes
@@ -321,7 +330,7 @@ impl<'a> Group<'a> {
             let partial = matches!(layout.stats, Some((Placement::Partial, _)))
                 || layout.outputs.contains(&Placement::Partial);
             let idx = self.records.len();
-            if let (true, Some(inputs)) = (partial, inputs) {
+            if partial {
                 self.by_hash
                     .insert(t0.text(row, Field::OutputHash).into_owned(), idx);
                 self.by_key.insert(key, idx);

@@ -213,6 +213,10 @@ pub struct Combined {
     /// `summary.json`: the comparison shows them, not gating).
     #[serde(skip)]
     pub not_comparable_keys: Vec<String>,
+    /// The combined keys of ops compared without their Input hashes (an
+    /// input with no whole-tensor value): their inputs do not gate.
+    #[serde(skip)]
+    pub inputs_unknown_keys: Vec<String>,
 }
 
 impl Combined {
@@ -469,6 +473,7 @@ pub fn combine(
         not_comparable: 0,
         communication_left_out: 0,
         not_comparable_keys: Vec::new(),
+        inputs_unknown_keys: Vec::new(),
     };
     let other_dims: Vec<&(String, u32)> =
         mesh.dims.iter().filter(|(d, _)| !is_combined(d)).collect();

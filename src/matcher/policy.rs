@@ -94,6 +94,10 @@ pub struct Rule {
     pub ignore: bool,
     /// Overrides the unsynced-collective default for matched rows.
     pub unsynced: Option<bool>,
+    /// Whether Input hashes gate matched rows (`None`: as the default).
+    /// Not in the rules syntax: set by the layout stage for ops whose
+    /// inputs have no whole-tensor value (`crate::layout`).
+    pub gate_inputs: Option<bool>,
 }
 
 impl Rule {
@@ -265,6 +269,9 @@ impl Policy {
             }
             if let Some(u) = r.unsynced {
                 rp.unsynced = u;
+            }
+            if let Some(g) = r.gate_inputs {
+                rp.opts.gate_inputs = g;
             }
         }
         rp
@@ -462,6 +469,7 @@ impl Policy {
                 gate_stats: r.gate_stats,
                 ignore: r.ignore.unwrap_or(false),
                 unsynced: r.unsynced,
+                gate_inputs: None,
             });
         }
         Ok(p)
@@ -597,6 +605,7 @@ pub fn parse_rules_text(text: &str, file: &str) -> Result<Vec<Rule>, RuleError> 
             gate_stats: None,
             ignore: false,
             unsynced: None,
+            gate_inputs: None,
         });
     }
     Ok(rules)

@@ -100,28 +100,43 @@ pub fn prepare(cfg: &CompareConfig, no_combine: bool) -> Result<Prepared, String
             std::fs::remove_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
         let c = layout::combine(side, &logs, &mesh, &dims, &dir)?;
-        if !c.not_comparable_keys.is_empty() {
-            // Shown, never gating: first, so no other rule judges them.
-            let alt: Vec<String> = c
-                .not_comparable_keys
-                .iter()
-                .map(|k| regex::escape(k))
-                .collect();
+        // First in the policy, so no other rule judges these ops: ops
+        // without a whole-tensor value are shown, never gating; ops whose
+        // inputs have none are judged on their outputs.
+        for (keys, what, ignore, gate_inputs) in [
+            (
+                &c.inputs_unknown_keys,
+                "inputs without a whole-tensor value",
+                false,
+                Some(false),
+            ),
+            (
+                &c.not_comparable_keys,
+                "no whole-tensor value: a pending sum",
+                true,
+                None,
+            ),
+        ] {
+            if keys.is_empty() {
+                continue;
+            }
+            let alt: Vec<String> = keys.iter().map(|k| regex::escape(k)).collect();
             let pattern = format!("^(?:{})$", alt.join("|"));
             let key = regex::bytes::Regex::new(&pattern).map_err(|e| e.to_string())?;
             out.cfg.matching.policy.rules.insert(
                 0,
                 crate::matcher::policy::Rule {
-                    origin: format!("run {side}'s layout (no whole-tensor value: a pending sum)"),
-                    key_src: format!("{} ops", c.not_comparable_keys.len()),
+                    origin: format!("run {side}'s layout ({what})"),
+                    key_src: format!("{} ops", keys.len()),
                     key: Some(key),
                     op: None,
                     phase: None,
                     dtype: None,
                     tol: None,
                     gate_stats: None,
-                    ignore: true,
+                    ignore,
                     unsynced: None,
+                    gate_inputs,
                 },
             );
         }
