@@ -16,10 +16,15 @@ use super::RunInput;
 use crate::layout::{self, Combined};
 
 /// The `Mesh:` value the first rank log of `path` declares, read from its
-/// header only (`None`: no such line, or no log).
+/// header only (`None`: no such line, no log, or a pipe, which only the
+/// comparison may read).
 fn declared_mesh(path: &Path) -> Option<String> {
     let input = RunInput::discover(path).ok()?;
     let (_, first) = input.ranks.first()?;
+    // A pipe (`-`, process substitution) is read once, by the comparison.
+    if !std::fs::metadata(first).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
     if first.extension().is_some_and(|e| e == "gz") {
         // A gzip log's header needs a decompression: read it whole.
         let t = crate::parser::parse_path(first).ok()?;

@@ -153,6 +153,7 @@ def main() -> None:
     ap.add_argument("--eps", type=float, default=None, help="layers.0.attention_norm eps")
     ap.add_argument("--precision", default=None)
     ap.add_argument("--steps", type=int, default=1)
+    ap.add_argument("--dp", type=int, default=1, help="FSDP2 over this many data-parallel ranks (the rest tensor parallel)")
     ap.add_argument("--plan", choices=("tp", "sp"), default="tp", help="sp: sequence parallelism too (TorchTitan's plan)")
     ap.add_argument("--series", action="store_true", help="capture every step as a step series (step_S/)")
     ap.add_argument("--perturb-rank", type=int, default=None, help="scale layers.1.ffn_norm.weight (replicated) on this rank only")
@@ -164,18 +165,31 @@ def main() -> None:
         model.layers[0].attention_norm.eps = args.eps
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = 0
+    dp_rank = 0
     if world > 1:
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
 
         dist.init_process_group("gloo")
         rank = dist.get_rank()
-        parallelize(model, init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)), args.plan)
+        if args.dp > 1:
+            from torch.distributed.fsdp import fully_shard
+
+            tp = world // args.dp
+            mesh = init_device_mesh("cpu", (args.dp, tp), mesh_dim_names=("dp", "tp"))
+            if tp > 1:
+                parallelize(model, mesh["tp"], args.plan)
+            for block in model.layers:
+                fully_shard(block, mesh=mesh["dp"])
+            fully_shard(model, mesh=mesh["dp"])
+            dp_rank = mesh["dp"].get_local_rank()
+        else:
+            parallelize(model, init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)), args.plan)
     if args.perturb_rank is not None and args.perturb_rank == rank:
         with torch.no_grad():
             model.layers[1].ffn_norm.weight.mul_(1.001)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(1 + dp_rank)  # each data-parallel rank its own batches
     from actdiff_capture import Profiler
 
     when = {"capture_steps": range(1, args.steps + 1)} if args.series else {"capture_step": args.steps}
