@@ -25,6 +25,7 @@ batched matmul over sharded heads, attention's log-sum-exp)."""
 from __future__ import annotations
 
 import math
+import sys
 import weakref
 
 import torch
@@ -55,7 +56,10 @@ def install() -> None:
 
     def to_local(self, *args, **kwargs):
         out = orig(self, *args, **kwargs)
-        if _current and isinstance(out, torch.Tensor):
+        # FSDP's own use (a parameter's shard for its all-gather) makes no
+        # activation a shard: only the caller outside torch.distributed's
+        # FSDP code is followed.
+        if _current and isinstance(out, torch.Tensor) and "/fsdp/" not in sys._getframe(1).f_code.co_filename:
             lay = _current[-1]
             lay._keep(out, lay._dtensor_tag(self))
         return out

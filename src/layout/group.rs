@@ -190,7 +190,7 @@ impl<'a> Group<'a> {
             && layout
                 .outputs
                 .iter()
-                .all(|p| matches!(p, Placement::Partial | Placement::Unknown))
+                .all(|p| matches!(p, Placement::Partial(_) | Placement::Unknown))
             && producers
                 .iter()
                 .any(|p| self.by_key.contains_key(p) || self.chain.contains_key(p));
@@ -327,8 +327,11 @@ impl<'a> Group<'a> {
         } else {
             self.out.not_comparable += 1;
             rec.stats = None;
-            let partial = matches!(layout.stats, Some((Placement::Partial, _)))
-                || layout.outputs.contains(&Placement::Partial);
+            let partial = matches!(layout.stats, Some((Placement::Partial(_), _)))
+                || layout
+                    .outputs
+                    .iter()
+                    .any(|p| matches!(p, Placement::Partial(_)));
             let idx = self.records.len();
             if partial {
                 self.by_hash

@@ -47,6 +47,10 @@ pub const COMMUNICATION_OPS: &[&str] = &[
     "broadcast_",
     "wait_tensor",
     "_wrap_tensor_autograd",
+    // FSDP2's own buffers around its all-gather and reduce-scatter
+    "all_gather_copy_in",
+    "split_with_sizes_copy",
+    "chunk_cat",
 ];
 
 /// Communication ops that leave each rank a shard of their result.
@@ -62,8 +66,9 @@ pub enum Placement {
     /// `tp:S(1)`, `dp:S(0) tp:S(1)`: `(mesh dimension, tensor dimension)`
     /// per sharded mesh dimension.
     Shard(Vec<(String, usize)>),
-    /// `tp:P`: a pending sum over a mesh dimension: no whole-tensor value.
-    Partial,
+    /// `tp:P`: a pending sum over these mesh dimensions: no whole-tensor
+    /// value.
+    Partial(Vec<String>),
     /// `?`: a result the capture could not follow from a shard.
     Unknown,
 }
@@ -78,14 +83,14 @@ impl Placement {
             _ => {}
         }
         let mut shards = Vec::new();
-        let mut partial = false;
+        let mut partial = Vec::new();
         for part in tok.split_whitespace() {
             let (dim, p) = part
                 .split_once(':')
                 .ok_or_else(|| format!("layout `{part}` is not MESH_DIM:PLACEMENT"))?;
             match p {
                 "R" => {}
-                "P" => partial = true,
+                "P" => partial.push(dim.to_string()),
                 _ => {
                     let d = p
                         .strip_prefix("S(")
@@ -96,8 +101,8 @@ impl Placement {
                 }
             }
         }
-        Ok(if partial {
-            Placement::Partial
+        Ok(if !partial.is_empty() {
+            Placement::Partial(partial)
         } else if shards.is_empty() {
             Placement::Replicate
         } else {
@@ -231,6 +236,7 @@ impl Combined {
                     {
                         format!("ranks {a}–{b}")
                     }
+                    _ if g.ranks.len() == 1 => format!("rank {}", g.ranks[0]),
                     _ => format!(
                         "ranks {}",
                         g.ranks
@@ -240,6 +246,10 @@ impl Combined {
                             .join(", ")
                     ),
                 };
+                if self.combined.is_empty() {
+                    // Nothing combined: the rank as it is, its communication left out.
+                    return format!("{span} ({}) as rank {}", g.name, g.rank);
+                }
                 let name = if g.name.is_empty() {
                     String::new()
                 } else {
@@ -355,16 +365,16 @@ pub fn sharding_dims(logs: &[(u32, OpTable)], mesh: &Mesh) -> Result<Vec<String>
     let mut seen = BTreeSet::new();
     for (_, t) in logs {
         for row in 0..t.len() {
-            if t.is_backward(row) || !t.block(row).windows(8).any(|w| w == b"Layout: ") {
+            if t.phase_kind(row) != crate::parser::Phase::Forward
+                || !t.block(row).windows(8).any(|w| w == b"Layout: ")
+            {
                 continue;
             }
             let l = row_layout(t.block(row))
                 .map_err(|e| format!("{}:{}: {e}", t.path().display(), t.line(row)))?;
             match l.stats {
                 Some((Placement::Shard(s), _)) => seen.extend(s.into_iter().map(|(d, _)| d)),
-                Some((Placement::Partial, _)) => {
-                    seen.extend(mesh.dims.iter().map(|(d, _)| d.clone()));
-                }
+                Some((Placement::Partial(dims), _)) => seen.extend(dims),
                 _ => {}
             }
         }

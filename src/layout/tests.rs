@@ -155,7 +155,10 @@ fn tokens_read() {
         Placement::parse("dp:R tp:S(1)").unwrap(),
         Placement::Shard(vec![("tp".into(), 1)])
     );
-    assert_eq!(Placement::parse("tp:P").unwrap(), Placement::Partial);
+    assert_eq!(
+        Placement::parse("tp:P").unwrap(),
+        Placement::Partial(vec!["tp".into()])
+    );
     assert!(Placement::parse("tp:S(x)").unwrap_err().contains("S(x)"));
     assert!(Placement::parse("S(1)").unwrap_err().contains("MESH_DIM"));
     let l =
@@ -164,7 +167,10 @@ fn tokens_read() {
         l.stats,
         Some((Placement::Shard(vec![("tp".into(), 1)]), vec![4, 4]))
     );
-    assert_eq!(l.inputs, vec![Placement::Plain, Placement::Partial]);
+    assert_eq!(
+        l.inputs,
+        vec![Placement::Plain, Placement::Partial(vec!["tp".into()])]
+    );
     assert!(row_layout(b"  Layout: tp:S(1) [4, x]\n")
         .unwrap_err()
         .contains("shape"));

@@ -91,10 +91,10 @@ pub fn prepare(cfg: &CompareConfig, no_combine: bool) -> Result<Prepared, String
         let Some(mesh) = layout::mesh_of(&logs)? else {
             continue;
         };
+        // No dimension to combine (FSDP alone): each rank is its own
+        // group, only the layout's communication is left out, so that the
+        // run pairs with the other layout's combined logs.
         let dims = layout::sharding_dims(&logs, &mesh)?;
-        if dims.is_empty() {
-            continue;
-        }
         let dir: PathBuf = cfg
             .report
             .out_dir
