@@ -310,7 +310,7 @@ impl Mesh {
 }
 
 /// A block's layout lines (a run with DTensors): placement tokens as the
-/// capture agent writes them ([`crate::layout::Placements`] reads them).
+/// capture agent writes them ([`crate::layout::Placement`] reads them).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BlockLayout {
     /// `Layout:` the stats tensor's tokens and global shape
