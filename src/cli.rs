@@ -206,6 +206,10 @@ pub struct CompareArgs {
     /// Every difference counts: rtol 0, atol 0, stats gate.
     #[arg(long, conflicts_with_all = ["rtol", "atol"])]
     pub bitwise: bool,
+    /// The tolerance that separates summation order across parallel
+    /// layouts (TP=2 against TP=1): rtol 1e-4, atol 1e-6.
+    #[arg(long, conflicts_with_all = ["rtol", "atol", "bitwise"])]
+    pub layouts: bool,
     /// NaN against NaN is a difference (default: equal, as in the reference).
     #[arg(long)]
     pub nan_is_diff: bool,
@@ -315,8 +319,16 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
             both: false,
         };
         p.default.stats = Some(p.default.hash);
-    } else if a.rtol.is_some() || a.atol.is_some() {
-        for (name, v) in [("--rtol", a.rtol), ("--atol", a.atol)] {
+    } else if a.rtol.is_some() || a.atol.is_some() || a.layouts {
+        let (rtol, atol) = if a.layouts {
+            (
+                Some(crate::layout::LAYOUT_RTOL),
+                Some(crate::layout::LAYOUT_ATOL),
+            )
+        } else {
+            (a.rtol, a.atol)
+        };
+        for (name, v) in [("--rtol", rtol), ("--atol", atol)] {
             if let Some(v) = v {
                 // As in a config's `rtol`/`atol` (`Policy::from_toml`).
                 if !v.is_finite() || v < 0.0 {
@@ -327,8 +339,8 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
             }
         }
         p.default.hash = Tolerance {
-            rtol: a.rtol.unwrap_or(Tolerance::REFERENCE.rtol),
-            atol: a.atol.unwrap_or(F32_MIN_NORMAL),
+            rtol: rtol.unwrap_or(Tolerance::REFERENCE.rtol),
+            atol: atol.unwrap_or(F32_MIN_NORMAL),
             both: false,
         };
         p.default.stats = Some(p.default.hash);

@@ -88,6 +88,8 @@ def test_tp2_against_tp1_agrees_up_to_summation_order(runs, actdiff_bin, tmp_pat
     assert lay["mismatch_count"] == 0 and lay["not_comparable"] == 0
     assert "tp2: ranks 0–1 combined as tp=2 (rank 0)" in r.stdout
     assert "ranks 0–1 combined as tp=2" in (tmp_path / "rep" / "index.html").read_text()
+    r, s = compare(actdiff_bin, d / "tp1", d / "tp2", tmp_path / "rep_preset", "--layouts")
+    assert r.returncode == 0 and s["ranks"][0]["counts"]["match"] == rank["counts"]["match"], r.stdout
     # Summation order is visible at 7 digits, and far below the tolerance.
     r, s = compare(actdiff_bin, d / "tp1", d / "tp2", tmp_path / "rep0")
     assert r.returncode == 1
@@ -97,7 +99,7 @@ def test_tp2_against_tp1_agrees_up_to_summation_order(runs, actdiff_bin, tmp_pat
 
 def test_an_eps_changed_in_tp2_is_the_first_cause_in_that_norm(runs, actdiff_bin, tmp_path):
     d, _ = runs
-    r, s = compare(actdiff_bin, d / "tp1", d / "tp2_eps", tmp_path / "rep", *LAYOUT_TOL, "--junit", str(tmp_path / "j.xml"))
+    r, s = compare(actdiff_bin, d / "tp1", d / "tp2_eps", tmp_path / "rep", "--layouts", "--junit", str(tmp_path / "j.xml"))
     assert r.returncode == 1, r.stdout
     cause = s["ranks"][0]["root_causes"]["first_cause"]["row"]["key2"]
     assert cause.startswith("layers.0.attention_norm/"), cause
