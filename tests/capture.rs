@@ -11,6 +11,7 @@
 #![cfg(feature = "capture")]
 
 use actdiff::capture::digest;
+use actdiff::capture::digest::Index;
 use actdiff::capture::stats::{host_stats, read_back};
 use actdiff::capture::torch::{Kind, Tensor};
 use actdiff::capture::{
@@ -18,6 +19,9 @@ use actdiff::capture::{
 };
 use actdiff::logformat::{fmt_e6, fmt_full, CompileBackend};
 use actdiff::parser::{parse_bytes, Field};
+
+/// A digest of a whole tensor (its own index).
+const WHOLE: Option<Index> = Some(Index::WHOLE);
 
 /// xorshift64* with Box-Muller normals: deterministic test data.
 struct Rng(u64);
@@ -248,12 +252,12 @@ fn hash_cases() -> Vec<(String, Tensor)> {
 #[test]
 fn host_pass_equals_torch() {
     for (name, t) in cases() {
-        let s = host_stats(&t, true, false).unwrap();
+        let s = host_stats(&t, true, None).unwrap();
         check(&name, &t, &s);
         assert!(s.digest.is_none());
     }
     for (name, t) in hash_cases() {
-        let s = host_stats(&t, false, false).unwrap();
+        let s = host_stats(&t, false, None).unwrap();
         check_as(&name, &t, &s, false);
         assert!(s.moments.is_none());
     }
@@ -263,7 +267,7 @@ fn host_pass_equals_torch() {
 fn device_path_equals_torch() {
     for (name, t) in cases().into_iter().chain(hash_cases()) {
         let floating = t.info().unwrap().floating;
-        let s = read_back(&t, floating, false).unwrap();
+        let s = read_back(&t, floating, None).unwrap();
         check(&name, &t, &s);
     }
 }
@@ -275,8 +279,8 @@ fn digests_equal_the_definition_on_both_paths() {
     for (name, t) in cases().into_iter().chain(hash_cases()) {
         let want = digest_by_definition(&t);
         let floating = t.info().unwrap().floating;
-        let h = host_stats(&t, floating, true).unwrap();
-        let d = read_back(&t, floating, true).unwrap();
+        let h = host_stats(&t, floating, WHOLE).unwrap();
+        let d = read_back(&t, floating, WHOLE).unwrap();
         assert_eq!(finished(&t, &h), want, "{name}: host pass");
         assert_eq!(finished(&t, &d), want, "{name}: device ops");
         // The digest does not change the stats.
@@ -286,6 +290,70 @@ fn digests_equal_the_definition_on_both_paths() {
     let x: Vec<f32> = Rng(3).randn(1000);
     let want = digest::digest(&x);
     assert_eq!(digest_by_definition(&t32(&x, &[1000])), want);
+}
+
+/// A DTensor shard's digest indexes its elements by their position in the
+/// whole tensor, the same on the host pass and the device ops, so the
+/// shards' digests combine to the whole tensor's (`digest::combine`):
+/// float32 and float64, column shards of a strided view included.
+#[test]
+fn shard_digests_combine_on_both_paths() {
+    let x = Rng(5).randn(6 * 10 * 4);
+    let whole = t32(&x, &[6, 10, 4]);
+    let want = digest::digest(&x);
+    for dim in 0..3 {
+        let len = [6i64, 10, 4][dim];
+        for path in [false, true] {
+            let mut ds = Vec::new();
+            for (lo, hi) in [(0, len / 2), (len / 2, len)] {
+                let part = narrow(&whole, &[6, 10, 4], dim, lo, hi - lo);
+                let sizes = part.sizes().unwrap();
+                let at = Some(Index::shard(&sizes, dim, len as u64, lo as u64));
+                let s = if path {
+                    read_back(&part, true, at).unwrap()
+                } else {
+                    host_stats(&part, true, at).unwrap()
+                };
+                ds.push(finished(&part, &s));
+            }
+            assert_eq!(digest::combine(ds), want, "dim {dim}, device ops: {path}");
+        }
+    }
+    // float64: two 32-bit values per element, both at whole-tensor indexes.
+    let y: Vec<f64> = (0..48).map(|i| i as f64 / 7.0).collect();
+    let t = Tensor::from_slice(&y, &[8, 6]).unwrap();
+    for path in [false, true] {
+        let ds: Vec<u64> = [(0, 2), (2, 6)]
+            .into_iter()
+            .map(|(lo, hi)| {
+                let part = narrow(&t, &[8, 6], 1, lo, hi - lo);
+                let at = Some(Index::shard(&[8, hi - lo], 1, 6, lo as u64));
+                let s = if path {
+                    read_back(&part, false, at).unwrap()
+                } else {
+                    host_stats(&part, false, at).unwrap()
+                };
+                finished(&part, &s)
+            })
+            .collect();
+        assert_eq!(
+            digest::combine(ds),
+            digest::digest(&y),
+            "float64, device ops: {path}"
+        );
+    }
+}
+
+/// Elements `lo..lo + len` of dimension `dim` of contiguous `t` of shape
+/// `shape`: a strided view.
+fn narrow(t: &Tensor, shape: &[i64], dim: usize, lo: i64, len: i64) -> Tensor {
+    let mut strides = vec![1i64; shape.len()];
+    for d in (0..shape.len() - 1).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    let mut sizes = shape.to_vec();
+    sizes[dim] = len;
+    t.as_strided(&sizes, &strides, lo * strides[dim]).unwrap()
 }
 
 /// Equal for a contiguous tensor and a strided, offset view with the same
@@ -314,9 +382,9 @@ fn digest_is_independent_of_layout_and_sensitive_to_contents() {
     let tt = transposed(&t32(&cm, &[10, 24]));
     let d = |t: &Tensor, path: bool| {
         let s = if path {
-            read_back(t, true, true).unwrap()
+            read_back(t, true, WHOLE).unwrap()
         } else {
-            host_stats(t, true, true).unwrap()
+            host_stats(t, true, WHOLE).unwrap()
         };
         finished(t, &s)
     };
@@ -343,13 +411,13 @@ fn digest_is_independent_of_layout_and_sensitive_to_contents() {
 fn host_pass_is_deterministic_across_thread_counts() {
     let x = Rng(3).randn(3_000_001);
     let t = t32(&x, &[3_000_001]);
-    let a = host_stats(&t, true, true).unwrap();
+    let a = host_stats(&t, true, WHOLE).unwrap();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()
         .unwrap();
     let t2 = t.clone();
-    let b = pool.install(move || host_stats(&t2, true, true).unwrap());
+    let b = pool.install(move || host_stats(&t2, true, WHOLE).unwrap());
     assert_eq!(a.l1.to_bits(), b.l1.to_bits());
     assert_eq!(a.digest, b.digest);
     let (ma, mb) = (a.moments.unwrap(), b.moments.unwrap());
@@ -372,8 +440,14 @@ fn batch_flush_both_paths() {
                     ..Default::default()
                 };
                 let ins: Vec<&Tensor> = hs.iter().map(|(_, h)| h).collect();
-                b.push(rec, Some(0), &[t, &hs[0].1], Inputs::Tensors(&ins))
-                    .unwrap();
+                b.push(
+                    rec,
+                    Some(0),
+                    &[t, &hs[0].1],
+                    Inputs::Tensors(&ins),
+                    &Default::default(),
+                )
+                .unwrap();
             }
             if path == StatsPath::Device {
                 assert!(b.device_scalars() > 0);
@@ -429,7 +503,7 @@ fn prehashed_inputs_see_values_before_the_op() {
         let mut b = StatsBatch::new(path, true);
         let mut x = t32(&[1.0; 2000], &[2000]);
         let before = digest::digest(&[1.0f32; 2000]);
-        let pre = b.hash_inputs(&[&x]).unwrap();
+        let pre = b.hash_inputs(&[&x], &[]).unwrap();
         x.add_scalar_(1.0).unwrap();
         b.push(
             Record {
@@ -439,6 +513,7 @@ fn prehashed_inputs_see_values_before_the_op() {
             Some(0),
             &[&x],
             Inputs::Hashed(pre),
+            &Default::default(),
         )
         .unwrap();
         let r = b.flush().unwrap().pop().unwrap();
@@ -508,6 +583,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Forward,
                 location: Some("llama3/model.py:10".into()),
                 layout: None,
+                digest_index: Default::default(),
             },
             Some(0),
             &[&y],
@@ -528,6 +604,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Forward,
                 location: None,
                 layout: None,
+                digest_index: Default::default(),
             },
             Some(0),
             &[&nan],
@@ -538,7 +615,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
         .unwrap();
     assert_eq!(k2, "layers.0.wq/op_1_relu");
     let mut small = t32(&[1.0; 128], &[2, 64, 1]);
-    let pre = cap.hash_inputs(&[&small]).unwrap();
+    let pre = cap.hash_inputs(&[&small], &[]).unwrap();
     small.add_scalar_(1e-5).unwrap();
     let k3 = cap
         .record(
@@ -548,6 +625,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Backward,
                 location: None,
                 layout: None,
+                digest_index: Default::default(),
             },
             None,
             &[&small],
@@ -566,6 +644,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Backward,
                 location: Some("a/b.py:1".into()),
                 layout: None,
+                digest_index: Default::default(),
             },
             Some(0),
             &[&s],

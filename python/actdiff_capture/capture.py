@@ -418,8 +418,11 @@ class _Mode(TorchDispatchMode):
         # (not `None in ins`: that compares tensors with None through torch)
         readable = all(t is not None for t in ins)
         pre = None
+        in_index = None
+        if dtensors or lay.tags:
+            in_index = [lay.digest_index(t) for t in raw_ins]
         if info.pre_hash and ins and readable:
-            pre = self.cap.hash_inputs(ins)
+            pre = self.cap.hash_inputs(ins, in_index)
 
         out = func(*args, **kwargs)
         if self.fresh:
@@ -482,12 +485,18 @@ class _Mode(TorchDispatchMode):
         in_ids = [ids.get(t) for t in ins]
         out_ids = [ids.assign(t) for t in outs]
         layout = None
+        digest_index = None
         if dtensors or lay.tags:
             o_tok = [lay.token(t) for t in raw]
             i_tok = [lay.token(t) for t in raw_ins]
             stats = lay.stats_line(raw[primary]) if primary is not None else None
             if stats is not None or any(x != layouts.PLAIN for x in o_tok + i_tok):
                 layout = (stats, o_tok, i_tok)
+            # A shard's digest indexes its elements by their place in the
+            # whole tensor, so shard digests combine (docs/log-format.md).
+            o_index = [lay.digest_index(t) for t in raw]
+            if any(x is not None for x in o_index + in_index):
+                digest_index = (o_index, in_index)
         self.cap.record(
             fqn,
             info.name,
@@ -499,6 +508,7 @@ class _Mode(TorchDispatchMode):
             in_ids,
             out_ids,
             layout,
+            digest_index,
         )
         return out
 

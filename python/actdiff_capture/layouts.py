@@ -89,15 +89,16 @@ def _dtensor_type():
 
 class _Tag:
     """A shard of a whole tensor: ``token`` and the whole ``shape``; for a
-    plain-tensor shard on one mesh dimension, that dimension's name, the
-    tensor dimension and the number of shards (None otherwise)."""
+    shard on one mesh dimension, that dimension's name, the tensor
+    dimension, the number of shards and this rank's coordinate on that
+    mesh dimension (None otherwise)."""
 
     __slots__ = ("token", "shape", "shard")
 
     def __init__(self, token: str, shape, shard):
         self.token = token
         self.shape = tuple(shape)
-        self.shard = shard  # (mesh_dim_name, tensor_dim, count) or None
+        self.shard = shard  # (mesh_dim_name, tensor_dim, count, coord) or None
 
 
 class Layouts:
@@ -132,6 +133,7 @@ class Layouts:
         mesh = t.device_mesh
         self._note_mesh(mesh)
         names = self._mesh_names(mesh)
+        coords = mesh.get_coordinate()
         parts = []
         shard = None
         for name, p in zip(names, t.placements):
@@ -140,7 +142,8 @@ class Layouts:
             if p.is_shard():
                 d = p.dim if p.dim >= 0 else p.dim + t.ndim
                 parts.append(f"{name}:S({d})")
-                shard = (name, d, mesh.size(names.index(name))) if shard is None else None
+                i = names.index(name)
+                shard = (name, d, mesh.size(i), coords[i] if coords else None) if shard is None else None
             else:
                 parts.append(f"{name}:P")
                 shard = None
@@ -159,16 +162,50 @@ class Layouts:
             return e[1]
         return None
 
-    def token(self, t) -> str:
+    def _written(self, t):
+        """The tag written for ``t``: its tag, or ``?`` for a shard whose
+        place in the whole tensor cannot be stated (so that no digest
+        indexed by its own elements is ever combined)."""
         g = self.tag(t)
+        if g is not None and g.shard is not None and self.digest_index(t) is None:
+            return _Tag(UNKNOWN, g.shape, None)
+        return g
+
+    def token(self, t) -> str:
+        g = self._written(t)
         return PLAIN if g is None else g.token
 
     def stats_line(self, t):
         """The ``Layout:`` value of the stats tensor ``t``, or None."""
-        g = self.tag(t)
+        g = self._written(t)
         if g is None:
             return None
         return f"{g.token} [{', '.join(str(int(s)) for s in g.shape)}]"
+
+    def digest_index(self, t):
+        """For a shard over one mesh dimension (a DTensor or its local
+        tensor), where its elements sit in the whole tensor, as the
+        digest's ``(run, stride, offset)`` (``actdiff::capture::digest::
+        Index``: the local tensor's elements, in row-major order, are runs
+        of ``run`` elements, run ``r`` starting at whole element ``r *
+        stride + offset``); None for anything else. Shards follow
+        ``torch.chunk`` (``Shard``'s split): shard ``c`` starts at ``c *
+        ceil(n / count)``."""
+        g = self.tag(t)
+        if g is None or g.shard is None:
+            return None
+        _, d, count, coord = g.shard
+        local = getattr(t, "_local_tensor", t) if self.dtensor is not None and isinstance(t, self.dtensor) else t
+        ls, ws = tuple(local.shape), g.shape
+        if coord is None or len(ls) != len(ws) or d >= len(ls):
+            return None
+        if any(a != b for i, (a, b) in enumerate(zip(ls, ws)) if i != d):
+            return None
+        start = coord * -(-ws[d] // count)
+        if start + ls[d] > ws[d]:
+            return None
+        inner = math.prod(ls[d + 1 :])
+        return (ls[d] * inner, ws[d] * inner, start * inner)
 
     def active(self) -> bool:
         return self.mesh is not None or bool(self.tags)
@@ -221,13 +258,13 @@ def _derive(name: str, args, t, g: _Tag, o) -> _Tag:
     if g.shard is None:
         # Anything from a pending sum (or a 2-D shard) is not followed.
         return _Tag(UNKNOWN, o.shape, None)
-    mname, dim, count = g.shard
+    mname, dim, count, coord = g.shard
     ls, os_ = tuple(t.shape), tuple(o.shape)
 
     def shard_on(nd: int) -> _Tag:
         whole = list(os_)
         whole[nd] *= count
-        return _Tag(f"{mname}:S({nd})", whole, (mname, nd, count))
+        return _Tag(f"{mname}:S({nd})", whole, (mname, nd, count, coord))
 
     if os_ == ls:
         return shard_on(dim)

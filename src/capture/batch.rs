@@ -11,7 +11,7 @@
 //! let x = Tensor::from_slice(&[1.0f32; 64 * 64], &[64, 64]).unwrap();
 //! let w = Tensor::from_slice(&[0.5f32; 64 * 64], &[64, 64]).unwrap();
 //! let y = Tensor::from_slice(&[32.0f32; 64 * 64], &[64, 64]).unwrap(); // x @ w
-//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, location: None, layout: None };
+//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, location: None, layout: None, digest_index: Default::default() };
 //! // inputs' tensor ids 1, 2; output id 3 (any ids, stable while the tensors live)
 //! cap.record(meta, Some(0), &[&y], (&[&x, &w][..]).into(), &[1, 2], &[3]).unwrap();
 //! cap.note_excluded("t");
@@ -24,7 +24,7 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::digest;
+use super::digest::{self, Index};
 use super::record::{Phase, Precision, Record, Stats};
 use super::stats::{host_stats, is_stats_kind, moments_from, StatsPath, N_MOMENT_SCALARS};
 use super::torch::{cat, Device, Info, Tensor, TorchError};
@@ -35,6 +35,23 @@ use crate::logformat::{CompileBackend, HeaderNotes};
 /// 4, [`Info::digest_len`]).
 pub fn digest_len(i: &Info) -> u64 {
     i.digest_len() as u64
+}
+
+/// The digest [`Index`] of each output and each input of a record: a shard
+/// of a DTensor is digested by its elements' positions in the whole tensor
+/// ([`digest`], "Shards"). A tensor past the end of its list (every tensor,
+/// for empty lists) is whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DigestIndexes {
+    /// One per output, in output order.
+    pub outputs: Vec<Index>,
+    /// One per input, in input order.
+    pub inputs: Vec<Index>,
+}
+
+/// Entry `i` of `v`, or [`Index::WHOLE`] past its end.
+fn index_at(v: &[Index], i: usize) -> Index {
+    v.get(i).copied().unwrap_or(Index::WHOLE)
 }
 
 /// Errors of the capture agent.
@@ -210,37 +227,47 @@ impl StatsBatch {
         self.device_scalars
     }
 
-    /// Hashes (and digests) `t` into `hash_pos` (and `digest_pos`); returns
-    /// its element count.
+    /// The digest a tensor of index `at` gets (`None`: no digests).
+    fn digest_at(&self, at: Index) -> Option<Index> {
+        self.digests.then_some(at)
+    }
+
+    /// Hashes (and digests, indexed by `at`) `t` into `hash_pos` (and
+    /// `digest_pos`); returns its number of digest values.
     fn hash_into(
         &self,
         s: &mut Scalars,
-        hash_pos: usize,
-        digest_pos: usize,
+        (hash_pos, digest_pos): (usize, usize),
         t: &Tensor,
+        at: Index,
     ) -> Result<u64, TorchError> {
         let i = t.info()?;
         if self.path == StatsPath::Auto && i.device == Device::Cpu {
-            let st = host_stats(t, false, self.digests)?;
+            let st = host_stats(t, false, self.digest_at(at))?;
             s.host.push((hash_pos, st.l1));
             if let Some(d) = st.digest {
                 s.host.push((digest_pos, f64::from_bits(d)));
             }
         } else {
-            let v = t.scalars(false, self.digests)?;
+            let v = t.scalars(false, self.digest_at(at))?;
             let ps = [hash_pos, digest_pos];
             s.push_dev(i.device, &ps[..1 + self.digests as usize], v);
         }
         Ok(digest_len(&i))
     }
 
-    /// Hashes `inputs` now (before the op that may mutate them runs).
-    pub fn hash_inputs(&self, inputs: &[&Tensor]) -> Result<InputHashes, TorchError> {
+    /// Hashes `inputs` now (before the op that may mutate them runs);
+    /// `index`: their digest indexes (see [`DigestIndexes`]).
+    pub fn hash_inputs(
+        &self,
+        inputs: &[&Tensor],
+        index: &[Index],
+    ) -> Result<InputHashes, TorchError> {
         let mut s = Scalars::default();
         let n = inputs.len();
         let mut numels = Vec::with_capacity(n);
         for (i, t) in inputs.iter().enumerate() {
-            numels.push(self.hash_into(&mut s, i, n + i, t)?);
+            numels.push(self.hash_into(&mut s, (i, n + i), t, index_at(index, i))?);
         }
         Ok(InputHashes {
             n,
@@ -253,7 +280,7 @@ impl StatsBatch {
     /// its stats, hashes (and digests) are filled from `outputs` (every
     /// tensor output, hashed), `primary` (the index in `outputs` of the one
     /// whose Shape and stats are written; `None` for a hash-only record) and
-    /// `inputs`.
+    /// `inputs`; digests are indexed by `digest_index`.
     ///
     /// Panics if `primary` is not an index of `outputs`.
     pub fn push(
@@ -262,6 +289,7 @@ impl StatsBatch {
         primary: Option<usize>,
         outputs: &[&Tensor],
         inputs: Inputs<'_>,
+        digest_index: &DigestIndexes,
     ) -> Result<(), TorchError> {
         let n_out = outputs.len();
         let n_in = match &inputs {
@@ -296,8 +324,9 @@ impl StatsBatch {
                 if self.digests {
                     numels[index] = digest_len(&info);
                 }
+                let at = self.digest_at(index_at(&digest_index.outputs, index));
                 if self.path == StatsPath::Auto && info.device == Device::Cpu {
-                    let st = host_stats(p, true, self.digests)?;
+                    let st = host_stats(p, true, at)?;
                     let m = st.moments.expect("moments of a non-empty float tensor");
                     let v = [
                         st.l1,
@@ -316,14 +345,15 @@ impl StatsBatch {
                     let ps: Vec<usize> = (0..N_MOMENT_SCALARS)
                         .chain(self.digests.then_some(dpos))
                         .collect();
-                    s.push_dev(info.device, &ps, p.scalars(true, self.digests)?);
+                    s.push_dev(info.device, &ps, p.scalars(true, at)?);
                 }
             }
         }
         let skip = prim.as_ref().filter(|p| p.nonempty).map(|p| p.index);
         for (i, t) in outputs.iter().enumerate() {
             if Some(i) != skip {
-                let n = self.hash_into(&mut s, base_out + i, dbase + i, t)?;
+                let at = index_at(&digest_index.outputs, i);
+                let n = self.hash_into(&mut s, (base_out + i, dbase + i), t, at)?;
                 if self.digests {
                     numels[i] = n;
                 }
@@ -332,7 +362,8 @@ impl StatsBatch {
         let pre = match inputs {
             Inputs::Tensors(ts) => {
                 for (i, t) in ts.iter().enumerate() {
-                    let n = self.hash_into(&mut s, base_in + i, dbase + n_out + i, t)?;
+                    let at = index_at(&digest_index.inputs, i);
+                    let n = self.hash_into(&mut s, (base_in + i, dbase + n_out + i), t, at)?;
                     if self.digests {
                         numels[n_out + i] = n;
                     }
@@ -483,6 +514,8 @@ pub struct OpRecord<'a> {
     pub location: Option<String>,
     /// The layout lines of an op on DTensors or their shards.
     pub layout: Option<crate::logformat::BlockLayout>,
+    /// The digest index of its outputs and inputs (default: all whole).
+    pub digest_index: DigestIndexes,
 }
 
 /// One capture: records go through a [`StatsBatch`] to a [`LogWriter`].
@@ -530,9 +563,14 @@ impl Capture {
         })
     }
 
-    /// Hashes inputs before a mutating op runs (see [`Inputs::Hashed`]).
-    pub fn hash_inputs(&self, inputs: &[&Tensor]) -> Result<InputHashes, CaptureError> {
-        Ok(self.batch.hash_inputs(inputs)?)
+    /// Hashes inputs before a mutating op runs (see [`Inputs::Hashed`]);
+    /// `index`: their digest indexes ([`DigestIndexes::inputs`]).
+    pub fn hash_inputs(
+        &self,
+        inputs: &[&Tensor],
+        index: &[Index],
+    ) -> Result<InputHashes, CaptureError> {
+        Ok(self.batch.hash_inputs(inputs, index)?)
     }
 
     /// Notes an excluded op that was dispatched (the header's
@@ -629,7 +667,8 @@ impl Capture {
             layout: meta.layout,
             ..Default::default()
         };
-        self.batch.push(rec, primary, outputs, inputs)?;
+        self.batch
+            .push(rec, primary, outputs, inputs, &meta.digest_index)?;
         let shared: Arc<str> = Arc::from(key.as_str());
         for id in output_ids {
             self.producers.insert(*id, shared.clone());

@@ -31,6 +31,14 @@
 //! cryptographic hash: a permutation or several changes collide with
 //! probability about 2^-64.
 //!
+//! **Shards** (a tensor-parallel run's DTensor shards, [`Index`]): a shard's
+//! values are indexed by their element's position in the whole tensor, so
+//! `k` is the whole tensor's value index and the shards' sums add up to the
+//! whole tensor's `S`. A shard's digest is step 4 over its own sum and its
+//! own `n`; since `mix` is invertible and step 4 adds `n·C1`, the whole
+//! tensor's digest is `mix(Σ unmix(dᵢ))` over the shards' digests `dᵢ`
+//! ([`combine`]): a bitwise check crosses layouts.
+//!
 //! This part needs no libtorch.
 
 /// The index multiplier of step 2.
@@ -53,10 +61,103 @@ pub fn term(u: u32, k: u64) -> u64 {
 
 /// Step 4: the digest from the sum `s` of `n` values.
 pub fn finish(s: u64, n: u64) -> u64 {
-    let mut z = s.wrapping_add(n.wrapping_mul(C1));
+    mix(s.wrapping_add(n.wrapping_mul(C1)))
+}
+
+/// SplitMix64's finaliser (step 4's `mix`).
+fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(C2);
     z = (z ^ (z >> 27)).wrapping_mul(C3);
     z ^ (z >> 31)
+}
+
+/// The inverse of `x ↦ x ^ (x >> s)`.
+fn unshift(x: u64, s: u32) -> u64 {
+    let mut y = x;
+    let mut k = s;
+    while k < 64 {
+        y = x ^ (y >> s);
+        k += s;
+    }
+    y
+}
+
+/// The multiplicative inverse of odd `a` modulo 2^64 (Newton's iteration).
+const fn inverse(a: u64) -> u64 {
+    let mut x = a; // correct to 3 bits for odd a
+    let mut i = 0;
+    while i < 5 {
+        x = x.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(x)));
+        i += 1;
+    }
+    x
+}
+
+/// The inverse of `mix`: `unmix(mix(z)) == z`.
+fn unmix(d: u64) -> u64 {
+    let mut z = unshift(d, 31);
+    z = unshift(z.wrapping_mul(inverse(C3)), 27);
+    unshift(z.wrapping_mul(inverse(C2)), 30)
+}
+
+/// The digest of a whole tensor from the digests of its shards (each
+/// computed with an [`Index`] of that whole tensor; the shards disjoint and
+/// covering it, in any order): `mix(Σ unmix(dᵢ))`.
+pub fn combine(shards: impl IntoIterator<Item = u64>) -> u64 {
+    mix(shards
+        .into_iter()
+        .fold(0u64, |a, d| a.wrapping_add(unmix(d))))
+}
+
+/// Where a tensor's elements sit in the whole tensor its digest indexes
+/// (step 1's `k`): [`Index::WHOLE`] (the tensor is the whole: its own
+/// row-major order), or a shard along one dimension: its elements, in its
+/// own row-major order, form runs of `run` elements, run `r` starting at
+/// element `r·stride + offset` of the whole tensor (all in elements, not
+/// 32-bit values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Index {
+    /// Elements per run (0: [`Index::WHOLE`]).
+    pub run: u64,
+    /// The whole tensor's elements from one run's start to the next's.
+    pub stride: u64,
+    /// The whole tensor's element at which run 0 starts.
+    pub offset: u64,
+}
+
+impl Index {
+    /// The tensor is the whole tensor.
+    pub const WHOLE: Index = Index {
+        run: 0,
+        stride: 0,
+        offset: 0,
+    };
+
+    /// The shard of local shape `local` that holds elements
+    /// `start..start + local[dim]` of the whole tensor's dimension `dim`,
+    /// of length `whole_len` (every other dimension whole).
+    pub fn shard(local: &[i64], dim: usize, whole_len: u64, start: u64) -> Index {
+        let inner: u64 = local[dim + 1..].iter().map(|&d| d.max(0) as u64).product();
+        Index {
+            run: local[dim].max(0) as u64 * inner,
+            stride: whole_len * inner,
+            offset: start * inner,
+        }
+    }
+
+    /// Whether the tensor is the whole tensor.
+    pub fn is_whole(&self) -> bool {
+        self.run == 0
+    }
+
+    /// The whole tensor's element index of the tensor's element `e`.
+    #[inline]
+    pub fn element(&self, e: u64) -> u64 {
+        match e.checked_div(self.run) {
+            None => e,
+            Some(r) => r * self.stride + self.offset + e % self.run,
+        }
+    }
 }
 
 /// An element's 32-bit values (step 1).
@@ -164,6 +265,24 @@ pub fn host_sum<T: Words>(x: &[T]) -> u64 {
         .reduce(|| 0, u64::wrapping_add)
 }
 
+/// [`host_sum`] with the values indexed by `index` (a shard's elements by
+/// their position in the whole tensor).
+pub fn host_sum_at<T: Words>(x: &[T], index: Index) -> u64 {
+    if index.is_whole() || x.is_empty() {
+        return host_sum(x);
+    }
+    let run = index.run as usize;
+    let at = |(r, c): (usize, &[T])| sum_at(c, index.element((r * run) as u64) * T::N as u64);
+    if x.len() < 1 << 17 {
+        return x.chunks(run).enumerate().map(at).fold(0, u64::wrapping_add);
+    }
+    use rayon::prelude::*;
+    x.par_chunks(run)
+        .enumerate()
+        .map(at)
+        .reduce(|| 0, u64::wrapping_add)
+}
+
 /// The digest of a contiguous buffer (steps 1-4).
 pub fn digest<T: Words>(x: &[T]) -> u64 {
     finish(host_sum(x), (x.len() * T::N) as u64)
@@ -222,5 +341,69 @@ mod tests {
         // A 64-bit element is its two halves.
         assert_eq!(digest(&[5u64 | (7 << 32)]), digest(&[5u32, 7]));
         assert_eq!(hex(0xab), "00000000000000ab");
+    }
+
+    #[test]
+    fn unmix_inverts_mix() {
+        for z in [0u64, 1, 42, u64::MAX, 0x0123_4567_89ab_cdef, C1, C2] {
+            assert_eq!(unmix(mix(z)), z, "{z:#x}");
+        }
+        assert_eq!(inverse(C2).wrapping_mul(C2), 1);
+    }
+
+    /// Shards along each dimension of a 3-d tensor, digested by their
+    /// whole-tensor index, combine to the whole tensor's digest; a shard
+    /// digested by its own index does not.
+    #[test]
+    fn shard_digests_combine_to_the_whole_digest() {
+        let shape = [3usize, 8, 5];
+        let x: Vec<f32> = (0..120).map(|i| (i as f32 * 0.37).sin()).collect();
+        let whole = digest(&x);
+        for dim in 0..3 {
+            for parts in [2usize, 3] {
+                let len = shape[dim];
+                let chunk = len.div_ceil(parts);
+                let mut ds = Vec::new();
+                let mut local_digests = Vec::new();
+                for p in 0..parts {
+                    let (lo, hi) = ((p * chunk).min(len), ((p + 1) * chunk).min(len));
+                    let mut local = shape;
+                    local[dim] = hi - lo;
+                    // The shard's elements in its own row-major order.
+                    let mut v = Vec::new();
+                    for a in 0..local[0] {
+                        for b in 0..local[1] {
+                            for c in 0..local[2] {
+                                let mut g = [a, b, c];
+                                g[dim] += lo;
+                                v.push(x[(g[0] * 8 + g[1]) * 5 + g[2]]);
+                            }
+                        }
+                    }
+                    let l: Vec<i64> = local.iter().map(|&d| d as i64).collect();
+                    let idx = Index::shard(&l, dim, len as u64, lo as u64);
+                    ds.push(finish(host_sum_at(&v, idx), v.len() as u64));
+                    local_digests.push(digest(&v));
+                }
+                assert_eq!(
+                    combine(ds.iter().copied()),
+                    whole,
+                    "dim {dim}, {parts} parts"
+                );
+                assert_eq!(combine(ds.iter().rev().copied()), whole, "any order");
+                if dim > 0 {
+                    assert_ne!(combine(local_digests), whole, "own indexes do not combine");
+                }
+                assert_ne!(combine(ds[1..].iter().copied()), whole, "a shard left out");
+            }
+        }
+        // A whole tensor is its own single shard; 64-bit elements index
+        // their two values.
+        assert_eq!(combine([whole]), whole);
+        let y: Vec<f64> = (0..40).map(|i| i as f64 * 1.5).collect();
+        let (a, b) = y.split_at(24);
+        let da = finish(host_sum_at(a, Index::shard(&[3, 8], 0, 5, 0)), 48);
+        let db = finish(host_sum_at(b, Index::shard(&[2, 8], 0, 5, 3)), 32);
+        assert_eq!(combine([da, db]), digest(&y));
     }
 }

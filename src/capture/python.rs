@@ -10,8 +10,8 @@ use std::sync::{Mutex, MutexGuard};
 use pyo3::exceptions::{PyImportError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use super::batch::{Capture as Core, CaptureError, InputHashes, Inputs, OpRecord};
-use super::digest;
+use super::batch::{Capture as Core, CaptureError, DigestIndexes, InputHashes, Inputs, OpRecord};
+use super::digest::{self, Index};
 use super::record::{Phase, Precision};
 use super::stats::{host_stats, read_back, StatsPath};
 use super::torch::{Device, Tensor, TorchError, TORCH_VERSION};
@@ -110,12 +110,19 @@ impl Capture {
         })
     }
 
-    /// Hashes `inputs` now, before a mutating op runs.
-    fn hash_inputs(&self, inputs: Vec<Bound<'_, PyAny>>) -> PyResult<PreHashes> {
+    /// Hashes `inputs` now, before a mutating op runs; `index`: their
+    /// digest indexes (see `record`).
+    #[pyo3(signature = (inputs, index = None))]
+    fn hash_inputs(
+        &self,
+        inputs: Vec<Bound<'_, PyAny>>,
+        index: Option<Vec<PyIndex>>,
+    ) -> PyResult<PreHashes> {
         let ts = tensors(&inputs, "inputs")?;
         let refs: Vec<&Tensor> = ts.iter().collect();
+        let index = indexes(index);
         Ok(PreHashes {
-            inner: Mutex::new(Some(self.core().hash_inputs(&refs).map_err(err)?)),
+            inner: Mutex::new(Some(self.core().hash_inputs(&refs, &index).map_err(err)?)),
         })
     }
 
@@ -125,7 +132,10 @@ impl Capture {
     #[allow(clippy::too_many_arguments)]
     /// `layout` is `None` or `(stats, outputs, inputs)`: the block's layout
     /// lines (`logformat::BlockLayout`) for an op on DTensors or shards.
-    #[pyo3(signature = (fqn, op, backward, location, primary, outputs, inputs, input_ids, output_ids, layout = None))]
+    /// `digest_index` is `None` or `(outputs, inputs)`, each a list of
+    /// `None` (a whole tensor) or `(run, stride, offset)` (a shard:
+    /// `digest::Index`).
+    #[pyo3(signature = (fqn, op, backward, location, primary, outputs, inputs, input_ids, output_ids, layout = None, digest_index = None))]
     fn record(
         &self,
         fqn: Option<&str>,
@@ -138,6 +148,7 @@ impl Capture {
         input_ids: Vec<u64>,
         output_ids: Vec<u64>,
         layout: Option<(Option<String>, Vec<String>, Vec<String>)>,
+        digest_index: Option<(Vec<PyIndex>, Vec<PyIndex>)>,
     ) -> PyResult<String> {
         let outs = tensors(&outputs, "outputs")?;
         let outs: Vec<&Tensor> = outs.iter().collect();
@@ -158,6 +169,12 @@ impl Capture {
                 outputs,
                 inputs,
             }),
+            digest_index: digest_index
+                .map(|(o, i)| DigestIndexes {
+                    outputs: indexes(Some(o)),
+                    inputs: indexes(Some(i)),
+                })
+                .unwrap_or_default(),
         };
         if let Ok(pre) = inputs.cast::<PreHashes>() {
             let h = pre
@@ -297,7 +314,7 @@ fn tensor_stats(
 ) -> PyResult<(f64, Option<(f64, f64, f64, f64, u64, u64)>)> {
     let t = tensor(t, "t")?;
     let s = py
-        .detach(move || stats_of(&t, moments, false, device_path))
+        .detach(move || stats_of(&t, moments, None, device_path))
         .map_err(torch_err)?;
     Ok((
         s.l1,
@@ -309,7 +326,7 @@ fn tensor_stats(
 fn stats_of(
     t: &Tensor,
     moments: bool,
-    digest: bool,
+    digest: Option<Index>,
     device_path: bool,
 ) -> Result<super::TensorStats, TorchError> {
     let i = t.info()?;
@@ -321,18 +338,47 @@ fn stats_of(
     }
 }
 
-/// `tensor_digest(t, device_path=False) -> int`: the 64-bit content digest
-/// that `Output digest:` / `Input digests:` lines carry (16 hex digits
-/// there), read back at once (tests and benchmarks).
+/// `tensor_digest(t, device_path=False, index=None) -> int`: the 64-bit
+/// content digest that `Output digest:` / `Input digests:` lines carry (16
+/// hex digits there), read back at once (tests and benchmarks); `index`:
+/// `None` or a shard's `(run, stride, offset)` (`digest::Index`).
 #[pyfunction]
-#[pyo3(signature = (t, device_path = false))]
-fn tensor_digest(py: Python<'_>, t: &Bound<'_, PyAny>, device_path: bool) -> PyResult<u64> {
+#[pyo3(signature = (t, device_path = false, index = None))]
+fn tensor_digest(
+    py: Python<'_>,
+    t: &Bound<'_, PyAny>,
+    device_path: bool,
+    index: PyIndex,
+) -> PyResult<u64> {
     let t = tensor(t, "t")?;
     let n = super::batch::digest_len(&t.info().map_err(torch_err)?);
+    let at = Some(to_index(index));
     let s = py
-        .detach(move || stats_of(&t, false, true, device_path))
+        .detach(move || stats_of(&t, false, at, device_path))
         .map_err(torch_err)?;
     Ok(digest::finish(s.digest.unwrap_or(0), n))
+}
+
+/// `combine_digests(digests) -> int`: the whole tensor's digest from its
+/// shards' (`digest::combine`).
+#[pyfunction]
+fn combine_digests(digests: Vec<u64>) -> u64 {
+    digest::combine(digests)
+}
+
+/// A digest index from Python: `None` (whole) or `(run, stride, offset)`.
+type PyIndex = Option<(u64, u64, u64)>;
+
+fn to_index(i: PyIndex) -> Index {
+    i.map_or(Index::WHOLE, |(run, stride, offset)| Index {
+        run,
+        stride,
+        offset,
+    })
+}
+
+fn indexes(v: Option<Vec<PyIndex>>) -> Vec<Index> {
+    v.unwrap_or_default().into_iter().map(to_index).collect()
 }
 
 #[pymodule]
@@ -352,6 +398,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PreHashes>()?;
     m.add_function(wrap_pyfunction!(tensor_stats, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_digest, m)?)?;
+    m.add_function(wrap_pyfunction!(combine_digests, m)?)?;
     m.add_function(wrap_pyfunction!(compare, m)?)?;
     Ok(())
 }

@@ -29,7 +29,7 @@
 
 use half::{bf16, f16};
 
-use super::digest;
+use super::digest::{self, Index};
 use super::record::Moments;
 use super::torch::{Device, Info, Kind, Tensor, TorchError};
 
@@ -576,22 +576,20 @@ fn fused_l1<T: Elem>(x: &[T]) -> f64 {
 }
 
 /// The fused pass, when `t`'s buffer allows it.
-fn fused(t: &Tensor, i: &Info, moments: bool, digest: bool) -> Option<TensorStats> {
+fn fused(t: &Tensor, i: &Info, moments: bool, digest: Option<Index>) -> Option<TensorStats> {
     let d = host_data(t, i)?;
     let dg = |d: &HostData<'_>| -> Option<u64> {
-        if !digest {
-            return None;
-        }
+        let at = digest?;
         let s = match *d {
-            HostData::F32(x) => digest::host_sum(x),
-            HostData::F16(x) => digest::host_sum(x),
-            HostData::BF16(x) => digest::host_sum(x),
-            HostData::F64(x) => digest::host_sum(x),
-            HostData::I64(x) => digest::host_sum(x),
-            HostData::I32(x) => digest::host_sum(x),
-            HostData::I16(x) => digest::host_sum(x),
-            HostData::I8(x) => digest::host_sum(x),
-            HostData::U8(x) => digest::host_sum(x),
+            HostData::F32(x) => digest::host_sum_at(x, at),
+            HostData::F16(x) => digest::host_sum_at(x, at),
+            HostData::BF16(x) => digest::host_sum_at(x, at),
+            HostData::F64(x) => digest::host_sum_at(x, at),
+            HostData::I64(x) => digest::host_sum_at(x, at),
+            HostData::I32(x) => digest::host_sum_at(x, at),
+            HostData::I16(x) => digest::host_sum_at(x, at),
+            HostData::I8(x) => digest::host_sum_at(x, at),
+            HostData::U8(x) => digest::host_sum_at(x, at),
         };
         Some(s)
     };
@@ -624,11 +622,16 @@ fn fused(t: &Tensor, i: &Info, moments: bool, digest: bool) -> Option<TensorStat
 }
 
 /// The hash, (with `moments`, for a non-empty floating tensor) the stats,
-/// and (with `digest`) the digest's sum ([`digest::host_sum`], not yet
-/// [`digest::finish`]ed) of a CPU tensor, on the host now: the fused pass
+/// and (with `digest`, its values indexed by that [`Index`]) the digest's
+/// sum ([`digest::host_sum_at`], not yet [`digest::finish`]ed) of a CPU
+/// tensor, on the host now: the fused pass
 /// where the buffer allows it (a non-contiguous tensor of a dtype the pass
 /// reads is made contiguous first), else the libtorch ops read back at once.
-pub fn host_stats(t: &Tensor, moments: bool, digest: bool) -> Result<TensorStats, TorchError> {
+pub fn host_stats(
+    t: &Tensor,
+    moments: bool,
+    digest: Option<Index>,
+) -> Result<TensorStats, TorchError> {
     let i = t.info()?;
     if let Some(s) = fused(t, &i, moments, digest) {
         return Ok(s);
@@ -646,16 +649,20 @@ pub fn host_stats(t: &Tensor, moments: bool, digest: bool) -> Result<TensorStats
 /// The device path, read back at once (one sync per tensor: for the host
 /// fallback and for tests). The digest is the device sum, as
 /// [`host_stats`] gives it.
-pub fn read_back(t: &Tensor, moments: bool, digest: bool) -> Result<TensorStats, TorchError> {
+pub fn read_back(
+    t: &Tensor,
+    moments: bool,
+    digest: Option<Index>,
+) -> Result<TensorStats, TorchError> {
     let i = t.info()?;
     let moments = moments && i.numel > 0 && i.floating;
-    let n = if moments { N_MOMENT_SCALARS } else { 1 } + digest as usize;
+    let n = if moments { N_MOMENT_SCALARS } else { 1 } + digest.is_some() as usize;
     let mut v = vec![0f64; n];
     t.scalars(moments, digest)?.copy_to_host(&mut v)?;
     Ok(TensorStats {
         l1: v[0],
         moments: moments.then(|| moments_from(&v)),
-        digest: digest.then(|| v[n - 1].to_bits()),
+        digest: digest.map(|_| v[n - 1].to_bits()),
     })
 }
 

@@ -52,6 +52,9 @@ extern "C" {
         t: *const RawTensor,
         moments: i32,
         digest: i32,
+        run: i64,
+        stride: i64,
+        offset: i64,
         out: *mut *mut RawTensor,
     ) -> *mut c_char;
     fn ads_cat(ts: *const *const RawTensor, n: usize, out: *mut *mut RawTensor) -> *mut c_char;
@@ -330,10 +333,21 @@ impl Tensor {
     /// float64 tensor there: `[l1]`, or with `moments` (a non-empty floating
     /// tensor) `[l1, l2, min, max, mean, NaN count, Inf count]`; with
     /// `digest` one more value, the digest's device sum
-    /// ([`super::digest`]) as float64 bits. Nothing is copied to the host.
-    pub fn scalars(&self, moments: bool, digest: bool) -> Result<Tensor, TorchError> {
+    /// ([`super::digest`]; its values indexed by that
+    /// [`super::digest::Index`]) as float64 bits. Nothing is copied to the
+    /// host.
+    pub fn scalars(
+        &self,
+        moments: bool,
+        digest: Option<super::digest::Index>,
+    ) -> Result<Tensor, TorchError> {
+        let at = digest.unwrap_or(super::digest::Index::WHOLE);
+        let (run, stride, offset) = (at.run as i64, at.stride as i64, at.offset as i64);
+        let d = digest.is_some() as i32;
         // SAFETY: valid handle; out_tensor checks the result.
-        out_tensor(|o| unsafe { ads_scalars(self.raw(), moments as i32, digest as i32, o) })
+        out_tensor(|o| unsafe {
+            ads_scalars(self.raw(), moments as i32, d, run, stride, offset, o)
+        })
     }
 
     /// Copies this 1-d float64 tensor into `out` (its length): one

@@ -8,6 +8,7 @@ use super::{
     op_name, row_layout, shape_of, whole_over, Combined, Placement, ReplicaMismatch, RowLayout,
     COMMUNICATION_OPS, MISMATCHES_KEPT, SCATTER_OPS,
 };
+use crate::capture::digest;
 use crate::capture::record::{write_block, write_header, Moments, Phase, Record, Stats};
 use crate::logformat::{HeaderNotes, Precision};
 use crate::parser::{Field, OpTable};
@@ -308,22 +309,17 @@ impl<'a> Group<'a> {
             ..Default::default()
         };
         let stats_ok = self.stats(row, layout, &key, &mut rec);
-        let (outputs, replica_outs) = self.hashes(row, Field::OutputHash, &layout.outputs, &key);
-        let (inputs, replica_ins) = self.hashes(row, Field::InputHashes, &layout.inputs, &key);
+        let outputs = self.hashes(row, Field::OutputHash, &layout.outputs, &key);
+        let inputs = self.hashes(row, Field::InputHashes, &layout.inputs, &key);
         let comparable = stats_ok && outputs.is_some();
-        let stats_replica = layout.stats.as_ref().is_none_or(|(p, _)| p.is_replica());
         if comparable {
             if inputs.is_none() {
                 self.out.inputs_unknown_keys.push(rec.key.clone());
             }
             rec.output_hashes = outputs.unwrap_or_default();
             rec.input_hashes = inputs.clone().unwrap_or_default();
-            // Digests combine only for replicas (a shard's digest indexes
-            // its own elements).
-            if replica_outs && replica_ins && stats_replica {
-                rec.output_digests = t0.digests(row, Field::OutputDigest).flatten().collect();
-                rec.input_digests = t0.digests(row, Field::InputDigests).flatten().collect();
-            }
+            rec.output_digests = self.digests(row, Field::OutputDigest, &layout.outputs);
+            rec.input_digests = self.digests(row, Field::InputDigests, &layout.inputs);
         } else {
             self.out.not_comparable += 1;
             rec.stats = None;
@@ -399,14 +395,14 @@ impl<'a> Group<'a> {
     /// The combined hash list `field` of row `row` by `places` (absent:
     /// plain): a replica's value (checked across the group when every value
     /// is one), a whole-tensor shard's sum. `None` when some value has no
-    /// whole-tensor counterpart. The flag says every value was a replica.
+    /// whole-tensor counterpart.
     fn hashes(
         &mut self,
         row: usize,
         field: Field,
         places: &[Placement],
         key: &str,
-    ) -> (Option<Vec<f64>>, bool) {
+    ) -> Option<Vec<f64>> {
         let first = nums(self.t0(), row, field);
         let sums = sum_lists(self.tables, row, field);
         let mut v = Vec::with_capacity(first.len());
@@ -426,7 +422,45 @@ impl<'a> Group<'a> {
         if replicas {
             self.check(row, field, key);
         }
-        (ok.then_some(v), replicas)
+        ok.then_some(v)
+    }
+}
+
+impl Group<'_> {
+    /// The combined digest list `field` of row `row` by `places`: a
+    /// replica's digest, or a shard's over one combined mesh dimension
+    /// combined from the group's shards ([`digest::combine`]: the capture
+    /// digests a shard by its elements' whole-tensor index). Empty when
+    /// some digest has no whole-tensor counterpart (a pending sum, a
+    /// shard over several mesh dimensions, a log without digests).
+    fn digests(&self, row: usize, field: Field, places: &[Placement]) -> Vec<u64> {
+        let lists: Vec<Vec<Option<u64>>> = self
+            .tables
+            .iter()
+            .map(|(_, t)| t.digests(row, field).collect())
+            .collect();
+        let mut out = Vec::with_capacity(lists[0].len());
+        for (j, d0) in lists[0].iter().enumerate() {
+            let p = places.get(j).unwrap_or(&Placement::Plain);
+            let d = if p.is_replica() {
+                *d0
+            } else if matches!(p, Placement::Shard(s) if s.len() == 1)
+                && whole_over(p, self.combined)
+            {
+                lists
+                    .iter()
+                    .map(|l| l.get(j).copied().flatten())
+                    .collect::<Option<Vec<u64>>>()
+                    .map(digest::combine)
+            } else {
+                None
+            };
+            match d {
+                Some(d) => out.push(d),
+                None => return Vec::new(),
+            }
+        }
+        out
     }
 }
 

@@ -16,8 +16,10 @@
 //! activations, so its dimension stays); the ranks that differ only there
 //! form one logical rank, numbered by their other coordinates. Per op, the
 //! shards' statistics add up exactly: L2 norm as a root of summed squares,
-//! min and max, mean weighted by element counts, L1 hashes summed.
-//! Replicated results must agree across the group: a replica that differs
+//! min and max, mean weighted by element counts, L1 hashes summed, and
+//! digests combined (the capture digests a shard over one mesh dimension by
+//! its elements' whole-tensor index, [`crate::capture::digest`], so
+//! `--bitwise` crosses layouts). Replicated results must agree across the group: a replica that differs
 //! is a finding ([`ReplicaMismatch`]) naming its rank. A pending sum
 //! (`Partial`) or a result the capture could not follow (`?`) keeps its
 //! key but no values: paired, never a difference. The layout's own

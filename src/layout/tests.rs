@@ -333,3 +333,46 @@ fn a_pending_sum_without_its_reduction_is_paired_not_compared() {
     assert_eq!(t.key_str(1), "out/op_0_mm");
     assert!(!t.has(1, Field::L2Norm) && !t.has(1, Field::OutputHash));
 }
+
+/// A column shard's digest (indexed by its elements' places in the whole
+/// tensor, as the capture writes it) combines into the whole tensor's
+/// digest; a replica's digest is kept; a pending sum gets none.
+#[test]
+fn shard_digests_combine_into_the_whole_tensors_digest() {
+    use crate::capture::digest::{self, Index};
+    let f32s = |v: &[f64]| v.iter().map(|x| *x as f32).collect::<Vec<f32>>();
+    let x: Vec<f32> = (0..16).map(|i| i as f32 * 0.1).collect();
+    let replica = digest::digest(&[1.5f32, 2.5]);
+    let logs: Vec<(u32, OpTable)> = (0..2usize)
+        .map(|r| {
+            let mut recs = rank_records(r, 1.0);
+            let s = f32s(&shard(r));
+            let at = Index::shard(&[4, 2], 1, 4, 2 * r as u64);
+            recs[0].output_digests = vec![digest::finish(digest::host_sum_at(&s, at), 8)];
+            recs[0].input_digests = vec![digest::digest(&x)];
+            recs[1].output_digests = vec![digest::digest(&[r as f32])];
+            recs[1].input_digests = recs[0].output_digests.clone();
+            recs[4].output_digests = vec![replica];
+            recs[4].input_digests = vec![replica];
+            let path = format!("r/rank_{r}_activations.log");
+            (r as u32, parse_bytes(log(tp(r as u32), &recs), &path))
+        })
+        .collect();
+    let mesh = mesh_of(&logs).unwrap().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    combine(2, &logs, &mesh, &["tp".into()], dir.path()).unwrap();
+    let t = parse_path(&dir.path().join("rank_0_activations.log")).unwrap();
+    let d = |row: usize, f: Field| t.digests(row, f).collect::<Vec<_>>();
+    let whole_digest = digest::digest(&f32s(&whole()));
+    assert_eq!(t.key_str(0), "fc/op_0_mm");
+    assert_eq!(d(0, Field::OutputDigest), vec![Some(whole_digest)]);
+    assert_eq!(d(0, Field::InputDigests), vec![Some(digest::digest(&x))]);
+    // The pending sum's output has no whole-tensor digest; its input (the
+    // shard) would, but a list is written whole or not at all.
+    assert!(d(1, Field::OutputDigest).is_empty());
+    assert_eq!(t.key_str(2), "norm/op_0_mul");
+    assert_eq!(d(2, Field::OutputDigest), vec![Some(replica)]);
+    // Shard digests by their own indexes would not give the whole's.
+    let own: Vec<u64> = (0..2).map(|r| digest::digest(&f32s(&shard(r)))).collect();
+    assert_ne!(digest::combine(own), whole_digest);
+}

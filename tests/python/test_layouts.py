@@ -146,3 +146,54 @@ def test_step_series_of_two_layouts_combine_step_by_step(actdiff_bin, tmp_path):
         step_summary = json.loads((tmp_path / "rep" / f"step_{step}" / "summary.json").read_text())
         assert step_summary["layouts"][0]["ranks"][0]["ranks"] == [0, 1]
         assert (tmp_path / "rep" / f"step_{step}" / "combined" / "run2" / "rank_0_activations.log").is_file()
+
+
+def test_shard_digests_combine_to_the_whole_tensors_on_both_paths():
+    """A shard digested by its elements' whole-tensor index (the capture's
+    ``Layouts.digest_index``) combines with the other shards' into the
+    whole tensor's digest, on the host pass and the device ops."""
+    import torch
+    from actdiff_capture import _native
+
+    x = torch.randn(6, 10, 4)
+    want = _native.tensor_digest(x)
+    for dim in range(3):
+        n = x.shape[dim]
+        for device_path in (False, True):
+            parts = [x.narrow(dim, lo, hi - lo) for lo, hi in ((0, n // 2), (n // 2, n))]
+            inner = [int(torch.tensor(p.shape[dim + 1 :]).prod()) for p in parts]
+            ds = [
+                _native.tensor_digest(p, device_path=device_path, index=(p.shape[dim] * k, n * k, lo * k))
+                for p, k, lo in zip(parts, inner, (0, n // 2))
+            ]
+            assert _native.combine_digests(ds) == want, (dim, device_path)
+            own = [_native.tensor_digest(p, device_path=device_path) for p in parts]
+            assert _native.combine_digests(own) != want
+
+
+def test_bitwise_crosses_layouts_up_to_the_row_parallel_sum(actdiff_bin, tmp_path):
+    """TP=2 against TP=1 at full precision with ``--bitwise``: the combined
+    shards' digests equal the TP=1 tensors' digests (column-parallel
+    matmuls, attention over sharded heads), so the first bitwise
+    difference is the row-parallel matmul, whose partial products add in
+    another order."""
+    capture(tmp_path / "tp1", 1, "--precision", "full")
+    capture(tmp_path / "tp2", 2, "--precision", "full")
+    r, s = compare(actdiff_bin, tmp_path / "tp1", tmp_path / "tp2", tmp_path / "rep", "--bitwise")
+    assert r.returncode == 1, r.stdout + r.stderr
+    (rank,) = s["ranks"]
+    first = rank["first_divergence"]
+    assert first["key2"] == "layers.0.attention.wo/op_0_mm", first
+    assert rank["bitwise"]["identical"] >= first["index"] > 4
+    # Each row before it is bitwise equal, sharded rows included: their
+    # combined digests are TP=1's.
+    def digests(path, key):
+        block = path.read_text().split(f"[{key}]\n", 1)[1].split("\n\n", 1)[0]
+        return re.findall(r"(?:Output digest|Input digests): (.*)", block)
+
+    combined = tmp_path / "rep" / "combined" / "run2" / "rank_0_activations.log"
+    shard_log = (tmp_path / "tp2" / "rank_1_activations.log").read_text()
+    for key in ("layers.0.attention.wq/op_0_mm", "layers.0.attention/op_0__scaled_dot_product_flash_attention_for_cpu"):
+        assert f"[{key}]" in shard_log and "Layout: tp:S(" in shard_log.split(f"[{key}]", 1)[1].split("\n\n", 1)[0]
+        got = digests(combined, key)
+        assert len(got) == 2 and got == digests(tmp_path / "tp1" / "rank_0_activations.log", key), key

@@ -166,13 +166,23 @@ at::Tensor srl(const at::Tensor& x, int s) {
 
 // Steps 2-3 of the digest: the wrapping sum over values u_k of
 // t_k = p ^ (p >> 32), p = (u_k ^ (k*K mod 2^32)) * M, as a 0-d int64 on t's
-// device (the host applies step 4 with the number of values).
-at::Tensor digest_sum(const at::Tensor& t) {
+// device (the host applies step 4 with the number of values). run > 0: t is
+// a shard, k its values' index in the whole tensor (digest.rs `Index`:
+// element e sits at (e / run) * stride + offset + e % run).
+at::Tensor digest_sum(const at::Tensor& t, int64_t run, int64_t stride,
+                      int64_t offset) {
   const int64_t K = 0x7F4A7C15LL;
   const int64_t M = 0x85EBCA6BLL;
   at::Tensor w = words_of(t);
   at::Tensor idx =
       at::arange(w.numel(), w.options().dtype(at::kLong)).view(w.sizes());
+  if (run > 0 && t.numel() > 0) {
+    const int64_t per = w.numel() / t.numel();  // values per element: 1 or 2
+    at::Tensor e = idx.div(per, "floor");
+    at::Tensor j = idx.sub(e.mul(per));
+    at::Tensor g = e.div(run, "floor").mul_(stride).add_(offset).add_(e.remainder(run));
+    idx = g.mul_(per).add_(j);
+  }
   at::Tensor x = w.bitwise_xor(idx.mul_(K).bitwise_and_(int64_t(0xffffffffLL)));
   at::Tensor p = x.mul_(M);
   return p.bitwise_xor(srl(p, 32)).sum(at::kLong);
@@ -251,6 +261,7 @@ char* ads_contiguous(const at::Tensor* t, at::Tensor** out) {
 // (moments 1: a non-empty floating tensor), then (digest 1) the digest's
 // device sum reinterpreted as float64 bits.
 char* ads_scalars(const at::Tensor* tp, int32_t moments, int32_t digest,
+                  int64_t run, int64_t stride, int64_t offset,
                   at::Tensor** out) {
   ADS_TRY
   at::NoGradGuard g;
@@ -269,7 +280,9 @@ char* ads_scalars(const at::Tensor* tp, int32_t moments, int32_t digest,
   } else {
     parts.push_back(l1_of(t));
   }
-  if (digest) parts.push_back(digest_sum(t).view(at::kDouble));
+  if (digest) {
+    parts.push_back(digest_sum(t, run, stride, offset).view(at::kDouble));
+  }
   *out = box(at::stack(parts, 0));
   ADS_CATCH
 }
