@@ -2063,3 +2063,44 @@ fn ops_fused_away_by_a_compiled_run_2_exit_0_and_are_counted() {
         (Some(0), Some(3))
     );
 }
+
+/// Issue 26: at many ranks with many verdicts, the opening sentence stays
+/// one short sentence: the first clause, the largest groups (at most three
+/// clauses), then the other groups counted; the index opens with the same.
+#[test]
+fn the_opening_sentence_stays_short_with_many_rank_groups() {
+    let tmp = TempDir::new().unwrap();
+    let (d1, d2) = (tmp.path().join("a"), tmp.path().join("b"));
+    let args = [
+        "--ops",
+        "60",
+        "--ranks",
+        "40",
+        "--perturb",
+        "0.05",
+        "--seed",
+        "3",
+    ];
+    let mut gen: Vec<&OsStr> = vec!["gen".as_ref(), d1.as_os_str(), d2.as_os_str()];
+    gen.extend(args.iter().map(OsStr::new));
+    actdiff(gen, tmp.path().join("unused")).expect(0);
+    let r = compare(&tmp, &d1, &d2, &[]);
+    r.expect(1);
+    let groups = r.summary()["groups"].as_array().unwrap().len();
+    assert!(
+        groups > 3,
+        "{groups} groups: the test needs more than three"
+    );
+    let line = r.stdout.lines().nth(1).unwrap();
+    assert_eq!(line.matches(" first at ").count(), 3, "{line}");
+    let rest = format!("and {} more groups (", groups - 3);
+    assert!(
+        line.contains(&rest) && line.ends_with("summary.json `groups`)."),
+        "{line}"
+    );
+    let index = std::fs::read_to_string(r.out.join("index.html")).unwrap();
+    assert!(
+        index.contains(&rest),
+        "the index opens with the same sentence"
+    );
+}

@@ -108,7 +108,7 @@ pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precisio
 }
 
 /// Appends one block: the `[key]` line, the field lines in the reference's
-/// order with the digest lines after `Input hashes` (contract 1), the extra
+/// order with the digest lines after `Input hashes` (docs/log-format.md), the extra
 /// NaN/Inf count lines (only when non-zero) after them, and an empty line.
 /// Floats are printed in `precision`.
 pub fn write_block(out: &mut Vec<u8>, r: &Record, precision: Precision) {

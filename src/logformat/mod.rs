@@ -56,7 +56,8 @@ impl Precision {
     }
 }
 
-/// The header line of a full-precision log (contract 1 of the plan).
+/// The header line of a full-precision log (docs/log-format.md,
+/// "Full-precision logs and digests").
 pub const PRECISION_FULL_LINE: &str = "Precision: full";
 
 /// The label of the header line that names the `torch.compile` backend a

@@ -1,6 +1,6 @@
 //! Comparing the values of two paired rows: relative differences, hash-list
 //! comparison under a tolerance, per-stat differences, and a pair's verdict
-//! on its values ([`judge_pair`]: whether it agrees, whether the output
+//! on its values ([`judge_values`]: whether it agrees, whether the output
 //! differs or is in one run only). The row's status is chosen from that
 //! verdict by the judging step (`judge.rs`), which adds `truncated`,
 //! `missing` and the digests' verdict.
@@ -359,7 +359,7 @@ pub struct PairVerdict {
 /// The printed values are read once; when they are the same text on both
 /// sides (most pairs of runs that agree), NaN agrees with NaN and the stats
 /// do not gate, every comparison above agrees without reading a number.
-pub fn judge_pair(
+pub fn judge_values(
     t1: &OpTable,
     r1: usize,
     t2: &OpTable,

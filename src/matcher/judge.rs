@@ -52,7 +52,7 @@ impl<'a> Judge<'a> {
     pub(super) fn pair(&self, r1: usize, r2: usize, strategy: Strategy) -> MatchRow {
         let [t1, t2] = self.settings.t;
         let rp = self.settings.pair(r1, r2);
-        let (status, flags) = judge_pair(t1, r1, t2, r2, &rp, self.compared);
+        let (status, flags) = pair_status(t1, r1, t2, r2, &rp, self.compared);
         MatchRow {
             row1: r1 as u32,
             row2: r2 as u32,
@@ -131,7 +131,7 @@ pub(super) fn tally(rows: &[MatchRow], policy: &Policy) -> (Counts, Vec<u64>) {
 /// block is cut short, `missing` when the Output hash is in one run only,
 /// else `match` or `diff` on the compared fields, and with digests on both
 /// sides, the digests' verdict.
-fn judge_pair(
+fn pair_status(
     t1: &OpTable,
     r1: usize,
     t2: &OpTable,
@@ -142,7 +142,7 @@ fn judge_pair(
     let mut flags = row_flags(rp)
         | nonfinite_flag(t1, r1, ROW_NONFINITE1)
         | nonfinite_flag(t2, r2, ROW_NONFINITE2);
-    let v = compare::judge_pair(t1, r1, t2, r2, &rp.opts, compared);
+    let v = compare::judge_values(t1, r1, t2, r2, &rp.opts, compared);
     if v.output_differs {
         flags |= ROW_OUT_DIFF;
     }

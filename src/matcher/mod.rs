@@ -4,7 +4,8 @@
 //! exact key, fuzzy key, stats; `shared/spec/matching.md`), each a hash-index
 //! lookup, never a scan: within a pass, side 1 is walked in file order and
 //! each unpaired row takes the first unclaimed side-2 row with an equal pass
-//! key. Each pair then gets a [`Status`] from [`compare::judge_pair`].
+//! key. Each pair then gets a [`Status`] in `judge` (`pair_status`: truncated,
+//! missing, or match/diff from [`compare::judge_values`], the values' verdict).
 //!
 //! actdiff adds two rules the reference lacks, neither of which changes a
 //! golden row: where both logs record phases, the exact, fuzzy and stats

@@ -300,7 +300,7 @@ fn values_over_64_kib_and_block_fields_read_back() {
     );
 }
 
-/// A full-precision capture with digests (contract 1 of the log-format
+/// A full-precision capture with digests (docs/log-format.md, the log-format
 /// additions): `Precision: full` in the header, digest lines after the
 /// Input hashes.
 const FULL: &str = "Total captured activations: 2

@@ -714,11 +714,48 @@ fn status_words(status: Status, name1: &str, name2: &str) -> String {
 }
 
 /// `0`, `0 and 2`, `0, 2 and 3`.
+/// Ascending ranks as parts: each run of at least `min_run` consecutive
+/// ranks as a range `8–11`, every other rank alone (`[0, 1, 2, 5]` with
+/// `min_run` 2 → `0–2`, `5`).
+pub fn rank_ranges(v: &[u32], min_run: usize) -> Vec<String> {
+    let mut s: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j].wrapping_add(1) {
+            j += 1;
+        }
+        if j + 1 - i >= min_run.max(2) {
+            s.push(format!("{}–{}", v[i], v[j]));
+        } else {
+            s.extend(v[i..=j].iter().map(u32::to_string));
+        }
+        i = j + 1;
+    }
+    s
+}
+
+/// The most parts a rank list names before it counts the rest.
+const RANK_LIST_PARTS: usize = 6;
+
+/// The most clauses the opening sentence holds; further rank groups are
+/// counted ("and N more groups (M ranks)").
+const HEADLINE_CLAUSES: usize = 3;
+
+/// Ascending ranks in words: `0, 2 and 5`; three or more consecutive ranks
+/// as a range `8–11`; beyond [`RANK_LIST_PARTS`] parts, the first ones and
+/// the count (`0, 2, 4, 6, 8, … (2048 ranks)`), so that a list stays short
+/// at any rank count.
 fn and_list(v: &[u32]) -> String {
-    let s: Vec<String> = v.iter().map(u32::to_string).collect();
+    let s = rank_ranges(v, 3);
     match s.len() {
         0 => String::new(),
         1 => s[0].clone(),
+        n if n > RANK_LIST_PARTS => format!(
+            "{}, … ({} ranks)",
+            s[..RANK_LIST_PARTS - 1].join(", "),
+            v.len()
+        ),
         n => format!("{} and {}", s[..n - 1].join(", "), s[n - 1]),
     }
 }
@@ -827,9 +864,10 @@ impl Summary {
                 _ => format!("`{cause_key}` ({cause})"),
             })
         };
-        let mut parts: Vec<String> = Vec::new();
+        // Clauses with the number of ranks each speaks for.
+        let mut parts: Vec<(usize, String)> = Vec::new();
         let mut via: Vec<(Vec<u32>, String)> = Vec::new();
-        let mut other: Vec<String> = Vec::new();
+        let mut other: Vec<(usize, String)> = Vec::new();
         for g in &groups {
             let Some(first) = ranks.iter().find(|r| r.rank == g.ranks[0]) else {
                 continue;
@@ -838,14 +876,17 @@ impl Summary {
                 continue;
             }
             if let Some(w) = what(first) {
-                parts.push(format!(
-                    "{} {} first at {w}",
-                    rank_word(&g.ranks),
-                    if g.ranks.len() == 1 {
-                        "diverges"
-                    } else {
-                        "diverge"
-                    }
+                parts.push((
+                    g.ranks.len(),
+                    format!(
+                        "{} {} first at {w}",
+                        rank_word(&g.ranks),
+                        if g.ranks.len() == 1 {
+                            "diverges"
+                        } else {
+                            "diverge"
+                        }
+                    ),
                 ));
             } else if g.verdict.starts_with("receive") {
                 let v = g.verdict.trim_start_matches("receive the change ");
@@ -857,28 +898,59 @@ impl Summary {
                     }
                     _ => String::new(),
                 };
-                other.push(format!(
-                    "{} {} first at `{}`{only}",
-                    rank_word(&g.ranks),
-                    if g.ranks.len() == 1 {
-                        "diverges"
-                    } else {
-                        "diverge"
-                    },
-                    f.key()
+                other.push((
+                    g.ranks.len(),
+                    format!(
+                        "{} {} first at `{}`{only}",
+                        rank_word(&g.ranks),
+                        if g.ranks.len() == 1 {
+                            "diverges"
+                        } else {
+                            "diverge"
+                        },
+                        f.key()
+                    ),
                 ));
             }
         }
         let had_cause = !parts.is_empty();
         parts.extend(other);
         parts.extend(via.into_iter().map(|(r, v)| {
-            format!(
-                "{} {} {} {v}",
-                rank_word(&r),
-                if r.len() == 1 { "receives" } else { "receive" },
-                if had_cause { "that change" } else { "a change" }
+            (
+                r.len(),
+                format!(
+                    "{} {} {} {v}",
+                    rank_word(&r),
+                    if r.len() == 1 { "receives" } else { "receive" },
+                    if had_cause { "that change" } else { "a change" }
+                ),
             )
         }));
+        let mut rest = None;
+        if parts.len() > HEADLINE_CLAUSES {
+            // The first clause (where the run diverges first), then the
+            // largest groups, in sentence order; the others counted.
+            let mut by_size: Vec<usize> = (1..parts.len()).collect();
+            by_size.sort_by_key(|&i| std::cmp::Reverse(parts[i].0));
+            let mut keep: Vec<usize> = std::iter::once(0)
+                .chain(by_size.into_iter().take(HEADLINE_CLAUSES - 1))
+                .collect();
+            keep.sort_unstable();
+            let left: Vec<&(usize, String)> = (0..parts.len())
+                .filter(|i| !keep.contains(i))
+                .map(|i| &parts[i])
+                .collect();
+            let ranks: usize = left.iter().map(|p| p.0).sum();
+            rest = Some(format!(
+                "{} more group{} ({ranks} rank{}; summary.json `groups`)",
+                left.len(),
+                if left.len() == 1 { "" } else { "s" },
+                if ranks == 1 { "" } else { "s" },
+            ));
+            parts = keep.into_iter().map(|i| parts[i].clone()).collect();
+        }
+        let mut parts: Vec<String> = parts.into_iter().map(|p| p.1).collect();
+        parts.extend(rest);
         match parts.len() {
             0 => None,
             1 => Some(format!("{}.", parts[0])),
@@ -969,5 +1041,22 @@ pub mod statics {
                     .ok_or_else(|| D::Error::custom(format!("unknown field `{s}`")))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::and_list;
+
+    #[test]
+    fn rank_lists_stay_short_at_any_rank_count() {
+        assert_eq!(and_list(&[]), "");
+        assert_eq!(and_list(&[3]), "3");
+        assert_eq!(and_list(&[0, 2, 3]), "0, 2 and 3");
+        assert_eq!(and_list(&[0, 1, 2, 3, 7]), "0–3 and 7");
+        let all: Vec<u32> = (0..4096).collect();
+        assert_eq!(and_list(&all), "0–4095");
+        let even: Vec<u32> = (0..4096).step_by(2).collect();
+        assert_eq!(and_list(&even), "0, 2, 4, 6, 8, … (2048 ranks)");
     }
 }

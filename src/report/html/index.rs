@@ -244,21 +244,7 @@ struct IndexCtx<'a> {
 
 /// `0, 1, 2, 5` → `0–2, 5`.
 fn rank_list(ranks: &[u32]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < ranks.len() {
-        let mut j = i;
-        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
-            j += 1;
-        }
-        out.push(if j > i {
-            format!("{}–{}", ranks[i], ranks[j])
-        } else {
-            ranks[i].to_string()
-        });
-        i = j + 1;
-    }
-    out.join(", ")
+    crate::report::summary::rank_ranges(ranks, 2).join(", ")
 }
 
 /// Groups the ranks of one side by their excluded-ops list; `other` is the
