@@ -167,7 +167,7 @@ class Layouts:
         place in the whole tensor cannot be stated (so that no digest
         indexed by its own elements is ever combined)."""
         g = self.tag(t)
-        if g is not None and g.shard is not None and self.digest_index(t) is None:
+        if g is not None and g.shard is not None and self._place(t) is None:
             return _Tag(UNKNOWN, g.shape, None)
         return g
 
@@ -180,23 +180,27 @@ class Layouts:
         g = self._written(t)
         if g is None:
             return None
-        return f"{g.token} [{', '.join(str(int(s)) for s in g.shape)}]"
+        line = f"{g.token} [{', '.join(str(int(s)) for s in g.shape)}]"
+        p = self._place(t)
+        if p is not None:
+            offset = [0] * len(p[2])
+            offset[p[0]] = p[1]
+            line += f" at [{', '.join(map(str, offset))}]"
+        return line
 
-    def digest_index(self, t):
+    def _place(self, t):
         """For a shard over one mesh dimension (a DTensor or its local
-        tensor), where its elements sit in the whole tensor, as the
-        digest's ``(run, stride, offset)`` (``actdiff::capture::digest::
-        Index``: the local tensor's elements, in row-major order, are runs
-        of ``run`` elements, run ``r`` starting at whole element ``r *
-        stride + offset``); None for anything else. Shards follow
-        ``torch.chunk`` (``Shard``'s split): shard ``c`` starts at ``c *
-        ceil(n / count)``."""
+        tensor): ``(dim, start, local shape, whole shape)``, ``start`` where
+        it begins along ``dim`` in the whole tensor (``torch.chunk``'s
+        split, as ``Shard`` splits: shard ``c`` starts at ``c * ceil(n /
+        count)``); None for anything else or a shard whose place does not
+        add up."""
         g = self.tag(t)
         if g is None or g.shard is None:
             return None
         _, d, count, coord = g.shard
         local = getattr(t, "_local_tensor", t) if self.dtensor is not None and isinstance(t, self.dtensor) else t
-        ls, ws = tuple(local.shape), g.shape
+        ls, ws = tuple(local.shape), tuple(g.shape)
         if coord is None or len(ls) != len(ws) or d >= len(ls):
             return None
         if any(a != b for i, (a, b) in enumerate(zip(ls, ws)) if i != d):
@@ -204,6 +208,19 @@ class Layouts:
         start = coord * -(-ws[d] // count)
         if start + ls[d] > ws[d]:
             return None
+        return d, start, ls, ws
+
+    def digest_index(self, t):
+        """Where shard ``t``'s elements sit in the whole tensor, as the
+        digest's ``(run, stride, offset)`` (``actdiff::capture::digest::
+        Index``: the local tensor's elements, in row-major order, are runs
+        of ``run`` elements, run ``r`` starting at whole element ``r *
+        stride + offset``); None when ``t`` is no shard over one mesh
+        dimension."""
+        p = self._place(t)
+        if p is None:
+            return None
+        d, start, ls, ws = p
         inner = math.prod(ls[d + 1 :])
         return (ls[d] * inner, ws[d] * inner, start * inner)
 

@@ -6,8 +6,8 @@
 //! (`shared/spec` + `docs/log-format.md`, "Layouts"):
 //!
 //! - header `Mesh: dp=2 tp=2` and `Coords: dp=0 tp=1` ([`Mesh`]);
-//! - block `Layout: tp:S(1) [64, 64]` (the stats tensor's placement and
-//!   whole shape), `Output layouts:` and `Input layouts:` (one
+//! - block `Layout: tp:S(1) [64, 64] at [0, 32]` (the stats tensor's
+//!   placement, whole shape and, for a shard, where it starts), `Output layouts:` and `Input layouts:` (one
 //!   [`Placement`] token per hash).
 //!
 //! How ranks combine ([`combine`]): the mesh dimensions on which some
@@ -130,6 +130,10 @@ impl Placement {
 pub struct RowLayout {
     /// `Layout:` the stats tensor's placement and whole shape.
     pub stats: Option<(Placement, Vec<i64>)>,
+    /// `Layout: … at [0, 32]`: where the stats tensor (a shard over one
+    /// mesh dimension) starts in the whole tensor, per dimension; `None`
+    /// when the line does not say.
+    pub offset: Option<Vec<i64>>,
     /// `Output layouts:` one per output hash (empty: all plain).
     pub outputs: Vec<Placement>,
     /// `Input layouts:` one per input hash (empty: all plain).
@@ -150,18 +154,24 @@ pub fn row_layout(block: &[u8]) -> Result<RowLayout, String> {
     };
     for line in text.lines().map(str::trim) {
         if let Some(v) = labelled(line, LAYOUT_LABEL) {
-            let (tok, shape) = v
+            let sizes = |t: &str, what: &str| {
+                t.trim_end_matches(']')
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.parse::<i64>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| format!("layout `{v}`: the {what} is not a list of sizes"))
+            };
+            let (whole, offset) = match v.split_once("] at [") {
+                Some((w, o)) => (w, Some(sizes(o, "offset")?)),
+                None => (v, None),
+            };
+            let (tok, shape) = whole
                 .rsplit_once('[')
                 .ok_or_else(|| format!("layout `{v}` has no [shape]"))?;
-            let shape = shape
-                .trim_end_matches(']')
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| s.parse::<i64>())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| format!("layout `{v}`: the shape is not a list of sizes"))?;
-            r.stats = Some((Placement::parse(tok)?, shape));
+            r.stats = Some((Placement::parse(tok)?, sizes(shape, "shape")?));
+            r.offset = offset;
         } else if let Some(v) = labelled(line, OUTPUT_LAYOUTS_LABEL) {
             r.outputs = list(v)?;
         } else if let Some(v) = labelled(line, INPUT_LAYOUTS_LABEL) {

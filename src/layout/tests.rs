@@ -171,9 +171,19 @@ fn tokens_read() {
         l.inputs,
         vec![Placement::Plain, Placement::Partial(vec!["tp".into()])]
     );
+    assert_eq!(l.offset, None);
+    let l = row_layout(b"  Layout: tp:S(1) [4, 4] at [0, 2]\n").unwrap();
+    assert_eq!(
+        l.stats,
+        Some((Placement::Shard(vec![("tp".into(), 1)]), vec![4, 4]))
+    );
+    assert_eq!(l.offset, Some(vec![0, 2]));
     assert!(row_layout(b"  Layout: tp:S(1) [4, x]\n")
         .unwrap_err()
         .contains("shape"));
+    assert!(row_layout(b"  Layout: tp:S(1) [4, 4] at [0, y]\n")
+        .unwrap_err()
+        .contains("offset"));
 }
 
 #[test]

@@ -63,7 +63,8 @@ def test_logs_declare_the_mesh_and_layouts_the_reference_ignores(runs):
         head = text.split("=" * 80)[0]
         assert "Mesh: tp=2\n" in head and f"Coords: tp={rank}\n" in head
         layout_lines = [ln for ln in text.splitlines() if re.match(r"\s+(Layout|Output layouts|Input layouts):", ln)]
-        assert any("tp:S(1) [64, 64]" in ln for ln in layout_lines)  # wq's column shard
+        # wq's column shard: its whole shape and this rank's offset
+        assert any(ln.strip() == f"Layout: tp:S(1) [64, 64] at [0, {32 * rank}]" for ln in layout_lines)
         assert any(ln.strip() == "Output layouts: tp:P" for ln in layout_lines)  # wo's pending sum
         # The reference comparator's reading rules (spec/log-format.md): a
         # line naming one of its labels sets that field, a stat line
