@@ -186,14 +186,22 @@ def test_eager_against_inductor_pairs_like_with_like(actdiff_bin, tmp_path):
     phase1 = {k: "Phase" in f for k, f in b1}
     phase2 = {k: "Phase" in f for k, f in b2}
     assert all(phase1[row["key1"]] == phase2[row["key2"]] for row in paired)
-    # The model's ops: hashes and L2 norms agree within rtol; only a Mean
-    # may differ more.
+    # The model's ops: hashes and L2 norms agree within rtol. Only the
+    # attention-score bmm's, which multiply two last-digit-different
+    # inputs, may differ more: a Mean near zero by any amount, their Min
+    # and Max by a few ulps of float32 more than rtol (1.2e-4 measured on
+    # one host, below 1e-4 on another).
     loc1 = dict((k, f.get("Location", "")) for k, f in b1)
     model = [row for row in paired if "optim/" not in loc1[row["key1"]]]
     for row in model:
         assert all(v <= 1e-4 for v in row.get("hash_diffs", {}).values()), row
+        scores = "attn/op_0_bmm" in row["key1"]
         over = {k for k, v in row["diffs"].items() if v > 1e-4}
-        assert over <= {"Mean"}, row
+        if scores:
+            over = {k for k in over if k == "L2 norm" or row["diffs"][k] > 1e-3 and k != "Mean"}
+        else:
+            over -= {"Mean"}
+        assert not over, (row["key1"], row["diffs"])
     means = [row["key1"] for row in model if row["status"] == "diff"]
     assert all("attn/op_0_bmm" in k for k in means), means
     assert r.returncode == (1 if any(row["status"] == "diff" for row in paired) else 0)
