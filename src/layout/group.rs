@@ -20,6 +20,9 @@ struct Pending {
     inputs: Option<Vec<f64>>,
     /// Its whole shape (`Layout:`), if stated.
     shape: Option<Vec<i64>>,
+    /// Its combined input digests (empty: not all have a whole-tensor
+    /// digest).
+    input_digests: Vec<u64>,
 }
 
 /// The state of combining one group.
@@ -274,6 +277,15 @@ impl<'a> Group<'a> {
             moments,
         });
         r.output_hashes = hashes;
+        if !scattered && !pending.input_digests.is_empty() {
+            // A completed sum is whole on every rank: its digest is the
+            // reduction's (a reduce-scatter's shards are not whole-indexed).
+            let out: Option<Vec<u64>> = t0.digests(row, Field::OutputDigest).collect();
+            if let Some(out) = out.filter(|o| !o.is_empty()) {
+                r.output_digests = out;
+                r.input_digests = pending.input_digests.clone();
+            }
+        }
         match &pending.inputs {
             Some(v) => r.input_hashes = v.clone(),
             None => self.out.inputs_unknown_keys.push(r.key.clone()),
@@ -333,11 +345,13 @@ impl<'a> Group<'a> {
                 self.by_hash
                     .insert(t0.text(row, Field::OutputHash).into_owned(), idx);
                 self.by_key.insert(key, idx);
+                let input_digests = self.digests(row, Field::InputDigests, &layout.inputs);
                 self.pending.insert(
                     idx,
                     Pending {
                         inputs,
                         shape: layout.stats.as_ref().map(|(_, s)| s.clone()),
+                        input_digests,
                     },
                 );
             }

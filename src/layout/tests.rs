@@ -362,6 +362,9 @@ fn shard_digests_combine_into_the_whole_tensors_digest() {
             recs[0].input_digests = vec![digest::digest(&x)];
             recs[1].output_digests = vec![digest::digest(&[r as f32])];
             recs[1].input_digests = recs[0].output_digests.clone();
+            // The reduction's result (whole on both ranks) and its wrapper.
+            recs[3].output_digests = vec![replica];
+            recs[3].input_digests = vec![replica];
             recs[4].output_digests = vec![replica];
             recs[4].input_digests = vec![replica];
             let path = format!("r/rank_{r}_activations.log");
@@ -377,9 +380,10 @@ fn shard_digests_combine_into_the_whole_tensors_digest() {
     assert_eq!(t.key_str(0), "fc/op_0_mm");
     assert_eq!(d(0, Field::OutputDigest), vec![Some(whole_digest)]);
     assert_eq!(d(0, Field::InputDigests), vec![Some(digest::digest(&x))]);
-    // The pending sum's output has no whole-tensor digest; its input (the
-    // shard) would, but a list is written whole or not at all.
-    assert!(d(1, Field::OutputDigest).is_empty());
+    // The pending sum takes its reduction's digest, and its input (the
+    // shard) the combined one.
+    assert_eq!(d(1, Field::OutputDigest), vec![Some(replica)]);
+    assert_eq!(d(1, Field::InputDigests), d(0, Field::OutputDigest));
     assert_eq!(t.key_str(2), "norm/op_0_mul");
     assert_eq!(d(2, Field::OutputDigest), vec![Some(replica)]);
     // Shard digests by their own indexes would not give the whole's.

@@ -130,7 +130,10 @@ pub(super) fn tally(rows: &[MatchRow], policy: &Policy) -> (Counts, Vec<u64>) {
 /// The status and flags of a pair judged under `rp`: `truncated` when a
 /// block is cut short, `missing` when the Output hash is in one run only,
 /// else `match` or `diff` on the compared fields, and with digests on both
-/// sides, the digests' verdict.
+/// sides, the digests' verdict: equal digests (and Shape text) are a match
+/// whatever the statistics say, since the tensors are bitwise equal and a
+/// statistic that differs only tells how it was computed (a combined
+/// shard's L2 norm, a device's summation order).
 fn pair_status(
     t1: &OpTable,
     r1: usize,
@@ -159,6 +162,10 @@ fn pair_status(
     if let Some(same) = compare::bitwise_identical(t1, r1, t2, r2) {
         if same {
             flags |= ROW_BITWISE;
+            if !v.shape_text_differs {
+                agrees = true;
+                flags &= !ROW_OUT_DIFF;
+            }
         } else if rp.opts.is_bitwise() {
             agrees = false;
             flags |= ROW_OUT_DIFF;

@@ -554,6 +554,21 @@ fn digests_decide_bitwise_identity_and_exact_origins() {
     let same = match_tables(&a, &a, &opts);
     assert_eq!(same.counts().diff, 0);
     assert_eq!(same.bitwise_counts(&a, &a), Some((3, 3)));
+    // Equal digests with a statistic one ulp apart (a whole-tensor L2 norm
+    // combined from shards): bitwise equal tensors match, also under
+    // --bitwise; another Shape with the same digests does not.
+    let l2 =
+        |v: &str| format!("{a0}\nShape: torch.Size([2, 2]), Dtype: torch.float32\nL2 norm: {v}");
+    let c = full_log(&[("x/op_0_mm", &l2("1.2345678901234944e+01"))]);
+    let d = full_log(&[("x/op_0_mm", &l2("1.2345678901234943e+01"))]);
+    let m = match_tables(&c, &d, &opts);
+    assert_eq!(m.rows[0].status, Status::Match);
+    assert!(m.rows[0].has(ROW_BITWISE) && !m.rows[0].has(ROW_OUT_DIFF));
+    let e = full_log(&[(
+        "x/op_0_mm",
+        &l2("1.2345678901234944e+01").replace("[2, 2]", "[4]"),
+    )]);
+    assert_eq!(match_tables(&c, &e, &opts).rows[0].status, Status::Diff);
 }
 
 #[test]

@@ -638,7 +638,15 @@ impl RankGroup {
     pub fn describe(&self) -> String {
         let ranks: Vec<String> = self.ranks.iter().map(|r| r.to_string()).collect();
         match &self.first_divergence {
-            None => format!("ranks {{{}}}: all matched", ranks.join(",")),
+            None if self.diverging == 0 => format!("ranks {{{}}}: all matched", ranks.join(",")),
+            // Differences shown but not gating (an unsynced collective, a
+            // fused-away op, an ignore rule).
+            None => format!(
+                "ranks {{{}}}: no gating difference ({} row{} shown, not gating)",
+                ranks.join(","),
+                self.diverging,
+                if self.diverging == 1 { "" } else { "s" }
+            ),
             Some(k) => format!(
                 "ranks {{{}}}: first divergence {k} ({} differing op{}){}",
                 ranks.join(","),
@@ -1046,7 +1054,22 @@ pub mod statics {
 
 #[cfg(test)]
 mod tests {
-    use super::and_list;
+    use super::{and_list, RankGroup};
+
+    #[test]
+    fn a_group_with_only_non_gating_rows_is_not_all_matched() {
+        let g = |diverging| RankGroup {
+            ranks: vec![0, 1],
+            diverging,
+            first_divergence: None,
+            verdict: "no divergence".into(),
+        };
+        assert_eq!(g(0).describe(), "ranks {0,1}: all matched");
+        assert_eq!(
+            g(1).describe(),
+            "ranks {0,1}: no gating difference (1 row shown, not gating)"
+        );
+    }
 
     #[test]
     fn rank_lists_stay_short_at_any_rank_count() {
