@@ -1116,3 +1116,104 @@ fn unreadable_values_are_marked() {
     assert_eq!(got["marked"], 1, "{got}");
     assert_clean(&b, "unreadable page");
 }
+
+/// Issue 26: at many ranks the index lists rank groups, not ranks, and
+/// loads the table of every rank part by part: its size follows the
+/// groups, it loads fast, and any rank can be found by number.
+#[test]
+fn many_ranks_index_lists_groups_and_finds_any_rank() {
+    let _g = one_at_a_time();
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-many-ranks");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let (a, c, out) = (root.join("a"), root.join("b"), root.join("report"));
+    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
+        .arg("gen")
+        .arg(&a)
+        .arg(&c)
+        .args([
+            "--ops",
+            "150",
+            "--ranks",
+            "600",
+            "--perturb-count",
+            "1",
+            "--seed",
+            "4",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
+        .arg("compare")
+        .arg(&a)
+        .arg(&c)
+        .arg("-o")
+        .arg(&out)
+        .arg("-q")
+        .status()
+        .unwrap();
+    assert_eq!(st.code(), Some(1));
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let groups = summary["groups"].as_array().unwrap().len();
+    assert!(groups > 40, "{groups} groups: more than the index lists");
+    // 600 ranks inlined took about 11 KB each; the groups' lines and eight
+    // sections stay far below that.
+    let index = std::fs::metadata(out.join("index.html")).unwrap().len();
+    assert!(index < 600_000, "index.html: {index} bytes");
+    assert!(out.join("ranks-0.js").is_file() && out.join("ranks-1.js").is_file());
+    assert!(!out.join("ranks-2.js").exists(), "512 ranks a part");
+
+    let b = Browser::start();
+    let t0 = Instant::now();
+    b.open(&out.join("index.html"));
+    b.wait_for("return document.readyState === 'complete'", 10);
+    let status = b.wait_for(
+        "const s = document.getElementById('rk-status').textContent; return s.includes('part 1 of 2') ? s : ''",
+        10,
+    );
+    let load = t0.elapsed();
+    assert!(
+        load < Duration::from_secs(2),
+        "index and part 1 in {load:?}"
+    );
+    assert_eq!(status, "ranks 0–511 (part 1 of 2)");
+    let listed = b.js(
+        "return document.querySelectorAll('table.ranks')[0].tBodies[0].rows.length",
+        vec![],
+    );
+    assert_eq!(listed, json!(40), "40 groups listed");
+    let shown = b.js(
+        "return document.getElementById('rk-body').rows.length",
+        vec![],
+    );
+    assert_eq!(shown, json!(512));
+    // Rank 550 by number: part 2 is loaded, the rank's row marked, its
+    // first diverging row linked to its page and anchor.
+    let go = b.find("#rk-go");
+    b.type_into(&go, "550\u{E007}");
+    b.wait_for(
+        "return document.getElementById('rk-status').textContent.includes('part 2 of 2')",
+        10,
+    );
+    let row = b.js(
+        "const tr = document.getElementById('rk-550'); const a = tr && tr.querySelector('td.fdc a');
+         return tr ? [tr.className, a ? a.getAttribute('href') : ''] : null",
+        vec![],
+    );
+    let fd = &summary["ranks"].as_array().unwrap()[550]["first_divergence"];
+    assert_eq!(summary["ranks"][550]["rank"], 550);
+    let href = format!(
+        "{}#{}",
+        fd["page"].as_str().unwrap(),
+        fd["anchor"].as_str().unwrap()
+    );
+    assert_eq!(row, json!(["diverged hit", href]));
+    let scripts = b.js(
+        "return Array.from(document.querySelectorAll('script[src]')).map(s => s.getAttribute('src'))",
+        vec![],
+    );
+    assert_eq!(scripts, json!(["ranks-0.js", "ranks-1.js"]));
+    assert_clean(&b, "many-rank index");
+}

@@ -8,6 +8,7 @@
 //! | `rank{N}-page{k}.html` | result page `k` (1-based) of rank `N` ([`page`]) |
 //! | `rank{N}-overview.html` | rank `N`'s heatmap ([`overview`]) |
 //! | `rank{N}-keys.js` | rank `N`'s key index for the index's search box ([`keys`]) |
+//! | `ranks-{K}.js` | part `K` (0-based) of the index's full rank table, written when there are too many ranks to list ([`rank_table`]) |
 //!
 //! Rows are addressed as `rank{N}-page{k}.html#rank{N}-row{i}` ([`anchor`]).
 //! The index's script (`templates/index.js`) builds no name itself: each
@@ -45,6 +46,11 @@ pub fn keys(rank: u32) -> String {
     format!("rank{rank}-keys.js")
 }
 
+/// File name of part `part` (0-based) of the index's full rank table.
+pub fn rank_table(part: usize) -> String {
+    format!("ranks-{part}.js")
+}
+
 /// The part of a row anchor before the row index: `rank{N}-row`.
 pub fn anchor_prefix(rank: u32) -> String {
     format!("rank{rank}-row")
@@ -56,10 +62,17 @@ pub fn anchor(rank: u32, index: usize) -> String {
 }
 
 /// Whether `name` is a file a report writes: `index.html`, `summary.json`,
-/// `rank{N}-page{k}.html`, `rank{N}-overview.html`, `rank{N}-keys.js`.
+/// `rank{N}-page{k}.html`, `rank{N}-overview.html`, `rank{N}-keys.js`,
+/// `ranks-{K}.js`.
 pub fn is_report_file(name: &str) -> bool {
     if name == INDEX || name == SUMMARY {
         return true;
+    }
+    if let Some(k) = name
+        .strip_prefix("ranks-")
+        .and_then(|t| t.strip_suffix(".js"))
+    {
+        return !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit());
     }
     let Some(rest) = name.strip_prefix("rank") else {
         return false;
@@ -89,6 +102,8 @@ mod tests {
             "rank12-page300.html",
             "rank3-overview.html",
             "rank7-keys.js",
+            "ranks-0.js",
+            "ranks-12.js",
         ] {
             assert!(is_report_file(yes), "{yes}");
         }
@@ -101,6 +116,8 @@ mod tests {
             "rankA-keys.js",
             "rows.jsonl",
             "rank0-page1.html.bak",
+            "ranks-.js",
+            "ranks-x.js",
         ] {
             assert!(!is_report_file(no), "{no}");
         }
@@ -115,6 +132,7 @@ mod tests {
             page(12, 299),
             overview(3),
             keys(7),
+            rank_table(4),
         ] {
             assert!(is_report_file(&name), "{name}");
         }

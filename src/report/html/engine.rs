@@ -13,7 +13,7 @@ use crate::report::ReportError;
 
 /// The built-in templates: (name, text). Names ending in `.html` are
 /// autoescaped; the CSS and JS are static text included by the pages.
-const TEMPLATES: [(&str, &str); 9] = [
+const TEMPLATES: [(&str, &str); 10] = [
     ("report.css", include_str!("../../../templates/report.css")),
     ("report.js", include_str!("../../../templates/report.js")),
     (
@@ -27,6 +27,7 @@ const TEMPLATES: [(&str, &str); 9] = [
         include_str!("../../../templates/overview.html"),
     ),
     ("index.js", include_str!("../../../templates/index.js")),
+    ("ranks.js", include_str!("../../../templates/ranks.js")),
     (
         "heatmap.html",
         include_str!("../../../templates/heatmap.html"),

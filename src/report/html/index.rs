@@ -26,6 +26,30 @@ const INDEX_WARNINGS: usize = 5;
 /// Duplicate keys listed per side on the index.
 const INDEX_DUPLICATES: usize = 5;
 
+/// Above this many compared ranks the index lists one line per rank group
+/// (its first rank, the group's ranks beside it) and loads the table of
+/// every rank part by part ([`files::rank_table`]), so that its size
+/// follows what differs, not the rank count.
+pub const INDEX_FULL_RANKS: usize = 64;
+
+/// Rank groups listed on such an index: diverging groups first, the
+/// largest first; the others are counted.
+const INDEX_GROUPS: usize = 40;
+
+/// Rank sections (heatmap and causes) on such an index: those of the first
+/// groups listed.
+const INDEX_DETAILS: usize = 8;
+
+/// Ranks per part of the full rank table.
+pub const RANK_TABLE_PART: usize = 512;
+
+/// Logs with input warnings listed on the index (the others are counted).
+const INDEX_WARNING_LOGS: usize = 50;
+
+/// Ranks that could not be compared listed in the index's table (the
+/// others are counted).
+const INDEX_FAILED_RANKS: usize = 50;
+
 /// A page link on the index.
 #[derive(Serialize)]
 struct PageLink<'a> {
@@ -68,6 +92,9 @@ struct RankRow<'a> {
     keys: String,
     /// The rank has a section below the table (heatmap or causes).
     detail: bool,
+    /// On an index of rank groups: the group's ranks (`12 ranks: 0–3,
+    /// 8–15`); "" otherwise.
+    group: String,
 }
 
 /// An origin or entry in a rank's table on the index.
@@ -227,12 +254,18 @@ struct IndexCtx<'a> {
     searchable: bool,
     /// The rank the search box starts on (the first diverging one).
     search_rank: u32,
-    /// Compared ranks and ranks of one run only, by rank number.
+    /// Compared ranks and ranks of one run only, by rank number; on an
+    /// index of rank groups, one line per group listed.
     ranks: Vec<RankRow<'a>>,
-    ranks_only1: &'a [u32],
-    ranks_only2: &'a [u32],
+    /// Ranks of one run only, as a short list (`0–3, 7`).
+    ranks_only1: String,
+    ranks_only2: String,
+    /// The index lists rank groups ([`INDEX_FULL_RANKS`]).
+    grouped: Option<Grouped>,
     excluded: Vec<Excluded<'a>>,
     warnings: Vec<SideWarnings<'a>>,
+    /// Logs with input warnings not listed.
+    more_warnings: usize,
     /// The first [`INDEX_RUN_WARNINGS`] of [`Summary::warnings`].
     run_warnings: &'a [String],
     /// Run warnings not listed.
@@ -240,6 +273,105 @@ struct IndexCtx<'a> {
     unused: Vec<Unused<'a>>,
     /// What was combined across parallel layouts.
     layouts: Vec<String>,
+}
+
+/// What an index of rank groups says about them, and where its full rank
+/// table is.
+#[derive(Serialize)]
+struct Grouped {
+    /// Compared ranks.
+    ranks: usize,
+    /// Rank groups in all.
+    groups: usize,
+    /// Groups not listed, and their ranks.
+    more_groups: usize,
+    more_ranks: usize,
+    /// Ranks that could not be compared, not listed.
+    more_failed: usize,
+    /// The full rank table's parts: file names, and each part's first rank.
+    parts: Vec<String>,
+    starts: Vec<u32>,
+}
+
+/// One rank of the full rank table (`ranks-K.js`), short names to keep the
+/// parts small: `r`/`r2` rank numbers, `e` entries per run, `c` counts per
+/// status (the index's columns), `d` diverged, `fd` the first diverging
+/// row (`[text, href]`, href "" when on no page), `fc` the first cause in
+/// words, `p` its first page files, `np` its pages.
+#[derive(Serialize)]
+struct RankLine<'a> {
+    r: u32,
+    r2: u32,
+    e: [usize; 2],
+    c: Vec<u64>,
+    d: bool,
+    fd: Option<(String, String)>,
+    fc: Option<String>,
+    p: Vec<&'a str>,
+    np: usize,
+}
+
+/// Pages a rank line links to; more are counted.
+const RANK_LINE_PAGES: usize = 12;
+
+fn rank_line<'a>(r: &'a RankSummary, n1: &str, n2: &str) -> RankLine<'a> {
+    let fd = r.first_divergence.as_ref().map(|f| {
+        let l = row_link(f);
+        let text = if l.key2.is_empty() {
+            l.key1.to_string()
+        } else {
+            format!("{} ↔ {}", l.key1, l.key2)
+        };
+        (format!("{text} ({})", f.status.as_str()), l.href)
+    });
+    let fc = r
+        .root_causes
+        .first_cause
+        .as_ref()
+        .map(|c| format!("{} {}", c.kind.as_str(), c.row.key()));
+    RankLine {
+        r: r.rank,
+        r2: r.rank2,
+        e: [r.run1.entries, r.run2.entries],
+        c: status_counts(&r.counts, n1, n2)
+            .iter()
+            .map(|c| c.n)
+            .collect(),
+        d: r.diverged(),
+        fd,
+        fc,
+        p: r.pages
+            .iter()
+            .take(RANK_LINE_PAGES)
+            .map(|p| p.file.as_str())
+            .collect(),
+        np: r.pages.len(),
+    }
+}
+
+/// Writes the full rank table, [`RANK_TABLE_PART`] ranks per file
+/// (`actdiffRanks(K, [...]);`, loaded by a script element, so it works
+/// from file://). Returns the file names and each part's first rank.
+fn write_rank_table(summary: &Summary, dir: &Path) -> Result<(Vec<String>, Vec<u32>), ReportError> {
+    let (n1, n2) = (summary.name1.as_str(), summary.name2.as_str());
+    let mut ranks: Vec<&RankSummary> = summary.ranks.iter().collect();
+    ranks.sort_by_key(|r| r.rank);
+    let mut names = Vec::new();
+    let mut starts = Vec::new();
+    for (k, part) in ranks.chunks(RANK_TABLE_PART).enumerate() {
+        let lines: Vec<RankLine> = part.iter().map(|r| rank_line(r, n1, n2)).collect();
+        let json = serde_json::to_string(&lines).map_err(|e| ReportError::Io {
+            path: dir.join(files::rank_table(k)),
+            message: e.to_string(),
+        })?;
+        // `</script>` cannot appear: the file is a script of its own.
+        let text = format!("actdiffRanks({k}, {json});\n");
+        let path = dir.join(files::rank_table(k));
+        std::fs::write(&path, text).map_err(|e| ReportError::io(&path, e))?;
+        names.push(files::rank_table(k));
+        starts.push(part[0].rank);
+    }
+    Ok((names, starts))
 }
 
 /// `0, 1, 2, 5` → `0–2, 5`.
@@ -315,90 +447,182 @@ fn key_index(dir: &Path, rank: u32) -> String {
     }
 }
 
+/// Rank `r`'s line in the index table; with `detail`, its section below
+/// the table too (the heatmap, read from its overview page, and causes).
+fn rank_row<'a>(
+    r: &'a RankSummary,
+    (n1, n2): (&str, &str),
+    opts: &ReportOptions,
+    detail: bool,
+) -> Result<RankRow<'a>, ReportError> {
+    let overview = if detail {
+        read_overview(&opts.out_dir, r.rank)?
+    } else {
+        String::new()
+    };
+    let causes = if detail {
+        cause_rows(&r.root_causes)
+    } else {
+        Vec::new()
+    };
+    let listed = r
+        .root_causes
+        .causes
+        .iter()
+        .filter(|c| c.kind != CauseKind::ViaCollective)
+        .count() as u64;
+    Ok(RankRow {
+        rank: r.rank,
+        rank2: r.rank2,
+        only: "",
+        failed: String::new(),
+        entries1: r.run1.entries,
+        entries2: r.run2.entries,
+        counts: status_counts(&r.counts, n1, n2)
+            .iter()
+            .map(|c| c.n)
+            .collect(),
+        diverged: r.diverged(),
+        incomplete: r.incomplete(),
+        first_divergence: r.first_divergence.as_ref().map(row_link),
+        first_cause: cause_link(&r.root_causes),
+        shown_note: shown_note(r),
+        pages: r
+            .pages
+            .iter()
+            .enumerate()
+            .map(|(k, p)| PageLink {
+                file: &p.file,
+                n: k + 1,
+                first: p.first_row + 1,
+                end: p.end_row,
+                // Pages of diverging rows only hold rows k–j of
+                // the rows shown, not result rows k–j.
+                title: if r.html_filtered {
+                    format!(
+                        "diverging rows {}–{} of the {} shown",
+                        p.first_row + 1,
+                        p.end_row,
+                        r.html_rows
+                    )
+                } else {
+                    format!("rows {}–{}", p.first_row, p.end_row.saturating_sub(1))
+                },
+            })
+            .collect(),
+        more_causes: if detail {
+            r.root_causes.cause_count.saturating_sub(listed)
+        } else {
+            0
+        },
+        detail: !causes.is_empty() || !overview.is_empty(),
+        causes,
+        overview,
+        keys: key_index(&opts.out_dir, r.rank),
+        group: String::new(),
+    })
+}
+
+/// The lines of an index of rank groups: the first rank of each group
+/// listed (diverging groups first, the largest first), the group's ranks
+/// beside it, sections for the first [`INDEX_DETAILS`]; and what is not
+/// listed.
+fn group_rows<'a>(
+    summary: &'a Summary,
+    opts: &ReportOptions,
+) -> Result<(Vec<RankRow<'a>>, Grouped), ReportError> {
+    let names = (summary.name1.as_str(), summary.name2.as_str());
+    let groups = Summary::group_ranks(&summary.ranks);
+    let by_rank: std::collections::HashMap<u32, &RankSummary> =
+        summary.ranks.iter().map(|r| (r.rank, r)).collect();
+    let mut order: Vec<(&RankSummary, &crate::report::summary::RankGroup)> = groups
+        .iter()
+        .filter_map(|g| Some((*by_rank.get(&g.ranks[0])?, g)))
+        .collect();
+    order.sort_by_key(|(r, g)| (!r.diverged(), std::cmp::Reverse(g.ranks.len())));
+    let mut rows = Vec::new();
+    for (i, (r, g)) in order.iter().take(INDEX_GROUPS).enumerate() {
+        let mut row = rank_row(r, names, opts, i < INDEX_DETAILS)?;
+        let parts = crate::report::summary::rank_ranges(&g.ranks, 2);
+        row.group = format!(
+            "{} rank{}: {}{}",
+            g.ranks.len(),
+            if g.ranks.len() == 1 { "" } else { "s" },
+            parts[..parts.len().min(8)].join(", "),
+            if parts.len() > 8 { ", …" } else { "" }
+        );
+        rows.push(row);
+    }
+    let left = &order[order.len().min(INDEX_GROUPS)..];
+    let (parts, starts) = write_rank_table(summary, &opts.out_dir)?;
+    Ok((
+        rows,
+        Grouped {
+            ranks: summary.ranks.len(),
+            groups: order.len(),
+            more_groups: left.len(),
+            more_ranks: left.iter().map(|(_, g)| g.ranks.len()).sum(),
+            more_failed: summary
+                .ranks_failed
+                .len()
+                .saturating_sub(INDEX_FAILED_RANKS),
+            parts,
+            starts,
+        },
+    ))
+}
+
 /// Writes `index.html`: the verdict, counts per status, one table line per
 /// rank (with its first diverging row and page links), excluded ops, input
-/// warnings, one-sided ranks and unused overrides.
+/// warnings, one-sided ranks and unused overrides. Above
+/// [`INDEX_FULL_RANKS`] compared ranks, one line per rank group instead,
+/// and the table of every rank in parts ([`files::rank_table`]) that the
+/// index loads on demand.
 pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
     let (n1, n2) = (summary.name1.as_str(), summary.name2.as_str());
-    let mut ranks: Vec<RankRow> = summary
-        .ranks
-        .iter()
-        .map(|r| -> Result<RankRow, ReportError> {
-            let overview = read_overview(&opts.out_dir, r.rank)?;
-            let causes = cause_rows(&r.root_causes);
-            let listed = r
-                .root_causes
-                .causes
-                .iter()
-                .filter(|c| c.kind != CauseKind::ViaCollective)
-                .count() as u64;
-            Ok(RankRow {
-                rank: r.rank,
-                rank2: r.rank2,
-                only: "",
-                failed: String::new(),
-                entries1: r.run1.entries,
-                entries2: r.run2.entries,
-                counts: status_counts(&r.counts, n1, n2)
-                    .iter()
-                    .map(|c| c.n)
-                    .collect(),
-                diverged: r.diverged(),
-                incomplete: r.incomplete(),
-                first_divergence: r.first_divergence.as_ref().map(row_link),
-                first_cause: cause_link(&r.root_causes),
-                shown_note: shown_note(r),
-                pages: r
-                    .pages
-                    .iter()
-                    .enumerate()
-                    .map(|(k, p)| PageLink {
-                        file: &p.file,
-                        n: k + 1,
-                        first: p.first_row + 1,
-                        end: p.end_row,
-                        // Pages of diverging rows only hold rows k–j of
-                        // the rows shown, not result rows k–j.
-                        title: if r.html_filtered {
-                            format!(
-                                "diverging rows {}–{} of the {} shown",
-                                p.first_row + 1,
-                                p.end_row,
-                                r.html_rows
-                            )
-                        } else {
-                            format!("rows {}–{}", p.first_row, p.end_row.saturating_sub(1))
-                        },
-                    })
-                    .collect(),
-                more_causes: r.root_causes.cause_count.saturating_sub(listed),
-                detail: !causes.is_empty() || !overview.is_empty(),
-                causes,
-                overview,
-                keys: key_index(&opts.out_dir, r.rank),
-            })
-        })
-        .collect::<Result<_, _>>()?;
-    // Ranks of one run only, in the table too, in rank-number order.
-    for (only, list) in [
-        ("only1", &summary.ranks_only1),
-        ("only2", &summary.ranks_only2),
-    ] {
-        ranks.extend(list.iter().map(|&rank| RankRow {
-            rank,
-            rank2: rank,
-            only,
-            ..RankRow::default()
-        }));
+    let grouped_index = summary.ranks.len() > INDEX_FULL_RANKS;
+    let (mut ranks, grouped) = if grouped_index {
+        let (rows, g) = group_rows(summary, opts)?;
+        (rows, Some(g))
+    } else {
+        let rows = summary
+            .ranks
+            .iter()
+            .map(|r| rank_row(r, (n1, n2), opts, true))
+            .collect::<Result<Vec<_>, _>>()?;
+        (rows, None)
+    };
+    // Ranks of one run only, in the table too, in rank-number order (on
+    // an index of groups, in the list above the table only).
+    if !grouped_index {
+        for (only, list) in [
+            ("only1", &summary.ranks_only1),
+            ("only2", &summary.ranks_only2),
+        ] {
+            ranks.extend(list.iter().map(|&rank| RankRow {
+                rank,
+                rank2: rank,
+                only,
+                ..RankRow::default()
+            }));
+        }
     }
     // Ranks that could not be compared, with why.
-    ranks.extend(summary.ranks_failed.iter().map(|f| RankRow {
-        rank: f.rank,
-        rank2: f.rank,
-        failed: f.errors.join("; "),
-        ..RankRow::default()
-    }));
-    ranks.sort_by_key(|r| r.rank);
+    ranks.extend(
+        summary
+            .ranks_failed
+            .iter()
+            .take(INDEX_FAILED_RANKS)
+            .map(|f| RankRow {
+                rank: f.rank,
+                rank2: f.rank,
+                failed: f.errors.join("; "),
+                ..RankRow::default()
+            }),
+    );
+    if !grouped_index {
+        ranks.sort_by_key(|r| r.rank);
+    }
     let search_rank = ranks
         .iter()
         .find(|r| !r.keys.is_empty() && r.diverged)
@@ -422,6 +646,8 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
             key2: b,
         }));
     }
+    let more_warnings = warnings.len().saturating_sub(INDEX_WARNING_LOGS);
+    warnings.truncate(INDEX_WARNING_LOGS);
     let ctx = IndexCtx {
         name1: n1,
         name2: n2,
@@ -436,10 +662,12 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         searchable: search_rank.is_some(),
         search_rank: search_rank.unwrap_or(0),
         ranks,
-        ranks_only1: &summary.ranks_only1,
-        ranks_only2: &summary.ranks_only2,
+        ranks_only1: rank_list(&summary.ranks_only1),
+        ranks_only2: rank_list(&summary.ranks_only2),
+        grouped,
         excluded: excl,
         warnings,
+        more_warnings,
         run_warnings: &summary.warnings[..summary.warnings.len().min(INDEX_RUN_WARNINGS)],
         more_run_warnings: summary.warnings.len().saturating_sub(INDEX_RUN_WARNINGS),
         unused,
