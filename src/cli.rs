@@ -181,9 +181,11 @@ pub struct CompareArgs {
     /// it only the rows that are not `match` (`all`: always every row).
     #[arg(long, value_name = "N|all", default_value = "200000")]
     pub html_rows: HtmlRows,
-    /// Size budget of each rank's HTML pages in MiB (0: none). Over it the
-    /// pages hold only the diverging rows, then the first of them that fit.
-    /// Default: 256, and none with `--html-rows all`.
+    /// Size budget of the report's HTML pages in MiB, shared out over the
+    /// ranks (0: none). Over a rank's share its pages hold the diverging
+    /// rows with two rows of context each, then only the diverging rows,
+    /// then the first of them that fit. Default: 256, and none with
+    /// `--html-rows all`.
     #[arg(long, value_name = "MB")]
     pub html_budget_mb: Option<u64>,
     /// Result rows per HTML page.

@@ -2104,3 +2104,63 @@ fn the_opening_sentence_stays_short_with_many_rank_groups() {
         "the index opens with the same sentence"
     );
 }
+
+/// Issue 26: the HTML budget is the report's, shared out over its ranks:
+/// over a rank's share its pages hold the diverging rows with two rows of
+/// context each, the folder stays within the budget (summary.json apart,
+/// which stays complete) and the index says what was left out.
+#[test]
+fn the_html_budget_is_shared_over_the_ranks_with_context_rows() {
+    let tmp = TempDir::new().unwrap();
+    let (d1, d2) = (tmp.path().join("a"), tmp.path().join("b"));
+    let args = [
+        "--ops",
+        "300",
+        "--ranks",
+        "200",
+        "--perturb-count",
+        "3",
+        "--seed",
+        "5",
+    ];
+    let mut gen: Vec<&OsStr> = vec!["gen".as_ref(), d1.as_os_str(), d2.as_os_str()];
+    gen.extend(args.iter().map(OsStr::new));
+    actdiff(gen, tmp.path().join("unused")).expect(0);
+    let r = compare(&tmp, &d1, &d2, &["--html-budget-mb", "8"]);
+    r.expect(1);
+    let mut html = 0;
+    for e in std::fs::read_dir(&r.out).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap() != "summary.json" {
+            html += std::fs::metadata(&p).unwrap().len();
+        }
+    }
+    assert!(html <= 8 << 20, "{html} bytes of HTML over an 8 MiB budget");
+    let s = r.summary();
+    let rank = &s["ranks"][7];
+    assert_eq!(rank["html_filtered"], true);
+    let shown = rank["html_rows"].as_u64().unwrap();
+    assert!(
+        (4..=15).contains(&shown),
+        "3 diverging rows and their context: {shown}"
+    );
+    let index = std::fs::read_to_string(r.out.join("index.html")).unwrap();
+    assert!(
+        index.contains("with 2 rows of context each"),
+        "the index says so"
+    );
+    assert!(index.contains("--html-rows all"));
+    let page = std::fs::read_to_string(r.out.join("rank7-page1.html")).unwrap();
+    assert!(page.contains("the diverging ones with 2 rows of context each"));
+    // The default budget (256 MiB) holds every row of this report.
+    let tmp2 = TempDir::new().unwrap();
+    let r = compare(&tmp2, &d1, &d2, &[]);
+    r.expect(1);
+    assert_eq!(r.summary()["ranks"][7]["html_filtered"], false);
+    assert!(
+        std::fs::read_to_string(r.out.join("rank7-page1.html"))
+            .unwrap()
+            .len()
+            > 100_000
+    );
+}

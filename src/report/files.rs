@@ -8,6 +8,7 @@
 //! | `rank{N}-page{k}.html` | result page `k` (1-based) of rank `N` ([`page`]) |
 //! | `rank{N}-overview.html` | rank `N`'s heatmap ([`overview`]) |
 //! | `rank{N}-keys.js` | rank `N`'s key index for the index's search box ([`keys`]) |
+//! | `report.css`, `report.js` | the result and overview pages' stylesheet and script, written once per folder ([`STYLESHEET`], [`PAGE_SCRIPT`]) |
 //! | `ranks-{K}.js` | part `K` (0-based) of the index's full rank table, written when there are too many ranks to list ([`rank_table`]) |
 //!
 //! Rows are addressed as `rank{N}-page{k}.html#rank{N}-row{i}` ([`anchor`]).
@@ -21,6 +22,14 @@ pub const INDEX: &str = "index.html";
 
 /// The machine-readable summary.
 pub const SUMMARY: &str = "summary.json";
+
+/// The stylesheet the result and overview pages link (written once per
+/// report folder, not into every page: at thousands of ranks that copy was
+/// about half the folder).
+pub const STYLESHEET: &str = "report.css";
+
+/// The script the result pages load (written once per report folder).
+pub const PAGE_SCRIPT: &str = "report.js";
 
 /// File name of result page `page` (0-based) of rank `rank`:
 /// [`page_prefix`], the 1-based page number, [`PAGE_SUFFIX`].
@@ -63,9 +72,9 @@ pub fn anchor(rank: u32, index: usize) -> String {
 
 /// Whether `name` is a file a report writes: `index.html`, `summary.json`,
 /// `rank{N}-page{k}.html`, `rank{N}-overview.html`, `rank{N}-keys.js`,
-/// `ranks-{K}.js`.
+/// `ranks-{K}.js`, `report.css`, `report.js`.
 pub fn is_report_file(name: &str) -> bool {
-    if name == INDEX || name == SUMMARY {
+    if name == INDEX || name == SUMMARY || name == STYLESHEET || name == PAGE_SCRIPT {
         return true;
     }
     if let Some(k) = name
@@ -104,6 +113,8 @@ mod tests {
             "rank7-keys.js",
             "ranks-0.js",
             "ranks-12.js",
+            "report.css",
+            "report.js",
         ] {
             assert!(is_report_file(yes), "{yes}");
         }
@@ -133,6 +144,8 @@ mod tests {
             overview(3),
             keys(7),
             rank_table(4),
+            STYLESHEET.to_string(),
+            PAGE_SCRIPT.to_string(),
         ] {
             assert!(is_report_file(&name), "{name}");
         }

@@ -89,9 +89,12 @@ pub struct ReportOptions {
     /// it they hold only the rows that are not `match`. `None`: always every
     /// row (`--html-rows all`).
     pub html_rows: Option<usize>,
-    /// Size budget of one rank's pages, in bytes (estimated before writing):
-    /// over it the pages hold only the diverging rows, and if that is still
-    /// too much, the first ones that fit. `None`: no budget.
+    /// Size budget of one rank's report, in bytes (estimated before
+    /// writing; the comparison sets it to the rank's share of the report's
+    /// budget, [`rank_budget`]): over it the pages hold only the diverging
+    /// rows with [`CONTEXT_ROWS`] rows of context each, then only the
+    /// diverging rows, and if that is still too much, the first ones that
+    /// fit. `None`: no budget.
     pub html_budget: Option<u64>,
 }
 
@@ -120,8 +123,40 @@ pub const DEFAULT_PAGE_ROWS: usize = 500;
 /// Default of [`ReportOptions::html_rows`].
 pub const DEFAULT_HTML_ROWS: usize = 200_000;
 
-/// Default of [`ReportOptions::html_budget`], in MiB.
+/// Default of the report's HTML size budget (`--html-budget-mb`), in MiB:
+/// the whole report folder's pages, shared out over its ranks
+/// ([`rank_budget`]).
 pub const DEFAULT_HTML_BUDGET_MB: u64 = 256;
+
+/// Matching rows shown before and after each diverging row when the size
+/// budget leaves no room for every row.
+pub const CONTEXT_ROWS: usize = 2;
+
+/// What a rank's report costs besides its result rows, in bytes: its
+/// overview page (the heatmap: 16 KB for a 2-layer model of 300 ops) and a
+/// result page's own markup (about 2 KB), with headroom; the stylesheet
+/// and script are one file each per folder.
+const RANK_FIXED_BYTES: u64 = 24_000;
+
+/// One rank's share of a report-wide HTML budget of `budget` bytes over
+/// `ranks` ranks: what [`ReportOptions::html_budget`] is set to for each
+/// rank (at least what a rank costs besides its rows).
+pub fn rank_budget(budget: u64, ranks: usize) -> u64 {
+    (budget / ranks.max(1) as u64).max(RANK_FIXED_BYTES)
+}
+
+/// Result rows `rows` (ascending) with up to [`CONTEXT_ROWS`] neighbours
+/// each, of `total` rows, ascending without repeats.
+fn with_context(rows: &[u32], total: usize) -> Vec<u32> {
+    let mut out: Vec<u32> = Vec::with_capacity(rows.len() * (2 * CONTEXT_ROWS + 1));
+    for &r in rows {
+        let lo = (r as usize).saturating_sub(CONTEXT_ROWS) as u32;
+        let hi = ((r as usize + CONTEXT_ROWS).min(total.saturating_sub(1))) as u32;
+        let start = out.last().map_or(lo, |&l| lo.max(l + 1));
+        out.extend(start..=hi);
+    }
+    out
+}
 
 /// Estimated HTML bytes of one result row: both sides' texts, plus markup.
 fn row_html_estimate(rc: &RankComparison<'_>, index: usize) -> u64 {
@@ -149,8 +184,9 @@ pub struct PagePlan {
 impl PagePlan {
     /// Every row when the rank has at most `opts.html_rows` rows (or it is
     /// `None`), else only the rows that are not `match`; then, if the
-    /// estimated HTML exceeds `opts.html_budget`, only the diverging rows,
-    /// and if still over, the first of them that fit.
+    /// estimated HTML exceeds `opts.html_budget`, the diverging rows with
+    /// their context, else only the diverging rows, and if still over, the
+    /// first of them that fit.
     pub fn new(rc: &RankComparison<'_>, opts: &ReportOptions) -> PagePlan {
         let m = rc.matches;
         let total = m.rows.len();
@@ -168,8 +204,9 @@ impl PagePlan {
         };
         let mut cut = None;
         if let Some(budget) = opts.html_budget {
-            // Leave a tenth for the index, the key index and estimate error.
-            let budget = budget / 10 * 9;
+            // Leave a tenth for the index, the key index and estimate
+            // error, and what the rank costs besides its rows.
+            let budget = (budget / 10 * 9).saturating_sub(RANK_FIXED_BYTES);
             let over = |rows: &mut dyn Iterator<Item = usize>| -> Option<usize> {
                 let mut sum = 0u64;
                 for (k, i) in rows.enumerate() {
@@ -181,7 +218,13 @@ impl PagePlan {
                 None
             };
             if shown.is_none() && over(&mut (0..total)).is_some() {
-                shown = Some(diverging());
+                let d = diverging();
+                let c = with_context(&d, total);
+                shown = Some(if over(&mut c.iter().map(|i| *i as usize)).is_none() {
+                    c
+                } else {
+                    d
+                });
             }
             if let Some(s) = shown.as_mut() {
                 if let Some(k) = over(&mut s.iter().map(|i| *i as usize)) {
@@ -345,11 +388,12 @@ mod tests {
         // A budget that fits one row estimate: diverging rows only, cut to the first.
         let one = row_html_estimate(&rc, 1);
         // (the plan keeps a tenth of the budget for the index)
-        let tight = plan(None, 1, Some((one + 10) * 10 / 9 + 10));
+        let budget = |rows: u64| (rows + RANK_FIXED_BYTES) * 10 / 9 + 10;
+        let tight = plan(None, 1, Some(budget(one + 10)));
         assert!(tight.is_filtered());
         assert_eq!((tight.len(), tight.cut_from()), (1, Some(2)));
         assert_eq!(tight.row(0), 1);
-        let roomy = plan(None, 1, Some(10 * one));
+        let roomy = plan(None, 1, Some(budget(10 * one)));
         assert!(!roomy.is_filtered());
         assert_eq!(roomy.cut_from(), None);
 
@@ -372,5 +416,50 @@ mod tests {
         assert!(page2.contains("rank0-row3"));
         assert!(page2.contains("showing 2 diverging rows of 5; all rows: --html-rows all"));
         assert!(!page2.contains("rank0-row2\""), "match rows are left out");
+    }
+
+    /// Over the budget, the diverging rows keep [`CONTEXT_ROWS`] rows of
+    /// context each when that fits; a report-wide budget is shared out.
+    #[test]
+    fn budget_keeps_context_around_diverging_rows() {
+        let h: Vec<String> = (0..12).map(|i| (i + 1).to_string()).collect();
+        let mut h2 = h.clone();
+        h2[6] = "99".into();
+        h2[11] = "98".into();
+        let a = log(&h.iter().map(String::as_str).collect::<Vec<_>>());
+        let b = log(&h2.iter().map(String::as_str).collect::<Vec<_>>());
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        let rc = RankComparison {
+            rank1: 0,
+            rank2: 0,
+            t1: &a,
+            t2: &b,
+            matches: &m,
+        };
+        let one = row_html_estimate(&rc, 0);
+        let plan = |rows: u64| {
+            let o = ReportOptions {
+                html_budget: Some((rows * one + RANK_FIXED_BYTES) * 10 / 9 + 10),
+                ..Default::default()
+            };
+            PagePlan::new(&rc, &o)
+        };
+        let c = plan(9);
+        assert!(c.is_filtered());
+        let shown: Vec<usize> = (0..c.len()).map(|k| c.row(k)).collect();
+        assert_eq!(
+            shown,
+            vec![4, 5, 6, 7, 8, 9, 10, 11],
+            "two rows each side, clipped at the end"
+        );
+        let d = plan(3);
+        assert_eq!(
+            (0..d.len()).map(|k| d.row(k)).collect::<Vec<_>>(),
+            vec![6, 11]
+        );
+        assert!(!plan(14).is_filtered(), "every row fits");
+        assert_eq!(with_context(&[0, 1, 9], 10), vec![0, 1, 2, 3, 7, 8, 9]);
+        assert_eq!(rank_budget(256 << 20, 4096), 65_536);
+        assert_eq!(rank_budget(1 << 20, 4096), RANK_FIXED_BYTES);
     }
 }

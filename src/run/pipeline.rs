@@ -918,7 +918,14 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         Some(_) => RowsOut::Jsonl,
         None => RowsOut::None,
     };
-    let done = match compare_ranks(&plan, cfg, &rows_out) {
+    // The HTML budget is the report's: each rank gets its share, over
+    // every rank of the run (so the parts of a sharded compare share it).
+    let mut rank_cfg = cfg.clone();
+    rank_cfg.report.html_budget = cfg
+        .report
+        .html_budget
+        .map(|b| report::rank_budget(b, run.pairs.len()));
+    let done = match compare_ranks(&plan, &rank_cfg, &rows_out) {
         Ok(d) => d,
         Err(e) => {
             errors.push(e);

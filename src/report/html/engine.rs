@@ -35,6 +35,12 @@ const TEMPLATES: [(&str, &str); 10] = [
     ("steps.html", include_str!("../../../templates/steps.html")),
 ];
 
+/// The text of built-in template `name` (the stylesheet and page script
+/// are written as files of their own).
+pub(super) fn static_text(name: &str) -> Option<&'static str> {
+    TEMPLATES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
 /// HTML escaping for text and quoted attribute values: `& < > " '`.
 /// (Tera's default also escapes `/`, which only bloats keys and paths.)
 fn escape(s: &str) -> String {

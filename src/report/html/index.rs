@@ -9,8 +9,8 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::parts::{
-    cause_link, excluded, row_link, shown_note, status_counts, CauseLink, Excluded, RowLink,
-    StatusCount,
+    cause_link, excluded, left_out_note, row_link, shown_note, status_counts, CauseLink, Excluded,
+    RowLink, StatusCount,
 };
 use super::{engine, overview};
 use crate::matcher::cause::CauseKind;
@@ -262,6 +262,8 @@ struct IndexCtx<'a> {
     ranks_only2: String,
     /// The index lists rank groups ([`INDEX_FULL_RANKS`]).
     grouped: Option<Grouped>,
+    /// What the pages leave out, and how to get it ([`left_out_note`]).
+    left_out: String,
     excluded: Vec<Excluded<'a>>,
     warnings: Vec<SideWarnings<'a>>,
     /// Logs with input warnings not listed.
@@ -575,9 +577,9 @@ fn group_rows<'a>(
 /// Writes `index.html`: the verdict, counts per status, one table line per
 /// rank (with its first diverging row and page links), excluded ops, input
 /// warnings, one-sided ranks and unused overrides. Above
-/// [`INDEX_FULL_RANKS`] compared ranks, one line per rank group instead,
-/// and the table of every rank in parts ([`files::rank_table`]) that the
-/// index loads on demand.
+/// `INDEX_FULL_RANKS` (64) compared ranks, one line per rank group
+/// instead, and the table of every rank in parts ([`files::rank_table`])
+/// that the index loads on demand.
 pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
     let (n1, n2) = (summary.name1.as_str(), summary.name2.as_str());
     let grouped_index = summary.ranks.len() > INDEX_FULL_RANKS;
@@ -665,6 +667,7 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         ranks_only1: rank_list(&summary.ranks_only1),
         ranks_only2: rank_list(&summary.ranks_only2),
         grouped,
+        left_out: left_out_note(&summary.ranks),
         excluded: excl,
         warnings,
         more_warnings,

@@ -34,8 +34,11 @@ struct PageCtx<'a> {
     /// Rows on all pages of the rank (fewer than `total_rows` when only the
     /// diverging rows are shown).
     shown_rows: usize,
-    /// Only the diverging rows are shown.
+    /// Only the diverging rows (with their context) are shown.
     filtered: bool,
+    /// What the rows shown are: `diverging rows`, or `rows` when they
+    /// include the diverging rows' context.
+    shown_what: &'static str,
     /// "showing 31,880 diverging rows of 3,264,458; ..." when the pages hold only diverging rows.
     shown_note: String,
     prev: String,
@@ -68,6 +71,28 @@ struct Section {
     rows: usize,
 }
 
+/// Writes the pages' stylesheet and script ([`files::STYLESHEET`],
+/// [`files::PAGE_SCRIPT`]) into `dir` unless they are there: through a
+/// temporary file and a rename, so ranks written in parallel never see half
+/// a file.
+fn write_assets(dir: &std::path::Path) -> Result<(), ReportError> {
+    for name in [files::STYLESHEET, files::PAGE_SCRIPT] {
+        let path = dir.join(name);
+        if path.is_file() {
+            continue;
+        }
+        let text = engine::static_text(name).expect("a built-in template");
+        let tmp = dir.join(format!(
+            ".{name}.{}.{:?}.tmp",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::write(&tmp, text).map_err(|e| ReportError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| ReportError::io(&path, e))?;
+    }
+    Ok(())
+}
+
 /// Writes the result pages of one rank; returns the pages written.
 ///
 /// Rows `[k·page_rows, (k+1)·page_rows)` go to page `k`
@@ -82,6 +107,7 @@ pub fn write_rank_pages(
     progress: &dyn PageProgress,
 ) -> Result<Vec<PageRef>, ReportError> {
     engine::engine()?;
+    write_assets(&opts.out_dir)?;
     let n = plan.len();
     let per = plan.page_rows;
     let pages = plan.pages();
@@ -169,6 +195,11 @@ fn write_page(
         total_rows: rc.matches.rows.len(),
         shown_rows: plan.len(),
         filtered: plan.is_filtered(),
+        shown_what: if plan.len() as u64 > s.counts.total() - s.counts.matched {
+            "rows"
+        } else {
+            "diverging rows"
+        },
         shown_note: shown_note(s),
         prev: if k > 0 { file(k - 1) } else { String::new() },
         next: file(k + 1),

@@ -203,9 +203,51 @@ pub(super) fn shown_note(s: &RankSummary) -> String {
     if !s.html_filtered {
         return String::new();
     }
+    if s.html_rows as u64 > s.counts.total() - s.counts.matched {
+        return format!(
+            "showing {} rows of {}: the diverging ones with {} rows of context each (HTML size budget, --html-budget-mb); all rows: --html-rows all",
+            thousands(s.html_rows as u64),
+            thousands(s.counts.total()),
+            crate::report::CONTEXT_ROWS
+        );
+    }
     format!(
         "showing {} diverging rows of {}; all rows: --html-rows all",
         thousands(s.html_rows as u64),
         thousands(s.counts.total())
+    )
+}
+
+/// The index's banner when some rank's pages leave rows out ("" when none
+/// does): how many, and how to get every row.
+pub(super) fn left_out_note(ranks: &[RankSummary]) -> String {
+    let filtered = ranks.iter().filter(|r| r.html_filtered).count();
+    if filtered == 0 {
+        return String::new();
+    }
+    let context = ranks
+        .iter()
+        .filter(|r| r.html_filtered && r.html_rows as u64 > r.counts.total() - r.counts.matched)
+        .count();
+    let cut = ranks.iter().filter(|r| r.html_cut_from.is_some()).count();
+    let mut how = Vec::new();
+    if context > 0 {
+        how.push(format!(
+            "{context} with {} rows of context each",
+            crate::report::CONTEXT_ROWS
+        ));
+    }
+    if cut > 0 {
+        how.push(format!("{cut} only the first of them"));
+    }
+    format!(
+        "The pages of {filtered} of {} rank{} hold only their diverging rows{}, to keep the report within its size budget (--html-budget-mb) or --html-rows: every row on the pages with --html-rows all, every row machine-readable with --rows (JSON Lines or Parquet); summary.json is complete.",
+        ranks.len(),
+        if ranks.len() == 1 { "" } else { "s" },
+        if how.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", how.join("; "))
+        }
     )
 }

@@ -514,8 +514,11 @@ fn unreadable_values_are_marked() {
         "the differing hash is coloured"
     );
     assert!(row["s"][1][col("Min")].is_string());
-    // The page script draws the mark, its title and (report.css) its marker.
-    assert!(html.contains("cls ? cls + \" unreadable\" : \"unreadable\""));
-    assert!(html.contains("\"unreadable value: not compared\""));
-    assert!(html.contains("td.unreadable::after"));
+    // The page script (report.js, written beside the page once) draws the
+    // mark and its title, and report.css its marker.
+    assert!(html.contains("<script src=\"report.js\"></script>"));
+    let js = read(dir.path(), "report.js");
+    assert!(js.contains("cls ? cls + \" unreadable\" : \"unreadable\""));
+    assert!(js.contains("\"unreadable value: not compared\""));
+    assert!(read(dir.path(), "report.css").contains("td.unreadable::after"));
 }
