@@ -546,6 +546,7 @@ fn compare_config(a: &CompareArgs, shard: Option<run::ShardPart>) -> Result<Comp
         allow_incomplete: a.allow_incomplete,
         allow_duplicates: a.allow_duplicates,
         no_combine: a.no_combine,
+        step: None,
         jobs: a.jobs.map(usize::from),
         quiet: a.quiet,
         strict: a.strict,

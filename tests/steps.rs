@@ -354,3 +354,98 @@ fn gen_writes_step_series_that_diverge_where_asked() {
         .collect();
     assert_eq!(by_rank, vec![4, 4, 4]);
 }
+
+/// `--rows` of a step series: one file with every (step, rank)'s rows, each
+/// row carrying its step, as JSON Lines and as Parquet (a `step` column);
+/// the rows per (step, rank) and the gating rows agree with summary.json.
+#[test]
+fn rows_of_a_step_series_carry_their_step() {
+    use arrow_array::Array;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let d = TempDir::new().unwrap();
+    series(d.path(), 3, 2);
+    let out = d.path().join("rep");
+    let jsonl = d.path().join("rows.jsonl");
+    actdiff()
+        .arg("compare")
+        .arg(d.path().join("a"))
+        .arg(d.path().join("b"))
+        .arg("-o")
+        .arg(&out)
+        .arg("--rows")
+        .arg(&jsonl)
+        .arg("-q")
+        .assert()
+        .code(1);
+    let s = summary(&out);
+    let mut per: std::collections::BTreeMap<(u64, u64), u64> = Default::default();
+    let mut steps_seen = Vec::new();
+    for line in std::fs::read_to_string(&jsonl).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let step = v["step"].as_u64().expect("every row has its step");
+        if steps_seen.last() != Some(&step) {
+            steps_seen.push(step);
+        }
+        *per.entry((step, v["rank"].as_u64().unwrap())).or_default() += 1;
+    }
+    assert_eq!(steps_seen, vec![1, 2, 3], "in step order");
+    for r in s["ranks"].as_array().unwrap() {
+        let total: u64 = ["match", "diff", "only1", "only2", "truncated", "missing"]
+            .iter()
+            .map(|k| r["counts"][k].as_u64().unwrap())
+            .sum();
+        let key = (r["step"].as_u64().unwrap(), r["rank"].as_u64().unwrap());
+        assert_eq!(per.get(&key), Some(&total), "step {} rank {}", key.0, key.1);
+    }
+    assert_eq!(per.len(), 6);
+    // No step's own rows file is left behind.
+    for step in 1..=3 {
+        let dir = out.join(format!("step_{step}"));
+        assert!(!dir.join(".rows-step.jsonl").exists());
+    }
+
+    let pq = d.path().join("rows.parquet");
+    actdiff()
+        .arg("compare")
+        .arg(d.path().join("a"))
+        .arg(d.path().join("b"))
+        .arg("-o")
+        .arg(d.path().join("rep2"))
+        .arg("--rows")
+        .arg(&pq)
+        .arg("-q")
+        .assert()
+        .code(1);
+    let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&pq).unwrap())
+        .unwrap()
+        .build()
+        .unwrap();
+    let (mut rows, mut gating_by_step) = (0u64, std::collections::BTreeMap::<u64, u64>::new());
+    for b in reader {
+        let b = b.unwrap();
+        let step = b
+            .column_by_name("step")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::UInt64Array>()
+            .unwrap()
+            .clone();
+        let gates = b
+            .column_by_name("gates")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow_array::BooleanArray>()
+            .unwrap()
+            .clone();
+        assert_eq!(step.null_count(), 0);
+        for i in 0..b.num_rows() {
+            *gating_by_step.entry(step.value(i)).or_default() += gates.value(i) as u64;
+        }
+        rows += b.num_rows() as u64;
+    }
+    assert_eq!(rows, per.values().sum::<u64>());
+    // Step 1 agrees; rank 1 parts at step 2, both ranks at step 3.
+    assert_eq!(gating_by_step.get(&1).copied().unwrap_or(0), 0);
+    assert_eq!(gating_by_step[&2], 3);
+    assert_eq!(gating_by_step[&3], 6);
+}

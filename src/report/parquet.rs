@@ -30,7 +30,10 @@
 //! `gates` bool (the row fails the run), `cause` utf8 (`origin`, `entry`,
 //! `inherited`, `inherited_below_print`, `inherited_untraced`,
 //! `via_collective`, `unsynced`, as in `summary.json`; null for rows
-//! without a cause class).
+//! without a cause class), `step` u64 (the training step of a step
+//! series' row, [`crate::run::steps`]; null for a single-step compare).
+//! A step series' rows are one file, the steps' files joined in step
+//! order ([`concat()`]).
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -142,6 +145,7 @@ pub fn schema() -> SchemaRef {
     }
     cols.push(f("gates", DataType::Boolean, false));
     cols.push(f("cause", text_codes(DataType::UInt8), true));
+    cols.push(f("step", DataType::UInt64, true));
     Arc::new(Schema::new(cols))
 }
 
@@ -153,7 +157,7 @@ fn text_codes(key: DataType) -> DataType {
 }
 
 /// The integer columns stored delta-encoded and uncompressed.
-const DELTA_INTEGERS: [&str; 6] = ["rank", "rank2", "row", "line1", "line2", "layer"];
+const DELTA_INTEGERS: [&str; 7] = ["rank", "rank2", "row", "line1", "line2", "layer", "step"];
 
 /// The difference columns: [`Field::DIFF_STATS`] in order, then the hashes.
 const DIFF_COLUMNS: [&str; 7] = [
@@ -210,9 +214,10 @@ impl ParquetRows {
         &self.path
     }
 
-    /// Writes every result row of `rc`: batches of [`BATCH_ROWS`], a window
-    /// of one batch per worker thread built in parallel, then sent in order.
-    pub fn write_rank(&self, rc: &RankComparison<'_>) -> Result<(), String> {
+    /// Writes every result row of `rc` (of training step `step` in a step
+    /// series): batches of [`BATCH_ROWS`], a window of one batch per worker
+    /// thread built in parallel, then sent in order.
+    pub fn write_rank(&self, rc: &RankComparison<'_>, step: Option<u64>) -> Result<(), String> {
         let n = rc.matches.rows.len();
         let tx = self
             .tx
@@ -225,7 +230,7 @@ impl ParquetRows {
             let starts: Vec<usize> = (w..(w + window).min(n)).step_by(BATCH_ROWS).collect();
             let batches: Vec<_> = starts
                 .into_par_iter()
-                .map(|s| self.batch(rc, s..(s + BATCH_ROWS).min(n)))
+                .map(|s| self.batch(rc, s..(s + BATCH_ROWS).min(n), step))
                 .collect();
             for b in batches {
                 let b = b.map_err(|e| e.to_string())?;
@@ -255,6 +260,7 @@ impl ParquetRows {
         &self,
         rc: &RankComparison<'_>,
         range: std::ops::Range<usize>,
+        step: Option<u64>,
     ) -> Result<RecordBatch, arrow_schema::ArrowError> {
         let m = rc.matches;
         let (t1, t2) = (rc.t1, rc.t2);
@@ -343,8 +349,44 @@ impl ParquetRows {
                     .map(cause_code)
             }),
         )?));
+        cols.push(Arc::new(optional::<UInt64Type>(len, |_| step)));
         RecordBatch::try_new(self.schema.clone(), cols)
     }
+}
+
+/// Joins row files written by [`ParquetRows`] into one file `out`, in the
+/// order given (a step series' steps): their record batches read back and
+/// written with the same settings. `out` is written through a temporary
+/// file beside it and renamed, so it is never half written. Errors name
+/// the file.
+pub fn concat(parts: &[PathBuf], out: &Path) -> Result<(), String> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ArrowWriter;
+    let tmp = out.with_extension("parquet.tmp");
+    let write = || -> Result<(), String> {
+        let file = File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        let mut w = ArrowWriter::try_new(BufWriter::new(file), schema(), Some(writer_properties()))
+            .map_err(|e| format!("{}: {e}", tmp.display()))?;
+        for p in parts {
+            let f = File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let reader = ParquetRecordBatchReaderBuilder::try_new(f)
+                .and_then(|b| b.with_batch_size(BATCH_ROWS).build())
+                .map_err(|e| format!("{}: {e}", p.display()))?;
+            for batch in reader {
+                let batch = batch.map_err(|e| format!("{}: {e}", p.display()))?;
+                w.write(&batch)
+                    .map_err(|e| format!("{}: {e}", tmp.display()))?;
+            }
+        }
+        w.close().map_err(|e| format!("{}: {e}", tmp.display()))?;
+        Ok(())
+    };
+    let res = write()
+        .and_then(|()| std::fs::rename(&tmp, out).map_err(|e| format!("{}: {e}", out.display())));
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res
 }
 
 /// `second`, or `first` itself where the two hold the same values (and
@@ -1051,7 +1093,7 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let w = ParquetRows::create(&dir.path().join("r.parquet")).unwrap();
-        let out = w.batch(&rc, 0..m.rows.len()).unwrap();
+        let out = w.batch(&rc, 0..m.rows.len(), None).unwrap();
         (out, m.exact_keys_equal)
     }
 
@@ -1129,8 +1171,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("rows.parquet");
         let w = ParquetRows::create(&p).unwrap();
-        let built = w.batch(&rc, 0..m.rows.len()).unwrap();
-        w.write_rank(&rc).unwrap();
+        let built = w.batch(&rc, 0..m.rows.len(), None).unwrap();
+        w.write_rank(&rc, None).unwrap();
         w.finish().unwrap();
         // The same-text flag and the equal exact keys only spare reading
         // the logs: without them (the slow path, every field and both keys
@@ -1147,7 +1189,7 @@ mod tests {
         };
         let dir2 = tempfile::tempdir().unwrap();
         let w2 = ParquetRows::create(&dir2.path().join("slow.parquet")).unwrap();
-        assert_eq!(w2.batch(&slow, 0..m.rows.len()).unwrap(), built);
+        assert_eq!(w2.batch(&slow, 0..m.rows.len(), None).unwrap(), built);
         drop(w2);
         let read: Vec<RecordBatch> =
             parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
@@ -1378,7 +1420,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("rows.parquet");
         let w = ParquetRows::create(&p).unwrap();
-        w.write_rank(&rc).unwrap();
+        w.write_rank(&rc, None).unwrap();
         w.finish().unwrap();
         let reader = SerializedFileReader::new(File::open(&p).unwrap()).unwrap();
         let group = reader.metadata().row_group(0);

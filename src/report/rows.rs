@@ -19,6 +19,9 @@ use crate::parser::Field;
 
 #[derive(Serialize)]
 struct Row<'a> {
+    /// The training step of a step series' row; omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    step: Option<u64>,
     rank: u32,
     key1: Option<std::borrow::Cow<'a, str>>,
     key2: Option<std::borrow::Cow<'a, str>>,
@@ -39,11 +42,13 @@ struct Row<'a> {
 }
 
 /// Writes every result row of `rc` to `w`, one JSON object per line.
-/// Besides the fields above, `notes` (when any) explains the row and
-/// `tolerance` names the rule or default that judged it.
+/// Besides the fields above, `notes` (when any) explains the row,
+/// `tolerance` names the rule or default that judged it, and `step` (first,
+/// only in a step series) the training step the row is of.
 pub fn write_rows(
     rc: &RankComparison<'_>,
     names: (&str, &str),
+    step: Option<u64>,
     w: &mut impl Write,
 ) -> std::io::Result<()> {
     let m = rc.matches;
@@ -65,6 +70,7 @@ pub fn write_rows(
             }
         }
         let row = Row {
+            step,
             rank: rc.rank1,
             key1: r.r1().map(|i| rc.t1.key_str(i)),
             key2: r.r2().map(|i| rc.t2.key_str(i)),

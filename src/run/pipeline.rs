@@ -59,6 +59,9 @@ pub struct CompareConfig {
     /// `--no-combine`: compare the shard logs of runs of different
     /// parallel layouts rank by rank ([`super::layouts`]).
     pub no_combine: bool,
+    /// The training step this compare is of, in a step series
+    /// ([`super::steps`]): its `--rows` rows carry it.
+    pub step: Option<u64>,
 }
 
 /// One part of a sharded compare: which, and the options recorded in its
@@ -401,7 +404,8 @@ fn write_rows_tmp(rc: &RankComparison<'_>, cfg: &CompareConfig) -> Result<PathBu
     File::create(&tmp)
         .and_then(|f| {
             let mut w = BufWriter::new(f);
-            report::rows::write_rows(rc, (&cfg.report.name1, &cfg.report.name2), &mut w)?;
+            let names = (cfg.report.name1.as_str(), cfg.report.name2.as_str());
+            report::rows::write_rows(rc, names, cfg.step, &mut w)?;
             w.flush()
         })
         .map(|()| tmp.clone())
@@ -501,7 +505,7 @@ fn compare_rank(
         || report::write_rank_with_progress(&rc, &cfg.report, progress),
         || match rows_out {
             RowsOut::Parquet(w) => w
-                .write_rank(&rc)
+                .write_rank(&rc, cfg.step)
                 .map_err(|e| format!("{}: {e}", w.path().display())),
             _ => Ok(()),
         },
@@ -748,9 +752,9 @@ pub fn assemble(
     }
 }
 
-/// Joins the ranks' `--rows` parts into the `--rows` file, in rank order,
-/// and removes them.
-fn join_rows(rows: &Path, parts: &[PathBuf]) -> Result<(), String> {
+/// Joins the ranks' (or a step series' steps') `--rows` JSON Lines parts
+/// into the `--rows` file, in the order given, and removes them.
+pub(super) fn join_rows(rows: &Path, parts: &[PathBuf]) -> Result<(), String> {
     let res = File::create(rows).and_then(|f| {
         let mut w = BufWriter::new(f);
         for tmp in parts {

@@ -185,14 +185,53 @@ struct StepDone {
     summary: Summary,
 }
 
+/// Where step `s`'s `--rows` rows go before the series joins them: a
+/// hidden file of the step's report folder, of the `--rows` file's format.
+fn step_rows(cfg: &CompareConfig, s: u64, rows: &Path) -> PathBuf {
+    let name = if report::parquet::is_parquet_path(rows) {
+        ".rows-step.parquet"
+    } else {
+        ".rows-step.jsonl"
+    };
+    cfg.report
+        .out_dir
+        .join(format!("{STEP_DIR_PREFIX}{s}"))
+        .join(name)
+}
+
+/// Joins the steps' `--rows` files (in step order) into the `--rows` file:
+/// JSON Lines concatenated, Parquet files read back and written as one.
+fn join_step_rows(cfg: &CompareConfig, steps: &[u64]) -> Result<(), String> {
+    let Some(rows) = &cfg.rows else {
+        return Ok(());
+    };
+    let parts: Vec<PathBuf> = steps
+        .iter()
+        .map(|s| step_rows(cfg, *s, rows))
+        .filter(|p| p.is_file())
+        .collect();
+    if report::parquet::is_parquet_path(rows) {
+        let r = report::parquet::concat(&parts, rows);
+        for p in &parts {
+            let _ = std::fs::remove_file(p);
+        }
+        r
+    } else {
+        super::pipeline::join_rows(rows, &parts)
+    }
+}
+
 /// The config of step `s`: the runs' step folders and the report folder
 /// `OUT/step_S`; `pages` false leaves the step's pages without rows (its
-/// summary is complete). `--rows` is refused before (no step column yet).
+/// summary is complete). Its `--rows` rows carry the step and go to
+/// [`step_rows`], joined by the series.
 fn step_config(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -> CompareConfig {
     let mut c = cfg.clone();
     c.run1 = p1.to_path_buf();
     c.run2 = p2.to_path_buf();
     c.quiet = true;
+    c.step = Some(s);
+    c.rows = cfg.rows.as_ref().map(|r| step_rows(cfg, s, r));
     c.report.out_dir = cfg.report.out_dir.join(format!("{STEP_DIR_PREFIX}{s}"));
     c.report.path1 = p1.display().to_string();
     c.report.path2 = p2.display().to_string();
@@ -236,9 +275,6 @@ fn compare_step(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) 
 /// Returns the exit status over every step.
 pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs) -> i32 {
     let mut errors = Vec::new();
-    if cfg.rows.is_some() {
-        errors.push("--rows with step series: not supported yet (no step column); compare one step folder of each run".to_string());
-    }
     if cfg.shard.is_some() {
         errors.push("--shard with step series: not supported yet; compare one step folder of each run, or shard each step".to_string());
     }
@@ -329,7 +365,9 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
         let i = done.iter().position(|d| d.step == f).expect("compared");
         done[i] = compare_step(cfg, f, p1, p2, true);
     }
-    let summary = join(
+    let compared: Vec<u64> = done.iter().map(|d| d.step).collect();
+    let rows = join_step_rows(cfg, &compared);
+    let mut summary = join(
         cfg,
         done,
         (steps_only1, steps_only2),
@@ -337,6 +375,14 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
         warnings,
         no_step,
     );
+    if let Err(e) = rows {
+        summary.input_errors.push(e);
+        summary.exit_status = exit_codes::INPUT_ERROR;
+        summary.verdict = report::steps::verdict(
+            &summary,
+            summary.series.as_ref().expect("a step series' summary"),
+        );
+    }
     write_outputs(cfg, summary, outs)
 }
 
