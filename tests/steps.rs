@@ -120,6 +120,17 @@ fn names_the_first_diverging_step_and_each_ranks_own() {
         "{index}"
     );
     assert!(index.contains("href=\"step_3/index.html\""));
+    // A diverging cell is shaded by its largest gating relative difference,
+    // and says it.
+    let rd = own["ranks"][1]["root_causes"]["largest_rel_diff"]
+        .as_f64()
+        .unwrap();
+    let shade = actdiff::report::html::gate_shade(Some(rd));
+    assert!(
+        index.contains(&format!("<td class=gate style=\"{shade}\"><a href=\"step_3/index.html\" title=\"step 3, rank 1: 3 gating rows; largest relative difference")),
+        "{index}"
+    );
+    assert_ne!(shade, actdiff::report::html::gate_shade(Some(1e-7)));
     // JUnit: one case per (step, rank); steps 3-5 of rank 1 fail.
     let x = std::fs::read_to_string(&junit).unwrap();
     assert_eq!(x.matches("<testcase ").count(), 10, "{x}");

@@ -68,4 +68,4 @@ mod tests;
 pub use engine::prepare;
 pub use index::write_index;
 pub use page::write_rank_pages;
-pub use steps::{loss_svg, write_steps_index};
+pub use steps::{gate_shade, loss_svg, write_steps_index};

@@ -1,6 +1,7 @@
 //! The index page of a step-series comparison (`templates/steps.html`):
 //! the verdict, the two runs' loss curves, and a step × rank strip whose
-//! cells link to each step's own report.
+//! cells link to each step's own report; a diverging cell is shaded by its
+//! largest gating relative difference ([`gate_shade`]).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -39,8 +40,25 @@ struct Cell {
     step: u64,
     /// `gate`, `soft`, `ok` or `none`.
     class: &'static str,
+    /// A diverging cell's background (numbers only), "" otherwise.
+    style: String,
     title: String,
     link: String,
+}
+
+/// The background of a diverging cell of largest gating relative
+/// difference `rd` (`None`: not a number, e.g. a one-sided row): on the
+/// report's colour scale ([`crate::report::colour::diff_scale`], 1e-8 to
+/// 1e-1 and above), from light red to dark red; dark red without a number.
+pub fn gate_shade(rd: Option<f64>) -> String {
+    let t = rd.map_or(1.0, crate::report::colour::diff_scale);
+    let mix = |light: f64, dark: f64| (light + (dark - light) * t).round() as u8;
+    format!(
+        "background:rgb({},{},{})",
+        mix(250.0, 150.0),
+        mix(190.0, 0.0),
+        mix(190.0, 0.0)
+    )
 }
 
 /// Writes the series index of `s` (a [`Summary`] with its
@@ -66,10 +84,19 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
                         .ranks
                         .iter()
                         .find(|r| r.rank == *rank && r.step == Some(*st));
+                    let mut style = String::new();
                     let (class, title) = match r {
                         None => ("none", "not compared".to_string()),
                         Some(r) if r.first_divergence.is_some() => {
-                            ("gate", format!("{} gating rows", r.counts.gating))
+                            let c = &r.root_causes;
+                            style = gate_shade(c.largest_rel_diff);
+                            let largest = match (c.largest_rel_diff, c.largest_diff_field) {
+                                (Some(d), Some(f)) => {
+                                    format!("; largest relative difference {d:.1e} ({f})")
+                                }
+                                _ => String::new(),
+                            };
+                            ("gate", format!("{} gating rows{largest}", r.counts.gating))
                         }
                         Some(r) if r.counts.diverging() > 0 => (
                             "soft",
@@ -80,6 +107,7 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
                     Cell {
                         step: *st,
                         class,
+                        style,
                         title,
                         link: format!("step_{st}/{}", files::INDEX),
                     }
