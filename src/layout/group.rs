@@ -374,7 +374,7 @@ impl<'a> Group<'a> {
         let Some((dims, dtype)) = shape_of(&t0.text(row, Field::Shape)) else {
             return false;
         };
-        if place.is_replica() {
+        if place.is_same_over(self.combined) {
             for f in [
                 Field::Shape,
                 Field::L2Norm,
@@ -424,8 +424,9 @@ impl<'a> Group<'a> {
         let mut replicas = true;
         for (j, x) in first.iter().enumerate() {
             let p = places.get(j).unwrap_or(&Placement::Plain);
-            replicas &= p.is_replica();
-            if p.is_replica() {
+            let same = p.is_same_over(self.combined);
+            replicas &= same;
+            if same {
                 v.push(*x);
             } else if whole_over(p, self.combined) {
                 v.push(sums[j]);
@@ -456,7 +457,7 @@ impl Group<'_> {
         let mut out = Vec::with_capacity(lists[0].len());
         for (j, d0) in lists[0].iter().enumerate() {
             let p = places.get(j).unwrap_or(&Placement::Plain);
-            let d = if p.is_replica() {
+            let d = if p.is_same_over(self.combined) {
                 *d0
             } else if matches!(p, Placement::Shard(s) if s.len() == 1)
                 && whole_over(p, self.combined)

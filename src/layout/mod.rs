@@ -123,6 +123,19 @@ impl Placement {
     pub fn is_replica(&self) -> bool {
         matches!(self, Placement::Plain | Placement::Replicate)
     }
+
+    /// Whether every rank of a group combined over `combined` holds the
+    /// same tensor: a replica, or a shard over mesh dimensions that are not
+    /// combined (an FSDP parameter's or gradient's `dp:S(0)` in a group of
+    /// `tp` ranks: each such rank holds the same dp shard, compared as it is
+    /// with the other run's same dp rank).
+    pub fn is_same_over(&self, combined: &[String]) -> bool {
+        match self {
+            Placement::Plain | Placement::Replicate => true,
+            Placement::Shard(s) => s.iter().all(|(d, _)| !combined.contains(d)),
+            Placement::Partial(_) | Placement::Unknown => false,
+        }
+    }
 }
 
 /// A block's layout lines, read.

@@ -390,3 +390,18 @@ fn shard_digests_combine_into_the_whole_tensors_digest() {
     let own: Vec<u64> = (0..2).map(|r| digest::digest(&f32s(&shard(r)))).collect();
     assert_ne!(digest::combine(own), whole_digest);
 }
+
+#[test]
+fn a_shard_over_dimensions_not_combined_is_the_same_on_every_rank_of_a_group() {
+    let tp = ["tp".to_string()];
+    let p = |t: &str| Placement::parse(t).unwrap();
+    assert!(p("-").is_same_over(&tp) && p("R").is_same_over(&tp));
+    assert!(
+        p("dp:S(0)").is_same_over(&tp),
+        "an FSDP shard in a tp group"
+    );
+    assert!(p("dp:S(0)").is_same_over(&[]), "nothing combined");
+    assert!(!p("tp:S(1)").is_same_over(&tp));
+    assert!(!p("dp:S(0) tp:S(1)").is_same_over(&tp));
+    assert!(!p("dp:P").is_same_over(&tp) && !p("?").is_same_over(&tp));
+}
