@@ -10,10 +10,15 @@
 #   OPS         ops of the single-rank log (~340 B per op)   [3150000  ≈ 1 GiB]
 #   RANKS       ranks of the multi-rank runs                 [8]
 #   RANK_OPS    ops per rank of the multi-rank runs          [790000   ≈ 256 MiB]
+#   MANY_RANKS  ranks of the many-rank runs                  [4096]
+#   MANY_OPS    ops per rank of the many-rank runs           [300]
 #   PERTURB     fraction of rows perturbed in run 2          [0.01]
 #   SEED        generator seed                               [1]
 #   JOBS        `actdiff compare -j` (empty: one per core)   []
-#   SETS        which data sets: "single multi", "single"... [single multi]
+#   SETS        which data sets: "single multi many", ...  [single multi many]
+#
+# Ends with the issue-26 table: per set, actdiff's wall time as a multiple
+# of `wc -l` on the same files (targets: single and multi <= 5, many <= 8).
 #   REGEN       1: regenerate even if the logs exist         [0]
 #   BUILD       0: skip `cargo build --release`              [1]
 #   HTML_ALL    1: also time `--html-rows all` on the single set [1]
@@ -24,10 +29,12 @@ BENCH_DIR="${BENCH_DIR:-/tmp/actdiff-bench}"
 OPS="${OPS:-3150000}"
 RANKS="${RANKS:-8}"
 RANK_OPS="${RANK_OPS:-790000}"
+MANY_RANKS="${MANY_RANKS:-4096}"
+MANY_OPS="${MANY_OPS:-300}"
 PERTURB="${PERTURB:-0.01}"
 SEED="${SEED:-1}"
 JOBS="${JOBS:-}"
-SETS="${SETS:-single multi}"
+SETS="${SETS:-single multi many}"
 REGEN="${REGEN:-0}"
 BUILD="${BUILD:-1}"
 HTML_ALL="${HTML_ALL:-1}"
@@ -120,6 +127,7 @@ EOF
 }
 
 ROWS=()
+declare -A WC_WALL=() CMP_WALL=()
 row() { ROWS+=("$(printf '%-8s %-18s %10.1f %9.3f %9.1f %9.1f %9.1f  %s' "$@")"); }
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 
@@ -127,6 +135,7 @@ for set in $SETS; do
     case "$set" in
         single) ops="$OPS" ranks=1 ;;
         multi) ops="$RANK_OPS" ranks="$RANKS" ;;
+        many) ops="$MANY_OPS" ranks="$MANY_RANKS" ;;
         *) say "unknown set $set"; exit 2 ;;
     esac
     gen_set "$set" "$ops" "$ranks"
@@ -141,6 +150,7 @@ for set in $SETS; do
 
     say "== $set: wc -l ($mb MB)"
     run_timed "$set-wc" wc -l "${files[@]}"
+    WC_WALL[$set]="$WALL"
     row "$set" "wc -l" "$mb" "$WALL" "$(awk -v b="$bytes" -v w="$WALL" 'BEGIN {printf "%.1f", b / 1e6 / w}')" \
         "$(mib "$RSS_KB")" "$(mib "$ANON_KB")" "exit $RC"
 
@@ -150,6 +160,7 @@ for set in $SETS; do
     jobs_arg=()
     [[ -n "$JOBS" ]] && jobs_arg=(-j "$JOBS")
     run_timed "$set-compare" env ACTDIFF_TIMINGS=1 "$ACTDIFF" compare "$dir/run1" "$dir/run2" -o "$report" --quiet "${jobs_arg[@]}"
+    CMP_WALL[$set]="$WALL"
     row "$set" "actdiff compare" "$mb" "$WALL" "$(awk -v b="$bytes" -v w="$WALL" 'BEGIN {printf "%.1f", b / 1e6 / w}')" \
         "$(mib "$RSS_KB")" "$(mib "$ANON_KB")" "exit $RC, diff rows $(diff_count "$report") (expected $expect)"
     if [[ "$RC" != 0 && "$RC" != 1 ]]; then
@@ -187,3 +198,13 @@ echo
 echo "actdiff e2e bench: $(nproc) cores, BENCH_DIR=$BENCH_DIR, timings in $BENCH_DIR/logs"
 printf '%-8s %-18s %10s %9s %9s %9s %9s  %s\n' set tool MB wall_s MB/s rss_MB heap_MB notes
 for r in "${ROWS[@]}"; do echo "$r"; done
+
+echo
+echo "issue 26: actdiff compare as a multiple of wc -l on the same files"
+printf '%-8s %9s %9s %7s %7s\n' set wc_s actdiff_s ratio target
+for set in $SETS; do
+    [[ -n "${CMP_WALL[$set]:-}" ]] || continue
+    case "$set" in many) target=8 ;; *) target=5 ;; esac
+    awk -v s="$set" -v w="${WC_WALL[$set]}" -v a="${CMP_WALL[$set]}" -v t="$target" \
+        'BEGIN {printf "%-8s %9.3f %9.3f %6.1fx %6dx\n", s, w, a, (w > 0 ? a / w : 0), t}'
+done

@@ -631,6 +631,25 @@ pub struct RankGroup {
     /// tok_embeddings/op_2_embedding`, `receive the change through the
     /// gradient reduce-scatter`, `no divergence`).
     pub verdict: String,
+    /// What kind of verdict it is (not in `summary.json`: `verdict` is
+    /// its text; groups are built afresh from the ranks).
+    #[serde(skip)]
+    pub kind: VerdictKind,
+}
+
+/// What a rank's verdict says ([`RankSummary::verdict`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum VerdictKind {
+    /// Its first cause (an origin, an entry, a one-sided op).
+    Cause,
+    /// Its change only arrives through a collective: that collective in
+    /// words (`the gradient reduce-scatter`).
+    ViaCollective(String),
+    /// A first gating row, without a cause.
+    Divergence,
+    /// Nothing gates.
+    #[default]
+    None,
 }
 
 impl RankGroup {
@@ -652,7 +671,7 @@ impl RankGroup {
                 ranks.join(","),
                 self.diverging,
                 if self.diverging == 1 { "" } else { "s" },
-                if self.verdict.starts_with("receive") {
+                if let VerdictKind::ViaCollective(_) = self.kind {
                     format!(": {}", self.verdict)
                 } else {
                     String::new()
@@ -680,17 +699,18 @@ pub fn collective_words(key: &str) -> String {
 }
 
 impl RankSummary {
-    /// The rank's verdict in words, the same for ranks that diverge alike:
-    /// its first cause (`first entry K`), the collective its change arrives
-    /// through, its first gating row, or `no divergence`.
-    pub fn verdict(&self) -> String {
+    /// The rank's verdict in words, the same for ranks that diverge alike,
+    /// and its kind: its first cause (`first entry K`), the collective its
+    /// change arrives through, its first gating row, or `no divergence`.
+    pub fn verdict(&self) -> (String, VerdictKind) {
         let rc = &self.root_causes;
         if let Some(c) = &rc.first_cause {
-            return format!(
+            let words = format!(
                 "first {} {}",
                 c.kind.as_str(),
                 c.subject(("run 1", "run 2"))
             );
+            return (words, VerdictKind::Cause);
         }
         if rc.via_collective_only {
             let via = rc
@@ -700,11 +720,15 @@ impl RankSummary {
                 .map_or("a collective".to_string(), |c| {
                     format!("the {}", collective_words(c.key()))
                 });
-            return format!("receive the change through {via}");
+            let words = format!("receive the change through {via}");
+            return (words, VerdictKind::ViaCollective(via));
         }
         match &self.first_divergence {
-            Some(f) => format!("first divergence {}", f.key()),
-            None => "no divergence".into(),
+            Some(f) => (
+                format!("first divergence {}", f.key()),
+                VerdictKind::Divergence,
+            ),
+            None => ("no divergence".into(), VerdictKind::None),
         }
     }
 }
@@ -799,7 +823,7 @@ impl Summary {
     pub fn group_ranks(ranks: &[RankSummary]) -> Vec<RankGroup> {
         let mut groups: Vec<RankGroup> = Vec::new();
         for r in ranks {
-            let verdict = r.verdict();
+            let (verdict, kind) = r.verdict();
             match groups.iter_mut().find(|g| g.verdict == verdict) {
                 Some(g) => {
                     g.ranks.push(r.rank);
@@ -810,6 +834,7 @@ impl Summary {
                     diverging: r.counts.diverging(),
                     first_divergence: r.first_divergence.as_ref().map(|f| f.key().to_string()),
                     verdict,
+                    kind,
                 }),
             }
         }
@@ -896,9 +921,8 @@ impl Summary {
                         }
                     ),
                 ));
-            } else if g.verdict.starts_with("receive") {
-                let v = g.verdict.trim_start_matches("receive the change ");
-                via.push((g.ranks.clone(), v.to_string()));
+            } else if let VerdictKind::ViaCollective(v) = &g.kind {
+                via.push((g.ranks.clone(), format!("through {v}")));
             } else if let Some(f) = &first.first_divergence {
                 let only = match f.status {
                     Status::Only1 | Status::Only2 => {
@@ -1063,6 +1087,7 @@ mod tests {
             diverging,
             first_divergence: None,
             verdict: "no divergence".into(),
+            kind: super::VerdictKind::None,
         };
         assert_eq!(g(0).describe(), "ranks {0,1}: all matched");
         assert_eq!(
