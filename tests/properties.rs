@@ -757,6 +757,26 @@ fn shipped_logs_round_trip_and_self_match() {
     }
 }
 
+/// The `outputs` and `part_manifest` targets' checks on the shipped logs
+/// (bug_layer2's two runs, as the target splits its input) and on
+/// manifests that read and that do not.
+#[test]
+fn shipped_logs_write_rows_and_summaries_that_read_back() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/bug_layer2");
+    let a = std::fs::read(root.join("run_A/rank_0_activations.log")).unwrap();
+    let b = std::fs::read(root.join("run_B/rank_0_activations.log")).unwrap();
+    // The cut is a u16: the first 60,000 bytes of run A against all of run B.
+    let cut = a.len().min(60_000);
+    let mut data = (cut as u16).to_le_bytes().to_vec();
+    data.extend_from_slice(&a[..cut]);
+    data.extend_from_slice(&b);
+    checks::outputs(&data);
+    checks::outputs(&[0, 0]);
+    checks::part_manifest(b"{");
+    checks::part_manifest(br#"{"format": "actdiff-part", "version": 1}"#);
+    checks::part_manifest(br#"{"format": "actdiff-part", "version": 99}"#);
+}
+
 // ---------------------------------------------------------------------------
 // Inputs the fuzzers found (`tests/fuzz_regressions/<target>-<n>.bin`), each
 // replayed through its target's checks (`fuzz/src/checks.rs`).
@@ -772,6 +792,8 @@ fn regression(name: &str) {
         "parse_chunks" => checks::parse_chunks(&data),
         "overrides" => checks::overrides(&data),
         "config" => checks::config(&data),
+        "part_manifest" => checks::part_manifest(&data),
+        "outputs" => checks::outputs(&data),
         _ => panic!("{name}: unknown fuzz target `{target}`"),
     }
 }

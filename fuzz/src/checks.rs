@@ -301,3 +301,74 @@ pub fn config(data: &[u8]) {
         }
     }
 }
+
+/// `part_manifest` target: the input as a part's `part.json` (the file
+/// `actdiff merge` reads). Never panics; errors name the file (malformed
+/// JSON with a line and column); a manifest that reads writes back to JSON
+/// that reads to the same manifest.
+pub fn part_manifest(data: &[u8]) {
+    use actdiff::run::shard::Manifest;
+    let path = Path::new("parts/0/part.json");
+    match Manifest::from_bytes(data, path) {
+        Ok(m) => {
+            let json = serde_json::to_vec(&m).expect("a manifest serialises");
+            let back = Manifest::from_bytes(&json, path)
+                .unwrap_or_else(|e| panic!("written back, it does not read: {e}"));
+            assert_eq!(back, m);
+        }
+        Err(e) => assert!(e.starts_with("parts/0/part.json"), "{e}"),
+    }
+}
+
+/// `outputs` target: bytes 0-1 (little-endian) split the rest into two
+/// logs, compared as two runs of one rank; the `--rows` JSON Lines and the
+/// rank's summary are written. Never panics; every rows line is a JSON
+/// object with the documented keys and a known status; there is one line
+/// per result row; the summary's counts add up to the rows and the summary
+/// reads back (as `actdiff merge` reads the parts') to itself.
+pub fn outputs(data: &[u8]) {
+    use actdiff::report::{summary::RankSummary, PagePlan, RankComparison, ReportOptions};
+    if data.len() < 2 {
+        return;
+    }
+    let log = &data[2..];
+    let cut = (u16::from_le_bytes([data[0], data[1]]) as usize).min(log.len());
+    let a = parser::parse_bytes(log[..cut].to_vec(), "a/rank_0_activations.log");
+    let b = parser::parse_bytes(log[cut..].to_vec(), "b/rank_0_activations.log");
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let rc = RankComparison {
+        rank1: 0,
+        rank2: 0,
+        t1: &a,
+        t2: &b,
+        matches: &m,
+    };
+    let mut rows = Vec::new();
+    actdiff::report::rows::write_rows(&rc, ("a", "b"), Some(3), &mut rows).unwrap();
+    let text = String::from_utf8(rows).expect("rows are UTF-8");
+    let mut n = 0;
+    for line in text.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(v["step"], 3);
+        assert_eq!(v["rank"], 0);
+        let st = v["status"].as_str().unwrap();
+        assert!(
+            ["match", "diff", "only1", "only2", "truncated", "missing"].contains(&st),
+            "{st}"
+        );
+        assert!(
+            v["diffs"].is_object() && v["tolerance"].is_string(),
+            "{line}"
+        );
+        n += 1;
+    }
+    assert_eq!(n, m.rows.len());
+    let plan = PagePlan::new(&rc, &ReportOptions::default());
+    let s = RankSummary::build(&rc, &plan);
+    assert_eq!(s.counts.total() as usize, m.rows.len());
+    let json = serde_json::to_vec(&s).expect("a rank summary serialises");
+    let back: RankSummary = serde_json::from_slice(&json)
+        .unwrap_or_else(|e| panic!("the summary does not read back: {e}"));
+    assert_eq!(format!("{back:?}"), format!("{s:?}"));
+}

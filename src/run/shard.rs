@@ -487,7 +487,14 @@ impl Manifest {
                 format!("{}: {e}", path.display())
             }
         })?;
-        let v: serde_json::Value = serde_json::from_slice(&bytes)
+        Manifest::from_bytes(&bytes, &path)
+    }
+
+    /// Reads a manifest's bytes (`path` names it in errors: line and column
+    /// for malformed JSON, the format and version when they are not this
+    /// actdiff's).
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Manifest, String> {
+        let v: serde_json::Value = serde_json::from_slice(bytes)
             .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))?;
         if v["format"] != FORMAT {
             return Err(format!("{}: not an actdiff part manifest", path.display()));
