@@ -772,6 +772,11 @@ fn shipped_logs_write_rows_and_summaries_that_read_back() {
     data.extend_from_slice(&b);
     checks::outputs(&data);
     checks::outputs(&[0, 0]);
+    // A manifest `actdiff compare --shard 0/2` wrote (the fuzz seed).
+    let seed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/part.json");
+    let real = std::fs::read(&seed).unwrap();
+    actdiff::run::shard::Manifest::from_bytes(&real, &seed).expect("the seed reads");
+    checks::part_manifest(&real);
     checks::part_manifest(b"{");
     checks::part_manifest(br#"{"format": "actdiff-part", "version": 1}"#);
     checks::part_manifest(br#"{"format": "actdiff-part", "version": 99}"#);

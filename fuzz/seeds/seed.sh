@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${ACTDIFF_SHARED_DIR:-../../shared}
-mkdir -p corpus/parse_log corpus/parse_chunks corpus/overrides corpus/config
+mkdir -p corpus/parse_log corpus/parse_chunks corpus/overrides corpus/config corpus/outputs corpus/part_manifest
 n=0
 add_log() {
     n=$((n + 1))
@@ -22,6 +22,16 @@ if [ -d "$shared/cases" ]; then
 fi
 add_log ../testdata/bug_layer2/run_A/rank_0_activations.log
 add_log ../testdata/multirank_fsdp/run_B/rank_1_activations.log
+# outputs: two small logs behind a two-byte cut (the first one's length).
+logs=(corpus/parse_log/*.log)
+for ((i = 0; i + 1 < ${#logs[@]}; i += 2)); do
+    a=${logs[i]} b=${logs[i + 1]}
+    len=$(wc -c <"$a")
+    ((len < 65536)) || continue
+    { printf "\\x$(printf %02x $((len & 255)))\\x$(printf %02x $((len >> 8)))"; cat "$a" "$b"; } >"corpus/outputs/seed_$i"
+done
+# part_manifest: a part.json written by `actdiff compare --shard 0/2`.
+cp seeds/part.json corpus/part_manifest/
 cp seeds/overrides_* corpus/overrides/
 cp seeds/*.toml corpus/config/
-echo "seeded: $(ls corpus/parse_log | wc -l) logs, $(ls corpus/overrides | wc -l) override files, $(ls corpus/config | wc -l) configs"
+echo "seeded: $(ls corpus/parse_log | wc -l) logs, $(ls corpus/outputs | wc -l) log pairs, $(ls corpus/overrides | wc -l) override files, $(ls corpus/config | wc -l) configs, $(ls corpus/part_manifest | wc -l) manifest"
