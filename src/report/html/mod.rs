@@ -11,16 +11,18 @@
 //! and a key index
 //! (`rank{N}-keys.js`); the comparison gets an `index.html` that embeds each
 //! rank's overview, lists its origins and entries, and searches a rank's
-//! keys (loading its key index only when the search box is used). Pages are
-//! self-contained (inline CSS and JS, no network) so they work from
-//! `file://`.
+//! keys (loading its key index only when the search box is used); above
+//! 64 ranks it lists rank groups and loads the table of every rank in parts
+//! (`ranks-{K}.js`). Result and overview pages link the folder's one
+//! `report.css` and `report.js`; the index carries its own CSS and script.
+//! Nothing is loaded from the network, so a report works from `file://`.
 //!
 //! Result pages: tera renders each page's frame (header, counts, first
 //! divergence and cause, excluded ops, filters, the section tables'
 //! heads, the colour rules); the rows come from `rowdata.rs` as JSON,
 //! written where the template has its `<!--actdiff:rows-->` marker, and the
-//! page script draws them: serialising rows is several times faster than
-//! rendering them through tera (figures in `docs/performance.md`).
+//! page script draws them: serialising rows is much faster than rendering
+//! them through tera (`docs/performance.md`).
 //!
 //! Escaping: all log text (keys, locations, shapes, hashes, producers, run
 //! names, op names) reaches the tera-rendered parts only through `{{ }}`
