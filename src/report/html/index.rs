@@ -264,6 +264,8 @@ struct IndexCtx<'a> {
     grouped: Option<Grouped>,
     /// What the pages leave out, and how to get it ([`left_out_note`]).
     left_out: String,
+    /// Ranks that could not be compared, not listed ([`INDEX_FAILED_RANKS`]).
+    more_failed: usize,
     excluded: Vec<Excluded<'a>>,
     warnings: Vec<SideWarnings<'a>>,
     /// Logs with input warnings not listed.
@@ -288,8 +290,6 @@ struct Grouped {
     /// Groups not listed, and their ranks.
     more_groups: usize,
     more_ranks: usize,
-    /// Ranks that could not be compared, not listed.
-    more_failed: usize,
     /// The full rank table's parts: file names, and each part's first rank.
     parts: Vec<String>,
     starts: Vec<u32>,
@@ -564,10 +564,6 @@ fn group_rows<'a>(
             groups: order.len(),
             more_groups: left.len(),
             more_ranks: left.iter().map(|(_, g)| g.ranks.len()).sum(),
-            more_failed: summary
-                .ranks_failed
-                .len()
-                .saturating_sub(INDEX_FAILED_RANKS),
             parts,
             starts,
         },
@@ -668,6 +664,10 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         ranks_only2: rank_list(&summary.ranks_only2),
         grouped,
         left_out: left_out_note(&summary.ranks),
+        more_failed: summary
+            .ranks_failed
+            .len()
+            .saturating_sub(INDEX_FAILED_RANKS),
         excluded: excl,
         warnings,
         more_warnings,

@@ -426,6 +426,27 @@ fn index_page() {
     assert!(html.contains("exit status"));
 }
 
+/// Ranks that could not be compared: the index lists the first 50, with
+/// why, and counts the rest (summary.json has every one).
+#[test]
+fn index_lists_failed_ranks_up_to_a_cap() {
+    let f = fixture(LOG1, LOG2);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2);
+    let mut summary = write_all(&f, &opts);
+    summary.ranks_failed = (1..=70)
+        .map(|rank| crate::report::summary::FailedRank {
+            rank,
+            errors: vec![format!("r/rank_{rank}_activations.log:1:1: unreadable")],
+        })
+        .collect();
+    write_index(&summary, &opts).unwrap();
+    let html = read(dir.path(), "index.html");
+    assert_eq!(html.matches("<tr class=\"failed\">").count(), 50);
+    assert!(html.contains("rank_50_activations.log") && !html.contains("rank_51_activations.log"));
+    assert!(html.contains("… 20 more ranks could not be compared (see summary.json)"));
+}
+
 #[test]
 fn index_not_recorded_and_warnings() {
     let log =
