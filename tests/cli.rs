@@ -2064,26 +2064,34 @@ fn ops_fused_away_by_a_compiled_run_2_exit_0_and_are_counted() {
     );
 }
 
+/// `actdiff gen TMP/a TMP/b ARGS...` (must succeed); returns the two runs.
+fn gen_runs(tmp: &TempDir, args: &[&str]) -> (PathBuf, PathBuf) {
+    let (d1, d2) = (tmp.path().join("a"), tmp.path().join("b"));
+    let mut gen: Vec<&OsStr> = vec!["gen".as_ref(), d1.as_os_str(), d2.as_os_str()];
+    gen.extend(args.iter().map(OsStr::new));
+    actdiff(gen, tmp.path().join("unused")).expect(0);
+    (d1, d2)
+}
+
 /// Issue 26: at many ranks with many verdicts, the opening sentence stays
 /// one short sentence: the first clause, the largest groups (at most three
 /// clauses), then the other groups counted; the index opens with the same.
 #[test]
 fn the_opening_sentence_stays_short_with_many_rank_groups() {
     let tmp = TempDir::new().unwrap();
-    let (d1, d2) = (tmp.path().join("a"), tmp.path().join("b"));
-    let args = [
-        "--ops",
-        "60",
-        "--ranks",
-        "40",
-        "--perturb",
-        "0.05",
-        "--seed",
-        "3",
-    ];
-    let mut gen: Vec<&OsStr> = vec!["gen".as_ref(), d1.as_os_str(), d2.as_os_str()];
-    gen.extend(args.iter().map(OsStr::new));
-    actdiff(gen, tmp.path().join("unused")).expect(0);
+    let (d1, d2) = gen_runs(
+        &tmp,
+        &[
+            "--ops",
+            "60",
+            "--ranks",
+            "40",
+            "--perturb",
+            "0.05",
+            "--seed",
+            "3",
+        ],
+    );
     let r = compare(&tmp, &d1, &d2, &[]);
     r.expect(1);
     let groups = r.summary()["groups"].as_array().unwrap().len();
@@ -2112,20 +2120,19 @@ fn the_opening_sentence_stays_short_with_many_rank_groups() {
 #[test]
 fn the_html_budget_is_shared_over_the_ranks_with_context_rows() {
     let tmp = TempDir::new().unwrap();
-    let (d1, d2) = (tmp.path().join("a"), tmp.path().join("b"));
-    let args = [
-        "--ops",
-        "300",
-        "--ranks",
-        "200",
-        "--perturb-count",
-        "3",
-        "--seed",
-        "5",
-    ];
-    let mut gen: Vec<&OsStr> = vec!["gen".as_ref(), d1.as_os_str(), d2.as_os_str()];
-    gen.extend(args.iter().map(OsStr::new));
-    actdiff(gen, tmp.path().join("unused")).expect(0);
+    let (d1, d2) = gen_runs(
+        &tmp,
+        &[
+            "--ops",
+            "300",
+            "--ranks",
+            "200",
+            "--perturb-count",
+            "3",
+            "--seed",
+            "5",
+        ],
+    );
     let r = compare(&tmp, &d1, &d2, &["--html-budget-mb", "8"]);
     r.expect(1);
     let mut html = 0;

@@ -908,19 +908,20 @@ impl Summary {
             if !first.gates() {
                 continue;
             }
-            if let Some(w) = what(first) {
-                parts.push((
+            // `ranks 0 and 3 diverge first at …`
+            let first_at = |w: String| {
+                let verb = if g.ranks.len() == 1 {
+                    "diverges"
+                } else {
+                    "diverge"
+                };
+                (
                     g.ranks.len(),
-                    format!(
-                        "{} {} first at {w}",
-                        rank_word(&g.ranks),
-                        if g.ranks.len() == 1 {
-                            "diverges"
-                        } else {
-                            "diverge"
-                        }
-                    ),
-                ));
+                    format!("{} {verb} first at {w}", rank_word(&g.ranks)),
+                )
+            };
+            if let Some(w) = what(first) {
+                parts.push(first_at(w));
             } else if let VerdictKind::ViaCollective(v) = &g.kind {
                 via.push((g.ranks.clone(), format!("through {v}")));
             } else if let Some(f) = &first.first_divergence {
@@ -930,19 +931,7 @@ impl Summary {
                     }
                     _ => String::new(),
                 };
-                other.push((
-                    g.ranks.len(),
-                    format!(
-                        "{} {} first at `{}`{only}",
-                        rank_word(&g.ranks),
-                        if g.ranks.len() == 1 {
-                            "diverges"
-                        } else {
-                            "diverge"
-                        },
-                        f.key()
-                    ),
-                ));
+                other.push(first_at(format!("`{}`{only}", f.key())));
             }
         }
         let had_cause = !parts.is_empty();
