@@ -585,6 +585,7 @@ fn compare_part(a: &CompareArgs, spec: run::shard::ShardSpec) -> i32 {
     let part = run::ShardPart {
         shard,
         options: result_options(a),
+        units: None,
     };
     let cfg = if a.junit.is_some() {
         Err(
@@ -596,6 +597,21 @@ fn compare_part(a: &CompareArgs, spec: run::shard::ShardSpec) -> i32 {
     };
     match cfg {
         Ok(cfg) => {
+            match run::steps::is_series(&cfg) {
+                Ok(true) => {
+                    let sel = cfg.steps.clone().unwrap_or_default();
+                    return run::steps::compare_part(&cfg, &sel, a.quiet);
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    return run::outputs::part_input_error(
+                        &report_options(a),
+                        shard,
+                        part.options,
+                        vec![e],
+                    )
+                }
+            }
             let c = run::compare_runs(&cfg);
             let units = c.part.as_ref().map_or(0, |(_, u)| u.len());
             part_done(c, shard, units, a.quiet)

@@ -460,3 +460,180 @@ fn rows_of_a_step_series_carry_their_step() {
     assert_eq!(gating_by_step[&2], 3);
     assert_eq!(gating_by_step[&3], 6);
 }
+
+/// What a compare of a step series says per (step, rank): its counts, first
+/// divergence and first cause.
+fn units(s: &Value) -> Vec<(u64, u64, Value, Value, Value)> {
+    s["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["step"].as_u64().unwrap(),
+                r["rank"].as_u64().unwrap(),
+                r["counts"].clone(),
+                r["first_divergence"]["key2"].clone(),
+                r["root_causes"]["first_cause"]["row"]["key2"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Writes part `k` of `n` of the compare of `a` and `b` into `dir/pK`.
+fn part(dir: &Path, a: &Path, b: &Path, k: u32, n: u32) -> std::path::PathBuf {
+    let p = dir.join(format!("p{k}"));
+    actdiff()
+        .arg("compare")
+        .args([a, b])
+        .args(["-q", "--shard", &format!("{k}/{n}"), "-o"])
+        .arg(&p)
+        .assert()
+        .code(0);
+    p
+}
+
+/// `--shard K/N` on two step series splits the series' (step, rank) units
+/// over the parts, and `actdiff merge` gives the answer of one compare:
+/// the same first diverging step, steps, verdict, exit status, counts and
+/// per (step, rank) first divergence and first cause.
+#[test]
+fn sharded_step_series_merge_to_the_single_compare() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 5, 3);
+    let full = d.path().join("full");
+    actdiff()
+        .arg("compare")
+        .args([&a, &b])
+        .args(["-q", "-o"])
+        .arg(&full)
+        .assert()
+        .code(1);
+    let parts: Vec<_> = (0..3).map(|k| part(d.path(), &a, &b, k, 3)).collect();
+    for p in &parts {
+        let rec: Value =
+            serde_json::from_slice(&std::fs::read(p.join("series-part.json")).unwrap()).unwrap();
+        assert_eq!(rec["steps"], serde_json::json!([1, 2, 3, 4, 5]));
+        assert!(
+            p.join("step_5/part.json").is_file(),
+            "every step has its part"
+        );
+    }
+    let out = d.path().join("merged");
+    let junit = d.path().join("junit.xml");
+    actdiff()
+        .arg("merge")
+        .args(&parts)
+        .args(["-q", "--junit"])
+        .arg(&junit)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .code(1);
+    let (f, m) = (summary(&full), summary(&out));
+    for k in [
+        "first_diverging_step",
+        "first_diverging_step_by_rank",
+        "steps",
+        "exit_status",
+        "verdict",
+        "counts",
+    ] {
+        assert_eq!(f[k], m[k], "{k}");
+    }
+    assert_eq!(m["first_diverging_step"], 3);
+    assert_eq!(units(&f), units(&m));
+    assert_eq!(units(&m).len(), 10, "5 steps x 2 ranks");
+    // The first diverging step's pages were linked from the parts.
+    let page = m["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["step"] == 3 && r["rank"] == 1)
+        .unwrap()["pages"][0]["file"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(out.join(&page).is_file(), "{page}");
+    let cases = std::fs::read_to_string(&junit)
+        .unwrap()
+        .matches("<testcase ")
+        .count();
+    assert_eq!(cases, 10, "one JUnit case per (step, rank)");
+}
+
+/// One rank over many steps spreads over the parts (the split is over
+/// (step, rank) units, not over ranks), and a merge missing a part or
+/// mixing two series is refused, naming the problem.
+#[test]
+fn one_rank_series_spreads_over_parts_and_bad_merges_are_refused() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    actdiff()
+        .args([
+            "gen",
+            "--ops",
+            "120",
+            "--ranks",
+            "1",
+            "--perturb-count",
+            "2",
+        ])
+        .args(["--steps", "6", "--diverge-at", "4"])
+        .arg(&a)
+        .arg(&b)
+        .assert()
+        .success();
+    let parts: Vec<_> = (0..3).map(|k| part(d.path(), &a, &b, k, 3)).collect();
+    for p in &parts {
+        let held = (1..=6)
+            .filter(|s| {
+                let m: Value = serde_json::from_slice(
+                    &std::fs::read(p.join(format!("step_{s}/part.json"))).unwrap(),
+                )
+                .unwrap();
+                !m["units"].as_array().unwrap().is_empty()
+            })
+            .count();
+        assert_eq!(held, 2, "{}: 6 units over 3 parts", p.display());
+    }
+    let out = d.path().join("merged");
+    actdiff()
+        .arg("merge")
+        .args(&parts)
+        .args(["-q", "-o"])
+        .arg(&out)
+        .assert()
+        .code(1);
+    assert_eq!(summary(&out)["first_diverging_step"], 4);
+    let missing = actdiff()
+        .arg("merge")
+        .args(&parts[..2])
+        .args(["-q", "-o"])
+        .arg(d.path().join("m2"))
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&missing.get_output().stderr).to_string();
+    assert!(err.contains("missing"), "{err}");
+    // A part of another series (other steps) cannot join.
+    let (c, e) = (d.path().join("c"), d.path().join("e"));
+    actdiff()
+        .args(["gen", "--ops", "120", "--ranks", "1", "--steps", "2"])
+        .arg(&c)
+        .arg(&e)
+        .assert()
+        .success();
+    let other = d.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let q = part(&other, &c, &e, 2, 3);
+    let mixed = actdiff()
+        .arg("merge")
+        .args([&parts[0], &parts[1], &q])
+        .args(["-q", "-o"])
+        .arg(d.path().join("m3"))
+        .assert()
+        .code(2);
+    let err = String::from_utf8_lossy(&mixed.get_output().stderr).to_string();
+    assert!(err.contains("different step series"), "{err}");
+}

@@ -95,6 +95,18 @@ fn inputs_difference(a: &shard::Inputs, b: &shard::Inputs) -> String {
 /// documentation), linking the pages into `out`. Returns the whole run's
 /// rank summaries and metadata for [`super::outputs::finish`].
 pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError> {
+    merge_parts_split(parts, out, None)
+}
+
+/// [`merge_parts`] where the units each part must hold are `split` (one
+/// list per part, by index: one step of a sharded step series, whose split
+/// is the series', [`shard::series_units_by_part`]), or, for `None`, the
+/// split of the parts' own inputs ([`shard::units_by_part`]).
+pub fn merge_parts_split(
+    parts: &[PathBuf],
+    out: &Path,
+    split: Option<Vec<Vec<shard::Unit>>>,
+) -> Result<Compared, MergeError> {
     let mut problems = Vec::new();
     if parts.is_empty() {
         return Err(MergeError::Parts(vec![
@@ -235,7 +247,8 @@ pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError
             let sizes = first.inputs.sizes();
             let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
             // One split for all parts (every part has the count of the first).
-            let by_part = shard::units_by_part(&plan, first.shard.count, &size);
+            let by_part =
+                split.unwrap_or_else(|| shard::units_by_part(&plan, first.shard.count, &size));
             for (m, dir) in &read {
                 let want = by_part
                     .get(m.shard.index as usize)
@@ -409,11 +422,29 @@ fn missing_files(m: &Manifest, dir: &Path) -> Option<String> {
 /// so no earlier report stays there looking current, and with `--junit`
 /// writes a JUnit file with an `<error>` naming the problems.
 pub fn merge(parts: &[PathBuf], out: &Path, outs: &super::RunOutputs) -> i32 {
-    let problems = match merge_parts(parts, out) {
-        Ok(c) => return super::finish(c.meta, c.ranks, outs),
-        Err(MergeError::Parts(p)) => p,
-        Err(e) => vec![e.to_string()],
-    };
+    if parts
+        .first()
+        .is_some_and(|p| super::steps::is_series_part(p))
+    {
+        return super::steps::merge_series(parts, out, outs);
+    }
+    match merge_parts(parts, out) {
+        Ok(c) => super::finish(c.meta, c.ranks, outs),
+        Err(e) => refuse(out, problems(e), outs),
+    }
+}
+
+/// A merge error as one line per problem.
+pub fn problems(e: MergeError) -> Vec<String> {
+    match e {
+        MergeError::Parts(p) => p,
+        e => vec![e.to_string()],
+    }
+}
+
+/// A refused merge: the problems on stderr, the report files removed from
+/// `out` (unless `out` is a part), the JUnit `<error>`; returns 2.
+pub fn refuse(out: &Path, problems: Vec<String>, outs: &super::RunOutputs) -> i32 {
     for p in &problems {
         eprintln!("error: {p}");
     }

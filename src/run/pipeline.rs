@@ -72,6 +72,10 @@ pub struct ShardPart {
     pub shard: shard::Shard,
     /// The command-line options that affect results, as JSON.
     pub options: serde_json::Value,
+    /// The units this part holds when a step series chose them
+    /// ([`shard::series_units_by_part`]); `None`: the part's share of this
+    /// compare's own split ([`shard::units_of_part`]).
+    pub units: Option<Vec<shard::Unit>>,
 }
 
 /// Where `--rows` goes: JSON Lines (per-rank temporary files, joined in
@@ -587,7 +591,7 @@ pub fn default_names(run1: &Path, run2: &Path) -> (String, String) {
 /// Finds both runs' logs and pairs their ranks; a run that cannot be found
 /// is an input error (and no rank is compared). Also returns the runs as a
 /// part's manifest records them (with their logs' sizes).
-fn discover(cfg: &CompareConfig, errors: &mut Vec<String>) -> (RankPlan, shard::Inputs) {
+pub(super) fn discover(cfg: &CompareConfig, errors: &mut Vec<String>) -> (RankPlan, shard::Inputs) {
     let (in1, in2) = (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2));
     let inputs = shard::Inputs {
         run1: in1.as_ref().ok().map(shard::RunRecord::of),
@@ -828,7 +832,10 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         Some(part) => {
             let sizes = inputs.sizes();
             let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
-            let units = shard::units_of_part(&full_plan, part.shard, &size);
+            let units = match &part.units {
+                Some(u) => u.clone(),
+                None => shard::units_of_part(&full_plan, part.shard, &size),
+            };
             let m = shard::Manifest {
                 format: shard::FORMAT.into(),
                 version: shard::VERSION,

@@ -176,7 +176,7 @@ pub enum Unit {
 /// parts: largest first, each to the part with the fewest bytes so far
 /// (then the fewest units, then the lowest index). Ties between equal
 /// weights go by the unit (rank number). Returns the part of each unit.
-pub fn split(units: &[(Unit, u64)], count: u32) -> Vec<u32> {
+pub fn split<U: Ord>(units: &[(U, u64)], count: u32) -> Vec<u32> {
     let count = count.max(1) as usize;
     let mut order: Vec<usize> = (0..units.len()).collect();
     order.sort_by(|&a, &b| {
@@ -231,6 +231,36 @@ pub fn units_by_part(plan: &RankPlan, count: u32, size: &dyn Fn(&Path) -> u64) -
         by_part[p as usize].push(*u);
     }
     by_part
+}
+
+/// The units of each step of a step series for each of `count` parts: one
+/// split over every (step, unit) of the series, so that a series of many
+/// steps of one rank spreads over the parts as well as one step of many
+/// ranks does. `steps` gives each step's rank plan and log sizes (as
+/// [`Inputs::sizes`] records them). Returns, per step (in the order of
+/// `steps`), the units of each part, in plan order.
+pub fn series_units_by_part(steps: &[(u64, RankPlan, Inputs)], count: u32) -> Vec<Vec<Vec<Unit>>> {
+    let mut units: Vec<((u64, Unit), u64)> = Vec::new();
+    let mut per_step: Vec<Vec<Unit>> = Vec::with_capacity(steps.len());
+    for (step, plan, inputs) in steps {
+        let sizes = inputs.sizes();
+        let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
+        let u = units_of(plan, &size);
+        per_step.push(u.iter().map(|(u, _)| *u).collect());
+        units.extend(u.into_iter().map(|(u, w)| ((*step, u), w)));
+    }
+    let mut parts = split(&units, count).into_iter();
+    per_step
+        .into_iter()
+        .map(|us| {
+            let mut by_part = vec![Vec::new(); count.max(1) as usize];
+            for u in us {
+                let p = parts.next().expect("one part per unit");
+                by_part[p as usize].push(u);
+            }
+            by_part
+        })
+        .collect()
 }
 
 /// Keeps in `plan` only the units part `shard` holds.

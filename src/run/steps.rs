@@ -15,12 +15,15 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use serde::{Deserialize, Serialize};
+
 use super::outputs::{prepare_report_folder, RunOutputs, Terminal};
-use super::pipeline::{compare_layouts, compare_runs, CompareConfig};
+use super::pipeline::{compare_layouts, compare_runs, CompareConfig, ShardPart};
+use super::shard::{self, Shard};
 use crate::exit_codes;
 use crate::report::steps::{RankStep, StepResult, StepSeries};
 use crate::report::summary::SCHEMA_VERSION;
-use crate::report::{self, files, Summary};
+use crate::report::{self, files, ReportOptions, Summary};
 
 /// The folder name of step `S` in a step series: `step_S`.
 pub const STEP_DIR_PREFIX: &str = "step_";
@@ -267,78 +270,92 @@ fn compare_step(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) 
     StepDone { step: s, summary }
 }
 
-/// `actdiff compare` on two step series: every step both runs have (and
-/// `sel` includes) compared in step order, then the series' outputs:
-/// `OUT/summary.json` (a [`Summary`] whose ranks carry their step, with
-/// the [`StepSeries`] fields), `OUT/index.html` (the step × rank strip and
-/// the loss curves), JUnit (one case per step and rank) and the terminal.
-/// Returns the exit status over every step.
-pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs) -> i32 {
-    let mut errors = Vec::new();
-    if cfg.shard.is_some() {
-        errors.push("--shard with step series: not supported yet; compare one step folder of each run, or shard each step".to_string());
-    }
-    if !errors.is_empty() {
-        return super::outputs::input_error(cfg.report.clone(), errors, outs);
-    }
-    if let Err(e) = prepare_report_folder(&cfg.report) {
-        return super::outputs::input_error(cfg.report.clone(), vec![e.to_string()], outs);
-    }
-    let s1: BTreeMap<u64, PathBuf> = step_folders(&cfg.run1).into_iter().collect();
-    let s2: BTreeMap<u64, PathBuf> = step_folders(&cfg.run2).into_iter().collect();
-    let mut warnings: Vec<String> = [&cfg.run1, &cfg.run2]
-        .iter()
-        .flat_map(|r| unfinished_step_folders(r))
-        .map(|p| format!("{}: no rank_N_activations.log in it (a step the capture schedule named but the job never reached, or a capture that did not finish): not a step of the run", p.display()))
-        .collect();
-    let mut no_step = "nothing compared: no step is in both runs".to_string();
-    if let StepSelection::Only(ranges) = sel {
-        let absent: Vec<u64> = ranges
+/// The steps of two step series that a compare pairs: the steps both runs
+/// have (and `--steps` includes), the steps one run lacks, the warnings
+/// about step folders without logs, and what to say if nothing pairs.
+struct StepPairs {
+    both: Vec<(u64, PathBuf, PathBuf)>,
+    only: (Vec<u64>, Vec<u64>),
+    warnings: Vec<String>,
+    no_step: String,
+}
+
+impl StepPairs {
+    fn of(cfg: &CompareConfig, sel: &StepSelection) -> StepPairs {
+        let s1: BTreeMap<u64, PathBuf> = step_folders(&cfg.run1).into_iter().collect();
+        let s2: BTreeMap<u64, PathBuf> = step_folders(&cfg.run2).into_iter().collect();
+        let mut warnings: Vec<String> = [&cfg.run1, &cfg.run2]
             .iter()
-            .flat_map(|(a, b)| *a..=(*b).min(a.saturating_add(10_000)))
-            .filter(|s| !s1.contains_key(s) && !s2.contains_key(s))
+            .flat_map(|r| unfinished_step_folders(r))
+            .map(|p| format!("{}: no rank_N_activations.log in it (a step the capture schedule named but the job never reached, or a capture that did not finish): not a step of the run", p.display()))
             .collect();
-        if !absent.is_empty() {
-            warnings.push(format!(
-                "--steps: step {} in neither run",
-                fmt_steps(&absent)
-            ));
+        let mut no_step = "nothing compared: no step is in both runs".to_string();
+        if let StepSelection::Only(ranges) = sel {
+            let absent: Vec<u64> = ranges
+                .iter()
+                .flat_map(|(a, b)| *a..=(*b).min(a.saturating_add(10_000)))
+                .filter(|s| !s1.contains_key(s) && !s2.contains_key(s))
+                .collect();
+            if !absent.is_empty() {
+                warnings.push(format!(
+                    "--steps: step {} in neither run",
+                    fmt_steps(&absent)
+                ));
+            }
+            let keys = |m: &BTreeMap<u64, PathBuf>| m.keys().copied().collect::<Vec<_>>();
+            no_step = format!(
+                "nothing compared: --steps selects no step both runs have (run1 steps {}, run2 steps {})",
+                fmt_steps(&keys(&s1)),
+                fmt_steps(&keys(&s2))
+            );
         }
-        let keys = |m: &BTreeMap<u64, PathBuf>| m.keys().copied().collect::<Vec<_>>();
-        no_step = format!(
-            "nothing compared: --steps selects no step both runs have (run1 steps {}, run2 steps {})",
-            fmt_steps(&keys(&s1)),
-            fmt_steps(&keys(&s2))
-        );
+        let only = |a: &BTreeMap<u64, PathBuf>, b: &BTreeMap<u64, PathBuf>| -> Vec<u64> {
+            a.keys()
+                .filter(|s| !b.contains_key(s) && sel.includes(**s))
+                .copied()
+                .collect()
+        };
+        let only = (only(&s1, &s2), only(&s2, &s1));
+        let both = s1
+            .iter()
+            .filter(|(s, _)| sel.includes(**s))
+            .filter_map(|(s, p1)| s2.get(s).map(|p2| (*s, p1.clone(), p2.clone())))
+            .collect();
+        StepPairs {
+            both,
+            only,
+            warnings,
+            no_step,
+        }
     }
-    let only = |a: &BTreeMap<u64, PathBuf>, b: &BTreeMap<u64, PathBuf>| -> Vec<u64> {
-        a.keys()
-            .filter(|s| !b.contains_key(s) && sel.includes(**s))
-            .copied()
-            .collect()
-    };
-    let (steps_only1, steps_only2) = (only(&s1, &s2), only(&s2, &s1));
-    let both: Vec<(u64, &PathBuf, &PathBuf)> = s1
-        .iter()
-        .filter(|(s, _)| sel.includes(**s))
-        .filter_map(|(s, p1)| s2.get(s).map(|p2| (*s, p1, p2)))
-        .collect();
-    let all_pages = *sel == StepSelection::All;
-    let progress = Progress::new(
-        both.len() as u64,
-        cfg.quiet || outs.terminal != Terminal::Text,
-    );
-    // Steps in parallel, and each step's ranks in parallel inside it, on
-    // one pool: a run of S steps × R ranks keeps every core busy even with
-    // one rank, like S × R ranks of one step.
+}
+
+/// Compares `steps` (in parallel, on `cfg.jobs` threads; each step's ranks
+/// in parallel inside it, on one pool: a run of S steps × R ranks keeps
+/// every core busy even with one rank, like S × R ranks of one step), then
+/// the first diverging one again with full pages unless `all_pages`.
+/// `part_of` gives a step's part settings (a sharded series) or `None`.
+fn compare_all(
+    cfg: &CompareConfig,
+    steps: &[(u64, PathBuf, PathBuf)],
+    all_pages: bool,
+    part_of: &(dyn Fn(u64) -> Option<ShardPart> + Sync),
+    quiet: bool,
+) -> Result<Vec<StepDone>, String> {
+    let progress = Progress::new(steps.len() as u64, quiet);
     let inner = CompareConfig {
         jobs: None,
         ..cfg.clone()
     };
+    let with_part = |c: &CompareConfig, s: u64| CompareConfig {
+        shard: part_of(s),
+        ..c.clone()
+    };
     let work = || -> Vec<StepDone> {
-        both.par_iter()
+        steps
+            .par_iter()
             .map(|(s, p1, p2)| {
-                let d = compare_step(&inner, *s, p1, p2, all_pages);
+                let d = compare_step(&with_part(&inner, *s), *s, p1, p2, all_pages);
                 progress.inc();
                 d
             })
@@ -350,10 +367,7 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
             .build()
         {
             Ok(pool) => pool.install(work),
-            Err(_) => {
-                let e = format!("cannot start {n} worker threads");
-                return super::outputs::input_error(cfg.report.clone(), vec![e], outs);
-            }
+            Err(_) => return Err(format!("cannot start {n} worker threads")),
         },
         None => work(),
     };
@@ -361,19 +375,41 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
     let first = done.iter().find(|d| diverges(&d.summary)).map(|d| d.step);
     if let (Some(f), false) = (first, all_pages) {
         // The first diverging step again, with its full pages.
-        let (p1, p2) = (&s1[&f], &s2[&f]);
+        let (_, p1, p2) = steps.iter().find(|(s, ..)| *s == f).expect("compared");
         let i = done.iter().position(|d| d.step == f).expect("compared");
-        done[i] = compare_step(cfg, f, p1, p2, true);
+        done[i] = compare_step(&with_part(cfg, f), f, p1, p2, true);
     }
+    Ok(done)
+}
+
+/// `actdiff compare` on two step series: every step both runs have (and
+/// `sel` includes) compared in step order, then the series' outputs:
+/// `OUT/summary.json` (a [`Summary`] whose ranks carry their step, with
+/// the [`StepSeries`] fields), `OUT/index.html` (the step × rank strip and
+/// the loss curves), JUnit (one case per step and rank) and the terminal.
+/// Returns the exit status over every step. With `--shard`, see
+/// [`compare_part`].
+pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs) -> i32 {
+    if let Err(e) = prepare_report_folder(&cfg.report) {
+        return super::outputs::input_error(cfg.report.clone(), vec![e.to_string()], outs);
+    }
+    let pairs = StepPairs::of(cfg, sel);
+    let all_pages = *sel == StepSelection::All;
+    let quiet = cfg.quiet || outs.terminal != Terminal::Text;
+    let done = match compare_all(cfg, &pairs.both, all_pages, &|_| None, quiet) {
+        Ok(d) => d,
+        Err(e) => return super::outputs::input_error(cfg.report.clone(), vec![e], outs),
+    };
+    let first = done.iter().find(|d| diverges(&d.summary)).map(|d| d.step);
     let compared: Vec<u64> = done.iter().map(|d| d.step).collect();
     let rows = join_step_rows(cfg, &compared);
     let mut summary = join(
-        cfg,
+        &cfg.report,
         done,
-        (steps_only1, steps_only2),
+        pairs.only,
         first,
-        warnings,
-        no_step,
+        pairs.warnings,
+        pairs.no_step,
     );
     if let Err(e) = rows {
         summary.input_errors.push(e);
@@ -383,7 +419,248 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
             summary.series.as_ref().expect("a step series' summary"),
         );
     }
-    write_outputs(cfg, summary, outs)
+    write_outputs(&cfg.report, summary, outs)
+}
+
+/// The file a part of a sharded step series writes at its root: the
+/// series-level facts `actdiff merge` joins ([`SeriesPart`]); each step's
+/// own `part.json` is in the part's `step_S/`.
+pub const SERIES_PART: &str = "series-part.json";
+
+/// What a part of a sharded step series records at its root
+/// ([`SERIES_PART`]). Every part of one split records the same steps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeriesPart {
+    /// The part (`K/N`).
+    pub shard: Shard,
+    /// The steps compared (both runs have them, `--steps` includes them).
+    pub steps: Vec<u64>,
+    /// Steps only run 1 has (and `--steps` includes).
+    pub steps_only1: Vec<u64>,
+    /// Steps only run 2 has.
+    pub steps_only2: Vec<u64>,
+    /// The series' own warnings (step folders without logs, `--steps`).
+    pub warnings: Vec<String>,
+    /// What the merge says when no step is compared.
+    pub no_step: String,
+}
+
+/// `actdiff compare RUN1 RUN2 --shard K/N` on two step series: one split
+/// of every (step, rank) unit of the series over the `N` parts
+/// ([`shard::series_units_by_part`]), so that many steps of one rank
+/// spread as well as many ranks do. Part `K` compares its units of each
+/// step into `OUT/step_S/` (a part of that step, with its `part.json`),
+/// the first step where its own units diverge with full pages, and writes
+/// [`SERIES_PART`]; `actdiff merge` ([`merge_series`]) joins the parts
+/// into the series' report. Returns 0 when every step's part finished.
+pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i32 {
+    let part = cfg.shard.clone().expect("a part");
+    let fail = |e: String| {
+        eprintln!("error: part {}: {e}", part.shard);
+        exit_codes::INPUT_ERROR
+    };
+    if let Err(e) = prepare_report_folder(&cfg.report) {
+        return fail(e.to_string());
+    }
+    let _ = std::fs::remove_file(cfg.report.out_dir.join(SERIES_PART));
+    let pairs = StepPairs::of(cfg, sel);
+    let mut plans = Vec::with_capacity(pairs.both.len());
+    for (s, p1, p2) in &pairs.both {
+        let mut errors = Vec::new();
+        let c = step_config(cfg, *s, p1, p2, false);
+        let (plan, inputs) = super::pipeline::discover(&c, &mut errors);
+        if !errors.is_empty() {
+            return fail(format!("step {s}: {}", errors.join("; ")));
+        }
+        plans.push((*s, plan, inputs));
+    }
+    let split = shard::series_units_by_part(&plans, part.shard.count);
+    let units: BTreeMap<u64, Vec<shard::Unit>> = plans
+        .iter()
+        .zip(split)
+        .map(|((s, ..), mut by_part)| (*s, std::mem::take(&mut by_part[part.shard.index as usize])))
+        .collect();
+    let part_of = |s: u64| {
+        Some(ShardPart {
+            units: units.get(&s).cloned(),
+            ..part.clone()
+        })
+    };
+    let all_pages = *sel == StepSelection::All;
+    let done = match compare_all(cfg, &pairs.both, all_pages, &part_of, true) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let compared: Vec<u64> = done.iter().map(|d| d.step).collect();
+    if let Err(e) = join_step_rows(cfg, &compared) {
+        return fail(e);
+    }
+    let finished = compared.iter().all(|s| {
+        shard::Manifest::read(&cfg.report.out_dir.join(format!("{STEP_DIR_PREFIX}{s}")))
+            .is_ok_and(|m| m.status == shard::PartStatus::Done)
+    });
+    let record = SeriesPart {
+        shard: part.shard,
+        steps: compared,
+        steps_only1: pairs.only.0,
+        steps_only2: pairs.only.1,
+        warnings: pairs.warnings,
+        no_step: pairs.no_step,
+    };
+    let json = serde_json::to_vec_pretty(&record).expect("a series part serialises");
+    if let Err(e) = std::fs::write(cfg.report.out_dir.join(SERIES_PART), json) {
+        return fail(format!(
+            "{}: {e}",
+            cfg.report.out_dir.join(SERIES_PART).display()
+        ));
+    }
+    let n_units: usize = units.values().map(Vec::len).sum();
+    if !quiet {
+        let d = done.iter().filter(|d| diverges(&d.summary)).count();
+        println!(
+            "part {}: {} step(s), {n_units} (step, rank) unit(s), {d} step(s) with a diverging unit; written to {}; the verdict is `actdiff merge`'s",
+            part.shard,
+            record.steps.len(),
+            cfg.report.out_dir.display()
+        );
+    }
+    if finished {
+        exit_codes::OK
+    } else {
+        fail("a step's part did not finish (its step_S/part.json says why)".into())
+    }
+}
+
+/// Whether `dir` is a part of a sharded step series (holds [`SERIES_PART`]).
+pub fn is_series_part(dir: &Path) -> bool {
+    dir.join(SERIES_PART).is_file()
+}
+
+/// `actdiff merge` of the parts of a sharded step series: checks that the
+/// parts record one split of the same steps, merges each step's parts into
+/// `OUT/step_S/` with [`super::merge::merge_parts_split`] (the units each
+/// part must hold come from the series' split, recomputed from the parts'
+/// recorded inputs), then writes the series' outputs as
+/// [`compare_steps`] does. Returns the exit status over every step, or 2
+/// with the problems named.
+pub fn merge_series(parts: &[PathBuf], out: &Path, outs: &RunOutputs) -> i32 {
+    match merge_steps(parts, out) {
+        Ok((opts, summary)) => write_outputs(&opts, summary, outs),
+        Err(problems) => super::merge::refuse(out, problems, outs),
+    }
+}
+
+/// The work of [`merge_series`]: the series' report options and summary.
+fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<String>> {
+    let mut records = Vec::new();
+    let mut problems = Vec::new();
+    for p in parts {
+        let file = p.join(SERIES_PART);
+        match std::fs::read(&file)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<SeriesPart>(&b).map_err(|e| e.to_string()))
+        {
+            Ok(r) => records.push(r),
+            Err(e) => problems.push(format!(
+                "{}: not a part of a sharded step series ({e}); merge the parts of one `actdiff compare --shard K/N` of two step series",
+                file.display()
+            )),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let first = records[0].clone();
+    for (r, p) in records.iter().zip(parts).skip(1) {
+        let same = (&r.steps, &r.steps_only1, &r.steps_only2, r.shard.count)
+            == (
+                &first.steps,
+                &first.steps_only1,
+                &first.steps_only2,
+                first.shard.count,
+            );
+        if !same {
+            problems.push(format!(
+                "{} and {}: parts of different step series or splits (steps {} and {}, {} and {} parts)",
+                parts[0].display(),
+                p.display(),
+                fmt_steps(&first.steps),
+                fmt_steps(&r.steps),
+                first.shard.count,
+                r.shard.count
+            ));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let step_dir = |p: &Path, s: u64| p.join(format!("{STEP_DIR_PREFIX}{s}"));
+    // The series' split, from the recorded inputs of each step (every
+    // part records the same inputs; merge_parts_split checks that).
+    let mut plans = Vec::with_capacity(first.steps.len());
+    for s in &first.steps {
+        let m = shard::Manifest::read(&step_dir(&parts[0], *s))
+            .map_err(|e| vec![format!("step {s}: {e}")])?;
+        let plan = match (&m.inputs.run1, &m.inputs.run2) {
+            (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &m.run.rank_map),
+            _ => super::RankPlan::default(),
+        };
+        plans.push((*s, plan, m.inputs));
+    }
+    let split = shard::series_units_by_part(&plans, first.shard.count);
+    let opts = ReportOptions {
+        out_dir: out.to_path_buf(),
+        ..Default::default()
+    };
+    prepare_report_folder(&opts).map_err(|e| vec![e.to_string()])?;
+    let mut done = Vec::with_capacity(first.steps.len());
+    for ((s, ..), by_part) in plans.iter().zip(split) {
+        let dirs: Vec<PathBuf> = parts.iter().map(|p| step_dir(p, *s)).collect();
+        match super::merge::merge_parts_split(&dirs, &step_dir(out, *s), Some(by_part)) {
+            Ok(c) => done.push(StepDone {
+                step: *s,
+                summary: super::outputs::finish_quiet(c.meta, c.ranks),
+            }),
+            Err(e) => problems.extend(
+                super::merge::problems(e)
+                    .into_iter()
+                    .map(|p| format!("step {s}: {p}")),
+            ),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    // Names and paths as the steps' merges give them (the runs' step
+    // folders' parents).
+    let opts = match done.first() {
+        Some(d) => ReportOptions {
+            name1: d.summary.name1.clone(),
+            name2: d.summary.name2.clone(),
+            path1: parent(&d.summary.path1),
+            path2: parent(&d.summary.path2),
+            ..opts
+        },
+        None => opts,
+    };
+    let first_step = done.iter().find(|d| diverges(&d.summary)).map(|d| d.step);
+    let summary = join(
+        &opts,
+        done,
+        (first.steps_only1, first.steps_only2),
+        first_step,
+        first.warnings,
+        first.no_step,
+    );
+    Ok((opts, summary))
+}
+
+/// The folder above a step folder's path, as text (`A/step_3` → `A`).
+fn parent(path: &str) -> String {
+    Path::new(path)
+        .parent()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| path.to_string())
 }
 
 /// Whether a step's comparison has a gating row on some rank.
@@ -395,7 +672,7 @@ fn diverges(s: &Summary) -> bool {
 /// page links under `step_S/`), counts over every step, the step facts
 /// and one exit status over every step.
 fn join(
-    cfg: &CompareConfig,
+    opts: &ReportOptions,
     done: Vec<StepDone>,
     (steps_only1, steps_only2): (Vec<u64>, Vec<u64>),
     first: Option<u64>,
@@ -461,10 +738,10 @@ fn join(
     let mut s = Summary {
         schema_version: SCHEMA_VERSION,
         tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
-        name1: cfg.report.name1.clone(),
-        name2: cfg.report.name2.clone(),
-        path1: cfg.report.path1.clone(),
-        path2: cfg.report.path2.clone(),
+        name1: opts.name1.clone(),
+        name2: opts.name2.clone(),
+        path1: opts.path1.clone(),
+        path2: opts.path2.clone(),
         counts,
         ranks,
         ranks_only1: only1,
@@ -505,13 +782,13 @@ fn worse(a: i32, b: i32) -> i32 {
 
 /// Writes the series' `summary.json`, `index.html`, JUnit and terminal
 /// summary; returns the exit status.
-fn write_outputs(cfg: &CompareConfig, mut summary: Summary, outs: &RunOutputs) -> i32 {
-    if let Err(e) = report::steps::write_index(&summary, &cfg.report) {
+fn write_outputs(opts: &ReportOptions, mut summary: Summary, outs: &RunOutputs) -> i32 {
+    if let Err(e) = report::steps::write_index(&summary, opts) {
         summary.input_errors.push(e.to_string());
         summary.exit_status = exit_codes::INPUT_ERROR;
         summary.verdict.insert(0, format!("input error: {e}"));
-        let _ = std::fs::remove_file(cfg.report.out_dir.join(files::INDEX));
-        let _ = std::fs::remove_file(cfg.report.out_dir.join(files::SUMMARY));
+        let _ = std::fs::remove_file(opts.out_dir.join(files::INDEX));
+        let _ = std::fs::remove_file(opts.out_dir.join(files::SUMMARY));
     }
     for w in &summary.warnings {
         eprintln!("warning: {w}");
@@ -521,7 +798,7 @@ fn write_outputs(cfg: &CompareConfig, mut summary: Summary, outs: &RunOutputs) -
     }
     super::outputs::junit_and_terminal(
         &summary,
-        &cfg.report.out_dir,
+        &opts.out_dir,
         outs,
         report::steps::render_terminal,
     )
