@@ -28,7 +28,9 @@ Three measurements, medians of repeated runs:
    testdata-size model (the recipe's shape: dim 256, 4 layers) with no
    profiler, a profiler whose schedule never comes (disarmed steps: should
    cost nothing), `level="modules"` on every step and `level="ops"` on
-   every step, each with `precision="full"` and digests; median per step.
+   every step (and at module level with the statistics on the training
+   thread, ACTDIFF_CAPTURE_SYNC=1), each with `precision="full"` and
+   digests; median per step.
 """
 
 from __future__ import annotations
@@ -372,7 +374,14 @@ def bench_e2e(quick: bool) -> list[dict]:
 
 def loop_step_time(cfg: dict, prof_kw: dict | None, steps: int) -> float:
     """Median step time (s) of a loop of `steps` steps (the first left out)
-    with a Profiler made from `prof_kw` (None: no profiler)."""
+    with a Profiler made from `prof_kw` (None: no profiler; the key `sync`
+    sets ACTDIFF_CAPTURE_SYNC: the module level's statistics on the
+    training thread)."""
+    prof_kw = None if prof_kw is None else dict(prof_kw)
+    if prof_kw is not None and prof_kw.pop("sync", False):
+        os.environ["ACTDIFF_CAPTURE_SYNC"] = "1"
+    else:
+        os.environ.pop("ACTDIFF_CAPTURE_SYNC", None)
     torch.manual_seed(0)
     model = Llama(**cfg)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
@@ -402,6 +411,7 @@ def bench_levels(quick: bool) -> dict:
         "plain": None,
         "disarmed": dict(capture_steps=[10**9], **full),
         "modules": dict(capture_steps=every, level="modules", **full),
+        "modules_sync": dict(capture_steps=every, level="modules", sync=True, **full),
         "ops": dict(capture_steps=every, level="ops", **full),
     }
     # Rounds interleave the modes, so that a slower minute of a shared box
@@ -413,7 +423,7 @@ def bench_levels(quick: bool) -> dict:
     res = {"model": "testdata-size: dim 256, 4 layers, vocab 2000", "steps": steps, "rounds": rounds}
     res["plain_ms"] = statistics.median(times["plain"])
     res["plain_spread_ms"] = [min(times["plain"]), max(times["plain"])]
-    for name in ("disarmed", "modules", "ops"):
+    for name in ("disarmed", "modules", "modules_sync", "ops"):
         t = statistics.median(times[name])
         res[f"{name}_ms"] = t
         res[f"{name}_spread_ms"] = [min(times[name]), max(times[name])]
@@ -490,14 +500,14 @@ def main() -> None:
 def print_levels(res: dict, quick: bool) -> None:
     res["levels"] = r = bench_levels(quick)
     print(f"\n## capture levels over a loop of {r['steps']} steps ({r['model']}; ms per step, median of {r['rounds']} interleaved loops [min-max]; full precision + digests)")
-    print("| no profiler | disarmed schedule | level=modules every step | level=ops every step |")
-    print("| ---: | ---: | ---: | ---: |")
+    print("| no profiler | disarmed schedule | level=modules every step | level=modules, statistics on the training thread | level=ops every step |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
     def cell(name):
         lo, hi = r[f"{name}_spread_ms"]
         pct = "" if name == "plain" else f" ({r[name + '_overhead_pct']:+.1f} %)"
         return f"{r[name + '_ms']:.1f}{pct} [{lo:.1f}-{hi:.1f}]"
 
-    print("| " + " | ".join(cell(n) for n in ("plain", "disarmed", "modules", "ops")) + " |")
+    print("| " + " | ".join(cell(n) for n in ("plain", "disarmed", "modules", "modules_sync", "ops")) + " |")
 
 
 if __name__ == "__main__":

@@ -60,17 +60,20 @@ and the writing are done by the Rust core (``actdiff_capture._native``).
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
+import threading
 import weakref
 
 import torch
 from torch import nn
+from torch.optim import optimizer as _optimizer
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import baseline as _baseline
 from . import fx, inductor, layouts, modules
-from ._native import Capture
+from ._native import Capture, HostWorker
 
 DEFAULT_MIN_NUMEL = 1000
 
@@ -102,6 +105,19 @@ PRECISIONS = (None, "full")
 # "modules" (module outputs, parameter gradients and parameters after the
 # optimizer: actdiff_capture.modules).
 LEVELS = ("ops", "modules")
+
+# Profilers whose last step's log may still be finishing in a thread: at
+# interpreter exit each is completed, so no captured step is lost.
+_unfinished: "weakref.WeakSet[Profiler]" = weakref.WeakSet()
+
+
+@atexit.register
+def _complete_all() -> None:
+    for p in list(_unfinished):
+        try:
+            p._complete()
+        except Exception as e:  # noqa: BLE001 - reported, not raised, at exit
+            print(f"actdiff_capture: a step's log was not written: {e}", file=sys.stderr)
 
 _FLOATS = frozenset({torch.float32, torch.float16, torch.bfloat16})
 
@@ -741,9 +757,16 @@ class Profiler:
         self.device_path = device_path
         self.precision = precision
         self.digests = (precision == "full") if digests is None else bool(digests)
-        self.path: str | None = None  # the last log written
-        self.count: int | None = None  # its number of blocks
-        self.paths: dict = {}  # step -> log written
+        self._path: str | None = None
+        self._count: int | None = None
+        self._paths: dict = {}
+        # Module level, CPU, one process: statistics off the training
+        # thread (actdiff_capture.modules), and each step's log finished by
+        # a thread of its own (_finishing), joined before anything reads it.
+        self._worker = None
+        self._finishing: threading.Thread | None = None
+        self._finish_error: BaseException | None = None
+        self._optimizer_hook = None
         self._step = 0
         self._done = False
         self._mode: _Mode | None = None
@@ -752,12 +775,32 @@ class Profiler:
         self._stack: list = []
         self._grad_fn_to_module: dict = {}
 
+    @property
+    def path(self) -> str | None:
+        """The last log written (its step's capture finished first)."""
+        self._complete()
+        return self._path
+
+    @property
+    def count(self) -> int | None:
+        """The last log's number of blocks."""
+        self._complete()
+        return self._count
+
+    @property
+    def paths(self) -> dict:
+        """Step -> log written, for every step captured so far."""
+        self._complete()
+        return self._paths
+
     # -- the ActivationCaptureProfiler protocol --------------------------------
 
     def __enter__(self) -> "Profiler":
         return self
 
     def __exit__(self, *exc) -> None:
+        self._complete()
+        self._release_worker()
         armed = self.armed
         self._disarm()  # the unwritten capture is dropped: its temporary file goes
         if armed and self.series:
@@ -776,6 +819,7 @@ class Profiler:
         self._step += 1
         if not self.enabled or self._done:
             return
+        self._complete()  # the previous step's log, before this one's
         if self.armed and self._step in self.steps:
             self._dump(loss)
             if self._done:  # the baseline check stopped capturing
@@ -783,6 +827,7 @@ class Profiler:
         if self._step >= self._last:
             self._done = True
             self._disarm()
+            self._release_worker()
         elif self._step + 1 in self.steps:
             self._arm()
 
@@ -825,7 +870,7 @@ class Profiler:
             cap.note_level("modules")
             if self.series:
                 cap.note_step(self._armed_step)
-            self._modules = modules.ModuleRecorder(self.model, cap)
+            self._modules = modules.ModuleRecorder(self.model, cap, self._host_worker())
             return
         names = {id(m): name for name, m in self.model.named_modules()}
         stack = self._stack
@@ -914,11 +959,66 @@ class Profiler:
             mode.pending = None
         return mode
 
+    def _host_worker(self):
+        """The statistics worker of a module-level capture, or None: only
+        for a model on the CPU in one process (a GPU's statistics are
+        queued on its stream already; in a distributed job, collectives and
+        FSDP may change gradients and parameters in place at times this
+        agent does not see)."""
+        if self._worker is not None:
+            return self._worker
+        dist = torch.distributed.is_available() and torch.distributed.is_initialized()
+        on_cpu = all(p.device.type == "cpu" for p in self.model.parameters())
+        if dist or not on_cpu or os.environ.get("ACTDIFF_CAPTURE_SYNC"):
+            return None
+        self._worker = HostWorker()
+        # Every optimizer's step waits until the worker has read the
+        # parameters (and gradients) it was given.
+        ref = weakref.ref(self)
+
+        def before_optimizer_step(optimizer, args, kwargs):
+            p = ref()
+            if p is not None and p._worker is not None:
+                p._worker.wait()
+
+        self._optimizer_hook = _optimizer.register_optimizer_step_pre_hook(before_optimizer_step)
+        _unfinished.add(self)
+        return self._worker
+
+    def _release_worker(self) -> None:
+        """Removes the optimizer hook once no capture will use the worker."""
+        h, self._optimizer_hook = self._optimizer_hook, None
+        if h is not None:
+            h.remove()
+
+    def _complete(self) -> None:
+        """Waits for the thread finishing the last step's log; re-raises
+        what it raised."""
+        t, self._finishing = self._finishing, None
+        if t is not None:
+            t.join()
+        e, self._finish_error = self._finish_error, None
+        if e is not None:
+            raise e
+
     def _dump(self, loss=None) -> None:
         rec, self._modules = self._modules, None
         if rec is not None:
             rec.finish()  # the parameters as the optimizer left them
             cap = rec.cap
+            if rec.worker is not None and self.baseline is None and self._step + 1 in self.steps:
+                # A captured step follows: this step's log is finished
+                # (flushed, written) by a thread of its own while training
+                # goes on, and is on disk when the next step() returns (or
+                # once path, paths or count is read). Otherwise (the last
+                # step of a run of captured steps, or a baseline check) it
+                # is written before step() returns.
+                step, path = self._armed_step, self._armed_path
+                self._finishing = threading.Thread(
+                    target=self._finish_in_thread, args=(cap, loss, step, path), daemon=True
+                )
+                self._finishing.start()
+                return
         else:
             mode = self._disarm()
             if mode is None:
@@ -935,22 +1035,32 @@ class Profiler:
             note_compiled = getattr(cap, "note_compiled", None)
             if mode.compiled is not None and note_compiled is not None:
                 note_compiled(mode.compiled)
+        self._finish(cap, loss, self._armed_step, self._armed_path)
+        if self.baseline is not None and self.diverged is None:
+            self._check_baseline()
+
+    def _finish(self, cap, loss, step: int, path: str) -> None:
+        """Flushes and writes step ``step``'s log at ``path``, with its loss."""
         # The device is synchronised by this flush: reading a loss tensor
         # afterwards costs no sync of its own.
         cap.flush()
         value = _loss_value(loss)
         if value is not None:
             cap.note_loss(value)
-        self.count = cap.finish()
-        self.path = self._armed_path
-        self.paths[self._armed_step] = self.path
-        if self.baseline is not None and self.diverged is None:
-            self._check_baseline()
+        self._count = cap.finish()
+        self._path = path
+        self._paths[step] = path
+
+    def _finish_in_thread(self, cap, loss, step: int, path: str) -> None:
+        try:
+            self._finish(cap, loss, step, path)
+        except BaseException as e:  # re-raised by _complete
+            self._finish_error = e
 
     def _check_baseline(self) -> None:
         rank = _default_rank() if self.rank is None else self.rank
         d = _baseline.check(
-            self.baseline, self.path, self._armed_step, rank, self.series, self.dump_dir, self.tolerances
+            self.baseline, self._path, self._armed_step, rank, self.series, self.dump_dir, self.tolerances
         )
         if d is None:
             return

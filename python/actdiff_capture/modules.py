@@ -15,6 +15,22 @@ The log is the same block format as a per-op capture, with the header line
 called twice gets ``op_0_output`` and ``op_1_output``). The root module's
 output is ``<none>/op_N_output``, as the reference names ops outside any
 module.
+
+Off the training thread (``worker``, a ``_native.HostWorker``; the
+profiler gives one when the model trains on the CPU in one process): the
+statistics and digests of CPU tensors are computed by the worker's thread
+while training goes on, and each tensor is kept unchanged until the worker
+has read it:
+
+- a module's output is copied first (a later in-place op, such as
+  ``ReLU(inplace=True)`` or ``x += y``, may change it at once);
+- the gradients are read in place: the end of each backward pass waits for
+  the worker (a callback queued on autograd's engine), before anything such
+  as ``clip_grad_norm_`` or the optimizer can change them;
+- the parameters after the optimizer are read in place: every optimizer's
+  step waits for the worker first (a global optimizer step pre-hook), and
+  so does the end of the next captured step's backward; when the next step
+  is not captured, the profiler waits before ``step()`` returns.
 """
 
 from __future__ import annotations
@@ -44,11 +60,17 @@ def _first_tensor(x):
 class ModuleRecorder:
     """Hooks of one captured step at module level, recording into ``cap``
     (a ``_native.Capture``); :meth:`finish` records the parameters after
-    the optimizer and removes the hooks."""
+    the optimizer and removes the hooks. With ``worker`` (a
+    ``_native.HostWorker``) the statistics are computed off the training
+    thread (see the module documentation)."""
 
-    def __init__(self, model: nn.Module, cap):
+    def __init__(self, model: nn.Module, cap, worker=None):
         self.model = model
         self.cap = cap
+        self.worker = worker
+        self._waits_queued = False  # a wait queued for this backward pass's end
+        if worker is not None:
+            cap.defer_host(worker)
         self.handles: list = []
         names = {}
         for name, m in model.named_modules():
@@ -79,6 +101,8 @@ class ModuleRecorder:
                 return
             t = _first_tensor(output)
             if t is not None:
+                if self.worker is not None:
+                    t = t.detach().clone()  # a later in-place op may change it
                 self._record(fqn, "output", t, False)
 
         return hook
@@ -87,8 +111,17 @@ class ModuleRecorder:
         def hook(p):
             if p.grad is not None:
                 self._record(fqn, f"{pname}_grad", p.grad, True)
+                if self.worker is not None and not self._waits_queued:
+                    # The gradients stay unchanged until the worker read
+                    # them: the end of this backward pass waits for it.
+                    self._waits_queued = True
+                    torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
 
         return hook
+
+    def _backward_done(self) -> None:
+        self._waits_queued = False
+        self.worker.wait()
 
     def finish(self) -> None:
         """Records every parameter as the optimizer left it, then removes

@@ -26,7 +26,9 @@ use std::sync::Arc;
 
 use super::digest::{self, Index};
 use super::record::{Phase, Precision, Record, Stats};
-use super::stats::{host_stats, is_stats_kind, moments_from, StatsPath, N_MOMENT_SCALARS};
+use super::stats::{
+    host_stats, is_stats_kind, moments_from, StatsPath, TensorStats, N_MOMENT_SCALARS,
+};
 use super::torch::{cat, Device, Info, Tensor, TorchError};
 use super::writer::LogWriter;
 use crate::logformat::{CompileBackend, HeaderNotes};
@@ -68,13 +70,99 @@ pub enum CaptureError {
     Finished,
 }
 
+/// The statistics of a CPU tensor being computed by the [`HostWorker`].
+type Deferred = crossbeam_channel::Receiver<Result<TensorStats, TorchError>>;
+
+/// Where a deferred tensor's statistics go in its record: the moments at
+/// `0..N_MOMENT_SCALARS` (a primary output) or its L1 hash at `hash`, and
+/// its digest sum at `digest`.
+#[derive(Clone, Copy, Debug)]
+enum Slots {
+    Moments { digest: Option<usize> },
+    Hash { hash: usize, digest: Option<usize> },
+}
+
+/// Computes CPU tensors' statistics and digests on one thread of its own,
+/// in the order they were handed over ([`Capture::defer_host`]): the
+/// caller goes on while the worker reads the tensors. One thread, so that
+/// the fused pass takes one core and leaves the others to the training.
+///
+/// The caller must keep each tensor unchanged until its statistics are
+/// read: [`HostWorker::wait`] returns once every tensor handed over so far
+/// is done (the Python agent waits at the end of backward and before the
+/// optimizer changes the parameters), and a flush waits for its records.
+pub struct HostWorker {
+    pool: rayon::ThreadPool,
+}
+
+impl HostWorker {
+    /// Starts the worker thread.
+    pub fn start() -> io::Result<HostWorker> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .thread_name(|_| "actdiff-stats".into())
+            .build()
+            .map_err(io::Error::other)?;
+        Ok(HostWorker { pool })
+    }
+
+    /// Queues the statistics of `t` (a handle: the tensor is not copied).
+    fn submit(&self, t: &Tensor, moments: bool, digest: Option<Index>) -> Deferred {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let t = t.clone();
+        // Inside the pool, the fused pass's rayon splits run on its one thread.
+        self.pool.spawn_fifo(move || {
+            let _ = tx.send(host_stats(&t, moments, digest));
+        });
+        rx
+    }
+
+    /// Blocks until every tensor handed over so far has been read.
+    pub fn wait(&self) {
+        let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+        self.pool.spawn_fifo(move || {
+            let _ = tx.send(());
+        });
+        let _ = rx.recv();
+    }
+}
+
 /// Scalars of one record or one set of input hashes under construction:
-/// values already on the host, and 1-d float64 device tensors with the
-/// positions their values go to (one position per value, in order).
+/// values already on the host, 1-d float64 device tensors with the
+/// positions their values go to (one position per value, in order), and
+/// CPU tensors' statistics the [`HostWorker`] is computing.
 #[derive(Default)]
 struct Scalars {
     host: Vec<(usize, f64)>,
     dev: Vec<(Device, Vec<Tensor>, Vec<usize>)>,
+    deferred: Vec<(Deferred, Slots)>,
+}
+
+/// Writes `st` into a record's `values` at `slots`.
+fn place(values: &mut [f64], st: &TensorStats, slots: Slots) {
+    let digest = match slots {
+        Slots::Moments { digest } => {
+            let m = st.moments.expect("moments of a non-empty float tensor");
+            let v = [
+                st.l1,
+                m.l2,
+                m.min,
+                m.max,
+                m.mean,
+                m.nan_count as f64,
+                m.inf_count as f64,
+            ];
+            values[..N_MOMENT_SCALARS].copy_from_slice(&v);
+            digest
+        }
+        Slots::Hash { hash, digest } => {
+            values[hash] = st.l1;
+            digest
+        }
+    };
+    if let (Some(pos), Some(d)) = (digest, st.digest) {
+        values[pos] = f64::from_bits(d);
+    }
 }
 
 impl Scalars {
@@ -102,6 +190,7 @@ impl Scalars {
         Ok(Stacked {
             host: self.host,
             dev,
+            deferred: self.deferred,
         })
     }
 }
@@ -109,6 +198,7 @@ impl Scalars {
 struct Stacked {
     host: Vec<(usize, f64)>,
     dev: Vec<(Device, Tensor, Vec<usize>)>,
+    deferred: Vec<(Deferred, Slots)>,
 }
 
 /// Input hashes (and digests) taken before an op ran
@@ -176,6 +266,7 @@ struct Pending {
     values: Vec<f64>,
     numels: Vec<u64>,
     fixups: Vec<Fixup>,
+    deferred: Vec<(Deferred, Slots)>,
 }
 
 struct Group {
@@ -193,6 +284,9 @@ struct Group {
 pub struct StatsBatch {
     path: StatsPath,
     digests: bool,
+    /// CPU tensors' statistics of records (not of pre-op input hashes)
+    /// go to this worker ([`Capture::defer_host`]).
+    worker: Option<Arc<HostWorker>>,
     pending: Vec<Pending>,
     groups: Vec<Group>,
     device_scalars: usize,
@@ -205,6 +299,7 @@ impl StatsBatch {
         StatsBatch {
             path,
             digests,
+            worker: None,
             pending: Vec::new(),
             groups: Vec::new(),
             device_scalars: 0,
@@ -233,16 +328,27 @@ impl StatsBatch {
     }
 
     /// Hashes (and digests, indexed by `at`) `t` into `hash_pos` (and
-    /// `digest_pos`); returns its number of digest values.
+    /// `digest_pos`); returns its number of digest values. `defer`: a CPU
+    /// tensor may go to the [`HostWorker`] (never for pre-op input hashes,
+    /// which must be read before the op).
     fn hash_into(
         &self,
         s: &mut Scalars,
         (hash_pos, digest_pos): (usize, usize),
         t: &Tensor,
         at: Index,
+        defer: bool,
     ) -> Result<u64, TorchError> {
         let i = t.info()?;
-        if self.path == StatsPath::Auto && i.device == Device::Cpu {
+        let host = self.path == StatsPath::Auto && i.device == Device::Cpu;
+        if let (true, true, Some(w)) = (host, defer, &self.worker) {
+            let slots = Slots::Hash {
+                hash: hash_pos,
+                digest: self.digests.then_some(digest_pos),
+            };
+            s.deferred
+                .push((w.submit(t, false, self.digest_at(at)), slots));
+        } else if host {
             let st = host_stats(t, false, self.digest_at(at))?;
             s.host.push((hash_pos, st.l1));
             if let Some(d) = st.digest {
@@ -267,7 +373,7 @@ impl StatsBatch {
         let n = inputs.len();
         let mut numels = Vec::with_capacity(n);
         for (i, t) in inputs.iter().enumerate() {
-            numels.push(self.hash_into(&mut s, (i, n + i), t, index_at(index, i))?);
+            numels.push(self.hash_into(&mut s, (i, n + i), t, index_at(index, i), false)?);
         }
         Ok(InputHashes {
             n,
@@ -325,7 +431,13 @@ impl StatsBatch {
                     numels[index] = digest_len(&info);
                 }
                 let at = self.digest_at(index_at(&digest_index.outputs, index));
-                if self.path == StatsPath::Auto && info.device == Device::Cpu {
+                let host = self.path == StatsPath::Auto && info.device == Device::Cpu;
+                if let (true, Some(w)) = (host, &self.worker) {
+                    let slots = Slots::Moments {
+                        digest: self.digests.then_some(dpos),
+                    };
+                    s.deferred.push((w.submit(p, true, at), slots));
+                } else if host {
                     let st = host_stats(p, true, at)?;
                     let m = st.moments.expect("moments of a non-empty float tensor");
                     let v = [
@@ -353,7 +465,7 @@ impl StatsBatch {
         for (i, t) in outputs.iter().enumerate() {
             if Some(i) != skip {
                 let at = index_at(&digest_index.outputs, i);
-                let n = self.hash_into(&mut s, (base_out + i, dbase + i), t, at)?;
+                let n = self.hash_into(&mut s, (base_out + i, dbase + i), t, at, true)?;
                 if self.digests {
                     numels[i] = n;
                 }
@@ -363,7 +475,8 @@ impl StatsBatch {
             Inputs::Tensors(ts) => {
                 for (i, t) in ts.iter().enumerate() {
                     let at = index_at(&digest_index.inputs, i);
-                    let n = self.hash_into(&mut s, (base_in + i, dbase + n_out + i), t, at)?;
+                    let n =
+                        self.hash_into(&mut s, (base_in + i, dbase + n_out + i), t, at, true)?;
                     if self.digests {
                         numels[n_out + i] = n;
                     }
@@ -440,6 +553,7 @@ impl StatsBatch {
             values,
             numels,
             fixups,
+            deferred: st.deferred,
         });
         Ok(())
     }
@@ -458,6 +572,12 @@ impl StatsBatch {
         self.device_scalars = 0;
         let mut out = Vec::with_capacity(self.pending.len());
         for mut p in self.pending.drain(..) {
+            for (rx, slots) in p.deferred.drain(..) {
+                let st = rx
+                    .recv()
+                    .map_err(|_| TorchError("the statistics worker stopped".into()))??;
+                place(&mut p.values, &st, slots);
+            }
             for f in &p.fixups {
                 let src = &host[f.group][f.src..f.src + f.positions.len()];
                 for (pos, v) in f.positions.iter().zip(src) {
@@ -684,6 +804,16 @@ impl Capture {
     /// Records so far.
     pub fn recorded(&self) -> u64 {
         self.recorded
+    }
+
+    /// Hands the statistics of CPU tensors of later records to `worker`
+    /// (a [`HostWorker`], which may serve several captures) instead of
+    /// computing them on the calling thread: `record` returns at once. The
+    /// caller keeps each recorded tensor unchanged until [`HostWorker::wait`]
+    /// or a flush has returned. Pre-op input hashes
+    /// ([`Capture::hash_inputs`]) stay on the calling thread.
+    pub fn defer_host(&mut self, worker: Arc<HostWorker>) {
+        self.batch.worker = Some(worker);
     }
 
     /// Moves queued scalars to the host and hands the records to the

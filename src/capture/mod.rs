@@ -76,6 +76,8 @@ pub use record::{Moments, Phase, Precision, Record, Stats};
 pub use writer::LogWriter;
 
 #[cfg(feature = "capture")]
-pub use batch::{Capture, CaptureError, DigestIndexes, InputHashes, Inputs, OpRecord, StatsBatch};
+pub use batch::{
+    Capture, CaptureError, DigestIndexes, HostWorker, InputHashes, Inputs, OpRecord, StatsBatch,
+};
 #[cfg(feature = "capture")]
 pub use stats::{StatsPath, TensorStats};

@@ -5,12 +5,15 @@
 //! (`THPVariable_Unpack`: no copy).
 
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::exceptions::{PyImportError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use super::batch::{Capture as Core, CaptureError, DigestIndexes, InputHashes, Inputs, OpRecord};
+use super::batch::{
+    Capture as Core, CaptureError, DigestIndexes, HostWorker as CoreWorker, InputHashes, Inputs,
+    OpRecord,
+};
 use super::digest::{self, Index};
 use super::record::{Phase, Precision};
 use super::stats::{host_stats, read_back, StatsPath};
@@ -67,6 +70,33 @@ fn precision(p: &str) -> PyResult<Precision> {
 #[pyclass(module = "actdiff_capture._native")]
 struct PreHashes {
     inner: Mutex<Option<InputHashes>>,
+}
+
+/// `HostWorker()`: a thread computing CPU tensors' statistics off the
+/// training thread, for the captures given to `Capture.defer_host`; one
+/// may serve several captures (a profiler's steps).
+#[pyclass(module = "actdiff_capture._native", frozen)]
+struct HostWorker {
+    inner: Arc<CoreWorker>,
+}
+
+#[pymethods]
+impl HostWorker {
+    #[new]
+    fn new() -> PyResult<Self> {
+        let inner = CoreWorker::start().map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        Ok(HostWorker {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// `wait() -> None`: returns once every tensor handed to this worker
+    /// so far has been read (the GIL released meanwhile). Until then the
+    /// caller must not change those tensors.
+    fn wait(&self, py: Python<'_>) {
+        let w = self.inner.clone();
+        py.detach(move || w.wait());
+    }
 }
 
 /// One capture writing one `rank_N_activations.log`.
@@ -211,6 +241,16 @@ impl Capture {
             .map_err(err)
     }
 
+    /// `defer_host(worker: HostWorker) -> None`: the statistics of CPU
+    /// tensors of later records are computed by `worker`, so `record`
+    /// returns at once; each recorded tensor must stay unchanged until
+    /// `worker.wait()`, `flush()` or `finish()` has returned (see
+    /// `actdiff_capture.modules`). Pre-op input hashes (`hash_inputs`)
+    /// stay on the calling thread.
+    fn defer_host(&self, worker: &HostWorker) {
+        self.core().defer_host(worker.inner.clone());
+    }
+
     /// Notes an excluded op that was dispatched.
     fn note_excluded(&self, op: &str) {
         self.core().note_excluded(op);
@@ -266,14 +306,15 @@ impl Capture {
         Ok(())
     }
 
-    /// Moves queued stats to the host and hands records to the writer.
-    fn flush(&self) -> PyResult<usize> {
-        self.core().flush().map_err(err)
+    /// Moves queued stats to the host and hands records to the writer
+    /// (the GIL released while it waits for them).
+    fn flush(&self, py: Python<'_>) -> PyResult<usize> {
+        py.detach(|| self.core().flush()).map_err(err)
     }
 
     /// Flushes and writes the finished log; returns the number of blocks.
-    fn finish(&self) -> PyResult<u64> {
-        self.core().finish().map_err(err)
+    fn finish(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| self.core().finish()).map_err(err)
     }
 
     /// Records so far.
@@ -396,6 +437,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TORCH_VERSION", TORCH_VERSION)?;
     m.add_class::<Capture>()?;
     m.add_class::<PreHashes>()?;
+    m.add_class::<HostWorker>()?;
     m.add_function(wrap_pyfunction!(tensor_stats, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_digest, m)?)?;
     m.add_function(wrap_pyfunction!(combine_digests, m)?)?;

@@ -181,6 +181,58 @@ def test_module_level_records_outputs_gradients_and_parameters(tmp_path):
     assert prof.count == len(bl)
 
 
+class InPlaceNet(torch.nn.Module):
+    """fc1's output is changed in place by the ReLU right after fc1's
+    forward hook ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(256, 1024)
+        self.act = torch.nn.ReLU(inplace=True)
+        self.fc2 = torch.nn.Linear(1024, 64)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def test_module_level_off_the_training_thread_records_what_training_saw(actdiff_bin, tmp_path, monkeypatch):
+    """The module level computes CPU statistics on a worker thread while
+    training goes on; in-place changes made right after a record (an
+    in-place ReLU on a module's output, gradients scaled in place after
+    backward and zeroed in place, parameters changed by the optimizer) do
+    not reach the log: it is bitwise the log of the capture on the training
+    thread (ACTDIFF_CAPTURE_SYNC=1)."""
+
+    def train(dump, sync):
+        if sync:
+            monkeypatch.setenv("ACTDIFF_CAPTURE_SYNC", "1")
+        else:
+            monkeypatch.delenv("ACTDIFF_CAPTURE_SYNC", raising=False)
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = InPlaceNet()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        prof = actdiff_capture.Profiler(model, dump, capture_steps=range(1, 4), level="modules", precision="full")
+        for _ in range(3):
+            model(torch.randn(512, 256)).square().mean().backward()
+            for p in model.parameters():
+                p.grad.mul_(-3.0)  # after backward, before the optimizer: in place
+            opt.step()
+            opt.zero_grad(set_to_none=False)  # in place too
+            prof.step()
+        return prof
+
+    on_thread = train(tmp_path / "sync", sync=True)
+    off_thread = train(tmp_path / "async", sync=False)
+    assert on_thread._worker is None and off_thread._worker is not None
+    _, bl = blocks(tmp_path / "async" / "step_2" / "rank_0_activations.log")
+    fc1 = dict(bl)["fc1/op_0_output"]
+    assert float(fc1["Min"]) < 0, "fc1's output before the in-place ReLU"
+    r, s = compare(actdiff_bin, tmp_path / "sync", tmp_path / "async", tmp_path / "rep", "--bitwise")
+    assert r.returncode == 0 and s["first_diverging_step"] is None, r.stdout
+    assert s["steps"] == [1, 2, 3] and s["counts"]["match"] == 3 * len(bl), s["counts"]
+
+
 def test_module_level_finds_the_step_and_the_phase(actdiff_bin, tmp_path):
     for name, kw in [("a", {}), ("b", {"lr_change_at": 3}), ("c", {"change_token_at": 3})]:
         run(tmp_path / name, level="modules", **kw)
