@@ -35,7 +35,7 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::logformat::{self as lf, push_u64, write_header, HeaderNotes, Precision};
+use crate::logformat::{self as lf, push_u64, write_header, Field, HeaderNotes, Phase, Precision};
 
 /// What to generate.
 #[derive(Clone, Debug, PartialEq)]
@@ -214,7 +214,7 @@ pub fn write_log(
         step: opts.step,
         ..HeaderNotes::default()
     };
-    write_header(&mut buf, opts.ops, &notes, Precision::Printed);
+    write_header(&mut buf, opts.ops, &notes, Precision::PRINTED);
 
     for _ in 0..opts.ops {
         g.block(&mut buf);
@@ -326,7 +326,7 @@ struct Op {
     name: &'static str,
     kind: Kind,
     /// The whole `  Shape: ...\n` line (empty for hash-only kinds).
-    shape: &'static [u8],
+    shape: Vec<u8>,
     n_out: u8,
     /// Producer program index per input; `None` = from outside the captured ops.
     inputs: Vec<Option<u32>>,
@@ -343,21 +343,28 @@ struct Program {
     ops: Vec<Op>,
 }
 
-const SH_ACT: &[u8] = b"  Shape: torch.Size([1, 2048, 4096]), Dtype: torch.float32\n";
-const SH_STAT: &[u8] = b"  Shape: torch.Size([1, 2048, 1]), Dtype: torch.float32\n";
-const SH_MM: &[u8] = b"  Shape: torch.Size([2048, 4096]), Dtype: torch.float32\n";
-const SH_MM_KV: &[u8] = b"  Shape: torch.Size([2048, 1024]), Dtype: torch.float32\n";
-const SH_FFN: &[u8] = b"  Shape: torch.Size([1, 2048, 14336]), Dtype: torch.float32\n";
-const SH_MM_FFN: &[u8] = b"  Shape: torch.Size([2048, 14336]), Dtype: torch.float32\n";
-const SH_ATTN: &[u8] = b"  Shape: torch.Size([1, 32, 2048, 128]), Dtype: torch.bfloat16\n";
-const SH_W: &[u8] = b"  Shape: torch.Size([4096, 4096]), Dtype: torch.float32\n";
-const SH_W_KV: &[u8] = b"  Shape: torch.Size([1024, 4096]), Dtype: torch.float32\n";
-const SH_W1: &[u8] = b"  Shape: torch.Size([14336, 4096]), Dtype: torch.float32\n";
-const SH_W2: &[u8] = b"  Shape: torch.Size([4096, 14336]), Dtype: torch.float32\n";
-const SH_LOGITS: &[u8] = b"  Shape: torch.Size([2048, 128256]), Dtype: torch.float32\n";
-const SH_EMB: &[u8] = b"  Shape: torch.Size([128256, 4096]), Dtype: torch.float32\n";
-const SH_FLAT: &[u8] = b"  Shape: torch.Size([218103808]), Dtype: torch.bfloat16\n";
-const SH_FLAT_SHARD: &[u8] = b"  Shape: torch.Size([27262976]), Dtype: torch.float32\n";
+/// A tensor's sizes and dtype, written as its Shape line through
+/// [`lf::shape_line`].
+type Shape = (&'static [i64], &'static str);
+
+/// The shape argument of ops that write no Shape line (hash-only kinds).
+const NO_SHAPE: Shape = (&[], "");
+
+const SH_ACT: Shape = (&[1, 2048, 4096], "float32");
+const SH_STAT: Shape = (&[1, 2048, 1], "float32");
+const SH_MM: Shape = (&[2048, 4096], "float32");
+const SH_MM_KV: Shape = (&[2048, 1024], "float32");
+const SH_FFN: Shape = (&[1, 2048, 14336], "float32");
+const SH_MM_FFN: Shape = (&[2048, 14336], "float32");
+const SH_ATTN: Shape = (&[1, 32, 2048, 128], "bfloat16");
+const SH_W: Shape = (&[4096, 4096], "float32");
+const SH_W_KV: Shape = (&[1024, 4096], "float32");
+const SH_W1: Shape = (&[14336, 4096], "float32");
+const SH_W2: Shape = (&[4096, 14336], "float32");
+const SH_LOGITS: Shape = (&[2048, 128256], "float32");
+const SH_EMB: Shape = (&[128256, 4096], "float32");
+const SH_FLAT: Shape = (&[218103808], "bfloat16");
+const SH_FLAT_SHARD: Shape = (&[27262976], "float32");
 
 struct Builder {
     modules: Vec<Vec<u8>>,
@@ -380,19 +387,22 @@ impl Builder {
         module: u32,
         name: &'static str,
         kind: Kind,
-        shape: &'static [u8],
+        shape: Shape,
         n_out: u8,
         inputs: &[Option<u32>],
         loc: &str,
         mag: f64,
     ) -> Option<u32> {
         let mut tail = Vec::new();
-        tail.extend_from_slice(b"  Location: ");
-        tail.extend_from_slice(loc.as_bytes());
-        tail.push(b'\n');
-        if self.backward {
-            tail.extend_from_slice(b"  Phase: backward\n");
-        }
+        lf::text_line(&mut tail, Field::Location, loc.as_bytes());
+        lf::phase_line(
+            &mut tail,
+            if self.backward {
+                Phase::Backward
+            } else {
+                Phase::Forward
+            },
+        );
         tail.push(b'\n');
         let positive = matches!(name, "pow" | "rsqrt" | "mean" | "sqrt");
         // `mm` reads its inputs, and its output is read, through views, which
@@ -406,9 +416,11 @@ impl Builder {
             name,
             kind,
             shape: if matches!(kind, Kind::HashOnly | Kind::AdamW) {
-                b""
+                Vec::new()
             } else {
-                shape
+                let mut line = Vec::new();
+                lf::shape_line(&mut line, shape.0, shape.1);
+                line
             },
             n_out,
             inputs,
@@ -423,7 +435,7 @@ impl Builder {
         &mut self,
         module: u32,
         name: &'static str,
-        shape: &'static [u8],
+        shape: Shape,
         inputs: &[Option<u32>],
         loc: &str,
         mag: f64,
@@ -436,7 +448,7 @@ impl Builder {
         let loc = format!("llama3/model.py:{line}");
         let p = self.stats(module, "pow", SH_ACT, &[x], &loc, 0.5);
         let m = self.stats(module, "mean", SH_STAT, &[p], &loc, 0.0);
-        self.push(module, "add_", Kind::HashOnly, b"", 1, &[m], &loc, 0.0);
+        self.push(module, "add_", Kind::HashOnly, NO_SHAPE, 1, &[m], &loc, 0.0);
         let r = self.stats(module, "rsqrt", SH_STAT, &[m], &loc, 0.0);
         let y = self.stats(module, "mul", SH_ACT, &[x, r], &loc, 0.3);
         self.stats(module, "mul", SH_ACT, &[y, None], &loc, 0.3)
@@ -464,8 +476,8 @@ impl Builder {
         &mut self,
         module: u32,
         g: Option<u32>,
-        act: &'static [u8],
-        w: &'static [u8],
+        act: Shape,
+        w: Shape,
         line: u32,
         accumulate: Option<Option<u32>>,
     ) -> Option<u32> {
@@ -791,7 +803,7 @@ impl Builder {
             none,
             "_foreach_add_",
             Kind::HashOnly,
-            b"",
+            NO_SHAPE,
             1,
             &[None],
             "optim/adam.py:526",
@@ -802,7 +814,7 @@ impl Builder {
             none,
             "_fused_adamw_",
             Kind::AdamW,
-            b"",
+            NO_SHAPE,
             0,
             &inputs,
             "optim/adam.py:880",
@@ -812,7 +824,7 @@ impl Builder {
             none,
             "add_",
             Kind::HashOnly,
-            b"",
+            NO_SHAPE,
             1,
             &[None],
             "optim/adam.py:415",
@@ -821,7 +833,7 @@ impl Builder {
         let clip = self.stats(
             none,
             "norm",
-            b"  Shape: torch.Size([]), Dtype: torch.float32\n",
+            (&[], "float32"),
             &[None],
             "distributed/utils.py:305",
             0.0,
@@ -830,7 +842,7 @@ impl Builder {
             none,
             "mul_",
             Kind::HashOnly,
-            b"",
+            NO_SHAPE,
             1,
             &[None, clip],
             "distributed/utils.py:339",
@@ -1026,22 +1038,18 @@ impl Generator {
         );
         lf::key_line(out, &key);
         if !matches!(kind, Kind::HashOnly | Kind::AdamW) {
-            out.extend_from_slice(op.shape);
-            lf::stat_line(out, "L2 norm", l2, Precision::Printed);
-            lf::stat_line(out, "Min", min, Precision::Printed);
-            lf::stat_line(out, "Max", max, Precision::Printed);
-            lf::stat_line(out, "Mean", mean, Precision::Printed);
+            out.extend_from_slice(&op.shape);
+            lf::stat_line(out, Field::L2Norm, l2, Precision::PRINTED);
+            lf::stat_line(out, Field::Min, min, Precision::PRINTED);
+            lf::stat_line(out, Field::Max, max, Precision::PRINTED);
+            lf::stat_line(out, Field::Mean, mean, Precision::PRINTED);
         }
-        lf::list_line(out, "Output hash", &self.out_hashes, Precision::Printed);
-        lf::list_line(out, "Input hashes", &self.in_hashes, Precision::Printed);
+        lf::list_line(out, Field::OutputHash, &self.out_hashes, Precision::PRINTED);
+        lf::list_line(out, Field::InputHashes, &self.in_hashes, Precision::PRINTED);
         let linked = op.inputs.iter().any(|p| p.is_some());
         if kind != Kind::HashOnly && (linked || op.inputs.len() > 1) {
-            out.extend_from_slice(b"  Input producers: ");
-            for (i, p) in op.inputs.iter().enumerate() {
-                if i > 0 {
-                    out.push(b';');
-                }
-                if let Some(p) = *p {
+            lf::producers_line(out, op.inputs.len(), |out, i| {
+                if let Some(p) = op.inputs[i] {
                     let pop = &self.prog.ops[p as usize];
                     write_key(
                         out,
@@ -1050,8 +1058,7 @@ impl Generator {
                         pop.name,
                     );
                 }
-            }
-            out.push(b'\n');
+            });
         }
         out.extend_from_slice(&op.tail);
     }

@@ -4,7 +4,7 @@
 //! at the start of a line) into chunks that are parsed on rayon threads, and
 //! the partial tables are joined in dispatch order. Each line is classified
 //! by [`mod@line`]: a hand-written fast path (`starts_with` over the labels of
-//! [`mod@field`]) for the lines real writers produce, and the reference's
+//! [`crate::logformat::field`]) for the lines real writers produce, and the reference's
 //! full rules (its stat regex as a nom parser) for the rest; tests check
 //! both agree. Field values are stored as byte ranges into the map, never
 //! copied; [`mod@value`] reads them (numbers with Python's float grammar in
@@ -19,7 +19,6 @@
 //! println!("{} ops, first key {}", table.len(), table.key_str(0));
 //! ```
 
-pub mod field;
 pub mod key;
 pub mod layer;
 pub mod line;
@@ -33,7 +32,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-pub use field::{Field, FieldSet, Phase, Precision, N_FIELDS};
+pub use crate::logformat::{Field, FieldSet, Phase, Precision, N_FIELDS};
 pub use line::trim;
 pub use number::py_float;
 pub use source::LogSource;
@@ -220,32 +219,7 @@ impl Partial<'_> {
     }
 }
 
-/// Log text quoted in a warning: at most [`EXCERPT_CHARS`] characters (then
-/// `…` and the full length), invalid UTF-8 replaced, control characters
-/// escaped (`\u{1b}`), so a warning is one printable line whatever the log
-/// holds.
-fn lossy(b: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&b[..b.len().min(EXCERPT_CHARS * 4)]);
-    let mut out = String::new();
-    for (i, c) in text.chars().enumerate() {
-        if i == EXCERPT_CHARS {
-            out.push_str(&format!("… ({} bytes)", b.len()));
-            return out;
-        }
-        if c.is_control() {
-            out.extend(c.escape_debug());
-        } else {
-            out.push(c);
-        }
-    }
-    if b.len() > EXCERPT_CHARS * 4 {
-        out.push_str(&format!("… ({} bytes)", b.len()));
-    }
-    out
-}
-
-/// Most characters of log text quoted in one warning.
-const EXCERPT_CHARS: usize = 120;
+use crate::logformat::quote as lossy;
 
 /// Whether `v` holds an `n` or `N` (so may spell a NaN or an infinity).
 /// Branch-free over the bytes: these values are short, and a loop without
@@ -568,186 +542,21 @@ fn ends_before(last: u16, before: u16) -> bool {
 
 /// Whether the log starts with a `Total captured ...: N` line.
 fn has_count_header(data: &[u8]) -> bool {
-    let first = &data[..memchr::memchr(b'\n', data).unwrap_or(data.len())];
-    first.starts_with(b"Total captured activations:")
-        || first.starts_with(b"Total captured tensor hash ops:")
+    crate::logformat::is_count_line(&data[..memchr::memchr(b'\n', data).unwrap_or(data.len())])
 }
 
+/// Reads a line before the first block into `h` ([`Header::read_line`]),
+/// warning about one that does not read.
 fn header_line(h: &mut Header, line: &[u8], lineno: u64, p: &mut Partial<'_>) {
-    let t = trim(line);
-    const TOTALS: [&[u8]; 2] = [
-        b"Total captured activations:",
-        b"Total captured tensor hash ops:",
-    ];
-    for label in TOTALS {
-        if let Some(rest) = t.strip_prefix(label) {
-            match std::str::from_utf8(trim(rest))
-                .ok()
-                .and_then(|s| s.parse::<u64>().ok())
-            {
-                Some(n) => h.total = Some(n),
-                None => p.warn(
-                    lineno,
-                    (label.len() + 1) as u64,
-                    WarningKind::UnknownHeader,
-                    "header",
-                    format!("op count `{}` is not an integer", lossy(trim(rest))),
-                ),
-            }
-            return;
-        }
+    if let Err(e) = h.read_line(line) {
+        p.warn(
+            lineno,
+            e.column,
+            WarningKind::UnknownHeader,
+            "header",
+            e.message,
+        );
     }
-    if let Some(rest) = t.strip_prefix(b"Excluded ops dispatched:".as_slice()) {
-        let v = trim(rest);
-        h.excluded = Some(if v == b"(none)" || v.is_empty() {
-            Vec::new()
-        } else {
-            let mut ops: Vec<String> = v
-                .split(|b| *b == b',')
-                .map(trim)
-                .filter(|s| !s.is_empty())
-                .map(lossy)
-                .collect();
-            ops.sort();
-            ops
-        });
-        return;
-    }
-    if let Some(rest) = t
-        .strip_prefix(crate::logformat::COMPILED_LABEL.as_bytes())
-        .and_then(|r| r.strip_prefix(b":"))
-    {
-        let v = trim(rest);
-        match std::str::from_utf8(v)
-            .ok()
-            .and_then(crate::logformat::CompileBackend::from_name)
-        {
-            Some(b) => h.compiled = Some(b),
-            None => p.warn(
-                lineno,
-                (offset_of(line, v) + 1) as u64,
-                WarningKind::UnknownHeader,
-                "header",
-                format!(
-                    "compile backend `{}` is no name; read as not compiled",
-                    lossy(v)
-                ),
-            ),
-        }
-        return;
-    }
-    if let Some(v) = labelled(t, crate::logformat::LEVEL_LABEL) {
-        match std::str::from_utf8(v)
-            .ok()
-            .and_then(crate::logformat::CaptureLevel::from_name)
-        {
-            Some(l) => h.level = l,
-            None => bad_header_value(
-                p,
-                line,
-                lineno,
-                v,
-                "capture level `{}` is not `ops` or `modules`; read as ops",
-            ),
-        }
-        return;
-    }
-    if let Some(v) = labelled(t, crate::logformat::MESH_LABEL) {
-        h.mesh_dims = Some(lossy(v));
-        return;
-    }
-    if let Some(v) = labelled(t, crate::logformat::COORDS_LABEL) {
-        let dims = h.mesh_dims.take().unwrap_or_default();
-        match crate::logformat::Mesh::parse(&dims, &lossy(v)) {
-            Ok(m) => h.mesh = Some(m),
-            Err(e) => bad_header_value(
-                p,
-                line,
-                lineno,
-                v,
-                &format!(
-                    "device mesh `{dims}` / coordinates `{{}}` do not read ({e}); read as no mesh"
-                ),
-            ),
-        }
-        return;
-    }
-    if let Some(v) = labelled(t, crate::logformat::STEP_LABEL) {
-        match std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
-            Some(s) => h.step = Some(s),
-            None => bad_header_value(
-                p,
-                line,
-                lineno,
-                v,
-                "step `{}` is not a whole number; read as no step",
-            ),
-        }
-        return;
-    }
-    if let Some(v) = labelled(t, crate::logformat::LOSS_LABEL) {
-        match std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
-            Some(x) => h.loss = Some(x),
-            None => bad_header_value(
-                p,
-                line,
-                lineno,
-                v,
-                "loss `{}` is not a number; read as no loss",
-            ),
-        }
-        return;
-    }
-    if let Some(rest) = t.strip_prefix(b"Precision:".as_slice()) {
-        let v = trim(rest);
-        match v {
-            b"full" => h.precision = Precision::Full,
-            _ => p.warn(
-                lineno,
-                (offset_of(line, v) + 1) as u64,
-                WarningKind::UnknownHeader,
-                "header",
-                format!(
-                    "precision `{}` is not `full`; read as the reference's 7 printed digits",
-                    lossy(v)
-                ),
-            ),
-        }
-        return;
-    }
-    if t.len() >= 10 && t.iter().all(|b| *b == b'=') {
-        h.has_rule = true;
-        return;
-    }
-    p.warn(
-        lineno,
-        1,
-        WarningKind::UnknownHeader,
-        "header",
-        format!(
-            "line before the first block is no header line: `{}`",
-            lossy(&t[..t.len().min(80)])
-        ),
-    );
-}
-
-/// The trimmed value of header line `t` if it is `label: value`.
-fn labelled<'a>(t: &'a [u8], label: &str) -> Option<&'a [u8]> {
-    t.strip_prefix(label.as_bytes())
-        .and_then(|r| r.strip_prefix(b":"))
-        .map(trim)
-}
-
-/// Warns that header value `v` (a slice of `line`) does not read:
-/// `message` with `{}` replaced by the value, at its column.
-fn bad_header_value(p: &mut Partial<'_>, line: &[u8], lineno: u64, v: &[u8], message: &str) {
-    p.warn(
-        lineno,
-        (offset_of(line, v) + 1) as u64,
-        WarningKind::UnknownHeader,
-        "header",
-        message.replacen("{}", &lossy(v), 1),
-    );
 }
 
 /// The root-class segments ([`key::strip_root_class`]) of the keys seen so
@@ -778,11 +587,6 @@ impl<'a> RootClass<'a> {
             RootClass::Mixed => *self = RootClass::Mixed,
         }
     }
-}
-
-/// Offset of `part` (a subslice of `line`) in `line`.
-fn offset_of(line: &[u8], part: &[u8]) -> usize {
-    part.as_ptr() as usize - line.as_ptr() as usize
 }
 
 /// The layer lists of a log ([`layer::LayerLists::detect`] on the distinct
