@@ -213,7 +213,7 @@ fn file_warnings(
             1,
             WarningKind::MissingHeader,
             "header",
-            "no `Total captured activations:` header line".into(),
+            format!("no `{}:` header line", crate::logformat::TOTAL_LABELS[0]),
         );
     }
     if let Some(n) = t.header.total {
