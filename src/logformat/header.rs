@@ -575,3 +575,92 @@ fn read_excluded(v: &[u8]) -> Vec<String> {
     ops.sort();
     ops
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads the lines of a header as the parser does (each line trimmed of
+    /// its `\n`), with the problems found.
+    fn read(text: &[u8]) -> (Header, Vec<HeaderProblem>) {
+        let mut h = Header::default();
+        let mut problems = Vec::new();
+        for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            if let Err(e) = h.read_line(line) {
+                problems.push(e);
+            }
+        }
+        (h, problems)
+    }
+
+    #[test]
+    fn what_is_written_reads_back() {
+        let notes = HeaderNotes {
+            excluded: Some(vec!["view".into(), "t".into()]),
+            compiled: CompileBackend::from_name("aot_eager"),
+            level: CaptureLevel::Modules,
+            step: Some(7),
+            loss: Some(0.1),
+            mesh: Some(Mesh::parse("dp=2 tp=2", "dp=1 tp=0").unwrap()),
+        };
+        let mut v = Vec::new();
+        write_header(&mut v, 12, &notes, Precision::Full);
+        let (h, problems) = read(&v);
+        assert_eq!(problems, []);
+        assert_eq!(h.total, Some(12));
+        assert_eq!(h.excluded, Some(vec!["t".into(), "view".into()]));
+        assert_eq!(h.compiled, notes.compiled);
+        assert_eq!(
+            (h.level, h.step, h.loss),
+            (CaptureLevel::Modules, Some(7), Some(0.1))
+        );
+        assert_eq!(h.mesh, notes.mesh);
+        assert_eq!(h.precision, Precision::Full);
+        assert!(h.has_rule);
+        let mut v = Vec::new();
+        write_header(
+            &mut v,
+            0,
+            &HeaderNotes {
+                excluded: Some(vec![]),
+                ..HeaderNotes::default()
+            },
+            Precision::PRINTED,
+        );
+        let (h, problems) = read(&v);
+        assert_eq!(problems, []);
+        assert_eq!((h.total, h.excluded), (Some(0), Some(vec![])));
+        assert_eq!(h.precision, Precision::PRINTED);
+        assert!(is_count_line(&v));
+        assert!(!is_count_line(b"Excluded ops dispatched: t"));
+    }
+
+    #[test]
+    fn values_that_do_not_read_name_their_column() {
+        let (h, problems) = read(
+            b"Total captured activations: x\nStep:  five\nLevel: ops\nPrecision: half\nMesh: dp=2\nCoords: tp=0\nhello",
+        );
+        let got: Vec<(u64, &str)> = problems
+            .iter()
+            .map(|p| (p.column, p.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (28, "op count `x` is not an integer"),
+                (8, "step `five` is not a whole number; read as no step"),
+                (
+                    12,
+                    "precision `half` is not `full`; read as the reference's 7 printed digits"
+                ),
+                (
+                    9,
+                    "device mesh `dp=2` / coordinates `tp=0` do not read (coordinates `tp=0` do not name the mesh dimensions `dp=2` in order); read as no mesh"
+                ),
+                (1, "line before the first block is no header line: `hello`"),
+            ]
+        );
+        assert_eq!((h.total, h.step, h.mesh), (None, None, None));
+        assert_eq!(h.precision, Precision::PRINTED);
+    }
+}
