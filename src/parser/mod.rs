@@ -1,18 +1,20 @@
 //! The parser stage: `rank_N_activations.log` bytes in, an [`OpTable`] out.
 //!
 //! A log is memory-mapped ([`LogSource`]), split at block boundaries (a `[`
-//! at the start of a line) into chunks that are parsed on rayon threads, and
-//! the partial tables are joined in dispatch order. Each line is classified
-//! by [`mod@line`]: a hand-written fast path (`starts_with` over the labels of
-//! [`crate::logformat::field`]) for the lines real writers produce, and the reference's
-//! full rules (its stat regex as a nom parser) for the rest; tests check
-//! both agree. Field values are stored as byte ranges into the map, never
-//! copied; [`mod@value`] reads them (numbers with Python's float grammar in
-//! nom, [`mod@number`]; digests), and the parse warns about values that do
-//! not read, with line and column. The format and the reference reader it
-//! mirrors are described in `shared/spec/log-format.md`; actdiff's own
-//! additions (the `Precision: full` and `Compiled:` header lines, digest
-//! lines) in the README.
+//! at the start of a line) into chunks that are parsed on rayon threads
+//! (`chunk.rs`: one method per kind of line), and the partial tables are
+//! joined in dispatch order (`join.rs`). Each line is classified by
+//! [`mod@line`]: a hand-written fast path (`starts_with` over the labels of
+//! [`crate::logformat::field`]) for the lines real writers produce, and the
+//! reference's full rules (its stat regex as a nom parser) for the rest;
+//! tests check both agree. Header lines are read by
+//! [`crate::logformat::Header::read_line`]. Field values are stored as byte
+//! ranges into the map, never copied; [`mod@value`] reads them (numbers with
+//! Python's float grammar in nom, [`mod@number`]; digests), and the parse
+//! warns about values that do not read, with line and column. The format
+//! and the reference reader it mirrors are described in
+//! `shared/spec/log-format.md`; actdiff's own additions (the `Precision:
+//! full` and `Compiled:` header lines, digest lines) in docs/log-format.md.
 //!
 //! ```no_run
 //! let table = actdiff::parser::parse_path(std::path::Path::new("rank_0_activations.log")).unwrap();
