@@ -660,7 +660,7 @@ impl Capture {
     /// Starts a capture that writes the log at `path` with `%.6e` numbers
     /// and no digests (the reference tracer's format).
     pub fn create(path: impl Into<PathBuf>, stats_path: StatsPath) -> io::Result<Capture> {
-        Capture::with_options(path, stats_path, Precision::Printed, false)
+        Capture::with_options(path, stats_path, Precision::PRINTED, false)
     }
 
     /// Starts a capture that writes the log at `path` with `precision`, and

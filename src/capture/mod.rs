@@ -18,7 +18,7 @@
 //!   `shim/shim_python.cpp` (feature `python`) unpacks a `torch.Tensor`.
 //! - [`record`] (always built): [`Record`], one op as host values, and its
 //!   text (`write_header`, `write_block`) through the shared log writer
-//!   [`crate::logformat`], in [`Precision::Printed`] (`%.6e`, the
+//!   [`crate::logformat`], in [`Precision::PRINTED`] (`%.6e`, the
 //!   reference's) or [`Precision::Full`] (shortest round-trip float64, with
 //!   the `Precision: full` header line).
 //! - [`digest`] (always built): the 64-bit content digest of a tensor
@@ -46,7 +46,7 @@
 //! What a record holds, beyond the reference tracer's fields:
 //!
 //! - `NaN count: N` and `Inf count: N` lines after the standard fields, only
-//!   when non-zero ([`record::NAN_COUNT_LABEL`], [`record::INF_COUNT_LABEL`]).
+//!   when non-zero ([`crate::logformat::NAN_COUNT_LABEL`], [`crate::logformat::INF_COUNT_LABEL`]).
 //!   The reference comparator ignores them (no label of its own occurs in
 //!   them); actdiff's parser reads them as known fields.
 //! - With digests: `Output digest:` and `Input digests:` lines right after

@@ -58,7 +58,7 @@ fn stats_path(device_path: bool) -> StatsPath {
 /// `"default"` (or `"printed"`) → `%.6e`; `"full"` → shortest round-trip.
 fn precision(p: &str) -> PyResult<Precision> {
     match p {
-        "default" | "printed" => Ok(Precision::Printed),
+        "default" | "printed" => Ok(Precision::PRINTED),
         "full" => Ok(Precision::Full),
         _ => Err(PyValueError::new_err(format!(
             "precision must be \"default\" or \"full\", got {p:?}"

@@ -1,31 +1,12 @@
 //! One captured op as host values, and its text in the log format
 //! (`shared/spec/log-format.md`), byte for byte as TorchTitan's
-//! `dump_captures_to_file` writes it (with [`Precision::Printed`] and no
+//! `dump_captures_to_file` writes it (with [`Precision::PRINTED`] and no
 //! digests), through the shared writer [`crate::logformat`].
 //!
 //! This part needs no libtorch: it is compiled and tested in the default build.
 
-pub use crate::logformat::Precision;
-use crate::logformat::{self as lf, write_header as lf_header, HeaderNotes};
-
-/// The label of the extra line with the number of NaN elements of the
-/// primary output (written only when it is not zero). The reference
-/// comparator ignores it (it contains none of its labels); actdiff's parser
-/// knows it.
-pub const NAN_COUNT_LABEL: &str = "NaN count";
-/// The label of the extra line with the number of +inf/-inf elements of the
-/// primary output (written only when it is not zero).
-pub const INF_COUNT_LABEL: &str = "Inf count";
-
-/// Forward or backward, as the `Phase:` line says (absent means forward).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Phase {
-    /// No `Phase:` line.
-    #[default]
-    Forward,
-    /// `Phase: backward`.
-    Backward,
-}
+use crate::logformat::{self as lf, write_header as lf_header, Field, HeaderNotes};
+pub use crate::logformat::{Phase, Precision};
 
 /// The reductions of one tensor (the primary output of an op).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -77,7 +58,8 @@ pub struct Record {
     pub input_producers: Vec<String>,
     /// `<short/path.py>:<line>`.
     pub location: Option<String>,
-    /// Forward or backward.
+    /// Forward or backward (the capture writes no optimizer phase: a
+    /// reader takes it from the block's position).
     pub phase: Phase,
     /// Content digest per tensor output ([`crate::capture::digest`]),
     /// aligned with `output_hashes`; empty: no `Output digest` line.
@@ -108,7 +90,8 @@ pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precisio
 }
 
 /// Appends one block: the `[key]` line, the field lines in the reference's
-/// order with the digest lines after `Input hashes` (docs/log-format.md), the extra
+/// order with the digest lines after `Input hashes` (docs/log-format.md,
+/// "Full-precision logs and digests"), the extra
 /// NaN/Inf count lines (only when non-zero) after them, and an empty line.
 /// Floats are printed in `precision`.
 pub fn write_block(out: &mut Vec<u8>, r: &Record, precision: Precision) {
@@ -116,34 +99,25 @@ pub fn write_block(out: &mut Vec<u8>, r: &Record, precision: Precision) {
     if let Some(s) = &r.stats {
         lf::shape_line(out, &s.shape, &s.dtype);
         if let Some(m) = &s.moments {
-            lf::stat_line(out, "L2 norm", m.l2, precision);
-            lf::stat_line(out, "Min", m.min, precision);
-            lf::stat_line(out, "Max", m.max, precision);
-            lf::stat_line(out, "Mean", m.mean, precision);
+            lf::stat_line(out, Field::L2Norm, m.l2, precision);
+            lf::stat_line(out, Field::Min, m.min, precision);
+            lf::stat_line(out, Field::Max, m.max, precision);
+            lf::stat_line(out, Field::Mean, m.mean, precision);
         }
     }
-    lf::list_line(out, "Output hash", &r.output_hashes, precision);
-    lf::list_line(out, "Input hashes", &r.input_hashes, precision);
-    lf::digest_line(out, "Output digest", &r.output_digests);
-    lf::digest_line(out, "Input digests", &r.input_digests);
-    let producers_len: usize = r.input_producers.iter().map(|p| p.len()).sum::<usize>()
-        + r.input_producers.len().saturating_sub(1);
-    if producers_len > 0 {
-        let mut text = Vec::with_capacity(producers_len);
-        for (i, p) in r.input_producers.iter().enumerate() {
-            if i > 0 {
-                text.push(b';');
-            }
-            text.extend_from_slice(clean_fqn(p).as_bytes());
-        }
-        lf::text_line(out, "Input producers", &text);
+    lf::list_line(out, Field::OutputHash, &r.output_hashes, precision);
+    lf::list_line(out, Field::InputHashes, &r.input_hashes, precision);
+    lf::digest_line(out, Field::OutputDigest, &r.output_digests);
+    lf::digest_line(out, Field::InputDigests, &r.input_digests);
+    if r.input_producers.len() > 1 || r.input_producers.iter().any(|p| !p.is_empty()) {
+        lf::producers_line(out, r.input_producers.len(), |out, i| {
+            out.extend_from_slice(clean_fqn(&r.input_producers[i]).as_bytes())
+        });
     }
     if let Some(loc) = &r.location {
-        lf::text_line(out, "Location", loc.as_bytes());
+        lf::text_line(out, Field::Location, loc.as_bytes());
     }
-    if r.phase == Phase::Backward {
-        lf::text_line(out, "Phase", b"backward");
-    }
+    lf::phase_line(out, r.phase);
     if let Some(l) = &r.layout {
         lf::layout_lines(out, l);
     }
@@ -151,14 +125,7 @@ pub fn write_block(out: &mut Vec<u8>, r: &Record, precision: Precision) {
         moments: Some(m), ..
     }) = &r.stats
     {
-        for (label, n) in [
-            (NAN_COUNT_LABEL, m.nan_count),
-            (INF_COUNT_LABEL, m.inf_count),
-        ] {
-            if n > 0 {
-                lf::text_line(out, label, n.to_string().as_bytes());
-            }
-        }
+        lf::count_lines(out, m.nan_count, m.inf_count);
     }
     out.push(b'\n');
 }
@@ -169,7 +136,7 @@ mod tests {
 
     fn text(r: &Record) -> String {
         let mut v = Vec::new();
-        write_block(&mut v, r, Precision::Printed);
+        write_block(&mut v, r, Precision::PRINTED);
         String::from_utf8(v).unwrap()
     }
 
@@ -276,7 +243,7 @@ mod tests {
             excluded: Some(vec!["view".into(), "t".into(), "_to_copy".into()]),
             ..HeaderNotes::default()
         };
-        write_header(&mut v, 3, &notes, Precision::Printed);
+        write_header(&mut v, 3, &notes, Precision::PRINTED);
         let s = String::from_utf8(v).unwrap();
         assert_eq!(
             s,
@@ -290,12 +257,12 @@ mod tests {
             excluded: Some(vec![]),
             ..HeaderNotes::default()
         };
-        write_header(&mut v, 0, &notes, Precision::Printed);
+        write_header(&mut v, 0, &notes, Precision::PRINTED);
         assert!(String::from_utf8(v)
             .unwrap()
             .starts_with("Total captured activations: 0\nExcluded ops dispatched: (none)\n"));
         let mut v = Vec::new();
-        write_header(&mut v, 0, &HeaderNotes::default(), Precision::Printed);
+        write_header(&mut v, 0, &HeaderNotes::default(), Precision::PRINTED);
         assert_eq!(v.iter().filter(|b| **b == b'\n').count(), 3);
     }
 

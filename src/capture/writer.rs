@@ -185,7 +185,7 @@ mod tests {
     fn header_count_equals_blocks_and_parses_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/rank_0_activations.log");
-        let w = LogWriter::create(&path, Precision::Printed).unwrap();
+        let w = LogWriter::create(&path, Precision::PRINTED).unwrap();
         w.write((0..3).map(rec).collect()).unwrap();
         w.write(vec![]).unwrap();
         w.write((3..1000).map(rec).collect()).unwrap();
@@ -222,7 +222,7 @@ mod tests {
     fn empty_log_and_drop_without_finish() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("rank_3_activations.log");
-        let n = LogWriter::create(&path, Precision::Printed)
+        let n = LogWriter::create(&path, Precision::PRINTED)
             .unwrap()
             .finish(&HeaderNotes::default())
             .unwrap();
@@ -232,7 +232,7 @@ mod tests {
             format!("Total captured activations: 0\n{}\n\n", "=".repeat(80))
         );
         let p2 = dir.path().join("rank_4_activations.log");
-        let w = LogWriter::create(&p2, Precision::Printed).unwrap();
+        let w = LogWriter::create(&p2, Precision::PRINTED).unwrap();
         w.write(vec![rec(1)]).unwrap();
         drop(w);
         assert!(!p2.exists());

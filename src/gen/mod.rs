@@ -35,7 +35,10 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
-use crate::logformat::{self as lf, push_u64, write_header, HeaderNotes, Precision};
+use crate::logformat::{self as lf, push_u64, write_header, Field, HeaderNotes, Precision};
+
+mod program;
+use program::{Kind, Program};
 
 /// What to generate.
 #[derive(Clone, Debug, PartialEq)]
@@ -214,7 +217,7 @@ pub fn write_log(
         step: opts.step,
         ..HeaderNotes::default()
     };
-    write_header(&mut buf, opts.ops, &notes, Precision::Printed);
+    write_header(&mut buf, opts.ops, &notes, Precision::PRINTED);
 
     for _ in 0..opts.ops {
         g.block(&mut buf);
@@ -304,542 +307,6 @@ fn mix(a: u64, b: u64) -> u64 {
 }
 
 // ---------------------------------------------------------------------------
-// The op program of one training step
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// Shape and stats lines, hashes, producers.
-    Stats,
-    /// FSDP collective: stats `nan`, output hash `nan`.
-    NanStats,
-    /// `all_gather_copy_in`: finite stats, output hashes `x, nan`.
-    CopyIn,
-    /// In-place op returning nothing: Output hash, Input hashes, Location only.
-    HashOnly,
-    /// `_fused_adamw_`: Input hashes and producers only, one per tensor.
-    AdamW,
-}
-
-/// One op of the step program.
-struct Op {
-    module: u32,
-    name: &'static str,
-    kind: Kind,
-    /// The whole `  Shape: ...\n` line (empty for hash-only kinds).
-    shape: &'static [u8],
-    n_out: u8,
-    /// Producer program index per input; `None` = from outside the captured ops.
-    inputs: Vec<Option<u32>>,
-    /// `  Location: ...\n`, `  Phase: backward\n` when backward, and the empty line.
-    tail: Vec<u8>,
-    /// Typical magnitude (log10) of the values.
-    mag: f64,
-    /// Min is non-negative (pow, rsqrt).
-    positive: bool,
-}
-
-struct Program {
-    modules: Vec<Vec<u8>>,
-    ops: Vec<Op>,
-}
-
-const SH_ACT: &[u8] = b"  Shape: torch.Size([1, 2048, 4096]), Dtype: torch.float32\n";
-const SH_STAT: &[u8] = b"  Shape: torch.Size([1, 2048, 1]), Dtype: torch.float32\n";
-const SH_MM: &[u8] = b"  Shape: torch.Size([2048, 4096]), Dtype: torch.float32\n";
-const SH_MM_KV: &[u8] = b"  Shape: torch.Size([2048, 1024]), Dtype: torch.float32\n";
-const SH_FFN: &[u8] = b"  Shape: torch.Size([1, 2048, 14336]), Dtype: torch.float32\n";
-const SH_MM_FFN: &[u8] = b"  Shape: torch.Size([2048, 14336]), Dtype: torch.float32\n";
-const SH_ATTN: &[u8] = b"  Shape: torch.Size([1, 32, 2048, 128]), Dtype: torch.bfloat16\n";
-const SH_W: &[u8] = b"  Shape: torch.Size([4096, 4096]), Dtype: torch.float32\n";
-const SH_W_KV: &[u8] = b"  Shape: torch.Size([1024, 4096]), Dtype: torch.float32\n";
-const SH_W1: &[u8] = b"  Shape: torch.Size([14336, 4096]), Dtype: torch.float32\n";
-const SH_W2: &[u8] = b"  Shape: torch.Size([4096, 14336]), Dtype: torch.float32\n";
-const SH_LOGITS: &[u8] = b"  Shape: torch.Size([2048, 128256]), Dtype: torch.float32\n";
-const SH_EMB: &[u8] = b"  Shape: torch.Size([128256, 4096]), Dtype: torch.float32\n";
-const SH_FLAT: &[u8] = b"  Shape: torch.Size([218103808]), Dtype: torch.bfloat16\n";
-const SH_FLAT_SHARD: &[u8] = b"  Shape: torch.Size([27262976]), Dtype: torch.float32\n";
-
-struct Builder {
-    modules: Vec<Vec<u8>>,
-    ops: Vec<Op>,
-    backward: bool,
-}
-
-impl Builder {
-    fn module(&mut self, name: &str) -> u32 {
-        if let Some(i) = self.modules.iter().position(|m| m == name.as_bytes()) {
-            return i as u32;
-        }
-        self.modules.push(name.as_bytes().to_vec());
-        (self.modules.len() - 1) as u32
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn push(
-        &mut self,
-        module: u32,
-        name: &'static str,
-        kind: Kind,
-        shape: &'static [u8],
-        n_out: u8,
-        inputs: &[Option<u32>],
-        loc: &str,
-        mag: f64,
-    ) -> Option<u32> {
-        let mut tail = Vec::new();
-        tail.extend_from_slice(b"  Location: ");
-        tail.extend_from_slice(loc.as_bytes());
-        tail.push(b'\n');
-        if self.backward {
-            tail.extend_from_slice(b"  Phase: backward\n");
-        }
-        tail.push(b'\n');
-        let positive = matches!(name, "pow" | "rsqrt" | "mean" | "sqrt");
-        // `mm` reads its inputs, and its output is read, through views, which
-        // are excluded ops: as in real logs, those links are lost.
-        let inputs: Vec<Option<u32>> = inputs
-            .iter()
-            .map(|p| p.filter(|&p| name != "mm" && self.ops[p as usize].name != "mm"))
-            .collect();
-        self.ops.push(Op {
-            module,
-            name,
-            kind,
-            shape: if matches!(kind, Kind::HashOnly | Kind::AdamW) {
-                b""
-            } else {
-                shape
-            },
-            n_out,
-            inputs,
-            tail,
-            mag,
-            positive,
-        });
-        Some((self.ops.len() - 1) as u32)
-    }
-
-    fn stats(
-        &mut self,
-        module: u32,
-        name: &'static str,
-        shape: &'static [u8],
-        inputs: &[Option<u32>],
-        loc: &str,
-        mag: f64,
-    ) -> Option<u32> {
-        self.push(module, name, Kind::Stats, shape, 1, inputs, loc, mag)
-    }
-
-    /// RMSNorm forward: pow, mean, add_ (eps, in place), rsqrt, mul, mul.
-    fn norm_fwd(&mut self, module: u32, x: Option<u32>, line: u32) -> Option<u32> {
-        let loc = format!("llama3/model.py:{line}");
-        let p = self.stats(module, "pow", SH_ACT, &[x], &loc, 0.5);
-        let m = self.stats(module, "mean", SH_STAT, &[p], &loc, 0.0);
-        self.push(module, "add_", Kind::HashOnly, b"", 1, &[m], &loc, 0.0);
-        let r = self.stats(module, "rsqrt", SH_STAT, &[m], &loc, 0.0);
-        let y = self.stats(module, "mul", SH_ACT, &[x, r], &loc, 0.3);
-        self.stats(module, "mul", SH_ACT, &[y, None], &loc, 0.3)
-    }
-
-    /// RMSNorm backward: ten pointwise ops.
-    fn norm_bwd(&mut self, module: u32, g: Option<u32>, line: u32) -> Option<u32> {
-        let loc = format!("llama3/model.py:{line}");
-        let a = self.stats(module, "mul", SH_ACT, &[g, None], &loc, -2.0);
-        let b = self.stats(module, "mul", SH_ACT, &[a, None], &loc, -2.0);
-        let c = self.stats(module, "mul", SH_ACT, &[a, None], &loc, -2.0);
-        let d = self.stats(module, "mul", SH_ACT, &[c, None], &loc, -2.5);
-        let e = self.stats(module, "sum", SH_STAT, &[d], &loc, -3.0);
-        let f = self.stats(module, "div", SH_STAT, &[e, None], &loc, -3.0);
-        let h = self.stats(module, "pow", SH_STAT, &[None, None], &loc, 0.0);
-        let i = self.stats(module, "mul", SH_ACT, &[f, h], &loc, -3.0);
-        let j = self.stats(module, "mul", SH_ACT, &[i, None], &loc, -3.0);
-        self.stats(module, "add", SH_ACT, &[b, j], &loc, -2.0)
-    }
-
-    /// Linear backward: grad input mm, grad weight mm, and (`accumulate`) an
-    /// add into an existing gradient.
-    #[allow(clippy::too_many_arguments)]
-    fn linear_bwd(
-        &mut self,
-        module: u32,
-        g: Option<u32>,
-        act: &'static [u8],
-        w: &'static [u8],
-        line: u32,
-        accumulate: Option<Option<u32>>,
-    ) -> Option<u32> {
-        let loc = format!("llama3/model.py:{line}");
-        let gi = self.stats(module, "mm", act, &[g, None], &loc, -2.0);
-        self.stats(module, "mm", w, &[None, None], &loc, -1.5);
-        match accumulate {
-            Some(other) => self.stats(module, "add", act, &[other, gi], &loc, -2.0),
-            None => gi,
-        }
-    }
-
-    fn fsdp_gather(&mut self, module: u32) {
-        let c = self.push(
-            module,
-            "all_gather_copy_in",
-            Kind::CopyIn,
-            SH_FLAT_SHARD,
-            2,
-            &[None, None],
-            "_fully_shard/_fsdp_collectives.py:380",
-            1.0,
-        );
-        self.push(
-            module,
-            "_allgather_base_",
-            Kind::NanStats,
-            SH_FLAT,
-            1,
-            &[c, c],
-            "distributed/distributed_c10d.py:5421",
-            1.0,
-        );
-    }
-
-    fn fsdp_scatter(&mut self, module: u32) {
-        self.push(
-            module,
-            "_reduce_scatter_base_",
-            Kind::NanStats,
-            SH_FLAT_SHARD,
-            1,
-            &[None, None],
-            "_fully_shard/_fsdp_param_group.py:1169",
-            -1.0,
-        );
-    }
-}
-
-impl Program {
-    /// One training step of a Llama-3-8B-shaped decoder: forward, backward,
-    /// optimizer. With `fsdp`, the FSDP2 collectives too.
-    fn new(fsdp: bool) -> Program {
-        let mut b = Builder {
-            modules: Vec::new(),
-            ops: Vec::new(),
-            backward: false,
-        };
-        let none = b.module("<none>");
-        let emb = b.module("tok_embeddings");
-        let (layers, lsm) = b.forward(fsdp, emb, none);
-        b.backward = true;
-        b.backward_pass(fsdp, emb, none, &layers, lsm);
-        // Optimizer step: not backward.
-        b.backward = false;
-        b.optimizer(none);
-        Program {
-            modules: b.modules,
-            ops: b.ops,
-        }
-    }
-}
-
-/// The modules of one decoder layer and the forward ops its backward reads.
-struct Layer {
-    top: u32,
-    attn_norm: u32,
-    wq: u32,
-    wk: u32,
-    wv: u32,
-    inner: u32,
-    wo: u32,
-    ffn_norm: u32,
-    ff: u32,
-    w1: u32,
-    w2: u32,
-    w3: u32,
-    flash: Option<u32>,
-    ff_mul: Option<u32>,
-    silu: Option<u32>,
-    w1_out: Option<u32>,
-    w3_out: Option<u32>,
-}
-
-impl Builder {
-    /// The forward pass: embedding, the layers, the final norm, the output
-    /// projection and the loss's log-softmax (returned with the layers).
-    fn forward(&mut self, fsdp: bool, emb: u32, none: u32) -> (Vec<Layer>, Option<u32>) {
-        if fsdp {
-            self.fsdp_gather(emb);
-        }
-        let mut res = self.stats(
-            emb,
-            "embedding",
-            SH_ACT,
-            &[None, None],
-            "llama3/model.py:192",
-            0.0,
-        );
-        let mut layers = Vec::with_capacity(N_LAYERS);
-        for i in 0..N_LAYERS {
-            let (l, r) = self.layer_forward(i, res, fsdp);
-            res = r;
-            layers.push(l);
-        }
-        let norm = self.module("norm");
-        let output = self.module("output");
-        if fsdp {
-            self.fsdp_gather(norm);
-        }
-        let h = self.norm_fwd(norm, res, 195);
-        let logits = self.stats(
-            output,
-            "mm",
-            SH_LOGITS,
-            &[h, None],
-            "llama3/model.py:196",
-            2.0,
-        );
-        let lsm = self.stats(
-            none,
-            "_log_softmax",
-            SH_LOGITS,
-            &[logits],
-            "components/loss.py:27",
-            3.0,
-        );
-        (layers, lsm)
-    }
-
-    /// Layer `i`'s forward from the residual stream `res`; returns the layer
-    /// and the new residual.
-    fn layer_forward(&mut self, i: usize, res: Option<u32>, fsdp: bool) -> (Layer, Option<u32>) {
-        let mut res = res;
-        let p = format!("layers.{i}");
-        let mut l = Layer {
-            top: self.module(&p),
-            attn_norm: self.module(&format!("{p}.attention_norm")),
-            wq: self.module(&format!("{p}.attention.wq")),
-            wk: self.module(&format!("{p}.attention.wk")),
-            wv: self.module(&format!("{p}.attention.wv")),
-            inner: self.module(&format!("{p}.attention.inner_attention")),
-            wo: self.module(&format!("{p}.attention.wo")),
-            ffn_norm: self.module(&format!("{p}.ffn_norm")),
-            ff: self.module(&format!("{p}.feed_forward")),
-            w1: self.module(&format!("{p}.feed_forward.w1")),
-            w2: self.module(&format!("{p}.feed_forward.w2")),
-            w3: self.module(&format!("{p}.feed_forward.w3")),
-            flash: None,
-            ff_mul: None,
-            silu: None,
-            w1_out: None,
-            w3_out: None,
-        };
-        if fsdp {
-            self.fsdp_gather(l.top);
-        }
-        self.norm_fwd(l.attn_norm, res, 152);
-        self.stats(l.wq, "mm", SH_MM, &[None, None], "llama3/model.py:109", 1.0);
-        self.stats(
-            l.wk,
-            "mm",
-            SH_MM_KV,
-            &[None, None],
-            "llama3/model.py:110",
-            1.0,
-        );
-        self.stats(
-            l.wv,
-            "mm",
-            SH_MM_KV,
-            &[None, None],
-            "llama3/model.py:111",
-            1.0,
-        );
-        l.flash = self.push(
-            l.inner,
-            "_scaled_dot_product_flash_attention_for_cpu",
-            Kind::Stats,
-            SH_ATTN,
-            2,
-            &[None, None, None], // through views
-            "llama3/model.py:91",
-            0.0,
-        );
-        let o = self.stats(l.wo, "mm", SH_MM, &[None, None], "llama3/model.py:124", 0.5);
-        res = self.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:152", 0.5);
-        let h = self.norm_fwd(l.ffn_norm, res, 153);
-        l.w1_out = self.stats(
-            l.w1,
-            "mm",
-            SH_MM_FFN,
-            &[h, None],
-            "llama3/model.py:135",
-            1.0,
-        );
-        l.silu = self.stats(
-            l.ff,
-            "silu",
-            SH_FFN,
-            &[l.w1_out],
-            "llama3/model.py:135",
-            0.5,
-        );
-        l.w3_out = self.stats(
-            l.w3,
-            "mm",
-            SH_MM_FFN,
-            &[h, None],
-            "llama3/model.py:135",
-            1.0,
-        );
-        l.ff_mul = self.stats(
-            l.ff,
-            "mul",
-            SH_FFN,
-            &[l.silu, l.w3_out],
-            "llama3/model.py:135",
-            0.5,
-        );
-        let o = self.stats(l.w2, "mm", SH_MM, &[None, None], "llama3/model.py:135", 0.5);
-        res = self.stats(l.top, "add", SH_ACT, &[res, o], "llama3/model.py:153", 0.5);
-        (l, res)
-    }
-
-    /// The backward pass from the loss to the embedding, layers in reverse.
-    fn backward_pass(
-        &mut self,
-        fsdp: bool,
-        emb: u32,
-        none: u32,
-        layers: &[Layer],
-        lsm: Option<u32>,
-    ) {
-        let norm = self.module("norm");
-        let output = self.module("output");
-        let nll = self.stats(
-            none,
-            "nll_loss_backward",
-            SH_LOGITS,
-            &[None, lsm, None, None],
-            "components/loss.py:27",
-            -4.0,
-        );
-        let g = self.stats(
-            none,
-            "_log_softmax_backward_data",
-            SH_LOGITS,
-            &[nll, lsm],
-            "components/loss.py:27",
-            -4.0,
-        );
-        let g = self.linear_bwd(output, g, SH_MM, SH_EMB, 196, None);
-        if fsdp {
-            self.fsdp_scatter(output);
-        }
-        let mut g = self.norm_bwd(norm, g, 195);
-        for l in layers.iter().rev() {
-            g = self.layer_backward(l, g, fsdp);
-        }
-        self.stats(
-            emb,
-            "embedding_dense_backward",
-            SH_EMB,
-            &[g, None],
-            "llama3/model.py:192",
-            -2.0,
-        );
-        if fsdp {
-            self.fsdp_scatter(emb);
-        }
-    }
-
-    /// Layer `l`'s backward from the gradient `g`; returns the gradient of
-    /// its input.
-    fn layer_backward(&mut self, l: &Layer, g: Option<u32>, fsdp: bool) -> Option<u32> {
-        let mut g = g;
-        let loc = "llama3/model.py:135";
-        let gm = self.linear_bwd(l.w2, g, SH_MM, SH_W2, 135, None);
-        let a = self.stats(l.ff, "mul", SH_FFN, &[gm, l.w3_out], loc, -2.5);
-        let c = self.stats(l.ff, "mul", SH_FFN, &[gm, l.silu], loc, -2.5);
-        let g3 = self.linear_bwd(l.w3, c, SH_MM, SH_W2, 135, None);
-        let s = self.stats(l.ff, "silu_backward", SH_FFN, &[a, l.w1_out], loc, -2.5);
-        let gh = self.linear_bwd(l.w1, s, SH_MM, SH_W1, 135, Some(g3));
-        let gn = self.norm_bwd(l.ffn_norm, gh, 153);
-        g = self.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:153", -2.0);
-        let go = self.linear_bwd(l.wo, g, SH_MM, SH_W, 124, None);
-        let fb = self.push(
-            l.inner,
-            "_scaled_dot_product_flash_attention_for_cpu_backward",
-            Kind::Stats,
-            SH_ATTN,
-            3,
-            &[go, None, None, None, None, l.flash],
-            "llama3/model.py:91",
-            -3.0,
-        );
-        let gv = self.linear_bwd(l.wv, fb, SH_MM, SH_W_KV, 111, None);
-        let gk = self.linear_bwd(l.wk, fb, SH_MM, SH_W_KV, 110, Some(gv));
-        let gq = self.linear_bwd(l.wq, fb, SH_MM, SH_W, 109, Some(gk));
-        let gn = self.norm_bwd(l.attn_norm, gq, 152);
-        g = self.stats(l.top, "add", SH_ACT, &[g, gn], "llama3/model.py:152", -2.0);
-        if fsdp {
-            self.fsdp_scatter(l.top);
-        }
-        g
-    }
-
-    /// The optimizer step: grad-norm clipping and the fused AdamW.
-    fn optimizer(&mut self, none: u32) {
-        let n_params = 9 * N_LAYERS + 3;
-        self.push(
-            none,
-            "_foreach_add_",
-            Kind::HashOnly,
-            b"",
-            1,
-            &[None],
-            "optim/adam.py:526",
-            0.0,
-        );
-        let inputs = vec![None; 4 * n_params + 4];
-        self.push(
-            none,
-            "_fused_adamw_",
-            Kind::AdamW,
-            b"",
-            0,
-            &inputs,
-            "optim/adam.py:880",
-            0.0,
-        );
-        self.push(
-            none,
-            "add_",
-            Kind::HashOnly,
-            b"",
-            1,
-            &[None],
-            "optim/adam.py:415",
-            0.0,
-        );
-        let clip = self.stats(
-            none,
-            "norm",
-            b"  Shape: torch.Size([]), Dtype: torch.float32\n",
-            &[None],
-            "distributed/utils.py:305",
-            0.0,
-        );
-        self.push(
-            none,
-            "mul_",
-            Kind::HashOnly,
-            b"",
-            1,
-            &[None, clip],
-            "distributed/utils.py:339",
-            0.0,
-        );
-    }
-}
-
-// ---------------------------------------------------------------------------
 // The generator
 
 struct Generator {
@@ -894,9 +361,29 @@ impl Generator {
         10f64.powf(mag + 3.0 + 2.0 * u)
     }
 
+    /// Writes the next block: which op, whether it is perturbed, its
+    /// values, then its text. Every draw comes in the same order in both
+    /// runs, so they differ in the perturbed rows only.
     fn block(&mut self, out: &mut Vec<u8>) {
-        // Selection first, from its own stream: run 1 and run 2 draw the
-        // same values either way.
+        let perturb = self.select_perturbed();
+        let (idx, seq) = self.next_op();
+        let mut stats = self.draw_stats(idx);
+        self.draw_hashes(idx);
+        if perturb {
+            stats.l2 *= PERTURB_FACTOR;
+            if let Some(h) = self.out_hashes.iter_mut().find(|h| h.is_finite()) {
+                *h *= PERTURB_FACTOR;
+            } else if let Some(h) = self.in_hashes.iter_mut().find(|h| h.is_finite()) {
+                *h *= PERTURB_FACTOR;
+            }
+        }
+        self.write_block(out, idx, seq, &stats);
+    }
+
+    /// Whether the next row is perturbed in run 2 (false in run 1). The
+    /// selection comes first, from its own stream: run 1 and run 2 draw the
+    /// same values either way.
+    fn select_perturbed(&mut self) -> bool {
         let perturbed = self.perturb_left > 0
             && (self.perturb_left >= self.rows_left
                 || self.sel.below(self.rows_left) < self.perturb_left);
@@ -904,25 +391,33 @@ impl Generator {
             self.perturb_left -= 1;
         }
         self.rows_left -= 1;
-        let perturb = perturbed && self.run2;
+        perturbed && self.run2
+    }
 
+    /// The next op of the step program and its module's op counter.
+    fn next_op(&mut self) -> (usize, u64) {
         let idx = self.pc;
         self.pc += 1;
         if self.pc == self.prog.ops.len() {
             self.pc = 0;
         }
-        let op = &self.prog.ops[idx];
-        let (kind, mag, positive, n_out) = (op.kind, op.mag, op.positive, op.n_out);
-        let seq = self.seq[op.module as usize];
-        self.seq[op.module as usize] += 1;
+        let module = self.prog.ops[idx].module as usize;
+        let seq = self.seq[module];
+        self.seq[module] += 1;
         self.last_seq[idx] = seq;
+        (idx, seq)
+    }
 
-        // Values, drawn in the same order in both runs.
+    /// The stats of op `idx`: around its magnitude, with a rare `inf`,
+    /// `-inf`, `-0` or `0`, and all `nan` for a collective.
+    fn draw_stats(&mut self, idx: usize) -> Moments {
+        let op = &self.prog.ops[idx];
+        let (kind, mag, positive) = (op.kind, op.mag, op.positive);
         let u = self.rng.next_u64();
         let scale = 10f64.powf(mag + (u >> 11) as f64 * (2.0 / (1u64 << 53) as f64) - 1.0);
         let rare = u & 0xFFFF;
         let r = &mut self.rng;
-        let l2 = scale * (8.0 + 40.0 * r.f64());
+        let mut l2 = scale * (8.0 + 40.0 * r.f64());
         let mut min = -scale * (0.5 + 4.0 * r.f64());
         let mut max = scale * (0.5 + 4.0 * r.f64());
         let mut mean = scale * 1e-3 * (r.f64() - 0.5);
@@ -930,7 +425,6 @@ impl Generator {
             min = scale * 1e-6 * r.f64();
             mean = scale * (0.5 + r.f64());
         }
-        let mut l2 = l2;
         match rare {
             0 => {
                 max = f64::INFINITY;
@@ -950,7 +444,17 @@ impl Generator {
             max = f64::NAN;
             mean = f64::NAN;
         }
+        Moments { l2, min, max, mean }
+    }
 
+    /// The Output hash and Input hashes of op `idx` (into `out_hashes`,
+    /// `in_hashes`): inputs take their producer's last output hash, and
+    /// the op's first output hash is remembered for its consumers.
+    fn draw_hashes(&mut self, idx: usize) {
+        let (kind, mag, n_out) = {
+            let op = &self.prog.ops[idx];
+            (op.kind, op.mag, op.n_out)
+        };
         self.out_hashes.clear();
         match kind {
             Kind::NanStats => self.out_hashes.push(f64::NAN),
@@ -1005,18 +509,14 @@ impl Generator {
         } else {
             first_out
         };
+    }
 
-        if perturb {
-            l2 *= PERTURB_FACTOR;
-            if let Some(h) = self.out_hashes.iter_mut().find(|h| h.is_finite()) {
-                *h *= PERTURB_FACTOR;
-            } else if let Some(h) = self.in_hashes.iter_mut().find(|h| h.is_finite()) {
-                *h *= PERTURB_FACTOR;
-            }
-        }
-
-        // Text.
+    /// The text of op `idx`'s block (its key's counter `seq`), through
+    /// [`crate::logformat`]: key, Shape and stats, hashes, producers, then
+    /// the op's Location and Phase lines and the empty line.
+    fn write_block(&self, out: &mut Vec<u8>, idx: usize, seq: u64, m: &Moments) {
         let op = &self.prog.ops[idx];
+        let kind = op.kind;
         let mut key = Vec::with_capacity(64);
         write_key(
             &mut key,
@@ -1026,22 +526,18 @@ impl Generator {
         );
         lf::key_line(out, &key);
         if !matches!(kind, Kind::HashOnly | Kind::AdamW) {
-            out.extend_from_slice(op.shape);
-            lf::stat_line(out, "L2 norm", l2, Precision::Printed);
-            lf::stat_line(out, "Min", min, Precision::Printed);
-            lf::stat_line(out, "Max", max, Precision::Printed);
-            lf::stat_line(out, "Mean", mean, Precision::Printed);
+            out.extend_from_slice(&op.shape);
+            lf::stat_line(out, Field::L2Norm, m.l2, Precision::PRINTED);
+            lf::stat_line(out, Field::Min, m.min, Precision::PRINTED);
+            lf::stat_line(out, Field::Max, m.max, Precision::PRINTED);
+            lf::stat_line(out, Field::Mean, m.mean, Precision::PRINTED);
         }
-        lf::list_line(out, "Output hash", &self.out_hashes, Precision::Printed);
-        lf::list_line(out, "Input hashes", &self.in_hashes, Precision::Printed);
+        lf::list_line(out, Field::OutputHash, &self.out_hashes, Precision::PRINTED);
+        lf::list_line(out, Field::InputHashes, &self.in_hashes, Precision::PRINTED);
         let linked = op.inputs.iter().any(|p| p.is_some());
         if kind != Kind::HashOnly && (linked || op.inputs.len() > 1) {
-            out.extend_from_slice(b"  Input producers: ");
-            for (i, p) in op.inputs.iter().enumerate() {
-                if i > 0 {
-                    out.push(b';');
-                }
-                if let Some(p) = *p {
+            lf::producers_line(out, op.inputs.len(), |out, i| {
+                if let Some(p) = op.inputs[i] {
                     let pop = &self.prog.ops[p as usize];
                     write_key(
                         out,
@@ -1050,11 +546,18 @@ impl Generator {
                         pop.name,
                     );
                 }
-            }
-            out.push(b'\n');
+            });
         }
         out.extend_from_slice(&op.tail);
     }
+}
+
+/// The stats of one block.
+struct Moments {
+    l2: f64,
+    min: f64,
+    max: f64,
+    mean: f64,
 }
 
 fn write_key(out: &mut Vec<u8>, module: &[u8], seq: u64, name: &str) {
@@ -1066,137 +569,4 @@ fn write_key(out: &mut Vec<u8>, module: &[u8], seq: u64, name: &str) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::matcher::{match_tables, MatchOptions, Status};
-    use crate::parser::parse_bytes;
-
-    fn log(opts: &GenOptions, rank: u32, run: u8) -> Vec<u8> {
-        let mut v = Vec::new();
-        let s = write_log(&mut v, opts, rank, run).unwrap();
-        assert_eq!(s.bytes, v.len() as u64);
-        assert_eq!(s.ops, opts.ops);
-        v
-    }
-
-    fn opts(ops: u64, ranks: u32, count: Option<u64>) -> GenOptions {
-        GenOptions {
-            ops,
-            ranks,
-            seed: 11,
-            perturb: 0.01,
-            perturb_count: count,
-            step: None,
-        }
-    }
-
-    #[test]
-    fn generated_log_parses_cleanly() {
-        for (ops, ranks) in [(100_000, 1), (12_000, 4)] {
-            let o = opts(ops, ranks, None);
-            let bytes = log(&o, 0, 1);
-            let avg = bytes.len() as f64 / o.ops as f64;
-            assert!((250.0..400.0).contains(&avg), "{avg} bytes per block");
-            let text = std::str::from_utf8(&bytes).unwrap();
-            for needle in [
-                "[tok_embeddings/op_",
-                "[layers.31.feed_forward.w1/op_",
-                "/op_0__scaled_dot_product_flash_attention_for_cpu]",
-                "_fused_adamw_]\n  Input hashes: ",
-                "  Phase: backward\n",
-                "  Input producers: ;\n",
-                "-0.000000e+00",
-                "add_]\n  Output hash: ",
-            ] {
-                assert!(text.contains(needle), "{needle}");
-            }
-            if ranks == 1 {
-                assert!(text.contains(": inf\n"));
-                assert!(text.contains(": -inf\n"));
-            } else {
-                assert!(text.contains("_allgather_base_]"));
-                assert!(text.contains("  Mean: nan\n"));
-            }
-            let t = parse_bytes(bytes, "gen.log");
-            assert!(t.warnings().is_empty(), "{:?}", t.warnings());
-            assert!(t.warning_counts().is_empty());
-            assert_eq!(t.header().total, Some(o.ops));
-            assert!(t.header().has_rule);
-            assert_eq!(t.len() as u64, o.ops);
-            assert!(crate::parser::duplicate_keys(&t).is_empty());
-            assert!((0..t.len()).any(|r| t.is_backward(r)));
-        }
-    }
-
-    #[test]
-    fn same_seed_same_bytes() {
-        let o = opts(6_000, 2, Some(17));
-        assert_eq!(log(&o, 1, 2), log(&o, 1, 2));
-        assert_eq!(log(&o, 1, 1), log(&o, 1, 1));
-        assert_ne!(log(&o, 0, 1), log(&o, 1, 1));
-        let mut other = o.clone();
-        other.seed += 1;
-        assert_ne!(log(&o, 0, 1), log(&other, 0, 1));
-    }
-
-    #[test]
-    fn runs_differ_exactly_in_the_perturbed_rows() {
-        for (ops, ranks, count) in [(9_000, 1, Some(37)), (5_000, 3, None), (300, 1, Some(300))] {
-            let o = opts(ops, ranks, count);
-            let want = o.perturbed_rows();
-            for rank in 0..ranks {
-                let t1 = parse_bytes(log(&o, rank, 1), "run1.log");
-                let t2 = parse_bytes(log(&o, rank, 2), "run2.log");
-                let m = match_tables(&t1, &t2, &MatchOptions::default());
-                let c = m.counts();
-                assert_eq!(c.diff, want, "ops {ops} rank {rank}");
-                assert_eq!(c.matched, ops - want);
-                assert_eq!((c.only1, c.only2, c.truncated), (0, 0, 0));
-                assert_eq!(m.strategy_counts().exact, ops);
-                assert!(m
-                    .rows
-                    .iter()
-                    .all(|r| r.r1() == r.r2() || r.status != Status::Match));
-            }
-        }
-    }
-
-    #[test]
-    fn perturb_fraction_and_stats() {
-        let o = GenOptions {
-            ops: 1000,
-            perturb: 0.0125,
-            ..GenOptions::default()
-        };
-        assert_eq!(o.perturbed_rows(), 13);
-        let mut v = Vec::new();
-        assert_eq!(write_log(&mut v, &o, 0, 2).unwrap().perturbed, 13);
-        assert!(write_log(&mut v, &o, 0, 3).is_err());
-        let bad = GenOptions {
-            perturb: 1.5,
-            ..GenOptions::default()
-        };
-        assert!(write_log(&mut v, &bad, 0, 1).is_err());
-    }
-
-    #[test]
-    fn generate_writes_every_rank() {
-        let dir = tempfile::tempdir().unwrap();
-        let (d1, d2) = (dir.path().join("a"), dir.path().join("b"));
-        let o = opts(2_000, 3, Some(5));
-        let s = generate(&d1, &d2, &o).unwrap();
-        assert_eq!(s.files, 6);
-        assert_eq!(s.ops, 6 * 2_000);
-        assert_eq!(s.perturbed, 15);
-        let mut bytes = 0;
-        for r in 0..3 {
-            for d in [&d1, &d2] {
-                bytes += std::fs::metadata(d.join(log_file_name(r))).unwrap().len();
-            }
-            let f = std::fs::read(d1.join(log_file_name(r))).unwrap();
-            assert_eq!(f, log(&o, r, 1));
-        }
-        assert_eq!(bytes, s.bytes);
-        assert!(generate(&d1, &d1, &o).is_err());
-    }
-}
+mod tests;

@@ -129,7 +129,7 @@ impl<'a> Group<'a> {
         };
         let prec = match t0.precision() {
             crate::parser::Precision::Full => Precision::Full,
-            _ => Precision::Printed,
+            _ => Precision::PRINTED,
         };
         let mut text = Vec::with_capacity(t0.bytes().len());
         write_header(&mut text, self.records.len() as u64, &notes, prec);

@@ -1,8 +1,22 @@
-//! The one writer of the activation-log text (`shared/spec/log-format.md`),
-//! used by the capture agent ([`crate::capture`]) and the benchmark log
-//! generator ([`crate::gen`]): the header, the field lines of a block, and
-//! number formatting ([`number`]). The parser ([`crate::parser`]) reads what
-//! this writes.
+//! The log format's vocabulary (`shared/spec/log-format.md`, actdiff's
+//! additions in docs/log-format.md), and its one writer: every writer of
+//! log text (the capture agent [`crate::capture`], the benchmark log
+//! generator [`crate::gen`], the layout combiner [`crate::layout`]) writes
+//! through the functions here, and the parser ([`crate::parser`]) reads
+//! with the same vocabulary.
+//!
+//! - [`field`]: the fields of a block ([`Field`], its labels and field
+//!   sets), [`Phase`], and the labels of a block's lines that are no fields
+//!   (the capture agent's `NaN count:` and `Inf count:`, the layout lines);
+//! - [`header`]: the header lines, written from [`HeaderNotes`] and read
+//!   into [`Header`];
+//! - [`shape`]: the Shape field's text (`torch.Size([...]), Dtype: ...`),
+//!   written and read;
+//! - [`number`]: number formatting; [`Precision`]: how floats are printed;
+//! - the line writers below, each taking the [`Field`] it writes.
+//!
+//! Adding a field or a header line is a change here (plus its tests): the
+//! parser and the writers take labels and values from this module.
 //!
 //! ```text
 //! Total captured activations: 2          write_header
@@ -23,292 +37,165 @@
 //!   Input hashes: 2.553141e+04, 1.337287e+02
 //!   Output digest: 0123456789abcdef      digest_line
 //!   Input digests: …, …
-//!   Input producers: a/op_0_x;           text_line (Location, Phase alike)
+//!   Input producers: a/op_0_x;           producers_line
+//!   Location: llama3/model.py:152        text_line
+//!   Phase: backward                      phase_line
 //!   Layout: tp:S(1) [2, 8]               layout_lines (DTensor runs only)
 //!   Output layouts: tp:S(1)
 //!   Input layouts: R; tp:S(0)
+//!   NaN count: 3                         count_lines (capture agent only)
 //!
 //! ```
 
+pub mod field;
+pub mod header;
 pub mod number;
+pub mod shape;
 
-pub use number::{fmt_e6, fmt_full, push_u64};
+pub use field::{
+    Field, FieldSet, Phase, EXTRA_LABELS, INF_COUNT_LABEL, INPUT_LAYOUTS_LABEL, LAYOUT_LABEL,
+    NAN_COUNT_LABEL, N_FIELDS, OUTPUT_LAYOUTS_LABEL,
+};
+pub use header::{
+    compiled_line, is_count_line, write_header, BackendName, CaptureLevel, CompileBackend, Header,
+    HeaderNotes, HeaderProblem, Mesh, COMPILED_LABEL, COORDS_LABEL, EXCLUDED_LABEL, LEVEL_LABEL,
+    LOSS_LABEL, MESH_LABEL, PRECISION_LABEL, STEP_LABEL, TOTAL_LABELS,
+};
+pub use number::{fmt_e, fmt_e6, fmt_full, push_u64};
+pub use shape::{push_shape, read_shape, shape_line, ShapeText};
 
-/// How floats are printed in a log.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How floats are printed in a log: written by the line functions
+/// ([`Precision::push`]), read from the `Precision:` header line
+/// ([`Header::precision`]), and reasoned about by root cause (how far two
+/// true values may be apart and print alike: [`Precision::ulp`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Precision {
-    /// The reference's `%.6e` (7 significant digits): no header line.
-    #[default]
-    Printed,
-    /// The shortest text that round-trips in float64 ([`fmt_full`]): the
-    /// header says `Precision: full`.
+    /// `%.{significant_digits - 1}e`; the reference tracer's `%.6e` is
+    /// [`Precision::PRINTED`] (7 digits, no `Precision:` line).
+    Printed {
+        /// Significant digits printed (7 for `%.6e`).
+        significant_digits: u32,
+    },
+    /// `Precision: full`: every float is the shortest text that round-trips
+    /// in float64 (at most 17 significant digits, [`fmt_full`]), so a parsed
+    /// value is the value the writer had.
     Full,
 }
 
+impl Default for Precision {
+    /// The reference's [`Precision::PRINTED`].
+    fn default() -> Self {
+        Precision::PRINTED
+    }
+}
+
 impl Precision {
+    /// The reference tracer's `%.6e`: 7 significant digits.
+    pub const PRINTED: Precision = Precision::Printed {
+        significant_digits: 7,
+    };
+
     /// Appends `x` in this precision.
     #[inline]
     pub fn push(self, out: &mut Vec<u8>, x: f64) {
         match self {
-            Precision::Printed => fmt_e6(out, x),
+            Precision::Printed {
+                significant_digits: 7,
+            } => fmt_e6(out, x),
+            Precision::Printed { significant_digits } => fmt_e(out, x, significant_digits),
             Precision::Full => fmt_full(out, x),
         }
     }
-}
 
-/// The header line of a full-precision log (docs/log-format.md,
-/// "Full-precision logs and digests").
-pub const PRECISION_FULL_LINE: &str = "Precision: full";
-
-/// The label of the header line that names the `torch.compile` backend a
-/// run's model went through (`Compiled: inductor`). The reference
-/// comparator ignores it (a line before the first block that is no label
-/// of its own).
-pub const COMPILED_LABEL: &str = "Compiled";
-
-/// The `torch.compile` backend of a compiled run (the `Compiled:` header
-/// line). A backend that fuses ops into generated kernels dispatches no op
-/// for them, so the capture never sees them: a run compiled by one lacks
-/// rows an eager run has ([`CompileBackend::fuses`]).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum CompileBackend {
-    /// `inductor`: TorchInductor, the default backend; fuses pointwise
-    /// ops, norms and reductions into generated kernels.
-    Inductor,
-    /// `aot_eager`: AOTAutograd tracing run by eager kernels; fuses nothing.
-    AotEager,
-    /// `eager`: Dynamo's graph run by eager kernels; fuses nothing.
-    Eager,
-    /// Any other backend, by its name.
-    Other(BackendName),
-}
-
-/// The name of a backend that [`CompileBackend`] has no variant for: one
-/// line of text, trimmed, non-empty, without control characters (so it
-/// always writes as one header line).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct BackendName(String);
-
-impl BackendName {
-    /// The name as written.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl CompileBackend {
-    /// The backend of `name` (trimmed; `inductor`, `aot_eager`, `eager`, or
-    /// any other name kept as text). `None` for an empty name or one with
-    /// control characters (a line break would end the header line).
-    pub fn from_name(name: &str) -> Option<CompileBackend> {
-        let name = name.trim();
-        if name.is_empty() || name.chars().any(char::is_control) {
-            return None;
+    /// The coarser of two precisions (what two logs can be compared at).
+    pub fn coarser(self, o: Precision) -> Precision {
+        match (self, o) {
+            (Precision::Full, x) | (x, Precision::Full) => x,
+            (
+                Precision::Printed {
+                    significant_digits: a,
+                },
+                Precision::Printed {
+                    significant_digits: b,
+                },
+            ) => Precision::Printed {
+                significant_digits: a.min(b),
+            },
         }
-        Some(match name {
-            "inductor" => CompileBackend::Inductor,
-            "aot_eager" => CompileBackend::AotEager,
-            "eager" => CompileBackend::Eager,
-            other => CompileBackend::Other(BackendName(other.to_string())),
-        })
     }
 
-    /// The backend's name, as `torch.compile(backend=...)` spells it.
-    pub fn name(&self) -> &str {
+    /// One unit in the last printed place of `v` (absolute): the widest
+    /// gap between two true values that print as the same text.
+    pub fn ulp(self, v: f64) -> f64 {
+        let a = v.abs();
+        if a == 0.0 || !a.is_finite() {
+            return 0.0;
+        }
         match self {
-            CompileBackend::Inductor => "inductor",
-            CompileBackend::AotEager => "aot_eager",
-            CompileBackend::Eager => "eager",
-            CompileBackend::Other(n) => n.as_str(),
-        }
-    }
-
-    /// Whether the backend fuses ops away (they dispatch no op the capture
-    /// can see): every backend except `aot_eager` and `eager`, which run
-    /// each op with its eager kernel. An unknown backend is taken to fuse.
-    pub fn fuses(&self) -> bool {
-        !matches!(self, CompileBackend::AotEager | CompileBackend::Eager)
-    }
-}
-
-impl std::fmt::Display for CompileBackend {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// Appends the header line `Compiled: <backend>` and a newline.
-pub fn compiled_line(out: &mut Vec<u8>, backend: &CompileBackend) {
-    out.extend_from_slice(COMPILED_LABEL.as_bytes());
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(backend.name().as_bytes());
-    out.push(b'\n');
-}
-
-/// The label of the header line that names the training step a log
-/// captured (`Step: 5`, 1-based), written by a capture of a step series
-/// (`capture_steps=` an iterable) into `step_5/rank_N_activations.log`.
-/// The reference comparator ignores it (a line before the first block).
-pub const STEP_LABEL: &str = "Step";
-
-/// The label of the header line with the training loss of the captured
-/// step (`Loss: 2.3125`, float64 text that round-trips), when the training
-/// loop passed it (`prof.step(loss=...)`). Ignored by the reference.
-pub const LOSS_LABEL: &str = "Loss";
-
-/// The label of the header line of a module-level capture
-/// (`Level: modules`): its blocks are module outputs, parameter gradients
-/// and parameters after the optimizer step, not ops. A per-op log (the
-/// reference's) has no such line. Ignored by the reference comparator.
-pub const LEVEL_LABEL: &str = "Level";
-
-/// What a log's blocks are: ops (the reference's, the default) or modules
-/// (`Level: modules`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CaptureLevel {
-    /// One block per ATen op (no header line).
-    #[default]
-    Ops,
-    /// One block per module forward output, parameter gradient and
-    /// parameter after the optimizer step (`Level: modules`).
-    Modules,
-}
-
-impl CaptureLevel {
-    /// The level's name in the header line and the capture agent's
-    /// `level=` (`ops`, `modules`).
-    pub fn name(self) -> &'static str {
-        match self {
-            CaptureLevel::Ops => "ops",
-            CaptureLevel::Modules => "modules",
-        }
-    }
-
-    /// Whether this is the per-op level (the default).
-    pub fn is_ops(&self) -> bool {
-        *self == CaptureLevel::Ops
-    }
-
-    /// The level of `name` (trimmed), if known.
-    pub fn from_name(name: &str) -> Option<CaptureLevel> {
-        match name.trim() {
-            "ops" => Some(CaptureLevel::Ops),
-            "modules" => Some(CaptureLevel::Modules),
-            _ => None,
+            Precision::Full => a * f64::EPSILON,
+            Precision::Printed { significant_digits } => {
+                10f64.powi(a.log10().floor() as i32 - (significant_digits.max(1) as i32 - 1))
+            }
         }
     }
 }
 
-/// What a log's header states beside its op count: every header line a
-/// writer may add, in one place. The parser reads the same lines into
-/// `parser::Header`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct HeaderNotes {
-    /// The `Excluded ops dispatched:` line (sorted, deduplicated when
-    /// written; `None`: no line).
-    pub excluded: Option<Vec<String>>,
-    /// `Compiled: <backend>` (`None`: an eager run, no line).
-    pub compiled: Option<CompileBackend>,
-    /// `Level: modules` ([`CaptureLevel::Ops`]: no line).
-    pub level: CaptureLevel,
-    /// `Step: S`, the 1-based training step (`None`: no line).
-    pub step: Option<u64>,
-    /// `Loss: x`, the step's training loss (`None`: no line).
-    pub loss: Option<f64>,
-    /// `Mesh:` and `Coords:`, the device mesh of a run with DTensors
-    /// (`None`: no lines).
-    pub mesh: Option<Mesh>,
+/// Python's `\s` on bytes (without `\n`, which never occurs inside a
+/// line): the whitespace the reference reader trims and splits at.
+#[inline]
+pub fn is_py_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c | 0x1c..=0x1f)
 }
 
-/// The label of the header line naming a run's device mesh: its dimensions
-/// and their sizes, outermost first (`Mesh: dp=2 tp=2`).
-pub const MESH_LABEL: &str = "Mesh";
-/// The label of the header line giving this rank's coordinate on each mesh
-/// dimension (`Coords: dp=0 tp=1`).
-pub const COORDS_LABEL: &str = "Coords";
-/// The label of a block's line giving the layout of the tensor its stats
-/// describe: its placement tokens and its whole-tensor (global) shape
-/// (`Layout: tp:S(1) [64, 64]`); see [`crate::layout`].
-pub const LAYOUT_LABEL: &str = "Layout";
-/// The label of a block's line of placement tokens, one per output hash.
-pub const OUTPUT_LAYOUTS_LABEL: &str = "Output layouts";
-/// The label of a block's line of placement tokens, one per input hash.
-pub const INPUT_LAYOUTS_LABEL: &str = "Input layouts";
-
-/// A run's device mesh as its header states it (`Mesh:` and `Coords:`):
-/// the dimensions' names and sizes, outermost first, and this rank's
-/// coordinate on each.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Mesh {
-    /// `(name, size)` per mesh dimension.
-    pub dims: Vec<(String, u32)>,
-    /// This rank's coordinate per dimension, aligned with `dims`.
-    pub coords: Vec<u32>,
+/// Trims Python whitespace ([`is_py_space`]) from both ends.
+#[inline]
+pub fn trim(s: &[u8]) -> &[u8] {
+    let mut a = 0;
+    let mut b = s.len();
+    while a < b && is_py_space(s[a]) {
+        a += 1;
+    }
+    while b > a && is_py_space(s[b - 1]) {
+        b -= 1;
+    }
+    &s[a..b]
 }
 
-impl Mesh {
-    /// Reads `Mesh:` and `Coords:` values (`dp=2 tp=2`, `dp=0 tp=1`): the
-    /// same names in the same order, sizes ≥ 1, coordinates below them.
-    /// Errors name what is wrong.
-    pub fn parse(mesh: &str, coords: &str) -> Result<Mesh, String> {
-        fn pairs(s: &str, what: &str) -> Result<Vec<(String, u32)>, String> {
-            s.split_whitespace()
-                .map(|p| {
-                    let (n, v) = p
-                        .split_once('=')
-                        .ok_or_else(|| format!("{what} `{p}` is not NAME=NUMBER"))?;
-                    let v: u32 = v
-                        .parse()
-                        .map_err(|_| format!("{what} `{p}` is not NAME=NUMBER"))?;
-                    if n.is_empty() {
-                        return Err(format!("{what} `{p}` has no name"));
-                    }
-                    Ok((n.to_string(), v))
-                })
-                .collect()
-        }
-        let dims = pairs(mesh, "mesh dimension")?;
-        let c = pairs(coords, "coordinate")?;
-        if dims.is_empty() {
-            return Err("no mesh dimension".into());
-        }
-        if c.len() != dims.len() || c.iter().zip(&dims).any(|(a, b)| a.0 != b.0) {
-            return Err(format!(
-                "coordinates `{coords}` do not name the mesh dimensions `{mesh}` in order"
-            ));
-        }
-        if let Some((n, s)) = dims.iter().find(|d| d.1 == 0) {
-            return Err(format!("mesh dimension {n}={s} is empty"));
-        }
-        if let Some(((n, v), (_, s))) = c.iter().zip(&dims).find(|((_, v), (_, s))| v >= s) {
-            return Err(format!(
-                "coordinate {n}={v} is outside the mesh ({n} has {s})"
-            ));
-        }
-        Ok(Mesh {
-            dims,
-            coords: c.into_iter().map(|(_, v)| v).collect(),
-        })
-    }
-
-    /// The `Mesh:` value (`dp=2 tp=2`).
-    pub fn dims_text(&self) -> String {
-        let v: Vec<String> = self.dims.iter().map(|(n, s)| format!("{n}={s}")).collect();
-        v.join(" ")
-    }
-
-    /// The `Coords:` value (`dp=0 tp=1`).
-    pub fn coords_text(&self) -> String {
-        let v: Vec<String> = self
-            .dims
-            .iter()
-            .zip(&self.coords)
-            .map(|((n, _), c)| format!("{n}={c}"))
-            .collect();
-        v.join(" ")
-    }
+/// The trimmed value of line `t` if it starts with `label` and a `:`.
+#[inline]
+pub fn labelled<'a>(t: &'a [u8], label: &str) -> Option<&'a [u8]> {
+    t.strip_prefix(label.as_bytes())
+        .and_then(|r| r.strip_prefix(b":"))
+        .map(trim)
 }
+
+/// Log text quoted in a message: at most [`EXCERPT_CHARS`] characters
+/// (then `…` and the full length), invalid UTF-8 replaced, control
+/// characters escaped (`\u{1b}`), so a warning is one printable line
+/// whatever the log holds.
+pub fn quote(b: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&b[..b.len().min(EXCERPT_CHARS * 4)]);
+    let mut out = String::new();
+    for (i, c) in text.chars().enumerate() {
+        if i == EXCERPT_CHARS {
+            out.push_str(&format!("… ({} bytes)", b.len()));
+            return out;
+        }
+        if c.is_control() {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    if b.len() > EXCERPT_CHARS * 4 {
+        out.push_str(&format!("… ({} bytes)", b.len()));
+    }
+    out
+}
+
+/// Most characters of log text [`quote`]d in one message.
+pub const EXCERPT_CHARS: usize = 120;
 
 /// A block's layout lines (a run with DTensors): placement tokens as the
 /// capture agent writes them ([`crate::layout::Placement`] reads them).
@@ -327,75 +214,27 @@ pub struct BlockLayout {
 /// layouts:` (`; `-joined), each only when it has a value.
 pub fn layout_lines(out: &mut Vec<u8>, l: &BlockLayout) {
     if let Some(s) = &l.stats {
-        text_line(out, LAYOUT_LABEL, s.as_bytes());
+        labelled_line(out, LAYOUT_LABEL, s.as_bytes());
     }
     for (label, v) in [
         (OUTPUT_LAYOUTS_LABEL, &l.outputs),
         (INPUT_LAYOUTS_LABEL, &l.inputs),
     ] {
         if !v.is_empty() {
-            text_line(out, label, v.join("; ").as_bytes());
+            labelled_line(out, label, v.join("; ").as_bytes());
         }
     }
 }
 
-/// Appends the header: `Total captured activations: N`, then the lines of
-/// `notes` in this order: `Excluded ops dispatched:` (`, `-joined, `(none)`
-/// when empty), `Compiled: <backend>` ([`compiled_line`]), `Level:
-/// modules` (a module-level capture only), `Step: S`,
-/// `Loss: x` (shortest round-trip text, [`fmt_full`]); `Precision: full`
-/// for [`Precision::Full`]; 80 `=` and an empty line.
-pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precision: Precision) {
-    out.extend_from_slice(b"Total captured activations: ");
-    push_u64(out, count);
+/// Appends `  <label>: <text>` and a newline: a block line, labelled by a
+/// [`Field`]'s label or one of [`EXTRA_LABELS`].
+#[inline]
+fn labelled_line(out: &mut Vec<u8>, label: &str, text: &[u8]) {
+    out.extend_from_slice(b"  ");
+    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(text);
     out.push(b'\n');
-    if let Some(ex) = &notes.excluded {
-        let mut ops: Vec<&str> = ex.iter().map(|s| s.as_str()).collect();
-        ops.sort_unstable();
-        ops.dedup();
-        out.extend_from_slice(b"Excluded ops dispatched: ");
-        if ops.is_empty() {
-            out.extend_from_slice(b"(none)");
-        } else {
-            out.extend_from_slice(ops.join(", ").as_bytes());
-        }
-        out.push(b'\n');
-    }
-    if let Some(backend) = &notes.compiled {
-        compiled_line(out, backend);
-    }
-    if notes.level != CaptureLevel::Ops {
-        out.extend_from_slice(LEVEL_LABEL.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(notes.level.name().as_bytes());
-        out.push(b'\n');
-    }
-    if let Some(step) = notes.step {
-        out.extend_from_slice(STEP_LABEL.as_bytes());
-        out.extend_from_slice(b": ");
-        push_u64(out, step);
-        out.push(b'\n');
-    }
-    if let Some(loss) = notes.loss {
-        out.extend_from_slice(LOSS_LABEL.as_bytes());
-        out.extend_from_slice(b": ");
-        fmt_full(out, loss);
-        out.push(b'\n');
-    }
-    if precision == Precision::Full {
-        out.extend_from_slice(PRECISION_FULL_LINE.as_bytes());
-        out.push(b'\n');
-    }
-    if let Some(m) = &notes.mesh {
-        for (label, v) in [(MESH_LABEL, m.dims_text()), (COORDS_LABEL, m.coords_text())] {
-            out.extend_from_slice(label.as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(v.as_bytes());
-            out.push(b'\n');
-        }
-    }
-    out.extend_from_slice(&[b'='; 80]);
-    out.extend_from_slice(b"\n\n");
 }
 
 /// Appends `[key]` and a newline (`key` as given: callers clean it).
@@ -405,34 +244,12 @@ pub fn key_line(out: &mut Vec<u8>, key: &[u8]) {
     out.extend_from_slice(b"]\n");
 }
 
-/// Appends `torch.Size([d0, d1, ...]), Dtype: torch.<dtype>` (no label).
-pub fn push_shape(out: &mut Vec<u8>, shape: &[i64], dtype: &str) {
-    out.extend_from_slice(b"torch.Size([");
-    for (i, d) in shape.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        if *d < 0 {
-            out.push(b'-');
-        }
-        push_u64(out, d.unsigned_abs());
-    }
-    out.extend_from_slice(b"]), Dtype: torch.");
-    out.extend_from_slice(dtype.as_bytes());
-}
-
-/// Appends `  Shape: torch.Size([...]), Dtype: torch.<dtype>` and a newline.
-pub fn shape_line(out: &mut Vec<u8>, shape: &[i64], dtype: &str) {
-    out.extend_from_slice(b"  Shape: ");
-    push_shape(out, shape, dtype);
-    out.push(b'\n');
-}
-
-/// Appends `  <label>: <x>` and a newline.
+/// Appends `  <label>: <x>` and a newline (a stat: `L2 norm`, `Min`, `Max`,
+/// `Mean`, `L1 norm`).
 #[inline]
-pub fn stat_line(out: &mut Vec<u8>, label: &str, x: f64, precision: Precision) {
+pub fn stat_line(out: &mut Vec<u8>, field: Field, x: f64, precision: Precision) {
     out.extend_from_slice(b"  ");
-    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(field.label().as_bytes());
     out.extend_from_slice(b": ");
     precision.push(out, x);
     out.push(b'\n');
@@ -440,12 +257,12 @@ pub fn stat_line(out: &mut Vec<u8>, label: &str, x: f64, precision: Precision) {
 
 /// Appends `  <label>: v0, v1, ...` and a newline (`Output hash`,
 /// `Input hashes`); nothing for an empty list.
-pub fn list_line(out: &mut Vec<u8>, label: &str, vals: &[f64], precision: Precision) {
+pub fn list_line(out: &mut Vec<u8>, field: Field, vals: &[f64], precision: Precision) {
     if vals.is_empty() {
         return;
     }
     out.extend_from_slice(b"  ");
-    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(field.label().as_bytes());
     out.extend_from_slice(b": ");
     for (i, v) in vals.iter().enumerate() {
         if i > 0 {
@@ -458,13 +275,13 @@ pub fn list_line(out: &mut Vec<u8>, label: &str, vals: &[f64], precision: Precis
 
 /// Appends `  <label>: <16 hex digits>, ...` and a newline (`Output digest`,
 /// `Input digests`); nothing for an empty list.
-pub fn digest_line(out: &mut Vec<u8>, label: &str, digests: &[u64]) {
+pub fn digest_line(out: &mut Vec<u8>, field: Field, digests: &[u64]) {
     if digests.is_empty() {
         return;
     }
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.extend_from_slice(b"  ");
-    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(field.label().as_bytes());
     out.extend_from_slice(b": ");
     for (i, d) in digests.iter().enumerate() {
         if i > 0 {
@@ -477,13 +294,49 @@ pub fn digest_line(out: &mut Vec<u8>, label: &str, digests: &[u64]) {
     out.push(b'\n');
 }
 
-/// Appends `  <label>: <text>` and a newline (`Location`, `Phase`, counts).
-pub fn text_line(out: &mut Vec<u8>, label: &str, text: &[u8]) {
+/// Appends `  <label>: <text>` and a newline (`Location`; any field whose
+/// value is text as given).
+pub fn text_line(out: &mut Vec<u8>, field: Field, text: &[u8]) {
+    labelled_line(out, field.label(), text);
+}
+
+/// Appends the `  Phase: backward` line for [`Phase::Backward`]; nothing
+/// for the other phases (a reader takes a block without the line as
+/// forward, or as optimizer after the step's last backward op).
+pub fn phase_line(out: &mut Vec<u8>, phase: Phase) {
+    if phase == Phase::Backward {
+        text_line(out, Field::Phase, phase.as_str().as_bytes());
+    }
+}
+
+/// Appends `  Input producers: k0;k1;...` and a newline: `n` producers,
+/// `;`-separated, each written by `producer(out, i)` (nothing for an input
+/// without a captured producer). Callers decide whether the line is
+/// written (the reference writes it when its text is not empty).
+pub fn producers_line(out: &mut Vec<u8>, n: usize, mut producer: impl FnMut(&mut Vec<u8>, usize)) {
     out.extend_from_slice(b"  ");
-    out.extend_from_slice(label.as_bytes());
+    out.extend_from_slice(Field::InputProducers.label().as_bytes());
     out.extend_from_slice(b": ");
-    out.extend_from_slice(text);
+    for i in 0..n {
+        if i > 0 {
+            out.push(b';');
+        }
+        producer(out, i);
+    }
     out.push(b'\n');
+}
+
+/// Appends the capture agent's `  NaN count: n` and `  Inf count: n`
+/// lines (the primary output's NaN and ±inf elements), each only when its
+/// count is not zero.
+pub fn count_lines(out: &mut Vec<u8>, nan: u64, inf: u64) {
+    for (label, n) in [(NAN_COUNT_LABEL, nan), (INF_COUNT_LABEL, inf)] {
+        if n > 0 {
+            let mut v = Vec::new();
+            push_u64(&mut v, n);
+            labelled_line(out, label, &v);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -510,7 +363,7 @@ mod tests {
             )
         );
         let mut v = Vec::new();
-        write_header(&mut v, 0, &HeaderNotes::default(), Precision::Printed);
+        write_header(&mut v, 0, &HeaderNotes::default(), Precision::PRINTED);
         assert_eq!(
             String::from_utf8(v).unwrap(),
             format!("Total captured activations: 0\n{}\n\n", "=".repeat(80))
@@ -543,15 +396,69 @@ mod tests {
     #[test]
     fn lines() {
         let mut v = Vec::new();
-        digest_line(&mut v, "Output digest", &[0xab, u64::MAX]);
-        list_line(&mut v, "Input hashes", &[1.5, -0.0], Precision::Full);
-        list_line(&mut v, "Input hashes", &[], Precision::Full);
-        digest_line(&mut v, "Input digests", &[]);
+        digest_line(&mut v, Field::OutputDigest, &[0xab, u64::MAX]);
+        list_line(&mut v, Field::InputHashes, &[1.5, -0.0], Precision::Full);
+        list_line(&mut v, Field::InputHashes, &[], Precision::Full);
+        digest_line(&mut v, Field::InputDigests, &[]);
         shape_line(&mut v, &[], "bfloat16");
-        stat_line(&mut v, "Min", 0.1, Precision::Printed);
+        stat_line(&mut v, Field::Min, 0.1, Precision::PRINTED);
         assert_eq!(
             String::from_utf8(v).unwrap(),
             "  Output digest: 00000000000000ab, ffffffffffffffff\n  Input hashes: 1.5e+00, -0e+00\n  Shape: torch.Size([]), Dtype: torch.bfloat16\n  Min: 1.000000e-01\n"
         );
+        let mut v = Vec::new();
+        producers_line(&mut v, 3, |out, i| {
+            if i != 1 {
+                out.extend_from_slice(format!("m/op_{i}_x").as_bytes());
+            }
+        });
+        phase_line(&mut v, Phase::Forward);
+        phase_line(&mut v, Phase::Optimizer);
+        phase_line(&mut v, Phase::Backward);
+        text_line(&mut v, Field::Location, b"a.py:3");
+        count_lines(&mut v, 0, 0);
+        count_lines(&mut v, 2, 0);
+        count_lines(&mut v, 0, 1);
+        assert_eq!(
+            String::from_utf8(v).unwrap(),
+            "  Input producers: m/op_0_x;;m/op_2_x\n  Phase: backward\n  Location: a.py:3\n  NaN count: 2\n  Inf count: 1\n"
+        );
+    }
+
+    #[test]
+    fn precision_writes_and_compares() {
+        let mut a = Vec::new();
+        let mut b = Vec::new();
+        for x in [
+            0.1,
+            -2.5e-300,
+            123456789.0,
+            9.9999995,
+            f64::NAN,
+            -0.0,
+            f64::INFINITY,
+            5e-324,
+        ] {
+            Precision::PRINTED.push(&mut a, x);
+            fmt_e(&mut b, x, 7);
+            a.push(b' ');
+            b.push(b' ');
+        }
+        assert_eq!(String::from_utf8(a), String::from_utf8(b));
+        let mut v = Vec::new();
+        Precision::Printed {
+            significant_digits: 3,
+        }
+        .push(&mut v, 1234.5);
+        assert_eq!(v, b"1.23e+03");
+        let p3 = Precision::Printed {
+            significant_digits: 3,
+        };
+        assert_eq!(Precision::Full.coarser(p3), p3);
+        assert_eq!(Precision::PRINTED.coarser(p3), p3);
+        assert_eq!(Precision::Full.coarser(Precision::Full), Precision::Full);
+        assert_eq!(Precision::PRINTED.ulp(250.0), 1e-4);
+        assert_eq!(Precision::PRINTED.ulp(0.0), 0.0);
+        assert_eq!(Precision::default(), Precision::PRINTED);
     }
 }

@@ -69,6 +69,39 @@ pub fn fmt_e6(out: &mut Vec<u8>, x: f64) {
     push_digits(out, d, e);
 }
 
+/// Appends `x` as Python's `'%.{d}e' % x` does with `d =
+/// significant_digits - 1` (at least one digit): [`fmt_e6`]'s format at
+/// any precision (`1.23e+03` for 3 digits). Correctly rounded, through the
+/// standard library's exact formatting; [`fmt_e6`] is the fast path for 7.
+pub fn fmt_e(out: &mut Vec<u8>, x: f64, significant_digits: u32) {
+    if x.is_nan() {
+        out.extend_from_slice(b"nan");
+        return;
+    }
+    if x.is_sign_negative() {
+        out.push(b'-');
+    }
+    let a = x.abs();
+    if a.is_infinite() {
+        out.extend_from_slice(b"inf");
+        return;
+    }
+    let decimals = significant_digits.max(1) as usize - 1;
+    let text = format!("{a:.decimals$e}");
+    let (mantissa, exp) = text.split_once('e').expect("`{:e}` writes an exponent");
+    out.extend_from_slice(mantissa.as_bytes());
+    out.push(b'e');
+    let (sign, digits) = match exp.strip_prefix('-') {
+        Some(d) => (b'-', d),
+        None => (b'+', exp),
+    };
+    out.push(sign);
+    if digits.len() < 2 {
+        out.push(b'0');
+    }
+    out.extend_from_slice(digits.as_bytes());
+}
+
 /// The seven significant digits (1_000_000..=9_999_999) and decimal exponent
 /// of finite, positive `a`, or `None` when the fast path cannot be sure.
 fn fast_digits(a: f64) -> Option<(u32, i32)> {

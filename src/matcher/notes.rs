@@ -14,14 +14,7 @@ use crate::parser::{Field, OpTable};
 
 /// The dims of a Shape text (`torch.Size([2, 64]), Dtype: ...` → `[2, 64]`).
 pub fn dims_of(shape: &[u8]) -> Option<Vec<i64>> {
-    let s = std::str::from_utf8(shape).ok()?;
-    let a = s.find("Size([")? + 6;
-    let b = a + s[a..].find("])")?;
-    let inner = s[a..b].trim();
-    if inner.is_empty() {
-        return Some(Vec::new());
-    }
-    inner.split(',').map(|d| d.trim().parse().ok()).collect()
+    crate::logformat::read_shape(shape).dims()
 }
 
 /// How two shapes differ, position by position (`dim0 6 vs 5`), or `None`

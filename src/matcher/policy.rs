@@ -218,14 +218,7 @@ impl Default for Policy {
 
 /// The dtype name in a Shape text (`torch.Size([2]), Dtype: torch.bfloat16` → `bfloat16`).
 pub fn dtype_of(shape: &[u8]) -> &str {
-    let s = std::str::from_utf8(shape).unwrap_or("");
-    match s.rfind("Dtype:") {
-        Some(i) => {
-            let d = s[i + 6..].trim();
-            d.strip_prefix("torch.").unwrap_or(d)
-        }
-        None => "",
-    }
+    crate::logformat::read_shape(shape).dtype()
 }
 
 impl Policy {

@@ -7,7 +7,7 @@
 //! `Input producers:` sets that field to the text after the label. The
 //! capture agent's `Output digest:` / `Input digests:` lines are read by the
 //! same "contains" rule, after the reference's labels (the reference ignores
-//! them). The labels come from [`super::field`].
+//! them). The labels come from [`crate::logformat::field`].
 //!
 //! Two paths decide a line, and tests check they agree on every line shape:
 //! `classify_canonical`, hand-written (`starts_with` over the labels, no
@@ -21,7 +21,8 @@ use nom::bytes::complete::{tag, take_while1};
 use nom::character::complete::char;
 use nom::IResult;
 
-use super::field::{Field, CONTAINS_LABELS, STAT_FIELDS};
+use crate::logformat::field::{Field, CONTAINS_LABELS, EXTRA_LABELS, STAT_FIELDS};
+pub use crate::logformat::{is_py_space, trim};
 
 /// What one line of a log is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,26 +57,6 @@ pub enum LineKind {
         /// End of the label (first `:`), for grouping warnings.
         label_end: usize,
     },
-}
-
-/// Python's `\s` on bytes (without `\n`, which never occurs inside a line).
-#[inline]
-pub fn is_py_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\r' | 0x0b | 0x0c | 0x1c..=0x1f)
-}
-
-/// Trims Python whitespace from both ends.
-#[inline]
-pub fn trim(s: &[u8]) -> &[u8] {
-    let mut a = 0;
-    let mut b = s.len();
-    while a < b && is_py_space(s[a]) {
-        a += 1;
-    }
-    while b > a && is_py_space(s[b - 1]) {
-        b -= 1;
-    }
-    &s[a..b]
 }
 
 /// One of the six stat labels ([`STAT_FIELDS`]), as a nom parser.
@@ -236,16 +217,9 @@ pub fn classify_general(line: &[u8]) -> LineKind {
         };
     }
     let t = trim(line);
-    use crate::logformat::{INPUT_LAYOUTS_LABEL, LAYOUT_LABEL, OUTPUT_LAYOUTS_LABEL};
-    let labelled = |label: &str| {
-        t.strip_prefix(label.as_bytes())
-            .is_some_and(|r| r.first() == Some(&b':'))
-    };
-    if t.starts_with(b"NaN count:")
-        || t.starts_with(b"Inf count:")
-        || labelled(LAYOUT_LABEL)
-        || labelled(OUTPUT_LAYOUTS_LABEL)
-        || labelled(INPUT_LAYOUTS_LABEL)
+    if EXTRA_LABELS
+        .iter()
+        .any(|l| crate::logformat::labelled(t, l).is_some())
     {
         return LineKind::Extra;
     }

@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use super::field::{Field, FieldSet, Phase, Precision, N_FIELDS};
 use super::source::LogSource;
+pub use crate::logformat::{Field, FieldSet, Header, Phase, Precision, N_FIELDS};
 
 /// A byte range relative to the start of its block. `len == 0` means the
 /// field is absent (the reference treats an absent field and an empty one
@@ -25,42 +25,6 @@ pub struct Rel {
     pub off: u32,
     /// Length in bytes; 0 when absent.
     pub len: u32,
-}
-
-/// The header lines before the first block.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Header {
-    /// `Total captured activations: N` (or a second writer's
-    /// `Total captured tensor hash ops: N`); `None` when the line is absent.
-    pub total: Option<u64>,
-    /// `Excluded ops dispatched:` as a sorted list; `Some(vec![])` for
-    /// `(none)`; `None` when the line is absent (older logs).
-    pub excluded: Option<Vec<String>>,
-    /// Whether the line of 80 `=` was seen.
-    pub has_rule: bool,
-    /// `Compiled: <backend>`: the `torch.compile` backend the run went
-    /// through (an unknown name kept as text); `None` when the line is
-    /// absent (an eager run, or an older writer).
-    pub compiled: Option<crate::logformat::CompileBackend>,
-    /// `Level: modules`: a module-level capture ([`CaptureLevel::Ops`]
-    /// when the line is absent).
-    ///
-    /// [`CaptureLevel::Ops`]: crate::logformat::CaptureLevel::Ops
-    pub level: crate::logformat::CaptureLevel,
-    /// `Step: S`: the 1-based training step of a step series' log
-    /// (`step_S/rank_N_activations.log`); `None` when absent.
-    pub step: Option<u64>,
-    /// `Loss: x`: the step's training loss, when the loop gave it.
-    pub loss: Option<f64>,
-    /// `Mesh:` then `Coords:`: the device mesh of a run with DTensors and
-    /// this rank's place in it; `None` when absent (or unreadable: a
-    /// warning says so).
-    pub mesh: Option<crate::logformat::Mesh>,
-    /// The `Mesh:` value until its `Coords:` line is read.
-    pub mesh_dims: Option<String>,
-    /// `Precision: full` ([`Precision::Full`]); absent: the reference's
-    /// `%.6e` ([`Precision::Printed`] with 7 significant digits).
-    pub precision: Precision,
 }
 
 /// A problem found while parsing that did not stop the parse.

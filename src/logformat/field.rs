@@ -1,8 +1,11 @@
 //! The field vocabulary of an op block: which fields a block has, how each
-//! is spelled in a log (once, in [`Field::label`]), and which rule of the
-//! reference reader decides that a line sets it. A leaf module: the line
-//! classifier ([`super::line`]), the table ([`super::table`]) and the
-//! stages after the parser all take their field names from here.
+//! is spelled in a log (once, in [`Field::label`]), which rule of the
+//! reference reader decides that a line sets it, the phase a `Phase:` line
+//! names ([`Phase`]), and the labels of the block lines that are no fields
+//! ([`EXTRA_LABELS`]). A leaf module: the writers ([`super::stat_line`] and
+//! the other line functions take a [`Field`]), the parser's line classifier
+//! ([`crate::parser::line`]) and table, and the stages after the parser all
+//! take their field names from here.
 
 /// One field of an op block, in the writer's order. `Key` is the text in the
 /// block's `[...]` header line.
@@ -38,7 +41,7 @@ pub enum Field {
     /// `Location: <file>:<line>`.
     Location,
     /// `Phase:`; absent means `forward` (or `optimizer` after the step's
-    /// last backward op, see [`crate::parser::Phase`]).
+    /// last backward op, see [`Phase`]).
     Phase,
 }
 
@@ -118,9 +121,10 @@ impl Field {
 
     /// The label as it appears in a log, without its colon (`L2 norm`,
     /// `Output hash`, ...). The one place a field's label is spelled: the
-    /// parser and the writers use it. (The capture agent's extra `NaN count`
-    /// and `Inf count` lines are no fields: their labels are spelled in
-    /// `capture/record.rs` and `parser/line.rs`.)
+    /// parser and the writers ([`super::stat_line`] and the other line
+    /// functions) use it. (The lines of a block that are no fields, such as
+    /// the capture agent's `NaN count`, have their labels in
+    /// [`EXTRA_LABELS`].)
     pub const fn label(self) -> &'static str {
         match self {
             Field::Key => "Key",
@@ -194,6 +198,35 @@ pub(crate) const CONTAINS_LABELS: [(&str, Field); 8] = [
     (Field::InputDigests.label(), Field::InputDigests),
 ];
 
+/// The label of the capture agent's line with the number of NaN elements
+/// of the primary output (written only when it is not zero). No field: the
+/// reference comparator ignores it (it contains none of its labels);
+/// actdiff's parser knows it ([`EXTRA_LABELS`]).
+pub const NAN_COUNT_LABEL: &str = "NaN count";
+/// The label of the capture agent's line with the number of +inf/-inf
+/// elements of the primary output (written only when it is not zero).
+pub const INF_COUNT_LABEL: &str = "Inf count";
+/// The label of a block's line giving the layout of the tensor its stats
+/// describe: its placement tokens and its whole-tensor (global) shape
+/// (`Layout: tp:S(1) [64, 64]`); see [`crate::layout`].
+pub const LAYOUT_LABEL: &str = "Layout";
+/// The label of a block's line of placement tokens, one per output hash.
+pub const OUTPUT_LAYOUTS_LABEL: &str = "Output layouts";
+/// The label of a block's line of placement tokens, one per input hash.
+pub const INPUT_LAYOUTS_LABEL: &str = "Input layouts";
+
+/// The labels of the lines a block may hold that are no [`Field`]s: known,
+/// not compared, and ignored by the reference comparator (they contain none
+/// of its labels). The parser reads a line that starts with one of them
+/// and a `:` as such a line.
+pub const EXTRA_LABELS: [&str; 5] = [
+    NAN_COUNT_LABEL,
+    INF_COUNT_LABEL,
+    LAYOUT_LABEL,
+    OUTPUT_LAYOUTS_LABEL,
+    INPUT_LAYOUTS_LABEL,
+];
+
 /// A set of [`Field`]s, as a bit mask. Used for a log's schema: which fields
 /// occur in at least one of its blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -226,37 +259,15 @@ impl FieldSet {
     }
 }
 
-/// How many significant digits a log prints its floats with (the
-/// `Precision:` header line).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Precision {
-    /// The reference tracer's `%.6e`: 7 significant digits (no
-    /// `Precision:` line).
-    Printed {
-        /// Significant digits printed (7 for `%.6e`).
-        significant_digits: u32,
-    },
-    /// `Precision: full`: every float is the shortest text that round-trips
-    /// in float64 (at most 17 significant digits), so a parsed value is the
-    /// value the writer had.
-    Full,
-}
-
-impl Default for Precision {
-    fn default() -> Self {
-        Precision::Printed {
-            significant_digits: 7,
-        }
-    }
-}
-
-/// A step's phase, as actdiff reads it (`Phase:` line, or its position).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+/// A step's phase, as actdiff reads it (`Phase:` line, or its position),
+/// and as a writer gives it ([`super::phase_line`]: only
+/// [`Phase::Backward`] writes a line).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     /// No `Phase:` line, before the step's last backward op (the
     /// reference's default for every op without the line).
+    #[default]
     Forward,
     /// `Phase: backward`.
     Backward,
@@ -276,6 +287,12 @@ impl Phase {
             Phase::Backward => "backward",
             Phase::Optimizer => "optimizer",
         }
+    }
+
+    /// The phase a `Phase:` line's (trimmed) value names, if it names one.
+    #[inline]
+    pub fn from_name(v: &[u8]) -> Option<Phase> {
+        Phase::ALL.into_iter().find(|p| p.as_str().as_bytes() == v)
     }
 }
 

@@ -1,0 +1,545 @@
+//! Parsing one chunk of a log into a [`Partial`] table: the per-line loop
+//! ([`parse_range`]) and one method per kind of line ([`LineKind`]): a
+//! block's key line, a field line, a line no field knows, a header line
+//! before the first block; then the checks at the chunk's end (a last
+//! block cut short). [`fn@super::join`] joins the chunks in order.
+
+use super::line::{classify, trim, LineKind};
+use super::table::FLAG_TRUNCATED;
+use super::table::{self, Field, FieldSet, Header, ParseWarning, Rel, WarningKind};
+use super::table::{FLAG_BACKWARD, FLAG_MAYBE_NONFINITE, FLAG_OPTIMIZER, FLAG_PHASE_LINE};
+use super::{key, value, MAX_STORED_WARNINGS};
+use crate::logformat::{quote as lossy, Phase};
+
+/// Warnings as they are found: the first [`MAX_STORED_WARNINGS`] stored,
+/// every one counted by kind and label. A chunk and the join of the
+/// chunks each collect theirs in one.
+#[derive(Default)]
+pub(super) struct Warnings {
+    /// The stored warnings, in order.
+    pub(super) stored: Vec<ParseWarning>,
+    /// How many of each (kind, label).
+    pub(super) counts: ahash::AHashMap<(WarningKind, String), u64>,
+}
+
+impl Warnings {
+    /// Counts a warning, and stores it while fewer than
+    /// [`MAX_STORED_WARNINGS`] are.
+    pub(super) fn warn(
+        &mut self,
+        line: u64,
+        column: u64,
+        kind: WarningKind,
+        label: &str,
+        message: String,
+    ) {
+        *self.counts.entry((kind, label.to_string())).or_insert(0) += 1;
+        if self.stored.len() < MAX_STORED_WARNINGS {
+            self.stored.push(ParseWarning {
+                line,
+                column,
+                kind,
+                label: label.to_string(),
+                message,
+            });
+        }
+    }
+
+    /// The counts, sorted by kind, then label.
+    pub(super) fn sorted_counts(self) -> Vec<(WarningKind, String, u64)> {
+        let mut c: Vec<(WarningKind, String, u64)> = self
+            .counts
+            .into_iter()
+            .map(|((k, l), n)| (k, l, n))
+            .collect();
+        c.sort();
+        c
+    }
+}
+
+/// One chunk's rows. Line numbers are 0-based and relative to the chunk;
+/// op types are numbered in the chunk's order of first occurrence.
+pub(super) struct Partial<'a> {
+    pub(super) start: usize,
+    pub(super) header: Option<Header>,
+    pub(super) block_start: Vec<u64>,
+    pub(super) line: Vec<u64>,
+    pub(super) flags: Vec<u8>,
+    pub(super) key_hash: Vec<u64>,
+    pub(super) root_class: RootClass<'a>,
+    /// Each row's module: an index into `modules` (the join turns it into
+    /// the row's layer).
+    pub(super) module: Vec<u32>,
+    module_ids: ahash::AHashMap<&'a [u8], u32>,
+    /// The chunk's distinct module FQNs (root class stripped), in the order
+    /// they first occur.
+    pub(super) modules: Vec<&'a [u8]>,
+    pub(super) op_type: Vec<u32>,
+    op_ids: ahash::AHashMap<&'a [u8], u32>,
+    pub(super) op_names: Vec<&'a [u8]>,
+    pub(super) cols: [table::Spans; table::N_COLUMNS],
+    pub(super) schema: FieldSet,
+    pub(super) warnings: Warnings,
+    pub(super) lines: u64,
+    pub(super) crlf_line: Option<(u64, u64)>,
+    /// The fields of the chunk's last block (`None`: no block).
+    pub(super) last_fields: Option<u16>,
+    /// A headerless log's last block not followed by an empty line, alone
+    /// in its chunk: (its last line, its fields), for [`fn@super::join`] to
+    /// judge against the block before it (in the chunk before).
+    pub(super) undecided_cut: Option<(u64, u16)>,
+}
+
+/// The per-line state of [`parse_range`] besides the rows.
+struct Cursor {
+    /// The line's number, 0-based within the chunk.
+    lineno: u64,
+    /// Whether a block has begun (lines before the first are the header).
+    in_block: bool,
+    /// Whether the last line was a non-blank line of a block.
+    last_nonblank_in_block: bool,
+    /// Fields set in the current block (bits by [`Field`] number).
+    seen: u16,
+    /// Fields set in the block before it (0 before the chunk's second block).
+    seen_before: u16,
+}
+
+impl<'a> Partial<'a> {
+    /// An empty chunk starting at byte `start`, with room for `est` rows.
+    fn new(start: usize, est: usize) -> Partial<'a> {
+        let mut p = Partial {
+            start,
+            header: if start == 0 {
+                Some(Header::default())
+            } else {
+                None
+            },
+            block_start: Vec::with_capacity(est),
+            line: Vec::with_capacity(est),
+            flags: Vec::with_capacity(est),
+            key_hash: Vec::with_capacity(est),
+            root_class: RootClass::NoKeys,
+            module: Vec::with_capacity(est),
+            module_ids: Default::default(),
+            modules: Vec::new(),
+            op_type: Vec::with_capacity(est),
+            op_ids: Default::default(),
+            op_names: Vec::new(),
+            cols: Default::default(),
+            schema: FieldSet::default(),
+            warnings: Warnings::default(),
+            lines: 0,
+            crlf_line: None,
+            last_fields: None,
+            undecided_cut: None,
+        };
+        for col in p.cols.iter_mut() {
+            col.reserve(est);
+        }
+        p
+    }
+
+    fn warn(&mut self, line: u64, column: u64, kind: WarningKind, label: &str, message: String) {
+        self.warnings.warn(line, column, kind, label, message);
+    }
+
+    /// A block's `[key]` line at byte `pos` (the key is `line[ks..ke]`):
+    /// a new row, its key hash, module and op type.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn key_line(
+        &mut self,
+        hasher: &ahash::RandomState,
+        pos: usize,
+        lineno: u64,
+        line: &'a [u8],
+        ks: usize,
+        ke: usize,
+        closed: bool,
+    ) {
+        self.block_start.push(pos as u64);
+        self.line.push(lineno);
+        self.flags.push(0);
+        for col in self.cols.iter_mut() {
+            col.push(Rel::default());
+        }
+        let row = self.block_start.len() - 1;
+        self.cols[0].set(
+            row,
+            Rel {
+                off: ks as u32,
+                len: (ke - ks) as u32,
+            },
+        );
+        self.schema.insert(Field::Key);
+        if !closed {
+            self.warn(
+                lineno,
+                line.len() as u64 + 1,
+                WarningKind::BadKeyLine,
+                "key",
+                format!("block header `{}` has no closing `]`", lossy(line)),
+            );
+        }
+        let k = &line[ks..ke];
+        let exact = key::strip_root_class(k);
+        self.key_hash.push(key::exact_key_hash(hasher, exact));
+        self.root_class.see(&k[..k.len() - exact.len()]);
+        let (module, op) = key::module_and_op(exact);
+        self.see_module_and_op(module, op);
+        if !k.is_ascii() {
+            if let Err(e) = std::str::from_utf8(k) {
+                self.warn(
+                    lineno,
+                    (ks + e.valid_up_to() + 1) as u64,
+                    WarningKind::NonUtf8,
+                    "key",
+                    "key is not valid UTF-8; shown with replacement characters".into(),
+                );
+            }
+        }
+    }
+
+    /// Numbers the new row's module and op type (in the chunk's order of
+    /// first occurrence).
+    #[inline]
+    fn see_module_and_op(&mut self, module: &'a [u8], op: &'a [u8]) {
+        // Ops of one module come in runs: look the module up only when it
+        // changes.
+        let id = match self.module.last() {
+            Some(&last) if self.modules[last as usize] == module => last,
+            _ => {
+                let next = self.modules.len() as u32;
+                let id = *self.module_ids.entry(module).or_insert(next);
+                if id == next {
+                    self.modules.push(module);
+                }
+                id
+            }
+        };
+        self.module.push(id);
+        let next = self.op_names.len() as u32;
+        let id = *self.op_ids.entry(op).or_insert(next);
+        if id == next {
+            self.op_names.push(op);
+        }
+        self.op_type.push(id);
+    }
+
+    /// A field line of the current block at byte `pos`, its value
+    /// `line[fs..fe]`: the row's column (or flags) set, the value checked.
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    fn field_line(
+        &mut self,
+        pos: usize,
+        lineno: u64,
+        line: &[u8],
+        field: Field,
+        fs: usize,
+        fe: usize,
+        seen: &mut u16,
+    ) {
+        let row = self.block_start.len() - 1;
+        let off = pos - self.block_start[row] as usize + fs;
+        let (Ok(off), Ok(len)) = (u32::try_from(off), u32::try_from(fe - fs)) else {
+            self.warn(
+                lineno,
+                1,
+                WarningKind::UnknownField,
+                field.label(),
+                "block larger than 4 GiB; field ignored".into(),
+            );
+            return;
+        };
+        if *seen & (1 << field as u16) != 0 {
+            self.warn(
+                lineno,
+                1,
+                WarningKind::RepeatedField,
+                field.label(),
+                format!("field `{}` given twice in one block; the later value is used, as in the reference", field.label()),
+            );
+        }
+        *seen |= 1 << field as u16;
+        let v = &line[fs..fe];
+        if Field::NONFINITE.contains(&field) && has_n(v) {
+            self.flags[row] |= FLAG_MAYBE_NONFINITE;
+        }
+        self.check_value(lineno, field, fs, v);
+        if let Some(c) = table::column_of(field) {
+            self.cols[c].set(row, Rel { off, len });
+        } else if field == Field::Phase {
+            // The later Phase line wins, as in the reference.
+            self.flags[row] &= !(FLAG_BACKWARD | FLAG_OPTIMIZER | FLAG_PHASE_LINE);
+            self.flags[row] |= phase_flags(v);
+        }
+        if len > 0 {
+            self.schema.insert(field);
+        }
+    }
+
+    /// Warns about a number or digest value `v` (at column `fs` of its
+    /// line) that does not read.
+    #[inline]
+    fn check_value(&mut self, lineno: u64, field: Field, fs: usize, v: &[u8]) {
+        if field.is_numeric() {
+            if let Some((at, bad)) = value::first_unreadable(v) {
+                self.warn(
+                    lineno,
+                    (fs + at + 1) as u64,
+                    WarningKind::MalformedNumber,
+                    field.label(),
+                    format!(
+                        "{} value `{}` is not a number; it is not compared",
+                        field.label(),
+                        lossy(bad)
+                    ),
+                );
+            }
+        } else if field.is_digest() {
+            if let Some((at, bad)) = value::first_bad_digest(v) {
+                self.warn(
+                    lineno,
+                    (fs + at + 1) as u64,
+                    WarningKind::MalformedDigest,
+                    field.label(),
+                    format!(
+                        "{} value `{}` is not 16 hex digits; that position is not compared",
+                        field.label(),
+                        lossy(bad)
+                    ),
+                );
+            }
+        }
+    }
+
+    /// A line inside a block that is no field (its label ends at
+    /// `label_end`).
+    fn unknown_line(&mut self, lineno: u64, line: &[u8], label_end: usize) {
+        let label = lossy(trim(&line[..label_end]));
+        let col = (line.len() - line.trim_ascii_start().len()) as u64 + 1;
+        self.warn(
+            lineno,
+            col,
+            WarningKind::UnknownField,
+            &label,
+            format!("unknown field line `{}` ignored", lossy(trim(line))),
+        );
+    }
+
+    /// A line before the first block (of the chunk that starts the log):
+    /// read into the header ([`Header::read_line`]), warning about one
+    /// that does not read.
+    fn header_line(&mut self, lineno: u64, line: &[u8]) {
+        let Some(h) = self.header.as_mut() else {
+            return;
+        };
+        if let Err(e) = h.read_line(line) {
+            self.warn(
+                lineno,
+                e.column,
+                WarningKind::UnknownHeader,
+                "header",
+                e.message,
+            );
+        }
+    }
+
+    /// The log ends without a newline inside a block (its last line,
+    /// number `lineno`, is `line`): the last block may be cut short.
+    fn ends_without_newline(&mut self, lineno: u64, line: &[u8]) {
+        if let Some(f) = self.flags.last_mut() {
+            *f |= FLAG_TRUNCATED;
+        }
+        self.warn(
+            lineno,
+            line.len() as u64 + 1,
+            WarningKind::Truncated,
+            "truncated",
+            "last block ends without newline (possibly truncated)".into(),
+        );
+    }
+
+    /// The log ends with a newline right after a block's last non-blank
+    /// line, with no empty line after it (line `lineno` is the one after
+    /// the file's last). A tracer ends every block with an empty line: a
+    /// log whose header gives a count (so a tracer wrote it) was cut right
+    /// after a newline. Without the header (a log cut at both ends, or
+    /// written by hand), the last block is taken as cut when the block
+    /// before it has a field that a writer prints after every field the
+    /// last block has (fields come in `Field::ALL` order; a block may lack
+    /// some, so a missing field in between is no evidence).
+    fn ends_without_empty_line(&mut self, data: &[u8], lineno: u64, c: &Cursor) {
+        let counted = has_count_header(data);
+        // The block before the last one, when this chunk has it.
+        let seen_before = (self.block_start.len() >= 2).then_some(c.seen_before);
+        let cut = counted || seen_before.is_some_and(|before| ends_before(c.seen, before));
+        if !counted && seen_before.is_none() {
+            self.undecided_cut = Some((lineno, c.seen));
+        }
+        if let Some(f) = self
+            .flags
+            .last_mut()
+            .filter(|f| cut && **f & FLAG_TRUNCATED == 0)
+        {
+            *f |= FLAG_TRUNCATED;
+            self.warn(
+                lineno,
+                1,
+                WarningKind::Truncated,
+                "truncated",
+                if counted {
+                    "last block is not followed by an empty line (possibly truncated)".into()
+                } else {
+                    HEADERLESS_CUT.into()
+                },
+            );
+        }
+    }
+}
+
+/// The row flags a `Phase:` value sets: none for an empty value, the
+/// phase's flag and [`FLAG_PHASE_LINE`] for one that names a phase
+/// (`backward` alone: the reference's only phase line), and
+/// [`FLAG_PHASE_LINE`] for any other text (read as forward).
+#[inline]
+fn phase_flags(v: &[u8]) -> u8 {
+    match Phase::from_name(v) {
+        _ if v.is_empty() => 0,
+        Some(Phase::Backward) => FLAG_BACKWARD,
+        Some(Phase::Optimizer) => FLAG_OPTIMIZER | FLAG_PHASE_LINE,
+        Some(Phase::Forward) | None => FLAG_PHASE_LINE,
+    }
+}
+
+/// Whether `v` holds an `n` or `N` (so may spell a NaN or an infinity).
+/// Branch-free over the bytes: these values are short, and a loop without
+/// an early exit compiles to a few vector instructions.
+#[inline]
+fn has_n(v: &[u8]) -> bool {
+    v.iter()
+        .fold(0u8, |acc, b| acc | u8::from((b | 0x20) == b'n'))
+        != 0
+}
+
+/// Parses bytes `start..end` of `data`. `start` is 0 or the first byte of a line.
+pub(super) fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
+    // Rows of this chunk, estimated from its size (blocks of real logs are
+    // 150 bytes or more): reserving once saves the growth copies, and pages
+    // of a reservation never written are never touched.
+    let mut p = Partial::new(start, (end - start) / 128 + 16);
+    let hasher = key::hasher();
+    let mut pos = start;
+    let mut c = Cursor {
+        lineno: 0,
+        in_block: false,
+        last_nonblank_in_block: false,
+        seen: 0,
+        seen_before: 0,
+    };
+    while pos < end {
+        let nl = memchr::memchr(b'\n', &data[pos..end]).map(|i| pos + i);
+        let line_end = nl.unwrap_or(end);
+        let mut line = &data[pos..line_end];
+        if line.last() == Some(&b'\r') {
+            line = &line[..line.len() - 1];
+            if p.crlf_line.is_none() {
+                p.crlf_line = Some((c.lineno, line.len() as u64 + 1));
+            }
+        }
+        c.last_nonblank_in_block = match classify(line) {
+            LineKind::Key {
+                start: ks,
+                end: ke,
+                closed,
+            } => {
+                c.seen_before = c.seen;
+                c.in_block = true;
+                c.seen = 0;
+                p.key_line(&hasher, pos, c.lineno, line, ks, ke, closed);
+                true
+            }
+            LineKind::Blank => false,
+            _ if !c.in_block => {
+                p.header_line(c.lineno, line);
+                false
+            }
+            LineKind::Field {
+                field,
+                start: fs,
+                end: fe,
+            } => {
+                p.field_line(pos, c.lineno, line, field, fs, fe, &mut c.seen);
+                true
+            }
+            LineKind::Extra => true,
+            LineKind::Unknown { label_end } => {
+                p.unknown_line(c.lineno, line, label_end);
+                true
+            }
+        };
+        c.lineno += 1;
+        match nl {
+            Some(n) => pos = n + 1,
+            None => {
+                if end == data.len() && c.in_block && c.last_nonblank_in_block {
+                    p.ends_without_newline(c.lineno - 1, line);
+                }
+                pos = end;
+            }
+        }
+    }
+    if end == data.len() && data.last() == Some(&b'\n') && c.in_block && c.last_nonblank_in_block {
+        p.ends_without_empty_line(data, c.lineno, &c);
+    }
+    p.last_fields = (!p.block_start.is_empty()).then_some(c.seen);
+    p.lines = c.lineno;
+    p
+}
+
+/// The warning for a headerless log's last block taken as cut.
+pub(super) const HEADERLESS_CUT: &str = "last block is not followed by an empty line and ends before fields the block before it has (possibly truncated)";
+
+/// Whether a block with fields `last` (bits by [`Field`] number) ends
+/// before a field that a block with fields `before` has: a writer prints
+/// fields in [`Field::ALL`] order, so a block lacking the later ones was
+/// cut (one lacking fields in between may just not have them).
+pub(super) fn ends_before(last: u16, before: u16) -> bool {
+    before.checked_shr(16 - last.leading_zeros()).unwrap_or(0) != 0
+}
+
+/// Whether the log starts with a `Total captured ...: N` line.
+fn has_count_header(data: &[u8]) -> bool {
+    crate::logformat::is_count_line(&data[..memchr::memchr(b'\n', data).unwrap_or(data.len())])
+}
+
+/// The root-class segments ([`key::strip_root_class`]) of the keys seen so
+/// far: whether every key has the same one (`""` for keys without one).
+#[derive(Clone, Copy)]
+pub(super) enum RootClass<'a> {
+    NoKeys,
+    One(&'a [u8]),
+    Mixed,
+}
+
+impl<'a> RootClass<'a> {
+    /// Notes one key's root-class segment (with its `.`; empty when none).
+    #[inline]
+    fn see(&mut self, class: &'a [u8]) {
+        // Nearly always both empty: no call to compare bytes.
+        *self = match *self {
+            RootClass::One(c) if c.len() == class.len() && (c.is_empty() || c == class) => return,
+            RootClass::NoKeys => RootClass::One(class),
+            _ => RootClass::Mixed,
+        };
+    }
+    /// Adds a later chunk's keys.
+    pub(super) fn join(&mut self, later: RootClass<'a>) {
+        match later {
+            RootClass::NoKeys => {}
+            RootClass::One(c) => self.see(c),
+            RootClass::Mixed => *self = RootClass::Mixed,
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! Joining the chunks of a log ([`super::chunk::Partial`]s, in file order)
+//! into one [`OpTable`]: line numbers made file-wide, op types renumbered,
+//! layers given, then the checks only the whole file can make (a cut
+//! block, a cut gzip stream, CR LF line ends, the header's op count).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::chunk::{ends_before, Partial, RootClass, Warnings, HEADERLESS_CUT};
+use super::layer;
+use super::source::LogSource;
+use super::table::{
+    self, FieldSet, Header, OpTable, WarningKind, FLAG_BACKWARD, FLAG_OPTIMIZER, FLAG_PHASE_LINE,
+    FLAG_TRUNCATED,
+};
+use super::MAX_STORED_WARNINGS;
+
+/// The label of the [`WarningKind::Truncated`] warning of a gzip file cut
+/// short ([`LogSource::GzipCut`]).
+pub const GZIP_CUT_LABEL: &str = "gzip";
+
+/// What the join carries from one chunk to the next.
+struct Joining<'a> {
+    /// The file's op types by name (numbered in first occurrence).
+    op_ids: ahash::AHashMap<&'a [u8], u32>,
+    root_class: RootClass<'a>,
+    /// The fields of the last block so far.
+    last_fields: Option<u16>,
+    /// The line of a headerless log's last block judged cut against it.
+    late_cut: Option<u64>,
+    /// The 1-based line number of the chunk's first line.
+    line_base: u64,
+    /// The first CR LF line end: (line, column).
+    crlf: Option<(u64, u64)>,
+    warnings: Warnings,
+}
+
+/// Joins partial tables in order, numbering lines, and checks the header.
+pub(super) fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>>) -> OpTable {
+    let rows: usize = parts.iter().map(|p| p.block_start.len()).sum();
+    let mut t = empty_table(&source, path, rows);
+    let mut j = Joining {
+        op_ids: Default::default(),
+        root_class: RootClass::NoKeys,
+        last_fields: None,
+        late_cut: None,
+        line_base: 1,
+        crlf: None,
+        warnings: Warnings::default(),
+    };
+    let (layer_lists, chunk_layers) = layers_of_chunks(&parts);
+    t.layer_lists = layer_lists;
+    for (p, layer_of) in parts.into_iter().zip(chunk_layers) {
+        debug_assert!(p.start == 0 || source.bytes()[p.start] == b'[');
+        j.append(&mut t, p, &layer_of);
+    }
+    t.total_lines = j.line_base - 1;
+    t.root_class = match j.root_class {
+        RootClass::NoKeys => Some(Box::default()),
+        RootClass::One(c) => Some(c.into()),
+        RootClass::Mixed => None,
+    };
+    mark_optimizer_rows(&mut t.flags);
+    let mut w = std::mem::take(&mut j.warnings);
+    file_warnings(&mut t, &mut w, &source, j.late_cut, j.crlf);
+    t.warnings = std::mem::take(&mut w.stored);
+    t.warning_counts = w.sorted_counts();
+    t
+}
+
+/// A table with no rows yet, with room for `rows`.
+fn empty_table(source: &Arc<LogSource>, path: PathBuf, rows: usize) -> OpTable {
+    let mut t = OpTable {
+        source: source.clone(),
+        path,
+        header: Header::default(),
+        block_start: Vec::with_capacity(rows),
+        line: Vec::with_capacity(rows),
+        flags: Vec::with_capacity(rows),
+        key_hash: Vec::with_capacity(rows),
+        root_class: None,
+        layer: Vec::with_capacity(rows),
+        layer_lists: Default::default(),
+        op_type: Vec::with_capacity(rows),
+        op_names: Vec::new(),
+        cols: Default::default(),
+        schema: FieldSet::default(),
+        warnings: Vec::new(),
+        warning_counts: Vec::new(),
+        total_lines: 0,
+        ends_with_newline: source.bytes().last() == Some(&b'\n'),
+        duplicates: Default::default(),
+    };
+    for col in t.cols.iter_mut() {
+        col.reserve(rows);
+    }
+    t
+}
+
+impl<'a> Joining<'a> {
+    /// Appends chunk `p` (its modules' layers `layer_of`) to `t`.
+    fn append(&mut self, t: &mut OpTable, mut p: Partial<'a>, layer_of: &[u32]) {
+        let line_base = self.line_base;
+        if let Some(h) = p.header.take() {
+            t.header = h;
+        }
+        t.block_start.extend_from_slice(&p.block_start);
+        t.line.extend(
+            p.line
+                .iter()
+                .map(|l| u32::try_from(l + line_base).unwrap_or(u32::MAX)),
+        );
+        t.flags.extend_from_slice(&p.flags);
+        t.key_hash.extend_from_slice(&p.key_hash);
+        self.root_class.join(p.root_class);
+        t.layer
+            .extend(p.module.iter().map(|id| layer_of[*id as usize]));
+        self.append_op_types(t, &p);
+        for (dst, src) in t.cols.iter_mut().zip(p.cols.iter()) {
+            dst.extend(src);
+        }
+        t.schema = t.schema.union(p.schema);
+        for mut w in p.warnings.stored {
+            if self.warnings.stored.len() < MAX_STORED_WARNINGS {
+                w.line += line_base;
+                self.warnings.stored.push(w);
+            }
+        }
+        for (k, v) in p.warnings.counts {
+            *self.warnings.counts.entry(k).or_insert(0) += v;
+        }
+        if self.crlf.is_none() {
+            self.crlf = p.crlf_line.map(|(l, c)| (l + line_base, c));
+        }
+        if let (Some((line, seen)), Some(before)) = (p.undecided_cut, self.last_fields) {
+            self.late_cut = ends_before(seen, before).then_some(line + line_base);
+        }
+        self.last_fields = p.last_fields.or(self.last_fields);
+        self.line_base += p.lines;
+    }
+
+    /// Appends the chunk's op types, renumbered in the file's order of
+    /// first occurrence.
+    fn append_op_types(&mut self, t: &mut OpTable, p: &Partial<'a>) {
+        let global: Vec<u32> = p
+            .op_names
+            .iter()
+            .map(|name| {
+                let next = t.op_names.len() as u32;
+                let id = *self.op_ids.entry(name).or_insert(next);
+                if id == next {
+                    t.op_names.push(name.to_vec().into_boxed_slice());
+                }
+                id
+            })
+            .collect();
+        t.op_type
+            .extend(p.op_type.iter().map(|local| global[*local as usize]));
+    }
+}
+
+/// The warnings about the whole file, after its rows: a headerless log's
+/// last block cut (`late_cut`, judged across chunks), a gzip stream cut
+/// short, CR LF line ends (the first at `crlf`), a missing header, and an
+/// op count that differs from the rows parsed.
+fn file_warnings(
+    t: &mut OpTable,
+    w: &mut Warnings,
+    source: &LogSource,
+    late_cut: Option<u64>,
+    crlf: Option<(u64, u64)>,
+) {
+    if let Some(line) = late_cut {
+        if let Some(f) = t.flags.last_mut() {
+            *f |= FLAG_TRUNCATED;
+        }
+        w.warn(
+            line,
+            1,
+            WarningKind::Truncated,
+            "truncated",
+            HEADERLESS_CUT.into(),
+        );
+    }
+    if source.is_gzip_cut() {
+        // The stream ends early: whatever the last block looks like, more
+        // may have followed it.
+        if let Some(f) = t.flags.last_mut() {
+            *f |= FLAG_TRUNCATED;
+        }
+        let line = t.total_lines.max(1);
+        let n = source.bytes().len();
+        w.warn(
+            line,
+            1,
+            WarningKind::Truncated,
+            GZIP_CUT_LABEL,
+            format!("gzip data cut short: read to the cut ({n} bytes of log); the last block may be incomplete"),
+        );
+    }
+    if let Some((line, column)) = crlf {
+        w.warn(
+            line,
+            column,
+            WarningKind::Crlf,
+            "crlf",
+            "CR LF line ends; the CR is ignored".into(),
+        );
+    }
+    if t.header.total.is_none() && !source.bytes().is_empty() {
+        w.warn(
+            1,
+            1,
+            WarningKind::MissingHeader,
+            "header",
+            format!("no `{}:` header line", crate::logformat::TOTAL_LABELS[0]),
+        );
+    }
+    if let Some(n) = t.header.total {
+        let parsed = t.len();
+        if n != parsed as u64 {
+            w.warn(
+                1,
+                1,
+                WarningKind::CountMismatch,
+                "count",
+                format!("header declares {n} ops, parsed {parsed}"),
+            );
+        }
+    }
+}
+
+/// The layer lists of a log ([`layer::LayerLists::detect`] on the distinct
+/// module FQNs of all its chunks), and for each chunk the layer of each of
+/// its modules ([`table::NO_LAYER`]: none), by the chunk's module index.
+fn layers_of_chunks(parts: &[Partial<'_>]) -> (layer::LayerLists, Vec<Vec<u32>>) {
+    let mut distinct: ahash::AHashMap<&[u8], u32> = Default::default();
+    for p in parts {
+        for m in &p.modules {
+            distinct.insert(m, table::NO_LAYER);
+        }
+    }
+    let lists = layer::LayerLists::detect(distinct.keys().copied());
+    if !lists.is_empty() {
+        for (m, l) in distinct.iter_mut() {
+            *l = lists
+                .layer_of(m)
+                .and_then(|(_, n)| u32::try_from(n).ok())
+                .unwrap_or(table::NO_LAYER);
+        }
+    }
+    let chunks = parts
+        .iter()
+        .map(|p| {
+            p.modules
+                .iter()
+                .map(|m| distinct.get(m).copied().unwrap_or(table::NO_LAYER))
+                .collect()
+        })
+        .collect();
+    (lists, chunks)
+}
+
+/// Flags the rows after the step's last backward op that have no `Phase:`
+/// line as [`FLAG_OPTIMIZER`]: the tracer writes no Phase line for the
+/// optimizer step, which runs after backward. A log without backward ops
+/// keeps the reference's `forward` for every row without the line.
+pub(super) fn mark_optimizer_rows(flags: &mut [u8]) {
+    let Some(last) = flags.iter().rposition(|f| f & FLAG_BACKWARD != 0) else {
+        return;
+    };
+    for f in &mut flags[last + 1..] {
+        if *f & FLAG_PHASE_LINE == 0 {
+            *f |= FLAG_OPTIMIZER;
+        }
+    }
+}
