@@ -1,5 +1,6 @@
 //! The HTML report in a real browser (issue 7): headless Chromium driven
-//! through `chromedriver` (WebDriver; see `browser/webdriver.rs`), on
+//! over the DevTools protocol by the `headless_chrome` crate (see
+//! `browser/chrome.rs`), on
 //! reports the `actdiff` binary writes from `testdata/bug_layer2` and
 //! `testdata/multirank_fsdp`, opened from `file://`.
 //!
@@ -16,22 +17,22 @@
 //! request that is not `file:`. Screenshots go to
 //! `target/browser-screenshots/` (CI artifacts).
 //!
-//! Needs Debian's `chromium` and `chromium-driver` (or `ACTDIFF_CHROMIUM` /
-//! `ACTDIFF_CHROMEDRIVER`); without them every test here fails, saying so.
+//! Needs Debian's `chromium` (or `ACTDIFF_CHROMIUM` naming the binary);
+//! without it every test here fails, saying so.
 //! `large_report_sizes_and_index_load_time` (8 ranks, 1 million rows) is
 //! ignored by default: `cargo test --release --test browser -- --ignored
 //! --nocapture`.
 
-#[path = "browser/webdriver.rs"]
-mod webdriver;
+#[path = "browser/chrome.rs"]
+mod chrome;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use chrome::Browser;
 use serde_json::{json, Value};
-use webdriver::Browser;
 
 /// One browser at a time: the machines running this are small.
 fn one_at_a_time() -> MutexGuard<'static, ()> {
@@ -141,31 +142,16 @@ fn key_of(v: &Value) -> &str {
 /// and no request for anything but `file:`, `data:` or `about:` URLs (or
 /// the browser's own `chrome:` pages).
 fn assert_clean(b: &Browser, what: &str) {
-    let severe: Vec<Value> = b
-        .log("browser")
-        .into_iter()
-        .filter(|e| e["level"] == "SEVERE")
-        .collect();
+    let severe = b.console_errors();
     assert!(severe.is_empty(), "{what}: console errors: {severe:#?}");
-    let mut requests = 0;
-    for e in b.log("performance") {
-        let Some(m) = e["message"].as_str() else {
-            continue;
-        };
-        let m: Value = serde_json::from_str(m).unwrap_or(Value::Null);
-        if m["message"]["method"] == "Network.requestWillBeSent" {
-            requests += 1;
-            let url = m["message"]["params"]["request"]["url"]
-                .as_str()
-                .unwrap_or("");
-            assert!(
-                url.starts_with("file:")
-                    || url.starts_with("data:")
-                    || url.starts_with("about:")
-                    || url.starts_with("chrome:"),
-                "{what}: a network request for {url}"
-            );
-        }
+    for url in b.requests() {
+        assert!(
+            url.starts_with("file:")
+                || url.starts_with("data:")
+                || url.starts_with("about:")
+                || url.starts_with("chrome:"),
+            "{what}: a network request for {url}"
+        );
     }
     let resources = b.js(
         "return performance.getEntriesByType('resource').map(e => e.name)",
@@ -175,7 +161,6 @@ fn assert_clean(b: &Browser, what: &str) {
         let r = r.as_str().unwrap();
         assert!(r.starts_with("file:"), "{what}: loaded {r}");
     }
-    let _ = requests;
 }
 
 /// The rank table of the index, as shown.
@@ -396,7 +381,7 @@ fn each_status_checkbox_hides_exactly_its_rows() {
         assert!(boxes.len() >= 6, "one checkbox per status");
         let mut seen = 0;
         for cb in &boxes {
-            let st = b.js("return arguments[0].dataset.st", vec![b.arg(cb)]);
+            let st = b.js_on(cb, "return this.dataset.st");
             let st = st.as_str().unwrap().to_string();
             b.click(cb);
             let now = page_rows(&b);

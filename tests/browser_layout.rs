@@ -1,23 +1,23 @@
 //! The report's layout in headless Chromium (issue 15 item 9), next to
-//! `tests/browser.rs` and with its WebDriver client: long run names and keys
+//! `tests/browser.rs` and with its Chromium driver (`browser/chrome.rs`): long run names and keys
 //! never push a column off screen at 1280 px (they are clipped, the full
 //! text on hover), Location never breaks inside its line number, and every
 //! HTML file of the report folder is a page that works on its own.
 //!
-//! Needs Debian's `chromium` and `chromium-driver` (or `ACTDIFF_CHROMIUM` /
-//! `ACTDIFF_CHROMEDRIVER`); without them every test here fails, saying so.
+//! Needs Debian's `chromium` (or `ACTDIFF_CHROMIUM` naming the binary);
+//! without it every test here fails, saying so.
 
-// The WebDriver client of tests/browser.rs; this file uses part of it.
-#[path = "browser/webdriver.rs"]
+// The Chromium driver of tests/browser.rs; this file uses part of it.
+#[path = "browser/chrome.rs"]
 #[allow(dead_code)]
-mod webdriver;
+mod chrome;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
+use chrome::Browser;
 use serde_json::Value;
-use webdriver::Browser;
 
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -189,11 +189,7 @@ fn every_html_file_of_the_report_is_a_page_of_its_own() {
         );
         assert!(v[1].as_u64().unwrap() >= 1, "{}: unstyled", p.display());
         assert_eq!(v[2], true, "{}: no way back to the index", p.display());
-        let severe: Vec<Value> = b
-            .log("browser")
-            .into_iter()
-            .filter(|e| e["level"] == "SEVERE")
-            .collect();
+        let severe = b.console_errors();
         assert!(severe.is_empty(), "{}: {severe:?}", p.display());
     }
     assert!(n >= 3, "index, a result page and the overview: {n} pages");
