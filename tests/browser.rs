@@ -25,14 +25,16 @@
 
 #[path = "browser/chrome.rs"]
 mod chrome;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use chrome::Browser;
 use serde_json::{json, Value};
+use support::Run;
 
 /// One browser at a time: the machines running this are small.
 fn one_at_a_time() -> MutexGuard<'static, ()> {
@@ -89,32 +91,26 @@ fn compare(name: &str, extra: &[&str]) -> Report {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let rows = dir.join("rows.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("compare")
-        .arg(data.join("run_A"))
-        .arg(data.join("run_B"))
-        .arg("-o")
-        .arg(&dir)
-        .arg("--rows")
-        .arg(&rows)
-        .arg("-q")
-        .args(extra)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "actdiff compare {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
-    let rows = std::fs::read_to_string(&rows)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    Report { dir, summary, rows }
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(data.join("run_A"))
+            .arg(data.join("run_B"))
+            .arg("-o")
+            .arg(&dir)
+            .arg("--rows")
+            .arg(&rows)
+            .arg("-q")
+            .args(extra),
+        &dir,
+    )
+    .with_rows(rows);
+    r.expect(1);
+    Report {
+        summary: r.summary(),
+        rows: r.rows(),
+        dir,
+    }
 }
 
 /// `bug_layer2` with 100 rows per page (three pages).
@@ -707,9 +703,8 @@ fn hostile_report() -> PathBuf {
         );
         std::fs::write(dir.join(name), text).unwrap();
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .current_dir(&dir)
-        .args([
+    Run::of(
+        support::actdiff().current_dir(&dir).args([
             "compare",
             "a.log",
             "b.log",
@@ -720,15 +715,10 @@ fn hostile_report() -> PathBuf {
             "<b>one</b>",
             "--name2",
             "two'\"",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        ]),
+        dir.join("out"),
+    )
+    .expect(1);
     dir.join("out")
 }
 
@@ -899,26 +889,31 @@ fn large_report_sizes_and_index_load_time() {
     std::fs::create_dir_all(&root).unwrap();
     let (a, c, out) = (root.join("a"), root.join("b"), root.join("report"));
     let t0 = Instant::now();
-    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .args(["gen"])
-        .arg(&a)
-        .arg(&c)
-        .args(["--ops", "125000", "--ranks", "8", "--perturb", "0.01"])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let st = Run::of(
+        support::actdiff().args(["gen"]).arg(&a).arg(&c).args([
+            "--ops",
+            "125000",
+            "--ranks",
+            "8",
+            "--perturb",
+            "0.01",
+        ]),
+        "",
+    );
+    st.expect(0);
     let gen = t0.elapsed();
     let t0 = Instant::now();
-    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("compare")
-        .arg(&a)
-        .arg(&c)
-        .arg("-o")
-        .arg(&out)
-        .arg("-q")
-        .status()
-        .unwrap();
-    assert_eq!(st.code(), Some(1));
+    let st = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(&a)
+            .arg(&c)
+            .arg("-o")
+            .arg(&out)
+            .arg("-q"),
+        &out,
+    );
+    st.expect(1);
     let cmp = t0.elapsed();
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&c);
@@ -1051,24 +1046,15 @@ fn unreadable_values_are_marked() {
         );
         std::fs::write(dir.join(name), text).unwrap();
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .current_dir(&dir)
-        .args(["compare", "a.log", "b.log", "-o", "out", "-q"])
-        .output()
-        .unwrap();
+    let r = Run::of(
+        support::actdiff()
+            .current_dir(&dir)
+            .args(["compare", "a.log", "b.log", "-o", "out", "-q"]),
+        dir.join("out"),
+    );
     // A value that is no number is not compared: the input is incomplete
-    // (exit 3), and the pages still show the row.
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not a number"),
-        "the parser warns: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // (exit 3), and the pages still show the row; the parser warns.
+    r.expect(3).stderr_has("not a number");
     let b = Browser::start();
     b.open(&dir.join("out/rank0-page1.html"));
     let got = b.js(
@@ -1112,11 +1098,8 @@ fn many_ranks_index_lists_groups_and_finds_any_rank() {
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     let (a, c, out) = (root.join("a"), root.join("b"), root.join("report"));
-    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("gen")
-        .arg(&a)
-        .arg(&c)
-        .args([
+    Run::of(
+        support::actdiff().arg("gen").arg(&a).arg(&c).args([
             "--ops",
             "150",
             "--ranks",
@@ -1125,20 +1108,21 @@ fn many_ranks_index_lists_groups_and_finds_any_rank() {
             "1",
             "--seed",
             "4",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("compare")
-        .arg(&a)
-        .arg(&c)
-        .arg("-o")
-        .arg(&out)
-        .arg("-q")
-        .status()
-        .unwrap();
-    assert_eq!(st.code(), Some(1));
+        ]),
+        "",
+    )
+    .expect(0);
+    let st = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(&a)
+            .arg(&c)
+            .arg("-o")
+            .arg(&out)
+            .arg("-q"),
+        &out,
+    );
+    st.expect(1);
     let summary: Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let groups = summary["groups"].as_array().unwrap().len();

@@ -11,13 +11,15 @@
 #[path = "browser/chrome.rs"]
 #[allow(dead_code)]
 mod chrome;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
 use chrome::Browser;
 use serde_json::Value;
+use support::Run;
 
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -32,20 +34,16 @@ fn report(name: &str) -> PathBuf {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/bug_layer2");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("compare")
-        .arg(data.join("run_A"))
-        .arg(data.join("run_B"))
-        .args(["--name1", NAME1, "--name2", NAME2, "-q", "-o"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(data.join("run_A"))
+            .arg(data.join("run_B"))
+            .args(["--name1", NAME1, "--name2", NAME2, "-q", "-o"])
+            .arg(&dir),
+        &dir,
+    )
+    .expect(1);
     dir
 }
 
