@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use headless_chrome::browser::tab::Tab;
+use headless_chrome::browser::tab::{NoElementFound, Tab};
 use headless_chrome::protocol::cdp::types::Event;
 use headless_chrome::protocol::cdp::{Emulation, Network, Page, Runtime};
 use headless_chrome::{Browser as Chromium, LaunchOptions};
@@ -239,10 +239,14 @@ impl Browser {
             .unwrap_or_else(|e| panic!("{css}: {e}"))
     }
 
-    /// Every element matching a CSS selector.
+    /// Every element matching a CSS selector (none: empty).
     pub fn find_all(&self, css: &str) -> Vec<Element<'_>> {
-        // The crate answers "no such element" for none.
-        self.tab.find_elements(css).unwrap_or_default()
+        match self.tab.find_elements(css) {
+            Ok(v) => v,
+            // The crate answers "no element found" for none.
+            Err(e) if e.downcast_ref::<NoElementFound>().is_some() => Vec::new(),
+            Err(e) => panic!("{css}: {e}"),
+        }
     }
 
     /// Clicks an element as a user would (scrolled into view, the mouse on
