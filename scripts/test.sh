@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's second command: every test, on a fresh machine too. Does its
 # own set-up first, each part only when it is missing:
-#   - Debian's chromium and chromium-driver, for the browser tests
-#     (tests/browser.rs, tests/browser_layout.rs; needs root and apt);
+#   - Debian's chromium, for the browser tests (tests/browser.rs,
+#     tests/browser_layout.rs drive it through the headless_chrome crate, no
+#     chromedriver; needs root and apt);
 #   - util-linux's `script` (bsdutils), which gives the progress-bar test a
 #     terminal;
 #   - python3 with its venv module (Debian's python3-venv), then the
@@ -23,9 +24,7 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 apt_packages=()
-if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-    apt_packages+=(chromium chromium-driver)
-fi
+command -v chromium >/dev/null 2>&1 || apt_packages+=(chromium)
 command -v script >/dev/null 2>&1 || apt_packages+=(bsdutils)
 if ! command -v python3 >/dev/null 2>&1; then
     apt_packages+=(python3 python3-venv)

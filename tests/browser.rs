@@ -1,5 +1,6 @@
 //! The HTML report in a real browser (issue 7): headless Chromium driven
-//! through `chromedriver` (WebDriver; see `browser/webdriver.rs`), on
+//! over the DevTools protocol by the `headless_chrome` crate (see
+//! `browser/chrome.rs`), on
 //! reports the `actdiff` binary writes from `testdata/bug_layer2` and
 //! `testdata/multirank_fsdp`, opened from `file://`.
 //!
@@ -16,22 +17,24 @@
 //! request that is not `file:`. Screenshots go to
 //! `target/browser-screenshots/` (CI artifacts).
 //!
-//! Needs Debian's `chromium` and `chromium-driver` (or `ACTDIFF_CHROMIUM` /
-//! `ACTDIFF_CHROMEDRIVER`); without them every test here fails, saying so.
+//! Needs Debian's `chromium` (or `ACTDIFF_CHROMIUM` naming the binary);
+//! without it every test here fails, saying so.
 //! `large_report_sizes_and_index_load_time` (8 ranks, 1 million rows) is
 //! ignored by default: `cargo test --release --test browser -- --ignored
 //! --nocapture`.
 
-#[path = "browser/webdriver.rs"]
-mod webdriver;
+#[path = "browser/chrome.rs"]
+mod chrome;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use chrome::Browser;
 use serde_json::{json, Value};
-use webdriver::Browser;
+use support::Run;
 
 /// One browser at a time: the machines running this are small.
 fn one_at_a_time() -> MutexGuard<'static, ()> {
@@ -88,32 +91,26 @@ fn compare(name: &str, extra: &[&str]) -> Report {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let rows = dir.join("rows.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("compare")
-        .arg(data.join("run_A"))
-        .arg(data.join("run_B"))
-        .arg("-o")
-        .arg(&dir)
-        .arg("--rows")
-        .arg(&rows)
-        .arg("-q")
-        .args(extra)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "actdiff compare {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let summary: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
-    let rows = std::fs::read_to_string(&rows)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    Report { dir, summary, rows }
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(data.join("run_A"))
+            .arg(data.join("run_B"))
+            .arg("-o")
+            .arg(&dir)
+            .arg("--rows")
+            .arg(&rows)
+            .arg("-q")
+            .args(extra),
+        &dir,
+    )
+    .with_rows(rows);
+    r.expect(1);
+    Report {
+        summary: r.summary(),
+        rows: r.rows(),
+        dir,
+    }
 }
 
 /// `bug_layer2` with 100 rows per page (three pages).
@@ -141,31 +138,16 @@ fn key_of(v: &Value) -> &str {
 /// and no request for anything but `file:`, `data:` or `about:` URLs (or
 /// the browser's own `chrome:` pages).
 fn assert_clean(b: &Browser, what: &str) {
-    let severe: Vec<Value> = b
-        .log("browser")
-        .into_iter()
-        .filter(|e| e["level"] == "SEVERE")
-        .collect();
+    let severe = b.console_errors();
     assert!(severe.is_empty(), "{what}: console errors: {severe:#?}");
-    let mut requests = 0;
-    for e in b.log("performance") {
-        let Some(m) = e["message"].as_str() else {
-            continue;
-        };
-        let m: Value = serde_json::from_str(m).unwrap_or(Value::Null);
-        if m["message"]["method"] == "Network.requestWillBeSent" {
-            requests += 1;
-            let url = m["message"]["params"]["request"]["url"]
-                .as_str()
-                .unwrap_or("");
-            assert!(
-                url.starts_with("file:")
-                    || url.starts_with("data:")
-                    || url.starts_with("about:")
-                    || url.starts_with("chrome:"),
-                "{what}: a network request for {url}"
-            );
-        }
+    for url in b.requests() {
+        assert!(
+            url.starts_with("file:")
+                || url.starts_with("data:")
+                || url.starts_with("about:")
+                || url.starts_with("chrome:"),
+            "{what}: a network request for {url}"
+        );
     }
     let resources = b.js(
         "return performance.getEntriesByType('resource').map(e => e.name)",
@@ -175,7 +157,6 @@ fn assert_clean(b: &Browser, what: &str) {
         let r = r.as_str().unwrap();
         assert!(r.starts_with("file:"), "{what}: loaded {r}");
     }
-    let _ = requests;
 }
 
 /// The rank table of the index, as shown.
@@ -396,7 +377,7 @@ fn each_status_checkbox_hides_exactly_its_rows() {
         assert!(boxes.len() >= 6, "one checkbox per status");
         let mut seen = 0;
         for cb in &boxes {
-            let st = b.js("return arguments[0].dataset.st", vec![b.arg(cb)]);
+            let st = b.js_on(cb, "return this.dataset.st");
             let st = st.as_str().unwrap().to_string();
             b.click(cb);
             let now = page_rows(&b);
@@ -722,9 +703,8 @@ fn hostile_report() -> PathBuf {
         );
         std::fs::write(dir.join(name), text).unwrap();
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .current_dir(&dir)
-        .args([
+    Run::of(
+        support::actdiff().current_dir(&dir).args([
             "compare",
             "a.log",
             "b.log",
@@ -735,15 +715,10 @@ fn hostile_report() -> PathBuf {
             "<b>one</b>",
             "--name2",
             "two'\"",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        ]),
+        dir.join("out"),
+    )
+    .expect(1);
     dir.join("out")
 }
 
@@ -914,26 +889,31 @@ fn large_report_sizes_and_index_load_time() {
     std::fs::create_dir_all(&root).unwrap();
     let (a, c, out) = (root.join("a"), root.join("b"), root.join("report"));
     let t0 = Instant::now();
-    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .args(["gen"])
-        .arg(&a)
-        .arg(&c)
-        .args(["--ops", "125000", "--ranks", "8", "--perturb", "0.01"])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    let st = Run::of(
+        support::actdiff().args(["gen"]).arg(&a).arg(&c).args([
+            "--ops",
+            "125000",
+            "--ranks",
+            "8",
+            "--perturb",
+            "0.01",
+        ]),
+        "",
+    );
+    st.expect(0);
     let gen = t0.elapsed();
     let t0 = Instant::now();
-    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("compare")
-        .arg(&a)
-        .arg(&c)
-        .arg("-o")
-        .arg(&out)
-        .arg("-q")
-        .status()
-        .unwrap();
-    assert_eq!(st.code(), Some(1));
+    let st = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(&a)
+            .arg(&c)
+            .arg("-o")
+            .arg(&out)
+            .arg("-q"),
+        &out,
+    );
+    st.expect(1);
     let cmp = t0.elapsed();
     let _ = std::fs::remove_dir_all(&a);
     let _ = std::fs::remove_dir_all(&c);
@@ -1066,24 +1046,15 @@ fn unreadable_values_are_marked() {
         );
         std::fs::write(dir.join(name), text).unwrap();
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .current_dir(&dir)
-        .args(["compare", "a.log", "b.log", "-o", "out", "-q"])
-        .output()
-        .unwrap();
+    let r = Run::of(
+        support::actdiff()
+            .current_dir(&dir)
+            .args(["compare", "a.log", "b.log", "-o", "out", "-q"]),
+        dir.join("out"),
+    );
     // A value that is no number is not compared: the input is incomplete
-    // (exit 3), and the pages still show the row.
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("not a number"),
-        "the parser warns: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // (exit 3), and the pages still show the row; the parser warns.
+    r.expect(3).stderr_has("not a number");
     let b = Browser::start();
     b.open(&dir.join("out/rank0-page1.html"));
     let got = b.js(
@@ -1127,11 +1098,8 @@ fn many_ranks_index_lists_groups_and_finds_any_rank() {
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).unwrap();
     let (a, c, out) = (root.join("a"), root.join("b"), root.join("report"));
-    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("gen")
-        .arg(&a)
-        .arg(&c)
-        .args([
+    Run::of(
+        support::actdiff().arg("gen").arg(&a).arg(&c).args([
             "--ops",
             "150",
             "--ranks",
@@ -1140,20 +1108,21 @@ fn many_ranks_index_lists_groups_and_finds_any_rank() {
             "1",
             "--seed",
             "4",
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("compare")
-        .arg(&a)
-        .arg(&c)
-        .arg("-o")
-        .arg(&out)
-        .arg("-q")
-        .status()
-        .unwrap();
-    assert_eq!(st.code(), Some(1));
+        ]),
+        "",
+    )
+    .expect(0);
+    let st = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(&a)
+            .arg(&c)
+            .arg("-o")
+            .arg(&out)
+            .arg("-q"),
+        &out,
+    );
+    st.expect(1);
     let summary: Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
     let groups = summary["groups"].as_array().unwrap().len();

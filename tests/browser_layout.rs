@@ -1,23 +1,25 @@
 //! The report's layout in headless Chromium (issue 15 item 9), next to
-//! `tests/browser.rs` and with its WebDriver client: long run names and keys
+//! `tests/browser.rs` and with its Chromium driver (`browser/chrome.rs`): long run names and keys
 //! never push a column off screen at 1280 px (they are clipped, the full
 //! text on hover), Location never breaks inside its line number, and every
 //! HTML file of the report folder is a page that works on its own.
 //!
-//! Needs Debian's `chromium` and `chromium-driver` (or `ACTDIFF_CHROMIUM` /
-//! `ACTDIFF_CHROMEDRIVER`); without them every test here fails, saying so.
+//! Needs Debian's `chromium` (or `ACTDIFF_CHROMIUM` naming the binary);
+//! without it every test here fails, saying so.
 
-// The WebDriver client of tests/browser.rs; this file uses part of it.
-#[path = "browser/webdriver.rs"]
+// The Chromium driver of tests/browser.rs; this file uses part of it.
+#[path = "browser/chrome.rs"]
 #[allow(dead_code)]
-mod webdriver;
+mod chrome;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
+use chrome::Browser;
 use serde_json::Value;
-use webdriver::Browser;
+use support::Run;
 
 fn one_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -32,20 +34,16 @@ fn report(name: &str) -> PathBuf {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/bug_layer2");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("compare")
-        .arg(data.join("run_A"))
-        .arg(data.join("run_B"))
-        .args(["--name1", NAME1, "--name2", NAME2, "-q", "-o"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(data.join("run_A"))
+            .arg(data.join("run_B"))
+            .args(["--name1", NAME1, "--name2", NAME2, "-q", "-o"])
+            .arg(&dir),
+        &dir,
+    )
+    .expect(1);
     dir
 }
 
@@ -189,11 +187,7 @@ fn every_html_file_of_the_report_is_a_page_of_its_own() {
         );
         assert!(v[1].as_u64().unwrap() >= 1, "{}: unstyled", p.display());
         assert_eq!(v[2], true, "{}: no way back to the index", p.display());
-        let severe: Vec<Value> = b
-            .log("browser")
-            .into_iter()
-            .filter(|e| e["level"] == "SEVERE")
-            .collect();
+        let severe = b.console_errors();
         assert!(severe.is_empty(), "{}: {severe:?}", p.display());
     }
     assert!(n >= 3, "index, a result page and the overview: {n} pages");

@@ -4,127 +4,53 @@
 //! an input error stops the comparison before any rank is read. On the
 //! project's own logs in `testdata/` (always present).
 
+#[path = "support/mod.rs"]
+mod support;
+
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
-use quick_xml::events::Event;
 use serde_json::Value;
+use support::{read_junit, testdata, JCase, Junit, Run};
 
-/// One test case of a JUnit file: its name and, when it did not pass,
-/// `("failure" | "error", type, message)`.
-type JCase = (String, Option<(String, String, String)>);
-
-/// A JUnit file read back: the suite's (tests, failures, errors) and its cases.
-struct Junit {
-    tests: u64,
-    failures: u64,
-    errors: u64,
-    cases: Vec<JCase>,
-}
-
-fn read_junit(path: &Path) -> Junit {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: no JUnit file: {e}", path.display()));
-    let mut r = quick_xml::Reader::from_str(&text);
-    let attr = |e: &quick_xml::events::BytesStart, name: &str| -> String {
-        e.attributes()
-            .filter_map(|a| a.ok())
-            .find(|a| a.key.as_ref() == name.as_bytes())
-            .map(|a| {
-                a.normalized_value(quick_xml::XmlVersion::Implicit1_0)
-                    .unwrap()
-                    .into_owned()
-            })
-            .unwrap_or_default()
-    };
-    let mut j = Junit {
-        tests: 0,
-        failures: 0,
-        errors: 0,
-        cases: Vec::new(),
-    };
-    loop {
-        match r.read_event().unwrap() {
-            Event::Start(e) | Event::Empty(e) => match e.name().as_ref() {
-                b"testsuite" => {
-                    j.tests = attr(&e, "tests").parse().unwrap();
-                    j.failures = attr(&e, "failures").parse().unwrap();
-                    j.errors = attr(&e, "errors").parse().unwrap();
-                }
-                b"testcase" => j.cases.push((attr(&e, "name"), None)),
-                tag @ (b"failure" | b"error") => {
-                    j.cases.last_mut().unwrap().1 = Some((
-                        String::from_utf8_lossy(tag).into_owned(),
-                        attr(&e, "type"),
-                        attr(&e, "message"),
-                    ))
-                }
-                _ => {}
-            },
-            Event::Eof => break,
-            _ => {}
-        }
-    }
-    // The counts are the cases'.
-    assert_eq!(j.tests as usize, j.cases.len(), "tests=");
-    let n = |k: &str| {
-        j.cases
-            .iter()
-            .filter(|c| c.1.as_ref().is_some_and(|o| o.0 == k))
-            .count() as u64
-    };
-    assert_eq!((j.failures, j.errors), (n("failure"), n("error")));
-    j
-}
-
-/// What one `actdiff compare` did.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// What one `actdiff compare` wrote: its run ([`Run`]), and the JUnit
+/// file, `summary.json` and `index.html` it must write whatever the exit
+/// status.
+struct Ci {
+    run: Run,
     junit: Junit,
     summary: Value,
     index: String,
-    _tmp: tempfile::TempDir,
 }
 
-fn testdata(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata")
-        .join(p)
+impl Deref for Ci {
+    type Target = Run;
+    fn deref(&self) -> &Run {
+        &self.run
+    }
 }
 
 /// Runs `actdiff compare ARGS -o TMP/report --junit TMP/junit.xml`.
-fn compare(args: &[&std::ffi::OsStr]) -> Run {
+fn compare(args: &[&std::ffi::OsStr]) -> Ci {
     let tmp = tempfile::tempdir().unwrap();
     let report = tmp.path().join("report");
     let junit = tmp.path().join("junit.xml");
-    let o = Command::cargo_bin("actdiff")
-        .unwrap()
-        .arg("compare")
-        .args(args)
-        .arg("-o")
-        .arg(&report)
-        .arg("--junit")
-        .arg(&junit)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
-    let code = o.status.code().expect("no signal");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    let summary = serde_json::from_slice(
-        &std::fs::read(report.join("summary.json")).expect("summary.json is written"),
+    let run = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args(args)
+            .arg("-o")
+            .arg(&report)
+            .arg("--junit")
+            .arg(&junit),
+        &report,
     )
-    .unwrap();
-    let index = std::fs::read_to_string(report.join("index.html")).expect("index.html is written");
-    Run {
-        code,
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr,
+    .holding(tmp);
+    Ci {
         junit: read_junit(&junit),
-        summary,
-        index,
-        _tmp: tmp,
+        summary: run.summary(),
+        index: run.index(),
+        run,
     }
 }
 
@@ -132,7 +58,7 @@ fn os(s: &Path) -> &std::ffi::OsStr {
     s.as_os_str()
 }
 
-impl Run {
+impl Ci {
     /// Every output agrees with the exit status.
     fn agrees(&self) {
         assert_eq!(self.summary["exit_status"], self.code, "summary.json");
@@ -151,11 +77,7 @@ impl Run {
         assert_eq!(passed, self.code == 0, "JUnit passes exactly on exit 0");
     }
     fn case(&self, name: &str) -> &JCase {
-        self.junit
-            .cases
-            .iter()
-            .find(|c| c.0 == name)
-            .unwrap_or_else(|| panic!("no JUnit case {name}: {:?}", self.junit.cases))
+        self.junit.case(name)
     }
 }
 
@@ -285,16 +207,16 @@ fn exit_2_an_option_clap_rejects_still_writes_junit_with_one_error() {
         vec!["--junit".to_string(), junit.display().to_string()],
         vec![format!("--junit={}", junit.display())],
     ] {
-        let o = Command::cargo_bin("actdiff")
-            .unwrap()
-            .arg("compare")
-            .arg(&a)
-            .arg(&a)
-            .args(&form)
-            .args(["--page-rows", "zero"])
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(2));
+        Run::of(
+            support::actdiff()
+                .arg("compare")
+                .arg(&a)
+                .arg(&a)
+                .args(&form)
+                .args(["--page-rows", "zero"]),
+            "report",
+        )
+        .expect(2);
         let j = read_junit(&junit);
         assert_eq!((j.tests, j.errors), (1, 1), "{form:?}");
         let (tag, ty, msg) = j.cases[0].1.clone().unwrap();

@@ -6,13 +6,14 @@
 //! small variants of them that each test writes into its own temporary
 //! folder. Nothing here needs `../shared`.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::ffi::OsStr;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
-use predicates::prelude::*;
 use serde_json::Value;
+use support::{counts, gzip, read_testdata, testdata, write, Run};
 use tempfile::TempDir;
 
 const BUG_A: &str = "bug_layer2/run_A/rank_0_activations.log";
@@ -22,92 +23,14 @@ const MULTI_B: &str = "multirank_fsdp/run_B";
 /// Ops in each bug_layer2 log.
 const BUG_OPS: usize = 265;
 
-fn testdata(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata")
-        .join(rel)
-}
-
-fn read_testdata(rel: &str) -> Vec<u8> {
-    std::fs::read(testdata(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-}
-
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, bytes).unwrap();
-    p
-}
-
-/// What one run of the binary did.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    /// The report folder given with `-o`.
-    out: PathBuf,
-}
-
-impl Run {
-    fn summary(&self) -> Value {
-        let p = self.out.join("summary.json");
-        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        serde_json::from_str(&text).unwrap()
-    }
-    /// Asserts the exit status, showing both streams when it differs.
-    fn expect(&self, code: i32) -> &Run {
-        assert_eq!(
-            self.code, code,
-            "exit status\n--- stdout\n{}\n--- stderr\n{}",
-            self.stdout, self.stderr
-        );
-        self
-    }
-    fn stderr_has(&self, part: &str) -> &Run {
-        assert!(
-            self.stderr.contains(part),
-            "stderr lacks `{part}`:\n{}",
-            self.stderr
-        );
-        self
-    }
-    fn stdout_has(&self, part: &str) -> &Run {
-        assert!(
-            self.stdout.contains(part),
-            "stdout lacks `{part}`:\n{}",
-            self.stdout
-        );
-        self
-    }
-}
-
-/// Runs `actdiff <args>`; never accepts a panic or a death by signal.
+/// Runs `actdiff ARGS` ([`Run::args`]); `out` is the report folder the
+/// arguments name.
 fn actdiff<I, S>(args: I, out: PathBuf) -> Run
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let o = Command::cargo_bin("actdiff")
-        .unwrap()
-        .args(args)
-        .output()
-        .unwrap();
-    let run = Run {
-        code: o.status.code().expect("actdiff was killed by a signal"),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        out,
-    };
-    assert!(
-        !run.stderr.contains("panicked") && !run.stdout.contains("panicked"),
-        "actdiff panicked:\n{}",
-        run.stderr
-    );
-    assert!(
-        run.code != 101,
-        "exit status 101 (a Rust panic):\n{}",
-        run.stderr
-    );
-    run
+    Run::args(args, out)
 }
 
 /// Runs `actdiff compare RUN1 RUN2 -o TMP/out EXTRA...`.
@@ -127,13 +50,10 @@ fn compare(tmp: &TempDir, run1: &Path, run2: &Path, extra: &[&str]) -> Run {
 /// Reads a `--rows` file: one JSON object per line, each with exactly the
 /// documented keys (`notes` only when the row has any).
 fn read_rows(p: &Path) -> Vec<Value> {
-    let text = std::fs::read_to_string(p).unwrap();
-    assert!(!text.contains('\r'), "{}: contains a CR", p.display());
-    text.lines()
+    support::read_rows(p)
+        .into_iter()
         .enumerate()
-        .map(|(i, l)| {
-            let v: Value = serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("{} line {}: {e}: {l}", p.display(), i + 1));
+        .map(|(i, v)| {
             let obj = v.as_object().expect("row is an object");
             let mut keys: Vec<&str> = obj
                 .keys()
@@ -160,11 +80,6 @@ fn read_rows(p: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn counts(v: &Value) -> (u64, u64, u64, u64) {
-    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("count {k}: {v}"));
-    (n("match"), n("diff"), n("only1"), n("only2"))
-}
-
 /// 1-based line and column of byte `pos` in `bytes`.
 fn line_col(bytes: &[u8], pos: usize) -> (usize, usize) {
     let before = &bytes[..pos];
@@ -182,12 +97,6 @@ fn find(hay: &[u8], needle: &[u8], from: usize) -> usize {
         .position(|w| w == needle)
         .map(|i| i + from)
         .unwrap_or_else(|| panic!("`{}` not found", String::from_utf8_lossy(needle)))
-}
-
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    e.write_all(bytes).unwrap();
-    e.finish().unwrap()
 }
 
 // ---------------------------------------------------------------- exit 0
@@ -536,7 +445,7 @@ fn a_second_report_in_the_same_folder_leaves_no_pages_of_the_first() {
 fn closed_stdout_ends_quietly() {
     use std::os::unix::process::ExitStatusExt;
     let tmp = TempDir::new().unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_actdiff"))
+    let mut child = support::actdiff()
         .arg("compare")
         .arg(testdata(MULTI_A))
         .arg(testdata(MULTI_B))
@@ -740,37 +649,27 @@ fn bad_rank_map_exit_2() {
 #[test]
 fn unknown_option_exit_2() {
     let a = testdata(BUG_A);
-    Command::cargo_bin("actdiff")
-        .unwrap()
-        .arg("compare")
-        .arg(&a)
-        .arg(&a)
-        .arg("--no-such-option")
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("--no-such-option"))
-        .stderr(predicate::str::contains("panicked").not());
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(&a)
+            .arg(&a)
+            .arg("--no-such-option"),
+        "out",
+    );
+    r.expect(2).stderr_has("--no-such-option");
 }
 
 #[test]
 fn missing_arguments_exit_2() {
-    Command::cargo_bin("actdiff")
-        .unwrap()
-        .arg("compare")
-        .assert()
-        .code(2)
-        .stderr(predicate::str::contains("Usage"))
-        .stderr(predicate::str::contains("panicked").not());
+    Run::args(["compare"], "out").expect(2).stderr_has("Usage");
 }
 
 #[test]
 fn help_exit_0() {
-    Command::cargo_bin("actdiff")
-        .unwrap()
-        .args(["compare", "--help"])
-        .assert()
-        .code(0)
-        .stdout(predicate::str::contains("--allow-incomplete"));
+    Run::args(["compare", "--help"], "out")
+        .expect(0)
+        .stdout_has("--allow-incomplete");
 }
 
 // ---------------------------------------------------------------- exit 3
@@ -1487,17 +1386,17 @@ fn a_cut_gzip_is_a_truncated_log() {
 fn o_naming_a_file_is_one_clear_error() {
     let tmp = TempDir::new().unwrap();
     let afile = write(tmp.path(), "afile", b"not a folder");
-    let o = Command::cargo_bin("actdiff")
-        .unwrap()
-        .arg("compare")
-        .arg(testdata(BUG_A))
-        .arg(testdata(BUG_B))
-        .arg("-o")
-        .arg(&afile)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(testdata(BUG_A))
+            .arg(testdata(BUG_B))
+            .arg("-o")
+            .arg(&afile),
+        &afile,
+    );
+    r.expect(2);
+    let stderr = &r.stderr;
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(
@@ -1505,7 +1404,7 @@ fn o_naming_a_file_is_one_clear_error() {
         "{stderr}"
     );
     assert!(!stderr.contains("summary.json"), "{stderr}");
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stdout = &r.stdout;
     assert!(
         stdout.contains("report: not written (exit status 2)"),
         "{stdout}"

@@ -1,25 +1,29 @@
 //! `--format json`, `summary.json` and `--junit`: snapshot and parse-back
 //! tests on the project's own real logs in `testdata/` (always present).
 
-use assert_cmd::Command;
-use serde_json::Value;
+#[path = "support/mod.rs"]
+mod support;
 
-fn compare_json(run1: &str, run2: &str, extra: &[&str]) -> (i32, Value, tempfile::TempDir) {
-    let out = tempfile::tempdir().unwrap();
-    let o = Command::cargo_bin("actdiff")
-        .unwrap()
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["compare", run1, run2, "--format", "json", "-o"])
-        .arg(out.path().join("report"))
-        .args(extra)
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&o.stdout).expect("stdout is one JSON document");
-    let file: Value =
-        serde_json::from_slice(&std::fs::read(out.path().join("report/summary.json")).unwrap())
-            .unwrap();
-    assert_eq!(v, file, "--format json prints exactly summary.json");
-    (o.status.code().unwrap(), v, out)
+use serde_json::Value;
+use support::{read_junit, Run};
+
+/// Runs `actdiff compare RUN1 RUN2 --format json -o TMP/report EXTRA...`
+/// from the repository's root: (exit status, the JSON printed, the run).
+fn compare_json(run1: &str, run2: &str, extra: &[&str]) -> (i32, Value, Run) {
+    let tmp = tempfile::tempdir().unwrap();
+    let report = tmp.path().join("report");
+    let r = Run::of(
+        support::actdiff()
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["compare", run1, run2, "--format", "json", "-o"])
+            .arg(&report)
+            .args(extra),
+        &report,
+    )
+    .holding(tmp);
+    let v: Value = serde_json::from_str(&r.stdout).expect("stdout is one JSON document");
+    assert_eq!(v, r.summary(), "--format json prints exactly summary.json");
+    (r.code, v, r)
 }
 
 /// Drops what legitimately changes between machines and versions.
@@ -108,41 +112,6 @@ fn identical_runs_give_exit_0_and_no_causes() {
     assert!(v["ranks"][0]["first_divergence"].is_null());
 }
 
-/// Reads a JUnit file back: (tests, failures, [(case name, failure message)]).
-fn read_junit(path: &std::path::Path) -> (u64, u64, Vec<(String, Option<String>)>) {
-    use quick_xml::events::Event;
-    let text = std::fs::read_to_string(path).unwrap();
-    let mut r = quick_xml::Reader::from_str(&text);
-    let (mut tests, mut failures, mut cases) = (0, 0, Vec::new());
-    let attr = |e: &quick_xml::events::BytesStart, name: &str| -> String {
-        e.attributes()
-            .filter_map(|a| a.ok())
-            .find(|a| a.key.as_ref() == name.as_bytes())
-            .map(|a| {
-                a.normalized_value(quick_xml::XmlVersion::Implicit1_0)
-                    .unwrap()
-                    .into_owned()
-            })
-            .unwrap_or_default()
-    };
-    loop {
-        match r.read_event().unwrap() {
-            Event::Start(e) | Event::Empty(e) => match e.name().as_ref() {
-                b"testsuite" => {
-                    tests = attr(&e, "tests").parse().unwrap();
-                    failures = attr(&e, "failures").parse().unwrap();
-                }
-                b"testcase" => cases.push((attr(&e, "name"), None)),
-                b"failure" => cases.last_mut().unwrap().1 = Some(attr(&e, "message")),
-                _ => {}
-            },
-            Event::Eof => break,
-            _ => {}
-        }
-    }
-    (tests, failures, cases)
-}
-
 #[test]
 fn junit_lists_one_case_per_rank_with_origins() {
     let d = tempfile::tempdir().unwrap();
@@ -153,15 +122,13 @@ fn junit_lists_one_case_per_rank_with_origins() {
         &["--junit", junit.to_str().unwrap()],
     );
     assert_eq!(code, 1);
-    let (tests, failures, cases) = read_junit(&junit);
-    assert_eq!((tests, failures), (4, 4));
-    assert_eq!(cases.len(), 4);
-    assert_eq!(cases[1].0, "rank 1");
-    assert!(cases[1]
-        .1
-        .as_deref()
-        .unwrap()
-        .contains("tok_embeddings/op_2_embedding"));
+    let j = read_junit(&junit);
+    assert_eq!((j.tests, j.failures), (4, 4));
+    assert_eq!(j.cases.len(), 4);
+    assert_eq!(j.cases[1].0, "rank 1");
+    let (tag, _, msg) = j.cases[1].1.as_ref().unwrap();
+    assert_eq!(tag, "failure");
+    assert!(msg.contains("tok_embeddings/op_2_embedding"), "{msg}");
 
     let junit2 = d.path().join("pass.xml");
     let (code, _, _d2) = compare_json(
@@ -170,7 +137,7 @@ fn junit_lists_one_case_per_rank_with_origins() {
         &["--junit", junit2.to_str().unwrap()],
     );
     assert_eq!(code, 0);
-    let (tests, failures, cases) = read_junit(&junit2);
-    assert_eq!((tests, failures), (1, 0));
-    assert_eq!(cases, vec![("rank 0".to_string(), None)]);
+    let j = read_junit(&junit2);
+    assert_eq!((j.tests, j.failures), (1, 0));
+    assert_eq!(j.cases, vec![("rank 0".to_string(), None)]);
 }

@@ -6,11 +6,14 @@
 //! captures, `../shared` (tests that need it are reported as *ignored*
 //! without it, see build.rs).
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use actdiff::parser::{parse_bytes, parse_path, Field, Phase, Precision, WarningKind};
-use assert_cmd::Command;
 use serde_json::Value;
+use support::Run;
 use tempfile::TempDir;
 
 fn repo(rel: &str) -> PathBuf {
@@ -24,27 +27,22 @@ fn shared(rel: &str) -> PathBuf {
 }
 
 /// Runs `actdiff compare` with `args`, a report into a temp folder; returns
-/// (exit status, stderr, summary.json when written).
-fn compare(args: &[&std::ffi::OsStr]) -> (i32, String, Option<Value>, TempDir) {
-    let out = TempDir::new().unwrap();
-    let o = Command::cargo_bin("actdiff")
-        .unwrap()
-        .arg("compare")
-        .args(args)
-        .arg("-o")
-        .arg(out.path())
-        .arg("-q")
-        .output()
-        .unwrap();
-    let summary = std::fs::read_to_string(out.path().join("summary.json"))
-        .ok()
-        .map(|s| serde_json::from_str(&s).unwrap());
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-        summary,
-        out,
+/// (exit status, stderr, summary.json when written, the run).
+fn compare(args: &[&std::ffi::OsStr]) -> (i32, String, Option<Value>, Run) {
+    let tmp = TempDir::new().unwrap();
+    let out = tmp.path().to_path_buf();
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .arg("-q"),
+        &out,
     )
+    .holding(tmp);
+    let summary = out.join("summary.json").exists().then(|| r.summary());
+    (r.code, r.stderr.clone(), summary, r)
 }
 
 fn key1(v: &Value) -> Option<&str> {

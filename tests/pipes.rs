@@ -2,8 +2,13 @@
 //! process substitution are read in full and compared exactly like the
 //! file they carry. On the project's own logs in `testdata/`.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
+
+use support::Run;
 
 fn log(run: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -19,16 +24,17 @@ fn counts(out: &Path, code: Option<i32>) -> (Option<i32>, serde_json::Value) {
 
 fn by_file(tmp: &Path) -> (Option<i32>, serde_json::Value) {
     let out = tmp.join("files");
-    let st = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .arg("compare")
-        .arg(log("run_A"))
-        .arg(log("run_B"))
-        .arg("-o")
-        .arg(&out)
-        .arg("-q")
-        .status()
-        .unwrap();
-    counts(&out, st.code())
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(log("run_A"))
+            .arg(log("run_B"))
+            .arg("-o")
+            .arg(&out)
+            .arg("-q"),
+        &out,
+    );
+    counts(&out, Some(r.code))
 }
 
 #[test]
@@ -38,7 +44,7 @@ fn stdin_is_read_in_full() {
     assert_eq!(expected.0, Some(1));
     let out = tmp.path().join("stdin");
     // A pipe on stdin (not a file redirect, which would be seekable).
-    let mut child = Command::new(env!("CARGO_BIN_EXE_actdiff"))
+    let mut child = support::actdiff()
         .arg("compare")
         .arg(log("run_A"))
         .arg("/dev/stdin")

@@ -3,7 +3,10 @@
 //! explains their difference, with a warning; a real difference still
 //! diverges, and `--bitwise` stays exact.
 
-use assert_cmd::Command;
+#[path = "support/mod.rs"]
+mod support;
+
+use support::Run;
 use tempfile::TempDir;
 
 fn log(header: &str, l2: &str, hash: &str) -> String {
@@ -23,20 +26,18 @@ fn compare(full_hash: &str, extra: &[&str]) -> (i32, String) {
     )
     .unwrap();
     std::fs::write(&b, log("", "1.958272e+03", "2.553141e+04")).unwrap();
-    let out = Command::cargo_bin("actdiff")
-        .unwrap()
-        .arg("compare")
-        .args([&a, &b])
-        .arg("-o")
-        .arg(d.path().join("rep"))
-        .arg("-q")
-        .args(extra)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let rep = d.path().join("rep");
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .arg("-o")
+            .arg(&rep)
+            .arg("-q")
+            .args(extra),
+        &rep,
+    );
+    (r.code, r.stderr)
 }
 
 #[test]

@@ -803,21 +803,41 @@ fn regression(name: &str) {
     }
 }
 
-/// Every saved input has its own test below.
+/// Every saved input has its own test below, and every test below names a
+/// saved input. A folder that cannot be read, or holds no input, fails.
 #[test]
 fn every_fuzz_regression_has_a_test() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_regressions");
     let src = include_str!("properties.rs");
     let rd = std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let mut saved = BTreeSet::new();
     for e in rd {
-        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        let e = e.unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let name = e.file_name().to_string_lossy().into_owned();
         if name.ends_with(".bin") {
             assert!(
                 src.contains(&format!("regression(\"{name}\")")),
                 "{name} has no test in tests/properties.rs"
             );
+            saved.insert(name);
         }
     }
+    assert!(!saved.is_empty(), "{}: no saved input", dir.display());
+    let open = "regression(\"";
+    let named: BTreeSet<&str> = src
+        .match_indices(open)
+        .map(|(i, _)| &src[i + open.len()..])
+        .filter_map(|rest| rest.split_once('"').map(|(name, _)| name))
+        .filter(|name| name.ends_with(".bin"))
+        .collect();
+    for name in &named {
+        assert!(
+            saved.contains(*name),
+            "tests/properties.rs replays {name}, which is not in {}",
+            dir.display()
+        );
+    }
+    assert_eq!(named.len(), saved.len());
 }
 
 /// A key of 64 KiB or more kept its closing `]` (fixed in f318411; found

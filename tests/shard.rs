@@ -12,6 +12,8 @@
 
 #[path = "shard/common.rs"]
 mod common;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

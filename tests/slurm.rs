@@ -14,6 +14,8 @@
 
 #[path = "shard/common.rs"]
 mod common;
+#[path = "support/mod.rs"]
+mod support;
 
 use std::path::Path;
 use std::process::Command;

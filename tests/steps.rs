@@ -2,15 +2,14 @@
 //! first step where two runs part, each rank's own first diverging step,
 //! gates over every step, and writes one JUnit case per (step, rank).
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::path::Path;
 
-use assert_cmd::Command;
 use serde_json::Value;
+use support::Run;
 use tempfile::TempDir;
-
-fn actdiff() -> Command {
-    Command::cargo_bin("actdiff").unwrap()
-}
 
 /// Two step series of `steps` steps × 2 ranks (generated logs, 300 ops):
 /// run 2 perturbs 3 rows of every rank from step `from`, except rank 0 at
@@ -20,13 +19,15 @@ fn series(dir: &Path, steps: u64, from: u64) {
     for s in 1..=steps {
         let n = if s >= from { "3" } else { "0" };
         let (g1, g2) = (dir.join("g1"), dir.join("g2"));
-        actdiff()
-            .args(["gen", "--ops", "300", "--ranks", "2", "--perturb-count", n])
-            .args(["--seed", &s.to_string()])
-            .arg(&g1)
-            .arg(&g2)
-            .assert()
-            .success();
+        Run::of(
+            support::actdiff()
+                .args(["gen", "--ops", "300", "--ranks", "2", "--perturb-count", n])
+                .args(["--seed", &s.to_string()])
+                .arg(&g1)
+                .arg(&g2),
+            "",
+        )
+        .expect(0);
         for (g, run) in [(&g1, "a"), (&g2, "b")] {
             std::fs::create_dir_all(dir.join(run)).unwrap();
             std::fs::rename(g, dir.join(run).join(format!("step_{s}"))).unwrap();
@@ -51,18 +52,19 @@ fn names_the_first_diverging_step_and_each_ranks_own() {
     series(d.path(), 5, 3);
     let out = d.path().join("rep");
     let junit = d.path().join("j.xml");
-    let r = actdiff()
-        .arg("compare")
-        .arg(d.path().join("a"))
-        .arg(d.path().join("b"))
-        .arg("-o")
-        .arg(&out)
-        .arg("--junit")
-        .arg(&junit)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&r.stdout);
-    assert_eq!(r.status.code(), Some(1), "{stdout}");
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(d.path().join("a"))
+            .arg(d.path().join("b"))
+            .arg("-o")
+            .arg(&out)
+            .arg("--junit")
+            .arg(&junit),
+        "",
+    );
+    let stdout = &r.stdout;
+    r.expect(1);
     assert!(
         stdout.contains("the runs agree from step 1 through step 2; step 3 diverges first: rank 1 diverges first at `"),
         "{stdout}"
@@ -106,7 +108,7 @@ fn names_the_first_diverging_step_and_each_ranks_own() {
         "the step's own report says how to get its rows: {own4}"
     );
     assert!(
-        !String::from_utf8_lossy(&r.stderr).contains("pages hold no rows"),
+        !r.stderr.contains("pages hold no rows"),
         "not repeated by the series"
     );
     // Each step's own report is an ordinary one.
@@ -144,13 +146,15 @@ fn steps_all_gives_every_step_its_pages_and_a_list_limits_the_steps() {
     series(d.path(), 4, 3);
     let (a, b) = (d.path().join("a"), d.path().join("b"));
     let out = d.path().join("all");
-    actdiff()
-        .arg("compare")
-        .args([&a, &b])
-        .args(["--steps", "all", "-q", "-o"])
-        .arg(&out)
-        .assert()
-        .code(1);
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["--steps", "all", "-q", "-o"])
+            .arg(&out),
+        "",
+    )
+    .expect(1);
     let s = summary(&out);
     let step4 = s["ranks"]
         .as_array()
@@ -161,35 +165,33 @@ fn steps_all_gives_every_step_its_pages_and_a_list_limits_the_steps() {
     assert!(step4["html_rows"].as_u64().unwrap() > 0);
     // Steps 1-2 only: they agree.
     let out = d.path().join("some");
-    let r = actdiff()
-        .arg("compare")
-        .args([&a, &b])
-        .args(["--steps", "1-2", "-o"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(
-        r.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&r.stdout)
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["--steps", "1-2", "-o"])
+            .arg(&out),
+        "",
     );
+    r.expect(0);
     let s = summary(&out);
     assert_eq!(s["steps"], serde_json::json!([1, 2]));
     assert_eq!(s["first_diverging_step"], Value::Null);
-    assert!(
-        String::from_utf8_lossy(&r.stdout).contains("no divergence beyond tolerance over 2 steps")
-    );
+    assert!(r
+        .stdout
+        .contains("no divergence beyond tolerance over 2 steps"));
     // A bad list is a usage error naming the part.
-    actdiff()
-        .arg("compare")
-        .args([&a, &b])
-        .args(["--steps", "2-x"])
-        .arg("-o")
-        .arg(d.path().join("bad"))
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("`2-x` is no step or range"));
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["--steps", "2-x"])
+            .arg("-o")
+            .arg(d.path().join("bad")),
+        "",
+    )
+    .expect(2)
+    .stderr_has("`2-x` is no step or range");
 }
 
 #[test]
@@ -199,15 +201,16 @@ fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
     let (a, b) = (d.path().join("a"), d.path().join("b"));
     std::fs::remove_dir_all(b.join("step_3")).unwrap();
     let out = d.path().join("rep");
-    let r = actdiff()
-        .arg("compare")
-        .args([&a, &b])
-        .arg("-o")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&r.stdout);
-    assert_eq!(r.status.code(), Some(1), "{stdout}");
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .arg("-o")
+            .arg(&out),
+        "",
+    );
+    let stdout = &r.stdout;
+    r.expect(1);
     assert!(stdout.contains("steps only in a: 3"), "{stdout}");
     let s = summary(&out);
     assert_eq!(s["steps_only1"], serde_json::json!([3]));
@@ -218,16 +221,17 @@ fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
     std::fs::write(b.join("step_3/rank_0_activations.log.body.tmp"), "").unwrap();
     std::fs::remove_dir_all(a.join("step_3")).unwrap();
     std::fs::create_dir_all(a.join("step_4")).unwrap();
-    let r = actdiff()
-        .arg("compare")
-        .args([&a, &b])
-        .args(["-o"])
-        .arg(d.path().join("unfinished"))
-        .args(["--steps", "1-2,9"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&r.stderr);
-    assert_eq!(r.status.code(), Some(0), "{stderr}");
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-o"])
+            .arg(d.path().join("unfinished"))
+            .args(["--steps", "1-2,9"]),
+        "",
+    );
+    let stderr = &r.stderr;
+    r.expect(0);
     assert!(
         stderr.contains("step_4: no rank_N_activations.log in it"),
         "{stderr}"
@@ -240,44 +244,47 @@ fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
         stderr.contains("--steps: step 9 in neither run"),
         "{stderr}"
     );
-    let r = actdiff()
-        .arg("compare")
-        .args([&a, &b])
-        .args(["-o"])
-        .arg(d.path().join("none"))
-        .args(["--steps", "20"])
-        .output()
-        .unwrap();
-    assert_eq!(r.status.code(), Some(2));
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-o"])
+            .arg(d.path().join("none"))
+            .args(["--steps", "20"]),
+        "",
+    );
+    r.expect(2);
     assert!(
-        String::from_utf8_lossy(&r.stderr)
+        r.stderr
             .contains("--steps selects no step both runs have (run1 steps 1-2, run2 steps 1-2)"),
         "{}",
-        String::from_utf8_lossy(&r.stderr)
+        r.stderr
     );
     // A series against a single-step folder.
-    actdiff()
-        .arg("compare")
-        .arg(&a)
-        .arg(a.join("step_1"))
-        .arg("-o")
-        .arg(d.path().join("mixed"))
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains(
-            "holds step_S folders (a step series)",
-        ));
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(&a)
+            .arg(a.join("step_1"))
+            .arg("-o")
+            .arg(d.path().join("mixed")),
+        "",
+    )
+    .expect(2)
+    .stderr_has("holds step_S folders (a step series)");
     // --steps without a series.
-    actdiff()
-        .arg("compare")
-        .arg(a.join("step_1"))
-        .arg(b.join("step_1"))
-        .args(["--steps", "1"])
-        .arg("-o")
-        .arg(d.path().join("nos"))
-        .assert()
-        .code(2)
-        .stderr(predicates::str::contains("hold no step_S folders"));
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(a.join("step_1"))
+            .arg(b.join("step_1"))
+            .args(["--steps", "1"])
+            .arg("-o")
+            .arg(d.path().join("nos")),
+        "",
+    )
+    .expect(2)
+    .stderr_has("hold no step_S folders");
 }
 
 #[test]
@@ -298,14 +305,16 @@ fn step_and_loss_header_lines_reach_the_summary() {
         }
     }
     let out = d.path().join("rep");
-    actdiff()
-        .arg("compare")
-        .arg(d.path().join("a"))
-        .arg(d.path().join("b"))
-        .args(["-q", "-o"])
-        .arg(&out)
-        .assert()
-        .code(0);
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(d.path().join("a"))
+            .arg(d.path().join("b"))
+            .args(["-q", "-o"])
+            .arg(&out),
+        "",
+    )
+    .expect(0);
     let s = summary(&out);
     let r0 = &s["step_results"][1];
     assert_eq!(
@@ -328,31 +337,35 @@ fn step_and_loss_header_lines_reach_the_summary() {
 fn gen_writes_step_series_that_diverge_where_asked() {
     let d = TempDir::new().unwrap();
     let (a, b) = (d.path().join("a"), d.path().join("b"));
-    actdiff()
-        .args([
-            "gen",
-            "--ops",
-            "200",
-            "--ranks",
-            "3",
-            "--perturb-count",
-            "2",
-        ])
-        .args(["--steps", "6", "--diverge-at", "4"])
-        .arg(&a)
-        .arg(&b)
-        .assert()
-        .success();
+    Run::of(
+        support::actdiff()
+            .args([
+                "gen",
+                "--ops",
+                "200",
+                "--ranks",
+                "3",
+                "--perturb-count",
+                "2",
+            ])
+            .args(["--steps", "6", "--diverge-at", "4"])
+            .arg(&a)
+            .arg(&b),
+        "",
+    )
+    .expect(0);
     let head = std::fs::read_to_string(a.join("step_5/rank_2_activations.log")).unwrap();
     assert!(head.lines().any(|l| l == "Step: 5"), "{}", &head[..200]);
     let out = d.path().join("rep");
-    actdiff()
-        .arg("compare")
-        .args([&a, &b])
-        .args(["-q", "-o"])
-        .arg(&out)
-        .assert()
-        .code(1);
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "-o"])
+            .arg(&out),
+        "",
+    )
+    .expect(1);
     let s = summary(&out);
     assert_eq!(s["first_diverging_step"], 4);
     assert_eq!(s["ranks"].as_array().unwrap().len(), 18);
@@ -377,17 +390,19 @@ fn rows_of_a_step_series_carry_their_step() {
     series(d.path(), 3, 2);
     let out = d.path().join("rep");
     let jsonl = d.path().join("rows.jsonl");
-    actdiff()
-        .arg("compare")
-        .arg(d.path().join("a"))
-        .arg(d.path().join("b"))
-        .arg("-o")
-        .arg(&out)
-        .arg("--rows")
-        .arg(&jsonl)
-        .arg("-q")
-        .assert()
-        .code(1);
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(d.path().join("a"))
+            .arg(d.path().join("b"))
+            .arg("-o")
+            .arg(&out)
+            .arg("--rows")
+            .arg(&jsonl)
+            .arg("-q"),
+        "",
+    )
+    .expect(1);
     let s = summary(&out);
     let mut per: std::collections::BTreeMap<(u64, u64), u64> = Default::default();
     let mut steps_seen = Vec::new();
@@ -416,17 +431,19 @@ fn rows_of_a_step_series_carry_their_step() {
     }
 
     let pq = d.path().join("rows.parquet");
-    actdiff()
-        .arg("compare")
-        .arg(d.path().join("a"))
-        .arg(d.path().join("b"))
-        .arg("-o")
-        .arg(d.path().join("rep2"))
-        .arg("--rows")
-        .arg(&pq)
-        .arg("-q")
-        .assert()
-        .code(1);
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(d.path().join("a"))
+            .arg(d.path().join("b"))
+            .arg("-o")
+            .arg(d.path().join("rep2"))
+            .arg("--rows")
+            .arg(&pq)
+            .arg("-q"),
+        "",
+    )
+    .expect(1);
     let reader = ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&pq).unwrap())
         .unwrap()
         .build()

@@ -6,10 +6,13 @@
 //! Without `../shared` these tests are reported as *ignored* (see build.rs),
 //! never as passed.
 
+#[path = "support/mod.rs"]
+mod support;
+
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
+use support::Run;
 
 fn shared() -> PathBuf {
     PathBuf::from(env!("ACTDIFF_SHARED_DIR"))
@@ -21,22 +24,24 @@ fn shared() -> PathBuf {
 fn compare(a: &str, b: &str) -> (Value, String) {
     let (a, b) = (shared().join(a), shared().join(b));
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .args(["compare", "--format", "json", "-o"])
-        .arg(dir.path())
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .unwrap();
-    let json: Value = serde_json::from_slice(&out.stdout).expect("summary.json on stdout");
-    let text = Command::new(env!("CARGO_BIN_EXE_actdiff"))
-        .args(["compare", "-o"])
-        .arg(dir.path())
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .unwrap();
-    (json, String::from_utf8_lossy(&text.stdout).into_owned())
+    let json = Run::of(
+        support::actdiff()
+            .args(["compare", "--format", "json", "-o"])
+            .arg(dir.path())
+            .arg(&a)
+            .arg(&b),
+        dir.path(),
+    );
+    let json: Value = serde_json::from_str(&json.stdout).expect("summary.json on stdout");
+    let text = Run::of(
+        support::actdiff()
+            .args(["compare", "-o"])
+            .arg(dir.path())
+            .arg(&a)
+            .arg(&b),
+        dir.path(),
+    );
+    (json, text.stdout)
 }
 
 fn scenario(s: &str) -> (Value, String) {

@@ -63,9 +63,9 @@ fn case06_json_overrides_same_as_text() {
             "overrides.json",
         ],
     );
-    // actdiff reads the JSON form (the case allows refusing it with exit 2;
-    // this build accepts it, so anything but the text form's result fails).
-    r.expect_one_of(&[0]);
+    // The case allows refusing the JSON form with exit 2 naming the file;
+    // actdiff reads it, so anything but the text form's result fails here.
+    r.expect(0);
     let txt = in_case(
         case,
         &[
@@ -76,9 +76,17 @@ fn case06_json_overrides_same_as_text() {
             "overrides.txt",
         ],
     );
+    txt.expect(0);
     assert_eq!(r.rows(), txt.rows());
     r.row_is(MUL7, "match", Some("override"));
     r.stderr_has("unused override");
+    assert_eq!(r.stderr, txt.stderr, "the same warnings as overrides.txt");
+    assert_eq!(
+        r.rank(0)["unused_overrides"],
+        txt.rank(0)["unused_overrides"]
+    );
+    assert_eq!(r.rank(0)["counts"], txt.rank(0)["counts"]);
+    assert_eq!(r.rank(0)["strategy_counts"], txt.rank(0)["strategy_counts"]);
 }
 
 /// Case 06-counter-drift-overrides: `actdiff compare run1.log run2.log -o

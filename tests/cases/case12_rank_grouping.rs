@@ -4,7 +4,7 @@ use super::common::*;
 
 /// All files of a report folder and the rows file, by relative name.
 fn report_files(r: &Run) -> Vec<(String, Vec<u8>)> {
-    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(r.out())
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(&r.out)
         .unwrap()
         .map(|e| e.unwrap().path())
         .map(|p| {
@@ -16,7 +16,7 @@ fn report_files(r: &Run) -> Vec<(String, Vec<u8>)> {
         .collect();
     v.push((
         "rows.jsonl".into(),
-        std::fs::read(r.tmp.path().join("rows.jsonl")).unwrap(),
+        std::fs::read(r.rows_file.as_ref().unwrap()).unwrap(),
     ));
     v.sort();
     v

@@ -7,9 +7,11 @@ pub use std::io::Write;
 pub use std::path::{Path, PathBuf};
 pub use std::time::{Duration, Instant};
 
-pub use assert_cmd::Command;
 pub use serde_json::Value;
 pub use tempfile::TempDir;
+
+pub(crate) use crate::support;
+pub use crate::support::{counts, gzip, write, Run};
 
 // ------------------------------------------------------------------ inputs
 
@@ -39,22 +41,6 @@ pub fn case_file(case: &str, file: &str) -> Vec<u8> {
 /// The text of one file of a case.
 pub fn case_text(case: &str, file: &str) -> String {
     String::from_utf8(case_file(case, file)).unwrap()
-}
-
-/// Writes `dir/name` (creating folders) and returns its path.
-pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
-    let p = dir.join(name);
-    if let Some(parent) = p.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(&p, bytes).unwrap();
-    p
-}
-
-pub fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    e.write_all(bytes).unwrap();
-    e.finish().unwrap()
 }
 
 /// Deterministic pseudo-random bytes (xorshift64).
@@ -126,49 +112,26 @@ pub fn template_key(i: u64) -> String {
 
 // ------------------------------------------------------------------ runs
 
-/// What one run of the binary did. The report folder and the rows file live
-/// in `tmp`, which is removed when the run is dropped.
-pub struct Run {
-    pub cmd: String,
-    pub code: i32,
-    pub stdout: String,
-    pub stderr: String,
-    pub tmp: TempDir,
-}
-
 /// Runs `actdiff ARGS -o TMP/out --rows TMP/rows.jsonl` with `dir` as the
-/// current folder. Never accepts a panic or a death by signal.
+/// current folder ([`Run::of`]: never accepts a panic or a death by signal).
+/// The report folder and the rows file live in a temporary folder, removed
+/// when the run is dropped.
 pub fn actdiff(dir: &Path, args: &[&str]) -> Run {
     let tmp = TempDir::new().unwrap();
     let out = tmp.path().join("out");
     let rows = tmp.path().join("rows.jsonl");
-    let o = Command::cargo_bin("actdiff")
-        .unwrap()
-        .current_dir(dir)
-        .args(args)
-        .arg("-o")
-        .arg(&out)
-        .arg("--rows")
-        .arg(&rows)
-        .output()
-        .unwrap();
-    let cmd = format!("actdiff {} (in {})", args.join(" "), dir.display());
-    let run = Run {
-        code: o
-            .status
-            .code()
-            .unwrap_or_else(|| panic!("{cmd}: killed by a signal")),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        cmd,
-        tmp,
-    };
-    assert!(
-        !run.stderr.contains("panicked") && !run.stdout.contains("panicked") && run.code != 101,
-        "actdiff panicked:\n{}",
-        run.context()
-    );
-    run
+    Run::of(
+        support::actdiff()
+            .current_dir(dir)
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .arg("--rows")
+            .arg(&rows),
+        out,
+    )
+    .with_rows(rows)
+    .holding(tmp)
 }
 
 /// Runs a case's command from its folder.
@@ -176,76 +139,11 @@ pub fn in_case(case: &str, args: &[&str]) -> Run {
     actdiff(&case_dir(case), args)
 }
 
+/// What the case tests read from a run's report, besides [`Run`]'s own.
 impl Run {
-    pub fn out(&self) -> PathBuf {
-        self.tmp.path().join("out")
-    }
-    pub fn context(&self) -> String {
-        format!(
-            "{}\nexit status {}\n--- stdout\n{}\n--- stderr\n{}",
-            self.cmd, self.code, self.stdout, self.stderr
-        )
-    }
-    /// Asserts the exit status.
-    pub fn expect(&self, code: i32) -> &Run {
-        assert_eq!(self.code, code, "exit status of\n{}", self.context());
-        self
-    }
-    /// Asserts the exit status is one of `codes`.
-    pub fn expect_one_of(&self, codes: &[i32]) -> &Run {
-        assert!(
-            codes.contains(&self.code),
-            "exit status not one of {codes:?}:\n{}",
-            self.context()
-        );
-        self
-    }
-    pub fn stdout_has(&self, part: &str) -> &Run {
-        assert!(
-            self.stdout.contains(part),
-            "stdout lacks `{part}`:\n{}",
-            self.context()
-        );
-        self
-    }
-    pub fn stderr_has(&self, part: &str) -> &Run {
-        assert!(
-            self.stderr.contains(part),
-            "stderr lacks `{part}`:\n{}",
-            self.context()
-        );
-        self
-    }
-    /// Asserts that stdout or stderr says `part`.
-    pub fn says(&self, part: &str) -> &Run {
-        assert!(
-            self.stdout.contains(part) || self.stderr.contains(part),
-            "neither stdout nor stderr says `{part}`:\n{}",
-            self.context()
-        );
-        self
-    }
-    /// `summary.json`.
-    pub fn summary(&self) -> Value {
-        let p = self.out().join("summary.json");
-        let text = std::fs::read_to_string(&p)
-            .unwrap_or_else(|e| panic!("{}: {e}\n{}", p.display(), self.context()));
-        assert!(!text.contains('\r'), "summary.json holds a CR");
-        serde_json::from_str(&text).unwrap()
-    }
     /// Rank `i` of `summary.json`.
     pub fn rank(&self, i: usize) -> Value {
         self.summary()["ranks"][i].clone()
-    }
-    /// The `--rows` file, one object per line; never holds a CR.
-    pub fn rows(&self) -> Vec<Value> {
-        let p = self.tmp.path().join("rows.jsonl");
-        let text = std::fs::read_to_string(&p)
-            .unwrap_or_else(|e| panic!("{}: {e}\n{}", p.display(), self.context()));
-        assert!(!text.contains('\r'), "the rows file holds a CR");
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect()
     }
     /// The first row of rank 0 whose run-1 (else run-2) key is `key`, with
     /// its index among rank 0's rows.
@@ -272,8 +170,8 @@ impl Run {
     }
     /// Every HTML page of the report, by file name.
     pub fn pages(&self) -> Vec<(String, String)> {
-        let mut v: Vec<(String, String)> = std::fs::read_dir(self.out())
-            .unwrap_or_else(|e| panic!("{}: {e}\n{}", self.out().display(), self.context()))
+        let mut v: Vec<(String, String)> = std::fs::read_dir(&self.out)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", self.out.display(), self.context()))
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|x| x == "html"))
             .map(|p| {
@@ -293,7 +191,7 @@ impl Run {
     }
     /// One HTML page.
     pub fn page(&self, name: &str) -> String {
-        let p = self.out().join(name);
+        let p = self.out.join(name);
         std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
     }
     /// Total size of the HTML pages.
@@ -323,12 +221,6 @@ pub fn has_note(row: &Value, part: &str) -> bool {
 
 pub fn assert_note(row: &Value, part: &str) {
     assert!(has_note(row, part), "row lacks a note `{part}`: {row}");
-}
-
-/// `(match, diff, only1, only2)` of a `counts` object.
-pub fn counts(v: &Value) -> (u64, u64, u64, u64) {
-    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("count {k}: {v}"));
-    (n("match"), n("diff"), n("only1"), n("only2"))
 }
 
 /// The key of a row reference in `summary.json` (run 1's, else run 2's).
@@ -555,7 +447,7 @@ pub fn measured(dir: &Path, args: &[&str]) -> Measured {
     let so = std::fs::File::create(dir.join("stdout.txt")).unwrap();
     let se = std::fs::File::create(dir.join("stderr.txt")).unwrap();
     let start = Instant::now();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_actdiff"))
+    let mut child = support::actdiff()
         .current_dir(dir)
         .args(args)
         .stdout(so)

@@ -20,7 +20,12 @@
 //! ignored (see build.rs), never as passed.
 //!
 //! One module per case (`caseNN_name.rs`, named after its folder), helpers
-//! in `common.rs`. A new case's tests go into a new module here.
+//! in `common.rs`, over the helpers every test crate shares
+//! (`tests/support/`: running the binary, reading its outputs). A new
+//! case's tests go into a new module here.
+
+#[path = "../support/mod.rs"]
+mod support;
 
 mod common;
 

@@ -1,15 +1,17 @@
-//! Helpers shared by tests/shard.rs and tests/slurm.rs: generated runs, the
-//! binary, and comparing two report folders file by file.
+//! Helpers shared by tests/shard.rs and tests/slurm.rs (over the helpers of
+//! every test crate, tests/support/): generated runs, running any command,
+//! and comparing two report folders file by file.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The `actdiff` binary under test.
-pub fn actdiff() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_actdiff"))
-}
+use crate::support::Run;
+
+/// The `actdiff` binary under test (tests/support/, which the crate
+/// including this file also includes).
+pub use crate::support::actdiff;
 
 /// Runs `cmd`, returning its output (panics only if it cannot start).
 pub fn run(cmd: &mut Command) -> Output {
@@ -20,17 +22,16 @@ pub fn run(cmd: &mut Command) -> Output {
 /// `actdiff gen DIR/run1 DIR/run2` with `ranks` ranks of `ops` ops.
 pub fn gen(dir: &Path, ranks: u32, ops: u64, seed: u64) -> (PathBuf, PathBuf) {
     let (a, b) = (dir.join("run1"), dir.join("run2"));
-    let o = run(actdiff()
-        .args(["gen"])
-        .arg(&a)
-        .arg(&b)
-        .args(["--ops", &ops.to_string(), "--ranks", &ranks.to_string()])
-        .args(["--seed", &seed.to_string(), "--perturb", "0.01"]));
-    assert!(
-        o.status.success(),
-        "gen: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    Run::of(
+        actdiff()
+            .args(["gen"])
+            .arg(&a)
+            .arg(&b)
+            .args(["--ops", &ops.to_string(), "--ranks", &ranks.to_string()])
+            .args(["--seed", &seed.to_string(), "--perturb", "0.01"]),
+        "",
+    )
+    .expect(0);
     (a, b)
 }
 
