@@ -478,6 +478,13 @@ fn rows_of_a_step_series_carry_their_step() {
     assert_eq!(gating_by_step[&3], 6);
 }
 
+/// Runs `cmd` and checks its exit status.
+fn exec(cmd: &mut std::process::Command, code: i32) -> Run {
+    let r = Run::of(cmd, "");
+    r.expect(code);
+    r
+}
+
 /// What a compare of a step series says per (step, rank): its counts, first
 /// divergence and first cause.
 fn units(s: &Value) -> Vec<(u64, u64, Value, Value, Value)> {
@@ -500,13 +507,14 @@ fn units(s: &Value) -> Vec<(u64, u64, Value, Value, Value)> {
 /// Writes part `k` of `n` of the compare of `a` and `b` into `dir/pK`.
 fn part(dir: &Path, a: &Path, b: &Path, k: u32, n: u32) -> std::path::PathBuf {
     let p = dir.join(format!("p{k}"));
-    actdiff()
-        .arg("compare")
-        .args([a, b])
-        .args(["-q", "--shard", &format!("{k}/{n}"), "-o"])
-        .arg(&p)
-        .assert()
-        .code(0);
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([a, b])
+            .args(["-q", "--shard", &format!("{k}/{n}"), "-o"])
+            .arg(&p),
+        0,
+    );
     p
 }
 
@@ -520,13 +528,14 @@ fn sharded_step_series_merge_to_the_single_compare() {
     let (a, b) = (d.path().join("a"), d.path().join("b"));
     series(d.path(), 5, 3);
     let full = d.path().join("full");
-    actdiff()
-        .arg("compare")
-        .args([&a, &b])
-        .args(["-q", "-o"])
-        .arg(&full)
-        .assert()
-        .code(1);
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "-o"])
+            .arg(&full),
+        1,
+    );
     let parts: Vec<_> = (0..3).map(|k| part(d.path(), &a, &b, k, 3)).collect();
     for p in &parts {
         let rec: Value =
@@ -539,15 +548,16 @@ fn sharded_step_series_merge_to_the_single_compare() {
     }
     let out = d.path().join("merged");
     let junit = d.path().join("junit.xml");
-    actdiff()
-        .arg("merge")
-        .args(&parts)
-        .args(["-q", "--junit"])
-        .arg(&junit)
-        .arg("-o")
-        .arg(&out)
-        .assert()
-        .code(1);
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .args(["-q", "--junit"])
+            .arg(&junit)
+            .arg("-o")
+            .arg(&out),
+        1,
+    );
     let (f, m) = (summary(&full), summary(&out));
     for k in [
         "first_diverging_step",
@@ -587,21 +597,22 @@ fn sharded_step_series_merge_to_the_single_compare() {
 fn one_rank_series_spreads_over_parts_and_bad_merges_are_refused() {
     let d = TempDir::new().unwrap();
     let (a, b) = (d.path().join("a"), d.path().join("b"));
-    actdiff()
-        .args([
-            "gen",
-            "--ops",
-            "120",
-            "--ranks",
-            "1",
-            "--perturb-count",
-            "2",
-        ])
-        .args(["--steps", "6", "--diverge-at", "4"])
-        .arg(&a)
-        .arg(&b)
-        .assert()
-        .success();
+    exec(
+        support::actdiff()
+            .args([
+                "gen",
+                "--ops",
+                "120",
+                "--ranks",
+                "1",
+                "--perturb-count",
+                "2",
+            ])
+            .args(["--steps", "6", "--diverge-at", "4"])
+            .arg(&a)
+            .arg(&b),
+        0,
+    );
     let parts: Vec<_> = (0..3).map(|k| part(d.path(), &a, &b, k, 3)).collect();
     for p in &parts {
         let held = (1..=6)
@@ -616,41 +627,45 @@ fn one_rank_series_spreads_over_parts_and_bad_merges_are_refused() {
         assert_eq!(held, 2, "{}: 6 units over 3 parts", p.display());
     }
     let out = d.path().join("merged");
-    actdiff()
-        .arg("merge")
-        .args(&parts)
-        .args(["-q", "-o"])
-        .arg(&out)
-        .assert()
-        .code(1);
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .args(["-q", "-o"])
+            .arg(&out),
+        1,
+    );
     assert_eq!(summary(&out)["first_diverging_step"], 4);
-    let missing = actdiff()
-        .arg("merge")
-        .args(&parts[..2])
-        .args(["-q", "-o"])
-        .arg(d.path().join("m2"))
-        .assert()
-        .code(2);
-    let err = String::from_utf8_lossy(&missing.get_output().stderr).to_string();
+    let missing = exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts[..2])
+            .args(["-q", "-o"])
+            .arg(d.path().join("m2")),
+        2,
+    );
+    let err = missing.stderr.clone();
     assert!(err.contains("missing"), "{err}");
     // A part of another series (other steps) cannot join.
     let (c, e) = (d.path().join("c"), d.path().join("e"));
-    actdiff()
-        .args(["gen", "--ops", "120", "--ranks", "1", "--steps", "2"])
-        .arg(&c)
-        .arg(&e)
-        .assert()
-        .success();
+    exec(
+        support::actdiff()
+            .args(["gen", "--ops", "120", "--ranks", "1", "--steps", "2"])
+            .arg(&c)
+            .arg(&e),
+        0,
+    );
     let other = d.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
     let q = part(&other, &c, &e, 2, 3);
-    let mixed = actdiff()
-        .arg("merge")
-        .args([&parts[0], &parts[1], &q])
-        .args(["-q", "-o"])
-        .arg(d.path().join("m3"))
-        .assert()
-        .code(2);
-    let err = String::from_utf8_lossy(&mixed.get_output().stderr).to_string();
+    let mixed = exec(
+        support::actdiff()
+            .arg("merge")
+            .args([&parts[0], &parts[1], &q])
+            .args(["-q", "-o"])
+            .arg(d.path().join("m3")),
+        2,
+    );
+    let err = mixed.stderr.clone();
     assert!(err.contains("different step series"), "{err}");
 }
