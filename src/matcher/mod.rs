@@ -26,7 +26,7 @@
 //!                          → pass_fuzzy → pass_stats ───────────────────────────▶ Pairing
 //! Pairing ──── judge.rs: judge_rows (status, flags, tolerance source)
 //!              (→ repair.rs: repair_swapped_pairs), tally ──────────────────────▶ [MatchRow]
-//! [MatchRow] ─ cause.rs: analyse (origins, entries, inherited rows) ──────────▶ MatchTable
+//! [MatchRow] ─ cause/: analyse (inputs → producers → classify → tally) ──────▶ MatchTable
 //! ```
 //!
 //! ```
