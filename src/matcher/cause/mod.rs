@@ -59,9 +59,9 @@ mod tally;
 
 use serde::Serialize;
 
-use super::compare::{compare_hashes, rel_diff, token_number, CompareOptions};
+use super::compare::{worst_difference, CompareOptions};
 use super::{Counts, MatchRow, Sides, Status, ROW_NONFINITE1, ROW_NONFINITE2};
-use crate::parser::{Field, FieldSet, OpTable};
+use crate::parser::{FieldSet, OpTable};
 
 pub use print::{print_explains, PrintPrecision, PRINT_AMPLIFICATION};
 
@@ -323,10 +323,9 @@ fn first_nonfinite(rows: &[MatchRow], rc: &mut RootCauses) {
     }
 }
 
-/// The largest finite relative difference, over the gating `diff` rows
-/// with finite values, in a field that gates under the row's tolerance and
-/// disagrees under it: the Output hash, the Input hashes (when they gate),
-/// and L2 norm, Min, Max, Mean when stats gate.
+/// The largest difference of a rank: over the gating `diff` rows with
+/// finite values, the row whose [`worst_difference`] is largest (the
+/// earliest on a tie).
 fn largest_gating(
     t1: &OpTable,
     t2: &OpTable,
@@ -341,41 +340,15 @@ fn largest_gating(
         if !row.gates() || row.has(ROW_NONFINITE1) || row.has(ROW_NONFINITE2) {
             continue;
         }
-        let o = opts(i);
-        let mut consider = |field: &'static str, rel: f64| {
-            if rel.is_finite() && rel > 0.0 && best.is_none_or(|b| rel > b.rel) {
-                best = Some(LargestDiff {
-                    index: i,
-                    field,
-                    rel,
-                });
-            }
+        let Some(w) = worst_difference(t1, r1, t2, r2, &opts(i), compared) else {
+            continue;
         };
-        let mut hashes = vec![Field::OutputHash];
-        if o.gate_inputs {
-            hashes.push(Field::InputHashes);
-        }
-        for f in hashes {
-            if !compared.contains(f) {
-                continue;
-            }
-            let c = compare_hashes(t1.field(r1, f), t2.field(r2, f), o.hash, o.nan_equal);
-            if !c.agrees {
-                consider(f.label(), c.intensity.unwrap_or(0.0));
-            }
-        }
-        if let Some(tol) = o.stats {
-            for f in [Field::L2Norm, Field::Min, Field::Max, Field::Mean] {
-                let (a, b) = (t1.field(r1, f), t2.field(r2, f));
-                if a.is_empty() || b.is_empty() || a == b {
-                    continue;
-                }
-                if let (Some(x), Some(y)) = (token_number(a), token_number(b)) {
-                    if !tol.agrees(x, y) {
-                        consider(f.label(), rel_diff(x, y).unwrap_or(0.0));
-                    }
-                }
-            }
+        if best.is_none_or(|b| w.rel > b.rel) {
+            best = Some(LargestDiff {
+                index: i,
+                field: w.field.label(),
+                rel: w.rel,
+            });
         }
     }
     best
