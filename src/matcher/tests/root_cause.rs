@@ -239,6 +239,49 @@ fn the_largest_difference_counts_only_gating_fields() {
     assert!((d.rel - 5e-6).abs() < 1e-9, "{}", d.rel);
 }
 
+/// A row's worst difference, one rule for root cause's largest difference
+/// and the heatmap: only fields that gate and disagree count.
+#[test]
+fn a_rows_worst_difference_counts_only_the_fields_that_gate_it() {
+    use compare::{worst_difference, CompareOptions, Tolerance};
+    let (a, b) = pair(&[(
+        "x/op_0_mm",
+        "Mean: -8.5e-13\nOutput hash: 2.000000e+00\nInput hashes: 1.0, 4.0",
+        "Mean: -6.5e-13\nOutput hash: 2.000010e+00\nInput hashes: 1.0, 5.0",
+    )]);
+    let compared = a.schema().intersect(b.schema());
+    let worst = |o: &CompareOptions| worst_difference(&a, 0, &b, 0, o, compared).unwrap();
+    // By default the Input hashes gate (rel 0.2) and the stats do not.
+    let d = worst(&CompareOptions::default());
+    assert_eq!((d.field, d.rel), (Field::InputHashes, 0.2));
+    // Inputs not gating: the Output hash.
+    let no_inputs = CompareOptions {
+        gate_inputs: false,
+        ..CompareOptions::default()
+    };
+    let d = worst(&no_inputs);
+    assert_eq!(d.field, Field::OutputHash);
+    assert!((d.rel - 5e-6).abs() < 1e-9, "{}", d.rel);
+    // Stats gating: the Mean (rel 0.235) is the worst.
+    let stats = CompareOptions {
+        stats: Some(Tolerance::REFERENCE),
+        ..no_inputs
+    };
+    let d = worst(&stats);
+    assert_eq!(d.field, Field::Mean);
+    assert!((d.rel - 2.0 / 8.5).abs() < 1e-9, "{}", d.rel);
+    // Nothing disagrees under a loose tolerance: no worst difference.
+    let loose = CompareOptions {
+        hash: Tolerance {
+            rtol: 1.0,
+            atol: 0.0,
+            both: false,
+        },
+        ..CompareOptions::default()
+    };
+    assert_eq!(worst_difference(&a, 0, &b, 0, &loose, compared), None);
+}
+
 #[test]
 fn digests_decide_bitwise_identity_and_exact_origins() {
     use cause::CauseKind::*;
