@@ -15,7 +15,7 @@
 
 use crate::parser::value::{is_unreadable, token_list};
 pub use crate::parser::value::{split_tokens, token_number};
-use crate::parser::{trim, Field, OpTable};
+use crate::parser::{trim, Field, FieldSet, OpTable};
 
 /// The floor of the reference's denominator, `max(|a|, |b|, 1e-30)`.
 pub const DENOM_FLOOR: f64 = 1e-30;
@@ -281,6 +281,70 @@ pub fn field_diff(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize, f: Field) ->
             _ => Some(1.0),
         },
     }
+}
+
+/// A paired row's worst difference ([`worst_difference`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorstDiff {
+    /// The field it is in (`Output hash`, `Input hashes`, or a stat when
+    /// stats gate).
+    pub field: Field,
+    /// Its relative difference (finite, above 0).
+    pub rel: f64,
+}
+
+/// A paired row's worst difference: the largest finite relative difference
+/// (above 0) among the fields that gate the row under `opts` and disagree
+/// under it: the Output hash, the Input hashes when they gate (each only
+/// when in `compared`; their [`compare_hashes`] intensity), and L2 norm,
+/// Min, Max, Mean when stats gate (their [`rel_diff`]). On a tie the first
+/// of that order wins. `None` when no gating field disagrees by a finite
+/// amount (a NaN against a number is not a finite difference).
+///
+/// The one rule for "how far apart is this row": root cause's largest
+/// difference of a rank and the overview's heatmap colours both use it.
+pub fn worst_difference(
+    t1: &OpTable,
+    r1: usize,
+    t2: &OpTable,
+    r2: usize,
+    opts: &CompareOptions,
+    compared: FieldSet,
+) -> Option<WorstDiff> {
+    let mut worst: Option<WorstDiff> = None;
+    let mut consider = |field: Field, rel: f64| {
+        if rel.is_finite() && rel > 0.0 && worst.is_none_or(|w| rel > w.rel) {
+            worst = Some(WorstDiff { field, rel });
+        }
+    };
+    let hashes: &[Field] = if opts.gate_inputs {
+        &[Field::OutputHash, Field::InputHashes]
+    } else {
+        &[Field::OutputHash]
+    };
+    for &f in hashes {
+        if !compared.contains(f) {
+            continue;
+        }
+        let c = compare_hashes(t1.field(r1, f), t2.field(r2, f), opts.hash, opts.nan_equal);
+        if !c.agrees {
+            consider(f, c.intensity.unwrap_or(0.0));
+        }
+    }
+    if let Some(tol) = opts.stats {
+        for f in [Field::L2Norm, Field::Min, Field::Max, Field::Mean] {
+            let (a, b) = (t1.field(r1, f), t2.field(r2, f));
+            if a.is_empty() || b.is_empty() || a == b {
+                continue;
+            }
+            if let (Some(x), Some(y)) = (token_number(a), token_number(b)) {
+                if !tol.agrees(x, y) {
+                    consider(f, rel_diff(x, y).unwrap_or(0.0));
+                }
+            }
+        }
+    }
+    worst
 }
 
 /// Whether the stats present on both sides agree under `tol` (NaN against

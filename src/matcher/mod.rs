@@ -26,7 +26,7 @@
 //!                          → pass_fuzzy → pass_stats ───────────────────────────▶ Pairing
 //! Pairing ──── judge.rs: judge_rows (status, flags, tolerance source)
 //!              (→ repair.rs: repair_swapped_pairs), tally ──────────────────────▶ [MatchRow]
-//! [MatchRow] ─ cause.rs: analyse (origins, entries, inherited rows) ──────────▶ MatchTable
+//! [MatchRow] ─ cause/: analyse (inputs → producers → classify → tally) ──────▶ MatchTable
 //! ```
 //!
 //! ```
@@ -463,8 +463,9 @@ impl MatchTable {
             .position(|r| r.status.is_divergence() && !r.gates())
     }
     /// The settings that judged result row `i` ([`Policy::for_sides`]: for
-    /// a pair, run 1's row's, or the looser per-dtype default when the
-    /// dtypes differ; for a one-sided row, its side's row's). The verdict
+    /// a pair, run 1's row's, or run 2's dtype's per-dtype default when the
+    /// dtypes differ and no rule judged run 1's row ([`Policy::for_pair`]);
+    /// for a one-sided row, its side's row's). The verdict
     /// resolves them the same way; root cause and row notes read them from
     /// here.
     pub fn row_policy(&self, t1: &OpTable, t2: &OpTable, i: usize) -> RowPolicy {

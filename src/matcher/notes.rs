@@ -11,6 +11,7 @@ use super::{
     MatchTable, Sides, Status, ROW_FUSED, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED,
 };
 use crate::parser::{Field, OpTable};
+use NoteKind as K;
 
 /// The dims of a Shape text (`torch.Size([2, 64]), Dtype: ...` → `[2, 64]`).
 pub fn dims_of(shape: &[u8]) -> Option<Vec<i64>> {
@@ -126,7 +127,10 @@ pub fn row_notes(
 }
 
 /// Notes for one result row, with their kinds. `names` are the two runs'
-/// display names.
+/// display names. The notes come in a fixed order: how the row stands
+/// (one-sided, unsynced, ignored, fused, non-finite), then for a pair how it
+/// was paired and judged, its root cause, its Shape, its hash lists, its
+/// stats and its keys.
 pub fn row_notes_with_kind(
     t1: &OpTable,
     t2: &OpTable,
@@ -134,79 +138,133 @@ pub fn row_notes_with_kind(
     index: usize,
     names: (&str, &str),
 ) -> Vec<Note> {
-    use NoteKind as K;
-    let row = &m.rows[index];
-    let cause = m.cause_kinds.get(index).copied().flatten();
-    let mut out = Notes(Vec::new());
-    let (n1, n2) = names;
-    let (r1, r2) = match row.sides() {
-        Sides::Both(r1, r2) => (Some(r1), Some(r2)),
-        Sides::Only1(a) => {
-            let text = format!("only in {n1}: op {} of {} there", a + 1, t1.len());
-            out.push(K::OnlyIn, text);
-            (Some(a), None)
-        }
-        Sides::Only2(b) => {
-            let text = format!("only in {n2}: op {} of {} there", b + 1, t2.len());
-            out.push(K::OnlyIn, text);
-            (None, Some(b))
-        }
+    let row = NoteRow {
+        t1,
+        t2,
+        m,
+        index,
+        names,
     };
-    if row.has(ROW_UNSYNCED) {
-        out.push(K::Unsynced, "unsynced collective: shown, not gating");
-    }
-    if row.has(ROW_IGNORED) {
-        out.push(K::Ignored, "ignored: shown, not gating");
-    }
-    if row.has(ROW_FUSED) {
-        // The run without the row is the one that compiled.
-        let (by, t) = if r1.is_some() { (n2, t2) } else { (n1, t1) };
-        let backend = t.header().compiled.as_ref().map_or("", |b| b.name());
-        out.push(
-            K::Fused,
-            format!("fused away by {by}'s compiler ({backend}): shown, not gating"),
-        );
-    }
-    match (row.has(ROW_NONFINITE1), row.has(ROW_NONFINITE2)) {
-        (true, true) => out.push(K::NonFinite, "non-finite in both runs"),
-        (true, false) => out.push(K::NonFinite, format!("non-finite in {n1} only")),
-        (false, true) => out.push(K::NonFinite, format!("non-finite in {n2} only")),
-        _ => {}
-    }
+    let mut out = Notes(Vec::new());
+    let (r1, r2) = row.standing_notes(&mut out);
     let (Some(r1), Some(r2)) = (r1, r2) else {
         return out.0;
     };
-    if row.strategy == super::Strategy::Exact && t1.key(r1) != t2.key(r2) {
-        out.push(
-            K::KeyNormalised,
-            "key normalised: root model class stripped",
-        );
+    row.pairing_notes(r1, r2, &mut out);
+    row.cause_notes(&mut out);
+    row.shape_notes(r1, r2, &mut out);
+    row.hash_notes(r1, r2, &mut out);
+    for f in [Field::Min, Field::Max, Field::Mean, Field::L2Norm] {
+        if is_subnormal_vs_zero(t1.field(r1, f), t2.field(r2, f)) {
+            out.push(K::Subnormal, format!("subnormal vs zero in {}", f.label()));
+        }
     }
-    if m.repaired.binary_search(&(index as u32)).is_ok() {
-        out.push(K::Repaired, "re-paired by value");
+    row.layer_index_note(r1, r2, &mut out);
+    out.0
+}
+
+/// One result row whose notes are being made.
+struct NoteRow<'a> {
+    t1: &'a OpTable,
+    t2: &'a OpTable,
+    m: &'a MatchTable,
+    index: usize,
+    /// The two runs' display names.
+    names: (&'a str, &'a str),
+}
+
+impl NoteRow<'_> {
+    /// How the row stands, paired or not: one-sided (with its position),
+    /// unsynced, ignored, fused away, non-finite. Returns its table rows.
+    fn standing_notes(&self, out: &mut Notes) -> (Option<usize>, Option<usize>) {
+        let (t1, t2) = (self.t1, self.t2);
+        let row = &self.m.rows[self.index];
+        let (n1, n2) = self.names;
+        let (r1, r2) = match row.sides() {
+            Sides::Both(r1, r2) => (Some(r1), Some(r2)),
+            Sides::Only1(a) => {
+                let text = format!("only in {n1}: op {} of {} there", a + 1, t1.len());
+                out.push(K::OnlyIn, text);
+                (Some(a), None)
+            }
+            Sides::Only2(b) => {
+                let text = format!("only in {n2}: op {} of {} there", b + 1, t2.len());
+                out.push(K::OnlyIn, text);
+                (None, Some(b))
+            }
+        };
+        if row.has(ROW_UNSYNCED) {
+            out.push(K::Unsynced, "unsynced collective: shown, not gating");
+        }
+        if row.has(ROW_IGNORED) {
+            out.push(K::Ignored, "ignored: shown, not gating");
+        }
+        if row.has(ROW_FUSED) {
+            // The run without the row is the one that compiled.
+            let (by, t) = if r1.is_some() { (n2, t2) } else { (n1, t1) };
+            let backend = t.header().compiled.as_ref().map_or("", |b| b.name());
+            out.push(
+                K::Fused,
+                format!("fused away by {by}'s compiler ({backend}): shown, not gating"),
+            );
+        }
+        match (row.has(ROW_NONFINITE1), row.has(ROW_NONFINITE2)) {
+            (true, true) => out.push(K::NonFinite, "non-finite in both runs"),
+            (true, false) => out.push(K::NonFinite, format!("non-finite in {n1} only")),
+            (false, true) => out.push(K::NonFinite, format!("non-finite in {n2} only")),
+            _ => {}
+        }
+        (r1, r2)
     }
-    if row.status == Status::Truncated {
-        let side = if t1.is_truncated(r1) { n1 } else { n2 };
-        out.push(K::Truncated, format!("{side} block truncated: no verdict"));
+
+    /// How the pair was made and judged: a normalised key, a value
+    /// re-pairing, a truncated block, bitwise identity, digests that differ
+    /// under agreeing values.
+    fn pairing_notes(&self, r1: usize, r2: usize, out: &mut Notes) {
+        let (t1, t2, m, index) = (self.t1, self.t2, self.m, self.index);
+        let row = &m.rows[index];
+        if row.strategy == super::Strategy::Exact && t1.key(r1) != t2.key(r2) {
+            out.push(
+                K::KeyNormalised,
+                "key normalised: root model class stripped",
+            );
+        }
+        if m.repaired.binary_search(&(index as u32)).is_ok() {
+            out.push(K::Repaired, "re-paired by value");
+        }
+        if row.status == Status::Truncated {
+            let side = if t1.is_truncated(r1) {
+                self.names.0
+            } else {
+                self.names.1
+            };
+            out.push(K::Truncated, format!("{side} block truncated: no verdict"));
+        }
+        if row.has(super::ROW_BITWISE) {
+            out.push(K::Bitwise, "bitwise identical");
+        }
+        if row.has(super::ROW_DIGEST_ONLY) {
+            out.push(
+                K::DigestsDiffer,
+                "digests differ while every printed value agrees",
+            );
+        }
     }
-    if row.has(super::ROW_BITWISE) {
-        out.push(K::Bitwise, "bitwise identical");
-    }
-    if row.has(super::ROW_DIGEST_ONLY) {
-        out.push(
-            K::DigestsDiffer,
-            "digests differ while every printed value agrees",
-        );
-    }
-    if let Some(c) = cause {
-        out.push(K::Cause(c), c.as_str());
-    }
-    let listed = &m.causes.causes;
-    if let Some(c) = listed
-        .binary_search_by_key(&index, |c| c.index)
-        .ok()
-        .map(|k| &listed[k])
-    {
+
+    /// The row's root-cause class and, when the row is a listed cause, what
+    /// follows from it: print-limited, the one-sided op feeding it, the
+    /// rows grouped under it.
+    fn cause_notes(&self, out: &mut Notes) {
+        let (t1, t2, m, index) = (self.t1, self.t2, self.m, self.index);
+        let (n1, n2) = self.names;
+        if let Some(c) = m.cause_kinds.get(index).copied().flatten() {
+            out.push(K::Cause(c), c.as_str());
+        }
+        let listed = &m.causes.causes;
+        let Ok(k) = listed.binary_search_by_key(&index, |c| c.index) else {
+            return;
+        };
+        let c = &listed[k];
         if c.print_limited {
             out.push(
                 K::PrintLimited,
@@ -220,28 +278,29 @@ pub fn row_notes_with_kind(
             };
             out.push(K::FedBy, format!("fed by {key} (only in {name})"));
         }
-        if c.reads > 0 && c.kind == super::cause::CauseKind::OneSided {
+        let plural = if c.reads == 1 { "" } else { "s" };
+        if c.reads > 0 && c.kind == CauseKind::OneSided {
             out.push(
                 K::SameInput,
-                format!(
-                    "{} more row{} fed by the same one-sided op",
-                    c.reads,
-                    if c.reads == 1 { "" } else { "s" }
-                ),
+                format!("{} more row{plural} fed by the same one-sided op", c.reads),
             );
         } else if c.reads > 0 {
             out.push(
                 K::SameInput,
-                format!(
-                    "{} more row{} read the same differing input",
-                    c.reads,
-                    if c.reads == 1 { "" } else { "s" }
-                ),
+                format!("{} more row{plural} read the same differing input", c.reads),
             );
         }
     }
-    let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
-    if !s1.is_empty() && !s2.is_empty() && s1 != s2 {
+
+    /// How the two Shapes differ: dtype, then dims.
+    fn shape_notes(&self, r1: usize, r2: usize, out: &mut Notes) {
+        let (s1, s2) = (
+            self.t1.field(r1, Field::Shape),
+            self.t2.field(r2, Field::Shape),
+        );
+        if s1.is_empty() || s2.is_empty() || s1 == s2 {
+            return;
+        }
         let (d1, d2) = (dtype_of(s1), dtype_of(s2));
         if d1 != d2 {
             out.push(K::Dtype, format!("dtype {d1} → {d2}"));
@@ -250,24 +309,33 @@ pub fn row_notes_with_kind(
             out.push(K::Shape, format!("shape {a:?} → {b:?} ({d})"));
         }
     }
-    let (o1, o2) = (
-        t1.field(r1, Field::OutputHash),
-        t2.field(r2, Field::OutputHash),
-    );
-    match (o1.is_empty(), o2.is_empty()) {
-        (false, true) => out.push(K::HashMissing, format!("output hash missing in {n2}")),
-        (true, false) => out.push(K::HashMissing, format!("output hash missing in {n1}")),
-        _ => {}
-    }
-    for (f, what) in [(Field::OutputHash, "output"), (Field::InputHashes, "input")] {
-        let (a, b) = (t1.field(r1, f), t2.field(r2, f));
-        if a.is_empty() || b.is_empty() || a == b {
-            continue;
+
+    /// The hash lists: an Output hash in one run only, lists of different
+    /// lengths, and which value of a list differs first, under the row's
+    /// tolerance.
+    fn hash_notes(&self, r1: usize, r2: usize, out: &mut Notes) {
+        let (t1, t2, m, index) = (self.t1, self.t2, self.m, self.index);
+        let (n1, n2) = self.names;
+        let (o1, o2) = (
+            t1.field(r1, Field::OutputHash),
+            t2.field(r2, Field::OutputHash),
+        );
+        match (o1.is_empty(), o2.is_empty()) {
+            (false, true) => out.push(K::HashMissing, format!("output hash missing in {n2}")),
+            (true, false) => out.push(K::HashMissing, format!("output hash missing in {n1}")),
+            _ => {}
         }
-        // The row's tolerance, resolved as for its verdict.
-        let tol = m.row_policy(t1, t2, index).opts.hash;
-        let c = compare_hashes(a, b, tol, true);
-        if let Some(p) = c.first_bad {
+        for (f, what) in [(Field::OutputHash, "output"), (Field::InputHashes, "input")] {
+            let (a, b) = (t1.field(r1, f), t2.field(r2, f));
+            if a.is_empty() || b.is_empty() || a == b {
+                continue;
+            }
+            // The row's tolerance, resolved as for its verdict.
+            let tol = m.row_policy(t1, t2, index).opts.hash;
+            let c = compare_hashes(a, b, tol, true);
+            let Some(p) = c.first_bad else {
+                continue;
+            };
             if c.lens.0 != c.lens.1 {
                 let text = format!("{what} hash count {} vs {}", c.lens.0, c.lens.1);
                 out.push(K::HashCount, text);
@@ -287,36 +355,34 @@ pub fn row_notes_with_kind(
             }
         }
     }
-    for f in [Field::Min, Field::Max, Field::Mean, Field::L2Norm] {
-        if is_subnormal_vs_zero(t1.field(r1, f), t2.field(r2, f)) {
-            out.push(K::Subnormal, format!("subnormal vs zero in {}", f.label()));
+
+    /// A fuzzy or stats pair whose keys differ only in the layer index: a
+    /// `--layer-offset` hint.
+    fn layer_index_note(&self, r1: usize, r2: usize, out: &mut Notes) {
+        let (t1, t2) = (self.t1, self.t2);
+        let strategy = self.m.rows[self.index].strategy;
+        let (k1, k2) = (t1.key(r1), t2.key(r2));
+        if k1 == k2 || !matches!(strategy, super::Strategy::Fuzzy | super::Strategy::Stats) {
+            return;
         }
-    }
-    let (k1, k2) = (t1.key(r1), t2.key(r2));
-    if k1 != k2
-        && matches!(
-            row.strategy,
-            super::Strategy::Fuzzy | super::Strategy::Stats
-        )
-    {
-        if let (Some((p1, l1)), Some((p2, l2))) = (
+        let (Some((p1, l1)), Some((p2, l2))) = (
             t1.layer_lists().layer_of_key(k1),
             t2.layer_lists().layer_of_key(k2),
-        ) {
-            let rest = |k: &[u8], p: usize| {
-                let t = &k[p..];
-                let n = t.iter().take_while(|b| b.is_ascii_digit()).count();
-                (k[..p].to_vec(), t[n..].to_vec())
-            };
-            if l1 != l2 && rest(k1, p1) == rest(k2, p2) {
-                out.push(K::LayerIndex, format!(
-                    "keys differ only in the layer index ({l1} vs {l2}): try --layer-offset run2:RANK={}",
-                    l1 as i64 - l2 as i64
-                ));
-            }
+        ) else {
+            return;
+        };
+        let rest = |k: &[u8], p: usize| {
+            let t = &k[p..];
+            let n = t.iter().take_while(|b| b.is_ascii_digit()).count();
+            (k[..p].to_vec(), t[n..].to_vec())
+        };
+        if l1 != l2 && rest(k1, p1) == rest(k2, p2) {
+            out.push(K::LayerIndex, format!(
+                "keys differ only in the layer index ({l1} vs {l2}): try --layer-offset run2:RANK={}",
+                l1 as i64 - l2 as i64
+            ));
         }
     }
-    out.0
 }
 
 /// The notes of a row as they are made.

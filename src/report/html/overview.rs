@@ -6,9 +6,8 @@ use serde::Serialize;
 
 use super::engine;
 use crate::matcher::cause::CauseKind;
-use crate::matcher::compare::{field_diff, stat_diffs};
+use crate::matcher::compare::worst_difference;
 use crate::matcher::{MatchRow, Sides, Status};
-use crate::parser::Field;
 use crate::report::colour::diff_scale;
 use crate::report::{files, PagePlan, RankComparison, ReportError, ReportOptions};
 
@@ -85,24 +84,16 @@ struct OverviewCtx<'a> {
     binned: String,
 }
 
-/// The relative difference of a paired row: the largest of its Output
-/// hash's and stats' ([`field_diff`], as the page colours them), where an
-/// Output hash in one run only counts as a full difference (1.0).
-fn row_rel_diff(rc: &RankComparison<'_>, row: &MatchRow) -> Option<f64> {
+/// The relative difference of a paired row, result row `index`: its
+/// worst difference ([`worst_difference`], under the tolerance that judged
+/// it), the one rule root cause's largest difference uses too.
+fn row_rel_diff(rc: &RankComparison<'_>, index: usize, row: &MatchRow) -> Option<f64> {
     let Sides::Both(i, j) = row.sides() else {
         return None;
     };
-    let one_sided = rc.t1.field(i, Field::OutputHash).is_empty()
-        != rc.t2.field(j, Field::OutputHash).is_empty();
-    let mut worst = if one_sided {
-        Some(1.0)
-    } else {
-        field_diff(rc.t1, i, rc.t2, j, Field::OutputHash)
-    };
-    for rd in stat_diffs(rc.t1, i, rc.t2, j).into_iter().skip(1).flatten() {
-        worst = Some(worst.map_or(rd, |w| w.max(rd)));
-    }
-    worst
+    let m = rc.matches;
+    let opts = m.row_policy(rc.t1, rc.t2, index).opts;
+    worst_difference(rc.t1, i, rc.t2, j, &opts, m.compared).map(|w| w.rel)
 }
 
 /// The heatmap colour class of a worst relative difference.
@@ -307,8 +298,8 @@ fn aggregate(
         if row.has(crate::matcher::ROW_NONFINITE1) || row.has(crate::matcher::ROW_NONFINITE2) {
             a.nonfinite = true;
         }
-        if let Some(rd) = row_rel_diff(rc, row) {
-            a.worst = a.worst.max(if rd.is_nan() { 1.0 } else { rd });
+        if let Some(rd) = row_rel_diff(rc, index, row) {
+            a.worst = a.worst.max(rd);
         } else if row.status == Status::Diff {
             a.worst = a.worst.max(0.0);
         }

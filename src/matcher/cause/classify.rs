@@ -1,0 +1,143 @@
+//! Step 3 of root cause: [`classify`], the one place a diverging row gets
+//! its [`CauseKind`] and the cause it counts under. It reads what the
+//! earlier steps found (the row's differing inputs, their producers, the
+//! one-sided ops feeding them) and what the tally knows of the rows before
+//! it; it changes nothing, so the rules of the module doc read here in one
+//! piece.
+
+use super::super::{MatchRow, Status, ROW_OUT_DIFF, ROW_UNSYNCED};
+use super::inputs::Pending;
+use super::producers::Producers;
+use super::tally::Tally;
+use super::CauseKind;
+
+/// Where an untraced or below-print row's divergence comes from: the latest
+/// diverging row before it, preferring the rank's own divergence to an
+/// unsynced collective.
+pub(super) enum Upstream {
+    /// The cause (result row index) of an earlier diverging row.
+    Root(usize),
+    /// Only an unsynced collective diverges before it.
+    Collective,
+    /// Nothing diverges before it.
+    Nothing,
+}
+
+/// What [`classify`] decided for one diverging row.
+pub(super) struct Class {
+    /// How it came to diverge.
+    pub(super) kind: CauseKind,
+    /// The cause (result row index) it counts under; `None`: it is a new
+    /// cause (or an unsynced collective, which is never one). An entry via
+    /// collective is grouped by the tally, by its collective.
+    pub(super) under: Option<usize>,
+    /// An origin that print rounding could explain, with nothing diverging
+    /// before it ([`super::CauseEntry::print_limited`]).
+    pub(super) print_limited: bool,
+    /// For a one-sided row: the one-sided ops feeding it (result row
+    /// indexes, the earliest, which names the cause, first).
+    pub(super) one_sided: Option<Vec<usize>>,
+}
+
+impl Class {
+    fn new(kind: CauseKind, under: Option<usize>) -> Class {
+        Class {
+            kind,
+            under,
+            print_limited: false,
+            one_sided: None,
+        }
+    }
+}
+
+/// Classifies `diff` row `i` (see the module doc of [`super`]), given its
+/// inputs (`None` for an unsynced collective) with the one-sided chain
+/// feeding them, the producers, and the rows classified before it.
+pub(super) fn classify(
+    i: usize,
+    inputs: Option<(&Pending<'_>, Option<&[usize]>)>,
+    prods: &Producers<'_>,
+    rows: &[MatchRow],
+    known: &Tally<'_>,
+) -> Class {
+    match inputs {
+        None => Class::new(CauseKind::Unsynced, None),
+        Some((p, _)) if p.bad.is_empty() && !p.explained => Class::new(CauseKind::Origin, None),
+        Some((p, _)) if p.bad.is_empty() => below_print(i, p, prods, known),
+        Some((p, source)) => differing(i, p, source, prods, rows, known),
+    }
+}
+
+/// A row whose inputs agree and whose output difference print rounding
+/// explains: carried on from a diverging producer, else from the latest
+/// diverging row before it; with nothing before it, an origin the log's
+/// digits cannot confirm.
+fn below_print(i: usize, p: &Pending<'_>, prods: &Producers<'_>, known: &Tally<'_>) -> Class {
+    let producer = p.links.iter().find_map(|l| {
+        let j = prods.before(i, l.prod, l.value)?;
+        known.root_of(j)
+    });
+    match producer.map_or_else(|| known.upstream(i), Upstream::Root) {
+        Upstream::Root(r) => Class::new(CauseKind::BelowPrint, Some(r)),
+        Upstream::Collective => Class::new(CauseKind::ViaCollective, None),
+        Upstream::Nothing => Class {
+            print_limited: true,
+            ..Class::new(CauseKind::Origin, None)
+        },
+    }
+}
+
+/// A row with differing inputs: inherited from a captured diverging
+/// producer; else fed by a one-sided op; else an entry grouped with an
+/// earlier entry that read the same differing values; else via an unsynced
+/// collective; else attributed to the latest divergence before it, or a
+/// new entry when there is none.
+fn differing(
+    i: usize,
+    p: &Pending<'_>,
+    source: Option<&[usize]>,
+    prods: &Producers<'_>,
+    rows: &[MatchRow],
+    known: &Tally<'_>,
+) -> Class {
+    let (mut untraced, mut inherited_from, mut via) = (false, None, false);
+    let mut read = None;
+    for l in &p.links {
+        match prods.before(i, l.prod, l.value) {
+            Some(j) if rows[j].has(ROW_UNSYNCED) => via = true,
+            Some(j)
+                if rows[j].status == Status::Diff
+                    && rows[j].has(ROW_OUT_DIFF)
+                    && known.root_of(j).is_some() =>
+            {
+                inherited_from = inherited_from.or(known.root_of(j));
+            }
+            // No captured producer, or the producer's output agrees and the
+            // value changed outside the capture.
+            _ => {
+                untraced = true;
+                read = read.or(known.entry_reading(l.value, l.value2));
+            }
+        }
+    }
+    if let Some(r) = inherited_from {
+        Class::new(CauseKind::Inherited, Some(r))
+    } else if let Some(chain) = source {
+        // An op of one run only feeds a differing input: one cause per
+        // earliest one-sided op.
+        Class {
+            one_sided: Some(chain.to_vec()),
+            ..Class::new(CauseKind::OneSided, known.fed_by(chain[0]))
+        }
+    } else if let Some(c) = read {
+        Class::new(CauseKind::Entry, Some(c))
+    } else if via && !untraced {
+        Class::new(CauseKind::ViaCollective, None)
+    } else {
+        match known.upstream(i) {
+            Upstream::Root(r) => Class::new(CauseKind::Untraced, Some(r)),
+            Upstream::Collective => Class::new(CauseKind::ViaCollective, None),
+            Upstream::Nothing => Class::new(CauseKind::Entry, None),
+        }
+    }
+}

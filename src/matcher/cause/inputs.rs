@@ -1,0 +1,105 @@
+//! Step 1 of root cause: each `diff` row's differing inputs. Input hashes
+//! are compared position by position under the row's tolerance (or, where
+//! both runs record digests, exactly), and each differing input becomes a
+//! [`Link`]: its value on both sides and the producer keys both runs name
+//! for it, which the next step ([`super::producers`]) looks up.
+
+use rayon::prelude::*;
+
+use super::super::compare::{differing_positions, split_tokens, CompareOptions};
+use super::super::{MatchRow, ROW_UNSYNCED};
+use super::print::{print_explains, PrintPrecision};
+use crate::parser::{Field, OpTable};
+
+/// One input of a `diff` row, as root cause follows it.
+pub(super) struct Link<'a> {
+    /// Run 1's producer key for it (`Input producers`; maybe empty).
+    pub(super) prod: &'a [u8],
+    /// Run 2's producer key for it (maybe empty).
+    pub(super) prod2: &'a [u8],
+    /// Its run-1 value (Input hashes).
+    pub(super) value: &'a [u8],
+    /// Its run-2 value.
+    pub(super) value2: &'a [u8],
+}
+
+/// A `diff` row's inputs, found before the producers are looked up.
+pub(super) struct Pending<'a> {
+    /// Result row index.
+    pub(super) i: usize,
+    /// 0-based positions of the differing inputs.
+    pub(super) bad: Vec<usize>,
+    /// Per differing input (or, when none differs, per input).
+    pub(super) links: Vec<Link<'a>>,
+    /// When no input differs: whether print rounding explains the output.
+    pub(super) explained: bool,
+}
+
+/// Row `r`'s `Input producers` keys, one per input (trimmed; empty where
+/// the producer is not known).
+pub(super) fn producer_keys(t: &OpTable, r: usize) -> Vec<&[u8]> {
+    t.field(r, Field::InputProducers)
+        .split(|b| *b == b';')
+        .map(crate::parser::trim)
+        .collect()
+}
+
+/// Step 1: the inputs of every `diff` row in `diff_rows` (result row,
+/// run-1 row, run-2 row) that is not an unsynced collective, in parallel
+/// (rows are independent), in `diff_rows` order. Digests on both sides
+/// decide exactly; else the printed hashes under the row's tolerance, and
+/// print rounding may explain an output difference
+/// ([`Pending::explained`]).
+pub(super) fn differing_inputs<'a>(
+    t1: &'a OpTable,
+    t2: &'a OpTable,
+    rows: &[MatchRow],
+    diff_rows: &[(usize, usize, usize)],
+    opts: &(dyn Fn(usize) -> CompareOptions + Sync),
+    prec: PrintPrecision,
+) -> Vec<Pending<'a>> {
+    let pending: Vec<Option<Pending>> = diff_rows
+        .par_iter()
+        .map(|&(i, r1, r2)| {
+            if rows[i].has(ROW_UNSYNCED) {
+                return None;
+            }
+            let o = opts(i);
+            let (in1, in2) = (
+                t1.field(r1, Field::InputHashes),
+                t2.field(r2, Field::InputHashes),
+            );
+            let (bad, exact) = match (
+                super::super::compare::digest_differences(t1, r1, t2, r2, Field::InputDigests),
+                t1.has(r1, Field::OutputDigest) && t2.has(r2, Field::OutputDigest),
+            ) {
+                (Some(d), true) => (d, true),
+                _ => (differing_positions(in1, in2, o.hash, o.nan_equal), false),
+            };
+            let explained = !exact && bad.is_empty() && print_explains(t1, r1, t2, r2, &o, prec);
+            let producers = producer_keys(t1, r1);
+            let producers2 = producer_keys(t2, r2);
+            let inputs: Vec<&[u8]> = split_tokens(in1).collect();
+            let inputs2: Vec<&[u8]> = split_tokens(in2).collect();
+            let at = |v: &[&'a [u8]], p: usize| v.get(p).copied().unwrap_or(&[]);
+            let link = |p: usize| Link {
+                prod: at(&producers, p),
+                prod2: at(&producers2, p),
+                value: at(&inputs, p),
+                value2: at(&inputs2, p),
+            };
+            let links = if explained {
+                (0..inputs.len()).map(link).collect()
+            } else {
+                bad.iter().map(|&p| link(p)).collect()
+            };
+            Some(Pending {
+                i,
+                bad,
+                links,
+                explained,
+            })
+        })
+        .collect();
+    pending.into_iter().flatten().collect()
+}

@@ -1,0 +1,355 @@
+//! Root cause: where a divergence starts, where it enters from outside the
+//! captured ops, and which rows only carry it on.
+//!
+//! Every `diff` row is classified by comparing its Input hashes across the
+//! two runs, position by position under the row's tolerance, and following
+//! run 1's `Input producers` links (or, where a link is empty, the earlier
+//! row whose Output hash has the input's value):
+//!
+//! - [`CauseKind::Origin`]: every input agrees, and the output differs by
+//!   more than print rounding of the inputs can explain (see
+//!   [`print_explains`]): the divergence starts here.
+//! - [`CauseKind::BelowPrint`]: every input agrees as printed, and the
+//!   output differs by no more than a sub-print difference of those inputs
+//!   could produce: the row carries on a difference the log's digits hide.
+//!   It is attributed to the nearest diverging row upstream (a producer
+//!   that diverges, else the latest diverging row before it).
+//! - [`CauseKind::Entry`]: a differing input has no captured producer and
+//!   nothing diverges before the row: the divergence enters here (data
+//!   batch, parameter, optimizer state). Later rows that read the same
+//!   differing input (the same Input hash values on both sides) are grouped
+//!   under it: one changed parameter is one cause.
+//! - [`CauseKind::OneSided`]: no captured diverging producer, and a
+//!   differing input is produced, in one run's own `Input producers`, by an
+//!   op of that run only (`only1` / `only2`), such as a dropout that one
+//!   run applies: that op is the cause. It is followed back through that
+//!   run's one-sided producers to the earliest one-sided op of the chain
+//!   (the dropout's `bernoulli_`), named in [`CauseEntry::one_sided`].
+//!   Later rows fed by the same one-sided op are grouped under it.
+//! - [`CauseKind::Inherited`]: a differing input comes from a captured
+//!   diverging row.
+//! - [`CauseKind::Untraced`]: a differing input has no captured producer
+//!   (an op below `min_numel`, an excluded view) while an earlier row
+//!   already diverges: attributed to the latest diverging row before it.
+//! - [`CauseKind::ViaCollective`]: the difference arrives through an
+//!   unsynced collective (from another rank): a differing input comes from
+//!   one, or the only earlier divergence is one.
+//! - [`CauseKind::Unsynced`]: the row is itself an unsynced collective.
+//!
+//! The causes a rank reports are its origins, its entries (one per changed
+//! input), its one-sided ops and its entries via collective; every other
+//! diverging row is counted under the cause it traces back to.
+//!
+//! The analysis runs in four named steps, each in its own module:
+//!
+//! ```text
+//! diff rows ─ inputs.rs: differing_inputs (Input hashes under tolerance) ─▶ Pending
+//! Pending ─── producers.rs: Producers::scan, one_sided_sources ───────────▶ producers
+//! each row ── classify.rs: classify (the one place a row gets its kind) ──▶ Class
+//! Class ───── tally.rs: Tally::record (grouped under causes, counted) ────▶ RootCauses
+//! ```
+//!
+//! Print rounding ([`print_explains`]) lives in `print.rs`.
+
+mod classify;
+mod inputs;
+mod print;
+mod producers;
+mod tally;
+
+use serde::Serialize;
+
+use super::compare::{worst_difference, CompareOptions};
+use super::{Counts, MatchRow, Sides, Status, ROW_NONFINITE1, ROW_NONFINITE2};
+use crate::parser::{FieldSet, OpTable};
+
+pub use print::{print_explains, PrintPrecision, PRINT_AMPLIFICATION};
+
+/// How a diverging row came to diverge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CauseKind {
+    /// Inputs agree, output diverges beyond print rounding: the divergence starts here.
+    Origin,
+    /// A differing input has no captured producer and nothing diverges
+    /// earlier: the divergence enters here.
+    Entry,
+    /// A differing input is produced by an op of one run only (in that
+    /// run's own `Input producers`): the one-sided op is the cause
+    /// ([`CauseEntry::one_sided`]).
+    OneSided,
+    /// Differing inputs come from captured diverging rows.
+    Inherited,
+    /// Inputs agree as printed; the output difference is within what
+    /// sub-print input differences can produce.
+    #[serde(rename = "inherited_below_print")]
+    BelowPrint,
+    /// A differing input has no captured producer, after an earlier divergence.
+    #[serde(rename = "inherited_untraced")]
+    Untraced,
+    /// The difference arrives through an unsynced collective.
+    ViaCollective,
+    /// The row is an unsynced collective (never a cause).
+    Unsynced,
+}
+
+impl CauseKind {
+    /// Every kind, in declaration order (the Parquet `cause` column's
+    /// dictionary order).
+    pub const ALL: [CauseKind; 8] = [
+        CauseKind::Origin,
+        CauseKind::Entry,
+        CauseKind::OneSided,
+        CauseKind::Inherited,
+        CauseKind::BelowPrint,
+        CauseKind::Untraced,
+        CauseKind::ViaCollective,
+        CauseKind::Unsynced,
+    ];
+
+    /// The name in `summary.json`, `--rows` and Parquet (the serde name:
+    /// `origin`, `one_sided`, `inherited_below_print`, ...).
+    pub const fn json_name(self) -> &'static str {
+        match self {
+            CauseKind::Origin => "origin",
+            CauseKind::Entry => "entry",
+            CauseKind::OneSided => "one_sided",
+            CauseKind::Inherited => "inherited",
+            CauseKind::BelowPrint => "inherited_below_print",
+            CauseKind::Untraced => "inherited_untraced",
+            CauseKind::ViaCollective => "via_collective",
+            CauseKind::Unsynced => "unsynced",
+        }
+    }
+
+    /// Name for text output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseKind::Origin => "origin",
+            CauseKind::Entry => "entry",
+            CauseKind::OneSided => "one-sided op",
+            CauseKind::Inherited => "inherited",
+            CauseKind::BelowPrint => "inherited below print precision",
+            CauseKind::Untraced => "inherited through an uncaptured op",
+            CauseKind::ViaCollective => "entry via collective",
+            CauseKind::Unsynced => "unsynced collective",
+        }
+    }
+    /// Whether the row carries on a divergence that started elsewhere.
+    pub fn is_inherited(self) -> bool {
+        matches!(
+            self,
+            CauseKind::Inherited | CauseKind::BelowPrint | CauseKind::Untraced
+        )
+    }
+}
+/// One cause (origin, entry or entry via collective), with what follows from it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CauseEntry {
+    /// Result row index.
+    pub index: usize,
+    /// Origin, entry or entry via collective.
+    pub kind: CauseKind,
+    /// 0-based positions of the differing inputs (at most 16 listed).
+    pub inputs: Vec<usize>,
+    /// Rows counted under this cause that carry its divergence on
+    /// (inherited, below print precision, through an uncaptured op).
+    pub inherited: u64,
+    /// Of those, rows inherited below print precision.
+    pub below_print: u64,
+    /// Of those, rows whose differing input has no captured producer.
+    pub untraced: u64,
+    /// Other rows that read the same differing input (an entry), are fed
+    /// by the same one-sided op (a one-sided cause), or receive a
+    /// difference through the same collective (an entry via collective).
+    pub reads: u64,
+    /// An origin whose output difference print rounding could explain, with
+    /// nothing diverging before it: the first difference the log shows,
+    /// but 7 printed digits cannot tell whether it starts here.
+    pub print_limited: bool,
+    /// For an entry via collective: the nearest unsynced collective before
+    /// it (result row index).
+    pub collective: Option<usize>,
+    /// For a one-sided cause: the ops of one run only that feed the row
+    /// (result row indexes of `only1` or `only2` rows, all of one run),
+    /// from the earliest one-sided op of the chain (the cause) to the one
+    /// that produced the row's differing input; at most
+    /// [`MAX_ONE_SIDED_CHAIN`]. Empty for every other kind.
+    pub one_sided: Vec<usize>,
+    /// The first few rows counted under it (result indexes), in dispatch order.
+    pub chain: Vec<usize>,
+}
+
+/// Diverging rows of a rank per [`CauseKind`] (every row counted; causes
+/// grouped in [`RootCauses::causes`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct KindCounts {
+    /// Origins.
+    pub origin: u64,
+    /// Entries, grouped ones included.
+    pub entry: u64,
+    /// Rows fed by an op of one run only, grouped ones included.
+    #[serde(default)]
+    pub one_sided: u64,
+    /// Inherited through captured producers.
+    pub inherited: u64,
+    /// Inherited below print precision.
+    pub inherited_below_print: u64,
+    /// Inherited through an uncaptured op.
+    pub inherited_untraced: u64,
+    /// Entries via collective, grouped ones included.
+    pub via_collective: u64,
+    /// Unsynced collectives.
+    pub unsynced: u64,
+}
+
+/// The largest gating difference of a rank.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct LargestDiff {
+    /// Result row index.
+    pub index: usize,
+    /// The field (`Output hash`, `Input hashes`, or a stat when stats gate).
+    pub field: &'static str,
+    /// Its relative difference.
+    pub rel: f64,
+}
+
+/// Root-cause analysis of one rank.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RootCauses {
+    /// Causes (origins, entries grouped by the input they read, one-sided
+    /// ops, entries via collective), in dispatch order (at most 1,000
+    /// listed).
+    pub causes: Vec<CauseEntry>,
+    /// Number of origins, entries and one-sided ops (grouped; not via
+    /// collective).
+    pub cause_count: u64,
+    /// The first origin, entry or one-sided op: the op to look at.
+    pub first_cause: Option<usize>,
+    /// Whether the rank's divergence only arrives through unsynced collectives.
+    pub via_collective_only: bool,
+    /// Diverging `diff` rows per kind.
+    pub kinds: KindCounts,
+    /// First row whose run-1 stats or Output hash hold NaN or Inf.
+    pub first_nonfinite1: Option<usize>,
+    /// First row whose run-2 stats or Output hash hold NaN or Inf.
+    pub first_nonfinite2: Option<usize>,
+    /// First paired row non-finite on one side only.
+    pub first_nonfinite_one_sided: Option<usize>,
+    /// The gating `diff` row with the largest finite relative difference in
+    /// a field that gates under its tolerance.
+    pub largest_diff: Option<LargestDiff>,
+}
+const MAX_LISTED: usize = 1000;
+const MAX_CHAIN: usize = 8;
+/// The most one-sided ops a one-sided cause's chain visits and lists
+/// ([`CauseEntry::one_sided`]).
+pub const MAX_ONE_SIDED_CHAIN: usize = 32;
+
+/// Classifies the diverging result rows `rows` (see the module doc), of
+/// which `counts` are the tally, judged on the `compared` fields. `opts`
+/// gives each result row's resolved settings
+/// ([`super::MatchTable::row_policy`]). The classes are indexed like
+/// `rows`; the first `t1.len()` rows are run 1's rows in order.
+/// Memory beyond the result is proportional to the `diff` rows: run 1 is
+/// scanned once for just the producers they ask about.
+pub fn analyse<'a>(
+    t1: &'a OpTable,
+    t2: &'a OpTable,
+    rows: &[MatchRow],
+    counts: &Counts,
+    compared: FieldSet,
+    opts: &(dyn Fn(usize) -> CompareOptions + Sync),
+) -> (Vec<Option<CauseKind>>, RootCauses) {
+    let mut rc = RootCauses::default();
+    first_nonfinite(rows, &mut rc);
+    if counts.diff == 0 {
+        return (Vec::new(), rc);
+    }
+    let prec = PrintPrecision::of(t1).coarser(PrintPrecision::of(t2));
+    // (result row, run-1 row, run-2 row) of every paired `diff` row.
+    let diff_rows: Vec<(usize, usize, usize)> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.status == Status::Diff)
+        .filter_map(|(i, r)| Some((i, r.r1()?, r.r2()?)))
+        .collect();
+    // Step 1: every diff row's differing inputs.
+    let pending = inputs::differing_inputs(t1, t2, rows, &diff_rows, opts, prec);
+    // Step 2: the producers those rows ask about, in one scan of run 1,
+    // and the differing inputs that ops of one run only produce.
+    let prods = producers::Producers::scan(t1, rows, &pending);
+    let sources = producers::one_sided_sources(t1, t2, rows, &pending);
+    // Steps 3 and 4: classify in dispatch order, and tally.
+    let mut tally = tally::Tally::new(rows, rc);
+    let mut pend = pending.into_iter().zip(sources).peekable();
+    for &(i, _, _) in &diff_rows {
+        let inputs = pend.next_if(|(p, _)| p.i == i);
+        let class = classify::classify(
+            i,
+            inputs.as_ref().map(|(p, s)| (p, s.as_deref())),
+            &prods,
+            rows,
+            &tally,
+        );
+        match inputs {
+            Some((p, _)) => tally.record(rows, i, class, p.bad, &p.links),
+            None => tally.record(rows, i, class, Vec::new(), &[]),
+        }
+    }
+    let (kinds, mut rc) = tally.finish();
+    rc.largest_diff = largest_gating(t1, t2, rows, compared, &diff_rows, opts);
+    rc.via_collective_only =
+        rc.cause_count == 0 && rc.causes.iter().any(|c| c.kind == CauseKind::ViaCollective);
+    (kinds, rc)
+}
+
+/// Records in `rc` the first rows that hold NaN or Inf: in run 1, in run
+/// 2, and on one side only of a pair.
+fn first_nonfinite(rows: &[MatchRow], rc: &mut RootCauses) {
+    for (i, row) in rows.iter().enumerate() {
+        if row.has(ROW_NONFINITE1) && rc.first_nonfinite1.is_none() {
+            rc.first_nonfinite1 = Some(i);
+        }
+        if row.has(ROW_NONFINITE2) && rc.first_nonfinite2.is_none() {
+            rc.first_nonfinite2 = Some(i);
+        }
+        if matches!(row.sides(), Sides::Both(..))
+            && row.has(ROW_NONFINITE1) != row.has(ROW_NONFINITE2)
+            && rc.first_nonfinite_one_sided.is_none()
+        {
+            rc.first_nonfinite_one_sided = Some(i);
+        }
+    }
+}
+
+/// The largest difference of a rank: over the gating `diff` rows with
+/// finite values, the row whose [`worst_difference`] is largest (the
+/// earliest on a tie).
+fn largest_gating(
+    t1: &OpTable,
+    t2: &OpTable,
+    rows: &[MatchRow],
+    compared: FieldSet,
+    diff_rows: &[(usize, usize, usize)],
+    opts: &(dyn Fn(usize) -> CompareOptions + Sync),
+) -> Option<LargestDiff> {
+    let mut best: Option<LargestDiff> = None;
+    for &(i, r1, r2) in diff_rows {
+        let row = &rows[i];
+        if !row.gates() || row.has(ROW_NONFINITE1) || row.has(ROW_NONFINITE2) {
+            continue;
+        }
+        let Some(w) = worst_difference(t1, r1, t2, r2, &opts(i), compared) else {
+            continue;
+        };
+        if best.is_none_or(|b| w.rel > b.rel) {
+            best = Some(LargestDiff {
+                index: i,
+                field: w.field.label(),
+                rel: w.rel,
+            });
+        }
+    }
+    best
+}

@@ -1,0 +1,281 @@
+//! Step 2 of root cause: who produced each differing input. Run 1 is
+//! scanned once for just the producer keys and Output hash values the
+//! `diff` rows ask about ([`Producers`]), so memory stays proportional to
+//! the diverging rows; and each run's own `Input producers` are followed to
+//! the ops of that run only that feed a differing input
+//! ([`one_sided_sources`]).
+
+use ahash::AHashMap;
+use rayon::prelude::*;
+
+use super::super::compare::split_tokens;
+use super::super::{MatchRow, Sides};
+use super::inputs::{producer_keys, Pending};
+use super::MAX_ONE_SIDED_CHAIN;
+use crate::parser::{Field, OpTable};
+
+/// Occurrences (result row indexes, ascending) of the keys and values that
+/// some diverging row asks about.
+pub(super) struct Producers<'a> {
+    by_key: AHashMap<&'a [u8], Vec<usize>>,
+    by_value: AHashMap<&'a [u8], Vec<usize>>,
+}
+impl<'a> Producers<'a> {
+    /// Scans run 1 once, recording only the keys and Output hash values that
+    /// are asked about (memory stays proportional to the diverging rows).
+    pub(super) fn scan(
+        t1: &'a OpTable,
+        rows: &[MatchRow],
+        pending: &[Pending<'a>],
+    ) -> Producers<'a> {
+        let mut by_key: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
+        let mut by_value: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
+        for p in pending {
+            for l in &p.links {
+                if !l.prod.is_empty() {
+                    by_key.entry(l.prod).or_default();
+                } else if !l.value.is_empty() {
+                    by_value.entry(l.value).or_default();
+                }
+            }
+        }
+        // Lookups in parallel (read-only maps), hits recorded in row order.
+        if !by_key.is_empty() {
+            // A row's key is read only when its hash (computed at parse) is
+            // one of the producers'.
+            let hasher = crate::parser::key::hasher();
+            let hashes: ahash::AHashSet<u64> = by_key
+                .keys()
+                .map(|k| crate::parser::key::key_hash(&hasher, k))
+                .collect();
+            let hits: Vec<(usize, &[u8])> = rows
+                .par_iter()
+                .enumerate()
+                .with_min_len(8192)
+                .filter_map(|(i, row)| {
+                    let r1 = row.r1()?;
+                    if !hashes.contains(&t1.key_hash(r1)) {
+                        return None;
+                    }
+                    let k = t1.key(r1);
+                    by_key.contains_key(k).then_some((i, k))
+                })
+                .collect();
+            for (i, k) in hits {
+                if let Some(v) = by_key.get_mut(k) {
+                    v.push(i);
+                }
+            }
+        }
+        if !by_value.is_empty() {
+            let hits: Vec<(usize, &[u8])> = rows
+                .par_iter()
+                .enumerate()
+                .with_min_len(8192)
+                .flat_map_iter(|(i, row)| {
+                    let out = row
+                        .r1()
+                        .map_or(&[][..], |r1| t1.field(r1, Field::OutputHash));
+                    // One output (the usual case): the field is the token.
+                    let single = memchr::memchr(b',', out).is_none();
+                    let one = single.then_some(out).into_iter();
+                    let many = (!single).then(|| split_tokens(out)).into_iter().flatten();
+                    one.chain(many)
+                        .filter(|t| !t.is_empty() && by_value.contains_key(t))
+                        .map(move |t| (i, t))
+                })
+                .collect();
+            for (i, t) in hits {
+                if let Some(v) = by_value.get_mut(t) {
+                    v.push(i);
+                }
+            }
+        }
+        Producers { by_key, by_value }
+    }
+
+    /// The latest row before `i` with key `prod` (or, when `prod` is empty,
+    /// whose Output hash holds `value`).
+    pub(super) fn before(&self, i: usize, prod: &[u8], value: &[u8]) -> Option<usize> {
+        let occ = if prod.is_empty() {
+            self.by_value.get(value)?
+        } else {
+            self.by_key.get(prod)?
+        };
+        let k = occ.partition_point(|&j| j < i);
+        (k > 0).then(|| occ[k - 1])
+    }
+}
+
+/// The ops of one run that the other run lacks (its `only1` or `only2`
+/// rows), looked up as the producers named in that run's own `Input
+/// producers` ([`CauseKind::OneSided`]).
+struct OneSidedOps<'a> {
+    t: &'a OpTable,
+    /// Result row index of each one-sided row of this run, by table row.
+    only: AHashMap<usize, usize>,
+    /// Table rows (ascending) of each key looked up so far.
+    by_key: AHashMap<&'a [u8], Vec<usize>>,
+    /// Chains found so far, by their last one-sided row ([`Self::chain`]).
+    chains: AHashMap<usize, Vec<usize>>,
+}
+
+impl<'a> OneSidedOps<'a> {
+    /// Run `side`'s (0: run 1, 1: run 2) one-sided rows among `rows`.
+    fn new(t: &'a OpTable, rows: &[MatchRow], side: usize) -> OneSidedOps<'a> {
+        let only = rows
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match (r.sides(), side) {
+                (Sides::Only1(a), 0) => Some((a, i)),
+                (Sides::Only2(b), 1) => Some((b, i)),
+                _ => None,
+            })
+            .collect();
+        OneSidedOps {
+            t,
+            only,
+            by_key: AHashMap::new(),
+            chains: AHashMap::new(),
+        }
+    }
+
+    /// Records the rows of the keys not looked up yet, in one scan of the
+    /// table (a row's key is read only when its hash is one of theirs).
+    fn look_up(&mut self, keys: impl IntoIterator<Item = &'a [u8]>) {
+        if self.only.is_empty() {
+            return;
+        }
+        let new: ahash::AHashSet<&[u8]> = keys
+            .into_iter()
+            .filter(|k| !k.is_empty() && !self.by_key.contains_key(k))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        let hasher = crate::parser::key::hasher();
+        let hashes: ahash::AHashSet<u64> = new
+            .iter()
+            .map(|k| crate::parser::key::key_hash(&hasher, k))
+            .collect();
+        let t = self.t;
+        let hits: Vec<(usize, &[u8])> = (0..t.len())
+            .into_par_iter()
+            .with_min_len(8192)
+            .filter_map(|r| {
+                if !hashes.contains(&t.key_hash(r)) {
+                    return None;
+                }
+                new.contains(t.key(r)).then(|| (r, t.key(r)))
+            })
+            .collect();
+        for k in new {
+            self.by_key.entry(k).or_default();
+        }
+        for (r, k) in hits {
+            if let Some(v) = self.by_key.get_mut(k) {
+                v.push(r);
+            }
+        }
+    }
+
+    /// The one-sided row that produced an input of table row `r` under
+    /// producer key `key`: the latest row before `r` with that key (looked
+    /// up before), when it is one-sided.
+    fn producer(&self, r: usize, key: &[u8]) -> Option<usize> {
+        let occ = self.by_key.get(key)?;
+        let k = occ.partition_point(|&j| j < r);
+        let p = occ[k.checked_sub(1)?];
+        self.only.contains_key(&p).then_some(p)
+    }
+
+    /// From one-sided row `start` back through its run's one-sided
+    /// producers (breadth first, at most [`MAX_ONE_SIDED_CHAIN`] rows): the
+    /// table rows from the earliest one-sided op reached to `start`, each
+    /// producing an input of the next.
+    fn chain(&mut self, start: usize) -> Vec<usize> {
+        if let Some(c) = self.chains.get(&start) {
+            return c.clone();
+        }
+        let t = self.t;
+        // Row -> the row it feeds (the one it was reached from).
+        let mut feeds: AHashMap<usize, usize> = AHashMap::new();
+        let mut level = vec![start];
+        while !level.is_empty() && feeds.len() + 1 < MAX_ONE_SIDED_CHAIN {
+            let asked: Vec<(usize, Vec<&'a [u8]>)> =
+                level.iter().map(|&r| (r, producer_keys(t, r))).collect();
+            self.look_up(asked.iter().flat_map(|(_, k)| k.iter().copied()));
+            let mut next = Vec::new();
+            for (r, keys) in &asked {
+                for k in keys {
+                    let Some(p) = self.producer(*r, k) else {
+                        continue;
+                    };
+                    if p != start
+                        && !feeds.contains_key(&p)
+                        && feeds.len() + 1 < MAX_ONE_SIDED_CHAIN
+                    {
+                        feeds.insert(p, *r);
+                        next.push(p);
+                    }
+                }
+            }
+            level = next;
+        }
+        let mut row = feeds.keys().copied().min().map_or(start, |m| m.min(start));
+        let mut chain = vec![row];
+        while let Some(&n) = feeds.get(&row) {
+            chain.push(n);
+            row = n;
+        }
+        self.chains.insert(start, chain.clone());
+        chain
+    }
+}
+
+/// For each pending `diff` row with differing inputs: whether a differing
+/// input is produced, in run 1's or run 2's own `Input producers`, by an op
+/// of that run only. If so, the chain of that run's one-sided ops feeding
+/// it ([`OneSidedOps::chain`]) as result row indexes, earliest first. The
+/// inputs are tried in position order, run 1's producer before run 2's.
+pub(super) fn one_sided_sources<'a>(
+    t1: &'a OpTable,
+    t2: &'a OpTable,
+    rows: &[MatchRow],
+    pending: &[Pending<'a>],
+) -> Vec<Option<Vec<usize>>> {
+    let mut sides = [OneSidedOps::new(t1, rows, 0), OneSidedOps::new(t2, rows, 1)];
+    if sides.iter().all(|s| s.only.is_empty()) {
+        return pending.iter().map(|_| None).collect();
+    }
+    let asks = |p: &Pending<'a>| !p.bad.is_empty();
+    let keys1: Vec<&[u8]> = pending
+        .iter()
+        .filter(|p| asks(p))
+        .flat_map(|p| p.links.iter().map(|l| l.prod))
+        .collect();
+    let keys2: Vec<&[u8]> = pending
+        .iter()
+        .filter(|p| asks(p))
+        .flat_map(|p| p.links.iter().map(|l| l.prod2))
+        .collect();
+    sides[0].look_up(keys1);
+    sides[1].look_up(keys2);
+    pending
+        .iter()
+        .map(|p| {
+            if !asks(p) {
+                return None;
+            }
+            let (r1, r2) = (rows[p.i].r1()?, rows[p.i].r2()?);
+            let (s, o) = p.links.iter().find_map(|l| {
+                [(0, r1, l.prod), (1, r2, l.prod2)]
+                    .into_iter()
+                    .find_map(|(s, r, k)| Some((s, sides[s].producer(r, k)?)))
+            })?;
+            let side = &mut sides[s];
+            let chain = side.chain(o);
+            Some(chain.iter().map(|r| side.only[r]).collect())
+        })
+        .collect()
+}

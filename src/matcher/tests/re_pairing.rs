@@ -1,0 +1,209 @@
+//! Value re-pairing ([`crate::matcher::repair`]): ops a compiler reordered.
+
+use super::*;
+
+/// Backward `bmm`s of one attention module, all of Shape [8, 16, 16]:
+/// `(key, Output hash)` per row.
+fn backward_bmms(rows: &[(&str, &str)]) -> OpTable {
+    let bodies: Vec<(String, String)> = rows
+        .iter()
+        .map(|(k, h)| {
+            let body = format!(
+                "Shape: torch.Size([8, 16, 16]), Dtype: torch.float32\nL2 norm: {h}\n\
+                 Output hash: {h}\nPhase: backward"
+            );
+            (format!("blocks.1.attn/{k}"), body)
+        })
+        .collect();
+    let v: Vec<(&str, &str)> = bodies
+        .iter()
+        .map(|(k, b)| (k.as_str(), b.as_str()))
+        .collect();
+    log(&v)
+}
+
+/// The (run-1 key, run-2 key, status, strategy) of every row of `m`,
+/// without the module path.
+fn short_summary(m: &MatchTable, a: &OpTable, b: &OpTable) -> Vec<(String, String, &'static str)> {
+    let short = |k: String| k.rsplit('/').next().unwrap_or_default().to_string();
+    summary(m, a, b)
+        .into_iter()
+        .map(|(k1, k2, s, st)| (short(k1), short(k2), s, st.unwrap_or("-")))
+        .map(|(k1, k2, s, st)| (format!("{k1}:{st}"), k2, s))
+        .collect()
+}
+
+#[test]
+fn ops_a_compiler_reordered_are_re_paired_by_value() {
+    // Eager against inductor: the four backward bmm's of attention, the
+    // compiled log's counters restarted, so the exact pass pairs op_5 with
+    // run 2's op_5 (run 1's op_11) and the fuzzy pass the rest in order.
+    let a = backward_bmms(&[
+        ("op_5_bmm", "1.0"),
+        ("op_6_bmm", "2.0"),
+        ("op_10_bmm", "3.0"),
+        ("op_11_bmm", "4.0"),
+    ]);
+    let b = backward_bmms(&[
+        ("op_2_bmm", "1.0"),
+        ("op_3_bmm", "2.0"),
+        ("op_4_bmm", "3.0"),
+        ("op_5_bmm", "4.0"),
+    ]);
+    // The reference's rules: every pair differs.
+    let plain = match_tables(&a, &b, &opts_with(false, [0, 0]));
+    assert_eq!(plain.counts().diff, 4);
+    assert_eq!(plain.strategy_counts().exact, 1);
+    assert!(plain.repaired.is_empty());
+    for offset in [[0, 0], [1, 1]] {
+        let m = match_tables(&a, &b, &opts_with(true, offset));
+        assert_eq!(
+            short_summary(&m, &a, &b),
+            vec![
+                ("op_5_bmm:fuzzy".into(), "op_2_bmm".into(), "match"),
+                ("op_6_bmm:fuzzy".into(), "op_3_bmm".into(), "match"),
+                ("op_10_bmm:fuzzy".into(), "op_4_bmm".into(), "match"),
+                ("op_11_bmm:fuzzy".into(), "op_5_bmm".into(), "match"),
+            ],
+            "offset {offset:?}"
+        );
+        let st = m.strategy_counts();
+        assert_eq!((st.exact, st.fuzzy), (0, 4), "the exact pair moved");
+        assert_eq!(m.repaired, vec![0, 1, 2, 3]);
+        let notes = notes::row_notes(&a, &b, &m, 0, ("a", "b"));
+        assert!(
+            notes.contains(&"re-paired by value".to_string()),
+            "{notes:?}"
+        );
+    }
+    // Without a reordering nothing moves and no row says so.
+    let m = match_tables(&a, &a, &MatchOptions::default());
+    assert_eq!(m.counts().matched, 4);
+    assert!(m.repaired.is_empty());
+    assert!(!notes::row_notes(&a, &a, &m, 0, ("a", "b")).contains(&"re-paired by value".into()));
+}
+
+#[test]
+fn re_pairing_never_hides_a_genuine_difference() {
+    let a = backward_bmms(&[("op_5_bmm", "1.0"), ("op_6_bmm", "2.0")]);
+    // Swapped, and op_6 truly changed: the best assignment pairs op_5 with
+    // its own and leaves op_6 a diff.
+    let b = backward_bmms(&[("op_2_bmm", "2.5"), ("op_3_bmm", "1.0")]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(
+        short_summary(&m, &a, &b),
+        vec![
+            ("op_5_bmm:fuzzy".into(), "op_3_bmm".into(), "match"),
+            ("op_6_bmm:fuzzy".into(), "op_2_bmm".into(), "diff"),
+        ]
+    );
+    // One changed, not swapped: no assignment agrees more, the exact pairs stay.
+    let b = backward_bmms(&[("op_5_bmm", "1.0"), ("op_6_bmm", "2.5")]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(
+        short_summary(&m, &a, &b),
+        vec![
+            ("op_5_bmm:exact".into(), "op_5_bmm".into(), "match"),
+            ("op_6_bmm:exact".into(), "op_6_bmm".into(), "diff"),
+        ]
+    );
+    assert!(m.repaired.is_empty());
+    // Both changed: nothing agrees, the pairs stay in file order.
+    let b = backward_bmms(&[("op_2_bmm", "2.5"), ("op_3_bmm", "1.5")]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(
+        short_summary(&m, &a, &b),
+        vec![
+            ("op_5_bmm:fuzzy".into(), "op_2_bmm".into(), "diff"),
+            ("op_6_bmm:fuzzy".into(), "op_3_bmm".into(), "diff"),
+        ]
+    );
+    assert!(m.repaired.is_empty());
+}
+
+#[test]
+fn override_pairs_other_shapes_and_large_groups_are_not_re_paired() {
+    let a = backward_bmms(&[
+        ("op_5_bmm", "1.0"),
+        ("op_6_bmm", "2.0"),
+        ("op_7_bmm", "3.0"),
+    ]);
+    let b = backward_bmms(&[
+        ("op_2_bmm", "2.0"),
+        ("op_3_bmm", "1.0"),
+        ("op_4_bmm", "3.0"),
+    ]);
+    // An override pair never moves: op_5 stays with op_2 (a diff), and
+    // op_6 with op_3 (the only other pair of the group, a diff too).
+    let opts = MatchOptions {
+        overrides: Overrides::parse(
+            "blocks.1.attn/op_5_bmm, blocks.1.attn/op_2_bmm\n",
+            std::path::Path::new("o.txt"),
+        )
+        .unwrap(),
+        ..MatchOptions::default()
+    };
+    let m = match_tables(&a, &b, &opts);
+    assert_eq!(
+        short_summary(&m, &a, &b),
+        vec![
+            ("op_5_bmm:override".into(), "op_2_bmm".into(), "diff"),
+            ("op_6_bmm:fuzzy".into(), "op_3_bmm".into(), "diff"),
+            ("op_7_bmm:fuzzy".into(), "op_4_bmm".into(), "match"),
+        ]
+    );
+    // Rows of another Shape are another group.
+    let other = log(&[
+        (
+            "blocks.1.attn/op_5_bmm",
+            "Shape: torch.Size([8, 16, 32])\nOutput hash: 1.0\nPhase: backward",
+        ),
+        (
+            "blocks.1.attn/op_6_bmm",
+            "Shape: torch.Size([8, 16, 16])\nOutput hash: 2.0\nPhase: backward",
+        ),
+    ]);
+    let swapped = log(&[
+        (
+            "blocks.1.attn/op_5_bmm",
+            "Shape: torch.Size([8, 16, 32])\nOutput hash: 2.0\nPhase: backward",
+        ),
+        (
+            "blocks.1.attn/op_6_bmm",
+            "Shape: torch.Size([8, 16, 16])\nOutput hash: 1.0\nPhase: backward",
+        ),
+    ]);
+    let m = match_tables(&other, &swapped, &MatchOptions::default());
+    assert_eq!(m.counts().diff, 2);
+    assert!(m.repaired.is_empty());
+    // A group of more than MAX_GROUP pairs is left as the passes paired it.
+    let n = repair::MAX_GROUP + 1;
+    let keys1: Vec<String> = (0..n).map(|i| format!("op_{i}_bmm")).collect();
+    let keys2: Vec<String> = (0..n).map(|i| format!("op_{}_bmm", i + 100)).collect();
+    let hashes: Vec<String> = (0..n).map(|i| format!("{}.0", i + 1)).collect();
+    let rows1: Vec<(&str, &str)> = keys1
+        .iter()
+        .zip(&hashes)
+        .map(|(k, h)| (k.as_str(), h.as_str()))
+        .collect();
+    let rows2: Vec<(&str, &str)> = keys2
+        .iter()
+        .zip(hashes.iter().rev())
+        .map(|(k, h)| (k.as_str(), h.as_str()))
+        .collect();
+    let big = match_tables(
+        &backward_bmms(&rows1),
+        &backward_bmms(&rows2),
+        &MatchOptions::default(),
+    );
+    assert_eq!(big.counts().diff, n as u64 - 1, "the middle pair agrees");
+    assert!(big.repaired.is_empty());
+    // One pair fewer is re-paired.
+    let (r1, r2) = (&rows1[1..], &rows2[..n - 1]);
+    let small = match_tables(
+        &backward_bmms(r1),
+        &backward_bmms(r2),
+        &MatchOptions::default(),
+    );
+    assert_eq!(small.counts().diff, 0);
+}
