@@ -8,7 +8,8 @@ use rayon::prelude::*;
 
 use super::super::compare::{differing_positions, split_tokens, CompareOptions};
 use super::super::{MatchRow, ROW_UNSYNCED};
-use super::print::{print_explains, PrintPrecision};
+use super::print::print_explains;
+use crate::logformat::Precision;
 use crate::parser::{Field, OpTable};
 
 /// One input of a `diff` row, as root cause follows it.
@@ -56,7 +57,7 @@ pub(super) fn differing_inputs<'a>(
     rows: &[MatchRow],
     diff_rows: &[(usize, usize, usize)],
     opts: &(dyn Fn(usize) -> CompareOptions + Sync),
-    prec: PrintPrecision,
+    prec: Precision,
 ) -> Vec<Pending<'a>> {
     let pending: Vec<Option<Pending>> = diff_rows
         .par_iter()

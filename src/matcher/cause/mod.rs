@@ -63,7 +63,7 @@ use super::compare::{worst_difference, CompareOptions};
 use super::{Counts, MatchRow, Sides, Status, ROW_NONFINITE1, ROW_NONFINITE2};
 use crate::parser::{FieldSet, OpTable};
 
-pub use print::{print_explains, PrintPrecision, PRINT_AMPLIFICATION};
+pub use print::{print_explains, PRINT_AMPLIFICATION};
 
 /// How a diverging row came to diverge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -266,7 +266,7 @@ pub fn analyse<'a>(
     if counts.diff == 0 {
         return (Vec::new(), rc);
     }
-    let prec = PrintPrecision::of(t1).coarser(PrintPrecision::of(t2));
+    let prec = t1.precision().coarser(t2.precision());
     // (result row, run-1 row, run-2 row) of every paired `diff` row.
     let diff_rows: Vec<(usize, usize, usize)> = rows
         .iter()

@@ -5,59 +5,8 @@
 //! input differences that an op can amplify.
 
 use super::super::compare::{split_tokens, token_number, CompareOptions};
+use crate::logformat::Precision;
 use crate::parser::{Field, OpTable};
-
-/// The precision a log prints its numbers with, for the print-rounding
-/// reasoning of root cause.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PrintPrecision {
-    /// `significant_digits` significant digits (the reference tracer's
-    /// `%.6e`: 7).
-    Digits(u32),
-    /// Every float as the shortest text that round-trips in float64: only
-    /// float64 rounding is hidden.
-    Full,
-}
-
-impl PrintPrecision {
-    /// The reference tracer's `%.6e`.
-    pub const REFERENCE: PrintPrecision = PrintPrecision::Digits(7);
-
-    /// The precision of a table's log.
-    pub fn of(t: &OpTable) -> PrintPrecision {
-        match t.precision() {
-            crate::parser::Precision::Full => PrintPrecision::Full,
-            crate::parser::Precision::Printed { significant_digits } => {
-                PrintPrecision::Digits(significant_digits)
-            }
-        }
-    }
-
-    /// The coarser of two precisions (what two logs can be compared at).
-    pub fn coarser(self, o: PrintPrecision) -> PrintPrecision {
-        match (self, o) {
-            (PrintPrecision::Full, x) | (x, PrintPrecision::Full) => x,
-            (PrintPrecision::Digits(a), PrintPrecision::Digits(b)) => {
-                PrintPrecision::Digits(a.min(b))
-            }
-        }
-    }
-
-    /// One unit in the last printed place of `v` (absolute): the widest
-    /// gap between two true values that print as the same text.
-    pub fn ulp(self, v: f64) -> f64 {
-        let a = v.abs();
-        if a == 0.0 || !a.is_finite() {
-            return 0.0;
-        }
-        match self {
-            PrintPrecision::Full => a * f64::EPSILON,
-            PrintPrecision::Digits(d) => {
-                10f64.powi(a.log10().floor() as i32 - (d.max(1) as i32 - 1))
-            }
-        }
-    }
-}
 
 /// How much larger than the sum of its inputs' relative print uncertainty
 /// an op's output difference may be and still be explained by them. A
@@ -102,7 +51,7 @@ pub fn print_explains(
     t2: &OpTable,
     r2: usize,
     opts: &CompareOptions,
-    prec: PrintPrecision,
+    prec: Precision,
 ) -> bool {
     if t1.field(r1, Field::Shape) != t2.field(r2, Field::Shape) {
         return false;
