@@ -54,7 +54,7 @@ use crate::parser::{Field, FieldSet, OpTable};
 
 /// How a diverging row came to diverge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum CauseKind {
     /// Inputs agree, output diverges beyond print rounding: the divergence starts here.
     Origin,
@@ -69,10 +69,8 @@ pub enum CauseKind {
     Inherited,
     /// Inputs agree as printed; the output difference is within what
     /// sub-print input differences can produce.
-    #[serde(rename = "inherited_below_print")]
     BelowPrint,
     /// A differing input has no captured producer, after an earlier divergence.
-    #[serde(rename = "inherited_untraced")]
     Untraced,
     /// The difference arrives through an unsynced collective.
     ViaCollective,

@@ -282,11 +282,9 @@ fn row_chips(
     let mut chips = Vec::new();
     let cause = rc.matches.cause_kinds.get(index).copied().flatten();
     match cause {
-        Some(CauseKind::Origin) => chips.push(("nt origin", "origin".to_string())),
-        Some(CauseKind::Entry) => chips.push(("nt entry", "entry".to_string())),
-        Some(CauseKind::OneSided) => chips.push(("nt entry", "one-sided op".to_string())),
-        Some(CauseKind::ViaCollective) => {
-            chips.push(("nt entry", "entry via collective".to_string()))
+        Some(k @ CauseKind::Origin) => chips.push(("nt origin", k.as_str().to_string())),
+        Some(k @ (CauseKind::Entry | CauseKind::OneSided | CauseKind::ViaCollective)) => {
+            chips.push(("nt entry", k.as_str().to_string()))
         }
         _ => {}
     }

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{files, PagePlan, RankComparison};
 use crate::matcher::cause::CauseKind;
-use crate::matcher::{Counts, MatchRow, Status, StrategyCounts, ROW_NONFINITE1, ROW_NONFINITE2};
+use crate::matcher::{
+    Counts, MatchRow, Status, Strategy, StrategyCounts, ROW_NONFINITE1, ROW_NONFINITE2,
+};
 use crate::parser::{duplicate_keys, Field, OpTable, Phase, WarningKind};
 
 /// Version of the `summary.json` layout; bumped on incompatible changes.
@@ -24,8 +26,7 @@ pub struct RowRef {
     /// The row's status.
     pub status: Status,
     /// The pass that paired it (`null` when unpaired).
-    #[serde(deserialize_with = "statics::strategy")]
-    pub strategy: Option<statics::Name>,
+    pub strategy: Strategy,
     /// 1-based line of the block in run 1's log.
     pub line1: Option<u64>,
     /// 1-based line of the block in run 2's log.
@@ -48,7 +49,7 @@ impl RowRef {
             key1: r.r1().map(|i| rc.t1.key_str(i).into_owned()),
             key2: r.r2().map(|i| rc.t2.key_str(i).into_owned()),
             status: r.status,
-            strategy: r.strategy.as_str(),
+            strategy: r.strategy,
             line1: r.r1().map(|i| rc.t1.line(i)),
             line2: r.r2().map(|i| rc.t2.line(i)),
             phase: match r.sides().first() {
@@ -1013,29 +1014,11 @@ impl Summary {
 pub mod statics {
     use serde::{de::Error, Deserialize, Deserializer};
 
-    use crate::matcher::Strategy;
     use crate::parser::Field;
 
     /// A name the program owns (`&'static str`; an alias, so that serde's
     /// derive does not ask the input to live forever).
     pub type Name = &'static str;
-
-    /// A pass name (`override`, `exact`, `fuzzy`, `stats`) or `null`.
-    pub fn strategy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
-        let s: Option<String> = Option::deserialize(d)?;
-        s.map(|s| {
-            [
-                Strategy::Override,
-                Strategy::Exact,
-                Strategy::Fuzzy,
-                Strategy::Stats,
-            ]
-            .iter()
-            .find_map(|x| x.as_str().filter(|n| *n == s))
-            .ok_or_else(|| D::Error::custom(format!("unknown pass `{s}`")))
-        })
-        .transpose()
-    }
 
     /// One field label, or `null`.
     pub fn field_label<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {

@@ -136,6 +136,7 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             "  first divergence: {keys} ({}{}, {}, {line}, row {})",
             f.status.as_str(),
             f.strategy
+                .as_str()
                 .map(|x| format!(" by {x} key"))
                 .unwrap_or_default(),
             f.phase,

@@ -28,7 +28,7 @@
 //! `diff_output_hash`, `diff_input_hashes` f64 (largest relative difference
 //! of the values; 0 when the texts are equal; null when a side lacks it),
 //! `gates` bool (the row fails the run), `cause` utf8 (`origin`, `entry`,
-//! `inherited`, `inherited_below_print`, `inherited_untraced`,
+//! `one_sided`, `inherited`, `inherited_below_print`, `inherited_untraced`,
 //! `via_collective`, `unsynced`, as in `summary.json`; null for rows
 //! without a cause class), `step` u64 (the training step of a step
 //! series' row, [`crate::run::steps`]; null for a single-step compare).
@@ -565,32 +565,32 @@ fn op_column(
     DictionaryArray::try_new(keys, Arc::new(values))
 }
 
-/// The `status` column's texts, in [`status_code`]'s order.
-const STATUS_NAMES: [&str; 6] = ["match", "diff", "only1", "only2", "truncated", "missing"];
-
-fn status_code(s: Status) -> u8 {
-    match s {
-        Status::Match => 0,
-        Status::Diff => 1,
-        Status::Only1 => 2,
-        Status::Only2 => 3,
-        Status::Truncated => 4,
-        Status::Missing => 5,
+/// The `status` column's texts ([`Status::as_str`]), in [`Status::ALL`]'s
+/// order.
+const STATUS_NAMES: [&str; Status::ALL.len()] = {
+    let mut names = [""; Status::ALL.len()];
+    let mut k = 0;
+    while k < names.len() {
+        names[k] = Status::ALL[k].as_str();
+        k += 1;
     }
-}
+    names
+};
 
-/// The `pass` column's texts, in [`pass_code`]'s order.
-const PASS_NAMES: [&str; 4] = ["override", "exact", "fuzzy", "stats"];
-
-fn pass_code(s: Strategy) -> Option<u8> {
-    match s {
-        Strategy::None => None,
-        Strategy::Override => Some(0),
-        Strategy::Exact => Some(1),
-        Strategy::Fuzzy => Some(2),
-        Strategy::Stats => Some(3),
+/// The `pass` column's texts ([`Strategy::as_str`]), in
+/// [`Strategy::PASSES`]' order.
+const PASS_NAMES: [&str; Strategy::PASSES.len()] = {
+    let mut names = [""; Strategy::PASSES.len()];
+    let mut k = 0;
+    while k < names.len() {
+        names[k] = match Strategy::PASSES[k].as_str() {
+            Some(n) => n,
+            None => "",
+        };
+        k += 1;
     }
-}
+    names
+};
 
 /// The `cause` column's texts (as in `summary.json`:
 /// [`CauseKind::json_name`]), in [`CauseKind::ALL`]'s order.
@@ -604,9 +604,24 @@ const CAUSE_NAMES: [&str; CauseKind::ALL.len()] = {
     names
 };
 
+/// `x`'s position in `all` (its code in a dictionary column), if there.
+fn code<T: PartialEq>(all: &[T], x: T) -> Option<u8> {
+    all.iter().position(|c| *c == x).map(|i| i as u8)
+}
+
+/// `s`'s position in [`STATUS_NAMES`].
+fn status_code(s: Status) -> u8 {
+    code(&Status::ALL, s).unwrap_or(0)
+}
+
+/// `s`'s position in [`PASS_NAMES`]; `None` when unpaired.
+fn pass_code(s: Strategy) -> Option<u8> {
+    code(&Strategy::PASSES, s)
+}
+
 /// `k`'s position in [`CAUSE_NAMES`].
 fn cause_code(k: CauseKind) -> u8 {
-    CauseKind::ALL.iter().position(|c| *c == k).unwrap_or(0) as u8
+    code(&CauseKind::ALL, k).unwrap_or(0)
 }
 
 /// Whether the keys of a key column are known to be UTF-8.
