@@ -288,9 +288,10 @@ pub fn print_explains(
 }
 
 /// One cause (origin, entry or entry via collective), with what follows from it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct CauseEntry {
     /// Result row index.
+    #[serde(skip)]
     pub index: usize,
     /// Origin, entry or entry via collective.
     pub kind: CauseKind,
@@ -313,14 +314,17 @@ pub struct CauseEntry {
     pub print_limited: bool,
     /// For an entry via collective: the nearest unsynced collective before
     /// it (result row index).
+    #[serde(skip)]
     pub collective: Option<usize>,
     /// For a one-sided cause: the ops of one run only that feed the row
     /// (result row indexes of `only1` or `only2` rows, all of one run),
     /// from the earliest one-sided op of the chain (the cause) to the one
     /// that produced the row's differing input; at most
     /// [`MAX_ONE_SIDED_CHAIN`]. Empty for every other kind.
+    #[serde(skip)]
     pub one_sided: Vec<usize>,
     /// The first few rows counted under it (result indexes), in dispatch order.
+    #[serde(skip)]
     pub chain: Vec<usize>,
 }
 

@@ -5,7 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{files, PagePlan, RankComparison};
-use crate::matcher::cause::CauseKind;
+#[cfg(doc)]
+use crate::matcher::cause::RootCauses;
+use crate::matcher::cause::{CauseEntry, CauseKind};
 use crate::matcher::{
     Counts, MatchRow, Status, Strategy, StrategyCounts, ROW_NONFINITE1, ROW_NONFINITE2,
 };
@@ -327,37 +329,23 @@ impl ShapeMismatches {
     }
 }
 
-/// An origin, entry, one-sided op or entry via collective of a rank, for
-/// `summary.json` and the report.
+/// A cause of a rank, the matcher's [`CauseEntry`], with its result rows
+/// as [`RowRef`]s, for `summary.json` and the report. In `summary.json` the
+/// entry's fields stand between `row` and `collective`; its row indexes
+/// (`index`, `collective`, `one_sided`, `chain`) are not written, they are
+/// the rows here (and read back as empty).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct CauseRef {
-    /// The row.
+    /// The row ([`CauseEntry::index`]).
     pub row: RowRef,
-    /// `origin`, `entry`, `one_sided` or `via_collective`.
-    pub kind: CauseKind,
-    /// 0-based positions of the differing inputs.
-    pub inputs: Vec<usize>,
-    /// Number of rows whose divergence is counted under this cause
-    /// (inherited, below print precision, through an uncaptured op).
-    pub inherited: u64,
-    /// Of those, rows inherited below print precision.
-    pub below_print: u64,
-    /// Of those, rows whose differing input has no captured producer.
-    pub untraced: u64,
-    /// Other rows that read the same differing input (an entry), are fed
-    /// by the same one-sided op (`one_sided`) or receive a difference
-    /// through the same collective (an entry via collective).
-    pub reads: u64,
-    /// An origin whose difference print rounding could explain, with nothing
-    /// diverging before it.
-    pub print_limited: bool,
-    /// For an entry via collective: the nearest unsynced collective before it.
+    /// The matcher's cause: its kind, inputs and counts.
+    #[serde(flatten)]
+    pub cause: CauseEntry,
+    /// [`CauseEntry::collective`]'s row.
     pub collective: Option<RowRef>,
-    /// Keys of the first rows counted under it, in dispatch order.
+    /// The keys of [`CauseEntry::chain`]'s rows.
     pub chain: Vec<String>,
-    /// For a `one_sided` cause: the `only1` / `only2` rows of one run that
-    /// feed `row`, from the earliest one-sided op (the cause) to the one
-    /// that produced the differing input; `[]` for other kinds.
+    /// [`CauseEntry::one_sided`]'s rows (`[]` for other kinds).
     #[serde(default)]
     pub one_sided: Vec<RowRef>,
 }
@@ -394,7 +382,9 @@ pub struct FailedRank {
     pub errors: Vec<String>,
 }
 
-/// Root-cause findings of one rank (see `matcher::cause`).
+/// Root-cause findings of one rank: the matcher's [`RootCauses`] with its
+/// rows as [`RowRef`]s (at most 50 causes), and the first rows per phase
+/// and per non-finite side.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct CausesSummary {
     /// The first origin, entry or one-sided op: the op to look at first.
@@ -402,13 +392,11 @@ pub struct CausesSummary {
     /// Origins, entries, one-sided ops and entries via collective, in
     /// dispatch order (at most 50 here).
     pub causes: Vec<CauseRef>,
-    /// Number of origins, entries and one-sided ops (entries that read the
-    /// same differing input, and rows fed by the same one-sided op, counted
-    /// once).
+    /// [`RootCauses::cause_count`].
     pub cause_count: u64,
-    /// Diverging `diff` rows per root-cause class, every row counted.
+    /// [`RootCauses::kinds`].
     pub kinds: crate::matcher::cause::KindCounts,
-    /// The rank's divergence only enters through unsynced collectives.
+    /// [`RootCauses::via_collective_only`].
     pub via_collective_only: bool,
     /// For such a rank: the ranks with origins or entries of their own.
     pub see_ranks: Vec<u32>,
@@ -457,15 +445,9 @@ impl CausesSummary {
     fn build(rc: &RankComparison<'_>, plan: &PagePlan) -> CausesSummary {
         let c = &rc.matches.causes;
         let r = |i: usize| RowRef::new(rc, i, plan);
-        let cref = |e: &crate::matcher::cause::CauseEntry| CauseRef {
+        let cref = |e: &CauseEntry| CauseRef {
             row: r(e.index),
-            kind: e.kind,
-            inputs: e.inputs.clone(),
-            inherited: e.inherited,
-            below_print: e.below_print,
-            untraced: e.untraced,
-            reads: e.reads,
-            print_limited: e.print_limited,
+            cause: e.clone(),
             collective: e.collective.map(r),
             chain: e.chain.iter().map(|i| r(*i).key().to_string()).collect(),
             one_sided: e.one_sided.iter().map(|i| r(*i)).collect(),
@@ -708,7 +690,7 @@ impl RankSummary {
         if let Some(c) = &rc.first_cause {
             let words = format!(
                 "first {} {}",
-                c.kind.as_str(),
+                c.cause.kind.as_str(),
                 c.subject(("run 1", "run 2"))
             );
             return (words, VerdictKind::Cause);
@@ -863,7 +845,7 @@ impl Summary {
             let c = r.root_causes.first_cause.as_ref()?;
             // A one-sided cause is named by its op, the row it feeds after.
             let (cause_key, cause) = match c.one_sided.first() {
-                Some(first) if c.kind == CauseKind::OneSided => {
+                Some(first) if c.cause.kind == CauseKind::OneSided => {
                     let run = if first.status == crate::matcher::Status::Only1 {
                         name1
                     } else {
@@ -876,7 +858,7 @@ impl Summary {
                 }
                 _ => (
                     c.row.key(),
-                    match c.kind {
+                    match c.cause.kind {
                         // A module-level log records no inputs: its first
                         // differing record is all that is known.
                         _ if r.run1.level == crate::logformat::CaptureLevel::Modules => {
@@ -884,7 +866,7 @@ impl Summary {
                         }
                         CauseKind::Entry => "a differing input",
                         CauseKind::Origin => "inputs agree, the output differs",
-                        _ => c.kind.as_str(),
+                        _ => c.cause.kind.as_str(),
                     }
                     .to_string(),
                 ),

@@ -33,10 +33,10 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         let _ = writeln!(
             out,
             "{rank}: first {}: {} (line {}){}{}",
-            f.kind.as_str(),
+            f.cause.kind.as_str(),
             f.subject((&s.name1, &s.name2)),
             f.row.line1.unwrap_or(0),
-            if f.print_limited {
+            if f.cause.print_limited {
                 " (within print precision)"
             } else {
                 ""
@@ -50,14 +50,14 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         let _ = writeln!(
             out,
             "  {} diverging row{} back to it ({} below print precision, {} through uncaptured ops){}",
-            f.inherited,
-            if f.inherited == 1 { " traces" } else { "s trace" },
-            f.below_print,
-            f.untraced,
-            if f.reads > 0 && f.kind == CauseKind::OneSided {
-                format!("; {} more fed by the same one-sided op", f.reads)
-            } else if f.reads > 0 {
-                format!("; {} more read the same changed input", f.reads)
+            f.cause.inherited,
+            if f.cause.inherited == 1 { " traces" } else { "s trace" },
+            f.cause.below_print,
+            f.cause.untraced,
+            if f.cause.reads > 0 && f.cause.kind == CauseKind::OneSided {
+                format!("; {} more fed by the same one-sided op", f.cause.reads)
+            } else if f.cause.reads > 0 {
+                format!("; {} more read the same changed input", f.cause.reads)
             } else {
                 String::new()
             }

@@ -103,9 +103,9 @@ pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
     match &c.first_cause {
         Some(f) => Some(CauseLink {
             row: Some(row_link(&f.row)),
-            kind: f.kind.as_str(),
+            kind: f.cause.kind.as_str(),
             fed_by: f.one_sided.first().map(row_link),
-            inherited: f.inherited,
+            inherited: f.cause.inherited,
             count: c.cause_count,
             via_collectives: String::new(),
         }),
