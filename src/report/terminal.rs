@@ -20,13 +20,24 @@ fn pct(a: u64, b: usize) -> String {
     }
 }
 
+/// One rank's lines: its first cause, its counts, its first divergences,
+/// then the rest it has (bitwise identity, largest difference, shapes,
+/// incomplete logs).
 fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
     let rank = if r.rank == r.rank2 {
         format!("rank {}", r.rank)
     } else {
         format!("rank {} vs {}", r.rank, r.rank2)
     };
-    let c = &r.counts;
+    cause_lines(out, s, r, &rank);
+    count_lines(out, s, r, &rank);
+    first_lines(out, s, r);
+    detail_lines(out, s, r);
+}
+
+/// The rank's first cause and what traces back to it, or the collective
+/// its change arrives through.
+fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
     let rc = &r.root_causes;
     if let Some(f) = &rc.first_cause {
         let more = rc.cause_count.saturating_sub(1);
@@ -91,6 +102,11 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             }
         );
     }
+}
+
+/// The rank's counts per status and how many ops of each run paired.
+fn count_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
+    let c = &r.counts;
     let _ = write!(
         out,
         "{rank}: {} ops vs {} ops: {} match, {} diff, {} only in {}, {} only in {}",
@@ -118,6 +134,12 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         s.name2,
         pct(r.run2.paired, r.run2.entries)
     );
+}
+
+/// The rank's first divergence, overall, per phase, and its first
+/// non-finite rows.
+fn first_lines(out: &mut String, s: &Summary, r: &RankSummary) {
+    let rc = &r.root_causes;
     if let Some(f) = &r.first_divergence {
         let keys = match (&f.key1, &f.key2) {
             (Some(a), Some(b)) if a != b => format!("{a} <-> {b}"),
@@ -166,6 +188,12 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             );
         }
     }
+}
+
+/// Bitwise identity, the first non-gating difference, the largest
+/// difference, shape mismatches and incomplete logs.
+fn detail_lines(out: &mut String, s: &Summary, r: &RankSummary) {
+    let rc = &r.root_causes;
     if let Some(b) = &r.bitwise {
         if b.all {
             let _ = writeln!(

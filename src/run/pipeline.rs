@@ -585,6 +585,86 @@ fn run_level(cfg: &CompareConfig, plan: &RankPlan, input_errors: Vec<String>) ->
     }
 }
 
+/// A part's share of the ranks (`--shard`), and its manifest (status
+/// running): the split depends on the recorded log sizes only, so every
+/// part (and the merge) computes the same one.
+fn part_plan(
+    cfg: &CompareConfig,
+    part: &ShardPart,
+    full_plan: &RankPlan,
+    inputs: shard::Inputs,
+    run: &RunLevel,
+) -> (RankPlan, shard::Manifest) {
+    let sizes = inputs.sizes();
+    let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
+    let units = shard::units_of_part(full_plan, part.shard, &size);
+    let m = shard::Manifest {
+        format: shard::FORMAT.into(),
+        version: shard::VERSION,
+        tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
+        shard: part.shard,
+        status: shard::PartStatus::Running,
+        inputs,
+        options: part.options.clone(),
+        units: units.clone(),
+        rows: cfg
+            .rows
+            .as_ref()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+        run: run.clone(),
+        results: Vec::new(),
+    };
+    (shard::restrict(full_plan, &units), m)
+}
+
+/// A part's own view of the run: its ranks' pairs and one-sided ranks.
+/// The options that name ranks, ops or rules are judged over the whole
+/// run: `--rank-map` and `--layer-offset` by the part (the plan is
+/// known), the rest by the merge (it needs every rank's results).
+fn part_view(run: &RunLevel, plan: &RankPlan) -> RunLevel {
+    RunLevel {
+        pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
+        only1: plan.only1.clone(),
+        only2: plan.only2.clone(),
+        rank_map: Vec::new(),
+        layer_offsets: Vec::new(),
+        ignore_ops: Vec::new(),
+        rules: Vec::new(),
+        dtype_sections: Vec::new(),
+        ..run.clone()
+    }
+}
+
+/// Where `--rows` goes; a Parquet file that cannot be created is an error
+/// in `errors` (and no rows are written).
+fn open_rows(cfg: &CompareConfig, errors: &mut Vec<String>) -> RowsOut {
+    match &cfg.rows {
+        Some(p) if report::parquet::is_parquet_path(p) => {
+            match report::parquet::ParquetRows::create(p) {
+                Ok(w) => RowsOut::Parquet(w),
+                Err(e) => {
+                    errors.push(format!("{}: {e}", p.display()));
+                    RowsOut::None
+                }
+            }
+        }
+        Some(_) => RowsOut::Jsonl,
+        None => RowsOut::None,
+    }
+}
+
+/// Finishes the `--rows` file: joins the ranks' JSON Lines parts
+/// (`rows_tmp`), or closes the Parquet file; the error, if any.
+fn finish_rows(cfg: &CompareConfig, rows_out: RowsOut, rows_tmp: &[PathBuf]) -> Option<String> {
+    match (&cfg.rows, rows_out) {
+        (Some(rows), RowsOut::Jsonl) => join_rows(rows, rows_tmp).err(),
+        (Some(rows), RowsOut::Parquet(w)) => {
+            w.finish().err().map(|e| format!("{}: {e}", rows.display()))
+        }
+        _ => None,
+    }
+}
+
 /// Compares two runs and writes every rank's pages (and the `--rows`
 /// file); the run-level outputs are [`super::outputs::finish`]'s. With
 /// [`CompareConfig::shard`], compares the part's ranks only and writes its
@@ -597,50 +677,16 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     let mut input_errors = Vec::new();
     let (full_plan, inputs) = discover(cfg, &mut input_errors);
     let run = run_level(cfg, &full_plan, input_errors);
-    // The part's share of the ranks: the split depends on the recorded log
-    // sizes only, so every part (and the merge) computes the same one.
     let (plan, mut manifest) = match &cfg.shard {
         None => (full_plan, None),
         Some(part) => {
-            let sizes = inputs.sizes();
-            let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
-            let units = shard::units_of_part(&full_plan, part.shard, &size);
-            let m = shard::Manifest {
-                format: shard::FORMAT.into(),
-                version: shard::VERSION,
-                tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
-                shard: part.shard,
-                status: shard::PartStatus::Running,
-                inputs,
-                options: part.options.clone(),
-                units: units.clone(),
-                rows: cfg
-                    .rows
-                    .as_ref()
-                    .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
-                run: run.clone(),
-                results: Vec::new(),
-            };
-            (shard::restrict(&full_plan, &units), Some(m))
+            let (plan, m) = part_plan(cfg, part, &full_plan, inputs, &run);
+            (plan, Some(m))
         }
     };
-    // The part's own view: its ranks' pairs and one-sided ranks. The
-    // options that name ranks, ops or rules are judged over the whole run:
-    // `--rank-map` and `--layer-offset` here (the plan is known), the rest
-    // by the merge (it needs every rank's results).
     let view = match &manifest {
         None => run.clone(),
-        Some(_) => RunLevel {
-            pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
-            only1: plan.only1.clone(),
-            only2: plan.only2.clone(),
-            rank_map: Vec::new(),
-            layer_offsets: Vec::new(),
-            ignore_ops: Vec::new(),
-            rules: Vec::new(),
-            dtype_sections: Vec::new(),
-            ..run.clone()
-        },
+        Some(_) => part_view(&run, &plan),
     };
     let is_part = manifest.is_some();
     // `assemble` over `view`, with a part's whole-run option warnings first.
@@ -685,19 +731,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
             ));
         }
     }
-    let rows_out = match &cfg.rows {
-        Some(p) if report::parquet::is_parquet_path(p) => {
-            match report::parquet::ParquetRows::create(p) {
-                Ok(w) => RowsOut::Parquet(w),
-                Err(e) => {
-                    errors.push(format!("{}: {e}", p.display()));
-                    RowsOut::None
-                }
-            }
-        }
-        Some(_) => RowsOut::Jsonl,
-        None => RowsOut::None,
-    };
+    let rows_out = open_rows(cfg, &mut errors);
     // The HTML budget is the report's: each rank gets its share, over
     // every rank of the run (so the parts of a sharded compare share it).
     let mut rank_cfg = cfg.clone();
@@ -725,20 +759,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
             warnings: messages::texts(d.warnings),
         });
     }
-    let mut more_errors = Vec::new();
-    match (&cfg.rows, rows_out) {
-        (Some(rows), RowsOut::Jsonl) => {
-            if let Err(e) = join_rows(rows, &rows_tmp) {
-                more_errors.push(e);
-            }
-        }
-        (Some(rows), RowsOut::Parquet(w)) => {
-            if let Err(e) = w.finish() {
-                more_errors.push(format!("{}: {e}", rows.display()));
-            }
-        }
-        _ => {}
-    }
+    let more_errors: Vec<String> = finish_rows(cfg, rows_out, &rows_tmp).into_iter().collect();
     let Some(mut m) = manifest.take() else {
         return assemble(&run, cfg.report.clone(), errors, results, more_errors);
     };
