@@ -4,8 +4,8 @@
 //! coloured and values the parser could not read marked. A page carries them as JSON in a
 //! `<script type="application/json" id="rows">` element and its script
 //! (`templates/report.js`, which reads that element) draws the tables from them: writing
-//! JSON with serde is many times faster than rendering every cell through
-//! tera, and a page's markup is drawn by the browser in milliseconds.
+//! JSON with serde is much faster than rendering every cell through tera
+//! (`docs/performance.md`).
 //!
 //! JSON shape ([`write_page_json`]): `{"n": [name1, name2], "forward":
 //! [row, ...], "backward": [row, ...], "optimizer": [row, ...]}`; a row is [`RowData`] with empty fields left
