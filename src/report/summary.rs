@@ -335,9 +335,11 @@ impl ShapeMismatches {
 /// A cause of a rank, the matcher's [`CauseEntry`], with its result rows
 /// as [`RowRef`]s, for `summary.json` and the report. In `summary.json` the
 /// entry's fields stand between `row` and `collective`; its row indexes
-/// (`index`, `collective`, `one_sided`, `chain`) are not written, they are
-/// the rows here (and read back as empty).
+/// are not written: `index`, `collective` and `one_sided` are read back
+/// from the rows here, and the entry's `chain` is left empty (the chain is
+/// [`CauseRef::chain`]'s keys), so a summary reads back equal.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(from = "CauseRefRead")]
 pub struct CauseRef {
     /// The row ([`CauseEntry::index`]).
     pub row: RowRef,
@@ -351,6 +353,52 @@ pub struct CauseRef {
     /// [`CauseEntry::one_sided`]'s rows (`[]` for other kinds).
     #[serde(default)]
     pub one_sided: Vec<RowRef>,
+}
+
+/// [`CauseRef`] as `summary.json` holds it, before the entry's row indexes
+/// are restored from its rows.
+#[derive(Deserialize)]
+struct CauseRefRead {
+    row: RowRef,
+    #[serde(flatten)]
+    cause: CauseEntry,
+    collective: Option<RowRef>,
+    chain: Vec<String>,
+    #[serde(default)]
+    one_sided: Vec<RowRef>,
+}
+
+impl From<CauseRefRead> for CauseRef {
+    fn from(c: CauseRefRead) -> CauseRef {
+        CauseRef::new(c.row, c.cause, c.collective, c.chain, c.one_sided)
+    }
+}
+
+impl CauseRef {
+    /// The entry `cause` with its rows: its row indexes set from them (its
+    /// `chain` emptied: the chain is `chain`'s keys).
+    fn new(
+        row: RowRef,
+        cause: CauseEntry,
+        collective: Option<RowRef>,
+        chain: Vec<String>,
+        one_sided: Vec<RowRef>,
+    ) -> CauseRef {
+        let cause = CauseEntry {
+            index: row.index,
+            collective: collective.as_ref().map(|r| r.index),
+            one_sided: one_sided.iter().map(|r| r.index).collect(),
+            chain: Vec::new(),
+            ..cause
+        };
+        CauseRef {
+            row,
+            cause,
+            collective,
+            chain,
+            one_sided,
+        }
+    }
 }
 
 impl CauseRef {
@@ -448,12 +496,14 @@ impl CausesSummary {
     fn build(rc: &RankComparison<'_>, plan: &PagePlan) -> CausesSummary {
         let c = &rc.matches.causes;
         let r = |i: usize| RowRef::new(rc, i, plan);
-        let cref = |e: &CauseEntry| CauseRef {
-            row: r(e.index),
-            cause: e.clone(),
-            collective: e.collective.map(r),
-            chain: e.chain.iter().map(|i| r(*i).key().to_string()).collect(),
-            one_sided: e.one_sided.iter().map(|i| r(*i)).collect(),
+        let cref = |e: &CauseEntry| {
+            CauseRef::new(
+                r(e.index),
+                e.clone(),
+                e.collective.map(r),
+                e.chain.iter().map(|i| r(*i).key().to_string()).collect(),
+                e.one_sided.iter().map(|i| r(*i)).collect(),
+            )
         };
         CausesSummary {
             first_cause: c
