@@ -637,13 +637,16 @@ fn part_view(run: &RunLevel, plan: &RankPlan) -> RunLevel {
 
 /// Where `--rows` goes; a Parquet file that cannot be created is an error
 /// in `errors` (and no rows are written).
-fn open_rows(cfg: &CompareConfig, errors: &mut Vec<String>) -> RowsOut {
+fn open_rows(cfg: &CompareConfig, errors: &mut Vec<Message>) -> RowsOut {
     match &cfg.rows {
         Some(p) if report::parquet::is_parquet_path(p) => {
             match report::parquet::ParquetRows::create(p) {
                 Ok(w) => RowsOut::Parquet(w),
                 Err(e) => {
-                    errors.push(format!("{}: {e}", p.display()));
+                    errors.push(Message::File {
+                        path: p.display().to_string(),
+                        error: e.to_string(),
+                    });
                     RowsOut::None
                 }
             }
@@ -655,13 +658,27 @@ fn open_rows(cfg: &CompareConfig, errors: &mut Vec<String>) -> RowsOut {
 
 /// Finishes the `--rows` file: joins the ranks' JSON Lines parts
 /// (`rows_tmp`), or closes the Parquet file; the error, if any.
-fn finish_rows(cfg: &CompareConfig, rows_out: RowsOut, rows_tmp: &[PathBuf]) -> Option<String> {
+fn finish_rows(cfg: &CompareConfig, rows_out: RowsOut, rows_tmp: &[PathBuf]) -> Option<Message> {
     match (&cfg.rows, rows_out) {
-        (Some(rows), RowsOut::Jsonl) => join_rows(rows, rows_tmp).err(),
-        (Some(rows), RowsOut::Parquet(w)) => {
-            w.finish().err().map(|e| format!("{}: {e}", rows.display()))
-        }
+        (Some(rows), RowsOut::Jsonl) => join_rows(rows, rows_tmp).err().map(Message::Text),
+        (Some(rows), RowsOut::Parquet(w)) => w.finish().err().map(|e| Message::File {
+            path: rows.display().to_string(),
+            error: e.to_string(),
+        }),
         _ => None,
+    }
+}
+
+/// The error for a part's `part.json` that could not be written.
+fn manifest_error(cfg: &CompareConfig, e: impl std::fmt::Display) -> Message {
+    Message::File {
+        path: cfg
+            .report
+            .out_dir
+            .join(shard::MANIFEST)
+            .display()
+            .to_string(),
+        error: e.to_string(),
     }
 }
 
@@ -690,7 +707,8 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     };
     let is_part = manifest.is_some();
     // `assemble` over `view`, with a part's whole-run option warnings first.
-    let assemble_view = |errors, results, more_errors| {
+    let assemble_view = |errors: Vec<Message>, results, more_errors: Vec<Message>| {
+        let (errors, more_errors) = (messages::texts(errors), messages::texts(more_errors));
         let mut c = assemble(&view, cfg.report.clone(), errors, results, more_errors);
         if !is_part {
             return c;
@@ -700,22 +718,21 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         c.meta.warnings = warnings;
         c
     };
-    let mut errors = Vec::new();
+    let mut errors: Vec<Message> = Vec::new();
     if is_part {
         if let Err(e) = shard::remove_previous_rows(&cfg.report.out_dir) {
-            errors.push(e);
+            errors.push(Message::Text(e));
         }
     }
     // A previous comparison's pages (of ranks or pages this one may not
     // write) must not look like part of this report.
     if let Err(e) = prepare_report_folder(&cfg.report) {
-        errors.push(e.to_string());
-        let mut c = assemble_view(errors.clone(), Vec::new(), Vec::new());
+        errors.push(Message::Text(e.to_string()));
+        let message = messages::texts(errors.clone()).join("; ");
+        let mut c = assemble_view(errors, Vec::new(), Vec::new());
         if let Some(mut m) = manifest {
             // No earlier part's "done" may stay in the folder.
-            m.status = shard::PartStatus::Failed {
-                message: errors.join("; "),
-            };
+            m.status = shard::PartStatus::Failed { message };
             if m.write(&cfg.report.out_dir).is_err() {
                 let _ = std::fs::remove_file(cfg.report.out_dir.join(shard::MANIFEST));
             }
@@ -725,10 +742,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     }
     if let Some(m) = &manifest {
         if let Err(e) = m.write(&cfg.report.out_dir) {
-            errors.push(format!(
-                "{}: {e}",
-                cfg.report.out_dir.join(shard::MANIFEST).display()
-            ));
+            errors.push(manifest_error(cfg, e));
         }
     }
     let rows_out = open_rows(cfg, &mut errors);
@@ -742,7 +756,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     let done = match compare_ranks(&plan, &rank_cfg, &rows_out) {
         Ok(d) => d,
         Err(e) => {
-            errors.push(e);
+            errors.push(Message::Text(e));
             Vec::new()
         }
     };
@@ -759,14 +773,15 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
             warnings: messages::texts(d.warnings),
         });
     }
-    let more_errors: Vec<String> = finish_rows(cfg, rows_out, &rows_tmp).into_iter().collect();
+    let more_errors: Vec<Message> = finish_rows(cfg, rows_out, &rows_tmp).into_iter().collect();
     let Some(mut m) = manifest.take() else {
+        let (errors, more_errors) = (messages::texts(errors), messages::texts(more_errors));
         return assemble(&run, cfg.report.clone(), errors, results, more_errors);
     };
     // A part: its results go to part.json, the run-level outputs are the
     // merge's. A part that could not do its work (its folder, its rows
     // file, the worker pool) is a failed part, which the merge names.
-    let failed: Vec<String> = errors.iter().chain(&more_errors).cloned().collect();
+    let failed = messages::texts(errors.iter().chain(&more_errors).cloned());
     m.results = results.clone();
     m.status = if failed.is_empty() {
         shard::PartStatus::Done
@@ -776,10 +791,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         }
     };
     if let Err(e) = m.write(&cfg.report.out_dir) {
-        errors.push(format!(
-            "{}: {e}",
-            cfg.report.out_dir.join(shard::MANIFEST).display()
-        ));
+        errors.push(manifest_error(cfg, e));
     }
     let mut c = assemble_view(errors, results, more_errors);
     c.part = Some((m.shard, m.units));
