@@ -41,6 +41,7 @@ pub mod cause;
 pub mod compare;
 mod judge;
 pub mod keys;
+mod names;
 pub mod notes;
 pub mod overrides;
 mod passes;
@@ -56,9 +57,10 @@ pub use policy::{Policy, RowPolicy, Source};
 /// Marker for "no row".
 pub const NO_ROW: u32 = u32::MAX;
 
-/// The verdict on one result row.
+/// The verdict on one result row. Its name ([`Status::as_str`]) is what
+/// JSON (serde), Parquet, JUnit, the pages and the terminal write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum Status {
     /// Paired and agreeing.
     Match,
@@ -77,8 +79,18 @@ pub enum Status {
 }
 
 impl Status {
-    /// The name used in JSON and the report.
-    pub fn as_str(self) -> &'static str {
+    /// Every status, in declaration order (the Parquet `status` column's
+    /// dictionary order).
+    pub const ALL: [Status; 6] = [
+        Status::Match,
+        Status::Diff,
+        Status::Only1,
+        Status::Only2,
+        Status::Truncated,
+        Status::Missing,
+    ];
+    /// The name used in JSON and the report: the one place it is spelled.
+    pub const fn as_str(self) -> &'static str {
         match self {
             Status::Match => "match",
             Status::Diff => "diff",
@@ -107,9 +119,10 @@ impl Status {
     }
 }
 
-/// Which pass paired a row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+/// Which pass paired a row. Its name ([`Strategy::as_str`], `null` when
+/// unpaired) is what JSON (serde), Parquet and the pages write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(into = "Option<&'static str>", try_from = "Option<String>")]
 pub enum Strategy {
     /// Not paired.
     None,
@@ -124,8 +137,17 @@ pub enum Strategy {
 }
 
 impl Strategy {
-    /// The name used in JSON (`null` for [`Strategy::None`]).
-    pub fn as_str(self) -> Option<&'static str> {
+    /// Every pass, in pass order (the Parquet `pass` column's dictionary
+    /// order); not [`Strategy::None`].
+    pub const PASSES: [Strategy; 4] = [
+        Strategy::Override,
+        Strategy::Exact,
+        Strategy::Fuzzy,
+        Strategy::Stats,
+    ];
+    /// The name used in JSON (`null` for [`Strategy::None`]): the one place
+    /// it is spelled.
+    pub const fn as_str(self) -> Option<&'static str> {
         match self {
             Strategy::None => None,
             Strategy::Override => Some("override"),

@@ -63,7 +63,7 @@ fn failure_text(s: &Summary, r: &RankSummary) -> String {
     for c in &r.root_causes.causes {
         t.push_str(&format!(
             "{}: {} (line {}, row {})\n",
-            c.kind.as_str(),
+            c.cause.kind.as_str(),
             c.subject((&s.name1, &s.name2)),
             c.row.line1.unwrap_or(0),
             c.row.index
@@ -115,7 +115,7 @@ fn compared_case(s: &Summary, r: &RankSummary) -> Case {
             Some(c) => format!(
                 "rank {}: numerics diverge; first {}: {}",
                 r.rank,
-                c.kind.as_str(),
+                c.cause.kind.as_str(),
                 c.subject((&s.name1, &s.name2))
             ),
             None => format!(

@@ -4,8 +4,8 @@
 //! coloured and values the parser could not read marked. A page carries them as JSON in a
 //! `<script type="application/json" id="rows">` element and its script
 //! (`templates/report.js`, which reads that element) draws the tables from them: writing
-//! JSON with serde is many times faster than rendering every cell through
-//! tera, and a page's markup is drawn by the browser in milliseconds.
+//! JSON with serde is much faster than rendering every cell through tera
+//! (`docs/performance.md`).
 //!
 //! JSON shape ([`write_page_json`]): `{"n": [name1, name2], "forward":
 //! [row, ...], "backward": [row, ...], "optimizer": [row, ...]}`; a row is [`RowData`] with empty fields left
@@ -282,11 +282,9 @@ fn row_chips(
     let mut chips = Vec::new();
     let cause = rc.matches.cause_kinds.get(index).copied().flatten();
     match cause {
-        Some(CauseKind::Origin) => chips.push(("nt origin", "origin".to_string())),
-        Some(CauseKind::Entry) => chips.push(("nt entry", "entry".to_string())),
-        Some(CauseKind::OneSided) => chips.push(("nt entry", "one-sided op".to_string())),
-        Some(CauseKind::ViaCollective) => {
-            chips.push(("nt entry", "entry via collective".to_string()))
+        Some(k @ CauseKind::Origin) => chips.push(("nt origin", k.as_str().to_string())),
+        Some(k @ (CauseKind::Entry | CauseKind::OneSided | CauseKind::ViaCollective)) => {
+            chips.push(("nt entry", k.as_str().to_string()))
         }
         _ => {}
     }

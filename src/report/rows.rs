@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::RankComparison;
 use crate::matcher::compare::{bitwise_identical, field_diff, stat_diffs};
 use crate::matcher::notes::row_notes;
-use crate::matcher::Sides;
+use crate::matcher::{Sides, Status, Strategy};
 use crate::parser::Field;
 
 #[derive(Serialize)]
@@ -25,8 +25,8 @@ struct Row<'a> {
     rank: u32,
     key1: Option<std::borrow::Cow<'a, str>>,
     key2: Option<std::borrow::Cow<'a, str>>,
-    status: &'static str,
-    strategy: Option<&'static str>,
+    status: Status,
+    strategy: Strategy,
     diffs: serde_json::Map<String, serde_json::Value>,
     /// Output hash and Input hashes relative differences (the largest over
     /// the values) where the texts differ; omitted when none.
@@ -74,8 +74,8 @@ pub fn write_rows(
             rank: rc.rank1,
             key1: r.r1().map(|i| rc.t1.key_str(i)),
             key2: r.r2().map(|i| rc.t2.key_str(i)),
-            status: r.status.as_str(),
-            strategy: r.strategy.as_str(),
+            status: r.status,
+            strategy: r.strategy,
             diffs,
             hash_diffs,
             bitwise,

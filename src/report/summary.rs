@@ -5,9 +5,16 @@
 use serde::{Deserialize, Serialize};
 
 use super::{files, PagePlan, RankComparison};
-use crate::matcher::cause::CauseKind;
-use crate::matcher::{Counts, MatchRow, Status, StrategyCounts, ROW_NONFINITE1, ROW_NONFINITE2};
+use crate::matcher::cause::CauseEntry;
+#[cfg(doc)]
+use crate::matcher::cause::RootCauses;
+use crate::matcher::{
+    Counts, MatchRow, Status, Strategy, StrategyCounts, ROW_NONFINITE1, ROW_NONFINITE2,
+};
 use crate::parser::{duplicate_keys, Field, OpTable, Phase, WarningKind};
+
+mod verdict;
+pub use verdict::{collective_words, rank_ranges, RankGroup, VerdictKind};
 
 /// Version of the `summary.json` layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -24,8 +31,7 @@ pub struct RowRef {
     /// The row's status.
     pub status: Status,
     /// The pass that paired it (`null` when unpaired).
-    #[serde(deserialize_with = "statics::strategy")]
-    pub strategy: Option<statics::Name>,
+    pub strategy: Strategy,
     /// 1-based line of the block in run 1's log.
     pub line1: Option<u64>,
     /// 1-based line of the block in run 2's log.
@@ -48,7 +54,7 @@ impl RowRef {
             key1: r.r1().map(|i| rc.t1.key_str(i).into_owned()),
             key2: r.r2().map(|i| rc.t2.key_str(i).into_owned()),
             status: r.status,
-            strategy: r.strategy.as_str(),
+            strategy: r.strategy,
             line1: r.r1().map(|i| rc.t1.line(i)),
             line2: r.r2().map(|i| rc.t2.line(i)),
             phase: match r.sides().first() {
@@ -326,39 +332,73 @@ impl ShapeMismatches {
     }
 }
 
-/// An origin, entry, one-sided op or entry via collective of a rank, for
-/// `summary.json` and the report.
+/// A cause of a rank, the matcher's [`CauseEntry`], with its result rows
+/// as [`RowRef`]s, for `summary.json` and the report. In `summary.json` the
+/// entry's fields stand between `row` and `collective`; its row indexes
+/// are not written: `index`, `collective` and `one_sided` are read back
+/// from the rows here, and the entry's `chain` is left empty (the chain is
+/// [`CauseRef::chain`]'s keys), so a summary reads back equal.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(from = "CauseRefRead")]
 pub struct CauseRef {
-    /// The row.
+    /// The row ([`CauseEntry::index`]).
     pub row: RowRef,
-    /// `origin`, `entry`, `one_sided` or `via_collective`.
-    pub kind: CauseKind,
-    /// 0-based positions of the differing inputs.
-    pub inputs: Vec<usize>,
-    /// Number of rows whose divergence is counted under this cause
-    /// (inherited, below print precision, through an uncaptured op).
-    pub inherited: u64,
-    /// Of those, rows inherited below print precision.
-    pub below_print: u64,
-    /// Of those, rows whose differing input has no captured producer.
-    pub untraced: u64,
-    /// Other rows that read the same differing input (an entry), are fed
-    /// by the same one-sided op (`one_sided`) or receive a difference
-    /// through the same collective (an entry via collective).
-    pub reads: u64,
-    /// An origin whose difference print rounding could explain, with nothing
-    /// diverging before it.
-    pub print_limited: bool,
-    /// For an entry via collective: the nearest unsynced collective before it.
+    /// The matcher's cause: its kind, inputs and counts.
+    #[serde(flatten)]
+    pub cause: CauseEntry,
+    /// [`CauseEntry::collective`]'s row.
     pub collective: Option<RowRef>,
-    /// Keys of the first rows counted under it, in dispatch order.
+    /// The keys of [`CauseEntry::chain`]'s rows.
     pub chain: Vec<String>,
-    /// For a `one_sided` cause: the `only1` / `only2` rows of one run that
-    /// feed `row`, from the earliest one-sided op (the cause) to the one
-    /// that produced the differing input; `[]` for other kinds.
+    /// [`CauseEntry::one_sided`]'s rows (`[]` for other kinds).
     #[serde(default)]
     pub one_sided: Vec<RowRef>,
+}
+
+/// [`CauseRef`] as `summary.json` holds it, before the entry's row indexes
+/// are restored from its rows.
+#[derive(Deserialize)]
+struct CauseRefRead {
+    row: RowRef,
+    #[serde(flatten)]
+    cause: CauseEntry,
+    collective: Option<RowRef>,
+    chain: Vec<String>,
+    #[serde(default)]
+    one_sided: Vec<RowRef>,
+}
+
+impl From<CauseRefRead> for CauseRef {
+    fn from(c: CauseRefRead) -> CauseRef {
+        CauseRef::new(c.row, c.cause, c.collective, c.chain, c.one_sided)
+    }
+}
+
+impl CauseRef {
+    /// The entry `cause` with its rows: its row indexes set from them (its
+    /// `chain` emptied: the chain is `chain`'s keys).
+    fn new(
+        row: RowRef,
+        cause: CauseEntry,
+        collective: Option<RowRef>,
+        chain: Vec<String>,
+        one_sided: Vec<RowRef>,
+    ) -> CauseRef {
+        let cause = CauseEntry {
+            index: row.index,
+            collective: collective.as_ref().map(|r| r.index),
+            one_sided: one_sided.iter().map(|r| r.index).collect(),
+            chain: Vec::new(),
+            ..cause
+        };
+        CauseRef {
+            row,
+            cause,
+            collective,
+            chain,
+            one_sided,
+        }
+    }
 }
 
 impl CauseRef {
@@ -393,7 +433,9 @@ pub struct FailedRank {
     pub errors: Vec<String>,
 }
 
-/// Root-cause findings of one rank (see `matcher::cause`).
+/// Root-cause findings of one rank: the matcher's [`RootCauses`] with its
+/// rows as [`RowRef`]s (at most 50 causes), and the first rows per phase
+/// and per non-finite side.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct CausesSummary {
     /// The first origin, entry or one-sided op: the op to look at first.
@@ -401,13 +443,11 @@ pub struct CausesSummary {
     /// Origins, entries, one-sided ops and entries via collective, in
     /// dispatch order (at most 50 here).
     pub causes: Vec<CauseRef>,
-    /// Number of origins, entries and one-sided ops (entries that read the
-    /// same differing input, and rows fed by the same one-sided op, counted
-    /// once).
+    /// [`RootCauses::cause_count`].
     pub cause_count: u64,
-    /// Diverging `diff` rows per root-cause class, every row counted.
+    /// [`RootCauses::kinds`].
     pub kinds: crate::matcher::cause::KindCounts,
-    /// The rank's divergence only enters through unsynced collectives.
+    /// [`RootCauses::via_collective_only`].
     pub via_collective_only: bool,
     /// For such a rank: the ranks with origins or entries of their own.
     pub see_ranks: Vec<u32>,
@@ -456,18 +496,14 @@ impl CausesSummary {
     fn build(rc: &RankComparison<'_>, plan: &PagePlan) -> CausesSummary {
         let c = &rc.matches.causes;
         let r = |i: usize| RowRef::new(rc, i, plan);
-        let cref = |e: &crate::matcher::cause::CauseEntry| CauseRef {
-            row: r(e.index),
-            kind: e.kind,
-            inputs: e.inputs.clone(),
-            inherited: e.inherited,
-            below_print: e.below_print,
-            untraced: e.untraced,
-            reads: e.reads,
-            print_limited: e.print_limited,
-            collective: e.collective.map(r),
-            chain: e.chain.iter().map(|i| r(*i).key().to_string()).collect(),
-            one_sided: e.one_sided.iter().map(|i| r(*i)).collect(),
+        let cref = |e: &CauseEntry| {
+            CauseRef::new(
+                r(e.index),
+                e.clone(),
+                e.collective.map(r),
+                e.chain.iter().map(|i| r(*i).key().to_string()).collect(),
+                e.one_sided.iter().map(|i| r(*i)).collect(),
+            )
         };
         CausesSummary {
             first_cause: c
@@ -617,189 +653,6 @@ pub struct Summary {
     pub layouts: Vec<crate::layout::Combined>,
 }
 
-/// Ranks with the same verdict: the same first cause, or the same
-/// collective their change arrives through, or the same first divergence.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct RankGroup {
-    /// The ranks, ascending.
-    pub ranks: Vec<u32>,
-    /// Non-`match` rows: the most of any rank of the group.
-    pub diverging: u64,
-    /// Key of the first gating row of the group's first rank.
-    pub first_divergence: Option<String>,
-    /// The verdict the ranks share, in words (`first entry
-    /// tok_embeddings/op_2_embedding`, `receive the change through the
-    /// gradient reduce-scatter`, `no divergence`).
-    pub verdict: String,
-    /// What kind of verdict it is (not in `summary.json`: `verdict` is
-    /// its text; groups are built afresh from the ranks).
-    #[serde(skip)]
-    pub kind: VerdictKind,
-}
-
-/// What a rank's verdict says ([`RankSummary::verdict`]).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum VerdictKind {
-    /// Its first cause (an origin, an entry, a one-sided op).
-    Cause,
-    /// Its change only arrives through a collective: that collective in
-    /// words (`the gradient reduce-scatter`).
-    ViaCollective(String),
-    /// A first gating row, without a cause.
-    Divergence,
-    /// Nothing gates.
-    #[default]
-    None,
-}
-
-impl RankGroup {
-    /// `ranks {1,3}: first divergence layers.1.attention/op_0_softmax (1 differing op)`.
-    pub fn describe(&self) -> String {
-        let ranks: Vec<String> = self.ranks.iter().map(|r| r.to_string()).collect();
-        match &self.first_divergence {
-            None if self.diverging == 0 => format!("ranks {{{}}}: all matched", ranks.join(",")),
-            // Differences shown but not gating (an unsynced collective, a
-            // fused-away op, an ignore rule).
-            None => format!(
-                "ranks {{{}}}: no gating difference ({} row{} shown, not gating)",
-                ranks.join(","),
-                self.diverging,
-                if self.diverging == 1 { "" } else { "s" }
-            ),
-            Some(k) => format!(
-                "ranks {{{}}}: first divergence {k} ({} differing op{}){}",
-                ranks.join(","),
-                self.diverging,
-                if self.diverging == 1 { "" } else { "s" },
-                if let VerdictKind::ViaCollective(_) = self.kind {
-                    format!(": {}", self.verdict)
-                } else {
-                    String::new()
-                }
-            ),
-        }
-    }
-}
-
-/// What a collective carries, in words: `gradient reduce-scatter` for
-/// `_reduce_scatter_base_`, `parameter all-gather` for `_allgather_base_`.
-pub fn collective_words(key: &str) -> String {
-    let op =
-        crate::matcher::keys::op_type(&crate::matcher::keys::fuzzy_key(key.as_bytes())).to_vec();
-    let op = String::from_utf8_lossy(&op).to_lowercase();
-    if op.contains("reduce_scatter") {
-        "gradient reduce-scatter".into()
-    } else if op.contains("allgather") || op.contains("all_gather") {
-        "parameter all-gather".into()
-    } else if op.contains("all_reduce") || op.contains("allreduce") {
-        "all-reduce".into()
-    } else {
-        format!("collective {op}")
-    }
-}
-
-impl RankSummary {
-    /// The rank's verdict in words, the same for ranks that diverge alike,
-    /// and its kind: its first cause (`first entry K`), the collective its
-    /// change arrives through, its first gating row, or `no divergence`.
-    pub fn verdict(&self) -> (String, VerdictKind) {
-        let rc = &self.root_causes;
-        if let Some(c) = &rc.first_cause {
-            let words = format!(
-                "first {} {}",
-                c.kind.as_str(),
-                c.subject(("run 1", "run 2"))
-            );
-            return (words, VerdictKind::Cause);
-        }
-        if rc.via_collective_only {
-            let via = rc
-                .causes
-                .iter()
-                .find_map(|c| c.collective.as_ref())
-                .map_or("a collective".to_string(), |c| {
-                    format!("the {}", collective_words(c.key()))
-                });
-            let words = format!("receive the change through {via}");
-            return (words, VerdictKind::ViaCollective(via));
-        }
-        match &self.first_divergence {
-            Some(f) => (
-                format!("first divergence {}", f.key()),
-                VerdictKind::Divergence,
-            ),
-            None => ("no divergence".into(), VerdictKind::None),
-        }
-    }
-}
-
-/// A first divergence's status in words for the headline: `only in base`,
-/// `differs`, `Output hash in one run only`, `truncated`.
-fn status_words(status: Status, name1: &str, name2: &str) -> String {
-    match status {
-        Status::Only1 => format!("only in {name1}"),
-        Status::Only2 => format!("only in {name2}"),
-        Status::Missing => "Output hash in one run only".into(),
-        Status::Truncated => "truncated".into(),
-        _ => "differs".into(),
-    }
-}
-
-/// `0`, `0 and 2`, `0, 2 and 3`.
-/// Ascending ranks as parts: each run of at least `min_run` consecutive
-/// ranks as a range `8–11`, every other rank alone (`[0, 1, 2, 5]` with
-/// `min_run` 2 → `0–2`, `5`).
-pub fn rank_ranges(v: &[u32], min_run: usize) -> Vec<String> {
-    let mut s: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < v.len() {
-        let mut j = i;
-        while j + 1 < v.len() && v[j + 1] == v[j].wrapping_add(1) {
-            j += 1;
-        }
-        if j + 1 - i >= min_run.max(2) {
-            s.push(format!("{}–{}", v[i], v[j]));
-        } else {
-            s.extend(v[i..=j].iter().map(u32::to_string));
-        }
-        i = j + 1;
-    }
-    s
-}
-
-/// The most parts a rank list names before it counts the rest.
-const RANK_LIST_PARTS: usize = 6;
-
-/// The most clauses the opening sentence holds; further rank groups are
-/// counted ("and N more groups (M ranks)").
-const HEADLINE_CLAUSES: usize = 3;
-
-/// Ascending ranks in words: `0, 2 and 5`; three or more consecutive ranks
-/// as a range `8–11`; beyond [`RANK_LIST_PARTS`] parts, the first ones and
-/// the count (`0, 2, 4, 6, 8, … (2048 ranks)`), so that a list stays short
-/// at any rank count.
-fn and_list(v: &[u32]) -> String {
-    let s = rank_ranges(v, 3);
-    match s.len() {
-        0 => String::new(),
-        1 => s[0].clone(),
-        n if n > RANK_LIST_PARTS => format!(
-            "{}, … ({} ranks)",
-            s[..RANK_LIST_PARTS - 1].join(", "),
-            v.len()
-        ),
-        n => format!("{} and {}", s[..n - 1].join(", "), s[n - 1]),
-    }
-}
-
-fn rank_word(v: &[u32]) -> String {
-    format!(
-        "{} {}",
-        if v.len() == 1 { "rank" } else { "ranks" },
-        and_list(v)
-    )
-}
-
 impl Summary {
     /// What was combined across parallel layouts ([`Self::layouts`]), one
     /// line each ([`crate::layout::Combined::lines`]), for the terminal,
@@ -818,224 +671,17 @@ impl Summary {
     }
 }
 
-impl Summary {
-    /// Groups ranks by verdict ([`RankSummary::verdict`]), in rank order.
-    pub fn group_ranks(ranks: &[RankSummary]) -> Vec<RankGroup> {
-        let mut groups: Vec<RankGroup> = Vec::new();
-        for r in ranks {
-            let (verdict, kind) = r.verdict();
-            match groups.iter_mut().find(|g| g.verdict == verdict) {
-                Some(g) => {
-                    g.ranks.push(r.rank);
-                    g.diverging = g.diverging.max(r.counts.diverging());
-                }
-                None => groups.push(RankGroup {
-                    ranks: vec![r.rank],
-                    diverging: r.counts.diverging(),
-                    first_divergence: r.first_divergence.as_ref().map(|f| f.key().to_string()),
-                    verdict,
-                    kind,
-                }),
-            }
-        }
-        groups
-    }
-
-    /// The one sentence the index and the terminal open with, from the rank
-    /// summaries alone: where the run diverges first and how the other ranks
-    /// get it, e.g. "rank 1 diverges first at `tok_embeddings/op_2_embedding`
-    /// (a differing input), and ranks 0, 2 and 3 receive that change through
-    /// the gradient reduce-scatter." `None` when no rank has a gating row.
-    ///
-    /// A rank's "first" is its first divergence
-    /// ([`RankSummary::first_divergence`], the terminal's `first divergence:`
-    /// line and the index's first diverging row): the first gating row in
-    /// result order, a one-sided row (`only1`, `only2`) included, since an
-    /// op one run lacks is a difference between the runs. When that row is
-    /// not the rank's first cause (an op only in one run before the first
-    /// origin), the sentence names both: "rank 0 diverges first at
-    /// `tok/op_0_embedding` (only in base; first cause `qkv/op_0_mm`,
-    /// inputs agree, the output differs)".
-    pub fn headline(ranks: &[RankSummary], name1: &str, name2: &str) -> Option<String> {
-        let groups = Summary::group_ranks(ranks);
-        let what = |r: &RankSummary| -> Option<String> {
-            let c = r.root_causes.first_cause.as_ref()?;
-            // A one-sided cause is named by its op, the row it feeds after.
-            let (cause_key, cause) = match c.one_sided.first() {
-                Some(first) if c.kind == CauseKind::OneSided => {
-                    let run = if first.status == crate::matcher::Status::Only1 {
-                        name1
-                    } else {
-                        name2
-                    };
-                    (
-                        first.key(),
-                        format!("an op only in {run}, feeding `{}`", c.row.key()),
-                    )
-                }
-                _ => (
-                    c.row.key(),
-                    match c.kind {
-                        // A module-level log records no inputs: its first
-                        // differing record is all that is known.
-                        _ if r.run1.level == crate::logformat::CaptureLevel::Modules => {
-                            "the first differing record; inputs are not recorded at level=modules"
-                        }
-                        CauseKind::Entry => "a differing input",
-                        CauseKind::Origin => "inputs agree, the output differs",
-                        _ => c.kind.as_str(),
-                    }
-                    .to_string(),
-                ),
-            };
-            Some(match &r.first_divergence {
-                Some(f) if f.index != c.row.index && f.key() != cause_key => format!(
-                    "`{}` ({}; first cause `{cause_key}`, {cause})",
-                    f.key(),
-                    status_words(f.status, name1, name2),
-                ),
-                _ => format!("`{cause_key}` ({cause})"),
-            })
-        };
-        // Clauses with the number of ranks each speaks for.
-        let mut parts: Vec<(usize, String)> = Vec::new();
-        let mut via: Vec<(Vec<u32>, String)> = Vec::new();
-        let mut other: Vec<(usize, String)> = Vec::new();
-        for g in &groups {
-            let Some(first) = ranks.iter().find(|r| r.rank == g.ranks[0]) else {
-                continue;
-            };
-            if !first.gates() {
-                continue;
-            }
-            // `ranks 0 and 3 diverge first at …`
-            let first_at = |w: String| {
-                let verb = if g.ranks.len() == 1 {
-                    "diverges"
-                } else {
-                    "diverge"
-                };
-                (
-                    g.ranks.len(),
-                    format!("{} {verb} first at {w}", rank_word(&g.ranks)),
-                )
-            };
-            if let Some(w) = what(first) {
-                parts.push(first_at(w));
-            } else if let VerdictKind::ViaCollective(v) = &g.kind {
-                via.push((g.ranks.clone(), format!("through {v}")));
-            } else if let Some(f) = &first.first_divergence {
-                let only = match f.status {
-                    Status::Only1 | Status::Only2 => {
-                        format!(" ({})", status_words(f.status, name1, name2))
-                    }
-                    _ => String::new(),
-                };
-                other.push(first_at(format!("`{}`{only}", f.key())));
-            }
-        }
-        let had_cause = !parts.is_empty();
-        parts.extend(other);
-        parts.extend(via.into_iter().map(|(r, v)| {
-            (
-                r.len(),
-                format!(
-                    "{} {} {} {v}",
-                    rank_word(&r),
-                    if r.len() == 1 { "receives" } else { "receive" },
-                    if had_cause { "that change" } else { "a change" }
-                ),
-            )
-        }));
-        let mut rest = None;
-        if parts.len() > HEADLINE_CLAUSES {
-            // The first clause (where the run diverges first), then the
-            // largest groups, in sentence order; the others counted.
-            let mut by_size: Vec<usize> = (1..parts.len()).collect();
-            by_size.sort_by_key(|&i| std::cmp::Reverse(parts[i].0));
-            let mut keep: Vec<usize> = std::iter::once(0)
-                .chain(by_size.into_iter().take(HEADLINE_CLAUSES - 1))
-                .collect();
-            keep.sort_unstable();
-            let left: Vec<&(usize, String)> = (0..parts.len())
-                .filter(|i| !keep.contains(i))
-                .map(|i| &parts[i])
-                .collect();
-            let ranks: usize = left.iter().map(|p| p.0).sum();
-            rest = Some(format!(
-                "{} more group{} ({ranks} rank{}; summary.json `groups`)",
-                left.len(),
-                if left.len() == 1 { "" } else { "s" },
-                if ranks == 1 { "" } else { "s" },
-            ));
-            parts = keep.into_iter().map(|i| parts[i].clone()).collect();
-        }
-        let mut parts: Vec<String> = parts.into_iter().map(|p| p.1).collect();
-        parts.extend(rest);
-        match parts.len() {
-            0 => None,
-            1 => Some(format!("{}.", parts[0])),
-            n => Some(format!(
-                "{}, and {}.",
-                parts[..n - 1].join(", "),
-                parts[n - 1]
-            )),
-        }
-    }
-
-    /// Points ranks whose divergence only arrives through collectives at the
-    /// ranks that have origins or entries of their own.
-    pub fn link_collective_ranks(ranks: &mut [RankSummary]) {
-        let with_causes: Vec<u32> = ranks
-            .iter()
-            .filter(|r| r.root_causes.cause_count > 0 && !r.root_causes.via_collective_only)
-            .map(|r| r.rank)
-            .collect();
-        for r in ranks.iter_mut() {
-            if r.root_causes.via_collective_only {
-                r.root_causes.see_ranks = with_causes.clone();
-            }
-        }
-    }
-    /// Counts over all ranks.
-    pub fn total_counts(ranks: &[RankSummary]) -> Counts {
-        let mut c = Counts::default();
-        for r in ranks {
-            c.merge(&r.counts);
-        }
-        c
-    }
-}
-
 /// Reading back the `&'static str` fields of a serialised summary (`actdiff
 /// merge` reads the parts' [`RankSummary`] lists): the texts are mapped to
 /// the program's own names, and an unknown one is an error.
 pub mod statics {
     use serde::{de::Error, Deserialize, Deserializer};
 
-    use crate::matcher::Strategy;
     use crate::parser::Field;
 
     /// A name the program owns (`&'static str`; an alias, so that serde's
     /// derive does not ask the input to live forever).
     pub type Name = &'static str;
-
-    /// A pass name (`override`, `exact`, `fuzzy`, `stats`) or `null`.
-    pub fn strategy<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
-        let s: Option<String> = Option::deserialize(d)?;
-        s.map(|s| {
-            [
-                Strategy::Override,
-                Strategy::Exact,
-                Strategy::Fuzzy,
-                Strategy::Stats,
-            ]
-            .iter()
-            .find_map(|x| x.as_str().filter(|n| *n == s))
-            .ok_or_else(|| D::Error::custom(format!("unknown pass `{s}`")))
-        })
-        .transpose()
-    }
 
     /// One field label, or `null`.
     pub fn field_label<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
@@ -1062,38 +708,5 @@ pub mod statics {
                     .ok_or_else(|| D::Error::custom(format!("unknown field `{s}`")))
             })
             .collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{and_list, RankGroup};
-
-    #[test]
-    fn a_group_with_only_non_gating_rows_is_not_all_matched() {
-        let g = |diverging| RankGroup {
-            ranks: vec![0, 1],
-            diverging,
-            first_divergence: None,
-            verdict: "no divergence".into(),
-            kind: super::VerdictKind::None,
-        };
-        assert_eq!(g(0).describe(), "ranks {0,1}: all matched");
-        assert_eq!(
-            g(1).describe(),
-            "ranks {0,1}: no gating difference (1 row shown, not gating)"
-        );
-    }
-
-    #[test]
-    fn rank_lists_stay_short_at_any_rank_count() {
-        assert_eq!(and_list(&[]), "");
-        assert_eq!(and_list(&[3]), "3");
-        assert_eq!(and_list(&[0, 2, 3]), "0, 2 and 3");
-        assert_eq!(and_list(&[0, 1, 2, 3, 7]), "0–3 and 7");
-        let all: Vec<u32> = (0..4096).collect();
-        assert_eq!(and_list(&all), "0–4095");
-        let even: Vec<u32> = (0..4096).step_by(2).collect();
-        assert_eq!(and_list(&even), "0, 2, 4, 6, 8, … (2048 ranks)");
     }
 }

@@ -20,23 +20,34 @@ fn pct(a: u64, b: usize) -> String {
     }
 }
 
+/// One rank's lines: its first cause, its counts, its first divergences,
+/// then the rest it has (bitwise identity, largest difference, shapes,
+/// incomplete logs).
 fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
     let rank = if r.rank == r.rank2 {
         format!("rank {}", r.rank)
     } else {
         format!("rank {} vs {}", r.rank, r.rank2)
     };
-    let c = &r.counts;
+    cause_lines(out, s, r, &rank);
+    count_lines(out, s, r, &rank);
+    first_lines(out, s, r);
+    detail_lines(out, s, r);
+}
+
+/// The rank's first cause and what traces back to it, or the collective
+/// its change arrives through.
+fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
     let rc = &r.root_causes;
     if let Some(f) = &rc.first_cause {
         let more = rc.cause_count.saturating_sub(1);
         let _ = writeln!(
             out,
             "{rank}: first {}: {} (line {}){}{}",
-            f.kind.as_str(),
+            f.cause.kind.as_str(),
             f.subject((&s.name1, &s.name2)),
             f.row.line1.unwrap_or(0),
-            if f.print_limited {
+            if f.cause.print_limited {
                 " (within print precision)"
             } else {
                 ""
@@ -50,14 +61,14 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         let _ = writeln!(
             out,
             "  {} diverging row{} back to it ({} below print precision, {} through uncaptured ops){}",
-            f.inherited,
-            if f.inherited == 1 { " traces" } else { "s trace" },
-            f.below_print,
-            f.untraced,
-            if f.reads > 0 && f.kind == CauseKind::OneSided {
-                format!("; {} more fed by the same one-sided op", f.reads)
-            } else if f.reads > 0 {
-                format!("; {} more read the same changed input", f.reads)
+            f.cause.inherited,
+            if f.cause.inherited == 1 { " traces" } else { "s trace" },
+            f.cause.below_print,
+            f.cause.untraced,
+            if f.cause.reads > 0 && f.cause.kind == CauseKind::OneSided {
+                format!("; {} more fed by the same one-sided op", f.cause.reads)
+            } else if f.cause.reads > 0 {
+                format!("; {} more read the same changed input", f.cause.reads)
             } else {
                 String::new()
             }
@@ -91,6 +102,11 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             }
         );
     }
+}
+
+/// The rank's counts per status and how many ops of each run paired.
+fn count_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
+    let c = &r.counts;
     let _ = write!(
         out,
         "{rank}: {} ops vs {} ops: {} match, {} diff, {} only in {}, {} only in {}",
@@ -118,6 +134,12 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         s.name2,
         pct(r.run2.paired, r.run2.entries)
     );
+}
+
+/// The rank's first divergence, overall, per phase, and its first
+/// non-finite rows.
+fn first_lines(out: &mut String, s: &Summary, r: &RankSummary) {
+    let rc = &r.root_causes;
     if let Some(f) = &r.first_divergence {
         let keys = match (&f.key1, &f.key2) {
             (Some(a), Some(b)) if a != b => format!("{a} <-> {b}"),
@@ -136,6 +158,7 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             "  first divergence: {keys} ({}{}, {}, {line}, row {})",
             f.status.as_str(),
             f.strategy
+                .as_str()
                 .map(|x| format!(" by {x} key"))
                 .unwrap_or_default(),
             f.phase,
@@ -165,6 +188,12 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             );
         }
     }
+}
+
+/// Bitwise identity, the first non-gating difference, the largest
+/// difference, shape mismatches and incomplete logs.
+fn detail_lines(out: &mut String, s: &Summary, r: &RankSummary) {
+    let rc = &r.root_causes;
     if let Some(b) = &r.bitwise {
         if b.all {
             let _ = writeln!(

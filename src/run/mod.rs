@@ -8,6 +8,7 @@
 
 pub mod layouts;
 pub mod merge;
+pub mod messages;
 pub mod outputs;
 pub mod pipeline;
 mod progress;

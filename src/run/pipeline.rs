@@ -13,13 +13,14 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use super::messages::{self, Message};
 use super::outputs::{finish, prepare_report_folder, RunMeta, RunOutputs};
 use super::progress::Progress;
 use super::shard::{self, RankResult, RunLevel};
 use super::timer::Timer;
 use super::{plan, RankPlan, RunInput};
 use crate::matcher::{self, MatchOptions, MatchTable};
-use crate::parser::{self, duplicate_keys, Field, OpTable};
+use crate::parser::{self, OpTable};
 use crate::report::summary::FailedRank;
 use crate::report::{self, RankComparison, RankSummary, ReportOptions};
 
@@ -110,59 +111,6 @@ pub fn parse_layer_offsets(values: &[String]) -> Result<Vec<(u8, Option<u32>, i6
         .collect()
 }
 
-/// The error for logs of two capture levels (`Level: modules` against a
-/// per-op log): their blocks are different things, so no row would pair.
-fn level_mismatch(t1: &OpTable, t2: &OpTable) -> Option<String> {
-    let (l1, l2) = (t1.header().level, t2.header().level);
-    (l1 != l2).then(|| {
-        format!(
-            "{} is a level={} capture and {} a level={} one: capture both runs at one level",
-            t1.path().display(),
-            l1.name(),
-            t2.path().display(),
-            l2.name()
-        )
-    })
-}
-
-/// Checks that a parsed log can be compared: not empty, has ops, has some
-/// comparable field. `side` is `run1` or `run2`.
-fn check_usable(t: &OpTable, side: &str, allow_duplicates: bool) -> Result<(), String> {
-    let path = t.path().display();
-    if t.bytes().is_empty() {
-        return Err(format!("{path}: {side} is empty (0 bytes)"));
-    }
-    if t.is_empty() {
-        let what = if t.header().total.is_some() {
-            format!("{side} has no ops (header only)")
-        } else {
-            format!("{side}: no op blocks parsed; is this an activation log?")
-        };
-        return Err(format!("{path}:1:1: {what}"));
-    }
-    let comparable = Field::ALL[1..]
-        .iter()
-        .filter(|f| !matches!(f, Field::Location | Field::InputProducers | Field::Phase))
-        .any(|f| t.schema().contains(*f));
-    if !comparable {
-        return Err(format!(
-            "{path}:{}:1: {side}: no comparable fields (no Shape, stats or hashes in any block)",
-            t.line(0)
-        ));
-    }
-    if !allow_duplicates {
-        if let Some((k, lines)) = duplicate_keys(t).first() {
-            let l: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-            return Err(format!(
-                "{path}:{}:1: {side}: duplicate key {k} at lines {} (use --allow-duplicates to keep both and pair by occurrence)",
-                lines[0],
-                l.join(" and ")
-            ));
-        }
-    }
-    Ok(())
-}
-
 fn parse_side(path: &Path, progress: &Progress) -> Result<OpTable, String> {
     parser::parse_path_progress(path, &|n| progress.bytes.inc(n)).map_err(|e| e.to_string())
 }
@@ -187,47 +135,9 @@ struct RankDone {
     /// Per `--ignore-op`: whether either log of the rank has that op.
     ignore_seen: Vec<bool>,
     summary: Option<RankSummary>,
-    errors: Vec<String>,
-    warnings: Vec<String>,
+    errors: Vec<Message>,
+    warnings: Vec<Message>,
     rows_tmp: Option<PathBuf>,
-}
-
-/// Most warning lines printed per log; the rest are counted in one line.
-const WARNING_LINES: usize = 20;
-
-/// The warnings of one log, one line per kind of warning (and per unknown
-/// field label), each at its first occurrence's line and column; at most
-/// [`WARNING_LINES`] lines, then a count of the rest.
-fn warnings_of(t: &OpTable, side: &str) -> Vec<String> {
-    use parser::WarningKind as K;
-    let mut out = Vec::new();
-    let path = t.path().display();
-    let counts = t.warning_counts();
-    for (kind, label, n) in counts.iter().take(WARNING_LINES) {
-        let first = t
-            .warnings()
-            .iter()
-            .find(|w| w.kind == *kind && w.label == *label);
-        let at = first
-            .map(|w| format!("{path}:{}:{}", w.line, w.column))
-            .unwrap_or_else(|| path.to_string());
-        let what = match (kind, first) {
-            (K::UnknownField, _) => format!("{n} unknown field line(s) `{label}` ignored"),
-            (_, Some(w)) if *n > 1 => format!("{} ({n} times)", w.message),
-            (_, Some(w)) => w.message.clone(),
-            // Past the warnings kept with their positions.
-            (_, None) => format!("{n} more warning(s) of kind `{label}`"),
-        };
-        out.push(format!("{at}: {side}: {what}"));
-    }
-    if counts.len() > WARNING_LINES {
-        let rest: u64 = counts[WARNING_LINES..].iter().map(|c| c.2).sum();
-        out.push(format!(
-            "{path}: {side}: {rest} more warning(s) of {} other kind(s) or label(s) (is this an activation log?)",
-            counts.len() - WARNING_LINES
-        ));
-    }
-    out
 }
 
 /// Parses both logs of a rank pair in parallel; the errors of either.
@@ -235,12 +145,17 @@ fn parse_pair(
     p1: &Path,
     p2: &Path,
     progress: &Progress,
-) -> Result<(OpTable, OpTable), Vec<String>> {
+) -> Result<(OpTable, OpTable), Vec<Message>> {
     let (t1, t2) = rayon::join(|| parse_side(p1, progress), || parse_side(p2, progress));
     return_free_memory();
     match (t1, t2) {
         (Ok(a), Ok(b)) => Ok((a, b)),
-        (a, b) => Err(a.err().into_iter().chain(b.err()).collect()),
+        (a, b) => Err(a
+            .err()
+            .into_iter()
+            .chain(b.err())
+            .map(Message::Text)
+            .collect()),
     }
 }
 
@@ -258,29 +173,6 @@ fn ignore_ops_seen(cfg: &CompareConfig, t1: &OpTable, t2: &OpTable) -> Vec<bool>
         .collect()
 }
 
-/// The warning for fields that only one log of a rank has (they are not
-/// compared), if there are any.
-fn one_sided_fields_warning(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<String> {
-    let one1 = t1.schema().minus(t2.schema());
-    let one2 = t2.schema().minus(t1.schema());
-    if one1.is_empty() && one2.is_empty() {
-        return None;
-    }
-    let names = |v: &[Field]| {
-        let s: Vec<&str> = v.iter().map(|f| f.label()).collect();
-        if s.is_empty() {
-            "none".to_string()
-        } else {
-            s.join(", ")
-        }
-    };
-    Some(format!(
-        "rank {rank}: fields not on both sides are not compared: run1-only: {}; run2-only: {}",
-        names(&one1),
-        names(&one2)
-    ))
-}
-
 /// The `--layer-offset` of run 1's rank `rank1` and run 2's rank `rank2`
 /// (the last value given for a side and rank wins; 0 when none is).
 fn layer_offsets(cfg: &CompareConfig, rank1: u32, rank2: u32) -> [i64; 2] {
@@ -293,39 +185,6 @@ fn layer_offsets(cfg: &CompareConfig, rank1: u32, rank2: u32) -> [i64; 2] {
             .unwrap_or(0)
     };
     [offset(1, rank1), offset(2, rank2)]
-}
-
-/// A warning for each side whose negative `--layer-offset` would number
-/// some of its layers below 0: those keys are compared as they are
-/// ([`matcher::keys::with_layer_offset`]), which a user who gave the offset
-/// (often to the wrong run) does not expect.
-fn negative_layer_warnings(rank1: u32, offsets: [i64; 2], tables: [&OpTable; 2]) -> Vec<String> {
-    let mut warnings = Vec::new();
-    for (i, (offset, t)) in offsets.into_iter().zip(tables).enumerate() {
-        if offset >= 0 {
-            continue;
-        }
-        let below: Vec<u32> = (0..t.len())
-            .filter_map(|r| t.layer(r))
-            .filter(|l| i64::from(*l) + offset < 0)
-            .collect();
-        let (Some(lo), Some(hi)) = (below.iter().min(), below.iter().max()) else {
-            continue;
-        };
-        let layers = if lo == hi {
-            format!("layer {lo}")
-        } else {
-            format!("layers {lo}–{hi}")
-        };
-        warnings.push(format!(
-            "rank {rank1}: --layer-offset run{side}={offset} would number run{side}'s {layers} below 0; {their} {n} op{s} keep their keys as they are",
-            their = if below.len() == 1 { "its" } else { "their" },
-            side = i + 1,
-            n = below.len(),
-            s = if below.len() == 1 { "" } else { "s" },
-        ));
-    }
-    warnings
 }
 
 /// Matches a rank pair, with the `--layer-offset` of its two ranks
@@ -358,49 +217,19 @@ fn match_pair(
 
 /// The largest relative difference that printing a value with 7
 /// significant digits (`%.6e`) makes: half a unit of the 7th digit.
-const PRINT_RTOL: f64 = 5.000_001e-7;
+pub(super) const PRINT_RTOL: f64 = 5.000_001e-7;
 
 /// Whether one log is full precision and the other printed with the
 /// reference's 7 digits: values then agree when print rounding explains
 /// their difference (the default tolerances' rtol is raised to
 /// [`PRINT_RTOL`]; `--bitwise` and explicit rules are left as given).
-fn mixed_precision(t1: &OpTable, t2: &OpTable) -> bool {
+pub(super) fn mixed_precision(t1: &OpTable, t2: &OpTable) -> bool {
     t1.precision() != t2.precision()
-}
-
-/// The warning that [`mixed_precision`] logs are compared to print
-/// precision.
-fn mixed_precision_warning(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<String> {
-    mixed_precision(t1, t2).then(|| {
-        let full = if t1.precision() == parser::Precision::Full {
-            "run1"
-        } else {
-            "run2"
-        };
-        format!(
-            "rank {rank}: {full} is a full-precision log and the other is printed with 7 digits: values are compared to print precision (the default tolerances' rtol raised to {PRINT_RTOL:e}); capture both runs at one precision for a bitwise check"
-        )
-    })
-}
-
-/// With `--rules-exhaustive`, the error for the first row no rule judged.
-fn exhaustive_error(rank: u32, m: &MatchTable, t1: &OpTable, t2: &OpTable) -> Option<String> {
-    let r = m
-        .rows
-        .iter()
-        .find(|r| !matches!(r.source, matcher::Source::Rule(_)))?;
-    let key = match r.sides().first() {
-        (0, a) => t1.key_str(a).into_owned(),
-        (_, b) => t2.key_str(b).into_owned(),
-    };
-    Some(format!(
-        "rank {rank}: no rule matches {key} (--rules-exhaustive)"
-    ))
 }
 
 /// Writes the rank's result rows as JSON Lines into a temporary file of
 /// the report folder (joined into the `--rows` file after every rank).
-fn write_rows_tmp(rc: &RankComparison<'_>, cfg: &CompareConfig) -> Result<PathBuf, String> {
+fn write_rows_tmp(rc: &RankComparison<'_>, cfg: &CompareConfig) -> Result<PathBuf, Message> {
     let tmp = cfg
         .report
         .out_dir
@@ -413,7 +242,10 @@ fn write_rows_tmp(rc: &RankComparison<'_>, cfg: &CompareConfig) -> Result<PathBu
             w.flush()
         })
         .map(|()| tmp.clone())
-        .map_err(|e| format!("{}: {e}", tmp.display()))
+        .map_err(|e| Message::File {
+            path: tmp.display().to_string(),
+            error: e.to_string(),
+        })
 }
 
 /// One rank pair end to end: parse, check, match, write its pages (and its
@@ -454,11 +286,10 @@ fn compare_rank(
         t2.use_l1_as_output_hash();
     }
     if t1.is_empty() && t2.is_empty() {
-        done.errors.push(format!(
-            "nothing compared: run1 has no ops and run2 has no ops ({}, {})",
-            t1.path().display(),
-            t2.path().display()
-        ));
+        done.errors.push(Message::NothingCompared {
+            path1: t1.path().display().to_string(),
+            path2: t2.path().display().to_string(),
+        });
         return done;
     }
     // The key indexes serve the duplicate-key check here and the exact-key
@@ -467,34 +298,37 @@ fn compare_rank(
     parser::duplicate_keys_from(&t1, &indexes.0);
     parser::duplicate_keys_from(&t2, &indexes.1);
     for (t, side) in [(&t1, "run1"), (&t2, "run2")] {
-        if let Err(e) = check_usable(t, side, cfg.allow_duplicates) {
+        if let Err(e) = messages::check_usable(t, side, cfg.allow_duplicates) {
             done.errors.push(e);
         }
-        done.warnings.extend(warnings_of(t, side));
+        done.warnings.extend(messages::log_warnings(t, side));
     }
-    done.errors.extend(level_mismatch(&t1, &t2));
+    done.errors.extend(messages::level_mismatch(&t1, &t2));
     if !done.errors.is_empty() {
         return done;
     }
     timer.lap("checks");
     done.warnings
-        .extend(one_sided_fields_warning(rank1, &t1, &t2));
-    done.warnings
-        .extend(mixed_precision_warning(rank1, &t1, &t2));
+        .extend(messages::one_sided_fields(rank1, &t1, &t2));
+    done.warnings.extend(
+        mixed_precision(&t1, &t2).then(|| messages::mixed_precision(rank1, &t1, PRINT_RTOL)),
+    );
     let offsets = layer_offsets(cfg, rank1, rank2);
     done.warnings
-        .extend(negative_layer_warnings(rank1, offsets, [&t1, &t2]));
+        .extend(messages::negative_layers(rank1, offsets, [&t1, &t2]));
     let m = match_pair(&t1, &t2, indexes, offsets, cfg);
     timer.lap("match");
     return_free_memory();
     done.rule_hits = m.rule_hits.clone();
     if cfg.matching.policy.exhaustive {
-        done.errors.extend(exhaustive_error(rank1, &m, &t1, &t2));
+        done.errors.extend(messages::unjudged(rank1, &m, &t1, &t2));
     }
     for (k, v) in &m.unused_overrides {
-        done.warnings.push(format!(
-            "rank {rank1}: unused override `{k}, {v}` (no run1 row `{k}` paired with a run2 row `{v}`)"
-        ));
+        done.warnings.push(Message::UnusedOverride {
+            rank: rank1,
+            key1: k.clone(),
+            key2: v.clone(),
+        });
     }
     let rc = RankComparison {
         rank1,
@@ -508,15 +342,16 @@ fn compare_rank(
     let (pages, parquet) = rayon::join(
         || report::write_rank_with_progress(&rc, &cfg.report, progress),
         || match rows_out {
-            RowsOut::Parquet(w) => w
-                .write_rank(&rc, cfg.step)
-                .map_err(|e| format!("{}: {e}", w.path().display())),
+            RowsOut::Parquet(w) => w.write_rank(&rc, cfg.step).map_err(|e| Message::File {
+                path: w.path().display().to_string(),
+                error: e.to_string(),
+            }),
             _ => Ok(()),
         },
     );
     match pages {
         Ok(s) => done.summary = Some(s),
-        Err(e) => done.errors.push(e.to_string()),
+        Err(e) => done.errors.push(Message::Text(e.to_string())),
     }
     done.errors.extend(parquet.err());
     timer.lap("report");
@@ -647,71 +482,6 @@ fn compare_ranks(
     Ok(done)
 }
 
-/// Warnings for options that name ranks or ops no compared log has (they
-/// did nothing).
-fn unused_option_warnings(run: &RunLevel, done: &[RankResult]) -> Vec<String> {
-    let mut warnings = Vec::new();
-    for (a, b) in &run.rank_map {
-        if !run.pairs.iter().any(|(x, y)| x == a && y == b) {
-            warnings.push(format!(
-                "--rank-map {a}:{b} compared nothing (run1 rank {a} with run2 rank {b} is not a pair of these runs)"
-            ));
-        }
-    }
-    for (side, rank, offset) in &run.layer_offsets {
-        if let Some(r) = rank {
-            let present = run
-                .pairs
-                .iter()
-                .any(|(x, y)| if *side == 1 { x == r } else { y == r });
-            if !present {
-                warnings.push(format!(
-                    "--layer-offset run{side}:{r}={offset} applies to no compared rank (run{side} has no rank {r} in a pair)"
-                ));
-            }
-        }
-    }
-    for (i, op) in run.ignore_ops.iter().enumerate() {
-        if !done.is_empty() && !done.iter().any(|d| d.ignore_seen.get(i) == Some(&true)) {
-            warnings.push(format!("--ignore-op {op}: no op of that name in any log"));
-        }
-    }
-    warnings
-}
-
-/// Rules, and per-dtype defaults a config wrote, that judged no row of any
-/// rank: warnings, or errors with `--strict`.
-fn unused_rules(run: &RunLevel, done: &[RankResult], meta: &mut RunMeta) {
-    if done.is_empty() {
-        return;
-    }
-    let mut hits = vec![0u64; run.rules.len() + run.dtype_sections.len()];
-    for d in done {
-        for (h, x) in hits.iter_mut().zip(&d.rule_hits) {
-            *h += x;
-        }
-    }
-    let rules = run
-        .rules
-        .iter()
-        .map(|(origin, key_src)| format!("rule {origin} `{key_src}` matched no row"));
-    // A config's `[dtype.X]` that judged no row: often a misspelt dtype
-    // (`bfloat17`), which would otherwise leave those rows at the global
-    // default without a word.
-    let dtypes = run.dtype_sections.iter().map(|origin| {
-        format!("{origin} judged no row (no row has that dtype in its Shape line, or a rule judged each that does)")
-    });
-    for (msg, h) in rules.chain(dtypes).zip(&hits) {
-        if *h == 0 {
-            if run.strict {
-                meta.errors.push(format!("{msg} (--strict)"));
-            } else {
-                meta.warnings.push(msg);
-            }
-        }
-    }
-}
-
 /// The run's metadata for [`super::outputs::finish`] from the per-rank
 /// results and the run-level facts alone (never the op tables): one-sided
 /// and failed ranks, every input error and warning, in the order a single
@@ -734,8 +504,14 @@ pub fn assemble(
         errors: run.input_errors.iter().cloned().chain(errors).collect(),
         ..RunMeta::default()
     };
-    meta.warnings = unused_option_warnings(run, &results);
-    unused_rules(run, &results, &mut meta);
+    meta.warnings = messages::texts(messages::unused_options(run, &results));
+    for m in messages::unused_rules(run, &results) {
+        if run.strict {
+            meta.errors.push(m.to_string());
+        } else {
+            meta.warnings.push(m.to_string());
+        }
+    }
     let mut ranks = Vec::new();
     for d in results {
         if d.summary.is_none() && !d.errors.is_empty() {
@@ -813,6 +589,106 @@ fn run_level(cfg: &CompareConfig, plan: &RankPlan, input_errors: Vec<String>) ->
     }
 }
 
+/// A part's share of the ranks (`--shard`), and its manifest (status
+/// running): the split depends on the recorded log sizes only, so every
+/// part (and the merge) computes the same one.
+fn part_plan(
+    cfg: &CompareConfig,
+    part: &ShardPart,
+    full_plan: &RankPlan,
+    inputs: shard::Inputs,
+    run: &RunLevel,
+) -> (RankPlan, shard::Manifest) {
+    let sizes = inputs.sizes();
+    let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
+    let units = match &part.units {
+        Some(u) => u.clone(),
+        None => shard::units_of_part(full_plan, part.shard, &size),
+    };
+    let m = shard::Manifest {
+        format: shard::FORMAT.into(),
+        version: shard::VERSION,
+        tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
+        shard: part.shard,
+        status: shard::PartStatus::Running,
+        inputs,
+        options: part.options.clone(),
+        units: units.clone(),
+        rows: cfg
+            .rows
+            .as_ref()
+            .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
+        run: run.clone(),
+        results: Vec::new(),
+    };
+    (shard::restrict(full_plan, &units), m)
+}
+
+/// A part's own view of the run: its ranks' pairs and one-sided ranks.
+/// The options that name ranks, ops or rules are judged over the whole
+/// run: `--rank-map` and `--layer-offset` by the part (the plan is
+/// known), the rest by the merge (it needs every rank's results).
+fn part_view(run: &RunLevel, plan: &RankPlan) -> RunLevel {
+    RunLevel {
+        pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
+        only1: plan.only1.clone(),
+        only2: plan.only2.clone(),
+        rank_map: Vec::new(),
+        layer_offsets: Vec::new(),
+        ignore_ops: Vec::new(),
+        rules: Vec::new(),
+        dtype_sections: Vec::new(),
+        ..run.clone()
+    }
+}
+
+/// Where `--rows` goes; a Parquet file that cannot be created is an error
+/// in `errors` (and no rows are written).
+fn open_rows(cfg: &CompareConfig, errors: &mut Vec<Message>) -> RowsOut {
+    match &cfg.rows {
+        Some(p) if report::parquet::is_parquet_path(p) => {
+            match report::parquet::ParquetRows::create(p) {
+                Ok(w) => RowsOut::Parquet(w),
+                Err(e) => {
+                    errors.push(Message::File {
+                        path: p.display().to_string(),
+                        error: e.to_string(),
+                    });
+                    RowsOut::None
+                }
+            }
+        }
+        Some(_) => RowsOut::Jsonl,
+        None => RowsOut::None,
+    }
+}
+
+/// Finishes the `--rows` file: joins the ranks' JSON Lines parts
+/// (`rows_tmp`), or closes the Parquet file; the error, if any.
+fn finish_rows(cfg: &CompareConfig, rows_out: RowsOut, rows_tmp: &[PathBuf]) -> Option<Message> {
+    match (&cfg.rows, rows_out) {
+        (Some(rows), RowsOut::Jsonl) => join_rows(rows, rows_tmp).err().map(Message::Text),
+        (Some(rows), RowsOut::Parquet(w)) => w.finish().err().map(|e| Message::File {
+            path: rows.display().to_string(),
+            error: e.to_string(),
+        }),
+        _ => None,
+    }
+}
+
+/// The error for a part's `part.json` that could not be written.
+fn manifest_error(cfg: &CompareConfig, e: impl std::fmt::Display) -> Message {
+    Message::File {
+        path: cfg
+            .report
+            .out_dir
+            .join(shard::MANIFEST)
+            .display()
+            .to_string(),
+        error: e.to_string(),
+    }
+}
+
 /// Compares two runs and writes every rank's pages (and the `--rows`
 /// file); the run-level outputs are [`super::outputs::finish`]'s. With
 /// [`CompareConfig::shard`], compares the part's ranks only and writes its
@@ -825,82 +701,45 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     let mut input_errors = Vec::new();
     let (full_plan, inputs) = discover(cfg, &mut input_errors);
     let run = run_level(cfg, &full_plan, input_errors);
-    // The part's share of the ranks: the split depends on the recorded log
-    // sizes only, so every part (and the merge) computes the same one.
     let (plan, mut manifest) = match &cfg.shard {
         None => (full_plan, None),
         Some(part) => {
-            let sizes = inputs.sizes();
-            let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
-            let units = match &part.units {
-                Some(u) => u.clone(),
-                None => shard::units_of_part(&full_plan, part.shard, &size),
-            };
-            let m = shard::Manifest {
-                format: shard::FORMAT.into(),
-                version: shard::VERSION,
-                tool: format!("actdiff {}", env!("CARGO_PKG_VERSION")),
-                shard: part.shard,
-                status: shard::PartStatus::Running,
-                inputs,
-                options: part.options.clone(),
-                units: units.clone(),
-                rows: cfg
-                    .rows
-                    .as_ref()
-                    .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
-                run: run.clone(),
-                results: Vec::new(),
-            };
-            (shard::restrict(&full_plan, &units), Some(m))
+            let (plan, m) = part_plan(cfg, part, &full_plan, inputs, &run);
+            (plan, Some(m))
         }
     };
-    // The part's own view: its ranks' pairs and one-sided ranks. The
-    // options that name ranks, ops or rules are judged over the whole run:
-    // `--rank-map` and `--layer-offset` here (the plan is known), the rest
-    // by the merge (it needs every rank's results).
     let view = match &manifest {
         None => run.clone(),
-        Some(_) => RunLevel {
-            pairs: plan.pairs.iter().map(|(a, _, b, _)| (*a, *b)).collect(),
-            only1: plan.only1.clone(),
-            only2: plan.only2.clone(),
-            rank_map: Vec::new(),
-            layer_offsets: Vec::new(),
-            ignore_ops: Vec::new(),
-            rules: Vec::new(),
-            dtype_sections: Vec::new(),
-            ..run.clone()
-        },
+        Some(_) => part_view(&run, &plan),
     };
     let is_part = manifest.is_some();
     // `assemble` over `view`, with a part's whole-run option warnings first.
-    let assemble_view = |errors, results, more_errors| {
+    let assemble_view = |errors: Vec<Message>, results, more_errors: Vec<Message>| {
+        let (errors, more_errors) = (messages::texts(errors), messages::texts(more_errors));
         let mut c = assemble(&view, cfg.report.clone(), errors, results, more_errors);
         if !is_part {
             return c;
         }
-        let mut warnings = unused_option_warnings(&run, &[]);
+        let mut warnings = messages::texts(messages::unused_options(&run, &[]));
         warnings.append(&mut c.meta.warnings);
         c.meta.warnings = warnings;
         c
     };
-    let mut errors = Vec::new();
+    let mut errors: Vec<Message> = Vec::new();
     if is_part {
         if let Err(e) = shard::remove_previous_rows(&cfg.report.out_dir) {
-            errors.push(e);
+            errors.push(Message::Text(e));
         }
     }
     // A previous comparison's pages (of ranks or pages this one may not
     // write) must not look like part of this report.
     if let Err(e) = prepare_report_folder(&cfg.report) {
-        errors.push(e.to_string());
-        let mut c = assemble_view(errors.clone(), Vec::new(), Vec::new());
+        errors.push(Message::Text(e.to_string()));
+        let message = messages::texts(errors.clone()).join("; ");
+        let mut c = assemble_view(errors, Vec::new(), Vec::new());
         if let Some(mut m) = manifest {
             // No earlier part's "done" may stay in the folder.
-            m.status = shard::PartStatus::Failed {
-                message: errors.join("; "),
-            };
+            m.status = shard::PartStatus::Failed { message };
             if m.write(&cfg.report.out_dir).is_err() {
                 let _ = std::fs::remove_file(cfg.report.out_dir.join(shard::MANIFEST));
             }
@@ -910,25 +749,10 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     }
     if let Some(m) = &manifest {
         if let Err(e) = m.write(&cfg.report.out_dir) {
-            errors.push(format!(
-                "{}: {e}",
-                cfg.report.out_dir.join(shard::MANIFEST).display()
-            ));
+            errors.push(manifest_error(cfg, e));
         }
     }
-    let rows_out = match &cfg.rows {
-        Some(p) if report::parquet::is_parquet_path(p) => {
-            match report::parquet::ParquetRows::create(p) {
-                Ok(w) => RowsOut::Parquet(w),
-                Err(e) => {
-                    errors.push(format!("{}: {e}", p.display()));
-                    RowsOut::None
-                }
-            }
-        }
-        Some(_) => RowsOut::Jsonl,
-        None => RowsOut::None,
-    };
+    let rows_out = open_rows(cfg, &mut errors);
     // The HTML budget is the report's: each rank gets its share, over
     // every rank of the run (so the parts of a sharded compare share it).
     let mut rank_cfg = cfg.clone();
@@ -939,7 +763,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     let done = match compare_ranks(&plan, &rank_cfg, &rows_out) {
         Ok(d) => d,
         Err(e) => {
-            errors.push(e);
+            errors.push(Message::Text(e));
             Vec::new()
         }
     };
@@ -952,31 +776,19 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
             rule_hits: d.rule_hits,
             ignore_seen: d.ignore_seen,
             summary: d.summary,
-            errors: d.errors,
-            warnings: d.warnings,
+            errors: messages::texts(d.errors),
+            warnings: messages::texts(d.warnings),
         });
     }
-    let mut more_errors = Vec::new();
-    match (&cfg.rows, rows_out) {
-        (Some(rows), RowsOut::Jsonl) => {
-            if let Err(e) = join_rows(rows, &rows_tmp) {
-                more_errors.push(e);
-            }
-        }
-        (Some(rows), RowsOut::Parquet(w)) => {
-            if let Err(e) = w.finish() {
-                more_errors.push(format!("{}: {e}", rows.display()));
-            }
-        }
-        _ => {}
-    }
+    let more_errors: Vec<Message> = finish_rows(cfg, rows_out, &rows_tmp).into_iter().collect();
     let Some(mut m) = manifest.take() else {
+        let (errors, more_errors) = (messages::texts(errors), messages::texts(more_errors));
         return assemble(&run, cfg.report.clone(), errors, results, more_errors);
     };
     // A part: its results go to part.json, the run-level outputs are the
     // merge's. A part that could not do its work (its folder, its rows
     // file, the worker pool) is a failed part, which the merge names.
-    let failed: Vec<String> = errors.iter().chain(&more_errors).cloned().collect();
+    let failed = messages::texts(errors.iter().chain(&more_errors).cloned());
     m.results = results.clone();
     m.status = if failed.is_empty() {
         shard::PartStatus::Done
@@ -986,10 +798,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         }
     };
     if let Err(e) = m.write(&cfg.report.out_dir) {
-        errors.push(format!(
-            "{}: {e}",
-            cfg.report.out_dir.join(shard::MANIFEST).display()
-        ));
+        errors.push(manifest_error(cfg, e));
     }
     let mut c = assemble_view(errors, results, more_errors);
     c.part = Some((m.shard, m.units));

@@ -67,7 +67,7 @@ pub use print::{print_explains, PRINT_AMPLIFICATION};
 
 /// How a diverging row came to diverge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum CauseKind {
     /// Inputs agree, output diverges beyond print rounding: the divergence starts here.
     Origin,
@@ -82,10 +82,8 @@ pub enum CauseKind {
     Inherited,
     /// Inputs agree as printed; the output difference is within what
     /// sub-print input differences can produce.
-    #[serde(rename = "inherited_below_print")]
     BelowPrint,
     /// A differing input has no captured producer, after an earlier divergence.
-    #[serde(rename = "inherited_untraced")]
     Untraced,
     /// The difference arrives through an unsynced collective.
     ViaCollective,
@@ -144,9 +142,10 @@ impl CauseKind {
     }
 }
 /// One cause (origin, entry or entry via collective), with what follows from it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct CauseEntry {
     /// Result row index.
+    #[serde(skip)]
     pub index: usize,
     /// Origin, entry or entry via collective.
     pub kind: CauseKind,
@@ -169,14 +168,17 @@ pub struct CauseEntry {
     pub print_limited: bool,
     /// For an entry via collective: the nearest unsynced collective before
     /// it (result row index).
+    #[serde(skip)]
     pub collective: Option<usize>,
     /// For a one-sided cause: the ops of one run only that feed the row
     /// (result row indexes of `only1` or `only2` rows, all of one run),
     /// from the earliest one-sided op of the chain (the cause) to the one
     /// that produced the row's differing input; at most
     /// [`MAX_ONE_SIDED_CHAIN`]. Empty for every other kind.
+    #[serde(skip)]
     pub one_sided: Vec<usize>,
     /// The first few rows counted under it (result indexes), in dispatch order.
+    #[serde(skip)]
     pub chain: Vec<usize>,
 }
 

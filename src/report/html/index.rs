@@ -118,20 +118,21 @@ fn cause_rows(c: &CausesSummary) -> Vec<CauseRow<'_>> {
     c.causes
         .iter()
         .map(|e| CauseRow {
-            kind: e.kind.as_str(),
-            cls: match e.kind {
+            kind: e.cause.kind.as_str(),
+            cls: match e.cause.kind {
                 CauseKind::Origin => "cause",
                 _ => "entry",
             },
             row: row_link(&e.row),
             fed_by: e.one_sided.first().map(row_link),
             inputs: e
+                .cause
                 .inputs
                 .iter()
                 .map(usize::to_string)
                 .collect::<Vec<_>>()
                 .join(", "),
-            inherited: e.inherited,
+            inherited: e.cause.inherited,
             chain: e.chain.join(" → "),
         })
         .collect()
@@ -330,7 +331,7 @@ fn rank_line<'a>(r: &'a RankSummary, n1: &str, n2: &str) -> RankLine<'a> {
         .root_causes
         .first_cause
         .as_ref()
-        .map(|c| format!("{} {}", c.kind.as_str(), c.row.key()));
+        .map(|c| format!("{} {}", c.cause.kind.as_str(), c.row.key()));
     RankLine {
         r: r.rank,
         r2: r.rank2,
@@ -471,7 +472,7 @@ fn rank_row<'a>(
         .root_causes
         .causes
         .iter()
-        .filter(|c| c.kind != CauseKind::ViaCollective)
+        .filter(|c| c.cause.kind != CauseKind::ViaCollective)
         .count() as u64;
     Ok(RankRow {
         rank: r.rank,

@@ -48,8 +48,7 @@
 //! dropped in turn, so memory is bounded by the page size (times the rayon
 //! threads writing pages at once), not by the number of rows.
 //!
-//! Size: a 500-row page of generated logs is about 350 KB, a 2,000-row one
-//! (`--page-rows 2000`) 1.3–1.7 MB. Differing cells
+//! Colours: differing cells
 //! are coloured through classes (`x1`, `x2`, ...) whose rules each page
 //! defines in its `<style>`, one per distinct colour, computed with
 //! [`crate::report::colour::diff_colour`] (dark theme, the reference's scale) and

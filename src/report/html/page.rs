@@ -1,6 +1,7 @@
 //! Result pages, `rank{N}-page{k}.html`: tera renders each page's frame
 //! (header, counts, first divergence and cause, excluded ops, filters, the
-//! two section tables' heads, the colour rules); the rows come from
+//! heads of the Forward, Backward and Optimizer section tables, the colour
+//! rules); the rows come from
 //! `rowdata.rs` as JSON, written where the template has its
 //! `<!--actdiff:rows-->` marker, and the page script draws them.
 

@@ -23,12 +23,16 @@ pub(super) fn status_counts(c: &Counts, name1: &str, name2: &str) -> Vec<StatusC
         n,
     };
     vec![
-        sc(Status::Match, "match".into(), c.matched),
-        sc(Status::Diff, "diff".into(), c.diff),
+        sc(Status::Match, Status::Match.as_str().into(), c.matched),
+        sc(Status::Diff, Status::Diff.as_str().into(), c.diff),
         sc(Status::Only1, format!("only in {name1}"), c.only1),
         sc(Status::Only2, format!("only in {name2}"), c.only2),
-        sc(Status::Missing, "missing".into(), c.missing),
-        sc(Status::Truncated, "truncated".into(), c.truncated),
+        sc(Status::Missing, Status::Missing.as_str().into(), c.missing),
+        sc(
+            Status::Truncated,
+            Status::Truncated.as_str().into(),
+            c.truncated,
+        ),
     ]
 }
 
@@ -49,13 +53,6 @@ pub(super) struct RowLink<'a> {
 }
 
 pub(super) fn row_link(r: &RowRef) -> RowLink<'_> {
-    let strategy = match r.strategy {
-        Some("override") => crate::matcher::Strategy::Override,
-        Some("exact") => crate::matcher::Strategy::Exact,
-        Some("fuzzy") => crate::matcher::Strategy::Fuzzy,
-        Some("stats") => crate::matcher::Strategy::Stats,
-        _ => crate::matcher::Strategy::None,
-    };
     let key1 = r.key();
     let key2 = match (&r.key1, &r.key2) {
         (Some(a), Some(b)) if a != b => b.as_str(),
@@ -70,8 +67,8 @@ pub(super) fn row_link(r: &RowRef) -> RowLink<'_> {
         key1,
         key2,
         st: r.status.as_str(),
-        chip: strategy.chip(),
-        sg: r.strategy.unwrap_or("none"),
+        chip: r.strategy.chip(),
+        sg: r.strategy.as_str().unwrap_or("none"),
         line1: r.line1,
         line2: r.line2,
         phase: &r.phase,
@@ -106,9 +103,9 @@ pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
     match &c.first_cause {
         Some(f) => Some(CauseLink {
             row: Some(row_link(&f.row)),
-            kind: f.kind.as_str(),
+            kind: f.cause.kind.as_str(),
             fed_by: f.one_sided.first().map(row_link),
-            inherited: f.inherited,
+            inherited: f.cause.inherited,
             count: c.cause_count,
             via_collectives: String::new(),
         }),

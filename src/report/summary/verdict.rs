@@ -1,0 +1,414 @@
+//! A rank's verdict in words, the groups of ranks that share one, and the
+//! opening sentence of the index and the terminal ([`Summary::headline`]),
+//! from the rank summaries alone.
+
+use serde::{Deserialize, Serialize};
+
+use super::{RankSummary, Summary};
+use crate::matcher::cause::CauseKind;
+use crate::matcher::{Counts, Status};
+
+/// Ranks with the same verdict: the same first cause, or the same
+/// collective their change arrives through, or the same first divergence.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RankGroup {
+    /// The ranks, ascending.
+    pub ranks: Vec<u32>,
+    /// Non-`match` rows: the most of any rank of the group.
+    pub diverging: u64,
+    /// Key of the first gating row of the group's first rank.
+    pub first_divergence: Option<String>,
+    /// The verdict the ranks share, in words (`first entry
+    /// tok_embeddings/op_2_embedding`, `receive the change through the
+    /// gradient reduce-scatter`, `no divergence`).
+    pub verdict: String,
+    /// What kind of verdict it is (not in `summary.json`: `verdict` is
+    /// its text; groups are built afresh from the ranks).
+    #[serde(skip)]
+    pub kind: VerdictKind,
+}
+
+/// What a rank's verdict says ([`RankSummary::verdict`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum VerdictKind {
+    /// Its first cause (an origin, an entry, a one-sided op).
+    Cause,
+    /// Its change only arrives through a collective: that collective in
+    /// words (`the gradient reduce-scatter`).
+    ViaCollective(String),
+    /// A first gating row, without a cause.
+    Divergence,
+    /// Nothing gates.
+    #[default]
+    None,
+}
+
+impl RankGroup {
+    /// `ranks {1,3}: first divergence layers.1.attention/op_0_softmax (1 differing op)`.
+    pub fn describe(&self) -> String {
+        let ranks: Vec<String> = self.ranks.iter().map(|r| r.to_string()).collect();
+        match &self.first_divergence {
+            None if self.diverging == 0 => format!("ranks {{{}}}: all matched", ranks.join(",")),
+            // Differences shown but not gating (an unsynced collective, a
+            // fused-away op, an ignore rule).
+            None => format!(
+                "ranks {{{}}}: no gating difference ({} row{} shown, not gating)",
+                ranks.join(","),
+                self.diverging,
+                if self.diverging == 1 { "" } else { "s" }
+            ),
+            Some(k) => format!(
+                "ranks {{{}}}: first divergence {k} ({} differing op{}){}",
+                ranks.join(","),
+                self.diverging,
+                if self.diverging == 1 { "" } else { "s" },
+                if let VerdictKind::ViaCollective(_) = self.kind {
+                    format!(": {}", self.verdict)
+                } else {
+                    String::new()
+                }
+            ),
+        }
+    }
+}
+
+/// What a collective carries, in words: `gradient reduce-scatter` for
+/// `_reduce_scatter_base_`, `parameter all-gather` for `_allgather_base_`.
+pub fn collective_words(key: &str) -> String {
+    let op =
+        crate::matcher::keys::op_type(&crate::matcher::keys::fuzzy_key(key.as_bytes())).to_vec();
+    let op = String::from_utf8_lossy(&op).to_lowercase();
+    if op.contains("reduce_scatter") {
+        "gradient reduce-scatter".into()
+    } else if op.contains("allgather") || op.contains("all_gather") {
+        "parameter all-gather".into()
+    } else if op.contains("all_reduce") || op.contains("allreduce") {
+        "all-reduce".into()
+    } else {
+        format!("collective {op}")
+    }
+}
+
+impl RankSummary {
+    /// The rank's verdict in words, the same for ranks that diverge alike,
+    /// and its kind: its first cause (`first entry K`), the collective its
+    /// change arrives through, its first gating row, or `no divergence`.
+    pub fn verdict(&self) -> (String, VerdictKind) {
+        let rc = &self.root_causes;
+        if let Some(c) = &rc.first_cause {
+            let words = format!(
+                "first {} {}",
+                c.cause.kind.as_str(),
+                c.subject(("run 1", "run 2"))
+            );
+            return (words, VerdictKind::Cause);
+        }
+        if rc.via_collective_only {
+            let via = rc
+                .causes
+                .iter()
+                .find_map(|c| c.collective.as_ref())
+                .map_or("a collective".to_string(), |c| {
+                    format!("the {}", collective_words(c.key()))
+                });
+            let words = format!("receive the change through {via}");
+            return (words, VerdictKind::ViaCollective(via));
+        }
+        match &self.first_divergence {
+            Some(f) => (
+                format!("first divergence {}", f.key()),
+                VerdictKind::Divergence,
+            ),
+            None => ("no divergence".into(), VerdictKind::None),
+        }
+    }
+}
+
+/// A first divergence's status in words for the headline: `only in base`,
+/// `differs`, `Output hash in one run only`, `truncated`.
+fn status_words(status: Status, name1: &str, name2: &str) -> String {
+    match status {
+        Status::Only1 => format!("only in {name1}"),
+        Status::Only2 => format!("only in {name2}"),
+        Status::Missing => "Output hash in one run only".into(),
+        Status::Truncated => "truncated".into(),
+        _ => "differs".into(),
+    }
+}
+
+/// `0`, `0 and 2`, `0, 2 and 3`.
+/// Ascending ranks as parts: each run of at least `min_run` consecutive
+/// ranks as a range `8–11`, every other rank alone (`[0, 1, 2, 5]` with
+/// `min_run` 2 → `0–2`, `5`).
+pub fn rank_ranges(v: &[u32], min_run: usize) -> Vec<String> {
+    let mut s: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j].wrapping_add(1) {
+            j += 1;
+        }
+        if j + 1 - i >= min_run.max(2) {
+            s.push(format!("{}–{}", v[i], v[j]));
+        } else {
+            s.extend(v[i..=j].iter().map(u32::to_string));
+        }
+        i = j + 1;
+    }
+    s
+}
+
+/// The most parts a rank list names before it counts the rest.
+const RANK_LIST_PARTS: usize = 6;
+
+/// The most clauses the opening sentence holds; further rank groups are
+/// counted ("and N more groups (M ranks)").
+const HEADLINE_CLAUSES: usize = 3;
+
+/// Ascending ranks in words: `0, 2 and 5`; three or more consecutive ranks
+/// as a range `8–11`; beyond [`RANK_LIST_PARTS`] parts, the first ones and
+/// the count (`0, 2, 4, 6, 8, … (2048 ranks)`), so that a list stays short
+/// at any rank count.
+fn and_list(v: &[u32]) -> String {
+    let s = rank_ranges(v, 3);
+    match s.len() {
+        0 => String::new(),
+        1 => s[0].clone(),
+        n if n > RANK_LIST_PARTS => format!(
+            "{}, … ({} ranks)",
+            s[..RANK_LIST_PARTS - 1].join(", "),
+            v.len()
+        ),
+        n => format!("{} and {}", s[..n - 1].join(", "), s[n - 1]),
+    }
+}
+
+fn rank_word(v: &[u32]) -> String {
+    format!(
+        "{} {}",
+        if v.len() == 1 { "rank" } else { "ranks" },
+        and_list(v)
+    )
+}
+
+impl Summary {
+    /// Groups ranks by verdict ([`RankSummary::verdict`]), in rank order.
+    pub fn group_ranks(ranks: &[RankSummary]) -> Vec<RankGroup> {
+        let mut groups: Vec<RankGroup> = Vec::new();
+        for r in ranks {
+            let (verdict, kind) = r.verdict();
+            match groups.iter_mut().find(|g| g.verdict == verdict) {
+                Some(g) => {
+                    g.ranks.push(r.rank);
+                    g.diverging = g.diverging.max(r.counts.diverging());
+                }
+                None => groups.push(RankGroup {
+                    ranks: vec![r.rank],
+                    diverging: r.counts.diverging(),
+                    first_divergence: r.first_divergence.as_ref().map(|f| f.key().to_string()),
+                    verdict,
+                    kind,
+                }),
+            }
+        }
+        groups
+    }
+
+    /// The one sentence the index and the terminal open with, from the rank
+    /// summaries alone: where the run diverges first and how the other ranks
+    /// get it, e.g. "rank 1 diverges first at `tok_embeddings/op_2_embedding`
+    /// (a differing input), and ranks 0, 2 and 3 receive that change through
+    /// the gradient reduce-scatter." `None` when no rank has a gating row.
+    ///
+    /// A rank's "first" is its first divergence
+    /// ([`RankSummary::first_divergence`], the terminal's `first divergence:`
+    /// line and the index's first diverging row): the first gating row in
+    /// result order, a one-sided row (`only1`, `only2`) included, since an
+    /// op one run lacks is a difference between the runs. When that row is
+    /// not the rank's first cause (an op only in one run before the first
+    /// origin), the sentence names both: "rank 0 diverges first at
+    /// `tok/op_0_embedding` (only in base; first cause `qkv/op_0_mm`,
+    /// inputs agree, the output differs)".
+    pub fn headline(ranks: &[RankSummary], name1: &str, name2: &str) -> Option<String> {
+        let groups = Summary::group_ranks(ranks);
+        let what = |r: &RankSummary| -> Option<String> {
+            let c = r.root_causes.first_cause.as_ref()?;
+            // A one-sided cause is named by its op, the row it feeds after.
+            let (cause_key, cause) = match c.one_sided.first() {
+                Some(first) if c.cause.kind == CauseKind::OneSided => {
+                    let run = if first.status == crate::matcher::Status::Only1 {
+                        name1
+                    } else {
+                        name2
+                    };
+                    (
+                        first.key(),
+                        format!("an op only in {run}, feeding `{}`", c.row.key()),
+                    )
+                }
+                _ => (
+                    c.row.key(),
+                    match c.cause.kind {
+                        // A module-level log records no inputs: its first
+                        // differing record is all that is known.
+                        _ if r.run1.level == crate::logformat::CaptureLevel::Modules => {
+                            "the first differing record; inputs are not recorded at level=modules"
+                        }
+                        CauseKind::Entry => "a differing input",
+                        CauseKind::Origin => "inputs agree, the output differs",
+                        _ => c.cause.kind.as_str(),
+                    }
+                    .to_string(),
+                ),
+            };
+            Some(match &r.first_divergence {
+                Some(f) if f.index != c.row.index && f.key() != cause_key => format!(
+                    "`{}` ({}; first cause `{cause_key}`, {cause})",
+                    f.key(),
+                    status_words(f.status, name1, name2),
+                ),
+                _ => format!("`{cause_key}` ({cause})"),
+            })
+        };
+        // Clauses with the number of ranks each speaks for.
+        let mut parts: Vec<(usize, String)> = Vec::new();
+        let mut via: Vec<(Vec<u32>, String)> = Vec::new();
+        let mut other: Vec<(usize, String)> = Vec::new();
+        for g in &groups {
+            let Some(first) = ranks.iter().find(|r| r.rank == g.ranks[0]) else {
+                continue;
+            };
+            if !first.gates() {
+                continue;
+            }
+            // `ranks 0 and 3 diverge first at …`
+            let first_at = |w: String| {
+                let verb = if g.ranks.len() == 1 {
+                    "diverges"
+                } else {
+                    "diverge"
+                };
+                (
+                    g.ranks.len(),
+                    format!("{} {verb} first at {w}", rank_word(&g.ranks)),
+                )
+            };
+            if let Some(w) = what(first) {
+                parts.push(first_at(w));
+            } else if let VerdictKind::ViaCollective(v) = &g.kind {
+                via.push((g.ranks.clone(), format!("through {v}")));
+            } else if let Some(f) = &first.first_divergence {
+                let only = match f.status {
+                    Status::Only1 | Status::Only2 => {
+                        format!(" ({})", status_words(f.status, name1, name2))
+                    }
+                    _ => String::new(),
+                };
+                other.push(first_at(format!("`{}`{only}", f.key())));
+            }
+        }
+        let had_cause = !parts.is_empty();
+        parts.extend(other);
+        parts.extend(via.into_iter().map(|(r, v)| {
+            (
+                r.len(),
+                format!(
+                    "{} {} {} {v}",
+                    rank_word(&r),
+                    if r.len() == 1 { "receives" } else { "receive" },
+                    if had_cause { "that change" } else { "a change" }
+                ),
+            )
+        }));
+        let mut rest = None;
+        if parts.len() > HEADLINE_CLAUSES {
+            // The first clause (where the run diverges first), then the
+            // largest groups, in sentence order; the others counted.
+            let mut by_size: Vec<usize> = (1..parts.len()).collect();
+            by_size.sort_by_key(|&i| std::cmp::Reverse(parts[i].0));
+            let mut keep: Vec<usize> = std::iter::once(0)
+                .chain(by_size.into_iter().take(HEADLINE_CLAUSES - 1))
+                .collect();
+            keep.sort_unstable();
+            let left: Vec<&(usize, String)> = (0..parts.len())
+                .filter(|i| !keep.contains(i))
+                .map(|i| &parts[i])
+                .collect();
+            let ranks: usize = left.iter().map(|p| p.0).sum();
+            rest = Some(format!(
+                "{} more group{} ({ranks} rank{}; summary.json `groups`)",
+                left.len(),
+                if left.len() == 1 { "" } else { "s" },
+                if ranks == 1 { "" } else { "s" },
+            ));
+            parts = keep.into_iter().map(|i| parts[i].clone()).collect();
+        }
+        let mut parts: Vec<String> = parts.into_iter().map(|p| p.1).collect();
+        parts.extend(rest);
+        match parts.len() {
+            0 => None,
+            1 => Some(format!("{}.", parts[0])),
+            n => Some(format!(
+                "{}, and {}.",
+                parts[..n - 1].join(", "),
+                parts[n - 1]
+            )),
+        }
+    }
+
+    /// Points ranks whose divergence only arrives through collectives at the
+    /// ranks that have origins or entries of their own.
+    pub fn link_collective_ranks(ranks: &mut [RankSummary]) {
+        let with_causes: Vec<u32> = ranks
+            .iter()
+            .filter(|r| r.root_causes.cause_count > 0 && !r.root_causes.via_collective_only)
+            .map(|r| r.rank)
+            .collect();
+        for r in ranks.iter_mut() {
+            if r.root_causes.via_collective_only {
+                r.root_causes.see_ranks = with_causes.clone();
+            }
+        }
+    }
+    /// Counts over all ranks.
+    pub fn total_counts(ranks: &[RankSummary]) -> Counts {
+        let mut c = Counts::default();
+        for r in ranks {
+            c.merge(&r.counts);
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{and_list, RankGroup};
+
+    #[test]
+    fn a_group_with_only_non_gating_rows_is_not_all_matched() {
+        let g = |diverging| RankGroup {
+            ranks: vec![0, 1],
+            diverging,
+            first_divergence: None,
+            verdict: "no divergence".into(),
+            kind: super::VerdictKind::None,
+        };
+        assert_eq!(g(0).describe(), "ranks {0,1}: all matched");
+        assert_eq!(
+            g(1).describe(),
+            "ranks {0,1}: no gating difference (1 row shown, not gating)"
+        );
+    }
+
+    #[test]
+    fn rank_lists_stay_short_at_any_rank_count() {
+        assert_eq!(and_list(&[]), "");
+        assert_eq!(and_list(&[3]), "3");
+        assert_eq!(and_list(&[0, 2, 3]), "0, 2 and 3");
+        assert_eq!(and_list(&[0, 1, 2, 3, 7]), "0–3 and 7");
+        let all: Vec<u32> = (0..4096).collect();
+        assert_eq!(and_list(&all), "0–4095");
+        let even: Vec<u32> = (0..4096).step_by(2).collect();
+        assert_eq!(and_list(&even), "0, 2, 4, 6, 8, … (2048 ranks)");
+    }
+}
