@@ -107,61 +107,13 @@ pub fn merge_parts_split(
     out: &Path,
     split: Option<Vec<Vec<shard::Unit>>>,
 ) -> Result<Compared, MergeError> {
-    let mut problems = Vec::new();
     if parts.is_empty() {
         return Err(MergeError::Parts(vec![
             "no parts given: actdiff merge PART_DIR... -o REPORT_DIR".into(),
         ]));
     }
-    // The same folder twice (under two spellings) is one part given twice.
-    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let out_canon = canon(out);
-    let mut seen: Vec<(PathBuf, &PathBuf)> = Vec::new();
-    let mut read: Vec<(Manifest, &PathBuf)> = Vec::new();
-    for dir in parts {
-        let c = canon(dir);
-        if c == out_canon {
-            problems.push(format!(
-                "{}: the report folder (-o) is one of the parts; merge into another folder",
-                dir.display()
-            ));
-            continue;
-        }
-        if let Some((_, first)) = seen.iter().find(|(x, _)| *x == c) {
-            problems.push(format!(
-                "{}: given twice (as {} and {})",
-                dir.display(),
-                first.display(),
-                dir.display()
-            ));
-            continue;
-        }
-        seen.push((c, dir));
-        match Manifest::read(dir) {
-            Ok(m) => read.push((m, dir)),
-            Err(e) => problems.push(e),
-        }
-    }
-    let tool = format!("actdiff {}", env!("CARGO_PKG_VERSION"));
-    for (m, dir) in &read {
-        match &m.status {
-            PartStatus::Done => {}
-            PartStatus::Running => problems.push(format!(
-                "{}: its compare did not finish (interrupted, or still running)",
-                name(m, dir)
-            )),
-            PartStatus::Failed { message } => {
-                problems.push(format!("{}: its compare failed: {message}", name(m, dir)))
-            }
-        }
-        if m.tool != tool {
-            problems.push(format!(
-                "{}: written by {}, this is {tool}; compare and merge with one version",
-                name(m, dir),
-                m.tool
-            ));
-        }
-    }
+    let (read, mut problems) = read_parts(parts, out);
+    problems.extend(status_problems(&read));
     // A failed part is named above; comparing its inputs and options with
     // the others' would only add noise.
     let sound: Vec<&(Manifest, &PathBuf)> = read
@@ -169,108 +121,11 @@ pub fn merge_parts_split(
         .filter(|(m, _)| !matches!(m.status, PartStatus::Failed { .. }))
         .collect();
     if let Some((first, fdir)) = sound.first().copied().or(read.first()) {
-        for (m, dir) in sound.iter().skip(1).copied() {
-            if m.shard.count != first.shard.count {
-                problems.push(format!(
-                    "{} and {}: parts of different splits ({} and {} parts)",
-                    name(first, fdir),
-                    name(m, dir),
-                    first.shard.count,
-                    m.shard.count
-                ));
-            }
-            if m.inputs != first.inputs {
-                problems.push(format!(
-                    "{} and {}: different inputs: {}",
-                    name(first, fdir),
-                    name(m, dir),
-                    inputs_difference(&first.inputs, &m.inputs)
-                ));
-            } else if m.options != first.options || m.run != first.run {
-                let mut keys = differing_keys(&first.options, &m.options);
-                if keys.is_empty() {
-                    keys.push("run metadata".into());
-                }
-                problems.push(format!(
-                    "{} and {}: different options: {}",
-                    name(first, fdir),
-                    name(m, dir),
-                    keys.join(", ")
-                ));
-            }
-        }
-        problems.extend(rows_disagree(&sound));
-        problems.extend(rows_shared(&sound));
-        if !sound.is_empty() {
-            problems.extend(logs_changed(first, fdir));
-        }
-        let count = first.shard.count;
-        let mut by_index: Vec<Option<&PathBuf>> = vec![None; count as usize];
-        for (m, dir) in &read {
-            let Some(slot) = by_index.get_mut(m.shard.index as usize) else {
-                continue;
-            };
-            match slot {
-                Some(other) => problems.push(format!(
-                    "part {} given twice: {} and {}",
-                    m.shard,
-                    other.display(),
-                    dir.display()
-                )),
-                None => *slot = Some(dir),
-            }
-        }
-        let missing: Vec<String> = by_index
-            .iter()
-            .enumerate()
-            .filter(|(_, d)| d.is_none())
-            .map(|(k, _)| format!("{k}/{count}"))
-            .collect();
-        if !missing.is_empty() {
-            problems.push(format!(
-                "part{} {} missing: a merge needs all {count} parts (given: {})",
-                if missing.len() == 1 { "" } else { "s" },
-                missing.join(", "),
-                read.iter()
-                    .map(|(m, d)| format!("{} = {}", m.shard, d.display()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
+        problems.extend(agreement_problems(first, fdir, &sound));
+        problems.extend(coverage_problems(first.shard.count, &read));
         // Every part holds exactly the units the split gives it.
         if problems.is_empty() {
-            let runs = (first.inputs.run1.as_ref(), first.inputs.run2.as_ref());
-            let plan = match runs {
-                (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &first.run.rank_map),
-                _ => super::RankPlan::default(),
-            };
-            let sizes = first.inputs.sizes();
-            let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
-            // One split for all parts (every part has the count of the first).
-            let by_part =
-                split.unwrap_or_else(|| shard::units_by_part(&plan, first.shard.count, &size));
-            for (m, dir) in &read {
-                let want = by_part
-                    .get(m.shard.index as usize)
-                    .cloned()
-                    .unwrap_or_default();
-                let got: Vec<u32> = m.results.iter().map(|r| r.rank).collect();
-                let want_pairs: Vec<u32> = want
-                    .iter()
-                    .filter_map(|u| match u {
-                        shard::Unit::Pair(a) => Some(*a),
-                        _ => None,
-                    })
-                    .collect();
-                if m.units != want || got != want_pairs {
-                    problems.push(format!(
-                        "{}: holds ranks {:?}, but the split of these inputs gives it {:?}",
-                        name(m, dir),
-                        got,
-                        want_pairs
-                    ));
-                }
-            }
+            problems.extend(split_problems(first, split, &read));
         }
         if problems.is_empty() {
             for (m, dir) in &read {
@@ -300,6 +155,198 @@ pub fn merge_parts_split(
     let pos = |rank: u32| run.pairs.iter().position(|(a, _)| *a == rank);
     results.sort_by_key(|r| pos(r.rank));
     Ok(assemble(&run, opts, Vec::new(), results, Vec::new()))
+}
+
+/// Reads each part's manifest: a folder given twice (under two spellings)
+/// or the report folder itself given as a part is a problem, and so is a
+/// manifest that does not read.
+fn read_parts<'a>(parts: &'a [PathBuf], out: &Path) -> (Vec<(Manifest, &'a PathBuf)>, Vec<String>) {
+    let mut problems = Vec::new();
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let out_canon = canon(out);
+    let mut seen: Vec<(PathBuf, &PathBuf)> = Vec::new();
+    let mut read = Vec::new();
+    for dir in parts {
+        let c = canon(dir);
+        if c == out_canon {
+            problems.push(format!(
+                "{}: the report folder (-o) is one of the parts; merge into another folder",
+                dir.display()
+            ));
+            continue;
+        }
+        if let Some((_, first)) = seen.iter().find(|(x, _)| *x == c) {
+            problems.push(format!(
+                "{}: given twice (as {} and {})",
+                dir.display(),
+                first.display(),
+                dir.display()
+            ));
+            continue;
+        }
+        seen.push((c, dir));
+        match Manifest::read(dir) {
+            Ok(m) => read.push((m, dir)),
+            Err(e) => problems.push(e),
+        }
+    }
+    (read, problems)
+}
+
+/// Parts whose compare did not finish or failed, and parts written by
+/// another version.
+fn status_problems(read: &[(Manifest, &PathBuf)]) -> Vec<String> {
+    let tool = format!("actdiff {}", env!("CARGO_PKG_VERSION"));
+    let mut problems = Vec::new();
+    for (m, dir) in read {
+        match &m.status {
+            PartStatus::Done => {}
+            PartStatus::Running => problems.push(format!(
+                "{}: its compare did not finish (interrupted, or still running)",
+                name(m, dir)
+            )),
+            PartStatus::Failed { message } => {
+                problems.push(format!("{}: its compare failed: {message}", name(m, dir)))
+            }
+        }
+        if m.tool != tool {
+            problems.push(format!(
+                "{}: written by {}, this is {tool}; compare and merge with one version",
+                name(m, dir),
+                m.tool
+            ));
+        }
+    }
+    problems
+}
+
+/// Sound parts that disagree with `first`: another split, other inputs,
+/// other options; rows written by some parts only or to one file; logs
+/// changed since the parts compared them.
+fn agreement_problems(
+    first: &Manifest,
+    fdir: &Path,
+    sound: &[&(Manifest, &PathBuf)],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (m, dir) in sound.iter().skip(1).copied() {
+        if m.shard.count != first.shard.count {
+            problems.push(format!(
+                "{} and {}: parts of different splits ({} and {} parts)",
+                name(first, fdir),
+                name(m, dir),
+                first.shard.count,
+                m.shard.count
+            ));
+        }
+        if m.inputs != first.inputs {
+            problems.push(format!(
+                "{} and {}: different inputs: {}",
+                name(first, fdir),
+                name(m, dir),
+                inputs_difference(&first.inputs, &m.inputs)
+            ));
+        } else if m.options != first.options || m.run != first.run {
+            let mut keys = differing_keys(&first.options, &m.options);
+            if keys.is_empty() {
+                keys.push("run metadata".into());
+            }
+            problems.push(format!(
+                "{} and {}: different options: {}",
+                name(first, fdir),
+                name(m, dir),
+                keys.join(", ")
+            ));
+        }
+    }
+    problems.extend(rows_disagree(sound));
+    problems.extend(rows_shared(sound));
+    if !sound.is_empty() {
+        problems.extend(logs_changed(first, fdir));
+    }
+    problems
+}
+
+/// Parts given twice and parts missing among the `count` of the split.
+fn coverage_problems(count: u32, read: &[(Manifest, &PathBuf)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut by_index: Vec<Option<&PathBuf>> = vec![None; count as usize];
+    for (m, dir) in read {
+        let Some(slot) = by_index.get_mut(m.shard.index as usize) else {
+            continue;
+        };
+        match slot {
+            Some(other) => problems.push(format!(
+                "part {} given twice: {} and {}",
+                m.shard,
+                other.display(),
+                dir.display()
+            )),
+            None => *slot = Some(dir),
+        }
+    }
+    let missing: Vec<String> = by_index
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.is_none())
+        .map(|(k, _)| format!("{k}/{count}"))
+        .collect();
+    if !missing.is_empty() {
+        problems.push(format!(
+            "part{} {} missing: a merge needs all {count} parts (given: {})",
+            if missing.len() == 1 { "" } else { "s" },
+            missing.join(", "),
+            read.iter()
+                .map(|(m, d)| format!("{} = {}", m.shard, d.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    problems
+}
+
+/// Parts that do not hold the units the split gives them: `split`, or the
+/// split of `first`'s recorded inputs (every part has the count of the
+/// first).
+fn split_problems(
+    first: &Manifest,
+    split: Option<Vec<Vec<shard::Unit>>>,
+    read: &[(Manifest, &PathBuf)],
+) -> Vec<String> {
+    let by_part = split.unwrap_or_else(|| {
+        let runs = (first.inputs.run1.as_ref(), first.inputs.run2.as_ref());
+        let plan = match runs {
+            (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &first.run.rank_map),
+            _ => super::RankPlan::default(),
+        };
+        let sizes = first.inputs.sizes();
+        let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
+        shard::units_by_part(&plan, first.shard.count, &size)
+    });
+    let mut problems = Vec::new();
+    for (m, dir) in read {
+        let want = by_part
+            .get(m.shard.index as usize)
+            .cloned()
+            .unwrap_or_default();
+        let got: Vec<u32> = m.results.iter().map(|r| r.rank).collect();
+        let want_pairs: Vec<u32> = want
+            .iter()
+            .filter_map(|u| match u {
+                shard::Unit::Pair(a) => Some(*a),
+                _ => None,
+            })
+            .collect();
+        if m.units != want || got != want_pairs {
+            problems.push(format!(
+                "{}: holds ranks {:?}, but the split of these inputs gives it {:?}",
+                name(m, dir),
+                got,
+                want_pairs
+            ));
+        }
+    }
+    problems
 }
 
 /// Most files named per part in one problem line.
