@@ -27,10 +27,10 @@ has read it:
 - the gradients are read in place: the end of each backward pass waits for
   the worker (a callback queued on autograd's engine), before anything such
   as ``clip_grad_norm_`` or the optimizer can change them;
-- the parameters after the optimizer are read in place: every optimizer's
-  step waits for the worker first (a global optimizer step pre-hook), and
-  so does the end of the next captured step's backward; when the next step
-  is not captured, the profiler waits before ``step()`` returns.
+- the parameters after the optimizer are copied too (a loop may change
+  them in place before the next optimizer step, e.g. a clamp at the start
+  of a step); every optimizer step also waits for the worker first (a
+  global optimizer step pre-hook).
 """
 
 from __future__ import annotations
@@ -129,6 +129,11 @@ class ModuleRecorder:
         self.remove()
         with torch.no_grad():
             for fqn, pname, p in self.params:
+                if self.worker is not None:
+                    # The loop may change a parameter in place before the
+                    # next optimizer step (a clamp or a weight norm at the
+                    # start of a step): the worker reads a copy.
+                    p = p.detach().clone()
                 self._record(fqn, pname, p, False)
 
     def remove(self) -> None:

@@ -199,8 +199,8 @@ def test_module_level_off_the_training_thread_records_what_training_saw(actdiff_
     """The module level computes CPU statistics on a worker thread while
     training goes on; in-place changes made right after a record (an
     in-place ReLU on a module's output, gradients scaled in place after
-    backward and zeroed in place, parameters changed by the optimizer) do
-    not reach the log: it is bitwise the log of the capture on the training
+    backward and zeroed in place, parameters changed by the optimizer and
+    clamped in place at the start of the next step) do not reach the log: it is bitwise the log of the capture on the training
     thread (ACTDIFF_CAPTURE_SYNC=1)."""
 
     def train(dump, sync):
@@ -214,6 +214,9 @@ def test_module_level_off_the_training_thread_records_what_training_saw(actdiff_
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         prof = actdiff_capture.Profiler(model, dump, capture_steps=range(1, 4), level="modules", precision="full")
         for _ in range(3):
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.clamp_(-0.05, 0.05)  # at the start of a step: in place, no optimizer
             model(torch.randn(512, 256)).square().mean().backward()
             for p in model.parameters():
                 p.grad.mul_(-3.0)  # after backward, before the optimizer: in place
