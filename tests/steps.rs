@@ -669,3 +669,44 @@ fn one_rank_series_spreads_over_parts_and_bad_merges_are_refused() {
     let err = mixed.stderr.clone();
     assert!(err.contains("different step series"), "{err}");
 }
+
+/// A report folder that held a longer step series keeps none of its step
+/// reports: a compare of fewer steps into it, and a refused merge, remove
+/// the old `step_S` reports (a new user found stale step pages there).
+#[test]
+fn old_step_reports_do_not_stay_in_the_report_folder() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 4, 3);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let out = d.path().join("rep");
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "-o"])
+            .arg(&out),
+        1,
+    );
+    assert!(out.join("step_4/summary.json").is_file());
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "--steps", "1-2", "-o"])
+            .arg(&out),
+        0,
+    );
+    assert!(out.join("step_2/summary.json").is_file());
+    assert!(!out.join("step_3").exists() && !out.join("step_4").exists());
+    // A refused merge into it leaves no step report behind either.
+    let p0 = part(d.path(), &a, &b, 0, 2);
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .arg(&p0)
+            .args(["-q", "-o"])
+            .arg(&out),
+        2,
+    );
+    assert!(!out.join("summary.json").exists() && !out.join("step_1").exists());
+}

@@ -70,6 +70,19 @@ pub fn anchor(rank: u32, index: usize) -> String {
     format!("{}{index}", anchor_prefix(rank))
 }
 
+/// The folder name of step `S` in a step series (its dump and its report):
+/// `step_S`.
+pub const STEP_DIR_PREFIX: &str = "step_";
+
+/// The step number of a folder name `step_<S>` (decimal digits only).
+pub fn step_of_dir_name(name: &str) -> Option<u64> {
+    let num = name.strip_prefix(STEP_DIR_PREFIX)?;
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    num.parse().ok()
+}
+
 /// Whether `name` is a file a report writes: `index.html`, `summary.json`,
 /// `rank{N}-page{k}.html`, `rank{N}-overview.html`, `rank{N}-keys.js`,
 /// `ranks-{K}.js`, `report.css`, `report.js`.

@@ -25,17 +25,7 @@ use crate::report::steps::{RankStep, StepResult, StepSeries};
 use crate::report::summary::SCHEMA_VERSION;
 use crate::report::{self, files, ReportOptions, Summary};
 
-/// The folder name of step `S` in a step series: `step_S`.
-pub const STEP_DIR_PREFIX: &str = "step_";
-
-/// The step number of a folder name `step_<S>` (decimal digits only).
-pub fn step_of_dir_name(name: &str) -> Option<u64> {
-    let num = name.strip_prefix(STEP_DIR_PREFIX)?;
-    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    num.parse().ok()
-}
+pub use crate::report::files::{step_of_dir_name, STEP_DIR_PREFIX};
 
 /// The `step_S` folders directly in `path` that hold a rank log, sorted
 /// by step; empty when `path` is no folder or holds none (a single-step
