@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use super::pipeline::{assemble, Compared};
 use super::shard::{self, Manifest, PartStatus};
+use crate::report::messages::Message;
 use crate::report::{self, files, ReportOptions};
 
 /// Errors that stop a merge.
@@ -516,6 +517,7 @@ pub fn refuse(out: &Path, problems: Vec<String>, outs: &super::RunOutputs) -> i3
         if let Some(dir) = j.parent().filter(|d| !d.as_os_str().is_empty()) {
             let _ = std::fs::create_dir_all(dir);
         }
+        let problems = problems.into_iter().map(Message::Text).collect();
         if let Err(e) = super::outputs::error_junit(j, problems) {
             eprintln!("error: {}: {e}", j.display());
         }
