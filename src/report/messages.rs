@@ -200,6 +200,41 @@ pub enum Message {
         /// Run 2's folder.
         run2: String,
     },
+    /// `actdiff merge` without parts.
+    NoParts,
+    /// A merge's report folder given as one of its parts.
+    PartIsReport {
+        /// The folder.
+        dir: String,
+    },
+    /// A part's folder given twice (under two spellings).
+    PartTwice {
+        /// The folder as given the second time.
+        dir: String,
+        /// As given the first time.
+        first: String,
+    },
+    /// A part whose compare did not finish.
+    PartUnfinished {
+        /// The part (`part 2/4 (parts/p2)`).
+        part: String,
+    },
+    /// A part whose compare failed.
+    PartFailed {
+        /// The part.
+        part: String,
+        /// Why, as its `part.json` says.
+        message: String,
+    },
+    /// A part another version of the program wrote.
+    PartVersion {
+        /// The part.
+        part: String,
+        /// The version that wrote it (`actdiff 0.1.0`).
+        tool: String,
+        /// This one.
+        this: String,
+    },
     /// A `--rank-map` pair that is no pair of these runs.
     UnusedRankMap {
         /// Run 1's rank.
@@ -395,6 +430,12 @@ impl fmt::Display for Message {
             | Message::StepsInNeither { .. }
             | Message::NoStep { .. }
             | Message::NotASeries { .. } => self.fmt_step(f),
+            Message::NoParts
+            | Message::PartIsReport { .. }
+            | Message::PartTwice { .. }
+            | Message::PartUnfinished { .. }
+            | Message::PartFailed { .. }
+            | Message::PartVersion { .. } => self.fmt_merge(f),
             Message::UnusedRankMap { rank1: a, rank2: b } => write!(
                 f,
                 "--rank-map {a}:{b} compared nothing (run1 rank {a} with run2 rank {b} is not a pair of these runs)"
@@ -454,6 +495,37 @@ impl Message {
                 "--steps: {run1} and {run2} hold no step_S folders (a step series); drop --steps to compare one step"
             ),
             // Not a step series' message: said by `Display`.
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Message {
+    /// The words of a merge's problems with its parts ([`Message::NoParts`] ...).
+    fn fmt_merge(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Message::NoParts => {
+                f.write_str("no parts given: actdiff merge PART_DIR... -o REPORT_DIR")
+            }
+            Message::PartIsReport { dir } => write!(
+                f,
+                "{dir}: the report folder (-o) is one of the parts; merge into another folder"
+            ),
+            Message::PartTwice { dir, first } => {
+                write!(f, "{dir}: given twice (as {first} and {dir})")
+            }
+            Message::PartUnfinished { part } => write!(
+                f,
+                "{part}: its compare did not finish (interrupted, or still running)"
+            ),
+            Message::PartFailed { part, message } => {
+                write!(f, "{part}: its compare failed: {message}")
+            }
+            Message::PartVersion { part, tool, this } => write!(
+                f,
+                "{part}: written by {tool}, this is {this}; compare and merge with one version"
+            ),
+            // Not a merge's problem: said by `Display`.
             _ => Ok(()),
         }
     }

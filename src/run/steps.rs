@@ -532,7 +532,7 @@ pub fn merge_series(parts: &[PathBuf], out: &Path, outs: &RunOutputs) -> i32 {
 }
 
 /// The work of [`merge_series`]: the series' report options and summary.
-fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<String>> {
+fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<Message>> {
     let mut records = Vec::new();
     let mut problems = Vec::new();
     for p in parts {
@@ -542,10 +542,10 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
             .and_then(|b| serde_json::from_slice::<SeriesPart>(&b).map_err(|e| e.to_string()))
         {
             Ok(r) => records.push(r),
-            Err(e) => problems.push(format!(
+            Err(e) => problems.push(Message::Text(format!(
                 "{}: not a part of a sharded step series ({e}); merge the parts of one `actdiff compare --shard K/N` of two step series",
                 file.display()
-            )),
+            ))),
         }
     }
     if !problems.is_empty() {
@@ -561,7 +561,7 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
                 first.shard.count,
             );
         if !same {
-            problems.push(format!(
+            problems.push(Message::Text(format!(
                 "{} and {}: parts of different step series or splits (steps {} and {}, {} and {} parts)",
                 parts[0].display(),
                 p.display(),
@@ -569,7 +569,7 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
                 fmt_steps(&r.steps),
                 first.shard.count,
                 r.shard.count
-            ));
+            )));
         }
     }
     if !problems.is_empty() {
@@ -580,8 +580,12 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
     // part records the same inputs; merge_parts_split checks that).
     let mut plans = Vec::with_capacity(first.steps.len());
     for s in &first.steps {
-        let m = shard::Manifest::read(&step_dir(&parts[0], *s))
-            .map_err(|e| vec![format!("step {s}: {e}")])?;
+        let m = shard::Manifest::read(&step_dir(&parts[0], *s)).map_err(|e| {
+            vec![Message::AtStep {
+                step: *s,
+                message: Box::new(Message::Text(e)),
+            }]
+        })?;
         let plan = match (&m.inputs.run1, &m.inputs.run2) {
             (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &m.run.rank_map),
             _ => super::RankPlan::default(),
@@ -593,7 +597,7 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         out_dir: out.to_path_buf(),
         ..Default::default()
     };
-    prepare_report_folder(&opts).map_err(|e| vec![e.to_string()])?;
+    prepare_report_folder(&opts).map_err(|e| vec![Message::Text(e.to_string())])?;
     let mut done = Vec::with_capacity(first.steps.len());
     for ((s, ..), by_part) in plans.iter().zip(split) {
         let dirs: Vec<PathBuf> = parts.iter().map(|p| step_dir(p, *s)).collect();
@@ -602,11 +606,16 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
                 step: *s,
                 summary: super::outputs::finish_quiet(c.meta, c.ranks),
             }),
-            Err(e) => problems.extend(
-                super::merge::problems(e)
-                    .into_iter()
-                    .map(|p| format!("step {s}: {p}")),
-            ),
+            Err(e) => {
+                problems.extend(
+                    super::merge::problems(e)
+                        .into_iter()
+                        .map(|p| Message::AtStep {
+                            step: *s,
+                            message: Box::new(p),
+                        }),
+                )
+            }
         }
     }
     if !problems.is_empty() {
