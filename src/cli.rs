@@ -11,6 +11,7 @@ use crate::exit_codes;
 use crate::matcher::compare::Tolerance;
 use crate::matcher::policy::{self, Policy, F32_MIN_NORMAL};
 use crate::matcher::{MatchOptions, Overrides};
+use crate::report::messages::Message;
 use crate::report::ReportOptions;
 use crate::run::{self, CompareConfig, RunOutputs, Terminal};
 
@@ -567,7 +568,7 @@ fn compare(a: CompareArgs) -> i32 {
         Ok(cfg) => run::compare(&cfg, &outs),
         // A bad option or option file: no rank is read, and every output
         // (report folder, JUnit, terminal) says why.
-        Err(e) => run::outputs::input_error(report_options(&a), vec![e], &outs),
+        Err(e) => run::outputs::input_error(report_options(&a), vec![Message::Text(e)], &outs),
     }
 }
 
@@ -608,7 +609,7 @@ fn compare_part(a: &CompareArgs, spec: run::shard::ShardSpec) -> i32 {
                         &report_options(a),
                         shard,
                         part.options,
-                        vec![e],
+                        vec![Message::Text(e)],
                     )
                 }
             }
@@ -616,7 +617,10 @@ fn compare_part(a: &CompareArgs, spec: run::shard::ShardSpec) -> i32 {
             let units = c.part.as_ref().map_or(0, |(_, u)| u.len());
             part_done(c, shard, units, a.quiet)
         }
-        Err(e) => run::outputs::part_input_error(&report_options(a), shard, part.options, vec![e]),
+        Err(e) => {
+            let errors = vec![Message::Text(e)];
+            run::outputs::part_input_error(&report_options(a), shard, part.options, errors)
+        }
     }
 }
 

@@ -22,6 +22,7 @@ use std::io::Write;
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;
 
+use super::messages::{self, Message};
 use super::summary::{RankSummary, Summary};
 use crate::exit_codes;
 
@@ -215,20 +216,25 @@ fn cases(s: &Summary) -> Vec<Case> {
                 message: format!(
                     "rank {}: not compared: {}",
                     f.rank,
-                    f.errors.first().map_or("", String::as_str)
+                    f.errors.first().map(|e| e.to_string()).unwrap_or_default()
                 ),
-                body: f.errors.join("\n") + "\n",
+                body: messages::join(&f.errors, "\n") + "\n",
             },
         });
     }
     cases.sort_by_key(|c| c.order);
     // Errors no failed rank holds, or a non-zero status no case shows.
-    let of_ranks = |e: &String| s.ranks_failed.iter().any(|f| f.errors.contains(e));
-    let rest: Vec<&String> = s.input_errors.iter().filter(|e| !of_ranks(e)).collect();
+    let of_ranks = |e: &Message| s.ranks_failed.iter().any(|f| f.errors.contains(e));
+    let rest: Vec<String> = s
+        .input_errors
+        .iter()
+        .filter(|e| !of_ranks(e))
+        .map(|e| e.to_string())
+        .collect();
     let shown = cases.iter().any(|c| !matches!(c.outcome, Outcome::Pass));
     if !rest.is_empty() || (s.exit_status != exit_codes::OK && !shown) {
-        let lines: Vec<&String> = if rest.is_empty() {
-            s.verdict.iter().collect()
+        let lines: Vec<String> = if rest.is_empty() {
+            s.verdict.clone()
         } else {
             rest
         };

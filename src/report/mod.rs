@@ -10,6 +10,7 @@ pub mod colour;
 pub mod files;
 pub mod html;
 pub mod junit;
+pub mod messages;
 pub mod parquet;
 mod rowdata;
 pub mod rows;

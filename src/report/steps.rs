@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
+use super::messages;
 use super::summary::{RankSummary, Summary};
 use super::{files, ReportError, ReportOptions};
 use crate::exit_codes;
@@ -135,7 +136,10 @@ fn rebase_value(v: &mut serde_json::Value, dir: &str) {
 pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<String> {
     let mut lines = Vec::new();
     if !s.input_errors.is_empty() {
-        lines.push(format!("input error: {}", s.input_errors.join("; ")));
+        lines.push(format!(
+            "input error: {}",
+            messages::join(&s.input_errors, "; ")
+        ));
     }
     lines.extend(first_step_sentence(series));
     if !series.first_diverging_step_by_rank.is_empty() && s.ranks.iter().any(|r| r.rank != 0) {

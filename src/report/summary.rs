@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::messages::Message;
 use super::{files, PagePlan, RankComparison};
 use crate::matcher::cause::CauseEntry;
 #[cfg(doc)]
@@ -14,7 +15,7 @@ use crate::matcher::{
 use crate::parser::{duplicate_keys, Field, OpTable, Phase, WarningKind};
 
 mod verdict;
-pub use verdict::{collective_words, rank_ranges, RankGroup, VerdictKind};
+pub use verdict::{collective_words, rank_ranges, RankGroup, Verdict};
 
 /// Version of the `summary.json` layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -430,7 +431,7 @@ pub struct FailedRank {
     /// Run 1's rank number.
     pub rank: u32,
     /// Why (`file:line:col: message`).
-    pub errors: Vec<String>,
+    pub errors: Vec<Message>,
 }
 
 /// Root-cause findings of one rank: the matcher's [`RootCauses`] with its
@@ -628,13 +629,13 @@ pub struct Summary {
     /// Every input error of the comparison (those of `ranks_failed`
     /// included), each naming its file; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub input_errors: Vec<String>,
+    pub input_errors: Vec<Message>,
     /// Every warning of the comparison, as printed on stderr: options,
     /// rules and config `[dtype.X]` sections that did nothing, and each
     /// rank's (its logs' input warnings in one line each, one-sided
     /// fields, layer offsets, unused overrides); absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Message>,
     /// Ranks that behave alike: same first divergence and counts.
     pub groups: Vec<RankGroup>,
     /// The exit status `actdiff compare` returns for this comparison.

@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use super::messages;
 use super::summary::{RankSummary, Summary};
 use crate::matcher::cause::CauseKind;
 
@@ -263,7 +264,7 @@ pub fn render(s: &Summary, report: &str) -> String {
             out,
             "rank {}: not compared: {}",
             f.rank,
-            f.errors.join("; ")
+            messages::join(&f.errors, "; ")
         );
     }
     if s.ranks.len() > 1 {

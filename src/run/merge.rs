@@ -18,14 +18,15 @@ use std::path::{Path, PathBuf};
 
 use super::pipeline::{assemble, Compared};
 use super::shard::{self, Manifest, PartStatus};
+use crate::report::messages::Message;
 use crate::report::{self, files, ReportOptions};
 
 /// Errors that stop a merge.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
     /// The parts do not make one whole run (one message per problem).
-    #[error("{}", .0.join("\n"))]
-    Parts(Vec<String>),
+    #[error("{}", crate::report::messages::join(.0, "\n"))]
+    Parts(Vec<Message>),
     /// The report folder could not be written.
     #[error(transparent)]
     Report(#[from] report::ReportError),
@@ -108,9 +109,7 @@ pub fn merge_parts_split(
     split: Option<Vec<Vec<shard::Unit>>>,
 ) -> Result<Compared, MergeError> {
     if parts.is_empty() {
-        return Err(MergeError::Parts(vec![
-            "no parts given: actdiff merge PART_DIR... -o REPORT_DIR".into(),
-        ]));
+        return Err(MergeError::Parts(vec![Message::NoParts]));
     }
     let (read, mut problems) = read_parts(parts, out);
     problems.extend(status_problems(&read));
@@ -121,17 +120,19 @@ pub fn merge_parts_split(
         .filter(|(m, _)| !matches!(m.status, PartStatus::Failed { .. }))
         .collect();
     if let Some((first, fdir)) = sound.first().copied().or(read.first()) {
-        problems.extend(agreement_problems(first, fdir, &sound));
-        problems.extend(coverage_problems(first.shard.count, &read));
+        // Their words are one-off (`Message::Text`).
+        let mut words = agreement_problems(first, fdir, &sound);
+        words.extend(coverage_problems(first.shard.count, &read));
         // Every part holds exactly the units the split gives it.
-        if problems.is_empty() {
-            problems.extend(split_problems(first, split, &read));
+        if problems.is_empty() && words.is_empty() {
+            words.extend(split_problems(first, split, &read));
         }
-        if problems.is_empty() {
+        if problems.is_empty() && words.is_empty() {
             for (m, dir) in &read {
-                problems.extend(missing_files(m, dir));
+                words.extend(missing_files(m, dir));
             }
         }
+        problems.extend(words.into_iter().map(Message::Text));
     }
     if !problems.is_empty() {
         return Err(MergeError::Parts(problems));
@@ -160,7 +161,10 @@ pub fn merge_parts_split(
 /// Reads each part's manifest: a folder given twice (under two spellings)
 /// or the report folder itself given as a part is a problem, and so is a
 /// manifest that does not read.
-fn read_parts<'a>(parts: &'a [PathBuf], out: &Path) -> (Vec<(Manifest, &'a PathBuf)>, Vec<String>) {
+fn read_parts<'a>(
+    parts: &'a [PathBuf],
+    out: &Path,
+) -> (Vec<(Manifest, &'a PathBuf)>, Vec<Message>) {
     let mut problems = Vec::new();
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let out_canon = canon(out);
@@ -169,25 +173,22 @@ fn read_parts<'a>(parts: &'a [PathBuf], out: &Path) -> (Vec<(Manifest, &'a PathB
     for dir in parts {
         let c = canon(dir);
         if c == out_canon {
-            problems.push(format!(
-                "{}: the report folder (-o) is one of the parts; merge into another folder",
-                dir.display()
-            ));
+            problems.push(Message::PartIsReport {
+                dir: dir.display().to_string(),
+            });
             continue;
         }
         if let Some((_, first)) = seen.iter().find(|(x, _)| *x == c) {
-            problems.push(format!(
-                "{}: given twice (as {} and {})",
-                dir.display(),
-                first.display(),
-                dir.display()
-            ));
+            problems.push(Message::PartTwice {
+                dir: dir.display().to_string(),
+                first: first.display().to_string(),
+            });
             continue;
         }
         seen.push((c, dir));
         match Manifest::read(dir) {
             Ok(m) => read.push((m, dir)),
-            Err(e) => problems.push(e),
+            Err(e) => problems.push(Message::Text(e)),
         }
     }
     (read, problems)
@@ -195,26 +196,24 @@ fn read_parts<'a>(parts: &'a [PathBuf], out: &Path) -> (Vec<(Manifest, &'a PathB
 
 /// Parts whose compare did not finish or failed, and parts written by
 /// another version.
-fn status_problems(read: &[(Manifest, &PathBuf)]) -> Vec<String> {
+fn status_problems(read: &[(Manifest, &PathBuf)]) -> Vec<Message> {
     let tool = format!("actdiff {}", env!("CARGO_PKG_VERSION"));
     let mut problems = Vec::new();
     for (m, dir) in read {
         match &m.status {
             PartStatus::Done => {}
-            PartStatus::Running => problems.push(format!(
-                "{}: its compare did not finish (interrupted, or still running)",
-                name(m, dir)
-            )),
-            PartStatus::Failed { message } => {
-                problems.push(format!("{}: its compare failed: {message}", name(m, dir)))
-            }
+            PartStatus::Running => problems.push(Message::PartUnfinished { part: name(m, dir) }),
+            PartStatus::Failed { message } => problems.push(Message::PartFailed {
+                part: name(m, dir),
+                message: message.clone(),
+            }),
         }
         if m.tool != tool {
-            problems.push(format!(
-                "{}: written by {}, this is {tool}; compare and merge with one version",
-                name(m, dir),
-                m.tool
-            ));
+            problems.push(Message::PartVersion {
+                part: name(m, dir),
+                tool: m.tool.clone(),
+                this: tool.clone(),
+            });
         }
     }
     problems
@@ -482,16 +481,16 @@ pub fn merge(parts: &[PathBuf], out: &Path, outs: &super::RunOutputs) -> i32 {
 }
 
 /// A merge error as one line per problem.
-pub fn problems(e: MergeError) -> Vec<String> {
+pub fn problems(e: MergeError) -> Vec<Message> {
     match e {
         MergeError::Parts(p) => p,
-        e => vec![e.to_string()],
+        e => vec![Message::Text(e.to_string())],
     }
 }
 
 /// A refused merge: the problems on stderr, the report files removed from
 /// `out` (unless `out` is a part), the JUnit `<error>`; returns 2.
-pub fn refuse(out: &Path, problems: Vec<String>, outs: &super::RunOutputs) -> i32 {
+pub fn refuse(out: &Path, problems: Vec<Message>, outs: &super::RunOutputs) -> i32 {
     for p in &problems {
         eprintln!("error: {p}");
     }

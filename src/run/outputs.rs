@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use crate::exit_codes;
 use crate::logformat::CompileBackend;
+use crate::report::messages::{self, Message};
 use crate::report::summary::{FailedRank, SideSummary, SCHEMA_VERSION};
 use crate::report::{self, files, junit, terminal, RankSummary, ReportOptions, Summary};
 
@@ -29,9 +30,9 @@ pub struct RunMeta {
     pub ranks_failed: Vec<FailedRank>,
     /// Every input error (each naming its file), those of
     /// [`RunMeta::ranks_failed`] included.
-    pub errors: Vec<String>,
+    pub errors: Vec<Message>,
     /// Warnings for stderr.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Message>,
     /// `--allow-incomplete`: incomplete input is a divergence (1), not 3.
     pub allow_incomplete: bool,
     /// The runs whose shards were combined ([`super::layouts`]).
@@ -114,7 +115,7 @@ fn write_reports(mut meta: RunMeta, ranks: Vec<RankSummary>) -> (RunMeta, Summar
         Ok(())
     };
     if let Err(e) = written {
-        meta.errors.push(e.to_string());
+        meta.errors.push(Message::Text(e.to_string()));
         summary = summarise(&meta, summary.ranks);
         // No summary.json or index.html may claim the verdict written
         // before the failure.
@@ -189,14 +190,14 @@ pub(super) fn junit_and_terminal(
 /// read (a missing run, a bad option, rules, config or override file): the
 /// report folder is prepared as for a comparison (its previous report
 /// removed, so no stale page says otherwise) and every output says why.
-pub fn input_error(report: ReportOptions, errors: Vec<String>, outs: &RunOutputs) -> i32 {
+pub fn input_error(report: ReportOptions, errors: Vec<Message>, outs: &RunOutputs) -> i32 {
     let mut meta = RunMeta {
         report,
         errors,
         ..RunMeta::default()
     };
     if let Err(e) = prepare_report_folder(&meta.report) {
-        meta.errors.push(e.to_string());
+        meta.errors.push(Message::Text(e.to_string()));
     }
     finish(meta, Vec::new(), outs)
 }
@@ -205,13 +206,13 @@ pub fn input_error(report: ReportOptions, errors: Vec<String>, outs: &RunOutputs
 /// even the report folder is known): one `<error>` case, `input`, with
 /// `message`.
 pub fn usage_error_junit(path: &std::path::Path, message: &str) -> std::io::Result<()> {
-    error_junit(path, vec![message.to_string()])
+    error_junit(path, vec![Message::Text(message.to_string())])
 }
 
 /// A JUnit file saying that nothing was compared because of `errors` (one
 /// `<error>` case, `input`, as for any input error): for a command line
 /// the option parser rejected, and for a merge that refused its parts.
-pub fn error_junit(path: &std::path::Path, errors: Vec<String>) -> std::io::Result<()> {
+pub fn error_junit(path: &std::path::Path, errors: Vec<Message>) -> std::io::Result<()> {
     let meta = RunMeta {
         report: ReportOptions {
             name1: "run1".into(),
@@ -237,19 +238,22 @@ pub fn part_input_error(
     report: &ReportOptions,
     shard: super::shard::Shard,
     options: serde_json::Value,
-    mut errors: Vec<String>,
+    mut errors: Vec<Message>,
 ) -> i32 {
     use super::shard::{self, Manifest};
     let out = &report.out_dir;
     if let Err(e) = shard::remove_previous_rows(out) {
-        errors.push(e);
+        errors.push(Message::Text(e));
     }
     match prepare_report_folder(report) {
-        Err(e) => errors.push(e.to_string()),
+        Err(e) => errors.push(Message::Text(e.to_string())),
         Ok(()) => {
-            let m = Manifest::failed(shard, options, errors.join("; "));
+            let m = Manifest::failed(shard, options, messages::join(&errors, "; "));
             if let Err(e) = m.write(out) {
-                errors.push(format!("{}: {e}", out.join(shard::MANIFEST).display()));
+                errors.push(Message::File {
+                    path: out.join(shard::MANIFEST).display().to_string(),
+                    error: e.to_string(),
+                });
             }
         }
     }
@@ -287,7 +291,7 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
     let mut lines = Vec::new();
     let mut status = exit_codes::OK;
     if !errors.is_empty() {
-        lines.push(format!("input error: {}", errors.join("; ")));
+        lines.push(format!("input error: {}", messages::join(errors, "; ")));
         status = exit_codes::INPUT_ERROR;
     }
     if ranks.is_empty() && errors.is_empty() {

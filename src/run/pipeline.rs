@@ -426,7 +426,10 @@ pub fn default_names(run1: &Path, run2: &Path) -> (String, String) {
 /// Finds both runs' logs and pairs their ranks; a run that cannot be found
 /// is an input error (and no rank is compared). Also returns the runs as a
 /// part's manifest records them (with their logs' sizes).
-pub(super) fn discover(cfg: &CompareConfig, errors: &mut Vec<String>) -> (RankPlan, shard::Inputs) {
+pub(super) fn discover(
+    cfg: &CompareConfig,
+    errors: &mut Vec<Message>,
+) -> (RankPlan, shard::Inputs) {
     let (in1, in2) = (RunInput::discover(&cfg.run1), RunInput::discover(&cfg.run2));
     let inputs = shard::Inputs {
         run1: in1.as_ref().ok().map(shard::RunRecord::of),
@@ -435,8 +438,8 @@ pub(super) fn discover(cfg: &CompareConfig, errors: &mut Vec<String>) -> (RankPl
     let p = match (in1, in2) {
         (Ok(in1), Ok(in2)) => plan(&in1, &in2, &cfg.rank_map),
         (a, b) => {
-            errors.extend(a.err().map(|e| e.to_string()));
-            errors.extend(b.err().map(|e| e.to_string()));
+            errors.extend(a.err().map(|e| Message::Text(e.to_string())));
+            errors.extend(b.err().map(|e| Message::Text(e.to_string())));
             RankPlan::default()
         }
     };
@@ -492,9 +495,9 @@ fn compare_ranks(
 pub fn assemble(
     run: &RunLevel,
     report: ReportOptions,
-    errors: Vec<String>,
+    errors: Vec<Message>,
     results: Vec<RankResult>,
-    more_errors: Vec<String>,
+    more_errors: Vec<Message>,
 ) -> Compared {
     let mut meta = RunMeta {
         report,
@@ -504,12 +507,12 @@ pub fn assemble(
         errors: run.input_errors.iter().cloned().chain(errors).collect(),
         ..RunMeta::default()
     };
-    meta.warnings = messages::texts(messages::unused_options(run, &results));
+    meta.warnings = messages::unused_options(run, &results);
     for m in messages::unused_rules(run, &results) {
         if run.strict {
-            meta.errors.push(m.to_string());
+            meta.errors.push(m);
         } else {
-            meta.warnings.push(m.to_string());
+            meta.warnings.push(m);
         }
     }
     let mut ranks = Vec::new();
@@ -563,7 +566,7 @@ pub struct Compared {
 }
 
 /// The run-level facts of a compare that its parts share.
-fn run_level(cfg: &CompareConfig, plan: &RankPlan, input_errors: Vec<String>) -> RunLevel {
+fn run_level(cfg: &CompareConfig, plan: &RankPlan, input_errors: Vec<Message>) -> RunLevel {
     RunLevel {
         name1: cfg.report.name1.clone(),
         name2: cfg.report.name2.clone(),
@@ -715,12 +718,11 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     let is_part = manifest.is_some();
     // `assemble` over `view`, with a part's whole-run option warnings first.
     let assemble_view = |errors: Vec<Message>, results, more_errors: Vec<Message>| {
-        let (errors, more_errors) = (messages::texts(errors), messages::texts(more_errors));
         let mut c = assemble(&view, cfg.report.clone(), errors, results, more_errors);
         if !is_part {
             return c;
         }
-        let mut warnings = messages::texts(messages::unused_options(&run, &[]));
+        let mut warnings = messages::unused_options(&run, &[]);
         warnings.append(&mut c.meta.warnings);
         c.meta.warnings = warnings;
         c
@@ -735,7 +737,7 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     // write) must not look like part of this report.
     if let Err(e) = prepare_report_folder(&cfg.report) {
         errors.push(Message::Text(e.to_string()));
-        let message = messages::texts(errors.clone()).join("; ");
+        let message = messages::join(&errors, "; ");
         let mut c = assemble_view(errors, Vec::new(), Vec::new());
         if let Some(mut m) = manifest {
             // No earlier part's "done" may stay in the folder.
@@ -776,25 +778,24 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
             rule_hits: d.rule_hits,
             ignore_seen: d.ignore_seen,
             summary: d.summary,
-            errors: messages::texts(d.errors),
-            warnings: messages::texts(d.warnings),
+            errors: d.errors,
+            warnings: d.warnings,
         });
     }
     let more_errors: Vec<Message> = finish_rows(cfg, rows_out, &rows_tmp).into_iter().collect();
     let Some(mut m) = manifest.take() else {
-        let (errors, more_errors) = (messages::texts(errors), messages::texts(more_errors));
         return assemble(&run, cfg.report.clone(), errors, results, more_errors);
     };
     // A part: its results go to part.json, the run-level outputs are the
     // merge's. A part that could not do its work (its folder, its rows
     // file, the worker pool) is a failed part, which the merge names.
-    let failed = messages::texts(errors.iter().chain(&more_errors).cloned());
+    let failed: Vec<Message> = errors.iter().chain(&more_errors).cloned().collect();
     m.results = results.clone();
     m.status = if failed.is_empty() {
         shard::PartStatus::Done
     } else {
         shard::PartStatus::Failed {
-            message: failed.join("; "),
+            message: messages::join(&failed, "; "),
         }
     };
     if let Err(e) = m.write(&cfg.report.out_dir) {
@@ -824,19 +825,22 @@ pub fn compare(cfg: &CompareConfig, outs: &RunOutputs) -> i32 {
             return super::steps::compare_steps(cfg, &sel, outs);
         }
         Ok(false) if cfg.steps.is_some() => {
-            let e = format!(
-                "--steps: {} and {} hold no step_S folders (a step series); drop --steps to compare one step",
-                cfg.run1.display(),
-                cfg.run2.display()
-            );
+            let e = Message::NotASeries {
+                run1: cfg.run1.display().to_string(),
+                run2: cfg.run2.display().to_string(),
+            };
             return super::outputs::input_error(cfg.report.clone(), vec![e], outs);
         }
         Ok(false) => {}
-        Err(e) => return super::outputs::input_error(cfg.report.clone(), vec![e], outs),
+        Err(e) => {
+            return super::outputs::input_error(cfg.report.clone(), vec![Message::Text(e)], outs)
+        }
     }
     let c = match compare_layouts(cfg) {
         Ok(c) => c,
-        Err(e) => return super::outputs::input_error(cfg.report.clone(), vec![e], outs),
+        Err(e) => {
+            return super::outputs::input_error(cfg.report.clone(), vec![Message::Text(e)], outs)
+        }
     };
     let timer = Timer::of(None);
     let status = finish(c.meta, c.ranks, outs);

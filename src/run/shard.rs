@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{RankPlan, RunInput};
+use crate::report::messages::Message;
 use crate::report::RankSummary;
 
 /// File name of a part's manifest inside its folder.
@@ -393,9 +394,9 @@ pub struct RankResult {
     /// The summary, when the rank was compared.
     pub summary: Option<RankSummary>,
     /// Input errors, naming the file.
-    pub errors: Vec<String>,
+    pub errors: Vec<Message>,
     /// Warnings.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Message>,
 }
 
 /// Run metadata the run-level outputs need besides the rank results (the
@@ -433,7 +434,7 @@ pub struct RunLevel {
     /// Ranks only run 2 has.
     pub only2: Vec<u32>,
     /// Errors finding the runs' logs.
-    pub input_errors: Vec<String>,
+    pub input_errors: Vec<Message>,
 }
 
 /// `part.json`: what a part of a sharded compare holds.

@@ -21,6 +21,7 @@ use super::outputs::{prepare_report_folder, RunOutputs, Terminal};
 use super::pipeline::{compare_layouts, compare_runs, CompareConfig, ShardPart};
 use super::shard::{self, Shard};
 use crate::exit_codes;
+use crate::report::messages::{fmt_steps, Message};
 use crate::report::steps::{RankStep, StepResult, StepSeries};
 use crate::report::summary::SCHEMA_VERSION;
 use crate::report::{self, files, ReportOptions, Summary};
@@ -72,29 +73,6 @@ fn scan(path: &Path) -> Vec<(u64, PathBuf, bool)> {
         .collect();
     steps.sort();
     steps
-}
-
-/// Steps as a short list: `1-8, 10`.
-fn fmt_steps(steps: &[u64]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < steps.len() {
-        let mut j = i;
-        while j + 1 < steps.len() && steps[j + 1] == steps[j] + 1 {
-            j += 1;
-        }
-        parts.push(if j > i {
-            format!("{}-{}", steps[i], steps[j])
-        } else {
-            steps[i].to_string()
-        });
-        i = j + 1;
-    }
-    if parts.is_empty() {
-        "none".to_string()
-    } else {
-        parts.join(", ")
-    }
 }
 
 /// `--steps`: which steps of two step series are compared, and which get
@@ -168,9 +146,6 @@ pub fn is_series(cfg: &CompareConfig) -> Result<bool, String> {
         }
     }
 }
-
-/// The start of the warning on a step report written without rows.
-const NO_ROWS_HINT: &str = "this step's pages hold no rows";
 
 /// One compared step, as [`compare_steps`] keeps it.
 struct StepDone {
@@ -246,15 +221,16 @@ fn compare_step(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) 
                 no_combine: true,
                 ..c.clone()
             });
-            x.meta.errors.push(e);
+            x.meta.errors.push(Message::Text(e));
             x
         }
     };
     if !pages && compared.ranks.iter().any(|r| r.counts.diverging() > 0) {
         // Said on the step's own index, not again by the series.
-        compared.meta.warnings.push(format!(
-            "{NO_ROWS_HINT}: only the first diverging step of a step series gets full result pages; `actdiff compare RUN1 RUN2 --steps {s}` (or `--steps all`) gives this step's"
-        ));
+        compared
+            .meta
+            .warnings
+            .push(Message::StepWithoutPages { step: s });
     }
     let summary = super::outputs::finish_quiet(compared.meta, compared.ranks);
     StepDone { step: s, summary }
@@ -266,20 +242,22 @@ fn compare_step(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) 
 struct StepPairs {
     both: Vec<(u64, PathBuf, PathBuf)>,
     only: (Vec<u64>, Vec<u64>),
-    warnings: Vec<String>,
-    no_step: String,
+    warnings: Vec<Message>,
+    no_step: Message,
 }
 
 impl StepPairs {
     fn of(cfg: &CompareConfig, sel: &StepSelection) -> StepPairs {
         let s1: BTreeMap<u64, PathBuf> = step_folders(&cfg.run1).into_iter().collect();
         let s2: BTreeMap<u64, PathBuf> = step_folders(&cfg.run2).into_iter().collect();
-        let mut warnings: Vec<String> = [&cfg.run1, &cfg.run2]
+        let mut warnings: Vec<Message> = [&cfg.run1, &cfg.run2]
             .iter()
             .flat_map(|r| unfinished_step_folders(r))
-            .map(|p| format!("{}: no rank_N_activations.log in it (a step the capture schedule named but the job never reached, or a capture that did not finish): not a step of the run", p.display()))
+            .map(|p| Message::UnfinishedStep {
+                path: p.display().to_string(),
+            })
             .collect();
-        let mut no_step = "nothing compared: no step is in both runs".to_string();
+        let mut no_step = Message::NoStep { selected: None };
         if let StepSelection::Only(ranges) = sel {
             let absent: Vec<u64> = ranges
                 .iter()
@@ -287,17 +265,12 @@ impl StepPairs {
                 .filter(|s| !s1.contains_key(s) && !s2.contains_key(s))
                 .collect();
             if !absent.is_empty() {
-                warnings.push(format!(
-                    "--steps: step {} in neither run",
-                    fmt_steps(&absent)
-                ));
+                warnings.push(Message::StepsInNeither { steps: absent });
             }
             let keys = |m: &BTreeMap<u64, PathBuf>| m.keys().copied().collect::<Vec<_>>();
-            no_step = format!(
-                "nothing compared: --steps selects no step both runs have (run1 steps {}, run2 steps {})",
-                fmt_steps(&keys(&s1)),
-                fmt_steps(&keys(&s2))
-            );
+            no_step = Message::NoStep {
+                selected: Some((keys(&s1), keys(&s2))),
+            };
         }
         let only = |a: &BTreeMap<u64, PathBuf>, b: &BTreeMap<u64, PathBuf>| -> Vec<u64> {
             a.keys()
@@ -381,14 +354,18 @@ fn compare_all(
 /// [`compare_part`].
 pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs) -> i32 {
     if let Err(e) = prepare_report_folder(&cfg.report) {
-        return super::outputs::input_error(cfg.report.clone(), vec![e.to_string()], outs);
+        let errors = vec![Message::Text(e.to_string())];
+        return super::outputs::input_error(cfg.report.clone(), errors, outs);
     }
     let pairs = StepPairs::of(cfg, sel);
     let all_pages = *sel == StepSelection::All;
     let quiet = cfg.quiet || outs.terminal != Terminal::Text;
     let done = match compare_all(cfg, &pairs.both, all_pages, &|_| None, quiet) {
         Ok(d) => d,
-        Err(e) => return super::outputs::input_error(cfg.report.clone(), vec![e], outs),
+        Err(e) => {
+            let errors = vec![Message::Text(e)];
+            return super::outputs::input_error(cfg.report.clone(), errors, outs);
+        }
     };
     let first = done.iter().find(|d| diverges(&d.summary)).map(|d| d.step);
     let compared: Vec<u64> = done.iter().map(|d| d.step).collect();
@@ -402,7 +379,7 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
         pairs.no_step,
     );
     if let Err(e) = rows {
-        summary.input_errors.push(e);
+        summary.input_errors.push(Message::Text(e));
         summary.exit_status = exit_codes::INPUT_ERROR;
         summary.verdict = report::steps::verdict(
             &summary,
@@ -430,9 +407,9 @@ pub struct SeriesPart {
     /// Steps only run 2 has.
     pub steps_only2: Vec<u64>,
     /// The series' own warnings (step folders without logs, `--steps`).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Message>,
     /// What the merge says when no step is compared.
-    pub no_step: String,
+    pub no_step: Message,
 }
 
 /// `actdiff compare RUN1 RUN2 --shard K/N` on two step series: one split
@@ -460,7 +437,11 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
         let c = step_config(cfg, *s, p1, p2, false);
         let (plan, inputs) = super::pipeline::discover(&c, &mut errors);
         if !errors.is_empty() {
-            return fail(format!("step {s}: {}", errors.join("; ")));
+            let e = Message::AtStep {
+                step: *s,
+                message: Box::new(Message::Text(crate::report::messages::join(&errors, "; "))),
+            };
+            return fail(e.to_string());
         }
         plans.push((*s, plan, inputs));
     }
@@ -541,7 +522,7 @@ pub fn merge_series(parts: &[PathBuf], out: &Path, outs: &RunOutputs) -> i32 {
 }
 
 /// The work of [`merge_series`]: the series' report options and summary.
-fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<String>> {
+fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<Message>> {
     let mut records = Vec::new();
     let mut problems = Vec::new();
     for p in parts {
@@ -551,10 +532,10 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
             .and_then(|b| serde_json::from_slice::<SeriesPart>(&b).map_err(|e| e.to_string()))
         {
             Ok(r) => records.push(r),
-            Err(e) => problems.push(format!(
+            Err(e) => problems.push(Message::Text(format!(
                 "{}: not a part of a sharded step series ({e}); merge the parts of one `actdiff compare --shard K/N` of two step series",
                 file.display()
-            )),
+            ))),
         }
     }
     if !problems.is_empty() {
@@ -570,7 +551,7 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
                 first.shard.count,
             );
         if !same {
-            problems.push(format!(
+            problems.push(Message::Text(format!(
                 "{} and {}: parts of different step series or splits (steps {} and {}, {} and {} parts)",
                 parts[0].display(),
                 p.display(),
@@ -578,7 +559,7 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
                 fmt_steps(&r.steps),
                 first.shard.count,
                 r.shard.count
-            ));
+            )));
         }
     }
     if !problems.is_empty() {
@@ -589,8 +570,12 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
     // part records the same inputs; merge_parts_split checks that).
     let mut plans = Vec::with_capacity(first.steps.len());
     for s in &first.steps {
-        let m = shard::Manifest::read(&step_dir(&parts[0], *s))
-            .map_err(|e| vec![format!("step {s}: {e}")])?;
+        let m = shard::Manifest::read(&step_dir(&parts[0], *s)).map_err(|e| {
+            vec![Message::AtStep {
+                step: *s,
+                message: Box::new(Message::Text(e)),
+            }]
+        })?;
         let plan = match (&m.inputs.run1, &m.inputs.run2) {
             (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &m.run.rank_map),
             _ => super::RankPlan::default(),
@@ -602,7 +587,7 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         out_dir: out.to_path_buf(),
         ..Default::default()
     };
-    prepare_report_folder(&opts).map_err(|e| vec![e.to_string()])?;
+    prepare_report_folder(&opts).map_err(|e| vec![Message::Text(e.to_string())])?;
     let mut done = Vec::with_capacity(first.steps.len());
     for ((s, ..), by_part) in plans.iter().zip(split) {
         let dirs: Vec<PathBuf> = parts.iter().map(|p| step_dir(p, *s)).collect();
@@ -611,11 +596,16 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
                 step: *s,
                 summary: super::outputs::finish_quiet(c.meta, c.ranks),
             }),
-            Err(e) => problems.extend(
-                super::merge::problems(e)
-                    .into_iter()
-                    .map(|p| format!("step {s}: {p}")),
-            ),
+            Err(e) => {
+                problems.extend(
+                    super::merge::problems(e)
+                        .into_iter()
+                        .map(|p| Message::AtStep {
+                            step: *s,
+                            message: Box::new(p),
+                        }),
+                )
+            }
         }
     }
     if !problems.is_empty() {
@@ -666,8 +656,8 @@ fn join(
     done: Vec<StepDone>,
     (steps_only1, steps_only2): (Vec<u64>, Vec<u64>),
     first: Option<u64>,
-    mut warnings: Vec<String>,
-    no_step: String,
+    mut warnings: Vec<Message>,
+    no_step: Message,
 ) -> Summary {
     let mut ranks = Vec::new();
     let mut results = Vec::new();
@@ -681,16 +671,18 @@ fn join(
         let s = d.summary;
         results.push(StepResult::of(d.step, &dir, &s));
         status = worse(status, s.exit_status);
-        errors.extend(
-            s.input_errors
-                .iter()
-                .map(|e| format!("step {}: {e}", d.step)),
-        );
+        errors.extend(s.input_errors.iter().map(|e| Message::AtStep {
+            step: d.step,
+            message: Box::new(e.clone()),
+        }));
         warnings.extend(
             s.warnings
                 .iter()
-                .filter(|w| !w.starts_with(NO_ROWS_HINT))
-                .map(|w| format!("step {}: {w}", d.step)),
+                .filter(|w| !w.is_step_without_pages())
+                .map(|w| Message::AtStep {
+                    step: d.step,
+                    message: Box::new(w.clone()),
+                }),
         );
         only1.extend(s.ranks_only1.iter().copied());
         only2.extend(s.ranks_only2.iter().copied());
@@ -774,7 +766,7 @@ fn worse(a: i32, b: i32) -> i32 {
 /// summary; returns the exit status.
 fn write_outputs(opts: &ReportOptions, mut summary: Summary, outs: &RunOutputs) -> i32 {
     if let Err(e) = report::steps::write_index(&summary, opts) {
-        summary.input_errors.push(e.to_string());
+        summary.input_errors.push(Message::Text(e.to_string()));
         summary.exit_status = exit_codes::INPUT_ERROR;
         summary.verdict.insert(0, format!("input error: {e}"));
         let _ = std::fs::remove_file(opts.out_dir.join(files::INDEX));

@@ -14,6 +14,7 @@ use super::parts::{
 };
 use super::{engine, overview};
 use crate::matcher::cause::CauseKind;
+use crate::report::messages;
 use crate::report::summary::{CausesSummary, SideSummary};
 use crate::report::{files, RankSummary, ReportError, ReportOptions, Summary};
 
@@ -272,7 +273,7 @@ struct IndexCtx<'a> {
     /// Logs with input warnings not listed.
     more_warnings: usize,
     /// The first [`INDEX_RUN_WARNINGS`] of [`Summary::warnings`].
-    run_warnings: &'a [String],
+    run_warnings: Vec<String>,
     /// Run warnings not listed.
     more_run_warnings: usize,
     unused: Vec<Unused<'a>>,
@@ -615,7 +616,7 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
             .map(|f| RankRow {
                 rank: f.rank,
                 rank2: f.rank,
-                failed: f.errors.join("; "),
+                failed: messages::join(&f.errors, "; "),
                 ..RankRow::default()
             }),
     );
@@ -672,7 +673,10 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         excluded: excl,
         warnings,
         more_warnings,
-        run_warnings: &summary.warnings[..summary.warnings.len().min(INDEX_RUN_WARNINGS)],
+        run_warnings: summary.warnings[..summary.warnings.len().min(INDEX_RUN_WARNINGS)]
+            .iter()
+            .map(|w| w.to_string())
+            .collect(),
         more_run_warnings: summary.warnings.len().saturating_sub(INDEX_RUN_WARNINGS),
         unused,
         layouts: summary.layout_lines(),

@@ -437,7 +437,9 @@ fn index_lists_failed_ranks_up_to_a_cap() {
     summary.ranks_failed = (1..=70)
         .map(|rank| crate::report::summary::FailedRank {
             rank,
-            errors: vec![format!("r/rank_{rank}_activations.log:1:1: unreadable")],
+            errors: vec![crate::report::messages::Message::Text(format!(
+                "r/rank_{rank}_activations.log:1:1: unreadable"
+            ))],
         })
         .collect();
     write_index(&summary, &opts).unwrap();

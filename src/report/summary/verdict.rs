@@ -2,9 +2,11 @@
 //! opening sentence of the index and the terminal ([`Summary::headline`]),
 //! from the rank summaries alone.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
 
-use super::{RankSummary, Summary};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::{CauseRef, RankSummary, Summary};
 use crate::matcher::cause::CauseKind;
 use crate::matcher::{Counts, Status};
 
@@ -18,29 +20,90 @@ pub struct RankGroup {
     pub diverging: u64,
     /// Key of the first gating row of the group's first rank.
     pub first_divergence: Option<String>,
-    /// The verdict the ranks share, in words (`first entry
-    /// tok_embeddings/op_2_embedding`, `receive the change through the
-    /// gradient reduce-scatter`, `no divergence`).
-    pub verdict: String,
-    /// What kind of verdict it is (not in `summary.json`: `verdict` is
-    /// its text; groups are built afresh from the ranks).
-    #[serde(skip)]
-    pub kind: VerdictKind,
+    /// The verdict the ranks share; in `summary.json` its words (`first
+    /// entry tok_embeddings/op_2_embedding`, `receive the change through
+    /// the gradient reduce-scatter`, `no divergence`).
+    pub verdict: Verdict,
 }
 
-/// What a rank's verdict says ([`RankSummary::verdict`]).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub enum VerdictKind {
+/// What a rank's verdict says ([`RankSummary::verdict`]), with the data
+/// its words need; the words are its `Display`, made where written.
+/// Written as its words and read back as them ([`Verdict::Read`]); two
+/// verdicts are equal when their words are (ranks that diverge alike share
+/// one: [`Summary::group_ranks`]).
+#[derive(Clone, Debug, Default)]
+pub enum Verdict {
     /// Its first cause (an origin, an entry, a one-sided op).
-    Cause,
-    /// Its change only arrives through a collective: that collective in
-    /// words (`the gradient reduce-scatter`).
-    ViaCollective(String),
-    /// A first gating row, without a cause.
-    Divergence,
+    Cause(Box<CauseRef>),
+    /// Its change only arrives through a collective: that collective's
+    /// key, when a cause names one.
+    ViaCollective(Option<String>),
+    /// A first gating row, without a cause: its key.
+    Divergence(String),
     /// Nothing gates.
     #[default]
     None,
+    /// A verdict read back from a written `summary.json`: its words.
+    Read(String),
+}
+
+impl Verdict {
+    /// With [`Verdict::ViaCollective`], the collective in words: `the
+    /// gradient reduce-scatter`, `a collective`.
+    pub fn via(&self) -> Option<String> {
+        match self {
+            Verdict::ViaCollective(key) => {
+                Some(key.as_deref().map_or("a collective".to_string(), |k| {
+                    format!("the {}", collective_words(k))
+                }))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Cause(c) => write!(
+                f,
+                "first {} {}",
+                c.cause.kind.as_str(),
+                c.subject(("run 1", "run 2"))
+            ),
+            Verdict::ViaCollective(_) => write!(
+                f,
+                "receive the change through {}",
+                self.via().unwrap_or_default()
+            ),
+            Verdict::Divergence(key) => write!(f, "first divergence {key}"),
+            Verdict::None => f.write_str("no divergence"),
+            Verdict::Read(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Eq for Verdict {}
+
+/// Two verdicts are equal when their words are.
+impl PartialEq for Verdict {
+    fn eq(&self, other: &Verdict) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+/// A verdict is written as its words.
+impl Serialize for Verdict {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A verdict is read back as its words ([`Verdict::Read`]).
+impl<'de> Deserialize<'de> for Verdict {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Verdict, D::Error> {
+        String::deserialize(d).map(Verdict::Read)
+    }
 }
 
 impl RankGroup {
@@ -62,7 +125,7 @@ impl RankGroup {
                 ranks.join(","),
                 self.diverging,
                 if self.diverging == 1 { "" } else { "s" },
-                if let VerdictKind::ViaCollective(_) = self.kind {
+                if let Verdict::ViaCollective(_) = self.verdict {
                     format!(": {}", self.verdict)
                 } else {
                     String::new()
@@ -90,36 +153,25 @@ pub fn collective_words(key: &str) -> String {
 }
 
 impl RankSummary {
-    /// The rank's verdict in words, the same for ranks that diverge alike,
-    /// and its kind: its first cause (`first entry K`), the collective its
-    /// change arrives through, its first gating row, or `no divergence`.
-    pub fn verdict(&self) -> (String, VerdictKind) {
+    /// The rank's verdict, the same for ranks that diverge alike: its
+    /// first cause (`first entry K`), the collective its change arrives
+    /// through, its first gating row, or `no divergence`.
+    pub fn verdict(&self) -> Verdict {
         let rc = &self.root_causes;
         if let Some(c) = &rc.first_cause {
-            let words = format!(
-                "first {} {}",
-                c.cause.kind.as_str(),
-                c.subject(("run 1", "run 2"))
-            );
-            return (words, VerdictKind::Cause);
+            return Verdict::Cause(Box::new(c.clone()));
         }
         if rc.via_collective_only {
-            let via = rc
+            let key = rc
                 .causes
                 .iter()
                 .find_map(|c| c.collective.as_ref())
-                .map_or("a collective".to_string(), |c| {
-                    format!("the {}", collective_words(c.key()))
-                });
-            let words = format!("receive the change through {via}");
-            return (words, VerdictKind::ViaCollective(via));
+                .map(|c| c.key().to_string());
+            return Verdict::ViaCollective(key);
         }
         match &self.first_divergence {
-            Some(f) => (
-                format!("first divergence {}", f.key()),
-                VerdictKind::Divergence,
-            ),
-            None => ("no divergence".into(), VerdictKind::None),
+            Some(f) => Verdict::Divergence(f.key().to_string()),
+            None => Verdict::None,
         }
     }
 }
@@ -196,7 +248,7 @@ impl Summary {
     pub fn group_ranks(ranks: &[RankSummary]) -> Vec<RankGroup> {
         let mut groups: Vec<RankGroup> = Vec::new();
         for r in ranks {
-            let (verdict, kind) = r.verdict();
+            let verdict = r.verdict();
             match groups.iter_mut().find(|g| g.verdict == verdict) {
                 Some(g) => {
                     g.ranks.push(r.rank);
@@ -207,7 +259,6 @@ impl Summary {
                     diverging: r.counts.diverging(),
                     first_divergence: r.first_divergence.as_ref().map(|f| f.key().to_string()),
                     verdict,
-                    kind,
                 }),
             }
         }
@@ -295,7 +346,7 @@ impl Summary {
             };
             if let Some(w) = what(first) {
                 parts.push(first_at(w));
-            } else if let VerdictKind::ViaCollective(v) = &g.kind {
+            } else if let Some(v) = g.verdict.via() {
                 via.push((g.ranks.clone(), format!("through {v}")));
             } else if let Some(f) = &first.first_divergence {
                 let only = match f.status {
@@ -390,8 +441,7 @@ mod tests {
             ranks: vec![0, 1],
             diverging,
             first_divergence: None,
-            verdict: "no divergence".into(),
-            kind: super::VerdictKind::None,
+            verdict: super::Verdict::None,
         };
         assert_eq!(g(0).describe(), "ranks {0,1}: all matched");
         assert_eq!(
