@@ -1,7 +1,8 @@
 //! A full-precision log against a printed one (`precision="full"` in one
 //! run, the default in the other): values agree when print rounding
 //! explains their difference, with a warning; a real difference still
-//! diverges, and `--bitwise` stays exact.
+//! diverges, and `--bitwise` is an input error (it cannot judge a printed
+//! log).
 
 #[path = "support/mod.rs"]
 mod support;
@@ -54,6 +55,19 @@ fn print_rounding_is_not_a_divergence_across_precisions() {
 fn a_real_difference_still_diverges_and_bitwise_stays_exact() {
     let (code, stderr) = compare("2.5531512345678e+04", &[]);
     assert_eq!(code, 1, "a difference in the 6th digit: {stderr}");
-    let (code, stderr) = compare("2.5531412345678e+04", &["--bitwise"]);
-    assert_eq!(code, 1, "--bitwise is not widened: {stderr}");
+}
+
+/// `--bitwise` cannot judge a printed log: an input error naming the fix,
+/// not a divergence (a new user's full-precision and default series were
+/// "diverging" on every row under a warning that said print precision).
+#[test]
+fn bitwise_across_precisions_is_an_input_error() {
+    for hash in ["2.5531412345678e+04", "2.5531512345678e+04"] {
+        let (code, stderr) = compare(hash, &["--bitwise"]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(
+            stderr.contains("--bitwise needs both logs at full precision, and only run1 is"),
+            "{stderr}"
+        );
+    }
 }

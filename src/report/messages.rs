@@ -141,6 +141,14 @@ pub enum Message {
         /// The rtol the default tolerances are raised to.
         rtol: f64,
     },
+    /// `--bitwise` on a full-precision log and a printed one: no value can
+    /// be shown bitwise equal (an input error).
+    BitwiseMixedPrecision {
+        /// Run 1's rank.
+        rank: u32,
+        /// The run whose log is full precision.
+        full: Side,
+    },
     /// A negative `--layer-offset` that would number layers below 0.
     NegativeLayers {
         /// Run 1's rank.
@@ -397,6 +405,10 @@ impl fmt::Display for Message {
                     names(run2)
                 )
             }
+            Message::BitwiseMixedPrecision { rank, full } => write!(
+                f,
+                "rank {rank}: --bitwise needs both logs at full precision, and only {full} is (the other is printed with 7 digits, so no value can be shown bitwise equal): capture both runs with precision=\"full\", or compare without --bitwise (to print precision)"
+            ),
             Message::MixedPrecision { rank, full, rtol } => write!(
                 f,
                 "rank {rank}: {full} is a full-precision log and the other is printed with 7 digits: values are compared to print precision (the default tolerances' rtol raised to {rtol:e}); capture both runs at one precision for a bitwise check"

@@ -127,6 +127,17 @@ pub fn mixed_precision(rank: u32, t1: &OpTable, rtol: f64) -> Message {
     Message::MixedPrecision { rank, full, rtol }
 }
 
+/// The input error of `--bitwise` on a full-precision log and a printed
+/// one (run 1's `t1` tells which is full).
+pub fn bitwise_mixed_precision(rank: u32, t1: &OpTable) -> Message {
+    let full = if t1.precision() == parser::Precision::Full {
+        "run1"
+    } else {
+        "run2"
+    };
+    Message::BitwiseMixedPrecision { rank, full }
+}
+
 /// A warning for each side whose negative `--layer-offset` would number
 /// some of its layers below 0: those keys are compared as they are
 /// ([`matcher::keys::with_layer_offset`]), which a user who gave the offset

@@ -304,6 +304,10 @@ fn compare_rank(
         done.warnings.extend(messages::log_warnings(t, side));
     }
     done.errors.extend(messages::level_mismatch(&t1, &t2));
+    if mixed_precision(&t1, &t2) && cfg.matching.policy.default.is_bitwise() {
+        done.errors
+            .push(messages::bitwise_mixed_precision(rank1, &t1));
+    }
     if !done.errors.is_empty() {
         return done;
     }
