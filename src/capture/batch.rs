@@ -138,8 +138,9 @@ struct Scalars {
     deferred: Vec<(Deferred, Slots)>,
 }
 
-/// Writes `st` into a record's `values` at `slots`.
-fn place(values: &mut [f64], st: &TensorStats, slots: Slots) {
+/// Each value of `st` with its position in a record, as `slots` places
+/// them (the digest only when `st` has one), handed to `put`.
+fn slot_values(st: &TensorStats, slots: Slots, mut put: impl FnMut(usize, f64)) {
     let digest = match slots {
         Slots::Moments { digest } => {
             let m = st.moments.expect("moments of a non-empty float tensor");
@@ -152,16 +153,18 @@ fn place(values: &mut [f64], st: &TensorStats, slots: Slots) {
                 m.nan_count as f64,
                 m.inf_count as f64,
             ];
-            values[..N_MOMENT_SCALARS].copy_from_slice(&v);
+            for (pos, x) in v.into_iter().enumerate() {
+                put(pos, x);
+            }
             digest
         }
         Slots::Hash { hash, digest } => {
-            values[hash] = st.l1;
+            put(hash, st.l1);
             digest
         }
     };
     if let (Some(pos), Some(d)) = (digest, st.digest) {
-        values[pos] = f64::from_bits(d);
+        put(pos, f64::from_bits(d));
     }
 }
 
@@ -341,19 +344,16 @@ impl StatsBatch {
     ) -> Result<u64, TorchError> {
         let i = t.info()?;
         let host = self.path == StatsPath::Auto && i.device == Device::Cpu;
+        let slots = Slots::Hash {
+            hash: hash_pos,
+            digest: self.digests.then_some(digest_pos),
+        };
         if let (true, true, Some(w)) = (host, defer, &self.worker) {
-            let slots = Slots::Hash {
-                hash: hash_pos,
-                digest: self.digests.then_some(digest_pos),
-            };
             s.deferred
                 .push((w.submit(t, false, self.digest_at(at)), slots));
         } else if host {
             let st = host_stats(t, false, self.digest_at(at))?;
-            s.host.push((hash_pos, st.l1));
-            if let Some(d) = st.digest {
-                s.host.push((digest_pos, f64::from_bits(d)));
-            }
+            slot_values(&st, slots, |pos, v| s.host.push((pos, v)));
         } else {
             let v = t.scalars(false, self.digest_at(at))?;
             let ps = [hash_pos, digest_pos];
@@ -432,27 +432,14 @@ impl StatsBatch {
                 }
                 let at = self.digest_at(index_at(&digest_index.outputs, index));
                 let host = self.path == StatsPath::Auto && info.device == Device::Cpu;
+                let slots = Slots::Moments {
+                    digest: self.digests.then_some(dpos),
+                };
                 if let (true, Some(w)) = (host, &self.worker) {
-                    let slots = Slots::Moments {
-                        digest: self.digests.then_some(dpos),
-                    };
                     s.deferred.push((w.submit(p, true, at), slots));
                 } else if host {
                     let st = host_stats(p, true, at)?;
-                    let m = st.moments.expect("moments of a non-empty float tensor");
-                    let v = [
-                        st.l1,
-                        m.l2,
-                        m.min,
-                        m.max,
-                        m.mean,
-                        m.nan_count as f64,
-                        m.inf_count as f64,
-                    ];
-                    s.host.extend(v.into_iter().enumerate());
-                    if let Some(d) = st.digest {
-                        s.host.push((dpos, f64::from_bits(d)));
-                    }
+                    slot_values(&st, slots, |pos, v| s.host.push((pos, v)));
                 } else {
                     let ps: Vec<usize> = (0..N_MOMENT_SCALARS)
                         .chain(self.digests.then_some(dpos))
@@ -576,7 +563,7 @@ impl StatsBatch {
                 let st = rx
                     .recv()
                     .map_err(|_| TorchError("the statistics worker stopped".into()))??;
-                place(&mut p.values, &st, slots);
+                slot_values(&st, slots, |pos, v| p.values[pos] = v);
             }
             for f in &p.fixups {
                 let src = &host[f.group][f.src..f.src + f.positions.len()];
