@@ -402,18 +402,27 @@ def loop_step_time(cfg: dict, prof_kw: dict | None, steps: int) -> float:
     return statistics.median(ts[1:])
 
 
-def bench_levels(quick: bool) -> dict:
-    cfg = dict(vocab=2000, dim=256, n_layers=4, n_heads=8, hidden=768)
-    steps, rounds = (6, 2) if quick else (12, 7)
+LEVELS_MODEL = dict(vocab=2000, dim=256, n_layers=4, n_heads=8, hidden=768)
+
+
+def level_modes(steps: int) -> dict:
+    """The profilers of section 4 by name (None: no profiler), capturing
+    steps 1..`steps` at full precision with digests."""
     every = range(1, steps + 1)
     full = {"precision": "full"}
-    runs = {
+    return {
         "plain": None,
         "disarmed": dict(capture_steps=[10**9], **full),
         "modules": dict(capture_steps=every, level="modules", **full),
         "modules_sync": dict(capture_steps=every, level="modules", sync=True, **full),
         "ops": dict(capture_steps=every, level="ops", **full),
     }
+
+
+def bench_levels(quick: bool) -> dict:
+    cfg = LEVELS_MODEL
+    steps, rounds = (6, 2) if quick else (12, 7)
+    runs = level_modes(steps)
     # Rounds interleave the modes, so that a slower minute of a shared box
     # weighs on all of them alike; each figure is the median over rounds.
     times: dict = {name: [] for name in runs}
@@ -438,6 +447,12 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1: stable numbers on a shared box)")
     ap.add_argument("--levels-only", action="store_true", help="only section 4, the capture levels over a loop")
     ap.add_argument("--tracer-dir", help="folder with TorchTitan's activation_tracer.py: time its DebugModeTracer too")
+    ap.add_argument(
+        "--one-loop",
+        choices=sorted(level_modes(1)),
+        help="only one loop of section 4 in this mode (for a profiler such as `perf record`): prints its median step time",
+    )
+    ap.add_argument("--steps", type=int, default=60, help="steps of --one-loop (default 60)")
     a = ap.parse_args()
     if a.tracer_dir:
         load_tracer(a.tracer_dir)
@@ -454,6 +469,10 @@ def main() -> None:
         f"load average {info['loadavg'][0]:.1f} / {info['loadavg'][1]:.1f} / {info['loadavg'][2]:.1f}; CPU only"
     )
     res = {"info": info}
+    if a.one_loop:
+        ms = loop_step_time(LEVELS_MODEL, level_modes(a.steps)[a.one_loop], a.steps) * 1e3
+        print(f"{a.one_loop}: {ms:.1f} ms per step (median of {a.steps - 1} steps, the first left out)")
+        return
     if a.levels_only:
         print_levels(res, a.quick)
         if a.json:
