@@ -65,6 +65,7 @@ import os
 import sys
 import threading
 import weakref
+import warnings
 
 import torch
 from torch import nn
@@ -771,6 +772,7 @@ class Profiler:
         self._done = False
         self._mode: _Mode | None = None
         self._modules: modules.ModuleRecorder | None = None
+        self._warned_no_optimizer_step = False  # modules.NO_OPTIMIZER_STEP said once
         self._handles: list = []
         self._stack: list = []
         self._grad_fn_to_module: dict = {}
@@ -1004,6 +1006,9 @@ class Profiler:
     def _dump(self, loss=None) -> None:
         rec, self._modules = self._modules, None
         if rec is not None:
+            if rec.grads_since_optimizer and not self._warned_no_optimizer_step:
+                self._warned_no_optimizer_step = True
+                warnings.warn(modules.NO_OPTIMIZER_STEP.format(step=self._armed_step), stacklevel=3)
             rec.finish()  # the parameters as the optimizer left them
             cap = rec.cap
             if rec.worker is not None and self.baseline is None and self._step + 1 in self.steps:

@@ -31,14 +31,30 @@ has read it:
   them in place before the next optimizer step, e.g. a clamp at the start
   of a step); every optimizer step also waits for the worker first (a
   global optimizer step pre-hook).
+
+A step whose backward ran with no optimizer step after it (``prof.step()``
+called before ``optimizer.step()``, or a step of gradient accumulation) has
+parameter records that are the values before an optimizer step: a
+``UserWarning`` says so, once per profiler.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
+from torch.optim import optimizer as _optimizer
 
 from . import fx
+
+#: The warning of a step whose backward was not followed by an optimizer step.
+NO_OPTIMIZER_STEP = (
+    "actdiff_capture: step {step}: no optimizer step ran after this step's backward, so its "
+    "parameter records (after the optimizer, level='modules') hold the values before one. "
+    "Call prof.step() after optimizer.step(); in gradient accumulation, only on the steps "
+    "that end with an optimizer step."
+)
 
 
 def _first_tensor(x):
@@ -69,6 +85,14 @@ class ModuleRecorder:
         self.cap = cap
         self.worker = worker
         self._waits_queued = False  # a wait queued for this backward pass's end
+        # Whether a gradient was recorded since the last optimizer step (a
+        # global optimizer step post-hook clears it).
+        self.grads_since_optimizer = False
+
+        def after_optimizer_step(optimizer, args, kwargs):
+            self.grads_since_optimizer = False
+
+        self._optimizer_hook = _optimizer.register_optimizer_step_post_hook(after_optimizer_step)
         if worker is not None:
             cap.defer_host(worker)
         self.handles: list = []
@@ -110,6 +134,7 @@ class ModuleRecorder:
     def _grad_hook(self, fqn, pname):
         def hook(p):
             if p.grad is not None:
+                self.grads_since_optimizer = True
                 self._record(fqn, f"{pname}_grad", p.grad, True)
                 if self.worker is not None and not self._waits_queued:
                     # The gradients stay unchanged until the worker read
@@ -140,3 +165,6 @@ class ModuleRecorder:
         for h in self.handles:
             h.remove()
         self.handles = []
+        h, self._optimizer_hook = self._optimizer_hook, None
+        if h is not None:
+            h.remove()

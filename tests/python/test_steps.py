@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+import warnings
 
 import pytest
+
 import torch
 import torch.nn.functional as F
 
@@ -234,6 +236,33 @@ def test_module_level_off_the_training_thread_records_what_training_saw(actdiff_
     r, s = compare(actdiff_bin, tmp_path / "sync", tmp_path / "async", tmp_path / "rep", "--bitwise")
     assert r.returncode == 0 and s["first_diverging_step"] is None, r.stdout
     assert s["steps"] == [1, 2, 3] and s["counts"]["match"] == 3 * len(bl), s["counts"]
+
+
+def test_module_level_says_when_no_optimizer_step_followed_backward(tmp_path):
+    """`prof.step()` before `optimizer.step()`: the records named "after the
+    optimizer" would hold the values before it; a warning says so, once,
+    naming the step. The right order warns nothing."""
+
+    def train(dump, step_first):
+        torch.manual_seed(0)
+        model = InPlaceNet()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        prof = actdiff_capture.Profiler(model, dump, capture_steps=range(1, 4), level="modules")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                model(torch.randn(8, 256)).square().mean().backward()
+                if step_first:
+                    prof.step()
+                opt.step()
+                opt.zero_grad()
+                if not step_first:
+                    prof.step()
+        return [str(w.message) for w in caught if "no optimizer step" in str(w.message)]
+
+    assert train(tmp_path / "right", step_first=False) == []
+    said = train(tmp_path / "wrong", step_first=True)
+    assert len(said) == 1 and said[0].startswith("actdiff_capture: step 1: no optimizer step ran"), said
 
 
 def test_module_level_finds_the_step_and_the_phase(actdiff_bin, tmp_path):
