@@ -13,7 +13,7 @@ use crate::report::ReportError;
 
 /// The built-in templates: (name, text). Names ending in `.html` are
 /// autoescaped; the CSS and JS are static text included by the pages.
-const TEMPLATES: [(&str, &str); 10] = [
+const TEMPLATES: [(&str, &str); 8] = [
     ("report.css", include_str!("../../../templates/report.css")),
     ("report.js", include_str!("../../../templates/report.js")),
     (
@@ -22,16 +22,8 @@ const TEMPLATES: [(&str, &str); 10] = [
     ),
     ("page.html", include_str!("../../../templates/page.html")),
     ("index.html", include_str!("../../../templates/index.html")),
-    (
-        "overview.html",
-        include_str!("../../../templates/overview.html"),
-    ),
     ("index.js", include_str!("../../../templates/index.js")),
     ("ranks.js", include_str!("../../../templates/ranks.js")),
-    (
-        "heatmap.html",
-        include_str!("../../../templates/heatmap.html"),
-    ),
     ("steps.html", include_str!("../../../templates/steps.html")),
 ];
 
@@ -43,7 +35,7 @@ pub(super) fn static_text(name: &str) -> Option<&'static str> {
 
 /// HTML escaping for text and quoted attribute values: `& < > " '`.
 /// (Tera's default also escapes `/`, which only bloats keys and paths.)
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
         match c {

@@ -1,6 +1,8 @@
-//! HTML pages (tera templates in `templates/`, embedded at build time), one
-//! module per page kind: [`engine`] (tera, escaping, rendering), `page`
-//! (result pages), `overview` (the heatmap), `keys` (the key index),
+//! HTML pages (tera templates in `templates/`, embedded at build time, for
+//! pages written once per report or per result page; a byte writer for the
+//! one page every rank gets, its overview), one module per page kind:
+//! [`engine`] (tera, escaping, rendering), `page` (result pages),
+//! `overview` (the heatmap, written by a byte writer), `keys` (the key index),
 //! `index` (the index page), and `parts` (what pages and index share).
 //! File names come from [`crate::report::files`].
 //!
@@ -26,9 +28,10 @@
 //!
 //! Escaping: all log text (keys, locations, shapes, hashes, producers, run
 //! names, op names) reaches the tera-rendered parts only through `{{ }}`
-//! expressions with autoescape on (every template name ends in `.html`).
-//! The one `| safe` is the index embedding the heatmap of an overview page,
-//! which was itself rendered that way from `overview.html`. In a page's row
+//! expressions with autoescape on (every template name ends in `.html`),
+//! and the overview's byte writer passes every text through the same
+//! escape function (`engine::escape`). The one `| safe` is the index
+//! embedding the heatmap of an overview page. In a page's row
 //! JSON every `<` is written `\u003c`, so no log text can end its
 //! `<script>` element, and the page script escapes every string it puts into markup
 //! (`tests/browser.rs` checks hostile keys, locations and run names). The

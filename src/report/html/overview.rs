@@ -1,8 +1,11 @@
 //! A rank's overview, `rank{N}-overview.html`: a page of its own holding an
 //! inline-SVG heatmap of layers × op type, which the index embeds (the
-//! part between [`HEATMAP_START`] and [`HEATMAP_END`]).
+//! part between [`HEATMAP_START`] and [`HEATMAP_END`]). One is written per
+//! rank, so it is written by a byte writer ([`render`]), not a template:
+//! at 256 ranks of 300 ops, tera spent a third of the whole compare's
+//! instructions on these pages.
 
-use serde::Serialize;
+use std::fmt::Write as _;
 
 use super::engine;
 use crate::matcher::cause::CauseKind;
@@ -22,7 +25,7 @@ const HEAT_LAYERS: usize = 64;
 const HEAT_CELL: usize = 11;
 const HEAT_PITCH: usize = 12;
 
-/// Where the heatmap starts in an overview page (`templates/overview.html`).
+/// Where the heatmap starts in an overview page ([`render`]).
 pub(super) const HEATMAP_START: &str = "<!--actdiff:heatmap-->";
 
 /// Where it ends.
@@ -46,7 +49,6 @@ struct HeatAgg {
 }
 
 /// One drawn cell.
-#[derive(Serialize)]
 struct HeatCell {
     x: usize,
     y: usize,
@@ -58,7 +60,6 @@ struct HeatCell {
     href: String,
 }
 
-#[derive(Serialize)]
 struct HeatLabel {
     x: usize,
     y: usize,
@@ -66,7 +67,6 @@ struct HeatLabel {
 }
 
 /// The heatmap of one rank.
-#[derive(Serialize)]
 struct OverviewCtx<'a> {
     name1: &'a str,
     name2: &'a str,
@@ -470,9 +470,81 @@ pub(super) fn write(
             String::new()
         },
     };
-    engine::render_file(
-        "overview.html",
-        &ctx,
-        &opts.out_dir.join(files::overview(rc.rank1)),
-    )
+    let path = opts.out_dir.join(files::overview(rc.rank1));
+    engine::write_parts(&path, &[render(&ctx).as_bytes()])
+}
+
+/// The overview page of `ctx`: the heatmap (an SVG figure with its
+/// caption) between [`HEATMAP_START`] and [`HEATMAP_END`], every text
+/// HTML-escaped as the templates' text is ([`engine::escape`]).
+fn render(ctx: &OverviewCtx<'_>) -> String {
+    let esc = engine::escape;
+    let mut o = String::with_capacity(256 + ctx.cells.len() * 160);
+    // `write!` into a String cannot fail.
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"color-scheme\" content=\"light dark\">\n\
+         <title>rank {rank} overview: {n1} vs {n2}</title>\n\
+         <link rel=stylesheet href=\"report.css\">\n</head>\n<body class=index>\n\
+         <nav class=pager><a href=\"index.html\">↑ index</a></nav>\n\
+         <h1>rank {rank}: where {n1} and {n2} part</h1>\n{HEATMAP_START}\n\
+         <figure class=heatmap id=\"heat-{rank}\"><svg class=heat xmlns=\"http://www.w3.org/2000/svg\" \
+         width={w} height={h} viewBox=\"0 0 {w} {h}\" role=img \
+         aria-label=\"rank {rank}: worst relative difference per layer and op type\">\n",
+        rank = ctx.rank,
+        n1 = esc(ctx.name1),
+        n2 = esc(ctx.name2),
+        w = ctx.width,
+        h = ctx.height,
+    );
+    for (class, labels) in [("xl", &ctx.xlabels), ("yl", &ctx.ylabels)] {
+        for l in labels {
+            let _ = write!(
+                o,
+                "<text class={class} x={} y={}>{}</text>",
+                l.x,
+                l.y,
+                esc(&l.t)
+            );
+        }
+        o.push('\n');
+    }
+    for c in &ctx.cells {
+        if !c.href.is_empty() {
+            let _ = write!(o, "<a href=\"{}\">", esc(&c.href));
+        }
+        let _ = write!(
+            o,
+            "<rect x={} y={} width={cell} height={cell} class=\"{}\"><title>{}</title></rect>",
+            c.x,
+            c.y,
+            esc(&c.cls),
+            esc(&c.title),
+            cell = ctx.cell,
+        );
+        if !c.href.is_empty() {
+            o.push_str("</a>");
+        }
+        o.push('\n');
+    }
+    let binned = if ctx.binned.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", esc(&ctx.binned))
+    };
+    let _ = write!(
+        o,
+        "</svg>\n<figcaption class=mut>rank {rank}: {d} of {r} rows diverge · columns: layers{binned}, \
+         “·” = no layer in the key · rows: op types · colour: worst relative difference · \
+         outlined: origin or entry · click a cell to open its first origin/entry or diverging row\n\
+         <span class=legend><i class=h0></i>agree <i class=h1></i>≤1e-8 <i class=h3></i>1e-6 \
+         <i class=h5></i>1e-4 <i class=h7></i>1e-2 <i class=h8></i>≥0.1 <i class=hn></i>NaN/Inf \
+         <i class=ho></i>one-sided</span></figcaption></figure>\n{HEATMAP_END}\n</body>\n</html>\n",
+        rank = ctx.rank,
+        d = ctx.diverging,
+        r = ctx.rows,
+    );
+    o
 }

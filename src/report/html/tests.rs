@@ -324,6 +324,20 @@ fn rank_pages_rows_chips_colours_escaping() {
     assert!(overview.contains("href=\"rank0-page1.html#rank0-row1\""));
     assert!(!overview.contains("<script"));
     assert!(overview.contains("&lt;script&gt;") || !overview.contains("script"));
+    // The overview's byte writer escapes as the templates do, and keeps the
+    // markers the index cuts the heatmap out by.
+    assert!(overview.contains("<title>rank 0 overview: run&lt;A&gt; vs run_B</title>"));
+    assert!(overview.contains("<h1>rank 0: where run&lt;A&gt; and run_B part</h1>"));
+    let heat = overview
+        .split_once("<!--actdiff:heatmap-->\n<figure class=heatmap id=\"heat-0\">")
+        .and_then(|(_, rest)| rest.split_once("</figure>\n<!--/actdiff:heatmap-->"))
+        .map(|(heat, _)| heat)
+        .expect("the heatmap between its markers");
+    assert!(
+        heat.contains("<rect x=") && heat.ends_with("</figcaption>"),
+        "{heat}"
+    );
+    assert!(overview.ends_with("</body>\n</html>\n"));
     let keys = read(dir.path(), "rank0-keys.js");
     assert!(keys.starts_with("actdiffKeys({"));
     // Keys are JSON strings in a script file of their own.
