@@ -110,6 +110,48 @@ pub enum Message {
         /// What was counted.
         what: LogWarning,
     },
+    /// One of a log's stored parse warnings, at its line and column (a
+    /// side's `warnings` in `summary.json`).
+    ParseWarning {
+        /// The log.
+        path: String,
+        /// 1-based line.
+        line: u64,
+        /// 1-based column.
+        column: u64,
+        /// The parser's words.
+        message: String,
+    },
+    /// A log whose header declares another op count than it holds: the
+    /// side is incomplete.
+    CountMismatch {
+        /// The header's op count.
+        declared: u64,
+        /// Op blocks parsed.
+        parsed: usize,
+    },
+    /// A log whose last block was cut short (not by a cut gzip stream): the
+    /// side is incomplete.
+    TruncatedLog {
+        /// The parser's words when it said why (a missing final newline, a
+        /// last block without its empty line).
+        why: Option<String>,
+    },
+    /// Values that are no number (or no 16-digit digest): not compared,
+    /// so the side is incomplete.
+    UnreadableValues {
+        /// How many.
+        count: u64,
+        /// The first: its log, line, column and the parser's words, when
+        /// kept.
+        first: Option<UnreadableValue>,
+    },
+    /// A gzip log whose compressed data is cut short: the side is
+    /// incomplete.
+    GzipCut {
+        /// The parser's words, when it said them.
+        why: Option<String>,
+    },
     /// The kinds of a log's parse warnings past the most printed per log
     /// (`run::messages::WARNING_LINES`), counted.
     MoreLogWarnings {
@@ -283,6 +325,19 @@ pub enum Message {
     },
 }
 
+/// Where the first unreadable value is ([`Message::UnreadableValues`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnreadableValue {
+    /// The log.
+    pub path: String,
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based column.
+    pub column: u64,
+    /// The parser's words.
+    pub message: String,
+}
+
 /// What one line of a log's parse warnings counts ([`Message::LogWarning`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum LogWarning {
@@ -380,6 +435,30 @@ impl fmt::Display for Message {
                 Some((line, column)) => write!(f, "{path}:{line}:{column}: {side}: {what}"),
                 None => write!(f, "{path}: {side}: {what}"),
             },
+            Message::ParseWarning {
+                path,
+                line,
+                column,
+                message,
+            } => write!(f, "{path}:{line}:{column}: {message}"),
+            Message::CountMismatch { declared, parsed } => {
+                write!(f, "declares {declared} ops, parsed {parsed}")
+            }
+            Message::TruncatedLog { why } => {
+                f.write_str(why.as_deref().unwrap_or("last block possibly truncated"))
+            }
+            Message::UnreadableValues { count, first } => {
+                let what = if *count == 1 { "value" } else { "values" };
+                match first {
+                    Some(w) => write!(
+                        f,
+                        "{count} unreadable {what}; the first at {}:{}:{}: {}",
+                        w.path, w.line, w.column, w.message
+                    ),
+                    None => write!(f, "{count} unreadable {what}, not compared"),
+                }
+            }
+            Message::GzipCut { why } => f.write_str(why.as_deref().unwrap_or("gzip data cut short")),
             Message::MoreLogWarnings {
                 path,
                 side,
@@ -673,6 +752,63 @@ mod tests {
             .to_string(),
             "rank 1: fields not on both sides are not compared: run1-only: Shape; run2-only: none"
         );
+    }
+
+    #[test]
+    fn a_sides_problems_have_the_words_summary_json_had() {
+        let w = Message::ParseWarning {
+            path: "a/rank_0_activations.log".into(),
+            line: 12,
+            column: 3,
+            message: "unknown field line `Foo`".into(),
+        };
+        assert_eq!(
+            w.to_string(),
+            "a/rank_0_activations.log:12:3: unknown field line `Foo`"
+        );
+        let cases = [
+            (
+                Message::CountMismatch {
+                    declared: 5,
+                    parsed: 3,
+                },
+                "declares 5 ops, parsed 3",
+            ),
+            (
+                Message::TruncatedLog { why: None },
+                "last block possibly truncated",
+            ),
+            (
+                Message::TruncatedLog {
+                    why: Some("no final newline".into()),
+                },
+                "no final newline",
+            ),
+            (
+                Message::UnreadableValues {
+                    count: 1,
+                    first: Some(UnreadableValue {
+                        path: "a.log".into(),
+                        line: 4,
+                        column: 9,
+                        message: "`x` is no number".into(),
+                    }),
+                },
+                "1 unreadable value; the first at a.log:4:9: `x` is no number",
+            ),
+            (
+                Message::UnreadableValues {
+                    count: 3,
+                    first: None,
+                },
+                "3 unreadable values, not compared",
+            ),
+            (Message::GzipCut { why: None }, "gzip data cut short"),
+        ];
+        for (m, words) in cases {
+            assert_eq!(m.to_string(), words);
+            assert_eq!(serde_json::to_value(&m).unwrap(), words);
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::parts::{
 };
 use super::{engine, overview};
 use crate::matcher::cause::CauseKind;
-use crate::report::messages;
+use crate::report::messages::{self, Message};
 use crate::report::summary::{CausesSummary, SideSummary};
 use crate::report::{files, RankSummary, ReportError, ReportOptions, Summary};
 
@@ -148,7 +148,7 @@ struct SideWarnings<'a> {
     /// Plain-text problems (incomplete, one-sided fields, duplicate keys, counts).
     items: Vec<String>,
     /// The first few parse warnings, `file:line:col: message`.
-    warnings: &'a [String],
+    warnings: &'a [Message],
     /// Stored warnings not listed.
     more: usize,
 }
