@@ -653,8 +653,8 @@ pub struct Summary {
     pub groups: Vec<RankGroup>,
     /// The exit status `actdiff compare` returns for this comparison.
     pub exit_status: i32,
-    /// One line per reason for the exit status.
-    pub verdict: Vec<String>,
+    /// The reasons for the exit status, one line each.
+    pub verdict: Vec<super::reasons::Reason>,
     /// A step-series comparison's step facts (`steps`,
     /// `first_diverging_step`, ...: [`super::steps::StepSeries`]), at the
     /// top level of the document; absent for a single-step comparison.

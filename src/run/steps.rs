@@ -758,9 +758,15 @@ fn worse(a: i32, b: i32) -> i32 {
 /// summary; returns the exit status.
 fn write_outputs(opts: &ReportOptions, mut summary: Summary, outs: &RunOutputs) -> i32 {
     if let Err(e) = report::steps::write_index(&summary, opts) {
-        summary.input_errors.push(Message::Text(e.to_string()));
+        let error = Message::Text(e.to_string());
+        summary.input_errors.push(error.clone());
         summary.exit_status = exit_codes::INPUT_ERROR;
-        summary.verdict.insert(0, format!("input error: {e}"));
+        summary.verdict.insert(
+            0,
+            crate::report::reasons::Reason::InputError {
+                errors: vec![error],
+            },
+        );
         let _ = std::fs::remove_file(opts.out_dir.join(files::INDEX));
         let _ = std::fs::remove_file(opts.out_dir.join(files::SUMMARY));
     }

@@ -15,6 +15,7 @@ use super::parts::{
 use super::{engine, overview};
 use crate::matcher::cause::CauseKind;
 use crate::report::messages::{self, Message};
+use crate::report::reasons::Reason;
 use crate::report::summary::{CausesSummary, SideSummary};
 use crate::report::{files, RankSummary, ReportError, ReportOptions, Summary};
 
@@ -248,7 +249,7 @@ struct IndexCtx<'a> {
     exit_status: i32,
     /// The opening sentence ([`Summary::headline`]).
     headline: Option<String>,
-    verdict: &'a [String],
+    verdict: &'a [Reason],
     counts: Vec<StatusCount>,
     /// Columns of the rank table after the rank number.
     rest_cols: usize,
