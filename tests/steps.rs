@@ -710,3 +710,72 @@ fn old_step_reports_do_not_stay_in_the_report_folder() {
     );
     assert!(!out.join("summary.json").exists() && !out.join("step_1").exists());
 }
+
+/// A merge problem of a sharded step series is said once, naming the
+/// steps it concerns, not once per step (a new user found a missing part
+/// named six times): a part missing from every step is one error line
+/// for steps 1-4, the parts named by their own folders; a log changed in
+/// one step is one line for that step.
+#[test]
+fn a_series_merge_says_each_problem_once_with_its_steps() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    exec(
+        support::actdiff()
+            .args(["gen", "--ops", "60", "--ranks", "2", "--steps", "4"])
+            .args(["--seed", "5", "--perturb", "0.05"])
+            .arg(&a)
+            .arg(&b),
+        0,
+    );
+    let parts: Vec<_> = (0..3).map(|k| part(d.path(), &a, &b, k, 3)).collect();
+    let errors = |r: &Run| -> Vec<String> {
+        r.stderr
+            .lines()
+            .filter(|l| l.starts_with("error: ") && !l.starts_with("error: nothing merged"))
+            .map(str::to_string)
+            .collect()
+    };
+    let missing = exec(
+        support::actdiff()
+            .arg("merge")
+            .args([&parts[0], &parts[2]])
+            .args(["-q", "-o"])
+            .arg(d.path().join("m1")),
+        2,
+    );
+    assert_eq!(
+        errors(&missing),
+        vec![format!(
+            "error: steps 1-4: part 1/3 missing: a merge needs all 3 parts (given: 0/3 = {}, 2/3 = {})",
+            parts[0].display(),
+            parts[2].display()
+        )],
+        "{}",
+        missing.stderr
+    );
+    // A log of step 2 changed since the parts compared it.
+    let log = a.join("step_2/rank_1_activations.log");
+    let bytes = std::fs::metadata(&log).unwrap().len();
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    std::io::Write::write_all(&mut f, b"\n").unwrap();
+    let changed = exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .args(["-q", "-o"])
+            .arg(d.path().join("m2")),
+        2,
+    );
+    assert_eq!(
+        errors(&changed),
+        vec![format!(
+            "error: step 2: the logs changed since part 0/3 ({}) compared them: {} (recorded {bytes} bytes, now {} bytes)",
+            parts[0].display(),
+            log.display(),
+            bytes + 1
+        )],
+        "{}",
+        changed.stderr
+    );
+}

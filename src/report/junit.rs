@@ -234,7 +234,7 @@ fn cases(s: &Summary) -> Vec<Case> {
     let shown = cases.iter().any(|c| !matches!(c.outcome, Outcome::Pass));
     if !rest.is_empty() || (s.exit_status != exit_codes::OK && !shown) {
         let lines: Vec<String> = if rest.is_empty() {
-            s.verdict.clone()
+            s.verdict.iter().map(ToString::to_string).collect()
         } else {
             rest
         };

@@ -18,6 +18,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::parser::Field;
+use crate::run::shard::Shard;
 
 /// Which run a message is about: `run1` or `run2`.
 pub type Side = &'static str;
@@ -109,6 +110,48 @@ pub enum Message {
         side: Side,
         /// What was counted.
         what: LogWarning,
+    },
+    /// One of a log's stored parse warnings, at its line and column (a
+    /// side's `warnings` in `summary.json`).
+    ParseWarning {
+        /// The log.
+        path: String,
+        /// 1-based line.
+        line: u64,
+        /// 1-based column.
+        column: u64,
+        /// The parser's words.
+        message: String,
+    },
+    /// A log whose header declares another op count than it holds: the
+    /// side is incomplete.
+    CountMismatch {
+        /// The header's op count.
+        declared: u64,
+        /// Op blocks parsed.
+        parsed: usize,
+    },
+    /// A log whose last block was cut short (not by a cut gzip stream): the
+    /// side is incomplete.
+    TruncatedLog {
+        /// The parser's words when it said why (a missing final newline, a
+        /// last block without its empty line).
+        why: Option<String>,
+    },
+    /// Values that are no number (or no 16-digit digest): not compared,
+    /// so the side is incomplete.
+    UnreadableValues {
+        /// How many.
+        count: u64,
+        /// The first: its log, line, column and the parser's words, when
+        /// kept.
+        first: Option<UnreadableValue>,
+    },
+    /// A gzip log whose compressed data is cut short: the side is
+    /// incomplete.
+    GzipCut {
+        /// The parser's words, when it said them.
+        why: Option<String>,
     },
     /// The kinds of a log's parse warnings past the most printed per log
     /// (`run::messages::WARNING_LINES`), counted.
@@ -225,23 +268,134 @@ pub enum Message {
     /// A part whose compare did not finish.
     PartUnfinished {
         /// The part (`part 2/4 (parts/p2)`).
-        part: String,
+        part: PartName,
     },
     /// A part whose compare failed.
     PartFailed {
         /// The part.
-        part: String,
+        part: PartName,
         /// Why, as its `part.json` says.
         message: String,
     },
     /// A part another version of the program wrote.
     PartVersion {
         /// The part.
-        part: String,
+        part: PartName,
         /// The version that wrote it (`actdiff 0.1.0`).
         tool: String,
         /// This one.
         this: String,
+    },
+    /// Two parts of different splits (their part counts differ).
+    PartsOfOtherSplits {
+        /// The first sound part.
+        first: PartName,
+        /// The part that differs from it.
+        other: PartName,
+    },
+    /// Two parts that compared other inputs.
+    PartsOfOtherInputs {
+        /// The first sound part.
+        first: PartName,
+        /// The part that differs from it.
+        other: PartName,
+        /// The first difference found (boxed: a message stays small).
+        difference: Box<InputsDifference>,
+    },
+    /// Two parts of the same inputs run with other options (or other run
+    /// metadata).
+    PartsOfOtherOptions {
+        /// The first sound part.
+        first: PartName,
+        /// The part that differs from it.
+        other: PartName,
+        /// The options that differ, sorted; empty when only the run
+        /// metadata does.
+        keys: Vec<String>,
+    },
+    /// Parts with a `--rows` file and parts without one.
+    RowsInSomeParts {
+        /// The parts that wrote rows.
+        with: Vec<PartName>,
+        /// The parts that did not.
+        without: Vec<PartName>,
+    },
+    /// Parts that wrote their rows to one file, each overwriting the one
+    /// before.
+    RowsSharedByParts {
+        /// Those parts.
+        parts: Vec<PartName>,
+        /// The file.
+        file: String,
+    },
+    /// Logs whose size changed (or that are gone) since the parts compared
+    /// them.
+    LogsChanged {
+        /// The part whose records are checked (the first sound one).
+        part: PartName,
+        /// The logs that changed.
+        logs: Vec<ChangedLog>,
+    },
+    /// One part of the split given in two folders.
+    PartGivenTwice {
+        /// The part.
+        shard: Shard,
+        /// The folder given first.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// Parts of the split not given.
+    PartsMissing {
+        /// The missing parts' indexes, ascending.
+        missing: Vec<u32>,
+        /// How many parts the split has.
+        count: u32,
+        /// The parts given, with their folders.
+        given: Vec<(Shard, String)>,
+    },
+    /// A part that does not hold the ranks the split gives it.
+    PartUnits {
+        /// The part.
+        part: PartName,
+        /// The ranks it holds.
+        held: Vec<u32>,
+        /// The ranks the split gives it.
+        split: Vec<u32>,
+    },
+    /// A part folder lacking report files its ranks' report needs.
+    PartFilesMissing {
+        /// The part.
+        part: PartName,
+        /// The files, relative to its folder.
+        files: Vec<String>,
+    },
+    /// A folder given to a merge of step-series parts without a readable
+    /// `series-part.json`.
+    NotASeriesPart {
+        /// Its `series-part.json`.
+        file: String,
+        /// Why it does not read.
+        error: String,
+    },
+    /// Two parts of different step series or splits.
+    PartsOfOtherSeries {
+        /// The first part's folder.
+        first: String,
+        /// The other part's folder.
+        other: String,
+        /// The steps each records.
+        steps: (Vec<u64>, Vec<u64>),
+        /// The part count each records.
+        counts: (u32, u32),
+    },
+    /// A message that holds for several steps of a step series, said once
+    /// (`steps 1-3, 5: ...`; `step 3: ...` for one).
+    AtSteps {
+        /// The steps, ascending.
+        steps: Vec<u64>,
+        /// The message.
+        message: Box<Message>,
     },
     /// A `--rank-map` pair that is no pair of these runs.
     UnusedRankMap {
@@ -281,6 +435,159 @@ pub enum Message {
         /// `--strict`: an error.
         strict: bool,
     },
+}
+
+/// A part of a sharded compare as a merge names it: `part 2/4 (parts/p2)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartName {
+    /// Which part.
+    pub shard: Shard,
+    /// Its folder as given (for a step-series part: the part's folder,
+    /// not its step's).
+    pub dir: String,
+}
+
+impl fmt::Display for PartName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "part {} ({})", self.shard, self.dir)
+    }
+}
+
+/// The first difference between two parts' recorded inputs
+/// ([`Message::PartsOfOtherInputs`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum InputsDifference {
+    /// A run is another folder.
+    Folder {
+        /// The run.
+        side: Side,
+        /// The first part's folder.
+        first: String,
+        /// The other's.
+        other: String,
+    },
+    /// A rank one part found and the other did not.
+    RankInOne {
+        /// The run.
+        side: Side,
+        /// The rank.
+        rank: u32,
+    },
+    /// A rank whose log differs (its file or size).
+    RankLog {
+        /// The run.
+        side: Side,
+        /// The rank.
+        rank: u32,
+        /// The first part's log and its size.
+        first: (String, u64),
+        /// The other's.
+        other: (String, u64),
+    },
+    /// A run's logs differ otherwise.
+    Logs {
+        /// The run.
+        side: Side,
+    },
+    /// A run one part found and the other did not.
+    FoundByOne {
+        /// The run.
+        side: Side,
+    },
+    /// The inputs differ otherwise.
+    Other,
+}
+
+impl fmt::Display for InputsDifference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InputsDifference::Folder { side, first, other } => {
+                write!(f, "{side} is {first} in one and {other} in the other")
+            }
+            InputsDifference::RankInOne { side, rank } => {
+                write!(f, "{side} rank {rank} is in one only")
+            }
+            InputsDifference::RankLog {
+                side,
+                rank,
+                first,
+                other,
+            } => write!(
+                f,
+                "{side} rank {rank}: {} ({} bytes) against {} ({} bytes)",
+                first.0, first.1, other.0, other.1
+            ),
+            InputsDifference::Logs { side } => write!(f, "{side}'s logs differ"),
+            InputsDifference::FoundByOne { side } => {
+                write!(f, "{side} was found by one and not by the other")
+            }
+            InputsDifference::Other => f.write_str("the inputs differ"),
+        }
+    }
+}
+
+/// A log whose size is not the one a part recorded ([`Message::LogsChanged`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChangedLog {
+    /// The log.
+    pub file: String,
+    /// The size the part recorded.
+    pub recorded: u64,
+    /// What it is now.
+    pub now: LogNow,
+}
+
+/// What a changed log is now ([`ChangedLog`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum LogNow {
+    /// Of this size.
+    Bytes(u64),
+    /// Gone.
+    Missing,
+    /// It cannot be read: the system's words.
+    Unreadable(String),
+}
+
+impl fmt::Display for ChangedLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (recorded {} bytes, now ", self.file, self.recorded)?;
+        match &self.now {
+            LogNow::Bytes(n) => write!(f, "{n} bytes)"),
+            LogNow::Missing => f.write_str("missing)"),
+            LogNow::Unreadable(e) => write!(f, "{e})"),
+        }
+    }
+}
+
+/// Most items (parts, files) named in one merge problem; the rest are
+/// counted (`and 3 more`).
+pub const NAMED: usize = 10;
+
+/// `a, b, c` of the first [`NAMED`] of `items`, then `and N more`.
+fn named<T: fmt::Display>(items: &[T]) -> String {
+    let mut s = items
+        .iter()
+        .take(NAMED)
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > NAMED {
+        s += &format!(" and {} more", items.len() - NAMED);
+    }
+    s
+}
+
+/// Where the first unreadable value is ([`Message::UnreadableValues`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UnreadableValue {
+    /// The log.
+    pub path: String,
+    /// 1-based line.
+    pub line: u64,
+    /// 1-based column.
+    pub column: u64,
+    /// The parser's words.
+    pub message: String,
 }
 
 /// What one line of a log's parse warnings counts ([`Message::LogWarning`]).
@@ -380,6 +687,30 @@ impl fmt::Display for Message {
                 Some((line, column)) => write!(f, "{path}:{line}:{column}: {side}: {what}"),
                 None => write!(f, "{path}: {side}: {what}"),
             },
+            Message::ParseWarning {
+                path,
+                line,
+                column,
+                message,
+            } => write!(f, "{path}:{line}:{column}: {message}"),
+            Message::CountMismatch { declared, parsed } => {
+                write!(f, "declares {declared} ops, parsed {parsed}")
+            }
+            Message::TruncatedLog { why } => {
+                f.write_str(why.as_deref().unwrap_or("last block possibly truncated"))
+            }
+            Message::UnreadableValues { count, first } => {
+                let what = if *count == 1 { "value" } else { "values" };
+                match first {
+                    Some(w) => write!(
+                        f,
+                        "{count} unreadable {what}; the first at {}:{}:{}: {}",
+                        w.path, w.line, w.column, w.message
+                    ),
+                    None => write!(f, "{count} unreadable {what}, not compared"),
+                }
+            }
+            Message::GzipCut { why } => f.write_str(why.as_deref().unwrap_or("gzip data cut short")),
             Message::MoreLogWarnings {
                 path,
                 side,
@@ -441,13 +772,26 @@ impl fmt::Display for Message {
             | Message::UnfinishedStep { .. }
             | Message::StepsInNeither { .. }
             | Message::NoStep { .. }
-            | Message::NotASeries { .. } => self.fmt_step(f),
+            | Message::NotASeries { .. }
+            | Message::AtSteps { .. } => self.fmt_step(f),
             Message::NoParts
             | Message::PartIsReport { .. }
             | Message::PartTwice { .. }
             | Message::PartUnfinished { .. }
             | Message::PartFailed { .. }
-            | Message::PartVersion { .. } => self.fmt_merge(f),
+            | Message::PartVersion { .. }
+            | Message::PartsOfOtherSplits { .. }
+            | Message::PartsOfOtherInputs { .. }
+            | Message::PartsOfOtherOptions { .. }
+            | Message::RowsInSomeParts { .. }
+            | Message::RowsSharedByParts { .. }
+            | Message::LogsChanged { .. }
+            | Message::PartGivenTwice { .. }
+            | Message::PartsMissing { .. }
+            | Message::PartUnits { .. }
+            | Message::PartFilesMissing { .. }
+            | Message::NotASeriesPart { .. }
+            | Message::PartsOfOtherSeries { .. } => self.fmt_merge(f),
             Message::UnusedRankMap { rank1: a, rank2: b } => write!(
                 f,
                 "--rank-map {a}:{b} compared nothing (run1 rank {a} with run2 rank {b} is not a pair of these runs)"
@@ -479,7 +823,13 @@ impl Message {
     /// The words of a step series' messages ([`Message::AtStep`] ...).
     fn fmt_step(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-    Message::AtStep { step, message } => write!(f, "step {step}: {message}"),
+            Message::AtStep { step, message } => write!(f, "step {step}: {message}"),
+            Message::AtSteps { steps, message } if steps.len() == 1 => {
+                write!(f, "step {}: {message}", steps[0])
+            }
+            Message::AtSteps { steps, message } => {
+                write!(f, "steps {}: {message}", fmt_steps(steps))
+            }
             Message::StepWithoutPages { step } => write!(
                 f,
                 "{STEP_WITHOUT_PAGES}: only the first diverging step of a step series gets full result pages; `actdiff compare RUN1 RUN2 --steps {step}` (or `--steps all`) gives this step's"
@@ -537,6 +887,91 @@ impl Message {
                 f,
                 "{part}: written by {tool}, this is {this}; compare and merge with one version"
             ),
+            Message::PartsOfOtherSplits { first, other } => write!(
+                f,
+                "{first} and {other}: parts of different splits ({} and {} parts)",
+                first.shard.count, other.shard.count
+            ),
+            Message::PartsOfOtherInputs {
+                first,
+                other,
+                difference,
+            } => write!(f, "{first} and {other}: different inputs: {difference}"),
+            Message::PartsOfOtherOptions { first, other, keys } => {
+                write!(f, "{first} and {other}: different options: ")?;
+                if keys.is_empty() {
+                    f.write_str("run metadata")
+                } else {
+                    f.write_str(&keys.join(", "))
+                }
+            }
+            Message::RowsInSomeParts { with, without } => write!(
+                f,
+                "parts with and without --rows: {} wrote rows, {} did not; run every part with --rows or none",
+                named(with),
+                named(without)
+            ),
+            Message::RowsSharedByParts { parts, file } => write!(
+                f,
+                "{} all wrote their rows to {file}: each part overwrote the one before, so it holds one part's ranks only; give each part its own file (--rows PART_DIR/rows.parquet)",
+                named(parts)
+            ),
+            Message::LogsChanged { part, logs } => write!(
+                f,
+                "the logs changed since {part} compared them: {}",
+                named(logs)
+            ),
+            Message::PartGivenTwice {
+                shard,
+                first,
+                second,
+            } => write!(f, "part {shard} given twice: {first} and {second}"),
+            Message::PartsMissing {
+                missing,
+                count,
+                given,
+            } => {
+                let missing: Vec<String> =
+                    missing.iter().map(|k| format!("{k}/{count}")).collect();
+                let given: Vec<String> = given
+                    .iter()
+                    .map(|(shard, dir)| format!("{shard} = {dir}"))
+                    .collect();
+                write!(
+                    f,
+                    "part{} {} missing: a merge needs all {count} parts (given: {})",
+                    if missing.len() == 1 { "" } else { "s" },
+                    missing.join(", "),
+                    given.join(", ")
+                )
+            }
+            Message::PartUnits { part, held, split } => write!(
+                f,
+                "{part}: holds ranks {held:?}, but the split of these inputs gives it {split:?}"
+            ),
+            Message::PartFilesMissing { part, files } => write!(
+                f,
+                "{part}: missing {} of its ranks' report files: {}",
+                files.len(),
+                named(files)
+            ),
+            Message::NotASeriesPart { file, error } => write!(
+                f,
+                "{file}: not a part of a sharded step series ({error}); merge the parts of one `actdiff compare --shard K/N` of two step series"
+            ),
+            Message::PartsOfOtherSeries {
+                first,
+                other,
+                steps,
+                counts,
+            } => write!(
+                f,
+                "{first} and {other}: parts of different step series or splits (steps {} and {}, {} and {} parts)",
+                fmt_steps(&steps.0),
+                fmt_steps(&steps.1),
+                counts.0,
+                counts.1
+            ),
             // Not a merge's problem: said by `Display`.
             _ => Ok(()),
         }
@@ -547,14 +982,11 @@ impl Message {
 const STEP_WITHOUT_PAGES: &str = "this step's pages hold no rows";
 
 impl Message {
-    /// A [`Message::StepWithoutPages`], also as read back from a step's
-    /// written summary.
+    /// A [`Message::StepWithoutPages`]. (The series joins its steps'
+    /// summaries as the compare or merge made them, never read back, so the
+    /// variant is all there is to look at.)
     pub fn is_step_without_pages(&self) -> bool {
-        match self {
-            Message::StepWithoutPages { .. } => true,
-            Message::Read(s) => s.starts_with(STEP_WITHOUT_PAGES),
-            _ => false,
-        }
+        matches!(self, Message::StepWithoutPages { .. })
     }
 }
 
@@ -676,6 +1108,152 @@ mod tests {
     }
 
     #[test]
+    fn a_sides_problems_have_the_words_summary_json_had() {
+        let w = Message::ParseWarning {
+            path: "a/rank_0_activations.log".into(),
+            line: 12,
+            column: 3,
+            message: "unknown field line `Foo`".into(),
+        };
+        assert_eq!(
+            w.to_string(),
+            "a/rank_0_activations.log:12:3: unknown field line `Foo`"
+        );
+        let cases = [
+            (
+                Message::CountMismatch {
+                    declared: 5,
+                    parsed: 3,
+                },
+                "declares 5 ops, parsed 3",
+            ),
+            (
+                Message::TruncatedLog { why: None },
+                "last block possibly truncated",
+            ),
+            (
+                Message::TruncatedLog {
+                    why: Some("no final newline".into()),
+                },
+                "no final newline",
+            ),
+            (
+                Message::UnreadableValues {
+                    count: 1,
+                    first: Some(UnreadableValue {
+                        path: "a.log".into(),
+                        line: 4,
+                        column: 9,
+                        message: "`x` is no number".into(),
+                    }),
+                },
+                "1 unreadable value; the first at a.log:4:9: `x` is no number",
+            ),
+            (
+                Message::UnreadableValues {
+                    count: 3,
+                    first: None,
+                },
+                "3 unreadable values, not compared",
+            ),
+            (Message::GzipCut { why: None }, "gzip data cut short"),
+        ];
+        for (m, words) in cases {
+            assert_eq!(m.to_string(), words);
+            assert_eq!(serde_json::to_value(&m).unwrap(), words);
+        }
+    }
+
+    #[test]
+    fn a_merges_problems_have_their_words() {
+        let part = |index, dir: &str| PartName {
+            shard: Shard { index, count: 3 },
+            dir: dir.into(),
+        };
+        let m = Message::PartsMissing {
+            missing: vec![1],
+            count: 3,
+            given: vec![
+                (Shard { index: 0, count: 3 }, "p0".into()),
+                (Shard { index: 2, count: 3 }, "p2".into()),
+            ],
+        };
+        assert_eq!(
+            m.to_string(),
+            "part 1/3 missing: a merge needs all 3 parts (given: 0/3 = p0, 2/3 = p2)"
+        );
+        let at = |steps: Vec<u64>| Message::AtSteps {
+            steps,
+            message: Box::new(m.clone()),
+        };
+        assert_eq!(at(vec![2]).to_string(), format!("step 2: {m}"));
+        assert_eq!(
+            at(vec![1, 2, 3, 5]).to_string(),
+            format!("steps 1-3, 5: {m}")
+        );
+        let first = part(0, "p0");
+        let cases = [
+            (
+                Message::PartsOfOtherInputs {
+                    first: first.clone(),
+                    other: part(1, "q1"),
+                    difference: Box::new(InputsDifference::RankLog {
+                        side: "run2",
+                        rank: 3,
+                        first: ("b/rank_3_activations.log".into(), 10),
+                        other: ("b/rank_3_activations.log".into(), 12),
+                    }),
+                },
+                "part 0/3 (p0) and part 1/3 (q1): different inputs: run2 rank 3: b/rank_3_activations.log (10 bytes) against b/rank_3_activations.log (12 bytes)",
+            ),
+            (
+                Message::PartsOfOtherOptions {
+                    first: first.clone(),
+                    other: part(1, "q1"),
+                    keys: vec![],
+                },
+                "part 0/3 (p0) and part 1/3 (q1): different options: run metadata",
+            ),
+            (
+                Message::LogsChanged {
+                    part: first.clone(),
+                    logs: vec![
+                        ChangedLog {
+                            file: "a/rank_0_activations.log".into(),
+                            recorded: 10,
+                            now: LogNow::Bytes(11),
+                        },
+                        ChangedLog {
+                            file: "a/rank_1_activations.log".into(),
+                            recorded: 10,
+                            now: LogNow::Missing,
+                        },
+                    ],
+                },
+                "the logs changed since part 0/3 (p0) compared them: a/rank_0_activations.log (recorded 10 bytes, now 11 bytes), a/rank_1_activations.log (recorded 10 bytes, now missing)",
+            ),
+            (
+                Message::PartFilesMissing {
+                    part: first.clone(),
+                    files: (0..12).map(|i| format!("f{i}")).collect(),
+                },
+                "part 0/3 (p0): missing 12 of its ranks' report files: f0, f1, f2, f3, f4, f5, f6, f7, f8, f9 and 2 more",
+            ),
+            (
+                Message::PartUnits {
+                    part: first,
+                    held: vec![0],
+                    split: vec![0, 2],
+                },
+                "part 0/3 (p0): holds ranks [0], but the split of these inputs gives it [0, 2]",
+            ),
+        ];
+        for (m, words) in cases {
+            assert_eq!(m.to_string(), words);
+        }
+    }
+
+    #[test]
     fn written_as_its_words_and_read_back_as_them() {
         let m = Message::AtStep {
             step: 3,
@@ -689,9 +1267,11 @@ mod tests {
         let back: Message = serde_json::from_str(&json).unwrap();
         assert!(matches!(back, Message::Read(_)));
         assert_eq!(back, m);
+        assert!(Message::StepWithoutPages { step: 2 }.is_step_without_pages());
         assert!(
-            Message::Read(Message::StepWithoutPages { step: 2 }.to_string())
-                .is_step_without_pages()
+            !Message::Read(Message::StepWithoutPages { step: 2 }.to_string())
+                .is_step_without_pages(),
+            "words are never matched"
         );
     }
 }

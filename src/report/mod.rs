@@ -12,6 +12,7 @@ pub mod html;
 pub mod junit;
 pub mod messages;
 pub mod parquet;
+pub mod reasons;
 mod rowdata;
 pub mod rows;
 pub mod steps;

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::messages;
+use super::reasons::Reason;
 use super::summary::{RankSummary, Summary};
 use super::{files, ReportError, ReportOptions};
 use crate::exit_codes;
@@ -67,8 +67,8 @@ pub struct StepResult {
     pub loss1: Option<f64>,
     /// Run 2's loss.
     pub loss2: Option<f64>,
-    /// The step's verdict lines.
-    pub verdict: Vec<String>,
+    /// The step's reasons for its exit status (its verdict lines).
+    pub verdict: Vec<Reason>,
 }
 
 impl StepResult {
@@ -131,63 +131,57 @@ fn rebase_value(v: &mut serde_json::Value, dir: &str) {
     }
 }
 
-/// The series' verdict lines: first the sentence that answers "which step,
-/// then which op", then why the exit status is what it is.
-pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<String> {
+/// The series' reasons for its exit status (its verdict lines): first
+/// the sentence that answers "which step, then which op", then why the
+/// exit status is what it is.
+pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
     let mut lines = Vec::new();
     if !s.input_errors.is_empty() {
-        lines.push(format!(
-            "input error: {}",
-            messages::join(&s.input_errors, "; ")
-        ));
+        lines.push(Reason::InputError {
+            errors: s.input_errors.clone(),
+        });
     }
     lines.extend(first_step_sentence(series));
     if !series.first_diverging_step_by_rank.is_empty() && s.ranks.iter().any(|r| r.rank != 0) {
-        let per: Vec<String> = series
-            .first_diverging_step_by_rank
-            .iter()
-            .map(|r| format!("rank {} at step {}", r.rank, r.step))
-            .collect();
-        lines.push(format!("first diverging step per rank: {}", per.join(", ")));
+        lines.push(Reason::StepsPerRank {
+            ranks: series.first_diverging_step_by_rank.clone(),
+        });
     }
-    let steps = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
-    if !series.steps_only1.is_empty() {
-        lines.push(format!(
-            "steps only in {}: {}",
-            s.name1,
-            steps(&series.steps_only1)
-        ));
+    for (name, steps) in [
+        (&s.name1, &series.steps_only1),
+        (&s.name2, &series.steps_only2),
+    ] {
+        if !steps.is_empty() {
+            lines.push(Reason::StepsOnlyIn {
+                name: name.clone(),
+                steps: steps.clone(),
+            });
+        }
     }
-    if !series.steps_only2.is_empty() {
-        lines.push(format!(
-            "steps only in {}: {}",
-            s.name2,
-            steps(&series.steps_only2)
-        ));
-    }
-    let bad: Vec<String> = series
+    let bad = series
         .step_results
         .iter()
         .filter(|r| {
             r.exit_status == exit_codes::INPUT_ERROR || r.exit_status == exit_codes::INCOMPLETE
         })
-        .map(|r| format!("step {}: {}", r.step, r.verdict.join("; ")))
-        .collect();
+        .map(|r| Reason::AtStep {
+            step: r.step,
+            reasons: r.verdict.clone(),
+        });
     lines.extend(bad);
     if s.exit_status == exit_codes::OK {
-        lines.push(format!(
-            "no divergence beyond tolerance over {} step{}: {} rows match",
-            series.steps.len(),
-            if series.steps.len() == 1 { "" } else { "s" },
-            s.counts.matched
-        ));
+        lines.push(Reason::NoDivergenceOverSteps {
+            steps: series.steps.len(),
+            matched: s.counts.matched,
+        });
     }
     lines
 }
 
 /// "the runs agree through step 4; step 5 diverges first: rank 1 diverges
-/// first at `…/op_0_mm` (a differing input)", or that every step agrees.
-pub fn first_step_sentence(series: &StepSeries) -> Option<String> {
+/// first at `…/op_0_mm` (a differing input)" ([`Reason::FirstDivergingStep`]),
+/// or `None` when every step agrees.
+pub fn first_step_sentence(series: &StepSeries) -> Option<Reason> {
     let first = series.first_diverging_step?;
     let before: Vec<u64> = series
         .steps
@@ -195,20 +189,13 @@ pub fn first_step_sentence(series: &StepSeries) -> Option<String> {
         .copied()
         .filter(|s| *s < first)
         .collect();
-    let agree = match (before.first(), before.last()) {
-        (Some(a), Some(b)) if a == b => format!("the runs agree at step {a}; "),
-        (Some(a), Some(b)) => format!("the runs agree from step {a} through step {b}; "),
-        _ => String::new(),
-    };
     let r = series.step_results.iter().find(|r| r.step == first)?;
-    let at = match &r.headline {
-        Some(h) => format!(": {}", h.trim_end_matches('.')),
-        None => String::new(),
-    };
-    Some(format!(
-        "{agree}step {first} diverges first{at} (report: {})",
-        r.report
-    ))
+    Some(Reason::FirstDivergingStep {
+        agree: before.first().copied().zip(before.last().copied()),
+        step: first,
+        headline: r.headline.clone(),
+        report: r.report.clone(),
+    })
 }
 
 /// The terminal summary of a series: the runs, the verdict lines (the
@@ -316,13 +303,22 @@ mod tests {
             ..StepSeries::default()
         };
         assert_eq!(
-            first_step_sentence(&s).unwrap(),
+            first_step_sentence(&s).unwrap().to_string(),
             "the runs agree from step 1 through step 4; step 5 diverges first: rank 1 diverges first at `a/op_0_mm` (a differing input) (report: step_5/index.html)"
         );
         s.first_diverging_step = Some(1);
-        assert!(first_step_sentence(&s)
-            .unwrap()
-            .starts_with("step 1 diverges first"));
+        assert!(matches!(
+            first_step_sentence(&s),
+            Some(Reason::FirstDivergingStep {
+                agree: None,
+                step: 1,
+                ..
+            })
+        ));
+        assert_eq!(
+            first_step_sentence(&s).unwrap().to_string(),
+            "step 1 diverges first (report: step_1/index.html)"
+        );
         s.first_diverging_step = None;
         assert_eq!(first_step_sentence(&s), None);
     }

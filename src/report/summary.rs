@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::messages::Message;
+use super::messages::{Message, UnreadableValue};
 use super::{files, PagePlan, RankComparison};
 use crate::matcher::cause::CauseEntry;
 #[cfg(doc)]
@@ -111,42 +111,48 @@ pub struct SideSummary {
     pub one_sided_fields: Vec<statics::Name>,
     /// Keys that occur more than once, with their 1-based lines.
     pub duplicate_keys: Vec<(String, Vec<u64>)>,
-    /// Parse warnings (at most 100 stored per file), `file:line:col: message`.
-    pub warnings: Vec<String>,
+    /// Parse warnings (at most 100 stored per file), each written as
+    /// `file:line:col: message` ([`Message::ParseWarning`]).
+    pub warnings: Vec<Message>,
     /// Every warning counted by kind and label.
     pub warning_counts: Vec<(WarningKind, String, u64)>,
-    /// Why this side is incomplete (truncated block, header count mismatch); empty when complete.
-    pub incomplete: Vec<String>,
+    /// Why this side is incomplete (header count mismatch, truncated
+    /// block, unreadable values, cut gzip data: [`Message::CountMismatch`]
+    /// ...); empty when complete.
+    pub incomplete: Vec<Message>,
 }
 
 /// Why a log with values that are no number (or no 16-digit digest) is
 /// incomplete: they are not compared, so the run must not pass on them.
 /// Names the count and the first at its `file:line:column`; `None` when
 /// every value reads.
-fn unreadable_values(t: &OpTable, path: &str) -> Option<String> {
+fn unreadable_values(t: &OpTable, path: &str) -> Option<Message> {
     let unreadable = |k: WarningKind| {
         matches!(
             k,
             WarningKind::MalformedNumber | WarningKind::MalformedDigest
         )
     };
-    let n: u64 = t
+    let count: u64 = t
         .warning_counts()
         .iter()
         .filter(|(k, _, _)| unreadable(*k))
         .map(|(_, _, n)| n)
         .sum();
-    if n == 0 {
+    if count == 0 {
         return None;
     }
-    let what = if n == 1 { "value" } else { "values" };
-    Some(match t.warnings().iter().find(|w| unreadable(w.kind)) {
-        Some(w) => format!(
-            "{n} unreadable {what}; the first at {path}:{}:{}: {}",
-            w.line, w.column, w.message
-        ),
-        None => format!("{n} unreadable {what}, not compared"),
-    })
+    let first = t
+        .warnings()
+        .iter()
+        .find(|w| unreadable(w.kind))
+        .map(|w| UnreadableValue {
+            path: path.to_string(),
+            line: w.line,
+            column: w.column,
+            message: w.message.clone(),
+        });
+    Some(Message::UnreadableValues { count, first })
 }
 
 impl SideSummary {
@@ -155,7 +161,10 @@ impl SideSummary {
         let mut incomplete = Vec::new();
         if let Some(n) = t.header().total {
             if n != t.len() as u64 {
-                incomplete.push(format!("declares {n} ops, parsed {}", t.len()));
+                incomplete.push(Message::CountMismatch {
+                    declared: n,
+                    parsed: t.len(),
+                });
             }
         }
         let truncated = |gzip: bool| {
@@ -166,18 +175,17 @@ impl SideSummary {
         };
         // The parser's own words: a missing final newline, or a count header
         // whose last block lacks its empty line.
-        let why = truncated(false).map(|w| w.message.as_str());
+        let why = truncated(false).map(|w| w.message.clone());
         if t.truncated_rows() > 0 && (why.is_some() || !t.gzip_cut()) {
-            incomplete.push(why.unwrap_or("last block possibly truncated").to_string());
+            incomplete.push(Message::TruncatedLog { why });
         }
         if let Some(why) = unreadable_values(t, &path) {
             incomplete.push(why);
         }
         if t.gzip_cut() {
-            incomplete.push(
-                truncated(true)
-                    .map_or_else(|| "gzip data cut short".to_string(), |w| w.message.clone()),
-            );
+            incomplete.push(Message::GzipCut {
+                why: truncated(true).map(|w| w.message.clone()),
+            });
         }
         SideSummary {
             entries: t.len(),
@@ -199,7 +207,12 @@ impl SideSummary {
             warnings: t
                 .warnings()
                 .iter()
-                .map(|w| format!("{path}:{}:{}: {}", w.line, w.column, w.message))
+                .map(|w| Message::ParseWarning {
+                    path: path.clone(),
+                    line: w.line,
+                    column: w.column,
+                    message: w.message.clone(),
+                })
                 .collect(),
             warning_counts: t.warning_counts().to_vec(),
             incomplete,
@@ -640,8 +653,8 @@ pub struct Summary {
     pub groups: Vec<RankGroup>,
     /// The exit status `actdiff compare` returns for this comparison.
     pub exit_status: i32,
-    /// One line per reason for the exit status.
-    pub verdict: Vec<String>,
+    /// The reasons for the exit status, one line each.
+    pub verdict: Vec<super::reasons::Reason>,
     /// A step-series comparison's step facts (`steps`,
     /// `first_diverging_step`, ...: [`super::steps::StepSeries`]), at the
     /// top level of the document; absent for a single-step comparison.
@@ -709,5 +722,61 @@ pub mod statics {
                     .ok_or_else(|| D::Error::custom(format!("unknown field `{s}`")))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parser::parse_bytes;
+
+    /// A log declaring 3 ops, holding 2, one value no number and the last
+    /// block without its final newline.
+    const LOG: &str = "Total captured activations: 3
+================================================================================
+
+[a/op_0_mm]
+  Shape: torch.Size([2]), Dtype: torch.float32
+  L2 norm: x1.0
+  Output hash: 4.000000e+00
+
+[a/op_1_add]
+  Shape: torch.Size([2]), Dtype: torch.float32
+  Output hash: 5.000000e+00";
+
+    #[test]
+    fn a_sides_problems_are_typed_and_written_as_before() {
+        let t = parse_bytes(LOG.as_bytes().to_vec(), "r/rank_0_activations.log");
+        let s = SideSummary::build(&t, 2, &t);
+        assert!(matches!(
+            s.incomplete[0],
+            Message::CountMismatch {
+                declared: 3,
+                parsed: 2
+            }
+        ));
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v["incomplete"],
+            serde_json::json!([
+                "declares 3 ops, parsed 2",
+                "last block ends without newline (possibly truncated)",
+                "1 unreadable value; the first at r/rank_0_activations.log:6:12: L2 norm value `x1.0` is not a number; it is not compared"
+            ])
+        );
+        assert_eq!(
+            v["warnings"][1],
+            "r/rank_0_activations.log:11:28: last block ends without newline (possibly truncated)"
+        );
+        // Read back (as `actdiff merge` reads a part's summaries), each is
+        // its text and writes the same JSON.
+        let back: SideSummary = serde_json::from_value(v.clone()).unwrap();
+        assert!(back
+            .incomplete
+            .iter()
+            .chain(&back.warnings)
+            .all(|m| matches!(m, Message::Read(_))));
+        assert_eq!(back, s);
+        assert_eq!(serde_json::to_value(&back).unwrap(), v);
     }
 }

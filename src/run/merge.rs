@@ -1,7 +1,8 @@
 //! `actdiff merge PART_DIR... -o REPORT_DIR`: joins the parts of a sharded
 //! compare into the report a single `actdiff compare` of all ranks writes.
 //!
-//! The parts are checked first, and any problem is an error naming the
+//! The parts are checked first (the checks and their messages are in
+//! [`super::messages`]), and any problem is an error naming the
 //! parts (exit 2, nothing written; see [`merge`] for what a refused merge
 //! leaves): a folder that is not a part, a part given twice, a part
 //! missing, parts of different runs, options or tool versions, parts with
@@ -16,9 +17,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::messages::{self, Message, PartName};
 use super::pipeline::{assemble, Compared};
 use super::shard::{self, Manifest, PartStatus};
-use crate::report::messages::Message;
 use crate::report::{self, files, ReportOptions};
 
 /// Errors that stop a merge.
@@ -32,112 +33,67 @@ pub enum MergeError {
     Report(#[from] report::ReportError),
 }
 
-/// `part 2/4 (parts/p2)`.
-fn name(m: &Manifest, dir: &Path) -> String {
-    format!("part {} ({})", m.shard, dir.display())
-}
-
-/// Top-level keys whose values differ between two JSON objects.
-fn differing_keys(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return vec!["(options)".into()];
-    };
-    let mut keys: Vec<String> = a
-        .keys()
-        .chain(b.keys())
-        .filter(|k| a.get(*k) != b.get(*k))
-        .cloned()
-        .collect();
-    keys.sort();
-    keys.dedup();
-    keys
-}
-
-/// What differs between two parts' inputs, in words.
-fn inputs_difference(a: &shard::Inputs, b: &shard::Inputs) -> String {
-    for (side, x, y) in [("run1", &a.run1, &b.run1), ("run2", &a.run2, &b.run2)] {
-        match (x, y) {
-            (Some(x), Some(y)) if x != y => {
-                if x.path != y.path {
-                    return format!(
-                        "{side} is {} in one and {} in the other",
-                        x.path.display(),
-                        y.path.display()
-                    );
-                }
-                for l in &x.logs {
-                    match y.logs.iter().find(|m| m.rank == l.rank) {
-                        None => return format!("{side} rank {} is in one only", l.rank),
-                        Some(m) if m != l => {
-                            return format!(
-                                "{side} rank {}: {} ({} bytes) against {} ({} bytes)",
-                                l.rank,
-                                l.file.display(),
-                                l.bytes,
-                                m.file.display(),
-                                m.bytes
-                            )
-                        }
-                        _ => {}
-                    }
-                }
-                return format!("{side}'s logs differ");
-            }
-            (Some(_), None) | (None, Some(_)) => {
-                return format!("{side} was found by one and not by the other")
-            }
-            _ => {}
-        }
-    }
-    "the inputs differ".into()
+/// A part a merge read: its manifest, its folder, and the name problems
+/// give it.
+pub struct ReadPart<'a> {
+    /// Its `part.json`.
+    pub manifest: Manifest,
+    /// Its folder.
+    pub dir: &'a Path,
+    /// `part 2/4 (parts/p2)`: for a step of a step series, the series
+    /// part's folder, so that a problem reads the same at every step.
+    pub name: PartName,
 }
 
 /// Checks the parts and merges them into `out` (see the module
 /// documentation), linking the pages into `out`. Returns the whole run's
 /// rank summaries and metadata for [`super::outputs::finish`].
 pub fn merge_parts(parts: &[PathBuf], out: &Path) -> Result<Compared, MergeError> {
-    merge_parts_split(parts, out, None)
+    merge_parts_split(parts, out, None, parts)
 }
 
 /// [`merge_parts`] where the units each part must hold are `split` (one
 /// list per part, by index: one step of a sharded step series, whose split
 /// is the series', [`shard::series_units_by_part`]), or, for `None`, the
-/// split of the parts' own inputs ([`shard::units_by_part`]).
+/// split of the parts' own inputs ([`shard::units_by_part`]). Problems
+/// name each part by its folder in `names` (by index: a step series'
+/// part folders, for the step folders in `parts`).
 pub fn merge_parts_split(
     parts: &[PathBuf],
     out: &Path,
     split: Option<Vec<Vec<shard::Unit>>>,
+    names: &[PathBuf],
 ) -> Result<Compared, MergeError> {
     if parts.is_empty() {
         return Err(MergeError::Parts(vec![Message::NoParts]));
     }
-    let (read, mut problems) = read_parts(parts, out);
-    problems.extend(status_problems(&read));
+    let (read, mut problems) = read_parts(parts, names, out);
+    problems.extend(messages::status_problems(&read));
     // A failed part is named above; comparing its inputs and options with
     // the others' would only add noise.
-    let sound: Vec<&(Manifest, &PathBuf)> = read
+    let sound: Vec<&ReadPart> = read
         .iter()
-        .filter(|(m, _)| !matches!(m.status, PartStatus::Failed { .. }))
+        .filter(|p| !matches!(p.manifest.status, PartStatus::Failed { .. }))
         .collect();
-    if let Some((first, fdir)) = sound.first().copied().or(read.first()) {
-        // Their words are one-off (`Message::Text`).
-        let mut words = agreement_problems(first, fdir, &sound);
-        words.extend(coverage_problems(first.shard.count, &read));
+    if let Some(first) = sound.first().copied().or(read.first()) {
+        let mut found = messages::agreement_problems(first, &sound);
+        found.extend(messages::coverage_problems(
+            first.manifest.shard.count,
+            &read,
+        ));
         // Every part holds exactly the units the split gives it.
-        if problems.is_empty() && words.is_empty() {
-            words.extend(split_problems(first, split, &read));
+        if problems.is_empty() && found.is_empty() {
+            found.extend(messages::split_problems(&first.manifest, split, &read));
         }
-        if problems.is_empty() && words.is_empty() {
-            for (m, dir) in &read {
-                words.extend(missing_files(m, dir));
-            }
+        if problems.is_empty() && found.is_empty() {
+            found.extend(read.iter().filter_map(messages::missing_files));
         }
-        problems.extend(words.into_iter().map(Message::Text));
+        problems.extend(found);
     }
     if !problems.is_empty() {
         return Err(MergeError::Parts(problems));
     }
-    let run = read[0].0.run.clone();
+    let run = read[0].manifest.run.clone();
     let opts = ReportOptions {
         out_dir: out.to_path_buf(),
         name1: run.name1.clone(),
@@ -148,9 +104,9 @@ pub fn merge_parts_split(
     };
     super::outputs::prepare_report_folder(&opts)?;
     let mut results = Vec::new();
-    for (m, dir) in read {
-        link_pages(dir, out)?;
-        results.extend(m.results);
+    for p in read {
+        link_pages(p.dir, out)?;
+        results.extend(p.manifest.results);
     }
     // Plan order (run-1 rank order), as a single compare lists them.
     let pos = |rank: u32| run.pairs.iter().position(|(a, _)| *a == rank);
@@ -160,306 +116,45 @@ pub fn merge_parts_split(
 
 /// Reads each part's manifest: a folder given twice (under two spellings)
 /// or the report folder itself given as a part is a problem, and so is a
-/// manifest that does not read.
+/// manifest that does not read. `names` are the folders the parts are
+/// named by (by index).
 fn read_parts<'a>(
     parts: &'a [PathBuf],
+    names: &'a [PathBuf],
     out: &Path,
-) -> (Vec<(Manifest, &'a PathBuf)>, Vec<Message>) {
+) -> (Vec<ReadPart<'a>>, Vec<Message>) {
     let mut problems = Vec::new();
     let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     let out_canon = canon(out);
     let mut seen: Vec<(PathBuf, &PathBuf)> = Vec::new();
     let mut read = Vec::new();
-    for dir in parts {
+    for (i, dir) in parts.iter().enumerate() {
+        let shown = names.get(i).unwrap_or(dir);
         let c = canon(dir);
         if c == out_canon {
             problems.push(Message::PartIsReport {
-                dir: dir.display().to_string(),
+                dir: shown.display().to_string(),
             });
             continue;
         }
         if let Some((_, first)) = seen.iter().find(|(x, _)| *x == c) {
             problems.push(Message::PartTwice {
-                dir: dir.display().to_string(),
+                dir: shown.display().to_string(),
                 first: first.display().to_string(),
             });
             continue;
         }
-        seen.push((c, dir));
+        seen.push((c, shown));
         match Manifest::read(dir) {
-            Ok(m) => read.push((m, dir)),
+            Ok(manifest) => read.push(ReadPart {
+                name: messages::part_name(&manifest, shown),
+                manifest,
+                dir,
+            }),
             Err(e) => problems.push(Message::Text(e)),
         }
     }
     (read, problems)
-}
-
-/// Parts whose compare did not finish or failed, and parts written by
-/// another version.
-fn status_problems(read: &[(Manifest, &PathBuf)]) -> Vec<Message> {
-    let tool = format!("actdiff {}", env!("CARGO_PKG_VERSION"));
-    let mut problems = Vec::new();
-    for (m, dir) in read {
-        match &m.status {
-            PartStatus::Done => {}
-            PartStatus::Running => problems.push(Message::PartUnfinished { part: name(m, dir) }),
-            PartStatus::Failed { message } => problems.push(Message::PartFailed {
-                part: name(m, dir),
-                message: message.clone(),
-            }),
-        }
-        if m.tool != tool {
-            problems.push(Message::PartVersion {
-                part: name(m, dir),
-                tool: m.tool.clone(),
-                this: tool.clone(),
-            });
-        }
-    }
-    problems
-}
-
-/// Sound parts that disagree with `first`: another split, other inputs,
-/// other options; rows written by some parts only or to one file; logs
-/// changed since the parts compared them.
-fn agreement_problems(
-    first: &Manifest,
-    fdir: &Path,
-    sound: &[&(Manifest, &PathBuf)],
-) -> Vec<String> {
-    let mut problems = Vec::new();
-    for (m, dir) in sound.iter().skip(1).copied() {
-        if m.shard.count != first.shard.count {
-            problems.push(format!(
-                "{} and {}: parts of different splits ({} and {} parts)",
-                name(first, fdir),
-                name(m, dir),
-                first.shard.count,
-                m.shard.count
-            ));
-        }
-        if m.inputs != first.inputs {
-            problems.push(format!(
-                "{} and {}: different inputs: {}",
-                name(first, fdir),
-                name(m, dir),
-                inputs_difference(&first.inputs, &m.inputs)
-            ));
-        } else if m.options != first.options || m.run != first.run {
-            let mut keys = differing_keys(&first.options, &m.options);
-            if keys.is_empty() {
-                keys.push("run metadata".into());
-            }
-            problems.push(format!(
-                "{} and {}: different options: {}",
-                name(first, fdir),
-                name(m, dir),
-                keys.join(", ")
-            ));
-        }
-    }
-    problems.extend(rows_disagree(sound));
-    problems.extend(rows_shared(sound));
-    if !sound.is_empty() {
-        problems.extend(logs_changed(first, fdir));
-    }
-    problems
-}
-
-/// Parts given twice and parts missing among the `count` of the split.
-fn coverage_problems(count: u32, read: &[(Manifest, &PathBuf)]) -> Vec<String> {
-    let mut problems = Vec::new();
-    let mut by_index: Vec<Option<&PathBuf>> = vec![None; count as usize];
-    for (m, dir) in read {
-        let Some(slot) = by_index.get_mut(m.shard.index as usize) else {
-            continue;
-        };
-        match slot {
-            Some(other) => problems.push(format!(
-                "part {} given twice: {} and {}",
-                m.shard,
-                other.display(),
-                dir.display()
-            )),
-            None => *slot = Some(dir),
-        }
-    }
-    let missing: Vec<String> = by_index
-        .iter()
-        .enumerate()
-        .filter(|(_, d)| d.is_none())
-        .map(|(k, _)| format!("{k}/{count}"))
-        .collect();
-    if !missing.is_empty() {
-        problems.push(format!(
-            "part{} {} missing: a merge needs all {count} parts (given: {})",
-            if missing.len() == 1 { "" } else { "s" },
-            missing.join(", "),
-            read.iter()
-                .map(|(m, d)| format!("{} = {}", m.shard, d.display()))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    problems
-}
-
-/// Parts that do not hold the units the split gives them: `split`, or the
-/// split of `first`'s recorded inputs (every part has the count of the
-/// first).
-fn split_problems(
-    first: &Manifest,
-    split: Option<Vec<Vec<shard::Unit>>>,
-    read: &[(Manifest, &PathBuf)],
-) -> Vec<String> {
-    let by_part = split.unwrap_or_else(|| {
-        let runs = (first.inputs.run1.as_ref(), first.inputs.run2.as_ref());
-        let plan = match runs {
-            (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &first.run.rank_map),
-            _ => super::RankPlan::default(),
-        };
-        let sizes = first.inputs.sizes();
-        let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
-        shard::units_by_part(&plan, first.shard.count, &size)
-    });
-    let mut problems = Vec::new();
-    for (m, dir) in read {
-        let want = by_part
-            .get(m.shard.index as usize)
-            .cloned()
-            .unwrap_or_default();
-        let got: Vec<u32> = m.results.iter().map(|r| r.rank).collect();
-        let want_pairs: Vec<u32> = want
-            .iter()
-            .filter_map(|u| match u {
-                shard::Unit::Pair(a) => Some(*a),
-                _ => None,
-            })
-            .collect();
-        if m.units != want || got != want_pairs {
-            problems.push(format!(
-                "{}: holds ranks {:?}, but the split of these inputs gives it {:?}",
-                name(m, dir),
-                got,
-                want_pairs
-            ));
-        }
-    }
-    problems
-}
-
-/// Most files named per part in one problem line.
-const NAMED: usize = 10;
-
-/// `a, b, c` of the first [`NAMED`] of `items`, then `and N more`.
-fn list(items: &[String]) -> String {
-    let mut s = items
-        .iter()
-        .take(NAMED)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if items.len() > NAMED {
-        s += &format!(" and {} more", items.len() - NAMED);
-    }
-    s
-}
-
-/// Parts with a `--rows` file and parts without one cannot be merged: the
-/// rows read by glob would miss some ranks. One problem naming both sets.
-fn rows_disagree(parts: &[&(Manifest, &PathBuf)]) -> Option<String> {
-    let (with, without): (Vec<_>, Vec<_>) = parts.iter().partition(|(m, _)| m.rows.is_some());
-    if with.is_empty() || without.is_empty() {
-        return None;
-    }
-    let names = |v: &[&&(Manifest, &PathBuf)]| -> Vec<String> {
-        v.iter().map(|(m, d)| name(m, d)).collect()
-    };
-    Some(format!(
-        "parts with and without --rows: {} wrote rows, {} did not; run every part with --rows or none",
-        list(&names(&with)),
-        list(&names(&without))
-    ))
-}
-
-/// Parts that wrote their rows to the same file (a relative `--rows
-/// rows.parquet` run from one folder): each overwrote the one before, so
-/// the file holds the last part's ranks only. One problem per file.
-fn rows_shared(parts: &[&(Manifest, &PathBuf)]) -> Vec<String> {
-    let mut by_file: std::collections::BTreeMap<&Path, Vec<String>> = Default::default();
-    for (m, d) in parts {
-        if let Some(rows) = &m.rows {
-            by_file.entry(rows.as_path()).or_default().push(name(m, d));
-        }
-    }
-    by_file
-        .into_iter()
-        .filter(|(_, names)| names.len() > 1)
-        .map(|(file, names)| {
-            format!(
-                "{} all wrote their rows to {}: each part overwrote the one before, so it holds one part's ranks only; give each part its own file (--rows PART_DIR/rows.parquet)",
-                list(&names),
-                file.display()
-            )
-        })
-        .collect()
-}
-
-/// The logs recorded in part `m` whose size is not the recorded one (or
-/// that are gone): the parts compared other bytes than are there now, so a
-/// merge could pass with parts of an older run.
-fn logs_changed(m: &Manifest, dir: &Path) -> Option<String> {
-    let changed: Vec<String> = [&m.inputs.run1, &m.inputs.run2]
-        .into_iter()
-        .flatten()
-        .flat_map(|r| &r.logs)
-        .filter_map(|l| {
-            let now = match std::fs::metadata(&l.file) {
-                Ok(meta) if meta.len() == l.bytes => return None,
-                Ok(meta) => format!("{} bytes", meta.len()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => "missing".into(),
-                Err(e) => e.to_string(),
-            };
-            Some(format!(
-                "{} (recorded {} bytes, now {now})",
-                l.file.display(),
-                l.bytes
-            ))
-        })
-        .collect();
-    (!changed.is_empty()).then(|| {
-        format!(
-            "the logs changed since {} compared them: {}",
-            name(m, dir),
-            list(&changed)
-        )
-    })
-}
-
-/// The report files part `m`'s ranks need that its folder lacks: each
-/// compared rank's result pages (as its summary lists them), overview and
-/// key index.
-fn missing_files(m: &Manifest, dir: &Path) -> Option<String> {
-    let missing: Vec<String> = m
-        .results
-        .iter()
-        .filter_map(|r| r.summary.as_ref())
-        .flat_map(|s| {
-            s.pages
-                .iter()
-                .map(|p| p.file.clone())
-                .chain([files::overview(s.rank), files::keys(s.rank)])
-        })
-        .filter(|f| !dir.join(f).is_file())
-        .collect();
-    (!missing.is_empty()).then(|| {
-        format!(
-            "{}: missing {} of its ranks' report files: {}",
-            name(m, dir),
-            missing.len(),
-            list(&missing)
-        )
-    })
 }
 
 /// `actdiff merge`: [`merge_parts`], then every run-level output

@@ -1,4 +1,5 @@
-//! Building the warnings and input errors of a compare
+//! Building the warnings and input errors of a compare, and the problems
+//! of a merge with its parts,
 //! ([`crate::report::messages::Message`], where their words are) from the
 //! parsed logs, the match and the run-level facts. The pipeline collects
 //! them per rank ([`super::pipeline`]'s `compare_rank`) and per run
@@ -9,9 +10,15 @@
 use crate::matcher::{self, MatchTable};
 use crate::parser::{self, duplicate_keys, Field, OpTable};
 
-pub use crate::report::messages::{join, LogWarning, Message, Side};
+pub use crate::report::messages::{
+    join, ChangedLog, InputsDifference, LogNow, LogWarning, Message, PartName, Side,
+};
 
-use super::shard::{RankResult, RunLevel};
+use std::path::{Path, PathBuf};
+
+use super::merge::ReadPart;
+use super::shard::{self, Inputs, Manifest, PartStatus, RankResult, RunLevel};
+use crate::report::files;
 
 /// Most warning lines printed per log; the rest are counted in one line.
 pub const WARNING_LINES: usize = 20;
@@ -248,4 +255,356 @@ pub fn unused_rules(run: &RunLevel, done: &[RankResult]) -> Vec<Message> {
         .filter(|(_, h)| **h == 0)
         .map(|(m, _)| m)
         .collect()
+}
+
+/// `part 2/4 (parts/p2)`: part `m` named by its folder `dir`.
+pub fn part_name(m: &Manifest, dir: &Path) -> PartName {
+    PartName {
+        shard: m.shard,
+        dir: dir.display().to_string(),
+    }
+}
+
+/// Parts whose compare did not finish or failed, and parts written by
+/// another version.
+pub fn status_problems(read: &[ReadPart]) -> Vec<Message> {
+    let tool = format!("actdiff {}", env!("CARGO_PKG_VERSION"));
+    let mut problems = Vec::new();
+    for p in read {
+        let m = &p.manifest;
+        match &m.status {
+            PartStatus::Done => {}
+            PartStatus::Running => problems.push(Message::PartUnfinished {
+                part: p.name.clone(),
+            }),
+            PartStatus::Failed { message } => problems.push(Message::PartFailed {
+                part: p.name.clone(),
+                message: message.clone(),
+            }),
+        }
+        if m.tool != tool {
+            problems.push(Message::PartVersion {
+                part: p.name.clone(),
+                tool: m.tool.clone(),
+                this: tool.clone(),
+            });
+        }
+    }
+    problems
+}
+
+/// Top-level keys whose values differ between two JSON objects.
+fn differing_keys(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return vec!["(options)".into()];
+    };
+    let mut keys: Vec<String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .cloned()
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// The first difference between two parts' recorded inputs.
+fn inputs_difference(a: &Inputs, b: &Inputs) -> InputsDifference {
+    for (side, x, y) in [("run1", &a.run1, &b.run1), ("run2", &a.run2, &b.run2)] {
+        match (x, y) {
+            (Some(x), Some(y)) if x != y => {
+                if x.path != y.path {
+                    return InputsDifference::Folder {
+                        side,
+                        first: x.path.display().to_string(),
+                        other: y.path.display().to_string(),
+                    };
+                }
+                for l in &x.logs {
+                    match y.logs.iter().find(|m| m.rank == l.rank) {
+                        None => return InputsDifference::RankInOne { side, rank: l.rank },
+                        Some(m) if m != l => {
+                            return InputsDifference::RankLog {
+                                side,
+                                rank: l.rank,
+                                first: (l.file.display().to_string(), l.bytes),
+                                other: (m.file.display().to_string(), m.bytes),
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                return InputsDifference::Logs { side };
+            }
+            (Some(_), None) | (None, Some(_)) => return InputsDifference::FoundByOne { side },
+            _ => {}
+        }
+    }
+    InputsDifference::Other
+}
+
+/// Sound parts that disagree with `first`: another split, other inputs,
+/// other options; rows written by some parts only or to one file; logs
+/// changed since the parts compared them.
+pub fn agreement_problems(first: &ReadPart, sound: &[&ReadPart]) -> Vec<Message> {
+    let mut problems = Vec::new();
+    let f = &first.manifest;
+    for p in sound.iter().skip(1) {
+        let m = &p.manifest;
+        let (first, other) = (first.name.clone(), p.name.clone());
+        if m.shard.count != f.shard.count {
+            problems.push(Message::PartsOfOtherSplits {
+                first: first.clone(),
+                other: other.clone(),
+            });
+        }
+        if m.inputs != f.inputs {
+            problems.push(Message::PartsOfOtherInputs {
+                first,
+                other,
+                difference: Box::new(inputs_difference(&f.inputs, &m.inputs)),
+            });
+        } else if m.options != f.options || m.run != f.run {
+            problems.push(Message::PartsOfOtherOptions {
+                first,
+                other,
+                keys: differing_keys(&f.options, &m.options),
+            });
+        }
+    }
+    problems.extend(rows_disagree(sound));
+    problems.extend(rows_shared(sound));
+    if !sound.is_empty() {
+        problems.extend(logs_changed(first));
+    }
+    problems
+}
+
+/// Parts given twice and parts missing among the `count` of the split.
+pub fn coverage_problems(count: u32, read: &[ReadPart]) -> Vec<Message> {
+    let mut problems = Vec::new();
+    let mut by_index: Vec<Option<&str>> = vec![None; count as usize];
+    for p in read {
+        let shard = p.manifest.shard;
+        let Some(slot) = by_index.get_mut(shard.index as usize) else {
+            continue;
+        };
+        match slot {
+            Some(other) => problems.push(Message::PartGivenTwice {
+                shard,
+                first: other.to_string(),
+                second: p.name.dir.clone(),
+            }),
+            None => *slot = Some(&p.name.dir),
+        }
+    }
+    let missing: Vec<u32> = (0..count)
+        .filter(|k| by_index[*k as usize].is_none())
+        .collect();
+    if !missing.is_empty() {
+        problems.push(Message::PartsMissing {
+            missing,
+            count,
+            given: read
+                .iter()
+                .map(|p| (p.manifest.shard, p.name.dir.clone()))
+                .collect(),
+        });
+    }
+    problems
+}
+
+/// Parts that do not hold the units the split gives them: `split`, or the
+/// split of `first`'s recorded inputs (every part has the count of the
+/// first).
+pub fn split_problems(
+    first: &Manifest,
+    split: Option<Vec<Vec<shard::Unit>>>,
+    read: &[ReadPart],
+) -> Vec<Message> {
+    let by_part = split.unwrap_or_else(|| {
+        let runs = (first.inputs.run1.as_ref(), first.inputs.run2.as_ref());
+        let plan = match runs {
+            (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &first.run.rank_map),
+            _ => super::RankPlan::default(),
+        };
+        let sizes = first.inputs.sizes();
+        let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
+        shard::units_by_part(&plan, first.shard.count, &size)
+    });
+    let mut problems = Vec::new();
+    for p in read {
+        let m = &p.manifest;
+        let want = by_part
+            .get(m.shard.index as usize)
+            .cloned()
+            .unwrap_or_default();
+        let held: Vec<u32> = m.results.iter().map(|r| r.rank).collect();
+        let split: Vec<u32> = want
+            .iter()
+            .filter_map(|u| match u {
+                shard::Unit::Pair(a) => Some(*a),
+                _ => None,
+            })
+            .collect();
+        if m.units != want || held != split {
+            problems.push(Message::PartUnits {
+                part: p.name.clone(),
+                held,
+                split,
+            });
+        }
+    }
+    problems
+}
+
+/// Parts with a `--rows` file and parts without one cannot be merged: the
+/// rows read by glob would miss some ranks. One problem naming both sets.
+fn rows_disagree(parts: &[&ReadPart]) -> Option<Message> {
+    let (with, without): (Vec<&&ReadPart>, Vec<&&ReadPart>) =
+        parts.iter().partition(|p| p.manifest.rows.is_some());
+    if with.is_empty() || without.is_empty() {
+        return None;
+    }
+    let names = |v: &[&&ReadPart]| v.iter().map(|p| p.name.clone()).collect();
+    Some(Message::RowsInSomeParts {
+        with: names(&with),
+        without: names(&without),
+    })
+}
+
+/// Parts that wrote their rows to the same file (a relative `--rows
+/// rows.parquet` run from one folder): each overwrote the one before, so
+/// the file holds the last part's ranks only. One problem per file.
+fn rows_shared(parts: &[&ReadPart]) -> Vec<Message> {
+    let mut by_file: std::collections::BTreeMap<&PathBuf, Vec<PartName>> = Default::default();
+    for p in parts {
+        if let Some(rows) = &p.manifest.rows {
+            by_file.entry(rows).or_default().push(p.name.clone());
+        }
+    }
+    by_file
+        .into_iter()
+        .filter(|(_, names)| names.len() > 1)
+        .map(|(file, parts)| Message::RowsSharedByParts {
+            parts,
+            file: file.display().to_string(),
+        })
+        .collect()
+}
+
+/// The logs recorded in part `p` whose size is not the recorded one (or
+/// that are gone): the parts compared other bytes than are there now, so a
+/// merge could pass with parts of an older run.
+fn logs_changed(p: &ReadPart) -> Option<Message> {
+    let m = &p.manifest;
+    let logs: Vec<ChangedLog> = [&m.inputs.run1, &m.inputs.run2]
+        .into_iter()
+        .flatten()
+        .flat_map(|r| &r.logs)
+        .filter_map(|l| {
+            let now = match std::fs::metadata(&l.file) {
+                Ok(meta) if meta.len() == l.bytes => return None,
+                Ok(meta) => LogNow::Bytes(meta.len()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => LogNow::Missing,
+                Err(e) => LogNow::Unreadable(e.to_string()),
+            };
+            Some(ChangedLog {
+                file: l.file.display().to_string(),
+                recorded: l.bytes,
+                now,
+            })
+        })
+        .collect();
+    (!logs.is_empty()).then(|| Message::LogsChanged {
+        part: p.name.clone(),
+        logs,
+    })
+}
+
+/// The report files part `p`'s ranks need that its folder lacks: each
+/// compared rank's result pages (as its summary lists them), overview and
+/// key index.
+pub fn missing_files(p: &ReadPart) -> Option<Message> {
+    let files: Vec<String> = p
+        .manifest
+        .results
+        .iter()
+        .filter_map(|r| r.summary.as_ref())
+        .flat_map(|s| {
+            s.pages
+                .iter()
+                .map(|p| p.file.clone())
+                .chain([files::overview(s.rank), files::keys(s.rank)])
+        })
+        .filter(|f| !p.dir.join(f).is_file())
+        .collect();
+    (!files.is_empty()).then(|| Message::PartFilesMissing {
+        part: p.name.clone(),
+        files,
+    })
+}
+
+/// A step series merge's problems, each said once with the steps it
+/// concerns ([`Message::AtSteps`]), in the order they first occur:
+/// `(step, problem)` pairs in step order.
+pub fn at_steps(problems: Vec<(u64, Message)>) -> Vec<Message> {
+    let mut said: Vec<(Vec<u64>, Message)> = Vec::new();
+    for (step, m) in problems {
+        match said.iter_mut().find(|(_, x)| *x == m) {
+            Some((steps, _)) => {
+                if !steps.contains(&step) {
+                    steps.push(step);
+                }
+            }
+            None => said.push((vec![step], m)),
+        }
+    }
+    said.into_iter()
+        .map(|(mut steps, m)| {
+            steps.sort_unstable();
+            Message::AtSteps {
+                steps,
+                message: Box::new(m),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_problem_of_several_steps_is_said_once_with_them() {
+        let missing = Message::PartsMissing {
+            missing: vec![1],
+            count: 2,
+            given: vec![(shard::Shard { index: 0, count: 2 }, "p0".into())],
+        };
+        let files = |step: u64| Message::PartFilesMissing {
+            part: PartName {
+                shard: shard::Shard { index: 0, count: 2 },
+                dir: "p0".into(),
+            },
+            files: vec![format!("x{step}")],
+        };
+        let said = at_steps(vec![
+            (1, missing.clone()),
+            (2, missing.clone()),
+            (2, files(2)),
+            (3, files(3)),
+            (4, missing.clone()),
+        ]);
+        let words: Vec<String> = said.iter().map(|m| m.to_string()).collect();
+        assert_eq!(
+            words,
+            [
+                format!("steps 1-2, 4: {missing}"),
+                format!("step 2: {}", files(2)),
+                format!("step 3: {}", files(3)),
+            ]
+        );
+    }
 }

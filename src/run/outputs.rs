@@ -13,7 +13,8 @@ use std::path::PathBuf;
 
 use crate::exit_codes;
 use crate::logformat::CompileBackend;
-use crate::report::messages::{self, Message};
+use crate::report::messages::{self, Message, Side};
+use crate::report::reasons::{fmt_ranks, Reason};
 use crate::report::summary::{FailedRank, SideSummary, SCHEMA_VERSION};
 use crate::report::{self, files, junit, terminal, RankSummary, ReportOptions, Summary};
 
@@ -281,30 +282,37 @@ pub fn prepare_report_folder(report: &ReportOptions) -> Result<(), report::Repor
     Ok(())
 }
 
-/// The exit status and one line per reason, by the contract in
-/// [`crate::exit_codes`]: input errors (2) before incomplete input (3)
-/// before divergence (1).
-fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
-    let (name1, name2) = (&meta.report.name1, &meta.report.name2);
+/// The exit status and its reasons, one verdict line each, by the
+/// contract in [`crate::exit_codes`]: input errors (2) before incomplete
+/// input (3) before divergence (1).
+fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<Reason>) {
+    let names = || (meta.report.name1.clone(), meta.report.name2.clone());
     let (only1, only2) = (&meta.ranks_only1, &meta.ranks_only2);
     let errors = &meta.errors;
-    let mut lines = Vec::new();
+    let mut reasons = Vec::new();
     let mut status = exit_codes::OK;
     if !errors.is_empty() {
-        lines.push(format!("input error: {}", messages::join(errors, "; ")));
+        reasons.push(Reason::InputError {
+            errors: errors.clone(),
+        });
         status = exit_codes::INPUT_ERROR;
     }
     if ranks.is_empty() && errors.is_empty() {
-        lines.push("nothing compared: no rank is present in both runs".into());
+        reasons.push(Reason::NoRankInBoth);
         status = exit_codes::INPUT_ERROR;
     }
-    let incomplete: Vec<String> = ranks
+    let incomplete: Vec<Reason> = ranks
         .iter()
         .flat_map(|r| {
-            let side = |s: &SideSummary, n: &str| {
+            let side = |s: &SideSummary, side: Side| {
                 s.incomplete
                     .iter()
-                    .map(|x| format!("rank {} {n} ({}) {x}", r.rank, s.path))
+                    .map(|why| Reason::Incomplete {
+                        rank: r.rank,
+                        side,
+                        path: s.path.clone(),
+                        why: why.clone(),
+                    })
                     .collect::<Vec<_>>()
             };
             let mut v = side(&r.run1, "run1");
@@ -313,9 +321,7 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
         })
         .collect();
     if !incomplete.is_empty() {
-        for i in &incomplete {
-            lines.push(format!("incomplete input: {i}"));
-        }
+        reasons.extend(incomplete);
         if status == exit_codes::OK {
             // Never a pass on incomplete input: 3, or 1 when it is allowed.
             status = if meta.allow_incomplete {
@@ -327,18 +333,12 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
     }
     for l in &meta.layouts {
         if l.mismatch_count > 0 {
-            let name = if l.side == 1 { name1 } else { name2 };
-            let m = &l.mismatches[0];
-            lines.push(format!(
-                "replicas differ in {name}: {} value{} of replicated results differ across the ranks combined; first rank {} at `{}` ({}, line {}) against rank {}",
-                l.mismatch_count,
-                if l.mismatch_count == 1 { "" } else { "s" },
-                m.rank,
-                m.key,
-                m.field,
-                m.line,
-                m.against
-            ));
+            let (name1, name2) = names();
+            reasons.push(Reason::ReplicasDiffer {
+                name: if l.side == 1 { name1 } else { name2 },
+                count: l.mismatch_count,
+                first: Box::new(l.mismatches[0].clone()),
+            });
             if status == exit_codes::OK {
                 status = exit_codes::DIVERGED;
             }
@@ -346,90 +346,58 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<String>) {
     }
     let c = Summary::total_counts(ranks);
     if c.diverging() > 0 {
-        let missing = if c.missing > 0 {
-            format!("{} missing, ", c.missing)
-        } else {
-            String::new()
-        };
-        // Rows that differ but do not gate (ignored ops, unsynced
-        // collectives, ops fused away) are not a divergence of the run.
-        let what = if c.gating > 0 {
-            "diverged"
-        } else {
-            "differences, none gating"
-        };
-        lines.push(format!(
-            "{what}: {} diff, {missing}{} only in {name1}, {} only in {name2}",
-            c.diff, c.only1, c.only2
-        ));
+        reasons.push(Reason::Diverged {
+            gating: c.gating > 0,
+            diff: c.diff,
+            missing: c.missing,
+            only1: c.only1,
+            only2: c.only2,
+            names: names(),
+        });
     }
     if c.ignored > 0 {
-        lines.push(format!(
-            "{} ignored difference{} (shown, not gating)",
-            c.ignored,
-            if c.ignored == 1 { "" } else { "s" }
-        ));
+        reasons.push(Reason::Ignored { count: c.ignored });
     }
     if c.unsynced > 0 {
-        lines.push(format!(
-            "{} unsynced collective row{} differ (shown, not gating)",
-            c.unsynced,
-            if c.unsynced == 1 { "" } else { "s" }
-        ));
+        reasons.push(Reason::Unsynced { count: c.unsynced });
     }
     if c.fused > 0 {
-        lines.push(format!(
-            "{} op{} fused away by {} (rows only in one run; shown, not gating)",
-            c.fused,
-            if c.fused == 1 { "" } else { "s" },
-            fusing_compilers(ranks)
-        ));
+        reasons.push(Reason::Fused {
+            count: c.fused,
+            compilers: fusing_compilers(ranks),
+        });
     }
     if !only1.is_empty() || !only2.is_empty() {
-        lines.push(format!(
-            "ranks on one side only: {} only in {name1}, {} only in {name2}",
-            fmt_ranks(only1),
-            fmt_ranks(only2),
-        ));
+        reasons.push(Reason::RanksOnOneSide {
+            only1: only1.clone(),
+            only2: only2.clone(),
+            names: names(),
+        });
     }
     if status == exit_codes::OK && (c.gating > 0 || !only1.is_empty() || !only2.is_empty()) {
         status = exit_codes::DIVERGED;
     }
     if status == exit_codes::OK {
-        lines.push(format!(
-            "no divergence beyond tolerance: {} rows match",
-            c.matched
-        ));
+        reasons.push(Reason::NoDivergence { matched: c.matched });
     }
-    (status, lines)
+    (status, reasons)
 }
 
 /// The compilers that fused ops away, as the verdict names them: the
 /// distinct fusing backends the headers of the ranks with such rows name
-/// (`inductor`), else `the compiler`.
-fn fusing_compilers(ranks: &[RankSummary]) -> String {
-    let mut names: Vec<&str> = Vec::new();
+/// (`inductor`); empty when none is named ([`Reason::Fused`] then says
+/// `the compiler`).
+fn fusing_compilers(ranks: &[RankSummary]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
     for r in ranks.iter().filter(|r| r.counts.fused > 0) {
         for side in [&r.run1, &r.run2] {
             if let Some(b) = side.compiled.as_deref() {
                 let fuses = CompileBackend::from_name(b).is_some_and(|b| b.fuses());
-                if fuses && !names.contains(&b) {
-                    names.push(b);
+                if fuses && !names.iter().any(|n| n == b) {
+                    names.push(b.to_string());
                 }
             }
         }
     }
-    if names.is_empty() {
-        "the compiler".into()
-    } else {
-        names.join(", ")
-    }
-}
-
-fn fmt_ranks(r: &[u32]) -> String {
-    if r.is_empty() {
-        return "none".into();
-    }
-    let v: Vec<String> = r.iter().map(|x| x.to_string()).collect();
-    format!("[{}]", v.join(", "))
+    names
 }

@@ -21,7 +21,7 @@ use super::outputs::{prepare_report_folder, RunOutputs, Terminal};
 use super::pipeline::{compare_layouts, compare_runs, CompareConfig, ShardPart};
 use super::shard::{self, Shard};
 use crate::exit_codes;
-use crate::report::messages::{fmt_steps, Message};
+use crate::report::messages::Message;
 use crate::report::steps::{RankStep, StepResult, StepSeries};
 use crate::report::summary::SCHEMA_VERSION;
 use crate::report::{self, files, ReportOptions, Summary};
@@ -513,7 +513,8 @@ pub fn is_series_part(dir: &Path) -> bool {
 /// part must hold come from the series' split, recomputed from the parts'
 /// recorded inputs), then writes the series' outputs as
 /// [`compare_steps`] does. Returns the exit status over every step, or 2
-/// with the problems named.
+/// with the problems named: each once, with the steps it concerns
+/// (`steps 1-4: part 1/3 missing ...`), the parts named by their folders.
 pub fn merge_series(parts: &[PathBuf], out: &Path, outs: &RunOutputs) -> i32 {
     match merge_steps(parts, out) {
         Ok((opts, summary)) => write_outputs(&opts, summary, outs),
@@ -532,10 +533,10 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
             .and_then(|b| serde_json::from_slice::<SeriesPart>(&b).map_err(|e| e.to_string()))
         {
             Ok(r) => records.push(r),
-            Err(e) => problems.push(Message::Text(format!(
-                "{}: not a part of a sharded step series ({e}); merge the parts of one `actdiff compare --shard K/N` of two step series",
-                file.display()
-            ))),
+            Err(error) => problems.push(Message::NotASeriesPart {
+                file: file.display().to_string(),
+                error,
+            }),
         }
     }
     if !problems.is_empty() {
@@ -551,15 +552,12 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
                 first.shard.count,
             );
         if !same {
-            problems.push(Message::Text(format!(
-                "{} and {}: parts of different step series or splits (steps {} and {}, {} and {} parts)",
-                parts[0].display(),
-                p.display(),
-                fmt_steps(&first.steps),
-                fmt_steps(&r.steps),
-                first.shard.count,
-                r.shard.count
-            )));
+            problems.push(Message::PartsOfOtherSeries {
+                first: parts[0].display().to_string(),
+                other: p.display().to_string(),
+                steps: (first.steps.clone(), r.steps.clone()),
+                counts: (first.shard.count, r.shard.count),
+            });
         }
     }
     if !problems.is_empty() {
@@ -589,27 +587,21 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
     };
     prepare_report_folder(&opts).map_err(|e| vec![Message::Text(e.to_string())])?;
     let mut done = Vec::with_capacity(first.steps.len());
+    // Each step's problems, the parts named by their own folders (not
+    // their step folders), so that a problem of every step is said once.
+    let mut at = Vec::new();
     for ((s, ..), by_part) in plans.iter().zip(split) {
         let dirs: Vec<PathBuf> = parts.iter().map(|p| step_dir(p, *s)).collect();
-        match super::merge::merge_parts_split(&dirs, &step_dir(out, *s), Some(by_part)) {
+        match super::merge::merge_parts_split(&dirs, &step_dir(out, *s), Some(by_part), parts) {
             Ok(c) => done.push(StepDone {
                 step: *s,
                 summary: super::outputs::finish_quiet(c.meta, c.ranks),
             }),
-            Err(e) => {
-                problems.extend(
-                    super::merge::problems(e)
-                        .into_iter()
-                        .map(|p| Message::AtStep {
-                            step: *s,
-                            message: Box::new(p),
-                        }),
-                )
-            }
+            Err(e) => at.extend(super::merge::problems(e).into_iter().map(|p| (*s, p))),
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
+    if !at.is_empty() {
+        return Err(super::messages::at_steps(at));
     }
     // Names and paths as the steps' merges give them (the runs' step
     // folders' parents).
@@ -766,9 +758,15 @@ fn worse(a: i32, b: i32) -> i32 {
 /// summary; returns the exit status.
 fn write_outputs(opts: &ReportOptions, mut summary: Summary, outs: &RunOutputs) -> i32 {
     if let Err(e) = report::steps::write_index(&summary, opts) {
-        summary.input_errors.push(Message::Text(e.to_string()));
+        let error = Message::Text(e.to_string());
+        summary.input_errors.push(error.clone());
         summary.exit_status = exit_codes::INPUT_ERROR;
-        summary.verdict.insert(0, format!("input error: {e}"));
+        summary.verdict.insert(
+            0,
+            crate::report::reasons::Reason::InputError {
+                errors: vec![error],
+            },
+        );
         let _ = std::fs::remove_file(opts.out_dir.join(files::INDEX));
         let _ = std::fs::remove_file(opts.out_dir.join(files::SUMMARY));
     }
@@ -817,6 +815,7 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::messages::fmt_steps;
 
     #[test]
     fn step_folder_names() {

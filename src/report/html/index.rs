@@ -14,7 +14,8 @@ use super::parts::{
 };
 use super::{engine, overview};
 use crate::matcher::cause::CauseKind;
-use crate::report::messages;
+use crate::report::messages::{self, Message};
+use crate::report::reasons::Reason;
 use crate::report::summary::{CausesSummary, SideSummary};
 use crate::report::{files, RankSummary, ReportError, ReportOptions, Summary};
 
@@ -148,7 +149,7 @@ struct SideWarnings<'a> {
     /// Plain-text problems (incomplete, one-sided fields, duplicate keys, counts).
     items: Vec<String>,
     /// The first few parse warnings, `file:line:col: message`.
-    warnings: &'a [String],
+    warnings: &'a [Message],
     /// Stored warnings not listed.
     more: usize,
 }
@@ -248,7 +249,7 @@ struct IndexCtx<'a> {
     exit_status: i32,
     /// The opening sentence ([`Summary::headline`]).
     headline: Option<String>,
-    verdict: &'a [String],
+    verdict: &'a [Reason],
     counts: Vec<StatusCount>,
     /// Columns of the rank table after the rank number.
     rest_cols: usize,

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::engine;
+use crate::report::reasons::Reason;
 use crate::report::steps::{StepResult, StepSeries};
 use crate::report::{files, ReportError, Summary};
 
@@ -16,7 +17,7 @@ use crate::report::{files, ReportError, Summary};
 struct View<'a> {
     name1: &'a str,
     name2: &'a str,
-    verdict: &'a [String],
+    verdict: &'a [Reason],
     steps: Vec<StepHead>,
     rows: Vec<RankRow>,
     loss_svg: String,

@@ -8,6 +8,7 @@ use super::write_index;
 use crate::matcher::{match_tables, MatchOptions, MatchTable};
 use crate::parser::{parse_bytes, OpTable};
 use crate::report::colour::{diff_colour, light_colour};
+use crate::report::reasons::Reason;
 use crate::report::summary::PageRef;
 use crate::report::{RankComparison, ReportOptions, Summary};
 use serde_json::json;
@@ -177,7 +178,7 @@ fn write_all(f: &Fixture, opts: &ReportOptions) -> Summary {
         warnings: vec![],
         groups,
         exit_status: 1,
-        verdict: vec!["rank 0 diverges at <script>".into()],
+        verdict: vec![Reason::Read("rank 0 diverges at <script>".into())],
         series: None,
         layouts: Vec::new(),
     };

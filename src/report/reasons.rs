@@ -1,0 +1,477 @@
+//! Why a comparison's exit status is what it is, as typed values: the
+//! verdict lines of `summary.json` (`verdict`), the terminal, the index and
+//! JUnit. The run-level outputs build them (`run::outputs`'s `verdict` for
+//! one step, [`super::steps::verdict`] for a step series) with the data
+//! their words need; code that branches on a reason matches its variant.
+//!
+//! As [`super::messages::Message`], a reason's words are made in one
+//! place, its `Display`; serde writes a reason as its words and reads them
+//! back as [`Reason::Read`]; two reasons are equal when their words are.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::messages::{self, Message, Side};
+use super::steps::RankStep;
+
+/// One reason for a comparison's exit status (one verdict line).
+#[derive(Clone, Debug)]
+pub enum Reason {
+    /// A reason read back from a written `summary.json`: its words.
+    Read(String),
+    /// Input errors (exit 2), joined on one line.
+    InputError {
+        /// The errors.
+        errors: Vec<Message>,
+    },
+    /// No rank is in both runs (exit 2).
+    NoRankInBoth,
+    /// A side of a rank is incomplete (exit 3, or 1 with
+    /// `--allow-incomplete`).
+    Incomplete {
+        /// Run 1's rank.
+        rank: u32,
+        /// The side.
+        side: Side,
+        /// Its log.
+        path: String,
+        /// Why ([`crate::report::summary::SideSummary::incomplete`]).
+        why: Message,
+    },
+    /// Replicated results that differ across the ranks a run's shards were
+    /// combined from (exit 1).
+    ReplicasDiffer {
+        /// The run's display name.
+        name: String,
+        /// How many values differ.
+        count: u64,
+        /// The first.
+        first: Box<crate::layout::ReplicaMismatch>,
+    },
+    /// Rows that are not `match`: a divergence when some gate (exit 1).
+    Diverged {
+        /// Whether some of them gate.
+        gating: bool,
+        /// `diff` rows.
+        diff: u64,
+        /// `missing` rows.
+        missing: u64,
+        /// `only1` rows.
+        only1: u64,
+        /// `only2` rows.
+        only2: u64,
+        /// The runs' display names.
+        names: (String, String),
+    },
+    /// Ignored differences (shown, not gating).
+    Ignored {
+        /// How many.
+        count: u64,
+    },
+    /// Unsynced collective rows that differ (shown, not gating).
+    Unsynced {
+        /// How many.
+        count: u64,
+    },
+    /// Ops a compiler fused away (shown, not gating).
+    Fused {
+        /// How many.
+        count: u64,
+        /// The fusing backends the headers name (`inductor`); empty: the
+        /// compiler is not named.
+        compilers: Vec<String>,
+    },
+    /// Ranks only one run has (exit 1).
+    RanksOnOneSide {
+        /// Ranks only run 1 has.
+        only1: Vec<u32>,
+        /// Ranks only run 2 has.
+        only2: Vec<u32>,
+        /// The runs' display names.
+        names: (String, String),
+    },
+    /// Nothing diverges (exit 0).
+    NoDivergence {
+        /// Rows that match.
+        matched: u64,
+    },
+    /// A step series: where it diverges first ("the runs agree through
+    /// step 4; step 5 diverges first ...").
+    FirstDivergingStep {
+        /// The first and last agreeing step before it, if any.
+        agree: Option<(u64, u64)>,
+        /// The step.
+        step: u64,
+        /// Where the step diverges first, as its headline says it.
+        headline: Option<String>,
+        /// The step's report index, relative to the series' report.
+        report: String,
+    },
+    /// A step series: each rank's first diverging step.
+    StepsPerRank {
+        /// The ranks and steps.
+        ranks: Vec<RankStep>,
+    },
+    /// A step series: steps only one run has (exit 1).
+    StepsOnlyIn {
+        /// That run's display name.
+        name: String,
+        /// The steps.
+        steps: Vec<u64>,
+    },
+    /// A step series: a step with an input error or incomplete input, with
+    /// its own reasons.
+    AtStep {
+        /// The step.
+        step: u64,
+        /// Its reasons.
+        reasons: Vec<Reason>,
+    },
+    /// A step series where nothing diverges (exit 0).
+    NoDivergenceOverSteps {
+        /// Steps compared.
+        steps: usize,
+        /// Rows that match over them.
+        matched: u64,
+    },
+}
+
+/// `""` for one, `"s"` for more.
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Ranks in words: `[0, 3]`, or `none`.
+pub fn fmt_ranks(r: &[u32]) -> String {
+    if r.is_empty() {
+        return "none".into();
+    }
+    let v: Vec<String> = r.iter().map(|x| x.to_string()).collect();
+    format!("[{}]", v.join(", "))
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Read(s) => f.write_str(s),
+            Reason::InputError { errors } => {
+                write!(f, "input error: {}", messages::join(errors, "; "))
+            }
+            Reason::NoRankInBoth => f.write_str("nothing compared: no rank is present in both runs"),
+            Reason::Incomplete {
+                rank,
+                side,
+                path,
+                why,
+            } => write!(f, "incomplete input: rank {rank} {side} ({path}) {why}"),
+            Reason::ReplicasDiffer { name, count, first } => write!(
+                f,
+                "replicas differ in {name}: {count} value{} of replicated results differ across the ranks combined; first rank {} at `{}` ({}, line {}) against rank {}",
+                plural(*count),
+                first.rank,
+                first.key,
+                first.field,
+                first.line,
+                first.against
+            ),
+            Reason::Diverged {
+                gating,
+                diff,
+                missing,
+                only1,
+                only2,
+                names: (name1, name2),
+            } => {
+                // Rows that differ but do not gate (ignored ops, unsynced
+                // collectives, ops fused away) are not a divergence.
+                let what = if *gating {
+                    "diverged"
+                } else {
+                    "differences, none gating"
+                };
+                write!(f, "{what}: {diff} diff, ")?;
+                if *missing > 0 {
+                    write!(f, "{missing} missing, ")?;
+                }
+                write!(f, "{only1} only in {name1}, {only2} only in {name2}")
+            }
+            Reason::Ignored { count } => write!(
+                f,
+                "{count} ignored difference{} (shown, not gating)",
+                plural(*count)
+            ),
+            Reason::Unsynced { count } => write!(
+                f,
+                "{count} unsynced collective row{} differ (shown, not gating)",
+                plural(*count)
+            ),
+            Reason::Fused { count, compilers } => {
+                let by = if compilers.is_empty() {
+                    "the compiler".to_string()
+                } else {
+                    compilers.join(", ")
+                };
+                write!(
+                    f,
+                    "{count} op{} fused away by {by} (rows only in one run; shown, not gating)",
+                    plural(*count)
+                )
+            }
+            Reason::RanksOnOneSide {
+                only1,
+                only2,
+                names: (name1, name2),
+            } => write!(
+                f,
+                "ranks on one side only: {} only in {name1}, {} only in {name2}",
+                fmt_ranks(only1),
+                fmt_ranks(only2)
+            ),
+            Reason::NoDivergence { matched } => {
+                write!(f, "no divergence beyond tolerance: {matched} rows match")
+            }
+            Reason::FirstDivergingStep {
+                agree,
+                step,
+                headline,
+                report,
+            } => {
+                match agree {
+                    Some((a, b)) if a == b => write!(f, "the runs agree at step {a}; ")?,
+                    Some((a, b)) => write!(f, "the runs agree from step {a} through step {b}; ")?,
+                    None => {}
+                }
+                write!(f, "step {step} diverges first")?;
+                if let Some(h) = headline {
+                    write!(f, ": {}", h.trim_end_matches('.'))?;
+                }
+                write!(f, " (report: {report})")
+            }
+            Reason::StepsPerRank { ranks } => {
+                let per: Vec<String> = ranks
+                    .iter()
+                    .map(|r| format!("rank {} at step {}", r.rank, r.step))
+                    .collect();
+                write!(f, "first diverging step per rank: {}", per.join(", "))
+            }
+            Reason::StepsOnlyIn { name, steps } => {
+                let s: Vec<String> = steps.iter().map(u64::to_string).collect();
+                write!(f, "steps only in {name}: {}", s.join(", "))
+            }
+            Reason::AtStep { step, reasons } => {
+                write!(f, "step {step}: {}", join(reasons, "; "))
+            }
+            Reason::NoDivergenceOverSteps { steps, matched } => write!(
+                f,
+                "no divergence beyond tolerance over {steps} step{}: {matched} rows match",
+                plural(*steps as u64)
+            ),
+        }
+    }
+}
+
+/// Reasons joined with `sep`, as one line of text.
+pub fn join(v: &[Reason], sep: &str) -> String {
+    let t: Vec<String> = v.iter().map(|r| r.to_string()).collect();
+    t.join(sep)
+}
+
+/// Two reasons are equal when their words are (a reason read back from a
+/// written summary equals the one written).
+impl Eq for Reason {}
+
+/// Two reasons are equal when their words are.
+impl PartialEq for Reason {
+    fn eq(&self, other: &Reason) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+/// A reason is written as its words.
+impl Serialize for Reason {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A reason is read back as its words ([`Reason::Read`]).
+impl<'de> Deserialize<'de> for Reason {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Reason, D::Error> {
+        String::deserialize(d).map(Reason::Read)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> (String, String) {
+        ("A".into(), "B".into())
+    }
+
+    /// Each reason has the words the verdict lines had as text.
+    #[test]
+    fn reasons_have_the_words_of_the_verdict_lines() {
+        let cases = [
+            (
+                Reason::InputError {
+                    errors: vec![Message::NoParts, Message::Text("x".into())],
+                },
+                "input error: no parts given: actdiff merge PART_DIR... -o REPORT_DIR; x",
+            ),
+            (
+                Reason::NoRankInBoth,
+                "nothing compared: no rank is present in both runs",
+            ),
+            (
+                Reason::Incomplete {
+                    rank: 2,
+                    side: "run2",
+                    path: "b/rank_2_activations.log".into(),
+                    why: Message::CountMismatch {
+                        declared: 5,
+                        parsed: 4,
+                    },
+                },
+                "incomplete input: rank 2 run2 (b/rank_2_activations.log) declares 5 ops, parsed 4",
+            ),
+            (
+                Reason::ReplicasDiffer {
+                    name: "B".into(),
+                    count: 1,
+                    first: Box::new(crate::layout::ReplicaMismatch {
+                        rank: 3,
+                        against: 2,
+                        key: "m/op_1_mm".into(),
+                        path: "b/rank_3_activations.log".into(),
+                        line: 40,
+                        field: "L2 norm".into(),
+                    }),
+                },
+                "replicas differ in B: 1 value of replicated results differ across the ranks combined; first rank 3 at `m/op_1_mm` (L2 norm, line 40) against rank 2",
+            ),
+            (
+                Reason::Diverged {
+                    gating: true,
+                    diff: 3,
+                    missing: 1,
+                    only1: 0,
+                    only2: 2,
+                    names: names(),
+                },
+                "diverged: 3 diff, 1 missing, 0 only in A, 2 only in B",
+            ),
+            (
+                Reason::Diverged {
+                    gating: false,
+                    diff: 1,
+                    missing: 0,
+                    only1: 0,
+                    only2: 0,
+                    names: names(),
+                },
+                "differences, none gating: 1 diff, 0 only in A, 0 only in B",
+            ),
+            (
+                Reason::Ignored { count: 1 },
+                "1 ignored difference (shown, not gating)",
+            ),
+            (
+                Reason::Unsynced { count: 2 },
+                "2 unsynced collective rows differ (shown, not gating)",
+            ),
+            (
+                Reason::Fused {
+                    count: 2,
+                    compilers: vec![],
+                },
+                "2 ops fused away by the compiler (rows only in one run; shown, not gating)",
+            ),
+            (
+                Reason::Fused {
+                    count: 1,
+                    compilers: vec!["inductor".into()],
+                },
+                "1 op fused away by inductor (rows only in one run; shown, not gating)",
+            ),
+            (
+                Reason::RanksOnOneSide {
+                    only1: vec![],
+                    only2: vec![4, 5],
+                    names: names(),
+                },
+                "ranks on one side only: none only in A, [4, 5] only in B",
+            ),
+            (
+                Reason::NoDivergence { matched: 7 },
+                "no divergence beyond tolerance: 7 rows match",
+            ),
+            (
+                Reason::FirstDivergingStep {
+                    agree: Some((3, 3)),
+                    step: 4,
+                    headline: Some("rank 1 diverges first at `x`.".into()),
+                    report: "step_4/index.html".into(),
+                },
+                "the runs agree at step 3; step 4 diverges first: rank 1 diverges first at `x` (report: step_4/index.html)",
+            ),
+            (
+                Reason::StepsPerRank {
+                    ranks: vec![RankStep { rank: 0, step: 4 }, RankStep { rank: 1, step: 3 }],
+                },
+                "first diverging step per rank: rank 0 at step 4, rank 1 at step 3",
+            ),
+            (
+                Reason::StepsOnlyIn {
+                    name: "A".into(),
+                    steps: vec![6, 7],
+                },
+                "steps only in A: 6, 7",
+            ),
+            (
+                Reason::AtStep {
+                    step: 2,
+                    reasons: vec![Reason::NoRankInBoth, Reason::NoDivergence { matched: 0 }],
+                },
+                "step 2: nothing compared: no rank is present in both runs; no divergence beyond tolerance: 0 rows match",
+            ),
+            (
+                Reason::NoDivergenceOverSteps {
+                    steps: 1,
+                    matched: 9,
+                },
+                "no divergence beyond tolerance over 1 step: 9 rows match",
+            ),
+        ];
+        for (r, words) in cases {
+            assert_eq!(r.to_string(), words);
+        }
+    }
+
+    /// Written as its words and read back as them, equal to the reason
+    /// written.
+    #[test]
+    fn written_as_its_words_and_read_back_as_them() {
+        let v = vec![
+            Reason::Ignored { count: 2 },
+            Reason::StepsOnlyIn {
+                name: "A".into(),
+                steps: vec![1],
+            },
+        ];
+        let json = serde_json::to_string(&v).unwrap();
+        assert_eq!(
+            json,
+            r#"["2 ignored differences (shown, not gating)","steps only in A: 1"]"#
+        );
+        let back: Vec<Reason> = serde_json::from_str(&json).unwrap();
+        assert!(matches!(back[0], Reason::Read(_)));
+        assert_eq!(back, v);
+        assert_eq!(serde_json::to_string(&back).unwrap(), json);
+    }
+}
