@@ -548,6 +548,7 @@ fn compare_config(a: &CompareArgs, shard: Option<run::ShardPart>) -> Result<Comp
         allow_duplicates: a.allow_duplicates,
         no_combine: a.no_combine,
         step: None,
+        keep: None,
         jobs: a.jobs.map(usize::from),
         quiet: a.quiet,
         strict: a.strict,

@@ -194,6 +194,69 @@ fn steps_all_gives_every_step_its_pages_and_a_list_limits_the_steps() {
     .stderr_has("`2-x` is no step or range");
 }
 
+/// The files of a report folder, by name, with their bytes.
+fn files_of(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+/// The first diverging step's full pages are written from the tables its
+/// compare kept (no second compare): they must be the very pages that
+/// `--steps all` writes for that step, and the other steps' pages must
+/// hold no rows.
+#[test]
+fn the_first_diverging_steps_pages_are_those_of_a_full_compare() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 4, 2);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let first = d.path().join("first");
+    let all = d.path().join("all");
+    for (out, extra) in [(&first, None), (&all, Some("all"))] {
+        let mut c = support::actdiff();
+        c.arg("compare").args([&a, &b]).arg("-q").arg("-o").arg(out);
+        if let Some(x) = extra {
+            c.args(["--steps", x]);
+        }
+        Run::of(&mut c, "").expect(1);
+    }
+    let s = summary(&first);
+    assert_eq!(s["first_diverging_step"], 2);
+    let got = files_of(&first.join("step_2"));
+    let want = files_of(&all.join("step_2"));
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "the first diverging step's report files"
+    );
+    assert!(got.keys().any(|k| k.starts_with("rank1-page")), "{got:?}");
+    for (name, bytes) in &want {
+        assert!(
+            got[name] == *bytes,
+            "step_2/{name} differs from --steps all's"
+        );
+    }
+    for r in s["ranks"].as_array().unwrap() {
+        let rows = r["html_rows"].as_u64().unwrap();
+        if r["step"] == 2 {
+            assert!(rows > 0, "{r}");
+            let page = r["pages"][0]["file"].as_str().unwrap();
+            assert!(first.join(page).is_file(), "{page}");
+        } else {
+            assert_eq!(rows, 0, "{r}");
+        }
+    }
+    // The step's own summary warns of no step without pages.
+    let own = std::fs::read_to_string(first.join("step_2/summary.json")).unwrap();
+    assert!(!own.contains("pages hold no rows"), "{own}");
+}
+
 #[test]
 fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
     let d = TempDir::new().unwrap();
