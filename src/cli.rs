@@ -604,6 +604,19 @@ fn compare_part(a: &CompareArgs, spec: run::shard::ShardSpec) -> i32 {
                     let sel = cfg.steps.clone().unwrap_or_default();
                     return run::steps::compare_part(&cfg, &sel, a.quiet);
                 }
+                // As `compare` without --shard refuses it.
+                Ok(false) if cfg.steps.is_some() => {
+                    let e = Message::NotASeries {
+                        run1: cfg.run1.display().to_string(),
+                        run2: cfg.run2.display().to_string(),
+                    };
+                    return run::outputs::part_input_error(
+                        &report_options(a),
+                        shard,
+                        part.options,
+                        vec![e],
+                    );
+                }
                 Ok(false) => {}
                 Err(e) => {
                     return run::outputs::part_input_error(

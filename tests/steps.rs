@@ -773,3 +773,132 @@ fn old_step_reports_do_not_stay_in_the_report_folder() {
     );
     assert!(!out.join("summary.json").exists() && !out.join("step_1").exists());
 }
+
+/// `--steps` on runs that are no step series is refused with `--shard`
+/// as without it (a new user found it accepted, `--steps` ignored).
+#[test]
+fn steps_on_runs_without_steps_is_refused_with_shard_too() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    exec(
+        support::actdiff()
+            .args(["gen", "--ops", "50", "--ranks", "2"])
+            .args([&a, &b]),
+        0,
+    );
+    let plain = exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "--steps", "3", "-o"])
+            .arg(d.path().join("plain")),
+        2,
+    );
+    let sharded = exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "--steps", "3", "--shard", "1/2", "-o"])
+            .arg(d.path().join("part")),
+        2,
+    );
+    let words = "hold no step_S folders (a step series); drop --steps to compare one step";
+    assert!(plain.stderr.contains(words), "{}", plain.stderr);
+    assert!(sharded.stderr.contains(words), "{}", sharded.stderr);
+}
+
+/// A part of a sharded step series records "nothing compared" only when
+/// no step was compared; a merged series' later diverging steps warn that
+/// their pages hold no rows, as the unsharded compare's do.
+#[test]
+fn series_parts_say_no_step_only_without_steps_and_merges_warn_of_pages() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 4, 2);
+    let full = d.path().join("full");
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "-o"])
+            .arg(&full),
+        1,
+    );
+    let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
+    for p in &parts {
+        let rec = std::fs::read_to_string(p.join("series-part.json")).unwrap();
+        assert!(!rec.contains("nothing compared"), "{rec}");
+    }
+    let out = d.path().join("merged");
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .args(["-q", "-o"])
+            .arg(&out),
+        1,
+    );
+    let warns = |dir: &Path| -> bool {
+        summary(dir)["warnings"].as_array().is_some_and(|w| {
+            w.iter().any(|w| {
+                w.as_str()
+                    .unwrap()
+                    .contains("this step's pages hold no rows")
+            })
+        })
+    };
+    for s in 1..=4 {
+        let step = format!("step_{s}");
+        let want = warns(&full.join(&step));
+        assert_eq!(want, s > 2, "{step} of the unsharded compare");
+        assert_eq!(warns(&out.join(&step)), want, "{step} of the merge");
+    }
+    // The series itself does not repeat it, merged or not.
+    assert!(!warns(&full) && !warns(&out));
+    // A part that compared no step records what the merge then says.
+    let none = d.path().join("none");
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "--steps", "9", "--shard", "0/1", "-o"])
+            .arg(&none),
+        0,
+    );
+    let rec = std::fs::read_to_string(none.join("series-part.json")).unwrap();
+    assert!(rec.contains("no_step"), "{rec}");
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .arg(&none)
+            .args(["-q", "-o"])
+            .arg(d.path().join("none-merged")),
+        2,
+    )
+    .stderr_has("--steps selects no step both runs have");
+}
+
+/// A step series against a path that does not exist: the error names the
+/// missing path, not "holds no step_S folders".
+#[test]
+fn a_series_against_a_missing_path_says_it_does_not_exist() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 2, 9);
+    let missing = d.path().join("no-such-run");
+    for (x, y) in [
+        (d.path().join("a"), missing.clone()),
+        (missing.clone(), d.path().join("a")),
+    ] {
+        let r = exec(
+            support::actdiff()
+                .arg("compare")
+                .args([&x, &y])
+                .args(["-q", "-o"])
+                .arg(d.path().join("rep")),
+            2,
+        );
+        let want = format!("{}: no such file or folder", missing.display());
+        assert!(r.stderr.contains(&want), "{}", r.stderr);
+        assert!(!r.stderr.contains("does not"), "{}", r.stderr);
+    }
+}

@@ -143,6 +143,12 @@ pub fn is_series(cfg: &CompareConfig) -> Result<bool, String> {
             } else {
                 (&cfg.run1, &cfg.run2)
             };
+            // A path that is not there is that, not a run without steps.
+            if let Err(e) = super::RunInput::discover(without) {
+                if matches!(e, super::RunError::Missing { .. }) {
+                    return Err(e.to_string());
+                }
+            }
             Err(format!(
                 "{} holds step_S folders (a step series) and {} does not: compare two step series, or one step folder of each",
                 with.display(),
@@ -673,8 +679,15 @@ pub struct SeriesPart {
     pub steps_only2: Vec<u64>,
     /// The series' own warnings (step folders without logs, `--steps`).
     pub warnings: Vec<Message>,
-    /// What the merge says when no step is compared.
-    pub no_step: Message,
+    /// What the merge says when no step is compared; absent when steps
+    /// were compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_step: Option<Message>,
+    /// `--steps all`: every step has full pages (else only the first
+    /// diverging step, and the merge warns on the others' pages, as
+    /// [`compare_steps`] does).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_pages: bool,
 }
 
 /// `actdiff compare RUN1 RUN2 --shard K/N` on two step series: one split
@@ -739,11 +752,12 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
     });
     let record = SeriesPart {
         shard: part.shard,
+        no_step: compared.is_empty().then_some(pairs.no_step),
         steps: compared,
         steps_only1: pairs.only.0,
         steps_only2: pairs.only.1,
         warnings: pairs.warnings,
-        no_step: pairs.no_step,
+        all_pages,
     };
     let json = serde_json::to_vec_pretty(&record).expect("a series part serialises");
     if let Err(e) = std::fs::write(cfg.report.out_dir.join(SERIES_PART), json) {
@@ -855,18 +869,11 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         ..Default::default()
     };
     prepare_report_folder(&opts).map_err(|e| vec![Message::Text(e.to_string())])?;
-    let mut done = Vec::with_capacity(first.steps.len());
+    let mut merged = Vec::with_capacity(first.steps.len());
     for ((s, ..), by_part) in plans.iter().zip(split) {
         let dirs: Vec<PathBuf> = parts.iter().map(|p| step_dir(p, *s)).collect();
         match super::merge::merge_parts_split(&dirs, &step_dir(out, *s), Some(by_part)) {
-            Ok(c) => {
-                let (meta, summary) = super::outputs::finish_step(c.meta, c.ranks);
-                done.push(StepDone {
-                    step: *s,
-                    summary,
-                    meta,
-                })
-            }
+            Ok(c) => merged.push((*s, c)),
             Err(e) => {
                 problems.extend(
                     super::merge::problems(e)
@@ -882,6 +889,27 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
     if !problems.is_empty() {
         return Err(problems);
     }
+    // A diverging step other than the first has pages without rows (but
+    // with --steps all): its own report says so, as compare_step's does.
+    let first_step = merged
+        .iter()
+        .find(|(_, c)| c.ranks.iter().any(|r| r.first_divergence.is_some()))
+        .map(|(s, _)| *s);
+    let done: Vec<StepDone> = merged
+        .into_iter()
+        .map(|(s, mut c)| {
+            let diverging = c.ranks.iter().any(|r| r.counts.diverging() > 0);
+            if !first.all_pages && diverging && Some(s) != first_step {
+                c.meta.warnings.push(Message::StepWithoutPages { step: s });
+            }
+            let (meta, summary) = super::outputs::finish_step(c.meta, c.ranks);
+            StepDone {
+                step: s,
+                summary,
+                meta,
+            }
+        })
+        .collect();
     // Names and paths as the steps' merges give them (the runs' step
     // folders' parents).
     let opts = match done.first() {
@@ -894,14 +922,13 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         },
         None => opts,
     };
-    let first_step = done.iter().find(|d| diverges(&d.summary)).map(|d| d.step);
     let summary = join(
         &opts,
         done,
         (first.steps_only1, first.steps_only2),
         first_step,
         first.warnings,
-        first.no_step,
+        first.no_step.unwrap_or(Message::NoStep { selected: None }),
     );
     Ok((opts, summary))
 }
