@@ -274,7 +274,7 @@ impl Kept {
 /// A step's handle on the tables a step series keeps
 /// ([`CompareConfig::keep`]): the step, and the page settings of its full
 /// pages (its ranks' share of the HTML budget once
-/// [`KeepTables::share_budget`] is called).
+/// `KeepTables::share_budget` is called).
 #[derive(Clone)]
 pub struct KeepTables {
     step: u64,
