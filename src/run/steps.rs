@@ -192,9 +192,19 @@ struct KeptRank {
 /// drops every later step's. When every step is compared, what is left is
 /// the first diverging step's tables (or nothing): at most one step's
 /// tables beyond the steps being compared at the moment.
-#[derive(Default)]
 struct Kept {
     state: Mutex<KeptState>,
+    /// At most this many bytes kept ([`KEEP_BYTES`]).
+    cap: usize,
+}
+
+impl Default for Kept {
+    fn default() -> Kept {
+        Kept {
+            state: Mutex::default(),
+            cap: KEEP_BYTES,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -208,7 +218,8 @@ struct KeptState {
 
 fn kept_bytes(k: &KeptRank) -> usize {
     let (t1, t2, m) = &k.tables;
-    t1.heap_bytes()
+    std::mem::size_of::<KeptRank>()
+        + t1.heap_bytes()
         + t2.heap_bytes()
         + m.rows.capacity() * std::mem::size_of::<crate::matcher::MatchRow>()
 }
@@ -233,7 +244,7 @@ impl Kept {
         if st.earliest.is_some_and(|e| step > e) {
             return;
         }
-        if st.bytes + size > KEEP_BYTES {
+        if st.bytes + size > self.cap {
             st.incomplete.insert(step);
             return;
         }
@@ -264,10 +275,11 @@ impl Kept {
     /// them), or `None` if some were not kept.
     fn take(&self, step: u64, ranks: usize) -> Option<Vec<KeptRank>> {
         let mut st = self.lock();
-        if st.incomplete.contains(&step) {
-            return None;
-        }
-        st.remove(step).filter(|k| k.len() == ranks)
+        // Removed either way: a step compared again needs them no more.
+        let kept = st.remove(step);
+        let complete = !st.incomplete.contains(&step);
+        drop(st);
+        kept.filter(|k| complete && k.len() == ranks)
     }
 }
 
@@ -1144,6 +1156,63 @@ mod tests {
         assert_eq!(fmt_steps(&[1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8");
         assert_eq!(fmt_steps(&[]), "none");
         assert_eq!(fmt_steps(&[4]), "4");
+    }
+
+    /// A rank of empty logs, compared.
+    fn kept_rank(rank: u32) -> KeptRank {
+        let t = || crate::parser::parse_bytes(Vec::new(), "rank_0_activations.log");
+        let (t1, t2) = (t(), t());
+        let m = crate::matcher::match_tables(&t1, &t2, &Default::default());
+        KeptRank {
+            rank1: rank,
+            rank2: rank,
+            tables: (t1, t2, m),
+            report: ReportOptions::default(),
+        }
+    }
+
+    #[test]
+    fn only_the_earliest_diverging_steps_tables_are_kept() {
+        let k = Kept::default();
+        // Steps 2 and 4 in flight; 4 diverges first, then 2 does.
+        k.offer(2, kept_rank(0));
+        k.offer(4, kept_rank(0));
+        k.offer(4, kept_rank(1));
+        k.step_done(4, true);
+        k.offer(2, kept_rank(1));
+        // A step later than the earliest diverging one is not kept.
+        k.offer(5, kept_rank(0));
+        assert_eq!(k.lock().steps.keys().collect::<Vec<_>>(), [&2, &4]);
+        k.step_done(2, true);
+        assert_eq!(k.lock().steps.keys().collect::<Vec<_>>(), [&2]);
+        // A step that does not diverge drops its own.
+        k.offer(1, kept_rank(0));
+        k.step_done(1, false);
+        k.step_done(5, true);
+        assert_eq!(k.lock().steps.keys().collect::<Vec<_>>(), [&2]);
+        assert!(k.take(2, 3).is_none(), "not every rank with a summary kept");
+        assert_eq!(k.lock().bytes, 0);
+        let k = Kept::default();
+        k.offer(3, kept_rank(0));
+        k.offer(3, kept_rank(1));
+        k.step_done(3, true);
+        let ranks = k.take(3, 2).expect("kept");
+        assert_eq!(ranks.iter().map(|r| r.rank1).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn past_the_bound_a_step_is_compared_again() {
+        let one = kept_bytes(&kept_rank(0));
+        let k = Kept {
+            cap: one,
+            ..Kept::default()
+        };
+        k.offer(1, kept_rank(0));
+        k.offer(1, kept_rank(1));
+        k.step_done(1, true);
+        assert_eq!(k.lock().bytes, one);
+        assert!(k.take(1, 2).is_none(), "rank 1 was over the bound");
+        assert_eq!(k.lock().bytes, 0);
     }
 
     #[test]
