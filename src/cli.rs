@@ -548,6 +548,7 @@ fn compare_config(a: &CompareArgs, shard: Option<run::ShardPart>) -> Result<Comp
         allow_duplicates: a.allow_duplicates,
         no_combine: a.no_combine,
         step: None,
+        keep: None,
         jobs: a.jobs.map(usize::from),
         quiet: a.quiet,
         strict: a.strict,
@@ -602,6 +603,19 @@ fn compare_part(a: &CompareArgs, spec: run::shard::ShardSpec) -> i32 {
                 Ok(true) => {
                     let sel = cfg.steps.clone().unwrap_or_default();
                     return run::steps::compare_part(&cfg, &sel, a.quiet);
+                }
+                // As `compare` without --shard refuses it.
+                Ok(false) if cfg.steps.is_some() => {
+                    let e = Message::NotASeries {
+                        run1: cfg.run1.display().to_string(),
+                        run2: cfg.run2.display().to_string(),
+                    };
+                    return run::outputs::part_input_error(
+                        &report_options(a),
+                        shard,
+                        part.options,
+                        vec![e],
+                    );
                 }
                 Ok(false) => {}
                 Err(e) => {

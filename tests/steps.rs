@@ -194,6 +194,69 @@ fn steps_all_gives_every_step_its_pages_and_a_list_limits_the_steps() {
     .stderr_has("`2-x` is no step or range");
 }
 
+/// The files of a report folder, by name, with their bytes.
+fn files_of(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+/// The first diverging step's full pages are written from the tables its
+/// compare kept (no second compare): they must be the very pages that
+/// `--steps all` writes for that step, and the other steps' pages must
+/// hold no rows.
+#[test]
+fn the_first_diverging_steps_pages_are_those_of_a_full_compare() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 4, 2);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let first = d.path().join("first");
+    let all = d.path().join("all");
+    for (out, extra) in [(&first, None), (&all, Some("all"))] {
+        let mut c = support::actdiff();
+        c.arg("compare").args([&a, &b]).arg("-q").arg("-o").arg(out);
+        if let Some(x) = extra {
+            c.args(["--steps", x]);
+        }
+        Run::of(&mut c, "").expect(1);
+    }
+    let s = summary(&first);
+    assert_eq!(s["first_diverging_step"], 2);
+    let got = files_of(&first.join("step_2"));
+    let want = files_of(&all.join("step_2"));
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>(),
+        "the first diverging step's report files"
+    );
+    assert!(got.keys().any(|k| k.starts_with("rank1-page")), "{got:?}");
+    for (name, bytes) in &want {
+        assert!(
+            got[name] == *bytes,
+            "step_2/{name} differs from --steps all's"
+        );
+    }
+    for r in s["ranks"].as_array().unwrap() {
+        let rows = r["html_rows"].as_u64().unwrap();
+        if r["step"] == 2 {
+            assert!(rows > 0, "{r}");
+            let page = r["pages"][0]["file"].as_str().unwrap();
+            assert!(first.join(page).is_file(), "{page}");
+        } else {
+            assert_eq!(rows, 0, "{r}");
+        }
+    }
+    // The step's own summary warns of no step without pages.
+    let own = std::fs::read_to_string(first.join("step_2/summary.json")).unwrap();
+    assert!(!own.contains("pages hold no rows"), "{own}");
+}
+
 #[test]
 fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
     let d = TempDir::new().unwrap();
@@ -778,4 +841,133 @@ fn a_series_merge_says_each_problem_once_with_its_steps() {
         "{}",
         changed.stderr
     );
+}
+
+/// `--steps` on runs that are no step series is refused with `--shard`
+/// as without it (a new user found it accepted, `--steps` ignored).
+#[test]
+fn steps_on_runs_without_steps_is_refused_with_shard_too() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    exec(
+        support::actdiff()
+            .args(["gen", "--ops", "50", "--ranks", "2"])
+            .args([&a, &b]),
+        0,
+    );
+    let plain = exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "--steps", "3", "-o"])
+            .arg(d.path().join("plain")),
+        2,
+    );
+    let sharded = exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "--steps", "3", "--shard", "1/2", "-o"])
+            .arg(d.path().join("part")),
+        2,
+    );
+    let words = "hold no step_S folders (a step series); drop --steps to compare one step";
+    assert!(plain.stderr.contains(words), "{}", plain.stderr);
+    assert!(sharded.stderr.contains(words), "{}", sharded.stderr);
+}
+
+/// A part of a sharded step series records "nothing compared" only when
+/// no step was compared; a merged series' later diverging steps warn that
+/// their pages hold no rows, as the unsharded compare's do.
+#[test]
+fn series_parts_say_no_step_only_without_steps_and_merges_warn_of_pages() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 4, 2);
+    let full = d.path().join("full");
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "-o"])
+            .arg(&full),
+        1,
+    );
+    let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
+    for p in &parts {
+        let rec = std::fs::read_to_string(p.join("series-part.json")).unwrap();
+        assert!(!rec.contains("nothing compared"), "{rec}");
+    }
+    let out = d.path().join("merged");
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .args(["-q", "-o"])
+            .arg(&out),
+        1,
+    );
+    let warns = |dir: &Path| -> bool {
+        summary(dir)["warnings"].as_array().is_some_and(|w| {
+            w.iter().any(|w| {
+                w.as_str()
+                    .unwrap()
+                    .contains("this step's pages hold no rows")
+            })
+        })
+    };
+    for s in 1..=4 {
+        let step = format!("step_{s}");
+        let want = warns(&full.join(&step));
+        assert_eq!(want, s > 2, "{step} of the unsharded compare");
+        assert_eq!(warns(&out.join(&step)), want, "{step} of the merge");
+    }
+    // The series itself does not repeat it, merged or not.
+    assert!(!warns(&full) && !warns(&out));
+    // A part that compared no step records what the merge then says.
+    let none = d.path().join("none");
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "--steps", "9", "--shard", "0/1", "-o"])
+            .arg(&none),
+        0,
+    );
+    let rec = std::fs::read_to_string(none.join("series-part.json")).unwrap();
+    assert!(rec.contains("no_step"), "{rec}");
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .arg(&none)
+            .args(["-q", "-o"])
+            .arg(d.path().join("none-merged")),
+        2,
+    )
+    .stderr_has("--steps selects no step both runs have");
+}
+
+/// A step series against a path that does not exist: the error names the
+/// missing path, not "holds no step_S folders".
+#[test]
+fn a_series_against_a_missing_path_says_it_does_not_exist() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 2, 9);
+    let missing = d.path().join("no-such-run");
+    for (x, y) in [
+        (d.path().join("a"), missing.clone()),
+        (missing.clone(), d.path().join("a")),
+    ] {
+        let r = exec(
+            support::actdiff()
+                .arg("compare")
+                .args([&x, &y])
+                .args(["-q", "-o"])
+                .arg(d.path().join("rep")),
+            2,
+        );
+        let want = format!("{}: no such file or folder", missing.display());
+        assert!(r.stderr.contains(&want), "{}", r.stderr);
+        assert!(!r.stderr.contains("does not"), "{}", r.stderr);
+    }
 }

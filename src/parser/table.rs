@@ -222,6 +222,29 @@ impl OpTable {
     pub fn is_empty(&self) -> bool {
         self.block_start.is_empty()
     }
+    /// About how many bytes of heap the table holds: its columns, and
+    /// the log's bytes when they are in memory (gzip, a pipe) rather than
+    /// mapped. An estimate for keeping tables within a memory bound (a
+    /// step series keeps the first diverging step's, `run::steps`).
+    pub fn heap_bytes(&self) -> usize {
+        fn v<T>(x: &Vec<T>) -> usize {
+            x.capacity() * std::mem::size_of::<T>()
+        }
+        let cols: usize = self.cols.iter().map(|c| v(&c.off) + v(&c.len)).sum();
+        let owned = if self.source.is_owned() {
+            self.source.bytes().len()
+        } else {
+            0
+        };
+        v(&self.block_start)
+            + v(&self.line)
+            + v(&self.flags)
+            + v(&self.key_hash)
+            + v(&self.layer)
+            + v(&self.op_type)
+            + cols
+            + owned
+    }
     /// The file this table was read from.
     pub fn path(&self) -> &Path {
         &self.path

@@ -97,10 +97,12 @@ pub fn finish(meta: RunMeta, ranks: Vec<RankSummary>, outs: &RunOutputs) -> i32 
 }
 
 /// [`finish`] for one step of a step series: writes the step's
-/// `summary.json` and `index.html` and returns its [`Summary`]; nothing
-/// on stderr or stdout (the series prints its warnings and errors once).
-pub fn finish_quiet(meta: RunMeta, ranks: Vec<RankSummary>) -> Summary {
-    write_reports(meta, ranks).1
+/// `summary.json` and `index.html` and returns its [`Summary`], with the
+/// [`RunMeta`] it was made from (a step series writes its first diverging
+/// step's report again from it, with full pages); nothing on stderr or
+/// stdout (the series prints its warnings and errors once).
+pub fn finish_step(meta: RunMeta, ranks: Vec<RankSummary>) -> (RunMeta, Summary) {
+    write_reports(meta, ranks)
 }
 
 /// Summarises and writes `summary.json` and `index.html`; a failure to

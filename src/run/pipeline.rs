@@ -63,6 +63,10 @@ pub struct CompareConfig {
     /// The training step this compare is of, in a step series
     /// ([`super::steps`]): its `--rows` rows carry it.
     pub step: Option<u64>,
+    /// In a step series: where each rank's tables are offered once its
+    /// pages are written, so that the first diverging step's full pages
+    /// need no second compare ([`super::steps::KeepTables`]).
+    pub keep: Option<super::steps::KeepTables>,
 }
 
 /// One part of a sharded compare: which, and the options recorded in its
@@ -364,6 +368,9 @@ fn compare_rank(
             Ok(tmp) => done.rows_tmp = Some(tmp),
             Err(e) => done.errors.push(e),
         }
+    }
+    if let (Some(k), Some(_)) = (&cfg.keep, &done.summary) {
+        k.offer(rank1, rank2, (t1, t2, m), &cfg.report);
     }
     done
 }
@@ -766,6 +773,9 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         .report
         .html_budget
         .map(|b| report::rank_budget(b, run.pairs.len()));
+    if let Some(k) = &mut rank_cfg.keep {
+        k.share_budget(run.pairs.len());
+    }
     let done = match compare_ranks(&plan, &rank_cfg, &rows_out) {
         Ok(d) => d,
         Err(e) => {

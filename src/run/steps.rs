@@ -10,21 +10,26 @@
 //! full result pages; the other steps' reports hold their summaries and
 //! no rows, unless `--steps all`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
 use serde::{Deserialize, Serialize};
 
-use super::outputs::{prepare_report_folder, RunOutputs, Terminal};
+use super::outputs::{prepare_report_folder, RunMeta, RunOutputs, Terminal};
 use super::pipeline::{compare_layouts, compare_runs, CompareConfig, ShardPart};
 use super::shard::{self, Shard};
 use crate::exit_codes;
+use crate::matcher::MatchTable;
+use crate::parser::OpTable;
 use crate::report::messages::Message;
 use crate::report::steps::{RankStep, StepResult, StepSeries};
+use crate::report::summary::FailedRank;
 use crate::report::summary::SCHEMA_VERSION;
-use crate::report::{self, files, ReportOptions, Summary};
+use crate::report::RankComparison;
+use crate::report::{self, files, RankSummary, ReportOptions, Summary};
 
 pub use crate::report::files::{step_of_dir_name, STEP_DIR_PREFIX};
 
@@ -138,6 +143,12 @@ pub fn is_series(cfg: &CompareConfig) -> Result<bool, String> {
             } else {
                 (&cfg.run1, &cfg.run2)
             };
+            // A path that is not there is that, not a run without steps.
+            if let Err(e) = super::RunInput::discover(without) {
+                if matches!(e, super::RunError::Missing { .. }) {
+                    return Err(e.to_string());
+                }
+            }
             Err(format!(
                 "{} holds step_S folders (a step series) and {} does not: compare two step series, or one step folder of each",
                 with.display(),
@@ -151,6 +162,178 @@ pub fn is_series(cfg: &CompareConfig) -> Result<bool, String> {
 struct StepDone {
     step: u64,
     summary: Summary,
+    /// What the step's summary was made from (the first diverging step's
+    /// report is written again from it, with full pages).
+    meta: RunMeta,
+}
+
+/// How many bytes of tables ([`OpTable::heap_bytes`], both runs, and the
+/// match rows) a step series keeps at most so that its first diverging
+/// step's pages need no second compare: 1 GiB. Past it a rank's tables
+/// are dropped and, if its step turns out to be the first diverging one,
+/// that step is compared again as before; so a series never holds more
+/// than this beyond what comparing its steps holds anyway.
+const KEEP_BYTES: usize = 1 << 30;
+
+/// One rank of a step, parsed and matched, with the report options of its
+/// full pages.
+struct KeptRank {
+    rank1: u32,
+    rank2: u32,
+    tables: (OpTable, OpTable, MatchTable),
+    report: ReportOptions,
+}
+
+/// The tables a step series keeps while its steps are compared: only
+/// those of steps that may still be the first diverging step. A rank's
+/// tables are kept when its step is not later than the earliest diverging
+/// step found so far (and they fit in [`KEEP_BYTES`]); a step that
+/// finishes without diverging drops its own, and a step that diverges
+/// drops every later step's. When every step is compared, what is left is
+/// the first diverging step's tables (or nothing): at most one step's
+/// tables beyond the steps being compared at the moment.
+struct Kept {
+    state: Mutex<KeptState>,
+    /// At most this many bytes kept ([`KEEP_BYTES`]).
+    cap: usize,
+}
+
+impl Default for Kept {
+    fn default() -> Kept {
+        Kept {
+            state: Mutex::default(),
+            cap: KEEP_BYTES,
+        }
+    }
+}
+
+#[derive(Default)]
+struct KeptState {
+    earliest: Option<u64>,
+    steps: BTreeMap<u64, Vec<KeptRank>>,
+    /// Steps a rank of which was not kept (over [`KEEP_BYTES`]).
+    incomplete: BTreeSet<u64>,
+    bytes: usize,
+}
+
+fn kept_bytes(k: &KeptRank) -> usize {
+    let (t1, t2, m) = &k.tables;
+    std::mem::size_of::<KeptRank>()
+        + t1.heap_bytes()
+        + t2.heap_bytes()
+        + m.rows.capacity() * std::mem::size_of::<crate::matcher::MatchRow>()
+}
+
+impl KeptState {
+    fn remove(&mut self, step: u64) -> Option<Vec<KeptRank>> {
+        let r = self.steps.remove(&step)?;
+        self.bytes -= r.iter().map(kept_bytes).sum::<usize>();
+        Some(r)
+    }
+}
+
+impl Kept {
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeptState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps a rank of `step` if its step may be the first diverging one.
+    fn offer(&self, step: u64, rank: KeptRank) {
+        let size = kept_bytes(&rank);
+        let mut st = self.lock();
+        if st.earliest.is_some_and(|e| step > e) {
+            return;
+        }
+        if st.bytes + size > self.cap {
+            st.incomplete.insert(step);
+            return;
+        }
+        st.bytes += size;
+        st.steps.entry(step).or_default().push(rank);
+    }
+
+    /// Step `step` is compared: drops its tables unless it is the
+    /// earliest diverging step so far, and then every later step's.
+    fn step_done(&self, step: u64, diverges: bool) {
+        let mut dropped = Vec::new();
+        {
+            let mut st = self.lock();
+            if diverges && st.earliest.is_none_or(|e| step < e) {
+                st.earliest = Some(step);
+                let later: Vec<u64> = st.steps.range(step + 1..).map(|(s, _)| *s).collect();
+                for s in later {
+                    dropped.extend(st.remove(s));
+                }
+            } else {
+                dropped.extend(st.remove(step));
+            }
+        }
+        drop(dropped);
+    }
+
+    /// The tables of every rank of `step` with a summary (`ranks` of
+    /// them), or `None` if some were not kept.
+    fn take(&self, step: u64, ranks: usize) -> Option<Vec<KeptRank>> {
+        let mut st = self.lock();
+        // Removed either way: a step compared again needs them no more.
+        let kept = st.remove(step);
+        let complete = !st.incomplete.contains(&step);
+        drop(st);
+        kept.filter(|k| complete && k.len() == ranks)
+    }
+}
+
+/// A step's handle on the tables a step series keeps
+/// ([`CompareConfig::keep`]): the step, and the page settings of its full
+/// pages (its ranks' share of the HTML budget once
+/// `KeepTables::share_budget` is called).
+#[derive(Clone)]
+pub struct KeepTables {
+    step: u64,
+    html_rows: Option<usize>,
+    html_budget: Option<u64>,
+    kept: Arc<Kept>,
+}
+
+impl std::fmt::Debug for KeepTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeepTables")
+            .field("step", &self.step)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeepTables {
+    /// Each rank's share of the full pages' HTML budget, over `ranks`
+    /// ranks (as [`compare_runs`] shares the budget it is given).
+    pub(super) fn share_budget(&mut self, ranks: usize) {
+        self.html_budget = self.html_budget.map(|b| report::rank_budget(b, ranks));
+    }
+
+    /// Offers a compared rank's tables; `report` is the options its pages
+    /// (without rows) were written with.
+    pub(super) fn offer(
+        &self,
+        rank1: u32,
+        rank2: u32,
+        tables: (OpTable, OpTable, MatchTable),
+        report: &ReportOptions,
+    ) {
+        let report = ReportOptions {
+            html_rows: self.html_rows,
+            html_budget: self.html_budget,
+            ..report.clone()
+        };
+        self.kept.offer(
+            self.step,
+            KeptRank {
+                rank1,
+                rank2,
+                tables,
+                report,
+            },
+        );
+    }
 }
 
 /// Where step `s`'s `--rows` rows go before the series joins them: a
@@ -193,8 +376,20 @@ fn join_step_rows(cfg: &CompareConfig, steps: &[u64]) -> Result<(), String> {
 /// `OUT/step_S`; `pages` false leaves the step's pages without rows (its
 /// summary is complete). Its `--rows` rows carry the step and go to
 /// [`step_rows`], joined by the series.
-fn step_config(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -> CompareConfig {
+fn step_config(
+    cfg: &CompareConfig,
+    s: u64,
+    (p1, p2): (&Path, &Path),
+    pages: bool,
+    kept: Option<&Arc<Kept>>,
+) -> CompareConfig {
     let mut c = cfg.clone();
+    c.keep = kept.map(|k| KeepTables {
+        step: s,
+        html_rows: cfg.report.html_rows,
+        html_budget: cfg.report.html_budget,
+        kept: k.clone(),
+    });
     c.run1 = p1.to_path_buf();
     c.run2 = p2.to_path_buf();
     c.quiet = true;
@@ -211,9 +406,16 @@ fn step_config(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -
 }
 
 /// Compares one step into `OUT/step_S/` and writes that step's own
-/// `summary.json` and `index.html` (a complete single-step report).
-fn compare_step(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -> StepDone {
-    let c = step_config(cfg, s, p1, p2, pages);
+/// `summary.json` and `index.html` (a complete single-step report). With
+/// `kept`, offers its ranks' tables there.
+fn compare_step(
+    cfg: &CompareConfig,
+    s: u64,
+    paths: (&Path, &Path),
+    pages: bool,
+    kept: Option<&Arc<Kept>>,
+) -> StepDone {
+    let c = step_config(cfg, s, paths, pages, kept);
     let mut compared = match compare_layouts(&c) {
         Ok(x) => x,
         Err(e) => {
@@ -232,8 +434,64 @@ fn compare_step(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) 
             .warnings
             .push(Message::StepWithoutPages { step: s });
     }
-    let summary = super::outputs::finish_quiet(compared.meta, compared.ranks);
-    StepDone { step: s, summary }
+    let (meta, summary) = super::outputs::finish_step(compared.meta, compared.ranks);
+    StepDone {
+        step: s,
+        summary,
+        meta,
+    }
+}
+
+/// Writes the full pages of step `d` (compared without rows in its pages)
+/// from its ranks' kept tables, then its `summary.json` and `index.html`
+/// again: what comparing it again with full pages gives.
+fn write_full_pages(d: StepDone, kept: Vec<KeptRank>) -> StepDone {
+    let StepDone {
+        step,
+        summary,
+        mut meta,
+    } = d;
+    meta.warnings.retain(|w| !w.is_step_without_pages());
+    let written: Vec<(u32, Result<RankSummary, report::ReportError>)> = kept
+        .par_iter()
+        .map(|k| {
+            let (t1, t2, matches) = &k.tables;
+            let rc = RankComparison {
+                rank1: k.rank1,
+                rank2: k.rank2,
+                t1,
+                t2,
+                matches,
+            };
+            (k.rank1, report::write_rank(&rc, &k.report))
+        })
+        .collect();
+    drop(kept);
+    let mut ranks = summary.ranks;
+    for (rank, r) in written {
+        let i = ranks.iter().position(|s| s.rank == rank);
+        match (r, i) {
+            (Ok(s), Some(i)) => ranks[i] = s,
+            (Ok(_), None) => {}
+            (Err(e), i) => {
+                let e = Message::Text(e.to_string());
+                if let Some(i) = i {
+                    ranks.remove(i);
+                }
+                meta.errors.push(e.clone());
+                meta.ranks_failed.push(FailedRank {
+                    rank,
+                    errors: vec![e],
+                });
+            }
+        }
+    }
+    let (meta, summary) = super::outputs::finish_step(meta, ranks);
+    StepDone {
+        step,
+        summary,
+        meta,
+    }
 }
 
 /// The steps of two step series that a compare pairs: the steps both runs
@@ -296,7 +554,8 @@ impl StepPairs {
 /// Compares `steps` (in parallel, on `cfg.jobs` threads; each step's ranks
 /// in parallel inside it, on one pool: a run of S steps × R ranks keeps
 /// every core busy even with one rank, like S × R ranks of one step), then
-/// the first diverging one again with full pages unless `all_pages`.
+/// writes the first diverging one's full pages unless `all_pages`: from
+/// its kept tables ([`Kept`]) when `keep`, else by comparing it again.
 /// `part_of` gives a step's part settings (a sharded series) or `None`.
 fn compare_all(
     cfg: &CompareConfig,
@@ -304,7 +563,9 @@ fn compare_all(
     all_pages: bool,
     part_of: &(dyn Fn(u64) -> Option<ShardPart> + Sync),
     quiet: bool,
+    keep: bool,
 ) -> Result<Vec<StepDone>, String> {
+    let kept = (keep && !all_pages).then(|| Arc::new(Kept::default()));
     let progress = Progress::new(steps.len() as u64, quiet);
     let inner = CompareConfig {
         jobs: None,
@@ -318,29 +579,51 @@ fn compare_all(
         steps
             .par_iter()
             .map(|(s, p1, p2)| {
-                let d = compare_step(&with_part(&inner, *s), *s, p1, p2, all_pages);
+                let c = with_part(&inner, *s);
+                let d = compare_step(&c, *s, (p1, p2), all_pages, kept.as_ref());
+                if let Some(k) = &kept {
+                    k.step_done(*s, diverges(&d.summary));
+                }
                 progress.inc();
                 d
             })
             .collect()
     };
-    let mut done = match cfg.jobs {
+    let pool = match cfg.jobs {
         Some(n) => match rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
             .build()
         {
-            Ok(pool) => pool.install(work),
+            Ok(pool) => Some(pool),
             Err(_) => return Err(format!("cannot start {n} worker threads")),
         },
+        None => None,
+    };
+    let mut done = match &pool {
+        Some(pool) => pool.install(work),
         None => work(),
     };
     progress.finish();
     let first = done.iter().find(|d| diverges(&d.summary)).map(|d| d.step);
     if let (Some(f), false) = (first, all_pages) {
-        // The first diverging step again, with its full pages.
-        let (_, p1, p2) = steps.iter().find(|(s, ..)| *s == f).expect("compared");
         let i = done.iter().position(|d| d.step == f).expect("compared");
-        done[i] = compare_step(&with_part(cfg, f), f, p1, p2, true);
+        let n = done[i].summary.ranks.len();
+        match kept.as_ref().and_then(|k| k.take(f, n)) {
+            Some(tables) => {
+                let d = done.remove(i);
+                let write = || write_full_pages(d, tables);
+                let d = match &pool {
+                    Some(pool) => pool.install(write),
+                    None => write(),
+                };
+                done.insert(i, d);
+            }
+            None => {
+                // The first diverging step again, with its full pages.
+                let (_, p1, p2) = steps.iter().find(|(s, ..)| *s == f).expect("compared");
+                done[i] = compare_step(&with_part(cfg, f), f, (p1, p2), true, None);
+            }
+        }
     }
     Ok(done)
 }
@@ -360,7 +643,7 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
     let pairs = StepPairs::of(cfg, sel);
     let all_pages = *sel == StepSelection::All;
     let quiet = cfg.quiet || outs.terminal != Terminal::Text;
-    let done = match compare_all(cfg, &pairs.both, all_pages, &|_| None, quiet) {
+    let done = match compare_all(cfg, &pairs.both, all_pages, &|_| None, quiet, true) {
         Ok(d) => d,
         Err(e) => {
             let errors = vec![Message::Text(e)];
@@ -408,8 +691,15 @@ pub struct SeriesPart {
     pub steps_only2: Vec<u64>,
     /// The series' own warnings (step folders without logs, `--steps`).
     pub warnings: Vec<Message>,
-    /// What the merge says when no step is compared.
-    pub no_step: Message,
+    /// What the merge says when no step is compared; absent when steps
+    /// were compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_step: Option<Message>,
+    /// `--steps all`: every step has full pages (else only the first
+    /// diverging step, and the merge warns on the others' pages, as
+    /// [`compare_steps`] does).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_pages: bool,
 }
 
 /// `actdiff compare RUN1 RUN2 --shard K/N` on two step series: one split
@@ -434,7 +724,7 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
     let mut plans = Vec::with_capacity(pairs.both.len());
     for (s, p1, p2) in &pairs.both {
         let mut errors = Vec::new();
-        let c = step_config(cfg, *s, p1, p2, false);
+        let c = step_config(cfg, *s, (p1, p2), false, None);
         let (plan, inputs) = super::pipeline::discover(&c, &mut errors);
         if !errors.is_empty() {
             let e = Message::AtStep {
@@ -458,7 +748,9 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
         })
     };
     let all_pages = *sel == StepSelection::All;
-    let done = match compare_all(cfg, &pairs.both, all_pages, &part_of, true) {
+    // A part's step writes its results into its part.json as well: its
+    // first diverging step is compared again (keep: false).
+    let done = match compare_all(cfg, &pairs.both, all_pages, &part_of, true, false) {
         Ok(d) => d,
         Err(e) => return fail(e),
     };
@@ -472,11 +764,12 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
     });
     let record = SeriesPart {
         shard: part.shard,
+        no_step: compared.is_empty().then_some(pairs.no_step),
         steps: compared,
         steps_only1: pairs.only.0,
         steps_only2: pairs.only.1,
         warnings: pairs.warnings,
-        no_step: pairs.no_step,
+        all_pages,
     };
     let json = serde_json::to_vec_pretty(&record).expect("a series part serialises");
     if let Err(e) = std::fs::write(cfg.report.out_dir.join(SERIES_PART), json) {
@@ -586,23 +879,41 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         ..Default::default()
     };
     prepare_report_folder(&opts).map_err(|e| vec![Message::Text(e.to_string())])?;
-    let mut done = Vec::with_capacity(first.steps.len());
+    let mut merged = Vec::with_capacity(first.steps.len());
     // Each step's problems, the parts named by their own folders (not
     // their step folders), so that a problem of every step is said once.
     let mut at = Vec::new();
     for ((s, ..), by_part) in plans.iter().zip(split) {
         let dirs: Vec<PathBuf> = parts.iter().map(|p| step_dir(p, *s)).collect();
         match super::merge::merge_parts_split(&dirs, &step_dir(out, *s), Some(by_part), parts) {
-            Ok(c) => done.push(StepDone {
-                step: *s,
-                summary: super::outputs::finish_quiet(c.meta, c.ranks),
-            }),
+            Ok(c) => merged.push((*s, c)),
             Err(e) => at.extend(super::merge::problems(e).into_iter().map(|p| (*s, p))),
         }
     }
     if !at.is_empty() {
         return Err(super::messages::at_steps(at));
     }
+    // A diverging step other than the first has pages without rows (but
+    // with --steps all): its own report says so, as compare_step's does.
+    let first_step = merged
+        .iter()
+        .find(|(_, c)| c.ranks.iter().any(|r| r.first_divergence.is_some()))
+        .map(|(s, _)| *s);
+    let done: Vec<StepDone> = merged
+        .into_iter()
+        .map(|(s, mut c)| {
+            let diverging = c.ranks.iter().any(|r| r.counts.diverging() > 0);
+            if !first.all_pages && diverging && Some(s) != first_step {
+                c.meta.warnings.push(Message::StepWithoutPages { step: s });
+            }
+            let (meta, summary) = super::outputs::finish_step(c.meta, c.ranks);
+            StepDone {
+                step: s,
+                summary,
+                meta,
+            }
+        })
+        .collect();
     // Names and paths as the steps' merges give them (the runs' step
     // folders' parents).
     let opts = match done.first() {
@@ -615,14 +926,13 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         },
         None => opts,
     };
-    let first_step = done.iter().find(|d| diverges(&d.summary)).map(|d| d.step);
     let summary = join(
         &opts,
         done,
         (first.steps_only1, first.steps_only2),
         first_step,
         first.warnings,
-        first.no_step,
+        first.no_step.unwrap_or(Message::NoStep { selected: None }),
     );
     Ok((opts, summary))
 }
@@ -845,6 +1155,63 @@ mod tests {
         assert_eq!(fmt_steps(&[1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8");
         assert_eq!(fmt_steps(&[]), "none");
         assert_eq!(fmt_steps(&[4]), "4");
+    }
+
+    /// A rank of empty logs, compared.
+    fn kept_rank(rank: u32) -> KeptRank {
+        let t = || crate::parser::parse_bytes(Vec::new(), "rank_0_activations.log");
+        let (t1, t2) = (t(), t());
+        let m = crate::matcher::match_tables(&t1, &t2, &Default::default());
+        KeptRank {
+            rank1: rank,
+            rank2: rank,
+            tables: (t1, t2, m),
+            report: ReportOptions::default(),
+        }
+    }
+
+    #[test]
+    fn only_the_earliest_diverging_steps_tables_are_kept() {
+        let k = Kept::default();
+        // Steps 2 and 4 in flight; 4 diverges first, then 2 does.
+        k.offer(2, kept_rank(0));
+        k.offer(4, kept_rank(0));
+        k.offer(4, kept_rank(1));
+        k.step_done(4, true);
+        k.offer(2, kept_rank(1));
+        // A step later than the earliest diverging one is not kept.
+        k.offer(5, kept_rank(0));
+        assert_eq!(k.lock().steps.keys().collect::<Vec<_>>(), [&2, &4]);
+        k.step_done(2, true);
+        assert_eq!(k.lock().steps.keys().collect::<Vec<_>>(), [&2]);
+        // A step that does not diverge drops its own.
+        k.offer(1, kept_rank(0));
+        k.step_done(1, false);
+        k.step_done(5, true);
+        assert_eq!(k.lock().steps.keys().collect::<Vec<_>>(), [&2]);
+        assert!(k.take(2, 3).is_none(), "not every rank with a summary kept");
+        assert_eq!(k.lock().bytes, 0);
+        let k = Kept::default();
+        k.offer(3, kept_rank(0));
+        k.offer(3, kept_rank(1));
+        k.step_done(3, true);
+        let ranks = k.take(3, 2).expect("kept");
+        assert_eq!(ranks.iter().map(|r| r.rank1).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn past_the_bound_a_step_is_compared_again() {
+        let one = kept_bytes(&kept_rank(0));
+        let k = Kept {
+            cap: one,
+            ..Kept::default()
+        };
+        k.offer(1, kept_rank(0));
+        k.offer(1, kept_rank(1));
+        k.step_done(1, true);
+        assert_eq!(k.lock().bytes, one);
+        assert!(k.take(1, 2).is_none(), "rank 1 was over the bound");
+        assert_eq!(k.lock().bytes, 0);
     }
 
     #[test]
