@@ -245,21 +245,34 @@ fn rank_word(v: &[u32]) -> String {
 
 impl Summary {
     /// Groups ranks by verdict ([`RankSummary::verdict`]), in rank order.
+    ///
+    /// Verdicts are equal when their words are; each rank's words are made
+    /// once and looked up in a hash map, so grouping thousands of ranks into
+    /// hundreds of groups costs one pass (it compared every rank with every
+    /// group, two strings made per comparison, before).
     pub fn group_ranks(ranks: &[RankSummary]) -> Vec<RankGroup> {
         let mut groups: Vec<RankGroup> = Vec::new();
+        let mut by_words: ahash::AHashMap<String, usize> = ahash::AHashMap::new();
         for r in ranks {
             let verdict = r.verdict();
-            match groups.iter_mut().find(|g| g.verdict == verdict) {
-                Some(g) => {
+            match by_words.entry(verdict.to_string()) {
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    let g = &mut groups[*e.get()];
                     g.ranks.push(r.rank);
                     g.diverging = g.diverging.max(r.counts.diverging());
                 }
-                None => groups.push(RankGroup {
-                    ranks: vec![r.rank],
-                    diverging: r.counts.diverging(),
-                    first_divergence: r.first_divergence.as_ref().map(|f| f.key().to_string()),
-                    verdict,
-                }),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(groups.len());
+                    groups.push(RankGroup {
+                        ranks: vec![r.rank],
+                        diverging: r.counts.diverging(),
+                        first_divergence: r
+                            .first_divergence
+                            .as_ref()
+                            .map(|f| f.key().to_string()),
+                        verdict,
+                    });
+                }
             }
         }
         groups
