@@ -319,7 +319,14 @@ fn rank_pages_rows_chips_colours_escaping() {
     assert!(html.contains("<span class=xchip>(none)</span>"));
     assert!(html.contains("the two runs' sets differ"));
     assert!(html.contains("only in run&lt;A&gt;: t, view"));
-    // The overview page and the key index are written with the pages.
+}
+
+#[test]
+fn overview_and_key_index_are_written_with_the_pages() {
+    let f = fixture(LOG1, LOG2);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2000);
+    write_all(&f, &opts);
     let overview = read(dir.path(), "rank0-overview.html");
     assert!(overview.contains("<svg class=heat"));
     assert!(overview.contains("href=\"rank0-page1.html#rank0-row1\""));

@@ -266,10 +266,7 @@ impl Summary {
                     groups.push(RankGroup {
                         ranks: vec![r.rank],
                         diverging: r.counts.diverging(),
-                        first_divergence: r
-                            .first_divergence
-                            .as_ref()
-                            .map(|f| f.key().to_string()),
+                        first_divergence: r.first_divergence.as_ref().map(|f| f.key().to_string()),
                         verdict,
                     });
                 }

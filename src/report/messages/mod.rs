@@ -1,0 +1,575 @@
+//! The warnings and input errors of a compare as typed values: what
+//! happened and where (the file, its line and column). The compare builds
+//! them ([`crate::run::messages`], from the parsed logs, the match and the
+//! run-level facts) and collects them per rank and per run; a rank's
+//! results (`part.json`), the run's metadata and the [`super::Summary`]
+//! hold them as values. They become text only where they are written: the
+//! terminal and stderr, `summary.json` and `part.json` (serde writes a
+//! message as its text), JUnit and the index.
+//!
+//! The words are the program's interface (tests and users read them): a
+//! new message is a variant here with its words in [`Message`]'s `Display`,
+//! the one place a message's words are made. A message read back from a
+//! written file (`part.json`, `summary.json`) is [`Message::Read`], its
+//! text; two messages are equal when their words are.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::parser::Field;
+use crate::run::shard::Shard;
+
+mod parts;
+mod words;
+
+use parts::named;
+pub use parts::*;
+
+/// Which run a message is about: `run1` or `run2`.
+pub type Side = &'static str;
+
+/// A warning or an input error.
+#[derive(Clone, Debug)]
+pub enum Message {
+    /// A message read back from a written file (`part.json`,
+    /// `summary.json`): its text.
+    Read(String),
+    /// Words another stage made: a log or run that could not be read (the
+    /// parser's, the discovery's), a report that could not be written.
+    Text(String),
+    /// A file that could not be written or read, and why (`path: error`).
+    File {
+        /// The file.
+        path: String,
+        /// The system's or writer's words.
+        error: String,
+    },
+    /// A log of 0 bytes (an input error).
+    EmptyLog {
+        /// The log.
+        path: String,
+        /// Its run.
+        side: Side,
+    },
+    /// A log with no op block (an input error).
+    NoOps {
+        /// The log.
+        path: String,
+        /// Its run.
+        side: Side,
+        /// It has a header (an op count), so is a log without ops rather
+        /// than maybe no activation log at all.
+        header_only: bool,
+    },
+    /// A log without any field that can be compared (an input error).
+    NoComparableFields {
+        /// The log.
+        path: String,
+        /// Its first block's line.
+        line: u64,
+        /// Its run.
+        side: Side,
+    },
+    /// A key that occurs more than once, without `--allow-duplicates` (an
+    /// input error).
+    DuplicateKey {
+        /// The log.
+        path: String,
+        /// Its run.
+        side: Side,
+        /// The key.
+        key: String,
+        /// Its 1-based lines.
+        lines: Vec<u64>,
+    },
+    /// Logs of two capture levels (an input error): their blocks are
+    /// different things, so no row would pair.
+    LevelMismatch {
+        /// Run 1's log and its level.
+        run1: (String, &'static str),
+        /// Run 2's log and its level.
+        run2: (String, &'static str),
+    },
+    /// Both logs of a rank without ops (an input error).
+    NothingCompared {
+        /// Run 1's log.
+        path1: String,
+        /// Run 2's log.
+        path2: String,
+    },
+    /// With `--rules-exhaustive`, the first row no rule judged (an input
+    /// error).
+    Unjudged {
+        /// Run 1's rank.
+        rank: u32,
+        /// The row's key.
+        key: String,
+    },
+    /// One kind of a log's parse warnings, at its first occurrence.
+    LogWarning {
+        /// The log, with the first occurrence's line and column when kept.
+        path: String,
+        /// `(line, column)` of the first occurrence, when kept.
+        at: Option<(u64, u64)>,
+        /// Its run.
+        side: Side,
+        /// What was counted.
+        what: LogWarning,
+    },
+    /// One of a log's stored parse warnings, at its line and column (a
+    /// side's `warnings` in `summary.json`).
+    ParseWarning {
+        /// The log.
+        path: String,
+        /// 1-based line.
+        line: u64,
+        /// 1-based column.
+        column: u64,
+        /// The parser's words.
+        message: String,
+    },
+    /// A log whose header declares another op count than it holds: the
+    /// side is incomplete.
+    CountMismatch {
+        /// The header's op count.
+        declared: u64,
+        /// Op blocks parsed.
+        parsed: usize,
+    },
+    /// A log whose last block was cut short (not by a cut gzip stream): the
+    /// side is incomplete.
+    TruncatedLog {
+        /// The parser's words when it said why (a missing final newline, a
+        /// last block without its empty line).
+        why: Option<String>,
+    },
+    /// Values that are no number (or no 16-digit digest): not compared,
+    /// so the side is incomplete.
+    UnreadableValues {
+        /// How many.
+        count: u64,
+        /// The first: its log, line, column and the parser's words, when
+        /// kept.
+        first: Option<UnreadableValue>,
+    },
+    /// A gzip log whose compressed data is cut short: the side is
+    /// incomplete.
+    GzipCut {
+        /// The parser's words, when it said them.
+        why: Option<String>,
+    },
+    /// The kinds of a log's parse warnings past the most printed per log
+    /// (`run::messages::WARNING_LINES`), counted.
+    MoreLogWarnings {
+        /// The log.
+        path: String,
+        /// Its run.
+        side: Side,
+        /// Warnings of those kinds.
+        count: u64,
+        /// Kinds (and labels) left out.
+        kinds: usize,
+    },
+    /// Fields only one log of a rank has: not compared.
+    OneSidedFields {
+        /// Run 1's rank.
+        rank: u32,
+        /// Run 1's fields that run 2's log lacks.
+        run1: Vec<Field>,
+        /// Run 2's fields that run 1's log lacks.
+        run2: Vec<Field>,
+    },
+    /// One log full precision, the other printed with 7 digits: compared
+    /// to print precision.
+    MixedPrecision {
+        /// Run 1's rank.
+        rank: u32,
+        /// The run whose log is full precision.
+        full: Side,
+        /// The rtol the default tolerances are raised to.
+        rtol: f64,
+    },
+    /// `--bitwise` on a full-precision log and a printed one: no value can
+    /// be shown bitwise equal (an input error).
+    BitwiseMixedPrecision {
+        /// Run 1's rank.
+        rank: u32,
+        /// The run whose log is full precision.
+        full: Side,
+    },
+    /// A negative `--layer-offset` that would number layers below 0.
+    NegativeLayers {
+        /// Run 1's rank.
+        rank: u32,
+        /// The run (1 or 2).
+        side: usize,
+        /// The offset.
+        offset: i64,
+        /// The lowest and highest layer concerned.
+        layers: (u32, u32),
+        /// Ops of those layers, which keep their keys.
+        ops: usize,
+    },
+    /// An override pair that paired nothing.
+    UnusedOverride {
+        /// Run 1's rank.
+        rank: u32,
+        /// The override's run-1 key.
+        key1: String,
+        /// The override's run-2 key.
+        key2: String,
+    },
+    /// A message of one step of a step series (`step S: ...`).
+    AtStep {
+        /// The step.
+        step: u64,
+        /// The step's message.
+        message: Box<Message>,
+    },
+    /// A step compared without result pages (not the series' first
+    /// diverging one); said on the step's own index only
+    /// ([`Message::is_step_without_pages`]).
+    StepWithoutPages {
+        /// The step.
+        step: u64,
+    },
+    /// A step folder without rank logs: not a step of the run.
+    UnfinishedStep {
+        /// The folder.
+        path: String,
+    },
+    /// `--steps` named steps neither run has.
+    StepsInNeither {
+        /// Those steps, ascending.
+        steps: Vec<u64>,
+    },
+    /// No step compared (an input error): both runs have none in common,
+    /// or (`Some`: each run's steps) `--steps` selects none both have.
+    NoStep {
+        /// With `--steps`: run 1's steps and run 2's.
+        selected: Option<(Vec<u64>, Vec<u64>)>,
+    },
+    /// `--steps` on two runs that are no step series (an input error).
+    NotASeries {
+        /// Run 1's folder.
+        run1: String,
+        /// Run 2's folder.
+        run2: String,
+    },
+    /// `actdiff merge` without parts.
+    NoParts,
+    /// A merge's report folder given as one of its parts.
+    PartIsReport {
+        /// The folder.
+        dir: String,
+    },
+    /// A part's folder given twice (under two spellings).
+    PartTwice {
+        /// The folder as given the second time.
+        dir: String,
+        /// As given the first time.
+        first: String,
+    },
+    /// A part whose compare did not finish.
+    PartUnfinished {
+        /// The part (`part 2/4 (parts/p2)`).
+        part: PartName,
+    },
+    /// A part whose compare failed.
+    PartFailed {
+        /// The part.
+        part: PartName,
+        /// Why, as its `part.json` says.
+        message: String,
+    },
+    /// A part another version of the program wrote.
+    PartVersion {
+        /// The part.
+        part: PartName,
+        /// The version that wrote it (`actdiff 0.1.0`).
+        tool: String,
+        /// This one.
+        this: String,
+    },
+    /// Two parts of different splits (their part counts differ).
+    PartsOfOtherSplits {
+        /// The first sound part.
+        first: PartName,
+        /// The part that differs from it.
+        other: PartName,
+    },
+    /// Two parts that compared other inputs.
+    PartsOfOtherInputs {
+        /// The first sound part.
+        first: PartName,
+        /// The part that differs from it.
+        other: PartName,
+        /// The first difference found (boxed: a message stays small).
+        difference: Box<InputsDifference>,
+    },
+    /// Two parts of the same inputs run with other options (or other run
+    /// metadata).
+    PartsOfOtherOptions {
+        /// The first sound part.
+        first: PartName,
+        /// The part that differs from it.
+        other: PartName,
+        /// The options that differ, sorted; empty when only the run
+        /// metadata does.
+        keys: Vec<String>,
+    },
+    /// Parts with a `--rows` file and parts without one.
+    RowsInSomeParts {
+        /// The parts that wrote rows.
+        with: Vec<PartName>,
+        /// The parts that did not.
+        without: Vec<PartName>,
+    },
+    /// Parts that wrote their rows to one file, each overwriting the one
+    /// before.
+    RowsSharedByParts {
+        /// Those parts.
+        parts: Vec<PartName>,
+        /// The file.
+        file: String,
+    },
+    /// Logs whose size changed (or that are gone) since the parts compared
+    /// them.
+    LogsChanged {
+        /// The part whose records are checked (the first sound one).
+        part: PartName,
+        /// The logs that changed.
+        logs: Vec<ChangedLog>,
+    },
+    /// One part of the split given in two folders.
+    PartGivenTwice {
+        /// The part.
+        shard: Shard,
+        /// The folder given first.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// Parts of the split not given.
+    PartsMissing {
+        /// The missing parts' indexes, ascending.
+        missing: Vec<u32>,
+        /// How many parts the split has.
+        count: u32,
+        /// The parts given, with their folders.
+        given: Vec<(Shard, String)>,
+    },
+    /// A part that does not hold the ranks the split gives it.
+    PartUnits {
+        /// The part.
+        part: PartName,
+        /// The ranks it holds.
+        held: Vec<u32>,
+        /// The ranks the split gives it.
+        split: Vec<u32>,
+    },
+    /// A part folder lacking report files its ranks' report needs.
+    PartFilesMissing {
+        /// The part.
+        part: PartName,
+        /// The files, relative to its folder.
+        files: Vec<String>,
+    },
+    /// A folder given to a merge of step-series parts without a readable
+    /// `series-part.json`.
+    NotASeriesPart {
+        /// Its `series-part.json`.
+        file: String,
+        /// Why it does not read.
+        error: String,
+    },
+    /// Two parts of different step series or splits.
+    PartsOfOtherSeries {
+        /// The first part's folder.
+        first: String,
+        /// The other part's folder.
+        other: String,
+        /// The steps each records.
+        steps: (Vec<u64>, Vec<u64>),
+        /// The part count each records.
+        counts: (u32, u32),
+    },
+    /// A message that holds for several steps of a step series, said once
+    /// (`steps 1-3, 5: ...`; `step 3: ...` for one).
+    AtSteps {
+        /// The steps, ascending.
+        steps: Vec<u64>,
+        /// The message.
+        message: Box<Message>,
+    },
+    /// A `--rank-map` pair that is no pair of these runs.
+    UnusedRankMap {
+        /// Run 1's rank.
+        rank1: u32,
+        /// Run 2's rank.
+        rank2: u32,
+    },
+    /// A `--layer-offset` for a rank no pair has.
+    UnusedLayerOffset {
+        /// The run (1 or 2).
+        side: u8,
+        /// The rank.
+        rank: u32,
+        /// The offset.
+        offset: i64,
+    },
+    /// An `--ignore-op` no log has.
+    UnusedIgnoreOp {
+        /// The op name.
+        op: String,
+    },
+    /// A rule that judged no row (an input error with `--strict`).
+    UnusedRule {
+        /// Where the rule was given.
+        origin: String,
+        /// Its key pattern as given.
+        key_src: String,
+        /// `--strict`: an error.
+        strict: bool,
+    },
+    /// A config's `[dtype.X]` section that judged no row (an input error
+    /// with `--strict`).
+    UnusedDtype {
+        /// The section.
+        origin: String,
+        /// `--strict`: an error.
+        strict: bool,
+    },
+}
+
+impl fmt::Display for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Message::Read(s) | Message::Text(s) => f.write_str(s),
+            Message::File { .. }
+            | Message::EmptyLog { .. }
+            | Message::NoOps { .. }
+            | Message::NoComparableFields { .. }
+            | Message::DuplicateKey { .. }
+            | Message::LevelMismatch { .. }
+            | Message::NothingCompared { .. }
+            | Message::Unjudged { .. }
+            | Message::LogWarning { .. }
+            | Message::ParseWarning { .. }
+            | Message::CountMismatch { .. }
+            | Message::TruncatedLog { .. }
+            | Message::UnreadableValues { .. }
+            | Message::GzipCut { .. }
+            | Message::MoreLogWarnings { .. }
+            | Message::OneSidedFields { .. } => self.fmt_input(f),
+            Message::BitwiseMixedPrecision { .. }
+            | Message::MixedPrecision { .. }
+            | Message::NegativeLayers { .. }
+            | Message::UnusedOverride { .. }
+            | Message::UnusedRankMap { .. }
+            | Message::UnusedLayerOffset { .. }
+            | Message::UnusedIgnoreOp { .. }
+            | Message::UnusedRule { .. }
+            | Message::UnusedDtype { .. } => self.fmt_options(f),
+            Message::AtStep { .. }
+            | Message::StepWithoutPages { .. }
+            | Message::UnfinishedStep { .. }
+            | Message::StepsInNeither { .. }
+            | Message::NoStep { .. }
+            | Message::NotASeries { .. }
+            | Message::AtSteps { .. } => self.fmt_step(f),
+            Message::NoParts
+            | Message::PartIsReport { .. }
+            | Message::PartTwice { .. }
+            | Message::PartUnfinished { .. }
+            | Message::PartFailed { .. }
+            | Message::PartVersion { .. }
+            | Message::PartsOfOtherSplits { .. }
+            | Message::PartsOfOtherInputs { .. }
+            | Message::PartsOfOtherOptions { .. }
+            | Message::RowsInSomeParts { .. }
+            | Message::RowsSharedByParts { .. }
+            | Message::LogsChanged { .. }
+            | Message::PartGivenTwice { .. }
+            | Message::PartsMissing { .. }
+            | Message::PartUnits { .. }
+            | Message::PartFilesMissing { .. }
+            | Message::NotASeriesPart { .. }
+            | Message::PartsOfOtherSeries { .. } => self.fmt_merge(f),
+        }
+    }
+}
+
+impl Message {
+    /// A [`Message::StepWithoutPages`]. (The series joins its steps'
+    /// summaries as the compare or merge made them, never read back, so the
+    /// variant is all there is to look at.)
+    pub fn is_step_without_pages(&self) -> bool {
+        matches!(self, Message::StepWithoutPages { .. })
+    }
+}
+
+/// Ascending steps in words: runs of consecutive steps as ranges
+/// (`1-3, 7`); `none` for no step.
+pub fn fmt_steps(steps: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < steps.len() {
+        let mut j = i;
+        while j + 1 < steps.len() && steps[j + 1] == steps[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j > i {
+            format!("{}-{}", steps[i], steps[j])
+        } else {
+            steps[i].to_string()
+        });
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "none".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
+impl From<String> for Message {
+    fn from(s: String) -> Message {
+        Message::Text(s)
+    }
+}
+
+/// Two messages are equal when their words are (a message read back from a
+/// written file equals the one written).
+impl Eq for Message {}
+
+/// Two messages are equal when their words are.
+impl PartialEq for Message {
+    fn eq(&self, other: &Message) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+/// A message is written as its text.
+impl Serialize for Message {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A message is read back as its text ([`Message::Read`]).
+impl<'de> Deserialize<'de> for Message {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Message, D::Error> {
+        String::deserialize(d).map(Message::Read)
+    }
+}
+
+/// Messages joined with `sep`, as one line of text.
+pub fn join(v: &[Message], sep: &str) -> String {
+    let t: Vec<String> = v.iter().map(|m| m.to_string()).collect();
+    t.join(sep)
+}
+
+#[cfg(test)]
+mod tests;

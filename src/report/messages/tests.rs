@@ -1,0 +1,213 @@
+//! Tests of the messages' words and their round trip through JSON.
+
+use super::*;
+
+#[test]
+fn words_are_the_ones_written() {
+    let m = Message::NegativeLayers {
+        rank: 0,
+        side: 2,
+        offset: -4,
+        layers: (0, 3),
+        ops: 1,
+    };
+    assert_eq!(
+        m.to_string(),
+        "rank 0: --layer-offset run2=-4 would number run2's layers 0–3 below 0; its 1 op keep their keys as they are"
+    );
+    let m = Message::UnusedRule {
+        origin: "--rules:1".into(),
+        key_src: "x".into(),
+        strict: true,
+    };
+    assert_eq!(
+        m.to_string(),
+        "rule --rules:1 `x` matched no row (--strict)"
+    );
+    let w = Message::LogWarning {
+        path: "a.log".into(),
+        at: Some((3, 7)),
+        side: "run1",
+        what: LogWarning::Said {
+            message: "bad".into(),
+            count: 2,
+        },
+    };
+    assert_eq!(w.to_string(), "a.log:3:7: run1: bad (2 times)");
+    assert_eq!(
+        Message::OneSidedFields {
+            rank: 1,
+            run1: vec![Field::Shape],
+            run2: vec![],
+        }
+        .to_string(),
+        "rank 1: fields not on both sides are not compared: run1-only: Shape; run2-only: none"
+    );
+}
+
+#[test]
+fn a_sides_problems_have_the_words_summary_json_had() {
+    let w = Message::ParseWarning {
+        path: "a/rank_0_activations.log".into(),
+        line: 12,
+        column: 3,
+        message: "unknown field line `Foo`".into(),
+    };
+    assert_eq!(
+        w.to_string(),
+        "a/rank_0_activations.log:12:3: unknown field line `Foo`"
+    );
+    let cases = [
+        (
+            Message::CountMismatch {
+                declared: 5,
+                parsed: 3,
+            },
+            "declares 5 ops, parsed 3",
+        ),
+        (
+            Message::TruncatedLog { why: None },
+            "last block possibly truncated",
+        ),
+        (
+            Message::TruncatedLog {
+                why: Some("no final newline".into()),
+            },
+            "no final newline",
+        ),
+        (
+            Message::UnreadableValues {
+                count: 1,
+                first: Some(UnreadableValue {
+                    path: "a.log".into(),
+                    line: 4,
+                    column: 9,
+                    message: "`x` is no number".into(),
+                }),
+            },
+            "1 unreadable value; the first at a.log:4:9: `x` is no number",
+        ),
+        (
+            Message::UnreadableValues {
+                count: 3,
+                first: None,
+            },
+            "3 unreadable values, not compared",
+        ),
+        (Message::GzipCut { why: None }, "gzip data cut short"),
+    ];
+    for (m, words) in cases {
+        assert_eq!(m.to_string(), words);
+        assert_eq!(serde_json::to_value(&m).unwrap(), words);
+    }
+}
+
+#[test]
+fn a_merges_problems_have_their_words() {
+    let part = |index, dir: &str| PartName {
+        shard: Shard { index, count: 3 },
+        dir: dir.into(),
+    };
+    let m = Message::PartsMissing {
+        missing: vec![1],
+        count: 3,
+        given: vec![
+            (Shard { index: 0, count: 3 }, "p0".into()),
+            (Shard { index: 2, count: 3 }, "p2".into()),
+        ],
+    };
+    assert_eq!(
+        m.to_string(),
+        "part 1/3 missing: a merge needs all 3 parts (given: 0/3 = p0, 2/3 = p2)"
+    );
+    let at = |steps: Vec<u64>| Message::AtSteps {
+        steps,
+        message: Box::new(m.clone()),
+    };
+    assert_eq!(at(vec![2]).to_string(), format!("step 2: {m}"));
+    assert_eq!(
+        at(vec![1, 2, 3, 5]).to_string(),
+        format!("steps 1-3, 5: {m}")
+    );
+    let first = part(0, "p0");
+    let cases = [
+        (
+            Message::PartsOfOtherInputs {
+                first: first.clone(),
+                other: part(1, "q1"),
+                difference: Box::new(InputsDifference::RankLog {
+                    side: "run2",
+                    rank: 3,
+                    first: ("b/rank_3_activations.log".into(), 10),
+                    other: ("b/rank_3_activations.log".into(), 12),
+                }),
+            },
+            "part 0/3 (p0) and part 1/3 (q1): different inputs: run2 rank 3: b/rank_3_activations.log (10 bytes) against b/rank_3_activations.log (12 bytes)",
+        ),
+        (
+            Message::PartsOfOtherOptions {
+                first: first.clone(),
+                other: part(1, "q1"),
+                keys: vec![],
+            },
+            "part 0/3 (p0) and part 1/3 (q1): different options: run metadata",
+        ),
+        (
+            Message::LogsChanged {
+                part: first.clone(),
+                logs: vec![
+                    ChangedLog {
+                        file: "a/rank_0_activations.log".into(),
+                        recorded: 10,
+                        now: LogNow::Bytes(11),
+                    },
+                    ChangedLog {
+                        file: "a/rank_1_activations.log".into(),
+                        recorded: 10,
+                        now: LogNow::Missing,
+                    },
+                ],
+            },
+            "the logs changed since part 0/3 (p0) compared them: a/rank_0_activations.log (recorded 10 bytes, now 11 bytes), a/rank_1_activations.log (recorded 10 bytes, now missing)",
+        ),
+        (
+            Message::PartFilesMissing {
+                part: first.clone(),
+                files: (0..12).map(|i| format!("f{i}")).collect(),
+            },
+            "part 0/3 (p0): missing 12 of its ranks' report files: f0, f1, f2, f3, f4, f5, f6, f7, f8, f9 and 2 more",
+        ),
+        (
+            Message::PartUnits {
+                part: first,
+                held: vec![0],
+                split: vec![0, 2],
+            },
+            "part 0/3 (p0): holds ranks [0], but the split of these inputs gives it [0, 2]",
+        ),
+    ];
+    for (m, words) in cases {
+        assert_eq!(m.to_string(), words);
+    }
+}
+
+#[test]
+fn written_as_its_words_and_read_back_as_them() {
+    let m = Message::AtStep {
+        step: 3,
+        message: Box::new(Message::UnusedIgnoreOp { op: "add".into() }),
+    };
+    let json = serde_json::to_string(&m).unwrap();
+    assert_eq!(
+        json,
+        r#""step 3: --ignore-op add: no op of that name in any log""#
+    );
+    let back: Message = serde_json::from_str(&json).unwrap();
+    assert!(matches!(back, Message::Read(_)));
+    assert_eq!(back, m);
+    assert!(Message::StepWithoutPages { step: 2 }.is_step_without_pages());
+    assert!(
+        !Message::Read(Message::StepWithoutPages { step: 2 }.to_string()).is_step_without_pages(),
+        "words are never matched"
+    );
+}

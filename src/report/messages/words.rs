@@ -1,0 +1,349 @@
+//! The words of each [`Message`], by kind: the logs' problems
+//! ([`Message::fmt_input`]), the options' ([`Message::fmt_options`]), a
+//! step series' and a merge's.
+
+use std::fmt;
+
+use super::{fmt_steps, named, Message};
+use crate::parser::Field;
+
+impl Message {
+    /// The words of a log's or a run's problems ([`Message::File`] ...).
+    pub(super) fn fmt_input(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Message::File { path, error } => write!(f, "{path}: {error}"),
+            Message::EmptyLog { path, side } => write!(f, "{path}: {side} is empty (0 bytes)"),
+            Message::NoOps {
+                path,
+                side,
+                header_only: true,
+            } => write!(f, "{path}:1:1: {side} has no ops (header only)"),
+            Message::NoOps { path, side, .. } => write!(
+                f,
+                "{path}:1:1: {side}: no op blocks parsed; is this an activation log?"
+            ),
+            Message::NoComparableFields { path, line, side } => write!(
+                f,
+                "{path}:{line}:1: {side}: no comparable fields (no Shape, stats or hashes in any block)"
+            ),
+            Message::DuplicateKey {
+                path,
+                side,
+                key,
+                lines,
+            } => {
+                let l: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+                write!(
+                    f,
+                    "{path}:{}:1: {side}: duplicate key {key} at lines {} (use --allow-duplicates to keep both and pair by occurrence)",
+                    lines[0],
+                    l.join(" and ")
+                )
+            }
+            Message::LevelMismatch { run1, run2 } => write!(
+                f,
+                "{} is a level={} capture and {} a level={} one: capture both runs at one level",
+                run1.0, run1.1, run2.0, run2.1
+            ),
+            Message::NothingCompared { path1, path2 } => write!(
+                f,
+                "nothing compared: run1 has no ops and run2 has no ops ({path1}, {path2})"
+            ),
+            Message::Unjudged { rank, key } => {
+                write!(f, "rank {rank}: no rule matches {key} (--rules-exhaustive)")
+            }
+            Message::LogWarning {
+                path,
+                at,
+                side,
+                what,
+            } => match at {
+                Some((line, column)) => write!(f, "{path}:{line}:{column}: {side}: {what}"),
+                None => write!(f, "{path}: {side}: {what}"),
+            },
+            Message::ParseWarning {
+                path,
+                line,
+                column,
+                message,
+            } => write!(f, "{path}:{line}:{column}: {message}"),
+            Message::CountMismatch { declared, parsed } => {
+                write!(f, "declares {declared} ops, parsed {parsed}")
+            }
+            Message::TruncatedLog { why } => {
+                f.write_str(why.as_deref().unwrap_or("last block possibly truncated"))
+            }
+            Message::UnreadableValues { count, first } => {
+                let what = if *count == 1 { "value" } else { "values" };
+                match first {
+                    Some(w) => write!(
+                        f,
+                        "{count} unreadable {what}; the first at {}:{}:{}: {}",
+                        w.path, w.line, w.column, w.message
+                    ),
+                    None => write!(f, "{count} unreadable {what}, not compared"),
+                }
+            }
+            Message::GzipCut { why } => f.write_str(why.as_deref().unwrap_or("gzip data cut short")),
+            Message::MoreLogWarnings {
+                path,
+                side,
+                count,
+                kinds,
+            } => write!(
+                f,
+                "{path}: {side}: {count} more warning(s) of {kinds} other kind(s) or label(s) (is this an activation log?)"
+            ),
+            Message::OneSidedFields { rank, run1, run2 } => {
+                let names = |v: &[Field]| {
+                    let s: Vec<&str> = v.iter().map(|f| f.label()).collect();
+                    if s.is_empty() {
+                        "none".to_string()
+                    } else {
+                        s.join(", ")
+                    }
+                };
+                write!(
+                    f,
+                    "rank {rank}: fields not on both sides are not compared: run1-only: {}; run2-only: {}",
+                    names(run1),
+                    names(run2)
+                )
+            }
+            _ => unreachable!("fmt_input is called for its own variants"),
+        }
+    }
+
+    /// The words of the options' problems and unused options
+    /// ([`Message::UnusedRule`] ...).
+    pub(super) fn fmt_options(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Message::BitwiseMixedPrecision { rank, full } => write!(
+                f,
+                "rank {rank}: --bitwise needs both logs at full precision, and only {full} is (the other is printed with 7 digits, so no value can be shown bitwise equal): capture both runs with precision=\"full\", or compare without --bitwise (to print precision)"
+            ),
+            Message::MixedPrecision { rank, full, rtol } => write!(
+                f,
+                "rank {rank}: {full} is a full-precision log and the other is printed with 7 digits: values are compared to print precision (the default tolerances' rtol raised to {rtol:e}); capture both runs at one precision for a bitwise check"
+            ),
+            Message::NegativeLayers {
+                rank,
+                side,
+                offset,
+                layers: (lo, hi),
+                ops,
+            } => {
+                let layers = if lo == hi {
+                    format!("layer {lo}")
+                } else {
+                    format!("layers {lo}–{hi}")
+                };
+                write!(
+                    f,
+                    "rank {rank}: --layer-offset run{side}={offset} would number run{side}'s {layers} below 0; {their} {ops} op{s} keep their keys as they are",
+                    their = if *ops == 1 { "its" } else { "their" },
+                    s = if *ops == 1 { "" } else { "s" },
+                )
+            }
+            Message::UnusedOverride { rank, key1, key2 } => write!(
+                f,
+                "rank {rank}: unused override `{key1}, {key2}` (no run1 row `{key1}` paired with a run2 row `{key2}`)"
+            ),
+            Message::UnusedRankMap { rank1: a, rank2: b } => write!(
+                f,
+                "--rank-map {a}:{b} compared nothing (run1 rank {a} with run2 rank {b} is not a pair of these runs)"
+            ),
+            Message::UnusedLayerOffset { side, rank, offset } => write!(
+                f,
+                "--layer-offset run{side}:{rank}={offset} applies to no compared rank (run{side} has no rank {rank} in a pair)"
+            ),
+            Message::UnusedIgnoreOp { op } => {
+                write!(f, "--ignore-op {op}: no op of that name in any log")
+            }
+            Message::UnusedRule {
+                origin,
+                key_src,
+                strict,
+            } => {
+                write!(f, "rule {origin} `{key_src}` matched no row")?;
+                strict_suffix(f, *strict)
+            }
+            Message::UnusedDtype { origin, strict } => {
+                write!(f, "{origin} judged no row (no row has that dtype in its Shape line, or a rule judged each that does)")?;
+                strict_suffix(f, *strict)
+            }
+            _ => unreachable!("fmt_options is called for its own variants"),
+        }
+    }
+}
+
+impl Message {
+    /// The words of a step series' messages ([`Message::AtStep`] ...).
+    pub(super) fn fmt_step(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Message::AtStep { step, message } => write!(f, "step {step}: {message}"),
+            Message::AtSteps { steps, message } if steps.len() == 1 => {
+                write!(f, "step {}: {message}", steps[0])
+            }
+            Message::AtSteps { steps, message } => {
+                write!(f, "steps {}: {message}", fmt_steps(steps))
+            }
+            Message::StepWithoutPages { step } => write!(
+                f,
+                "{STEP_WITHOUT_PAGES}: only the first diverging step of a step series gets full result pages; `actdiff compare RUN1 RUN2 --steps {step}` (or `--steps all`) gives this step's"
+            ),
+            Message::UnfinishedStep { path } => write!(
+                f,
+                "{path}: no rank_N_activations.log in it (a step the capture schedule named but the job never reached, or a capture that did not finish): not a step of the run"
+            ),
+            Message::StepsInNeither { steps } => {
+                write!(f, "--steps: step {} in neither run", fmt_steps(steps))
+            }
+            Message::NoStep { selected: None } => {
+                f.write_str("nothing compared: no step is in both runs")
+            }
+            Message::NoStep {
+                selected: Some((s1, s2)),
+            } => write!(
+                f,
+                "nothing compared: --steps selects no step both runs have (run1 steps {}, run2 steps {})",
+                fmt_steps(s1),
+                fmt_steps(s2)
+            ),
+            Message::NotASeries { run1, run2 } => write!(
+                f,
+                "--steps: {run1} and {run2} hold no step_S folders (a step series); drop --steps to compare one step"
+            ),
+            // Not a step series' message: said by `Display`.
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Message {
+    /// The words of a merge's problems with its parts ([`Message::NoParts`] ...).
+    pub(super) fn fmt_merge(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Message::NoParts => {
+                f.write_str("no parts given: actdiff merge PART_DIR... -o REPORT_DIR")
+            }
+            Message::PartIsReport { dir } => write!(
+                f,
+                "{dir}: the report folder (-o) is one of the parts; merge into another folder"
+            ),
+            Message::PartTwice { dir, first } => {
+                write!(f, "{dir}: given twice (as {first} and {dir})")
+            }
+            Message::PartUnfinished { part } => write!(
+                f,
+                "{part}: its compare did not finish (interrupted, or still running)"
+            ),
+            Message::PartFailed { part, message } => {
+                write!(f, "{part}: its compare failed: {message}")
+            }
+            Message::PartVersion { part, tool, this } => write!(
+                f,
+                "{part}: written by {tool}, this is {this}; compare and merge with one version"
+            ),
+            Message::PartsOfOtherSplits { first, other } => write!(
+                f,
+                "{first} and {other}: parts of different splits ({} and {} parts)",
+                first.shard.count, other.shard.count
+            ),
+            Message::PartsOfOtherInputs {
+                first,
+                other,
+                difference,
+            } => write!(f, "{first} and {other}: different inputs: {difference}"),
+            Message::PartsOfOtherOptions { first, other, keys } => {
+                write!(f, "{first} and {other}: different options: ")?;
+                if keys.is_empty() {
+                    f.write_str("run metadata")
+                } else {
+                    f.write_str(&keys.join(", "))
+                }
+            }
+            Message::RowsInSomeParts { with, without } => write!(
+                f,
+                "parts with and without --rows: {} wrote rows, {} did not; run every part with --rows or none",
+                named(with),
+                named(without)
+            ),
+            Message::RowsSharedByParts { parts, file } => write!(
+                f,
+                "{} all wrote their rows to {file}: each part overwrote the one before, so it holds one part's ranks only; give each part its own file (--rows PART_DIR/rows.parquet)",
+                named(parts)
+            ),
+            Message::LogsChanged { part, logs } => write!(
+                f,
+                "the logs changed since {part} compared them: {}",
+                named(logs)
+            ),
+            Message::PartGivenTwice {
+                shard,
+                first,
+                second,
+            } => write!(f, "part {shard} given twice: {first} and {second}"),
+            Message::PartsMissing {
+                missing,
+                count,
+                given,
+            } => {
+                let missing: Vec<String> =
+                    missing.iter().map(|k| format!("{k}/{count}")).collect();
+                let given: Vec<String> = given
+                    .iter()
+                    .map(|(shard, dir)| format!("{shard} = {dir}"))
+                    .collect();
+                write!(
+                    f,
+                    "part{} {} missing: a merge needs all {count} parts (given: {})",
+                    if missing.len() == 1 { "" } else { "s" },
+                    missing.join(", "),
+                    given.join(", ")
+                )
+            }
+            Message::PartUnits { part, held, split } => write!(
+                f,
+                "{part}: holds ranks {held:?}, but the split of these inputs gives it {split:?}"
+            ),
+            Message::PartFilesMissing { part, files } => write!(
+                f,
+                "{part}: missing {} of its ranks' report files: {}",
+                files.len(),
+                named(files)
+            ),
+            Message::NotASeriesPart { file, error } => write!(
+                f,
+                "{file}: not a part of a sharded step series ({error}); merge the parts of one `actdiff compare --shard K/N` of two step series"
+            ),
+            Message::PartsOfOtherSeries {
+                first,
+                other,
+                steps,
+                counts,
+            } => write!(
+                f,
+                "{first} and {other}: parts of different step series or splits (steps {} and {}, {} and {} parts)",
+                fmt_steps(&steps.0),
+                fmt_steps(&steps.1),
+                counts.0,
+                counts.1
+            ),
+            // Not a merge's problem: said by `Display`.
+            _ => Ok(()),
+        }
+    }
+}
+
+/// How [`Message::StepWithoutPages`] begins.
+const STEP_WITHOUT_PAGES: &str = "this step's pages hold no rows";
+
+/// ` (--strict)` after a message that `--strict` made an error.
+fn strict_suffix(f: &mut fmt::Formatter<'_>, strict: bool) -> fmt::Result {
+    if strict {
+        f.write_str(" (--strict)")
+    } else {
+        Ok(())
+    }
+}
