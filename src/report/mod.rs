@@ -97,6 +97,14 @@ pub struct ReportOptions {
     /// diverging rows, and if that is still too much, the first ones that
     /// fit. `None`: no budget.
     pub html_budget: Option<u64>,
+    /// Whether each rank gets its own files: result pages, overview page
+    /// and key index. `false` for the steps of a step series that get no
+    /// full pages (all but the first diverging one, unless `--steps all`):
+    /// their ranks are in the step's `summary.json` and on its index, and
+    /// no rank file is written, so a series at thousands of ranks writes
+    /// per-rank files for one step only and nothing links to a file that
+    /// is not there.
+    pub rank_files: bool,
 }
 
 impl Default for ReportOptions {
@@ -110,6 +118,7 @@ impl Default for ReportOptions {
             page_rows: DEFAULT_PAGE_ROWS,
             html_rows: Some(DEFAULT_HTML_ROWS),
             html_budget: Some(DEFAULT_HTML_BUDGET_MB << 20),
+            rank_files: true,
         }
     }
 }
@@ -144,6 +153,14 @@ const RANK_FIXED_BYTES: u64 = 24_000;
 /// rank (at least what a rank costs besides its rows).
 pub fn rank_budget(budget: u64, ranks: usize) -> u64 {
     (budget / ranks.max(1) as u64).max(RANK_FIXED_BYTES)
+}
+
+/// Each step's share of a report-wide HTML budget (`None`: no budget) when
+/// `steps` steps of a step series all get full pages (`--steps all`), so
+/// that the budget holds for the whole series' folder, as
+/// [`rank_budget`] shares a step's among its ranks.
+pub fn series_step_budget(budget: Option<u64>, steps: usize) -> Option<u64> {
+    budget.map(|b| b / steps.max(1) as u64)
 }
 
 /// Result rows `rows` (ascending) with up to [`CONTEXT_ROWS`] neighbours
@@ -188,9 +205,19 @@ impl PagePlan {
     /// estimated HTML exceeds `opts.html_budget`, the diverging rows with
     /// their context, else only the diverging rows, and if still over, the
     /// first of them that fit.
+    /// Without [`ReportOptions::rank_files`], no row is shown (there are
+    /// no pages).
     pub fn new(rc: &RankComparison<'_>, opts: &ReportOptions) -> PagePlan {
         let m = rc.matches;
         let total = m.rows.len();
+        if !opts.rank_files {
+            return PagePlan {
+                shown: Some(Vec::new()),
+                total,
+                page_rows: opts.page_rows.max(1),
+                cut: None,
+            };
+        }
         let diverging = || -> Vec<u32> {
             m.rows
                 .iter()

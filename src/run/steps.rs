@@ -206,6 +206,7 @@ fn step_config(cfg: &CompareConfig, s: u64, p1: &Path, p2: &Path, pages: bool) -
     if !pages {
         c.report.html_rows = Some(0);
         c.report.html_budget = Some(0);
+        c.report.rank_files = false;
     }
     c
 }
@@ -306,10 +307,14 @@ fn compare_all(
     quiet: bool,
 ) -> Result<Vec<StepDone>, String> {
     let progress = Progress::new(steps.len() as u64, quiet);
-    let inner = CompareConfig {
+    let mut inner = CompareConfig {
         jobs: None,
         ..cfg.clone()
     };
+    if all_pages {
+        // The report's HTML budget is the series': shared by its steps.
+        inner.report.html_budget = report::series_step_budget(cfg.report.html_budget, steps.len());
+    }
     let with_part = |c: &CompareConfig, s: u64| CompareConfig {
         shard: part_of(s),
         ..c.clone()

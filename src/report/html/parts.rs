@@ -190,6 +190,11 @@ pub(super) fn thousands(n: u64) -> String {
 /// The plain statement of what the pages hold when they hold only the
 /// rows that are not `match`; empty when they hold every row.
 pub(super) fn shown_note(s: &RankSummary) -> String {
+    if s.pages.is_empty() {
+        // No pages at all (a step of a series without full pages): its
+        // index says so once.
+        return String::new();
+    }
     if let Some(n) = s.html_cut_from {
         // Plain digits on purpose: "100000 differing ops; detailed: first K".
         return format!(
@@ -218,7 +223,10 @@ pub(super) fn shown_note(s: &RankSummary) -> String {
 /// The index's banner when some rank's pages leave rows out ("" when none
 /// does): how many, and how to get every row.
 pub(super) fn left_out_note(ranks: &[RankSummary]) -> String {
-    let filtered = ranks.iter().filter(|r| r.html_filtered).count();
+    let filtered = ranks
+        .iter()
+        .filter(|r| r.html_filtered && !r.pages.is_empty())
+        .count();
     if filtered == 0 {
         return String::new();
     }
