@@ -438,17 +438,20 @@ fn logs_changed(m: &Manifest, dir: &Path) -> Option<String> {
 
 /// The report files part `m`'s ranks need that its folder lacks: each
 /// compared rank's result pages (as its summary lists them), overview and
-/// key index.
+/// key index. A rank without pages (a step of a series without full
+/// pages, [`crate::report::ReportOptions::rank_files`]) has none of them.
 fn missing_files(m: &Manifest, dir: &Path) -> Option<String> {
     let missing: Vec<String> = m
         .results
         .iter()
         .filter_map(|r| r.summary.as_ref())
         .flat_map(|s| {
-            s.pages
-                .iter()
-                .map(|p| p.file.clone())
-                .chain([files::overview(s.rank), files::keys(s.rank)])
+            let own = if s.pages.is_empty() {
+                Vec::new()
+            } else {
+                vec![files::overview(s.rank), files::keys(s.rank)]
+            };
+            s.pages.iter().map(|p| p.file.clone()).chain(own)
         })
         .filter(|f| !dir.join(f).is_file())
         .collect();
