@@ -364,10 +364,27 @@ pub fn clear_previous(dir: &Path) -> Result<usize, ReportError> {
     Ok(n)
 }
 
+/// Up to this many entries in `ranks`, `summary.json` is written indented
+/// for reading; above it, compact ([`summary_json`]).
+pub const SUMMARY_INDENTED_RANKS: usize = 64;
+
+/// The bytes of `summary.json`: indented up to [`SUMMARY_INDENTED_RANKS`]
+/// rank entries, compact (no whitespace) above: the same JSON, about 40 %
+/// smaller, which at thousands of ranks (a step series holds each rank
+/// once per step, and each step's report its own) keeps the report folder
+/// near its budget.
+pub fn summary_json(summary: &Summary) -> Vec<u8> {
+    if summary.ranks.len() > SUMMARY_INDENTED_RANKS {
+        serde_json::to_vec(summary).expect("summary serialises")
+    } else {
+        serde_json::to_vec_pretty(summary).expect("summary serialises")
+    }
+}
+
 /// Writes `index.html` and `summary.json` for the whole comparison.
 pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
     let path = opts.out_dir.join(files::SUMMARY);
-    let json = serde_json::to_vec_pretty(summary).expect("summary serialises");
+    let json = summary_json(summary);
     std::fs::write(&path, json).map_err(|e| ReportError::io(&path, e))?;
     html::write_index(summary, opts)
 }

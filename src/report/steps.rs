@@ -337,7 +337,7 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
 /// # Errors
 /// [`ReportError`] when a file cannot be written.
 pub fn write_index(s: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
-    let json = serde_json::to_vec_pretty(s).expect("summary serialises");
+    let json = super::summary_json(s);
     let path = opts.out_dir.join(files::SUMMARY);
     std::fs::write(&path, json).map_err(|e| ReportError::io(&path, e))?;
     super::html::write_steps_index(s, &opts.out_dir.join(files::INDEX))
