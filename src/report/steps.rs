@@ -199,7 +199,7 @@ const RANK_STEP_GROUPS: usize = 3;
 /// `by_rank` (`ranks`: every compared rank, ascending). Up to
 /// [`RANK_STEPS_LISTED`] ranks, one by one: "first diverging step per
 /// rank: rank 0 at step 6, rank 1 at step 5"; above, ranks grouped by
-/// their first diverging step in step order, at most [`RANK_STEP_GROUPS`]
+/// their first diverging step in step order, at most `RANK_STEP_GROUPS` (3)
 /// groups named, as compact rank lists: "first diverging step per rank:
 /// ranks 0–13, 15–17, … (1900 ranks) at step 1; ranks 14 and 18 at step 2;
 /// and 1 more step (3 ranks); ranks 20–47 agree throughout".

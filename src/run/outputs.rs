@@ -170,7 +170,7 @@ pub(super) fn junit_and_terminal(
     match outs.terminal {
         Terminal::Json => println!(
             "{}",
-            serde_json::to_string_pretty(summary).expect("summary serialises")
+            String::from_utf8_lossy(&report::summary_json(summary))
         ),
         Terminal::Text => {
             let index = out_dir.join(files::INDEX);

@@ -235,9 +235,9 @@ pub fn gate_shade(rd: Option<f64>) -> String {
 }
 
 /// Writes the series index of `s` (a [`Summary`] with its
-/// [`StepSeries`]) to `path`. Up to [`INDEX_FULL_RANKS`] compared ranks
+/// [`StepSeries`]) to `path`. Up to `INDEX_FULL_RANKS` (64) compared ranks
 /// its strip has one row per rank; above, one row per block of
-/// consecutive ranks (at most [`STRIP_BLOCKS`] rows, each cell the worst
+/// consecutive ranks (at most `STRIP_BLOCKS` (64) rows, each cell the worst
 /// of its ranks'), and the strip of every rank in parts
 /// ([`files::rank_table`], beside `path`) that the page loads on demand
 /// and searches by rank, as the single-step index does its rank table: the
