@@ -418,7 +418,7 @@ mod tests {
             "{s}"
         );
         assert!(s.contains(" at step 1; ranks 3, 10, 17, "), "{s}");
-        assert!(s.contains("(572 ranks) at step 2; "), "{s}");
+        assert!(s.contains("(571 ranks) at step 2; "), "{s}");
         assert!(s.contains("at step 3; and 2 more steps ("), "{s}");
         assert!(s.ends_with("; ranks 4000–4095 agree throughout"), "{s}");
     }

@@ -509,7 +509,13 @@ fn rank_row<'a>(
         incomplete: r.incomplete(),
         first_divergence: r.first_divergence.as_ref().map(row_link),
         first_cause: cause_link(&r.root_causes),
-        shown_note: shown_note(r),
+        // A rank without pages (a step of a series without full pages):
+        // its step's index says so once, in its warnings.
+        shown_note: if r.pages.is_empty() {
+            String::new()
+        } else {
+            shown_note(r)
+        },
         pages: r
             .pages
             .iter()

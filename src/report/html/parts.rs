@@ -190,11 +190,6 @@ pub(super) fn thousands(n: u64) -> String {
 /// The plain statement of what the pages hold when they hold only the
 /// rows that are not `match`; empty when they hold every row.
 pub(super) fn shown_note(s: &RankSummary) -> String {
-    if s.pages.is_empty() {
-        // No pages at all (a step of a series without full pages): its
-        // index says so once.
-        return String::new();
-    }
     if let Some(n) = s.html_cut_from {
         // Plain digits on purpose: "100000 differing ops; detailed: first K".
         return format!(
