@@ -503,6 +503,7 @@ fn report_options(a: &CompareArgs) -> ReportOptions {
         page_rows: a.page_rows as usize,
         html_rows: a.html_rows.0,
         html_budget: html_budget(a.html_rows.0, a.html_budget_mb),
+        rank_files: true,
     }
 }
 

@@ -5,7 +5,9 @@
    offline. It calls actdiffRanks(K, rows); a row is {r, r2, e: [entries per
    run], c: [count per status column], d: diverged, fd: [first diverging
    row, href] or null, fc: first cause or null, p: [page files], np: pages}.
-   Cells are built with textContent: no log text ever becomes markup. */
+   A page that sets cfg.row (the series index's strip of every rank, one
+   row of cells per rank: src/report/html/steps.rs) draws its own rows
+   with cfg.row(tr, row). Cells are built with textContent: no log text ever becomes markup. */
 (function () {
   "use strict";
   var cfg = window.actdiffRankTable;
@@ -61,6 +63,27 @@
     rows.forEach(function (r) {
       var tr = document.createElement("tr");
       tr.id = "rk-" + r.r;
+      if (cfg.row) cfg.row(tr, r); else rankRow(tr, r);
+      body.appendChild(tr);
+      if (r.r === want) hit = tr;
+    });
+    status.textContent = "ranks " + rows[0].r + "–" + rows[rows.length - 1].r +
+      " (part " + (cur + 1) + " of " + cfg.parts.length + ")";
+    if (want !== null) {
+      if (hit) {
+        hit.classList.add("hit");
+        hit.scrollIntoView({ block: "center" });
+      } else {
+        status.textContent += ": rank " + want + " was not compared";
+      }
+    }
+    prev.disabled = cur <= 0;
+    next.disabled = cur >= cfg.parts.length - 1;
+  }
+
+  /* A line of the index's table of every rank (the default; the series
+     index draws its strip's rows with cfg.row(tr, r) instead). */
+  function rankRow(tr, r) {
       if (r.d) tr.className = "diverged";
       cell(tr, r.r2 !== r.r ? r.r + " ↔ " + r.r2 : String(r.r), "rk");
       cell(tr, r.e[0] + " / " + r.e[1], "num");
@@ -88,22 +111,13 @@
         pg.appendChild(document.createTextNode(" "));
       });
       if (r.np > r.p.length) pg.appendChild(document.createTextNode("… " + r.np + " pages"));
-      body.appendChild(tr);
-      if (r.r === want) hit = tr;
-    });
-    status.textContent = "ranks " + rows[0].r + "–" + rows[rows.length - 1].r +
-      " (part " + (cur + 1) + " of " + cfg.parts.length + ")";
-    if (want !== null) {
-      if (hit) {
-        hit.classList.add("hit");
-        hit.scrollIntoView({ block: "center" });
-      } else {
-        status.textContent += ": rank " + want + " was not compared";
-      }
-    }
-    prev.disabled = cur <= 0;
-    next.disabled = cur >= cfg.parts.length - 1;
   }
+
+  /* Shows rank `rank`'s part, the rank marked (e.g. from a link). */
+  window.actdiffShowRank = function (rank) {
+    input.value = rank;
+    show(partOf(rank), rank);
+  };
 
   input.addEventListener("change", function () {
     var v = parseInt(input.value, 10);

@@ -1186,3 +1186,97 @@ fn many_ranks_index_lists_groups_and_finds_any_rank() {
     assert_eq!(scripts, json!(["ranks-0.js", "ranks-1.js"]));
     assert_clean(&b, "many-rank index");
 }
+
+/// The index of a step series at many ranks (issues 24 × 26): the strip
+/// shows blocks of ranks, the strip of every rank loads part by part, and
+/// a block's label or a rank number shows that rank's row, each cell
+/// linking to its step's report.
+#[test]
+fn many_rank_series_index_shows_blocks_and_finds_any_rank() {
+    let _g = one_at_a_time();
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("browser-many-rank-series");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let (a, c, out) = (root.join("a"), root.join("b"), root.join("report"));
+    Run::of(
+        support::actdiff().arg("gen").arg(&a).arg(&c).args([
+            "--ops",
+            "12",
+            "--ranks",
+            "600",
+            "--steps",
+            "2",
+            "--perturb-count",
+            "2",
+            "--seed",
+            "4",
+        ]),
+        "",
+    )
+    .expect(0);
+    Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(&a)
+            .arg(&c)
+            .arg("-o")
+            .arg(&out)
+            .arg("-q"),
+        &out,
+    )
+    .expect(1);
+    let b = Browser::start();
+    b.open(&out.join("index.html"));
+    b.wait_for("return document.readyState === 'complete'", 10);
+    let status = b.wait_for(
+        "const s = document.getElementById('rk-status').textContent; return s.includes('part 1 of 2') ? s : ''",
+        10,
+    );
+    assert_eq!(status, "ranks 0–511 (part 1 of 2)");
+    let blocks = b.js(
+        "return document.getElementById('strip').tBodies[0].rows.length",
+        vec![],
+    );
+    assert_eq!(blocks, json!(60), "600 ranks in blocks of 10");
+    let shown = b.js(
+        "return document.getElementById('rk-body').rows.length",
+        vec![],
+    );
+    assert_eq!(shown, json!(512));
+    // The block of ranks 550–559: part 2 is loaded, rank 550's row marked,
+    // a cell per step linking to that step's report.
+    b.click(&b.find("a.blk[data-rank=\"550\"]"));
+    b.wait_for(
+        "return document.getElementById('rk-status').textContent.includes('part 2 of 2')",
+        10,
+    );
+    let row = b.js(
+        "const tr = document.getElementById('rk-550');
+         return tr ? [tr.className, Array.from(tr.querySelectorAll('td a')).map(a => [a.getAttribute('href'), a.title.split(':')[0]])] : null",
+        vec![],
+    );
+    assert_eq!(
+        row,
+        json!([
+            "hit",
+            [
+                ["step_1/index.html", "step 1, rank 550"],
+                ["step_2/index.html", "step 2, rank 550"]
+            ]
+        ])
+    );
+    // And by number, back in part 1.
+    let go = b.find("#rk-go");
+    b.js("document.getElementById('rk-go').value = ''", vec![]);
+    b.type_into(&go, "7\u{E007}");
+    b.wait_for(
+        "return document.getElementById('rk-status').textContent.includes('part 1 of 2')",
+        10,
+    );
+    let hit = b.js(
+        "const tr = document.getElementById('rk-7'); return tr ? tr.className : null",
+        vec![],
+    );
+    assert_eq!(hit, json!("hit"));
+    assert_clean(&b, "many-rank series index");
+}

@@ -98,6 +98,14 @@ pub struct ReportOptions {
     /// diverging rows, and if that is still too much, the first ones that
     /// fit. `None`: no budget.
     pub html_budget: Option<u64>,
+    /// Whether each rank gets its own files: result pages, overview page
+    /// and key index. `false` for the steps of a step series that get no
+    /// full pages (all but the first diverging one, unless `--steps all`):
+    /// their ranks are in the step's `summary.json` and on its index, and
+    /// no rank file is written, so a series at thousands of ranks writes
+    /// per-rank files for one step only and nothing links to a file that
+    /// is not there.
+    pub rank_files: bool,
 }
 
 impl Default for ReportOptions {
@@ -111,6 +119,7 @@ impl Default for ReportOptions {
             page_rows: DEFAULT_PAGE_ROWS,
             html_rows: Some(DEFAULT_HTML_ROWS),
             html_budget: Some(DEFAULT_HTML_BUDGET_MB << 20),
+            rank_files: true,
         }
     }
 }
@@ -145,6 +154,14 @@ const RANK_FIXED_BYTES: u64 = 24_000;
 /// rank (at least what a rank costs besides its rows).
 pub fn rank_budget(budget: u64, ranks: usize) -> u64 {
     (budget / ranks.max(1) as u64).max(RANK_FIXED_BYTES)
+}
+
+/// Each step's share of a report-wide HTML budget (`None`: no budget) when
+/// `steps` steps of a step series all get full pages (`--steps all`), so
+/// that the budget holds for the whole series' folder, as
+/// [`rank_budget`] shares a step's among its ranks.
+pub fn series_step_budget(budget: Option<u64>, steps: usize) -> Option<u64> {
+    budget.map(|b| b / steps.max(1) as u64)
 }
 
 /// Result rows `rows` (ascending) with up to [`CONTEXT_ROWS`] neighbours
@@ -189,9 +206,19 @@ impl PagePlan {
     /// estimated HTML exceeds `opts.html_budget`, the diverging rows with
     /// their context, else only the diverging rows, and if still over, the
     /// first of them that fit.
+    /// Without [`ReportOptions::rank_files`], no row is shown (there are
+    /// no pages).
     pub fn new(rc: &RankComparison<'_>, opts: &ReportOptions) -> PagePlan {
         let m = rc.matches;
         let total = m.rows.len();
+        if !opts.rank_files {
+            return PagePlan {
+                shown: Some(Vec::new()),
+                total,
+                page_rows: opts.page_rows.max(1),
+                cut: None,
+            };
+        }
         let diverging = || -> Vec<u32> {
             m.rows
                 .iter()
@@ -338,10 +365,27 @@ pub fn clear_previous(dir: &Path) -> Result<usize, ReportError> {
     Ok(n)
 }
 
+/// Up to this many entries in `ranks`, `summary.json` is written indented
+/// for reading; above it, compact ([`summary_json`]).
+pub const SUMMARY_INDENTED_RANKS: usize = 64;
+
+/// The bytes of `summary.json`: indented up to [`SUMMARY_INDENTED_RANKS`]
+/// rank entries, compact (no whitespace) above: the same JSON, about 40 %
+/// smaller, which at thousands of ranks (a step series holds each rank
+/// once per step, and each step's report its own) keeps the report folder
+/// near its budget.
+pub fn summary_json(summary: &Summary) -> Vec<u8> {
+    if summary.ranks.len() > SUMMARY_INDENTED_RANKS {
+        serde_json::to_vec(summary).expect("summary serialises")
+    } else {
+        serde_json::to_vec_pretty(summary).expect("summary serialises")
+    }
+}
+
 /// Writes `index.html` and `summary.json` for the whole comparison.
 pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
     let path = opts.out_dir.join(files::SUMMARY);
-    let json = serde_json::to_vec_pretty(summary).expect("summary serialises");
+    let json = summary_json(summary);
     std::fs::write(&path, json).map_err(|e| ReportError::io(&path, e))?;
     html::write_index(summary, opts)
 }

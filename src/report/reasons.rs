@@ -112,6 +112,9 @@ pub enum Reason {
     StepsPerRank {
         /// The ranks and steps.
         ranks: Vec<RankStep>,
+        /// Every compared rank, ascending (those missing from `ranks` agree
+        /// throughout).
+        compared: Vec<u32>,
     },
     /// A step series: steps only one run has (exit 1).
     StepsOnlyIn {
@@ -252,12 +255,8 @@ impl fmt::Display for Reason {
                 }
                 write!(f, " (report: {report})")
             }
-            Reason::StepsPerRank { ranks } => {
-                let per: Vec<String> = ranks
-                    .iter()
-                    .map(|r| format!("rank {} at step {}", r.rank, r.step))
-                    .collect();
-                write!(f, "first diverging step per rank: {}", per.join(", "))
+            Reason::StepsPerRank { ranks, compared } => {
+                f.write_str(&crate::report::steps::rank_steps_sentence(ranks, compared))
             }
             Reason::StepsOnlyIn { name, steps } => {
                 let s: Vec<String> = steps.iter().map(u64::to_string).collect();
@@ -423,6 +422,7 @@ mod tests {
             (
                 Reason::StepsPerRank {
                     ranks: vec![RankStep { rank: 0, step: 4 }, RankStep { rank: 1, step: 3 }],
+                    compared: vec![0, 1],
                 },
                 "first diverging step per rank: rank 0 at step 4, rank 1 at step 3",
             ),

@@ -143,8 +143,12 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
     }
     lines.extend(first_step_sentence(series));
     if !series.first_diverging_step_by_rank.is_empty() && s.ranks.iter().any(|r| r.rank != 0) {
+        let mut compared: Vec<u32> = s.ranks.iter().map(|r| r.rank).collect();
+        compared.sort_unstable();
+        compared.dedup();
         lines.push(Reason::StepsPerRank {
             ranks: series.first_diverging_step_by_rank.clone(),
+            compared,
         });
     }
     for (name, steps) in [
@@ -176,6 +180,69 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
         });
     }
     lines
+}
+
+/// Up to this many ranks with a first diverging step, the verdict names
+/// each ("rank 0 at step 6, rank 1 at step 5"); above it, it groups them
+/// by step ([`rank_steps_sentence`]).
+pub const RANK_STEPS_LISTED: usize = 8;
+
+/// The most step groups [`rank_steps_sentence`] names; the rest are
+/// counted ("and 2 more steps (40 ranks)").
+const RANK_STEP_GROUPS: usize = 3;
+
+/// Each rank's first diverging step in one sentence, of any length of
+/// `by_rank` (`ranks`: every compared rank, ascending). Up to
+/// [`RANK_STEPS_LISTED`] ranks, one by one: "first diverging step per
+/// rank: rank 0 at step 6, rank 1 at step 5"; above, ranks grouped by
+/// their first diverging step in step order, at most `RANK_STEP_GROUPS` (3)
+/// groups named, as compact rank lists: "first diverging step per rank:
+/// ranks 0–13, 15–17, … (1900 ranks) at step 1; ranks 14 and 18 at step 2;
+/// and 1 more step (3 ranks); ranks 20–47 agree throughout".
+pub fn rank_steps_sentence(by_rank: &[RankStep], ranks: &[u32]) -> String {
+    let head = "first diverging step per rank: ";
+    if by_rank.len() <= RANK_STEPS_LISTED {
+        let per: Vec<String> = by_rank
+            .iter()
+            .map(|r| format!("rank {} at step {}", r.rank, r.step))
+            .collect();
+        return format!("{head}{}", per.join(", "));
+    }
+    let mut groups: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
+    for r in by_rank {
+        groups.entry(r.step).or_default().push(r.rank);
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for (step, g) in groups.iter_mut().take(RANK_STEP_GROUPS) {
+        g.sort_unstable();
+        parts.push(format!(
+            "{} at step {step}",
+            crate::report::summary::rank_word(g)
+        ));
+    }
+    if groups.len() > RANK_STEP_GROUPS {
+        let more = groups.len() - RANK_STEP_GROUPS;
+        let n: usize = groups.values().skip(RANK_STEP_GROUPS).map(Vec::len).sum();
+        parts.push(format!(
+            "and {more} more step{} ({n} rank{})",
+            if more == 1 { "" } else { "s" },
+            if n == 1 { "" } else { "s" }
+        ));
+    }
+    let diverging: std::collections::HashSet<u32> = by_rank.iter().map(|r| r.rank).collect();
+    let agree: Vec<u32> = ranks
+        .iter()
+        .copied()
+        .filter(|r| !diverging.contains(r))
+        .collect();
+    if !agree.is_empty() {
+        parts.push(format!(
+            "{} agree{} throughout",
+            crate::report::summary::rank_word(&agree),
+            if agree.len() == 1 { "s" } else { "" }
+        ));
+    }
+    format!("{head}{}", parts.join("; "))
 }
 
 /// "the runs agree through step 4; step 5 diverges first: rank 1 diverges
@@ -260,7 +327,7 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
 /// # Errors
 /// [`ReportError`] when a file cannot be written.
 pub fn write_index(s: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
-    let json = serde_json::to_vec_pretty(s).expect("summary serialises");
+    let json = super::summary_json(s);
     let path = opts.out_dir.join(files::SUMMARY);
     std::fs::write(&path, json).map_err(|e| ReportError::io(&path, e))?;
     super::html::write_steps_index(s, &opts.out_dir.join(files::INDEX))
@@ -321,6 +388,38 @@ mod tests {
         );
         s.first_diverging_step = None;
         assert_eq!(first_step_sentence(&s), None);
+    }
+
+    #[test]
+    fn the_per_rank_steps_are_one_sentence_at_any_rank_count() {
+        let few = [RankStep { rank: 0, step: 6 }, RankStep { rank: 1, step: 5 }];
+        assert_eq!(
+            rank_steps_sentence(&few, &[0, 1]),
+            "first diverging step per rank: rank 0 at step 6, rank 1 at step 5"
+        );
+        // 4,096 ranks: most at step 1, every 7th at step 2, a few later,
+        // the last 96 never.
+        let by_rank: Vec<RankStep> = (0..4000u32)
+            .map(|rank| RankStep {
+                rank,
+                step: match rank {
+                    r if r % 7 == 3 => 2,
+                    r if r >= 3990 => 3 + u64::from(r % 3),
+                    _ => 1,
+                },
+            })
+            .collect();
+        let ranks: Vec<u32> = (0..4096).collect();
+        let s = rank_steps_sentence(&by_rank, &ranks);
+        assert!(s.len() < 400, "{} bytes: {s}", s.len());
+        assert!(
+            s.starts_with("first diverging step per rank: ranks 0–2, 4–9, "),
+            "{s}"
+        );
+        assert!(s.contains(" at step 1; ranks 3, 10, 17, "), "{s}");
+        assert!(s.contains("(571 ranks) at step 2; "), "{s}");
+        assert!(s.contains("at step 3; and 2 more steps ("), "{s}");
+        assert!(s.ends_with("; ranks 4000–4095 agree throughout"), "{s}");
     }
 
     #[test]

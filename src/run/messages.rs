@@ -525,7 +525,8 @@ fn logs_changed(p: &ReadPart) -> Option<Message> {
 
 /// The report files part `p`'s ranks need that its folder lacks: each
 /// compared rank's result pages (as its summary lists them), overview and
-/// key index.
+/// key index. A rank without pages (a step of a series without full
+/// pages, [`crate::report::ReportOptions::rank_files`]) has none of them.
 pub fn missing_files(p: &ReadPart) -> Option<Message> {
     let files: Vec<String> = p
         .manifest
@@ -533,10 +534,12 @@ pub fn missing_files(p: &ReadPart) -> Option<Message> {
         .iter()
         .filter_map(|r| r.summary.as_ref())
         .flat_map(|s| {
-            s.pages
-                .iter()
-                .map(|p| p.file.clone())
-                .chain([files::overview(s.rank), files::keys(s.rank)])
+            let own = if s.pages.is_empty() {
+                Vec::new()
+            } else {
+                vec![files::overview(s.rank), files::keys(s.rank)]
+            };
+            s.pages.iter().map(|p| p.file.clone()).chain(own)
         })
         .filter(|f| !p.dir.join(f).is_file())
         .collect();

@@ -124,7 +124,7 @@ fn write_reports(mut meta: RunMeta, ranks: Vec<RankSummary>) -> (RunMeta, Summar
         // before the failure.
         let out = &meta.report.out_dir;
         let _ = std::fs::remove_file(out.join(files::INDEX));
-        let json = serde_json::to_vec_pretty(&summary).expect("summary serialises");
+        let json = report::summary_json(&summary);
         if std::fs::write(out.join(files::SUMMARY), json).is_err() {
             let _ = std::fs::remove_file(out.join(files::SUMMARY));
         }
@@ -173,7 +173,7 @@ pub(super) fn junit_and_terminal(
     match outs.terminal {
         Terminal::Json => println!(
             "{}",
-            serde_json::to_string_pretty(summary).expect("summary serialises")
+            String::from_utf8_lossy(&report::summary_json(summary))
         ),
         Terminal::Text => {
             let index = out_dir.join(files::INDEX);

@@ -401,6 +401,7 @@ fn step_config(
     if !pages {
         c.report.html_rows = Some(0);
         c.report.html_budget = Some(0);
+        c.report.rank_files = false;
     }
     c
 }
@@ -567,10 +568,14 @@ fn compare_all(
 ) -> Result<Vec<StepDone>, String> {
     let kept = (keep && !all_pages).then(|| Arc::new(Kept::default()));
     let progress = Progress::new(steps.len() as u64, quiet);
-    let inner = CompareConfig {
+    let mut inner = CompareConfig {
         jobs: None,
         ..cfg.clone()
     };
+    if all_pages {
+        // The report's HTML budget is the series': shared by its steps.
+        inner.report.html_budget = report::series_step_budget(cfg.report.html_budget, steps.len());
+    }
     let with_part = |c: &CompareConfig, s: u64| CompareConfig {
         shard: part_of(s),
         ..c.clone()

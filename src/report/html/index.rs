@@ -361,11 +361,28 @@ fn write_rank_table(summary: &Summary, dir: &Path) -> Result<(Vec<String>, Vec<u
     let (n1, n2) = (summary.name1.as_str(), summary.name2.as_str());
     let mut ranks: Vec<&RankSummary> = summary.ranks.iter().collect();
     ranks.sort_by_key(|r| r.rank);
+    let lines: Vec<(u32, RankLine)> = ranks
+        .iter()
+        .map(|r| (r.rank, rank_line(r, n1, n2)))
+        .collect();
+    write_table_parts(&lines, dir)
+}
+
+/// Writes a table of one line per rank (`lines`, by rank number) in
+/// parts of [`RANK_TABLE_PART`] lines, [`files::rank_table`]`(K)` each
+/// (`actdiffRanks(K, [...]);`, which `templates/ranks.js` loads by a
+/// script element, so it works from file://). Returns the file names and
+/// each part's first rank. The index's table of every rank and the series
+/// index's strip of every rank are such tables.
+pub(super) fn write_table_parts<T: Serialize>(
+    lines: &[(u32, T)],
+    dir: &Path,
+) -> Result<(Vec<String>, Vec<u32>), ReportError> {
     let mut names = Vec::new();
     let mut starts = Vec::new();
-    for (k, part) in ranks.chunks(RANK_TABLE_PART).enumerate() {
-        let lines: Vec<RankLine> = part.iter().map(|r| rank_line(r, n1, n2)).collect();
-        let json = serde_json::to_string(&lines).map_err(|e| ReportError::Io {
+    for (k, part) in lines.chunks(RANK_TABLE_PART).enumerate() {
+        let rows: Vec<&T> = part.iter().map(|(_, l)| l).collect();
+        let json = serde_json::to_string(&rows).map_err(|e| ReportError::Io {
             path: dir.join(files::rank_table(k)),
             message: e.to_string(),
         })?;
@@ -374,7 +391,7 @@ fn write_rank_table(summary: &Summary, dir: &Path) -> Result<(Vec<String>, Vec<u
         let path = dir.join(files::rank_table(k));
         std::fs::write(&path, text).map_err(|e| ReportError::io(&path, e))?;
         names.push(files::rank_table(k));
-        starts.push(part[0].rank);
+        starts.push(part[0].0);
     }
     Ok((names, starts))
 }
@@ -460,7 +477,9 @@ fn rank_row<'a>(
     opts: &ReportOptions,
     detail: bool,
 ) -> Result<RankRow<'a>, ReportError> {
-    let overview = if detail {
+    // A rank without pages (a step of a series that gets no full pages)
+    // has no overview page either.
+    let overview = if detail && !r.pages.is_empty() {
         read_overview(&opts.out_dir, r.rank)?
     } else {
         String::new()
@@ -491,7 +510,13 @@ fn rank_row<'a>(
         incomplete: r.incomplete(),
         first_divergence: r.first_divergence.as_ref().map(row_link),
         first_cause: cause_link(&r.root_causes),
-        shown_note: shown_note(r),
+        // A rank without pages (a step of a series without full pages):
+        // its step's index says so once, in its warnings.
+        shown_note: if r.pages.is_empty() {
+            String::new()
+        } else {
+            shown_note(r)
+        },
         pages: r
             .pages
             .iter()

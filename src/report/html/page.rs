@@ -99,7 +99,8 @@ fn write_assets(dir: &std::path::Path) -> Result<(), ReportError> {
 /// Rows `[k·page_rows, (k+1)·page_rows)` go to page `k`
 /// ([`files::page`]`(rank, k)`); a rank without rows still gets one empty
 /// page. Pages are rendered in parallel, each from a context holding only
-/// its own rows.
+/// its own rows. Without [`ReportOptions::rank_files`] nothing is written
+/// and no page is returned.
 pub fn write_rank_pages(
     rc: &RankComparison<'_>,
     s: &RankSummary,
@@ -107,6 +108,9 @@ pub fn write_rank_pages(
     plan: &PagePlan,
     progress: &dyn PageProgress,
 ) -> Result<Vec<PageRef>, ReportError> {
+    if !opts.rank_files {
+        return Ok(Vec::new());
+    }
     engine::engine()?;
     write_assets(&opts.out_dir)?;
     let n = plan.len();

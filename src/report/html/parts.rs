@@ -218,7 +218,10 @@ pub(super) fn shown_note(s: &RankSummary) -> String {
 /// The index's banner when some rank's pages leave rows out ("" when none
 /// does): how many, and how to get every row.
 pub(super) fn left_out_note(ranks: &[RankSummary]) -> String {
-    let filtered = ranks.iter().filter(|r| r.html_filtered).count();
+    let filtered = ranks
+        .iter()
+        .filter(|r| r.html_filtered && !r.pages.is_empty())
+        .count();
     if filtered == 0 {
         return String::new();
     }

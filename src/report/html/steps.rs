@@ -1,17 +1,27 @@
 //! The index page of a step-series comparison (`templates/steps.html`):
 //! the verdict, the two runs' loss curves, and a step × rank strip whose
 //! cells link to each step's own report; a diverging cell is shaded by its
-//! largest gating relative difference ([`gate_shade`]).
+//! largest gating relative difference ([`gate_shade`]). At many ranks the
+//! strip shows blocks of ranks, and every rank's row is in parts loaded on
+//! demand (the single-step index's `ranks-K.js` machinery,
+//! `templates/ranks.js`).
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Serialize;
 
 use super::engine;
+use super::index::INDEX_FULL_RANKS;
 use crate::report::reasons::Reason;
 use crate::report::steps::{StepResult, StepSeries};
-use crate::report::{files, ReportError, Summary};
+use crate::report::{files, RankSummary, ReportError, Summary};
+
+/// The most rows of the series index's strip above [`INDEX_FULL_RANKS`]
+/// ranks: the ranks are drawn in blocks of consecutive ranks, this many
+/// blocks at most.
+pub const STRIP_BLOCKS: usize = 64;
 
 #[derive(Serialize)]
 struct View<'a> {
@@ -19,7 +29,18 @@ struct View<'a> {
     name2: &'a str,
     verdict: &'a [Reason],
     steps: Vec<StepHead>,
-    rows: Vec<RankRow>,
+    /// One row per rank, or (above [`INDEX_FULL_RANKS`] ranks) per block
+    /// of consecutive ranks.
+    rows: Vec<StripRow>,
+    /// Ranks per row when the strip is drawn in blocks; 0 when one row is
+    /// one rank.
+    block: usize,
+    /// Compared ranks.
+    ranks: usize,
+    /// The strip of every rank in parts ([`files::rank_table`]) when the
+    /// strip is drawn in blocks: file names and each part's first rank.
+    parts: Vec<String>,
+    starts: Vec<u32>,
     loss_svg: String,
     results: &'a [StepResult],
 }
@@ -31,7 +52,11 @@ struct StepHead {
 }
 
 #[derive(Serialize)]
-struct RankRow {
+struct StripRow {
+    /// The row's label: `7`, or a block's ranks `64–127`.
+    label: String,
+    /// Its first rank (a block's label shows that rank in the strip of
+    /// every rank).
     rank: u32,
     cells: Vec<Cell>,
 }
@@ -45,6 +70,154 @@ struct Cell {
     style: String,
     title: String,
     link: String,
+}
+
+/// A cell's state, worst last: not compared, agrees, differs without
+/// gating, gating rows.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum State {
+    None,
+    Ok,
+    Soft,
+    Gate,
+}
+
+impl State {
+    fn of(r: Option<&RankSummary>) -> State {
+        match r {
+            None => State::None,
+            Some(r) if r.first_divergence.is_some() => State::Gate,
+            Some(r) if r.counts.diverging() > 0 => State::Soft,
+            Some(_) => State::Ok,
+        }
+    }
+    fn class(self) -> &'static str {
+        match self {
+            State::None => "none",
+            State::Ok => "ok",
+            State::Soft => "soft",
+            State::Gate => "gate",
+        }
+    }
+}
+
+/// The words of one rank's cell at one step.
+fn cell_title(r: Option<&RankSummary>) -> String {
+    match (State::of(r), r) {
+        (State::Gate, Some(r)) => {
+            let c = &r.root_causes;
+            let largest = match (c.largest_rel_diff, c.largest_diff_field) {
+                (Some(d), Some(f)) => format!("; largest relative difference {d:.1e} ({f})"),
+                _ => String::new(),
+            };
+            format!("{} gating rows{largest}", r.counts.gating)
+        }
+        (State::Soft, Some(r)) => {
+            format!("{} rows differ, none gating", r.counts.diverging())
+        }
+        (State::Ok, _) => "agrees".to_string(),
+        _ => "not compared".to_string(),
+    }
+}
+
+/// The link of every cell of step `step`: the step's own report.
+fn step_link(step: u64) -> String {
+    format!("{}{step}/{}", files::STEP_DIR_PREFIX, files::INDEX)
+}
+
+/// One rank's cell at one step.
+fn rank_cell(step: u64, r: Option<&RankSummary>) -> Cell {
+    let state = State::of(r);
+    Cell {
+        step,
+        class: state.class(),
+        style: match (state, r) {
+            (State::Gate, Some(r)) => gate_shade(r.root_causes.largest_rel_diff),
+            _ => String::new(),
+        },
+        title: cell_title(r),
+        link: step_link(step),
+    }
+}
+
+/// A block's cell at one step (`cells`: its ranks' summaries there): the
+/// worst of its ranks' cells, a gating one shaded by the largest
+/// difference of any of them, and how many ranks are in each state.
+fn block_cell(step: u64, cells: &[Option<&RankSummary>]) -> Cell {
+    let mut n = [0usize; 4];
+    let mut worst = State::None;
+    let mut largest: Option<f64> = None;
+    let mut unnumbered = false;
+    for r in cells {
+        let st = State::of(*r);
+        n[st as usize] += 1;
+        worst = worst.max(st);
+        if let (State::Gate, Some(r)) = (st, r) {
+            match r.root_causes.largest_rel_diff {
+                Some(d) => largest = Some(largest.map_or(d, |l: f64| l.max(d))),
+                None => unnumbered = true,
+            }
+        }
+    }
+    let mut said = Vec::new();
+    for (st, words) in [
+        (State::Gate, "with gating rows"),
+        (State::Soft, "differ without gating"),
+        (State::Ok, "agree"),
+        (State::None, "not compared"),
+    ] {
+        if n[st as usize] > 0 {
+            said.push(format!("{} {words}", n[st as usize]));
+        }
+    }
+    let mut title = said.join(", ");
+    if let Some(d) = largest {
+        title.push_str(&format!("; largest relative difference {d:.1e}"));
+    }
+    Cell {
+        step,
+        class: worst.class(),
+        style: if worst == State::Gate {
+            gate_shade(if unnumbered { None } else { largest })
+        } else {
+            String::new()
+        },
+        title,
+        link: step_link(step),
+    }
+}
+
+/// One rank's row of the strip of every rank (a line of a
+/// [`files::rank_table`] part, drawn by `templates/steps.html`): `r` its
+/// rank, `c` one cell per step, `[class letter (g, s, o, n), title,
+/// background]` (`o` and `n` without title and background: "agrees",
+/// "not compared").
+#[derive(Serialize)]
+struct StripLine {
+    r: u32,
+    c: Vec<Vec<String>>,
+}
+
+fn strip_line(rank: u32, cells: &[Option<&RankSummary>]) -> StripLine {
+    StripLine {
+        r: rank,
+        c: cells
+            .iter()
+            .map(|r| match State::of(*r) {
+                State::Gate => vec![
+                    "g".into(),
+                    cell_title(*r),
+                    r.map(|r| gate_shade(r.root_causes.largest_rel_diff))
+                        .unwrap_or_default()
+                        .trim_start_matches("background:")
+                        .to_string(),
+                ],
+                State::Soft => vec!["s".into(), cell_title(*r)],
+                State::Ok => vec!["o".into()],
+                State::None => vec!["n".into()],
+            })
+            .collect(),
+    }
 }
 
 /// The background of a diverging cell of largest gating relative
@@ -63,7 +236,13 @@ pub fn gate_shade(rd: Option<f64>) -> String {
 }
 
 /// Writes the series index of `s` (a [`Summary`] with its
-/// [`StepSeries`]) to `path`.
+/// [`StepSeries`]) to `path`. Up to `INDEX_FULL_RANKS` (64) compared ranks
+/// its strip has one row per rank; above, one row per block of
+/// consecutive ranks (at most `STRIP_BLOCKS` (64) rows, each cell the worst
+/// of its ranks'), and the strip of every rank in parts
+/// ([`files::rank_table`], beside `path`) that the page loads on demand
+/// and searches by rank, as the single-step index does its rank table: the
+/// page's size does not grow with the rank count.
 ///
 /// # Errors
 /// [`ReportError`] when the page cannot be rendered or written.
@@ -73,49 +252,67 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
     let mut ranks: Vec<u32> = s.ranks.iter().map(|r| r.rank).collect();
     ranks.sort_unstable();
     ranks.dedup();
-    let rows = ranks
+    let at: HashMap<(u32, u64), &RankSummary> = s
+        .ranks
         .iter()
-        .map(|rank| RankRow {
-            rank: *rank,
-            cells: series
+        .filter_map(|r| Some(((r.rank, r.step?), r)))
+        .collect();
+    // Each rank's summary at each step, by rank.
+    let grid: Vec<Vec<Option<&RankSummary>>> = ranks
+        .iter()
+        .map(|rank| {
+            series
                 .steps
                 .iter()
-                .map(|st| {
-                    let r = s
-                        .ranks
-                        .iter()
-                        .find(|r| r.rank == *rank && r.step == Some(*st));
-                    let mut style = String::new();
-                    let (class, title) = match r {
-                        None => ("none", "not compared".to_string()),
-                        Some(r) if r.first_divergence.is_some() => {
-                            let c = &r.root_causes;
-                            style = gate_shade(c.largest_rel_diff);
-                            let largest = match (c.largest_rel_diff, c.largest_diff_field) {
-                                (Some(d), Some(f)) => {
-                                    format!("; largest relative difference {d:.1e} ({f})")
-                                }
-                                _ => String::new(),
-                            };
-                            ("gate", format!("{} gating rows{largest}", r.counts.gating))
-                        }
-                        Some(r) if r.counts.diverging() > 0 => (
-                            "soft",
-                            format!("{} rows differ, none gating", r.counts.diverging()),
-                        ),
-                        Some(_) => ("ok", "agrees".to_string()),
-                    };
-                    Cell {
-                        step: *st,
-                        class,
-                        style,
-                        title,
-                        link: format!("step_{st}/{}", files::INDEX),
-                    }
-                })
-                .collect(),
+                .map(|st| at.get(&(*rank, *st)).copied())
+                .collect()
         })
         .collect();
+    let (rows, block, parts, starts) = if ranks.len() <= INDEX_FULL_RANKS {
+        let rows = ranks
+            .iter()
+            .zip(&grid)
+            .map(|(rank, cells)| StripRow {
+                label: rank.to_string(),
+                rank: *rank,
+                cells: series
+                    .steps
+                    .iter()
+                    .zip(cells)
+                    .map(|(st, r)| rank_cell(*st, *r))
+                    .collect(),
+            })
+            .collect();
+        (rows, 0, Vec::new(), Vec::new())
+    } else {
+        let block = ranks.len().div_ceil(STRIP_BLOCKS);
+        let rows = ranks
+            .chunks(block)
+            .zip(grid.chunks(block))
+            .map(|(rs, cells)| StripRow {
+                label: format!("{}–{}", rs[0], rs[rs.len() - 1]),
+                rank: rs[0],
+                cells: series
+                    .steps
+                    .iter()
+                    .enumerate()
+                    .map(|(k, st)| {
+                        let column: Vec<Option<&RankSummary>> =
+                            cells.iter().map(|c| c[k]).collect();
+                        block_cell(*st, &column)
+                    })
+                    .collect(),
+            })
+            .collect();
+        let lines: Vec<(u32, StripLine)> = ranks
+            .iter()
+            .zip(&grid)
+            .map(|(rank, cells)| (*rank, strip_line(*rank, cells)))
+            .collect();
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let (parts, starts) = super::index::write_table_parts(&lines, dir)?;
+        (rows, block, parts, starts)
+    };
     let view = View {
         name1: &s.name1,
         name2: &s.name2,
@@ -129,6 +326,10 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
             })
             .collect(),
         rows,
+        block,
+        ranks: ranks.len(),
+        parts,
+        starts,
         loss_svg: loss_svg(series),
         results: &series.step_results,
     };

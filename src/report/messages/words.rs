@@ -190,7 +190,7 @@ impl Message {
             }
             Message::StepWithoutPages { step } => write!(
                 f,
-                "{STEP_WITHOUT_PAGES}: only the first diverging step of a step series gets full result pages; `actdiff compare RUN1 RUN2 --steps {step}` (or `--steps all`) gives this step's"
+                "{STEP_WITHOUT_PAGES} (its ranks' counts and verdicts are here and in summary.json): only the first diverging step of a step series gets full result pages; `actdiff compare RUN1 RUN2 --steps {step}` (or `--steps all`) gives this step's"
             ),
             Message::UnfinishedStep { path } => write!(
                 f,
@@ -337,7 +337,7 @@ impl Message {
 }
 
 /// How [`Message::StepWithoutPages`] begins.
-const STEP_WITHOUT_PAGES: &str = "this step's pages hold no rows";
+const STEP_WITHOUT_PAGES: &str = "this step has no result pages";
 
 /// ` (--strict)` after a message that `--strict` made an error.
 fn strict_suffix(f: &mut fmt::Formatter<'_>, strict: bool) -> fmt::Result {

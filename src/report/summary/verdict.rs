@@ -235,7 +235,9 @@ fn and_list(v: &[u32]) -> String {
     }
 }
 
-fn rank_word(v: &[u32]) -> String {
+/// Ascending ranks with their word: `rank 3`, `ranks 0, 2 and 5`, `ranks
+/// 0–13, 15–17, … (1900 ranks)` (at most `RANK_LIST_PARTS` (6) parts).
+pub fn rank_word(v: &[u32]) -> String {
     format!(
         "{} {}",
         if v.len() == 1 { "rank" } else { "ranks" },
