@@ -319,9 +319,12 @@ impl KeepTables {
         tables: (OpTable, OpTable, MatchTable),
         report: &ReportOptions,
     ) {
+        // The full pages' options: the series' page settings, and every
+        // rank file (the step was compared without them).
         let report = ReportOptions {
             html_rows: self.html_rows,
             html_budget: self.html_budget,
+            rank_files: true,
             ..report.clone()
         };
         self.kept.offer(
