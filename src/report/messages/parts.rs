@@ -23,7 +23,7 @@ impl fmt::Display for PartName {
 }
 
 /// The first difference between two parts' recorded inputs
-/// ([`Message::PartsOfOtherInputs`]).
+/// ([`super::Message::PartsOfOtherInputs`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum InputsDifference {
     /// A run is another folder.
@@ -95,7 +95,7 @@ impl fmt::Display for InputsDifference {
     }
 }
 
-/// A log whose size is not the one a part recorded ([`Message::LogsChanged`]).
+/// A log whose size is not the one a part recorded ([`super::Message::LogsChanged`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ChangedLog {
     /// The log.
@@ -146,7 +146,7 @@ pub(super) fn named<T: fmt::Display>(items: &[T]) -> String {
     s
 }
 
-/// Where the first unreadable value is ([`Message::UnreadableValues`]).
+/// Where the first unreadable value is ([`super::Message::UnreadableValues`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct UnreadableValue {
     /// The log.
@@ -159,7 +159,7 @@ pub struct UnreadableValue {
     pub message: String,
 }
 
-/// What one line of a log's parse warnings counts ([`Message::LogWarning`]).
+/// What one line of a log's parse warnings counts ([`super::Message::LogWarning`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum LogWarning {
     /// Lines of an unknown field label, ignored.

@@ -1,0 +1,271 @@
+//! A sharded step series: each part's share of the (step, rank) units
+//! (`actdiff compare --shard K/N` on step series, [`compare_part`]) and
+//! their merge ([`merge_series`]).
+
+use super::*;
+
+/// The file a part of a sharded step series writes at its root: the
+/// series-level facts `actdiff merge` joins ([`SeriesPart`]); each step's
+/// own `part.json` is in the part's `step_S/`.
+pub const SERIES_PART: &str = "series-part.json";
+
+/// What a part of a sharded step series records at its root
+/// ([`SERIES_PART`]). Every part of one split records the same steps.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeriesPart {
+    /// The part (`K/N`).
+    pub shard: Shard,
+    /// The steps compared (both runs have them, `--steps` includes them).
+    pub steps: Vec<u64>,
+    /// Steps only run 1 has (and `--steps` includes).
+    pub steps_only1: Vec<u64>,
+    /// Steps only run 2 has.
+    pub steps_only2: Vec<u64>,
+    /// The series' own warnings (step folders without logs, `--steps`).
+    pub warnings: Vec<Message>,
+    /// What the merge says when no step is compared; absent when steps
+    /// were compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_step: Option<Message>,
+    /// `--steps all`: every step has full pages (else only the first
+    /// diverging step, and the merge warns on the others' pages, as
+    /// [`compare_steps`] does).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_pages: bool,
+}
+
+/// `actdiff compare RUN1 RUN2 --shard K/N` on two step series: one split
+/// of every (step, rank) unit of the series over the `N` parts
+/// ([`shard::series_units_by_part`]), so that many steps of one rank
+/// spread as well as many ranks do. Part `K` compares its units of each
+/// step into `OUT/step_S/` (a part of that step, with its `part.json`),
+/// the first step where its own units diverge with full pages, and writes
+/// [`SERIES_PART`]; `actdiff merge` ([`merge_series`]) joins the parts
+/// into the series' report. Returns 0 when every step's part finished.
+pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i32 {
+    let part = cfg.shard.clone().expect("a part");
+    let fail = |e: String| {
+        eprintln!("error: part {}: {e}", part.shard);
+        exit_codes::INPUT_ERROR
+    };
+    if let Err(e) = prepare_report_folder(&cfg.report) {
+        return fail(e.to_string());
+    }
+    let _ = std::fs::remove_file(cfg.report.out_dir.join(SERIES_PART));
+    let pairs = StepPairs::of(cfg, sel);
+    let mut plans = Vec::with_capacity(pairs.both.len());
+    for (s, p1, p2) in &pairs.both {
+        let mut errors = Vec::new();
+        let c = step_config(cfg, *s, (p1, p2), false, None);
+        let (plan, inputs) = crate::run::pipeline::discover(&c, &mut errors);
+        if !errors.is_empty() {
+            let e = Message::AtStep {
+                step: *s,
+                message: Box::new(Message::Text(crate::report::messages::join(&errors, "; "))),
+            };
+            return fail(e.to_string());
+        }
+        plans.push((*s, plan, inputs));
+    }
+    let split = shard::series_units_by_part(&plans, part.shard.count);
+    let units: BTreeMap<u64, Vec<shard::Unit>> = plans
+        .iter()
+        .zip(split)
+        .map(|((s, ..), mut by_part)| (*s, std::mem::take(&mut by_part[part.shard.index as usize])))
+        .collect();
+    let part_of = |s: u64| {
+        Some(ShardPart {
+            units: units.get(&s).cloned(),
+            ..part.clone()
+        })
+    };
+    let all_pages = *sel == StepSelection::All;
+    // A part's step writes its results into its part.json as well: its
+    // first diverging step is compared again (keep: false).
+    let done = match compare_all(cfg, &pairs.both, all_pages, &part_of, true, false) {
+        Ok(d) => d,
+        Err(e) => return fail(e),
+    };
+    let compared: Vec<u64> = done.iter().map(|d| d.step).collect();
+    if let Err(e) = join_step_rows(cfg, &compared) {
+        return fail(e);
+    }
+    let finished = compared.iter().all(|s| {
+        shard::Manifest::read(&cfg.report.out_dir.join(format!("{STEP_DIR_PREFIX}{s}")))
+            .is_ok_and(|m| m.status == shard::PartStatus::Done)
+    });
+    let record = SeriesPart {
+        shard: part.shard,
+        no_step: compared.is_empty().then_some(pairs.no_step),
+        steps: compared,
+        steps_only1: pairs.only.0,
+        steps_only2: pairs.only.1,
+        warnings: pairs.warnings,
+        all_pages,
+    };
+    let json = serde_json::to_vec_pretty(&record).expect("a series part serialises");
+    if let Err(e) = std::fs::write(cfg.report.out_dir.join(SERIES_PART), json) {
+        return fail(format!(
+            "{}: {e}",
+            cfg.report.out_dir.join(SERIES_PART).display()
+        ));
+    }
+    let n_units: usize = units.values().map(Vec::len).sum();
+    if !quiet {
+        let d = done.iter().filter(|d| diverges(&d.summary)).count();
+        println!(
+            "part {}: {} step(s), {n_units} (step, rank) unit(s), {d} step(s) with a diverging unit; written to {}; the verdict is `actdiff merge`'s",
+            part.shard,
+            record.steps.len(),
+            cfg.report.out_dir.display()
+        );
+    }
+    if finished {
+        exit_codes::OK
+    } else {
+        fail("a step's part did not finish (its step_S/part.json says why)".into())
+    }
+}
+
+/// Whether `dir` is a part of a sharded step series (holds [`SERIES_PART`]).
+pub fn is_series_part(dir: &Path) -> bool {
+    dir.join(SERIES_PART).is_file()
+}
+
+/// `actdiff merge` of the parts of a sharded step series: checks that the
+/// parts record one split of the same steps, merges each step's parts into
+/// `OUT/step_S/` with [`crate::run::merge::merge_parts_split`] (the units each
+/// part must hold come from the series' split, recomputed from the parts'
+/// recorded inputs), then writes the series' outputs as
+/// [`compare_steps`] does. Returns the exit status over every step, or 2
+/// with the problems named: each once, with the steps it concerns
+/// (`steps 1-4: part 1/3 missing ...`), the parts named by their folders.
+pub fn merge_series(parts: &[PathBuf], out: &Path, outs: &RunOutputs) -> i32 {
+    match merge_steps(parts, out) {
+        Ok((opts, summary)) => write_outputs(&opts, summary, outs),
+        Err(problems) => crate::run::merge::refuse(out, problems, outs),
+    }
+}
+
+/// The work of [`merge_series`]: the series' report options and summary.
+fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<Message>> {
+    let mut records = Vec::new();
+    let mut problems = Vec::new();
+    for p in parts {
+        let file = p.join(SERIES_PART);
+        match std::fs::read(&file)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice::<SeriesPart>(&b).map_err(|e| e.to_string()))
+        {
+            Ok(r) => records.push(r),
+            Err(error) => problems.push(Message::NotASeriesPart {
+                file: file.display().to_string(),
+                error,
+            }),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let first = records[0].clone();
+    for (r, p) in records.iter().zip(parts).skip(1) {
+        let same = (&r.steps, &r.steps_only1, &r.steps_only2, r.shard.count)
+            == (
+                &first.steps,
+                &first.steps_only1,
+                &first.steps_only2,
+                first.shard.count,
+            );
+        if !same {
+            problems.push(Message::PartsOfOtherSeries {
+                first: parts[0].display().to_string(),
+                other: p.display().to_string(),
+                steps: (first.steps.clone(), r.steps.clone()),
+                counts: (first.shard.count, r.shard.count),
+            });
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let step_dir = |p: &Path, s: u64| p.join(format!("{STEP_DIR_PREFIX}{s}"));
+    // The series' split, from the recorded inputs of each step (every
+    // part records the same inputs; merge_parts_split checks that).
+    let mut plans = Vec::with_capacity(first.steps.len());
+    for s in &first.steps {
+        let m = shard::Manifest::read(&step_dir(&parts[0], *s)).map_err(|e| {
+            vec![Message::AtStep {
+                step: *s,
+                message: Box::new(Message::Text(e)),
+            }]
+        })?;
+        let plan = match (&m.inputs.run1, &m.inputs.run2) {
+            (Some(a), Some(b)) => crate::run::plan(&a.input(), &b.input(), &m.run.rank_map),
+            _ => crate::run::RankPlan::default(),
+        };
+        plans.push((*s, plan, m.inputs));
+    }
+    let split = shard::series_units_by_part(&plans, first.shard.count);
+    let opts = ReportOptions {
+        out_dir: out.to_path_buf(),
+        ..Default::default()
+    };
+    prepare_report_folder(&opts).map_err(|e| vec![Message::Text(e.to_string())])?;
+    let mut merged = Vec::with_capacity(first.steps.len());
+    // Each step's problems, the parts named by their own folders (not
+    // their step folders), so that a problem of every step is said once.
+    let mut at = Vec::new();
+    for ((s, ..), by_part) in plans.iter().zip(split) {
+        let dirs: Vec<PathBuf> = parts.iter().map(|p| step_dir(p, *s)).collect();
+        match crate::run::merge::merge_parts_split(&dirs, &step_dir(out, *s), Some(by_part), parts)
+        {
+            Ok(c) => merged.push((*s, c)),
+            Err(e) => at.extend(crate::run::merge::problems(e).into_iter().map(|p| (*s, p))),
+        }
+    }
+    if !at.is_empty() {
+        return Err(crate::run::messages::at_steps(at));
+    }
+    // A diverging step other than the first has pages without rows (but
+    // with --steps all): its own report says so, as compare_step's does.
+    let first_step = merged
+        .iter()
+        .find(|(_, c)| c.ranks.iter().any(|r| r.first_divergence.is_some()))
+        .map(|(s, _)| *s);
+    let done: Vec<StepDone> = merged
+        .into_iter()
+        .map(|(s, mut c)| {
+            let diverging = c.ranks.iter().any(|r| r.counts.diverging() > 0);
+            if !first.all_pages && diverging && Some(s) != first_step {
+                c.meta.warnings.push(Message::StepWithoutPages { step: s });
+            }
+            let (meta, summary) = crate::run::outputs::finish_step(c.meta, c.ranks);
+            StepDone {
+                step: s,
+                summary,
+                meta,
+            }
+        })
+        .collect();
+    // Names and paths as the steps' merges give them (the runs' step
+    // folders' parents).
+    let opts = match done.first() {
+        Some(d) => ReportOptions {
+            name1: d.summary.name1.clone(),
+            name2: d.summary.name2.clone(),
+            path1: parent(&d.summary.path1),
+            path2: parent(&d.summary.path2),
+            ..opts
+        },
+        None => opts,
+    };
+    let summary = join(
+        &opts,
+        done,
+        (first.steps_only1, first.steps_only2),
+        first_step,
+        first.warnings,
+        first.no_step.unwrap_or(Message::NoStep { selected: None }),
+    );
+    Ok((opts, summary))
+}

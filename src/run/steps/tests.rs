@@ -1,0 +1,101 @@
+//! Tests of the step series' helpers and of the tables it keeps.
+
+use super::keep::kept_bytes;
+use super::*;
+use crate::report::messages::fmt_steps;
+
+#[test]
+fn step_folder_names() {
+    assert_eq!(step_of_dir_name("step_12"), Some(12));
+    assert_eq!(step_of_dir_name("step_0"), Some(0));
+    for bad in ["step_", "step_1a", "step-1", "steps_1", "step_+1", "rank_1"] {
+        assert_eq!(step_of_dir_name(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn step_selection() {
+    assert_eq!(StepSelection::parse("all"), Ok(StepSelection::All));
+    let s = StepSelection::parse("3, 5-9").unwrap();
+    assert_eq!(s, StepSelection::Only(vec![(3, 3), (5, 9)]));
+    assert!(s.includes(3) && s.includes(5) && s.includes(9));
+    assert!(!s.includes(4) && !s.includes(10) && !s.includes(1));
+    assert!(StepSelection::First.includes(77));
+    for bad in ["", "x", "9-5", "3,", "1-2-3"] {
+        let e = StepSelection::parse(bad).unwrap_err();
+        assert!(e.contains("--steps"), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn step_lists() {
+    assert_eq!(fmt_steps(&[1, 2, 3, 5, 7, 8]), "1-3, 5, 7-8");
+    assert_eq!(fmt_steps(&[]), "none");
+    assert_eq!(fmt_steps(&[4]), "4");
+}
+
+/// A rank of empty logs, compared.
+fn kept_rank(rank: u32) -> KeptRank {
+    let t = || crate::parser::parse_bytes(Vec::new(), "rank_0_activations.log");
+    let (t1, t2) = (t(), t());
+    let m = crate::matcher::match_tables(&t1, &t2, &Default::default());
+    KeptRank {
+        rank1: rank,
+        rank2: rank,
+        tables: (t1, t2, m),
+        report: ReportOptions::default(),
+    }
+}
+
+#[test]
+fn only_the_earliest_diverging_steps_tables_are_kept() {
+    let k = Kept::default();
+    // Steps 2 and 4 in flight; 4 diverges first, then 2 does.
+    k.offer(2, kept_rank(0));
+    k.offer(4, kept_rank(0));
+    k.offer(4, kept_rank(1));
+    k.step_done(4, true);
+    k.offer(2, kept_rank(1));
+    // A step later than the earliest diverging one is not kept.
+    k.offer(5, kept_rank(0));
+    assert_eq!(k.lock().steps.keys().collect::<Vec<_>>(), [&2, &4]);
+    k.step_done(2, true);
+    assert_eq!(k.lock().steps.keys().collect::<Vec<_>>(), [&2]);
+    // A step that does not diverge drops its own.
+    k.offer(1, kept_rank(0));
+    k.step_done(1, false);
+    k.step_done(5, true);
+    assert_eq!(k.lock().steps.keys().collect::<Vec<_>>(), [&2]);
+    assert!(k.take(2, 3).is_none(), "not every rank with a summary kept");
+    assert_eq!(k.lock().bytes, 0);
+    let k = Kept::default();
+    k.offer(3, kept_rank(0));
+    k.offer(3, kept_rank(1));
+    k.step_done(3, true);
+    let ranks = k.take(3, 2).expect("kept");
+    assert_eq!(ranks.iter().map(|r| r.rank1).collect::<Vec<_>>(), [0, 1]);
+}
+
+#[test]
+fn past_the_bound_a_step_is_compared_again() {
+    let one = kept_bytes(&kept_rank(0));
+    let k = Kept {
+        cap: one,
+        ..Kept::default()
+    };
+    k.offer(1, kept_rank(0));
+    k.offer(1, kept_rank(1));
+    k.step_done(1, true);
+    assert_eq!(k.lock().bytes, one);
+    assert!(k.take(1, 2).is_none(), "rank 1 was over the bound");
+    assert_eq!(k.lock().bytes, 0);
+}
+
+#[test]
+fn worse_orders_statuses() {
+    use exit_codes::*;
+    assert_eq!(worse(OK, DIVERGED), DIVERGED);
+    assert_eq!(worse(DIVERGED, INCOMPLETE), INCOMPLETE);
+    assert_eq!(worse(INPUT_ERROR, INCOMPLETE), INPUT_ERROR);
+    assert_eq!(worse(DIVERGED, OK), DIVERGED);
+}
