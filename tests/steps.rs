@@ -1143,3 +1143,58 @@ fn a_many_rank_series_stays_small_and_every_link_resolves() {
     );
     assert!(index.contains("a.href = \"step_\" + steps[i] + \"/index.html\""));
 }
+
+/// A merge of a step series into the folder of one of its parts is
+/// refused before anything there is cleared or written, and the refusal
+/// leaves that part whole (a new user's `-o` typo emptied a part's step
+/// folders: 1,503 files down to 1).
+#[test]
+fn a_series_merge_into_one_of_its_parts_leaves_the_part_whole() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 3, 2);
+    let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
+    let before: Vec<(std::path::PathBuf, Vec<u8>)> = files_under(&parts[0])
+        .into_iter()
+        .map(|f| {
+            let bytes = std::fs::read(&f).unwrap();
+            (f, bytes)
+        })
+        .collect();
+    assert!(before.len() > 3, "{before:?}");
+    let r = exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .arg("-q")
+            .arg("-o")
+            .arg(&parts[0]),
+        2,
+    );
+    assert_eq!(
+        r.stderr
+            .matches("the report folder (-o) is one of the parts")
+            .count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    let after: Vec<(std::path::PathBuf, Vec<u8>)> = files_under(&parts[0])
+        .into_iter()
+        .map(|f| {
+            let bytes = std::fs::read(&f).unwrap();
+            (f, bytes)
+        })
+        .collect();
+    assert_eq!(before, after, "the part is unchanged");
+    // It still merges.
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .arg("-q")
+            .arg("-o")
+            .arg(d.path().join("m")),
+        1,
+    );
+}

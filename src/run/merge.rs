@@ -189,7 +189,9 @@ pub fn refuse(out: &Path, problems: Vec<Message>, outs: &super::RunOutputs) -> i
     for p in &problems {
         eprintln!("error: {p}");
     }
-    let is_part = out.join(shard::MANIFEST).exists();
+    // A part's folder (of a single step or of a step series) is never
+    // cleared.
+    let is_part = out.join(shard::MANIFEST).exists() || super::steps::is_series_part(out);
     let cleared = if out.is_dir() && !is_part {
         match report::clear_previous(out) {
             Ok(_) => true,

@@ -150,7 +150,20 @@ pub fn merge_series(parts: &[PathBuf], out: &Path, outs: &RunOutputs) -> i32 {
 /// The work of [`merge_series`]: the series' report options and summary.
 fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<Message>> {
     let mut records = Vec::new();
-    let mut problems = Vec::new();
+    // The report folder being one of the parts is refused before anything
+    // is written or cleared there (the single-step merge finds it only per
+    // step, after the series' folder was prepared: a part lost its pages).
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut problems: Vec<Message> = parts
+        .iter()
+        .filter(|p| canon(p) == canon(out))
+        .map(|p| Message::PartIsReport {
+            dir: p.display().to_string(),
+        })
+        .collect();
+    if !problems.is_empty() {
+        return Err(problems);
+    }
     for p in parts {
         let file = p.join(SERIES_PART);
         match std::fs::read(&file)
