@@ -113,6 +113,12 @@ fn gen(a: GenArgs) -> i32 {
                 secs,
                 s.bytes as f64 / 1e6 / secs.max(1e-9)
             );
+            if s.perturbed == 0 && a.perturb > 0.0 && a.perturb_count.is_none() {
+                eprintln!(
+                    "warning: no row perturbed: --perturb {} of {} ops a rank rounds down to 0 rows (run 2 equals run 1); --perturb-count N perturbs N rows a rank",
+                    a.perturb, a.ops
+                );
+            }
             exit_codes::OK
         }
         Err(e) => {

@@ -585,6 +585,10 @@ def _default_rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
+#: The warning of a schedule without any step (nothing will be captured).
+EMPTY_SCHEDULE = "actdiff_capture: capture_steps={!r} holds no step: this profiler captures nothing"
+
+
 def _schedule(capture_step, capture_steps):
     """The steps to capture: ``(series, steps)``. ``series`` is False for one
     step given as an int (the reference's layout: ``{dump_dir}/rank_R...``),
@@ -609,6 +613,8 @@ def _schedule(capture_step, capture_steps):
             raise ValueError(f"capture_steps must be an increasing range, got {capture_steps!r}")
         if len(capture_steps) and capture_steps[0] < 1:
             raise ValueError(f"capture_steps are 1-based, got {capture_steps!r}")
+        if not len(capture_steps):
+            warnings.warn(EMPTY_SCHEDULE.format(capture_steps), stacklevel=3)
         return True, capture_steps
     try:
         steps = frozenset(int(s) for s in capture_steps)
@@ -616,6 +622,8 @@ def _schedule(capture_step, capture_steps):
         raise ValueError(f"capture_steps must be an int or an iterable of ints, got {capture_steps!r}") from e
     if any(s < 1 for s in steps):
         raise ValueError(f"capture_steps are 1-based, got {min(steps)}")
+    if not steps:
+        warnings.warn(EMPTY_SCHEDULE.format(capture_steps), stacklevel=3)
     return True, steps
 
 

@@ -198,7 +198,7 @@ const RANK_STEP_GROUPS: usize = 3;
 /// their first diverging step in step order, at most `RANK_STEP_GROUPS` (3)
 /// groups named, as compact rank lists: "first diverging step per rank:
 /// ranks 0–13, 15–17, … (1900 ranks) at step 1; ranks 14 and 18 at step 2;
-/// and 1 more step (3 ranks); ranks 20–47 agree throughout".
+/// and 1 more step (3 ranks); ranks 20–47 agree in every step compared".
 pub fn rank_steps_sentence(by_rank: &[RankStep], ranks: &[u32]) -> String {
     let head = "first diverging step per rank: ";
     if by_rank.len() <= RANK_STEPS_LISTED {
@@ -237,7 +237,7 @@ pub fn rank_steps_sentence(by_rank: &[RankStep], ranks: &[u32]) -> String {
         .collect();
     if !agree.is_empty() {
         parts.push(format!(
-            "{} agree{} throughout",
+            "{} agree{} in every step compared",
             crate::report::summary::rank_word(&agree),
             if agree.len() == 1 { "s" } else { "" }
         ));
@@ -419,7 +419,10 @@ mod tests {
         assert!(s.contains(" at step 1; ranks 3, 10, 17, "), "{s}");
         assert!(s.contains("(571 ranks) at step 2; "), "{s}");
         assert!(s.contains("at step 3; and 2 more steps ("), "{s}");
-        assert!(s.ends_with("; ranks 4000–4095 agree throughout"), "{s}");
+        assert!(
+            s.ends_with("; ranks 4000–4095 agree in every step compared"),
+            "{s}"
+        );
     }
 
     #[test]

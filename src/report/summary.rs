@@ -260,8 +260,8 @@ pub struct RankSummary {
     /// dispatch order: a `diff`, `missing`, `only1` or `only2` row that is
     /// neither ignored nor an unsynced collective.
     pub first_divergence: Option<RowRef>,
-    /// The first diverging row that does not gate (an unsynced collective
-    /// or an ignored op), if any.
+    /// The first diverging row that does not gate (an unsynced collective,
+    /// an ignored op or an op fused away), if any.
     pub first_nongating_difference: Option<RowRef>,
     /// When both logs have digests: how many paired rows are bitwise
     /// identical; absent without digests.

@@ -334,3 +334,17 @@ def test_a_baseline_that_does_not_match_is_an_error(tmp_path):
 def run_with_baseline(dump, baseline, steps=4, on_divergence="raise", **kw):
     """``run`` with ``baseline=`` (every step captured, full precision)."""
     return run(dump, steps=steps, baseline=baseline, on_divergence=on_divergence, **kw)
+
+
+def test_an_empty_schedule_is_warned_about(tmp_path):
+    """`capture_steps=[]` (or an empty range) captures nothing: a warning
+    says so instead of a silent profiler."""
+    model = InPlaceNet()
+    for steps in ([], range(5, 5)):
+        with pytest.warns(UserWarning, match="holds no step: this profiler captures nothing"):
+            prof = actdiff_capture.Profiler(model, tmp_path / "d", capture_steps=steps, level="modules")
+        prof.step()
+    assert not (tmp_path / "d").exists() or not any((tmp_path / "d").iterdir())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        actdiff_capture.Profiler(model, tmp_path / "e", capture_steps=[2], level="modules")

@@ -211,3 +211,13 @@ fn written_as_its_words_and_read_back_as_them() {
         "words are never matched"
     );
 }
+
+#[test]
+fn steps_in_neither_run_say_step_or_steps() {
+    let one = Message::StepsInNeither { steps: vec![9] };
+    assert_eq!(one.to_string(), "--steps: step 9 in neither run");
+    let many = Message::StepsInNeither {
+        steps: vec![6, 7, 8, 100],
+    };
+    assert_eq!(many.to_string(), "--steps: steps 6-8, 100 in neither run");
+}

@@ -197,7 +197,8 @@ impl Message {
                 "{path}: no rank_N_activations.log in it (a step the capture schedule named but the job never reached, or a capture that did not finish): not a step of the run"
             ),
             Message::StepsInNeither { steps } => {
-                write!(f, "--steps: step {} in neither run", fmt_steps(steps))
+                let word = if steps.len() == 1 { "step" } else { "steps" };
+                write!(f, "--steps: {word} {} in neither run", fmt_steps(steps))
             }
             Message::NoStep { selected: None } => {
                 f.write_str("nothing compared: no step is in both runs")
