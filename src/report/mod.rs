@@ -6,6 +6,39 @@
 //! `summary.json` are written last from the summaries alone
 //! ([`write_index`]), so memory does not grow with the number of ranks.
 
+/// Implements, for a typed value that carries its words (`Display`), the
+/// one rule the report's typed values share: two are equal when their
+/// words are, serde writes one as its words and reads words back as
+/// `$read(String)`. Used by [`messages::Message`], [`reasons::Reason`] and
+/// [`summary::Verdict`].
+macro_rules! written_as_words {
+    ($t:ident, $read:path) => {
+        impl Eq for $t {}
+
+        /// Equal when the words are (a value read back from a written
+        /// file equals the one written).
+        impl PartialEq for $t {
+            fn eq(&self, other: &$t) -> bool {
+                self.to_string() == other.to_string()
+            }
+        }
+
+        /// Written as its words.
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        /// Read back as its words.
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                <String as serde::Deserialize>::deserialize(d).map($read)
+            }
+        }
+    };
+}
+
 pub mod colour;
 pub mod files;
 pub mod html;

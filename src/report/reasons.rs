@@ -10,8 +10,6 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 use super::messages::{self, Message, Side};
 use super::steps::RankStep;
 
@@ -280,30 +278,7 @@ pub fn join(v: &[Reason], sep: &str) -> String {
     t.join(sep)
 }
 
-/// Two reasons are equal when their words are (a reason read back from a
-/// written summary equals the one written).
-impl Eq for Reason {}
-
-/// Two reasons are equal when their words are.
-impl PartialEq for Reason {
-    fn eq(&self, other: &Reason) -> bool {
-        self.to_string() == other.to_string()
-    }
-}
-
-/// A reason is written as its words.
-impl Serialize for Reason {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-/// A reason is read back as its words ([`Reason::Read`]).
-impl<'de> Deserialize<'de> for Reason {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Reason, D::Error> {
-        String::deserialize(d).map(Reason::Read)
-    }
-}
+written_as_words!(Reason, Reason::Read);
 
 #[cfg(test)]
 mod tests {

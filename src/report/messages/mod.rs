@@ -15,8 +15,6 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 use crate::parser::Field;
 use crate::run::shard::Shard;
 
@@ -540,30 +538,7 @@ impl From<String> for Message {
     }
 }
 
-/// Two messages are equal when their words are (a message read back from a
-/// written file equals the one written).
-impl Eq for Message {}
-
-/// Two messages are equal when their words are.
-impl PartialEq for Message {
-    fn eq(&self, other: &Message) -> bool {
-        self.to_string() == other.to_string()
-    }
-}
-
-/// A message is written as its text.
-impl Serialize for Message {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-/// A message is read back as its text ([`Message::Read`]).
-impl<'de> Deserialize<'de> for Message {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Message, D::Error> {
-        String::deserialize(d).map(Message::Read)
-    }
-}
+written_as_words!(Message, Message::Read);
 
 /// Messages joined with `sep`, as one line of text.
 pub fn join(v: &[Message], sep: &str) -> String {

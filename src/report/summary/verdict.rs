@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use super::{CauseRef, RankSummary, Summary};
 use crate::matcher::cause::CauseKind;
@@ -83,28 +83,7 @@ impl fmt::Display for Verdict {
     }
 }
 
-impl Eq for Verdict {}
-
-/// Two verdicts are equal when their words are.
-impl PartialEq for Verdict {
-    fn eq(&self, other: &Verdict) -> bool {
-        self.to_string() == other.to_string()
-    }
-}
-
-/// A verdict is written as its words.
-impl Serialize for Verdict {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-/// A verdict is read back as its words ([`Verdict::Read`]).
-impl<'de> Deserialize<'de> for Verdict {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Verdict, D::Error> {
-        String::deserialize(d).map(Verdict::Read)
-    }
-}
+written_as_words!(Verdict, Verdict::Read);
 
 impl RankGroup {
     /// `ranks {1,3}: first divergence layers.1.attention/op_0_softmax (1 differing op)`.
