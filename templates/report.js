@@ -11,9 +11,9 @@
   /* The data cells of a side, and Location's position among them: set from
      each table's data-cols and data-loc (src/report/rowdata.rs's COLUMNS). */
   var NCOL = 0, LOC = -1;
-  /* The status badges, by status: page.html renders one of each into
-     <template id=badges> (macros.html's badge, the only place they are
-     written). */
+  /* The status badges, by status: the page's writer puts one of each into
+     <template id=badges> (src/report/html/markup.rs's badge, the only
+     place they are written). */
   var BADGE = {}, bt = document.getElementById("badges");
   if (bt && bt.content) {
     Array.prototype.forEach.call(bt.content.children, function (b) {
@@ -52,7 +52,7 @@
     return h;
   }
   /* A run name: clipped where it does not fit, the full text on hover
-     (macros.html's clip). */
+     (src/report/html/markup.rs's clip). */
   function clip(t, cls) {
     return '<span class="clip' + (cls ? " " + cls : "") + '" title="' + esc(t) + '">' + esc(t) + "</span>";
   }

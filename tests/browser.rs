@@ -1028,7 +1028,7 @@ fn large_report_sizes_and_index_load_time() {
 /// A value the parser could not read (it warns; not compared) is marked on
 /// the result page: class `unreadable`, a title saying so and a visible
 /// marker; the other run's readable cell of that column is not. The row's
-/// status badge is the one macros.html writes.
+/// status badge is the one `src/report/html/markup.rs` writes.
 #[test]
 fn unreadable_values_are_marked() {
     let _g = one_at_a_time();

@@ -79,11 +79,11 @@ pub fn light_colour(rd: f64) -> String {
 #[derive(Serialize)]
 pub(crate) struct Colour {
     /// Text colour on the dark theme (the reference's scale).
-    dark: String,
+    pub(crate) dark: String,
     /// Background (both themes).
-    bg: String,
+    pub(crate) bg: String,
     /// Text colour on the light theme.
-    light: String,
+    pub(crate) light: String,
 }
 
 /// The colour classes used on one page. A differing cell names its class

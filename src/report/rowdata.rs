@@ -187,7 +187,7 @@ impl<'a> Cell<'a> {
 }
 
 /// The data columns of a side, in order: the result pages' column heads
-/// (`templates/page.html` draws them from this list, the page script
+/// (`src/report/html/page.rs` writes them from this list, the page script
 /// counts them from it; `report.css` sizes them by position from the end).
 pub(super) const COLUMNS: [&str; 9] = [
     "Output hash",

@@ -13,14 +13,9 @@ use crate::report::ReportError;
 
 /// The built-in templates: (name, text). Names ending in `.html` are
 /// autoescaped; the CSS and JS are static text included by the pages.
-const TEMPLATES: [(&str, &str); 8] = [
+const TEMPLATES: [(&str, &str); 6] = [
     ("report.css", include_str!("../../../templates/report.css")),
     ("report.js", include_str!("../../../templates/report.js")),
-    (
-        "macros.html",
-        include_str!("../../../templates/macros.html"),
-    ),
-    ("page.html", include_str!("../../../templates/page.html")),
     ("index.html", include_str!("../../../templates/index.html")),
     ("index.js", include_str!("../../../templates/index.js")),
     ("ranks.js", include_str!("../../../templates/ranks.js")),
@@ -48,6 +43,33 @@ pub(super) fn escape(s: &str) -> String {
         }
     }
     out
+}
+
+/// `s` HTML-escaped as [`escape`] does, written straight into a
+/// formatter (`write!(o, "{}", Esc(key))`), without a `String` of its own:
+/// the byte writers' way to escape.
+#[derive(Clone, Copy)]
+pub(super) struct Esc<'a>(pub(super) &'a str);
+
+impl std::fmt::Display for Esc<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.0;
+        let mut from = 0;
+        for (i, b) in s.bytes().enumerate() {
+            let rep = match b {
+                b'&' => "&amp;",
+                b'<' => "&lt;",
+                b'>' => "&gt;",
+                b'"' => "&quot;",
+                b'\'' => "&#39;",
+                _ => continue,
+            };
+            f.write_str(&s[from..i])?;
+            f.write_str(rep)?;
+            from = i + 1;
+        }
+        f.write_str(&s[from..])
+    }
 }
 
 /// The error text of `e` and all its sources, `outer: inner: ...` (tera
@@ -88,17 +110,6 @@ fn context(name: &str, data: &impl Serialize) -> Result<Context, ReportError> {
         name: name.into(),
         message: error_chain(e),
     })
-}
-
-/// Renders template `name` with `data` into a string.
-pub(super) fn render(name: &str, data: &impl Serialize) -> Result<String, ReportError> {
-    let ctx = context(name, data)?;
-    engine()?
-        .render(name, &ctx)
-        .map_err(|e| ReportError::Template {
-            name: name.into(),
-            message: error_chain(e),
-        })
 }
 
 /// Renders template `name` with `data` into the file `path`.

@@ -9,10 +9,9 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::parts::{
-    cause_link, excluded, left_out_note, row_link, shown_note, status_counts, CauseLink, Excluded,
-    RowLink, StatusCount,
+    cause_link, excluded, left_out_note, row_link, shown_note, status_counts, Excluded, StatusCount,
 };
-use super::{engine, overview};
+use super::{engine, markup, overview};
 use crate::matcher::cause::CauseKind;
 use crate::report::messages::{self, Message};
 use crate::report::reasons::Reason;
@@ -77,13 +76,15 @@ struct RankRow<'a> {
     counts: Vec<u64>,
     diverged: bool,
     incomplete: bool,
-    first_divergence: Option<RowLink<'a>>,
-    first_cause: Option<CauseLink<'a>>,
+    /// The first diverging row's link ([`markup::row_link`]), "" when none.
+    first_divergence: String,
+    /// The first cause ([`markup::cause_link`]), "" when none.
+    first_cause: String,
     pages: Vec<PageLink<'a>>,
     /// "showing 31,880 diverging rows of 3,264,458; ..." when filtered.
     shown_note: String,
     /// Origins and entries, in dispatch order.
-    causes: Vec<CauseRow<'a>>,
+    causes: Vec<CauseRow>,
     /// Origins and entries not listed.
     more_causes: u64,
     /// The rank's heatmap, read from its overview page (written with the
@@ -101,14 +102,13 @@ struct RankRow<'a> {
 
 /// An origin or entry in a rank's table on the index.
 #[derive(Serialize)]
-struct CauseRow<'a> {
+struct CauseRow {
     kind: &'static str,
     /// Badge classes.
     cls: &'static str,
-    row: RowLink<'a>,
-    /// For a one-sided cause: the earliest op of one run only that feeds
-    /// the row.
-    fed_by: Option<RowLink<'a>>,
+    /// The row's link ([`markup::row_link`]); for a one-sided cause,
+    /// after the link of the earliest op of one run only that feeds it.
+    link: String,
     /// 0-based positions of the differing inputs, comma-separated.
     inputs: String,
     inherited: u64,
@@ -116,7 +116,7 @@ struct CauseRow<'a> {
     chain: String,
 }
 
-fn cause_rows(c: &CausesSummary) -> Vec<CauseRow<'_>> {
+fn cause_rows(c: &CausesSummary, (n1, n2): (&str, &str)) -> Vec<CauseRow> {
     c.causes
         .iter()
         .map(|e| CauseRow {
@@ -125,8 +125,15 @@ fn cause_rows(c: &CausesSummary) -> Vec<CauseRow<'_>> {
                 CauseKind::Origin => "cause",
                 _ => "entry",
             },
-            row: row_link(&e.row),
-            fed_by: e.one_sided.first().map(row_link),
+            link: {
+                let mut o = String::new();
+                if let Some(f) = e.one_sided.first() {
+                    markup::row_link(&mut o, &row_link(f), n1, n2);
+                    o.push_str(" <span class=mut>feeds</span> ");
+                }
+                markup::row_link(&mut o, &row_link(&e.row), n1, n2);
+                o
+            },
             inputs: e
                 .cause
                 .inputs
@@ -269,7 +276,12 @@ struct IndexCtx<'a> {
     left_out: String,
     /// Ranks that could not be compared, not listed ([`INDEX_FAILED_RANKS`]).
     more_failed: usize,
-    excluded: Vec<Excluded<'a>>,
+    /// Each side's excluded-op chips ([`markup::excluded`]), per group of
+    /// ranks with the same list.
+    excluded: Vec<String>,
+    /// The rank tables' head cells after `rank`: the entries and one
+    /// column per status, run names clipped ([`markup::clip`]).
+    rank_head: String,
     warnings: Vec<SideWarnings<'a>>,
     /// Logs with input warnings not listed.
     more_warnings: usize,
@@ -485,7 +497,7 @@ fn rank_row<'a>(
         String::new()
     };
     let causes = if detail {
-        cause_rows(&r.root_causes)
+        cause_rows(&r.root_causes, (n1, n2))
     } else {
         Vec::new()
     };
@@ -508,8 +520,14 @@ fn rank_row<'a>(
             .collect(),
         diverged: r.diverged(),
         incomplete: r.incomplete(),
-        first_divergence: r.first_divergence.as_ref().map(row_link),
-        first_cause: cause_link(&r.root_causes),
+        first_divergence: r
+            .first_divergence
+            .as_ref()
+            .map(|f| markup::row_link_html(&row_link(f), n1, n2))
+            .unwrap_or_default(),
+        first_cause: cause_link(&r.root_causes)
+            .map(|c| markup::cause_link_html(&c, n1, n2))
+            .unwrap_or_default(),
         // A rank without pages (a step of a series without full pages):
         // its step's index says so once, in its warnings.
         shown_note: if r.pages.is_empty() {
@@ -596,6 +614,25 @@ fn group_rows<'a>(
             starts,
         },
     ))
+}
+
+/// The head cells of a rank table after `rank`: the entries of each run,
+/// one column per status, the first diverging row and the pages.
+fn rank_head(counts: &[StatusCount], n1: &str, n2: &str) -> String {
+    let mut o = String::from("<th>entries<br>");
+    markup::clip(&mut o, n1);
+    o.push_str(" / ");
+    markup::clip(&mut o, n2);
+    o.push_str("</th>");
+    for c in counts {
+        o.push_str("<th class=\"cnt ");
+        o.push_str(c.st);
+        o.push_str("\">");
+        markup::clip(&mut o, &c.label);
+        o.push_str("</th>");
+    }
+    o.push_str("<th>first diverging row · first cause</th><th>pages</th>");
+    o
 }
 
 /// Writes `index.html`: the verdict, counts per status, one table line per
@@ -696,7 +733,8 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
             .ranks_failed
             .len()
             .saturating_sub(INDEX_FAILED_RANKS),
-        excluded: excl,
+        excluded: excl.iter().map(markup::excluded_html).collect(),
+        rank_head: rank_head(&status_counts(&summary.counts, n1, n2), n1, n2),
         warnings,
         more_warnings,
         run_warnings: summary.warnings[..summary.warnings.len().min(INDEX_RUN_WARNINGS)]

@@ -1,10 +1,13 @@
-//! HTML pages (tera templates in `templates/`, embedded at build time, for
-//! pages written once per report or per result page; a byte writer for the
-//! one page every rank gets, its overview), one module per page kind:
-//! [`engine`] (tera, escaping, rendering), `page` (result pages),
-//! `overview` (the heatmap, written by a byte writer), `keys` (the key index),
-//! `index` (the index page), and `parts` (what pages and index share).
-//! File names come from [`crate::report::files`].
+//! HTML pages. Pages written once per report use tera templates in
+//! `templates/` (embedded at build time): the index and a step series'
+//! index. The pages every rank gets, its result pages and overview, are
+//! written by byte writers, so a rank costs about what its rows cost. One
+//! module per page kind: [`engine`] (tera, escaping, rendering), `page`
+//! (result pages), `overview` (the heatmap), `keys` (the key index),
+//! `index` (the index page), `steps` (a series' index); `markup` (the
+//! HTML pieces result pages and the index share: badges, row and cause
+//! links, excluded-op chips, the pager) and `parts` (the data behind
+//! them). File names come from [`crate::report::files`].
 //!
 //! Every rank gets one or more result pages (`rank{N}-page{k}.html`,
 //! [`ReportOptions::page_rows`](crate::report::ReportOptions::page_rows)
@@ -19,25 +22,25 @@
 //! `report.css` and `report.js`; the index carries its own CSS and script.
 //! Nothing is loaded from the network, so a report works from `file://`.
 //!
-//! Result pages: tera renders each page's frame (header, counts, first
+//! Result pages: `page` writes each page's frame (header, counts, first
 //! divergence and cause, excluded ops, filters, the section tables'
-//! heads, the colour rules); the rows come from `rowdata.rs` as JSON,
-//! written where the template has its `<!--actdiff:rows-->` marker, and the
-//! page script draws them: serialising rows is much faster than rendering
-//! them through tera (`docs/performance.md`).
+//! heads, the colour rules), then the page's rows as JSON from
+//! `rowdata.rs`, which the page script draws: serialising rows is much
+//! faster than rendering them through a template (`docs/performance.md`).
 //!
 //! Escaping: all log text (keys, locations, shapes, hashes, producers, run
-//! names, op names) reaches the tera-rendered parts only through `{{ }}`
-//! expressions with autoescape on (every template name ends in `.html`),
-//! and the overview's byte writer passes every text through the same
-//! escape function (`engine::escape`). The one `| safe` is the index
-//! embedding the heatmap of an overview page. In a page's row
-//! JSON every `<` is written `\u003c`, so no log text can end its
-//! `<script>` element, and the page script escapes every string it puts into markup
-//! (`tests/browser.rs` checks hostile keys, locations and run names). The
-//! key search reads keys from `rank{N}-keys.js`, where they are JSON
-//! strings passed to a function, and shows them with `textContent`. The
-//! colour rules in a page's `<style>` are built from numbers only.
+//! names, op names) reaches the templates only through `{{ }}` expressions
+//! with autoescape on (every template name ends in `.html`), and the byte
+//! writers (`page`, `overview`, `markup`) pass every text through the same
+//! escape function (`engine::escape`). The index's `| safe` values are
+//! markup built by `markup` and the heatmap of an overview page. In a
+//! page's row JSON every `<` is written `\u003c`, so no log text can end
+//! its `<script>` element, and the page script escapes every string it
+//! puts into markup (`tests/browser.rs` checks hostile keys, locations
+//! and run names). The key search reads keys from `rank{N}-keys.js`, where
+//! they are JSON strings passed to a function, and shows them with
+//! `textContent`. The colour rules in a page's `<style>` are built from
+//! numbers only.
 //!
 //! Cells: a differing cell gets a colour class (below); a value holding NaN
 //! or Inf gets `nf`, and a difference involving one `nfx` (the NaN/Inf
@@ -62,6 +65,7 @@
 pub mod engine;
 mod index;
 mod keys;
+mod markup;
 mod overview;
 mod page;
 mod parts;

@@ -48,16 +48,16 @@ struct HeatAgg {
     first_div: Option<usize>,
 }
 
-/// One drawn cell.
-struct HeatCell {
+/// One drawn cell: where it is, what it aggregates, its row label and
+/// column, and the result row it links to (page, row), if that row is on
+/// a page. Its class, title and link are written by [`render`].
+struct HeatCell<'a> {
     x: usize,
     y: usize,
-    /// `h0` (all rows agree), `h1`..`h8` (worst relative difference),
-    /// `hn` (NaN or Inf), `ho` (one-sided or missing rows only); ` o` added
-    /// when the cell holds an origin or entry.
-    cls: String,
-    title: String,
-    href: String,
+    agg: &'a HeatAgg,
+    op: &'a str,
+    column: usize,
+    link: Option<(usize, usize)>,
 }
 
 struct HeatLabel {
@@ -74,7 +74,8 @@ struct OverviewCtx<'a> {
     width: usize,
     height: usize,
     cell: usize,
-    cells: Vec<HeatCell>,
+    cols: Columns,
+    cells: Vec<HeatCell<'a>>,
     ylabels: Vec<HeatLabel>,
     xlabels: Vec<HeatLabel>,
     /// Rows drawn, diverging rows.
@@ -96,21 +97,23 @@ fn row_rel_diff(rc: &RankComparison<'_>, index: usize, row: &MatchRow) -> Option
     worst_difference(rc.t1, i, rc.t2, j, &opts, m.compared).map(|w| w.rel)
 }
 
-/// The heatmap colour class of a worst relative difference.
-fn heat_class(a: &HeatAgg) -> String {
-    let mut c = if a.diverging == 0 {
-        "h0".to_string()
+/// Writes the heatmap colour class of a cell: `h0` (all rows agree),
+/// `h1`..`h8` (worst relative difference), `hn` (NaN or Inf), `ho`
+/// (one-sided or missing rows only); ` o` added when the cell holds an
+/// origin or entry.
+fn heat_class(o: &mut String, a: &HeatAgg) {
+    if a.diverging == 0 {
+        o.push_str("h0");
     } else if a.nonfinite {
-        "hn".to_string()
+        o.push_str("hn");
     } else if a.worst < 0.0 {
-        "ho".to_string()
+        o.push_str("ho");
     } else {
-        format!("h{}", 1 + (diff_scale(a.worst) * 7.0).round() as u32)
-    };
-    if a.causes > 0 {
-        c.push_str(" o");
+        let _ = write!(o, "h{}", 1 + (diff_scale(a.worst) * 7.0).round() as u32);
     }
-    c
+    if a.causes > 0 {
+        o.push_str(" o");
+    }
 }
 
 /// Where each result row sits in the heatmap, before binning.
@@ -246,14 +249,14 @@ impl Columns {
             )
         }
     }
-    /// What column `x` holds, for a cell's title.
-    fn what(&self, x: usize) -> String {
+    /// Writes what column `x` holds, for a cell's title.
+    fn what(&self, o: &mut String, x: usize) {
         if x == 0 {
-            "no layer".to_string()
+            o.push_str("no layer");
         } else if self.bin == 1 {
-            format!("layer {}", x - 1)
+            let _ = write!(o, "layer {}", x - 1);
         } else {
-            format!("layers {}", self.label(x))
+            let _ = write!(o, "layers {}", self.label(x));
         }
     }
 }
@@ -307,33 +310,37 @@ fn aggregate(
     (agg, total, diverging)
 }
 
-/// A cell's title: where it is, how many of its rows diverge, the worst
-/// difference and its origins and entries.
-fn cell_title(a: &HeatAgg, what: &str, op: &str) -> String {
-    let mut title = if a.diverging == 0 {
-        format!(
-            "{what} · {op}: {} row{} agree{}",
+/// Writes a cell's title, escaped: where it is (column `x`, row label
+/// `op`), how many of its rows diverge, the worst difference and its
+/// origins and entries.
+fn cell_title(o: &mut String, a: &HeatAgg, cols: Columns, x: usize, op: &str) {
+    cols.what(o, x);
+    let _ = write!(o, " · {}: ", engine::Esc(op));
+    if a.diverging == 0 {
+        let _ = write!(
+            o,
+            "{} row{} agree{}",
             a.rows,
             if a.rows == 1 { "" } else { "s" },
             if a.rows == 1 { "s" } else { "" }
-        )
+        );
     } else {
-        format!("{what} · {op}: {} of {} rows diverge", a.diverging, a.rows)
-    };
+        let _ = write!(o, "{} of {} rows diverge", a.diverging, a.rows);
+    }
     if a.nonfinite {
-        title.push_str(" · NaN/Inf");
+        o.push_str(" · NaN/Inf");
     } else if a.worst > 0.0 {
-        title.push_str(&format!(" · worst rel. diff {:.1e}", a.worst));
+        let _ = write!(o, " · worst rel. diff {:.1e}", a.worst);
     }
     if a.causes > 0 {
-        title.push_str(&format!(
+        let _ = write!(
+            o,
             " · {} origin{}/entr{}",
             a.causes,
             if a.causes == 1 { "" } else { "s" },
             if a.causes == 1 { "y" } else { "ies" }
-        ));
+        );
     }
-    title
 }
 
 /// Where the heatmap's cells start: after the row labels, below the
@@ -346,14 +353,13 @@ struct Origin {
 
 /// The drawn cells: every cell with rows, linking to its first origin or
 /// entry, else its first diverging row, when that row is on a page.
-fn cells(
-    rc: &RankComparison<'_>,
+fn cells<'a>(
     plan: &PagePlan,
-    agg: &[HeatAgg],
+    agg: &'a [HeatAgg],
     cols: Columns,
-    labels: &[String],
+    labels: &'a [String],
     at: Origin,
-) -> Vec<HeatCell> {
+) -> Vec<HeatCell<'a>> {
     let nrows = labels.len().max(1);
     let mut cells = Vec::new();
     for y in 0..nrows {
@@ -363,25 +369,17 @@ fn cells(
                 continue;
             }
             let op = labels.get(y).map(String::as_str).unwrap_or("");
-            let href = a
+            let link = a
                 .first_cause
                 .or(a.first_div)
-                .and_then(|i| {
-                    plan.page_of(i).map(|p| {
-                        format!(
-                            "{}#{}",
-                            files::page(rc.rank1, p),
-                            files::anchor(rc.rank1, i)
-                        )
-                    })
-                })
-                .unwrap_or_default();
+                .and_then(|i| plan.page_of(i).map(|p| (p, i)));
             cells.push(HeatCell {
                 x: at.left + x * HEAT_PITCH,
                 y: at.top + y * HEAT_PITCH,
-                cls: heat_class(a),
-                title: cell_title(a, &cols.what(x), op),
-                href,
+                agg: a,
+                op,
+                column: x,
+                link,
             });
         }
     }
@@ -459,7 +457,8 @@ pub(super) fn write(
         width: label_w + cols.n * HEAT_PITCH + 4,
         height: at.top + nrows * HEAT_PITCH + 2,
         cell: HEAT_CELL,
-        cells: cells(rc, plan, &agg, cols, &labels, at),
+        cols,
+        cells: cells(plan, &agg, cols, &labels, at),
         ylabels: row_labels(&labels, at),
         xlabels: column_labels(cols, at),
         rows,
@@ -478,7 +477,7 @@ pub(super) fn write(
 /// caption) between [`HEATMAP_START`] and [`HEATMAP_END`], every text
 /// HTML-escaped as the templates' text is ([`engine::escape`]).
 fn render(ctx: &OverviewCtx<'_>) -> String {
-    let esc = engine::escape;
+    let esc = engine::Esc;
     let mut o = String::with_capacity(256 + ctx.cells.len() * 160);
     // `write!` into a String cannot fail.
     let _ = write!(
@@ -512,19 +511,27 @@ fn render(ctx: &OverviewCtx<'_>) -> String {
         o.push('\n');
     }
     for c in &ctx.cells {
-        if !c.href.is_empty() {
-            let _ = write!(o, "<a href=\"{}\">", esc(&c.href));
+        // Page files and anchors are made of numbers: nothing to escape.
+        if let Some((page, index)) = c.link {
+            let _ = write!(
+                o,
+                "<a href=\"{}#{}\">",
+                files::page(ctx.rank, page),
+                files::anchor(ctx.rank, index)
+            );
         }
         let _ = write!(
             o,
-            "<rect x={} y={} width={cell} height={cell} class=\"{}\"><title>{}</title></rect>",
+            "<rect x={} y={} width={cell} height={cell} class=\"",
             c.x,
             c.y,
-            esc(&c.cls),
-            esc(&c.title),
             cell = ctx.cell,
         );
-        if !c.href.is_empty() {
+        heat_class(&mut o, c.agg);
+        o.push_str("\"><title>");
+        cell_title(&mut o, c.agg, ctx.cols, c.column, c.op);
+        o.push_str("</title></rect>");
+        if c.link.is_some() {
             o.push_str("</a>");
         }
         o.push('\n');

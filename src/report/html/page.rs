@@ -1,13 +1,16 @@
-//! Result pages, `rank{N}-page{k}.html`: tera renders each page's frame
-//! (header, counts, first divergence and cause, excluded ops, filters, the
-//! heads of the Forward, Backward and Optimizer section tables, the colour
-//! rules); the rows come from
-//! `rowdata.rs` as JSON, written where the template has its
-//! `<!--actdiff:rows-->` marker, and the page script draws them.
+//! Result pages, `rank{N}-page{k}.html`, written by a byte writer (no
+//! template engine per rank): each page's frame (header, counts, first
+//! divergence and cause, excluded ops, filters, the heads of the Forward,
+//! Backward and Optimizer section tables, the colour rules) from the
+//! pieces in `markup.rs`, then its rows as JSON from `rowdata.rs`, which
+//! the page script draws.
+
+use std::fmt::Write;
 
 use rayon::prelude::*;
-use serde::Serialize;
 
+use super::engine::Esc;
+use super::markup::{self, Pager};
 use super::parts::{
     cause_link, excluded, row_link, shown_note, status_counts, CauseLink, Excluded, RowLink,
     StatusCount,
@@ -20,15 +23,22 @@ use crate::report::{
     files, rowdata, PagePlan, PageProgress, RankComparison, RankSummary, ReportError, ReportOptions,
 };
 
-/// Everything a result page shows.
-#[derive(Serialize)]
-struct PageCtx<'a> {
+/// A collapsible section of a result page: Forward, Backward or Optimizer.
+struct Section {
+    id: &'static str,
+    title: &'static str,
+    /// Rows of the section on this page.
+    rows: usize,
+}
+
+/// Everything a result page's frame shows (its rows are JSON the page
+/// script draws).
+struct Frame<'a> {
     name1: &'a str,
     name2: &'a str,
     rank: u32,
     rank2: u32,
-    page: usize,
-    pages: usize,
+    pager: Pager<'a>,
     first_row: usize,
     end_row: usize,
     total_rows: usize,
@@ -42,34 +52,15 @@ struct PageCtx<'a> {
     shown_what: &'static str,
     /// "showing 31,880 diverging rows of 3,264,458; ..." when the pages hold only diverging rows.
     shown_note: String,
-    prev: String,
-    next: String,
-    first_page: String,
-    last_page: String,
     counts: Vec<StatusCount>,
     page_counts: Vec<StatusCount>,
     first_divergence: Option<RowLink<'a>>,
     first_cause: Option<CauseLink<'a>>,
-    excluded: Vec<Excluded<'a>>,
-    /// The two runs' excluded-ops lists differ.
-    excluded_differ: bool,
+    excluded: [Excluded<'a>; 2],
     /// Colour classes `x1`, `x2`, ... of the page's differing cells.
     palette: Vec<Colour>,
     /// Forward, Backward, then Optimizer.
     sections: [Section; 3],
-    /// The data columns of a side ([`rowdata::COLUMNS`]).
-    columns: &'static [&'static str],
-    /// Location's position among them.
-    loc_column: usize,
-}
-
-/// A collapsible section of a result page.
-#[derive(Serialize)]
-struct Section {
-    id: &'static str,
-    title: &'static str,
-    /// Rows of the section on this page.
-    rows: usize,
 }
 
 /// Writes the pages' stylesheet and script ([`files::STYLESHEET`],
@@ -111,7 +102,6 @@ pub fn write_rank_pages(
     if !opts.rank_files {
         return Ok(Vec::new());
     }
-    engine::engine()?;
     write_assets(&opts.out_dir)?;
     let n = plan.len();
     let per = plan.page_rows;
@@ -173,28 +163,20 @@ fn write_page(
         (&opts.name1, &opts.name2),
         &mut palette,
     );
-    let file = |i: usize| refs.get(i).map(|r| r.file.clone()).unwrap_or_default();
-    let excl = vec![
-        excluded(
-            &opts.name1,
-            String::new(),
-            &s.run1.excluded_ops,
-            &[&s.run2.excluded_ops],
-        ),
-        excluded(
-            &opts.name2,
-            String::new(),
-            &s.run2.excluded_ops,
-            &[&s.run1.excluded_ops],
-        ),
-    ];
-    let ctx = PageCtx {
+    let file = |i: usize| refs.get(i).map_or("", |r| r.file.as_str());
+    let frame = Frame {
         name1: &opts.name1,
         name2: &opts.name2,
         rank: rc.rank1,
         rank2: rc.rank2,
-        page: k + 1,
-        pages: refs.len(),
+        pager: Pager {
+            page: k + 1,
+            pages: refs.len(),
+            prev: if k > 0 { file(k - 1) } else { "" },
+            next: file(k + 1),
+            first: file(0),
+            last: file(refs.len() - 1),
+        },
         first_row: p.first_row,
         end_row: p.end_row,
         total_rows: rc.matches.rows.len(),
@@ -206,19 +188,25 @@ fn write_page(
             "diverging rows"
         },
         shown_note: shown_note(s),
-        prev: if k > 0 { file(k - 1) } else { String::new() },
-        next: file(k + 1),
-        first_page: file(0),
-        last_page: file(refs.len() - 1),
         counts: status_counts(&s.counts, &opts.name1, &opts.name2),
         page_counts: status_counts(&pc, &opts.name1, &opts.name2),
         first_divergence: s.first_divergence.as_ref().map(row_link),
         first_cause: cause_link(&s.root_causes),
-        excluded_differ: excl.iter().any(|e| !e.only.is_empty()),
-        excluded: excl,
+        excluded: [
+            excluded(
+                &opts.name1,
+                String::new(),
+                &s.run1.excluded_ops,
+                &[&s.run2.excluded_ops],
+            ),
+            excluded(
+                &opts.name2,
+                String::new(),
+                &s.run2.excluded_ops,
+                &[&s.run1.excluded_ops],
+            ),
+        ],
         palette: palette.rules(),
-        columns: &rowdata::COLUMNS,
-        loc_column: rowdata::C_LOC,
         sections: [
             Section {
                 id: "forward",
@@ -237,21 +225,188 @@ fn write_page(
             },
         ],
     };
-    let page = engine::render("page.html", &ctx)?;
-    drop(ctx);
-    // The rows' JSON goes where the template has the marker: all log text
-    // in the rendered page is escaped (no `<!--`), so the marker is ours.
-    let Some((head, tail)) = page.split_once(ROWS_MARKER) else {
-        return Err(ReportError::Template {
-            name: "page.html".into(),
-            message: format!("no {ROWS_MARKER} marker"),
-        });
-    };
     engine::write_parts(
         &opts.out_dir.join(&p.file),
-        &[head.as_bytes(), &json, tail.as_bytes()],
+        &[head(&frame).as_bytes(), &json, TAIL.as_bytes()],
     )
 }
 
-/// Where a rendered `page.html` takes its rows' JSON.
-const ROWS_MARKER: &str = "<!--actdiff:rows-->";
+/// The end of a result page, after its rows' JSON.
+const TAIL: &str = "</script>\n<script src=\"report.js\"></script>\n</body>\n</html>\n";
+
+/// A result page up to its rows' JSON: the header, counts, first
+/// divergence and cause, excluded ops, filters, the section tables' heads
+/// (which the page script fills), the colour rules, and the start of the
+/// `<script>` element that holds the rows. Every log text and run name is
+/// escaped ([`escape`]); the colour rules are built from numbers only.
+fn head(f: &Frame<'_>) -> String {
+    let mut o = String::with_capacity(8192);
+    let (n1, n2) = (Esc(f.name1), Esc(f.name2));
+    let (page, pages) = (f.pager.page, f.pager.pages);
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"color-scheme\" content=\"light dark\">\n\
+         <title>Numerics Comparison: {n1} vs {n2} · rank {rank} · page {page} of {pages}</title>\n\
+         <link rel=stylesheet href=\"report.css\">\n",
+        rank = f.rank,
+    );
+    if !f.palette.is_empty() {
+        o.push_str(
+            "<style>\n/* Colours of differing cells, computed by actdiff from each cell's relative difference. */\n",
+        );
+        for (i, c) in f.palette.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "table.res tbody > tr > td.x{}{{color:{};background:{} }}",
+                i + 1,
+                c.light,
+                c.bg
+            );
+        }
+        o.push_str("@media (prefers-color-scheme: dark) {\n");
+        for (i, c) in f.palette.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "table.res tbody > tr > td.x{}{{color:{} }}",
+                i + 1,
+                c.dark
+            );
+        }
+        o.push_str("}\n</style>\n");
+    }
+    let _ = write!(
+        o,
+        "\n</head>\n<body class=page>\n<header class=top>\n\
+         <h1>Numerics Comparison: {n1} vs {n2}</h1>\n<div class=sub>rank {}",
+        f.rank
+    );
+    if f.rank2 != f.rank {
+        let _ = write!(o, " <span class=mut>({n2} rank {})</span>", f.rank2);
+    }
+    let _ = write!(o, " · page {page} of {pages} · ");
+    if f.filtered {
+        if f.end_row > f.first_row {
+            let _ = write!(
+                o,
+                "{} {}–{} of the {} shown",
+                f.shown_what,
+                f.first_row + 1,
+                f.end_row,
+                f.shown_rows
+            );
+        } else {
+            o.push_str("no diverging rows");
+        }
+        let _ = write!(o, " ({} rows in all)", f.total_rows);
+    } else if f.total_rows > 0 {
+        let _ = write!(
+            o,
+            "rows {}–{} of {}",
+            f.first_row,
+            f.end_row - 1,
+            f.total_rows
+        );
+    } else {
+        o.push_str("no rows");
+    }
+    if !f.shown_note.is_empty() {
+        let _ = write!(o, " · <b class=banner>{}</b>", Esc(&f.shown_note));
+    }
+    o.push_str("</div>\n");
+    markup::pager(&mut o, &f.pager, false);
+    let _ = writeln!(
+        o,
+        "\n</header>\n<div class=summary><span class=mut>rank {}:</span>",
+        f.rank
+    );
+    for c in &f.counts {
+        let _ = writeln!(
+            o,
+            "<span class=\"cnt {}\">{} {}</span>",
+            c.st,
+            c.n,
+            Esc(&c.label)
+        );
+    }
+    o.push_str("</div>\n<div class=fd><span class=fdlabel>First divergence:</span> ");
+    match &f.first_divergence {
+        Some(r) => markup::row_link(&mut o, r, f.name1, f.name2),
+        None => o.push_str("<span class=mut>none</span>"),
+    }
+    o.push_str("</div>\n");
+    if let Some(c) = &f.first_cause {
+        o.push_str("<div class=fd><span class=fdlabel>First cause:</span> ");
+        markup::cause_link(&mut o, c, f.name1, f.name2);
+        o.push_str("</div>\n");
+    }
+    let differ = f.excluded.iter().any(|e| !e.only.is_empty());
+    let _ = writeln!(
+        o,
+        "\n<details class=excluded{}><summary>Excluded ops dispatched{}</summary>",
+        if differ { " open" } else { "" },
+        if differ {
+            " <b class=exonly>· the two runs' sets differ</b>"
+        } else {
+            ""
+        }
+    );
+    for e in &f.excluded {
+        markup::excluded(&mut o, e);
+        o.push('\n');
+    }
+    o.push_str("</details>\n<div class=filters id=filters>\n");
+    for c in &f.page_counts {
+        let _ = writeln!(
+            o,
+            "<label class=\"cnt {st}\"><input type=checkbox checked data-st=\"{st}\"> show {} <span class=mut>({})</span></label>",
+            Esc(&c.label),
+            c.n,
+            st = c.st,
+        );
+    }
+    o.push_str(
+        "<input type=text id=re class=re placeholder=\"filter keys by regex (case-insensitive), e.g. layers\\.0.*mul\" autocomplete=off spellcheck=false>\n\
+         <span id=re-status class=mut></span>\n</div>\n\
+         <noscript><p class=banner>The rows of this page are drawn by its script: allow JavaScript for this file, or read summary.json or actdiff's --rows output.</p></noscript>\n",
+    );
+    for sec in &f.sections {
+        let _ = writeln!(
+            o,
+            "\n<details open class=section id=\"{}\"><summary><h2>{} <span class=mut>({} rows on this page)</span></h2></summary>",
+            sec.id, sec.title, sec.rows
+        );
+        if sec.rows > 0 {
+            // The page script draws the rows (`rowdata.rs`): one <tbody>
+            // per result, row 1 = key (with match chip, status badge and
+            // notes) and run 1's side, row 2 = run 2's side; each side its
+            // label, then the cells of `rowdata::COLUMNS`.
+            let _ = write!(
+                o,
+                "<table class=res data-cols={} data-loc={}>\n<thead><tr><th>Op key · match</th><th>Side</th>",
+                rowdata::COLUMNS.len(),
+                rowdata::C_LOC
+            );
+            for c in rowdata::COLUMNS {
+                let _ = write!(o, "<th>{}</th>", Esc(c));
+            }
+            o.push_str("</tr></thead></table>\n");
+        } else {
+            let _ = writeln!(
+                o,
+                "<p class=mut>No {} rows on this page.</p>",
+                sec.title.to_lowercase()
+            );
+        }
+        o.push_str("</details>\n");
+    }
+    o.push('\n');
+    markup::pager(&mut o, &f.pager, true);
+    o.push_str("\n<template id=badges>");
+    for c in &f.counts {
+        markup::badge(&mut o, c.st, f.name1, f.name2);
+    }
+    o.push_str("</template>\n<script type=\"application/json\" id=rows>");
+    o
+}
