@@ -210,51 +210,63 @@ fn files_of(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 /// The first diverging step's full pages are written from the tables its
 /// compare kept (no second compare): they must be the very pages that
 /// `--steps all` writes for that step, and the other steps' pages must
-/// hold no rows.
+/// hold no rows. Under a budget that bites, too: the HTML budget is shared
+/// by every step and rank either way (1 MiB over 4 steps × 2 ranks is
+/// 128 KiB a rank, less than a 300-op rank's full pages; over the first
+/// step's 2 ranks alone it would be 512 KiB, enough for them).
 #[test]
 fn the_first_diverging_steps_pages_are_those_of_a_full_compare() {
     let d = TempDir::new().unwrap();
     series(d.path(), 4, 2);
     let (a, b) = (d.path().join("a"), d.path().join("b"));
-    let first = d.path().join("first");
-    let all = d.path().join("all");
-    for (out, extra) in [(&first, None), (&all, Some("all"))] {
-        let mut c = support::actdiff();
-        c.arg("compare").args([&a, &b]).arg("-q").arg("-o").arg(out);
-        if let Some(x) = extra {
-            c.args(["--steps", x]);
+    for budget in [None, Some("1")] {
+        let tag = budget.unwrap_or("default");
+        let first = d.path().join(format!("first-{tag}"));
+        let all = d.path().join(format!("all-{tag}"));
+        for (out, extra) in [(&first, None), (&all, Some("all"))] {
+            let mut c = support::actdiff();
+            c.arg("compare").args([&a, &b]).arg("-q").arg("-o").arg(out);
+            if let Some(x) = extra {
+                c.args(["--steps", x]);
+            }
+            if let Some(mb) = budget {
+                c.args(["--html-budget-mb", mb]);
+            }
+            Run::of(&mut c, "").expect(1);
         }
-        Run::of(&mut c, "").expect(1);
-    }
-    let s = summary(&first);
-    assert_eq!(s["first_diverging_step"], 2);
-    let got = files_of(&first.join("step_2"));
-    let want = files_of(&all.join("step_2"));
-    assert_eq!(
-        got.keys().collect::<Vec<_>>(),
-        want.keys().collect::<Vec<_>>(),
-        "the first diverging step's report files"
-    );
-    assert!(got.keys().any(|k| k.starts_with("rank1-page")), "{got:?}");
-    for (name, bytes) in &want {
-        assert!(
-            got[name] == *bytes,
-            "step_2/{name} differs from --steps all's"
+        let s = summary(&first);
+        assert_eq!(s["first_diverging_step"], 2);
+        let got = files_of(&first.join("step_2"));
+        let want = files_of(&all.join("step_2"));
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "the first diverging step's report files ({tag} budget)"
         );
-    }
-    for r in s["ranks"].as_array().unwrap() {
-        let rows = r["html_rows"].as_u64().unwrap();
-        if r["step"] == 2 {
-            assert!(rows > 0, "{r}");
-            let page = r["pages"][0]["file"].as_str().unwrap();
-            assert!(first.join(page).is_file(), "{page}");
-        } else {
-            assert_eq!(rows, 0, "{r}");
+        assert!(got.keys().any(|k| k.starts_with("rank1-page")), "{got:?}");
+        for (name, bytes) in &want {
+            assert!(
+                got[name] == *bytes,
+                "step_2/{name} differs from --steps all's ({tag} budget)"
+            );
         }
+        for r in s["ranks"].as_array().unwrap() {
+            let rows = r["html_rows"].as_u64().unwrap();
+            if r["step"] == 2 {
+                // Rank 1 diverges; rank 0's pages hold every row unless
+                // the budget bit (then only diverging rows: none).
+                assert_eq!(rows > 0, r["rank"] == 1 || budget.is_none(), "{r}");
+                let page = r["pages"][0]["file"].as_str().unwrap();
+                assert!(first.join(page).is_file(), "{page}");
+                assert_eq!(r["html_filtered"], budget.is_some(), "{r}");
+            } else {
+                assert_eq!(rows, 0, "{r}");
+            }
+        }
+        // The step's own summary warns of no step without pages.
+        let own = std::fs::read_to_string(first.join("step_2/summary.json")).unwrap();
+        assert!(!own.contains("has no result pages"), "{own}");
     }
-    // The step's own summary warns of no step without pages.
-    let own = std::fs::read_to_string(first.join("step_2/summary.json")).unwrap();
-    assert!(!own.contains("has no result pages"), "{own}");
 }
 
 #[test]

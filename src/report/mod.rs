@@ -189,10 +189,11 @@ pub fn rank_budget(budget: u64, ranks: usize) -> u64 {
     (budget / ranks.max(1) as u64).max(RANK_FIXED_BYTES)
 }
 
-/// Each step's share of a report-wide HTML budget (`None`: no budget) when
-/// `steps` steps of a step series all get full pages (`--steps all`), so
-/// that the budget holds for the whole series' folder, as
-/// [`rank_budget`] shares a step's among its ranks.
+/// Each step's share of a report-wide HTML budget (`None`: no budget) over
+/// the `steps` steps of a step series, as [`rank_budget`] shares a step's
+/// among its ranks: so the budget holds for the whole series' folder with
+/// `--steps all`, and the first diverging step's pages (the only full ones
+/// otherwise) are those `--steps all` writes for it.
 pub fn series_step_budget(budget: Option<u64>, steps: usize) -> Option<u64> {
     budget.map(|b| b / steps.max(1) as u64)
 }

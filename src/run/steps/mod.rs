@@ -409,10 +409,11 @@ fn compare_all(
         jobs: None,
         ..cfg.clone()
     };
-    if all_pages {
-        // The report's HTML budget is the series': shared by its steps.
-        inner.report.html_budget = report::series_step_budget(cfg.report.html_budget, steps.len());
-    }
+    // The report's HTML budget is the series': shared by its steps, each
+    // step's share by its ranks, whether every step gets pages or only
+    // the first diverging one (whose pages are then those `--steps all`
+    // writes for it, and cost what the same rows as ranks would).
+    inner.report.html_budget = report::series_step_budget(cfg.report.html_budget, steps.len());
     let with_part = |c: &CompareConfig, s: u64| CompareConfig {
         shard: part_of(s),
         ..c.clone()
@@ -463,7 +464,11 @@ fn compare_all(
             None => {
                 // The first diverging step again, with its full pages.
                 let (_, p1, p2) = steps.iter().find(|(s, ..)| *s == f).expect("compared");
-                done[i] = compare_step(&with_part(cfg, f), f, (p1, p2), true, None);
+                let again = CompareConfig {
+                    jobs: cfg.jobs,
+                    ..inner.clone()
+                };
+                done[i] = compare_step(&with_part(&again, f), f, (p1, p2), true, None);
             }
         }
     }
