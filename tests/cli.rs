@@ -2070,3 +2070,61 @@ fn the_html_budget_is_shared_over_the_ranks_with_context_rows() {
             > 100_000
     );
 }
+
+/// Issue 26: above 64 ranks the terminal stays short, as the index does:
+/// the lines of one rank per group for the first 8 groups (those with a
+/// gating difference first, the largest first), then at most 20 groups,
+/// one line each with their ranks shortened, and the rest counted. At 100
+/// ranks of one perturbed row each, every rank's lines were printed (about
+/// 7 lines a rank) and every group listed every one of its ranks.
+#[test]
+fn a_compare_of_many_ranks_prints_a_line_per_group_not_per_rank() {
+    let tmp = TempDir::new().unwrap();
+    let (d1, d2) = gen_runs(
+        &tmp,
+        &[
+            "--ops",
+            "40",
+            "--ranks",
+            "100",
+            "--perturb-count",
+            "1",
+            "--seed",
+            "4",
+        ],
+    );
+    let r = compare(&tmp, &d1, &d2, &[]);
+    r.expect(1);
+    let out = &r.stdout;
+    let s = r.summary();
+    let groups = s["groups"].as_array().unwrap();
+    assert!(groups.len() > 20, "enough groups to cut: {}", groups.len());
+    assert!(out.contains(&format!(
+        "100 ranks in {} groups by verdict: the first rank of the first 8 groups listed",
+        groups.len()
+    )));
+    let rank_blocks = out
+        .lines()
+        .filter(|l| l.starts_with("rank ") && l.contains(" ops vs "))
+        .count();
+    assert_eq!(rank_blocks, 8, "{out}");
+    let group_lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains(" ranks (") || l.contains(" rank ("))
+        .collect();
+    assert_eq!(group_lines.len(), 20, "{out}");
+    // Gating groups first, the largest first.
+    let sizes: Vec<usize> = group_lines
+        .iter()
+        .map(|l| l.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{sizes:?}");
+    assert!(group_lines[0].contains(": first divergence "), "{out}");
+    let listed: usize = sizes.iter().sum();
+    assert!(out.contains(&format!(
+        "… and {} more groups ({} ranks): summary.json `groups`, the index",
+        groups.len() - 20,
+        100 - listed
+    )));
+    assert!(out.lines().count() < 100, "{} lines", out.lines().count());
+}

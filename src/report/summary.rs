@@ -15,7 +15,9 @@ use crate::matcher::{
 use crate::parser::{duplicate_keys, Field, OpTable, Phase, WarningKind};
 
 mod verdict;
-pub use verdict::{collective_words, rank_ranges, rank_word, RankGroup, Verdict};
+pub use verdict::{
+    collective_words, rank_ranges, rank_word, RankGroup, Verdict, GROUPED_ABOVE_RANKS,
+};
 
 /// Version of the `summary.json` layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;

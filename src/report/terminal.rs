@@ -1,10 +1,13 @@
 //! The short terminal summary: per rank, counts and the first diverging op;
-//! then the verdict and where the report is.
+//! then the verdict and where the report is. Above
+//! [`GROUPED_ABOVE_RANKS`] ranks it stays short as the index does: the
+//! lines of one rank per group for the first groups (diverging, largest
+//! first), then the first groups, each on one line.
 
 use std::fmt::Write;
 
 use super::messages;
-use super::summary::{RankSummary, Summary};
+use super::summary::{RankSummary, Summary, GROUPED_ABOVE_RANKS};
 use crate::matcher::cause::CauseKind;
 
 fn pct(a: u64, b: usize) -> String {
@@ -236,6 +239,16 @@ fn detail_lines(out: &mut String, s: &Summary, r: &RankSummary) {
     }
 }
 
+/// Rank groups whose first rank's lines are printed above
+/// [`GROUPED_ABOVE_RANKS`] ranks.
+const TERMINAL_GROUP_RANKS: usize = 8;
+
+/// Rank groups listed, one line each, above [`GROUPED_ABOVE_RANKS`] ranks.
+const TERMINAL_GROUPS: usize = 20;
+
+/// Ranks that could not be compared listed (the others are counted).
+const TERMINAL_FAILED_RANKS: usize = 50;
+
 /// Renders the terminal summary of `s`; `report` is the index page path.
 pub fn render(s: &Summary, report: &str) -> String {
     let mut out = String::new();
@@ -250,16 +263,43 @@ pub fn render(s: &Summary, report: &str) -> String {
     if let Some(h) = Summary::headline(&s.ranks, &s.name1, &s.name2) {
         let _ = writeln!(out, "{h}");
     }
-    for r in &s.ranks {
-        rank_lines(&mut out, s, r);
+    let grouped = s.ranks.len() > GROUPED_ABOVE_RANKS;
+    let order = Summary::groups_by_weight(&s.ranks, &s.groups);
+    if grouped {
+        let shown = order.len().min(TERMINAL_GROUP_RANKS);
+        let _ = writeln!(
+            out,
+            "{} ranks in {} groups by verdict: the first rank of the {}{} listed (every rank: summary.json, the index)",
+            s.ranks.len(),
+            s.groups.len(),
+            if shown < order.len() { "first " } else { "" },
+            if shown == 1 {
+                "group".to_string()
+            } else {
+                format!("{shown} groups")
+            }
+        );
+        for (r, _) in &order[..shown] {
+            rank_lines(&mut out, s, r);
+        }
+    } else {
+        for r in &s.ranks {
+            rank_lines(&mut out, s, r);
+        }
     }
-    if !s.ranks_only1.is_empty() {
-        let _ = writeln!(out, "ranks only in {}: {:?}", s.name1, s.ranks_only1);
+    for (name, only) in [(&s.name1, &s.ranks_only1), (&s.name2, &s.ranks_only2)] {
+        if only.is_empty() {
+        } else if grouped || only.len() > GROUPED_ABOVE_RANKS {
+            let _ = writeln!(
+                out,
+                "ranks only in {name}: {}",
+                super::summary::rank_word(only)
+            );
+        } else {
+            let _ = writeln!(out, "ranks only in {name}: {only:?}");
+        }
     }
-    if !s.ranks_only2.is_empty() {
-        let _ = writeln!(out, "ranks only in {}: {:?}", s.name2, s.ranks_only2);
-    }
-    for f in &s.ranks_failed {
+    for f in s.ranks_failed.iter().take(TERMINAL_FAILED_RANKS) {
         let _ = writeln!(
             out,
             "rank {}: not compared: {}",
@@ -267,10 +307,32 @@ pub fn render(s: &Summary, report: &str) -> String {
             messages::join(&f.errors, "; ")
         );
     }
-    if s.ranks.len() > 1 {
+    if s.ranks_failed.len() > TERMINAL_FAILED_RANKS {
+        let _ = writeln!(
+            out,
+            "… {} more ranks not compared (summary.json)",
+            s.ranks_failed.len() - TERMINAL_FAILED_RANKS
+        );
+    }
+    if grouped {
+        for (_, g) in order.iter().take(TERMINAL_GROUPS) {
+            let _ = writeln!(out, "{}", g.describe_short());
+        }
+        if order.len() > TERMINAL_GROUPS {
+            let left = &order[TERMINAL_GROUPS..];
+            let _ = writeln!(
+                out,
+                "… and {} more groups ({} ranks): summary.json `groups`, the index",
+                left.len(),
+                left.iter().map(|(_, g)| g.ranks.len()).sum::<usize>()
+            );
+        }
+    } else if s.ranks.len() > 1 {
         for g in &s.groups {
             let _ = writeln!(out, "{}", g.describe());
         }
+    }
+    if s.ranks.len() > 1 {
         let c = &s.counts;
         let _ = writeln!(
             out,

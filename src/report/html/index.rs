@@ -31,7 +31,7 @@ const INDEX_DUPLICATES: usize = 5;
 /// (its first rank, the group's ranks beside it) and loads the table of
 /// every rank part by part ([`files::rank_table`]), so that its size
 /// follows what differs, not the rank count.
-pub const INDEX_FULL_RANKS: usize = 64;
+pub const INDEX_FULL_RANKS: usize = crate::report::summary::GROUPED_ABOVE_RANKS;
 
 /// Rank groups listed on such an index: diverging groups first, the
 /// largest first; the others are counted.
@@ -581,13 +581,7 @@ fn group_rows<'a>(
 ) -> Result<(Vec<RankRow<'a>>, Grouped), ReportError> {
     let names = (summary.name1.as_str(), summary.name2.as_str());
     let groups = Summary::group_ranks(&summary.ranks);
-    let by_rank: std::collections::HashMap<u32, &RankSummary> =
-        summary.ranks.iter().map(|r| (r.rank, r)).collect();
-    let mut order: Vec<(&RankSummary, &crate::report::summary::RankGroup)> = groups
-        .iter()
-        .filter_map(|g| Some((*by_rank.get(&g.ranks[0])?, g)))
-        .collect();
-    order.sort_by_key(|(r, g)| (!r.diverged(), std::cmp::Reverse(g.ranks.len())));
+    let order = Summary::groups_by_weight(&summary.ranks, &groups);
     let mut rows = Vec::new();
     for (i, (r, g)) in order.iter().take(INDEX_GROUPS).enumerate() {
         let mut row = rank_row(r, names, opts, i < INDEX_DETAILS)?;

@@ -89,19 +89,36 @@ impl RankGroup {
     /// `ranks {1,3}: first divergence layers.1.attention/op_0_softmax (1 differing op)`.
     pub fn describe(&self) -> String {
         let ranks: Vec<String> = self.ranks.iter().map(|r| r.to_string()).collect();
+        self.describe_as(&format!("ranks {{{}}}", ranks.join(",")))
+    }
+
+    /// [`RankGroup::describe`] with the ranks short, for thousands of
+    /// ranks: `412 ranks (0, 20, 33–35, …): first divergence …`, at most
+    /// eight runs of ranks.
+    pub fn describe_short(&self) -> String {
+        let parts = rank_ranges(&self.ranks, 2);
+        self.describe_as(&format!(
+            "{} rank{} ({}{})",
+            self.ranks.len(),
+            if self.ranks.len() == 1 { "" } else { "s" },
+            parts[..parts.len().min(8)].join(", "),
+            if parts.len() > 8 { ", …" } else { "" }
+        ))
+    }
+
+    /// What the group's ranks share, after `ranks` (how they are named).
+    fn describe_as(&self, ranks: &str) -> String {
         match &self.first_divergence {
-            None if self.diverging == 0 => format!("ranks {{{}}}: all matched", ranks.join(",")),
+            None if self.diverging == 0 => format!("{ranks}: all matched"),
             // Differences shown but not gating (an unsynced collective, a
             // fused-away op, an ignore rule).
             None => format!(
-                "ranks {{{}}}: no gating difference ({} row{} shown, not gating)",
-                ranks.join(","),
+                "{ranks}: no gating difference ({} row{} shown, not gating)",
                 self.diverging,
                 if self.diverging == 1 { "" } else { "s" }
             ),
             Some(k) => format!(
-                "ranks {{{}}}: first divergence {k} ({} differing op{}){}",
-                ranks.join(","),
+                "{ranks}: first divergence {k} ({} differing op{}){}",
                 self.diverging,
                 if self.diverging == 1 { "" } else { "s" },
                 if let Verdict::ViaCollective(_) = self.verdict {
@@ -224,7 +241,37 @@ pub fn rank_word(v: &[u32]) -> String {
     )
 }
 
+/// Above this many compared ranks, the index and the terminal list rank
+/// groups ([`Summary::groups_by_weight`]), not every rank, so that their
+/// size follows what differs, not the rank count.
+pub const GROUPED_ABOVE_RANKS: usize = 64;
+
 impl Summary {
+    /// Each group of `groups` (from [`Summary::group_ranks`] of `ranks`)
+    /// with its first rank, in the order the index and the terminal list
+    /// them when there are many ranks: groups with a gating difference
+    /// first, then those with differences shown but not gating, then those
+    /// that agree; the largest first within each, then by first rank.
+    pub fn groups_by_weight<'r, 'g>(
+        ranks: &'r [RankSummary],
+        groups: &'g [RankGroup],
+    ) -> Vec<(&'r RankSummary, &'g RankGroup)> {
+        let by_rank: ahash::AHashMap<u32, &RankSummary> =
+            ranks.iter().map(|r| (r.rank, r)).collect();
+        let mut order: Vec<(&RankSummary, &RankGroup)> = groups
+            .iter()
+            .filter_map(|g| Some((*by_rank.get(g.ranks.first()?)?, g)))
+            .collect();
+        order.sort_by_key(|(r, g)| {
+            (
+                g.first_divergence.is_none(),
+                !r.diverged(),
+                std::cmp::Reverse(g.ranks.len()),
+            )
+        });
+        order
+    }
+
     /// Groups ranks by verdict ([`RankSummary::verdict`]), in rank order.
     ///
     /// Verdicts are equal when their words are; each rank's words are made
