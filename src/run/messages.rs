@@ -517,9 +517,16 @@ fn logs_changed(p: &ReadPart) -> Option<Message> {
             })
         })
         .collect();
+    // A version-1 part recorded its paths as given, relative to the folder
+    // its compare ran in.
+    let relative = m.version < 2
+        && logs
+            .iter()
+            .any(|l| l.now == LogNow::Missing && Path::new(&l.file).is_relative());
     (!logs.is_empty()).then(|| Message::LogsChanged {
         part: p.name.clone(),
         logs,
+        relative,
     })
 }
 

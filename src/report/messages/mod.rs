@@ -339,6 +339,10 @@ pub enum Message {
         part: PartName,
         /// The logs that changed.
         logs: Vec<ChangedLog>,
+        /// The part is from an older actdiff (`part.json` version 1) that
+        /// recorded relative paths, and some of them are now missing: they
+        /// hold only from the folder its compare ran in.
+        relative: bool,
     },
     /// One part of the split given in two folders.
     PartGivenTwice {

@@ -167,6 +167,7 @@ fn a_merges_problems_have_their_words() {
                         now: LogNow::Missing,
                     },
                 ],
+                relative: false,
             },
             "the logs changed since part 0/3 (p0) compared them: a/rank_0_activations.log (recorded 10 bytes, now 11 bytes), a/rank_1_activations.log (recorded 10 bytes, now missing)",
         ),

@@ -275,11 +275,23 @@ impl Message {
                 "{} all wrote their rows to {file}: each part overwrote the one before, so it holds one part's ranks only; give each part its own file (--rows PART_DIR/rows.parquet)",
                 named(parts)
             ),
-            Message::LogsChanged { part, logs } => write!(
-                f,
-                "the logs changed since {part} compared them: {}",
-                named(logs)
-            ),
+            Message::LogsChanged {
+                part,
+                logs,
+                relative,
+            } => {
+                write!(
+                    f,
+                    "the logs changed since {part} compared them: {}",
+                    named(logs)
+                )?;
+                if *relative {
+                    f.write_str(
+                        " (its part.json is from an older actdiff, which recorded the paths relative to the folder its compare ran in: merge from that folder, or compare the parts again with this actdiff)",
+                    )?;
+                }
+                Ok(())
+            }
             Message::PartGivenTwice {
                 shard,
                 first,
