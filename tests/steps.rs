@@ -1198,3 +1198,76 @@ fn a_series_merge_into_one_of_its_parts_leaves_the_part_whole() {
         1,
     );
 }
+
+/// A part of a sharded step series that failed is named by the merge with
+/// its own error, wherever it stands among the parts: one that failed
+/// before it knew its runs were step series (run 2 missing: only a
+/// `part.json`), and one that failed on a step's logs (rank 0 with two
+/// logs at step 2: its `series-part.json` says failed). A new user got
+/// "series-part.json: not a part of a sharded step series" instead.
+#[test]
+fn a_failed_series_part_is_merged_as_its_own_error() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 3, 2);
+    let mut parts: Vec<_> = (0..3).map(|k| part(d.path(), &a, &b, k, 3)).collect();
+    let compare = |k: u32, b: &Path, out: &Path| {
+        exec(
+            support::actdiff()
+                .arg("compare")
+                .args([&a, b])
+                .args(["-q", "--shard", &format!("{k}/3"), "-o"])
+                .arg(out),
+            2,
+        )
+    };
+    let missing = d.path().join("no-such-run");
+    compare(1, &missing, &parts[1]);
+    let merge = |parts: &[std::path::PathBuf]| {
+        exec(
+            support::actdiff()
+                .arg("merge")
+                .args(parts)
+                .args(["-q", "-o"])
+                .arg(d.path().join("merged")),
+            2,
+        )
+    };
+    let said = format!(
+        "error: part 1/3 ({}): its compare failed: {}: no such file or folder",
+        parts[1].display(),
+        missing.display()
+    );
+    for order in [[0, 1, 2], [1, 0, 2]] {
+        let given: Vec<_> = order.iter().map(|i| parts[*i].clone()).collect();
+        let r = merge(&given);
+        assert!(r.stderr.contains(&said), "{order:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("not a part"), "{order:?}: {}", r.stderr);
+    }
+    // Rank 0 of step 2 has two logs in run 2: every part fails on it.
+    let b2 = d.path().join("b2");
+    std::fs::create_dir_all(b2.join("step_2")).unwrap();
+    for s in 1..=3 {
+        let (from, to) = (b.join(format!("step_{s}")), b2.join(format!("step_{s}")));
+        std::fs::create_dir_all(&to).unwrap();
+        for r in 0..2 {
+            let log = format!("rank_{r}_activations.log");
+            std::fs::copy(from.join(&log), to.join(&log)).unwrap();
+        }
+    }
+    let gz = b2.join("step_2/rank_0_activations.log.gz");
+    std::fs::write(&gz, b"").unwrap();
+    parts[2] = d.path().join("p2-two-logs");
+    compare(2, &b2, &parts[2]);
+    let r = merge(&parts);
+    assert!(
+        r.stderr.contains(&format!(
+            "error: part 2/3 ({}): its compare failed: step 2: ",
+            parts[2].display()
+        )) && r.stderr.contains("rank 0 has two logs"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains(&said), "{}", r.stderr);
+    assert!(!r.stderr.contains("not a part"), "{}", r.stderr);
+}

@@ -163,10 +163,10 @@ fn read_parts<'a>(
 /// so no earlier report stays there looking current, and with `--junit`
 /// writes a JUnit file with an `<error>` naming the problems.
 pub fn merge(parts: &[PathBuf], out: &Path, outs: &super::RunOutputs) -> i32 {
-    if parts
-        .first()
-        .is_some_and(|p| super::steps::is_series_part(p))
-    {
+    // A part of a step series that failed before it knew its runs were
+    // step series has only a part.json: any series part makes the merge
+    // the series'.
+    if parts.iter().any(|p| super::steps::is_series_part(p)) {
         return super::steps::merge_series(parts, out, outs);
     }
     match merge_parts(parts, out) {

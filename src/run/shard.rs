@@ -542,9 +542,14 @@ impl Manifest {
         std::fs::write(&tmp, json)?;
         std::fs::rename(&tmp, dir.join(MANIFEST))
     }
-    /// Reads `dir/part.json`.
+    /// Reads `dir/part.json`. Errors name `dir`: no such file or folder, a
+    /// file, a folder without `part.json` (not a part), or the manifest's
+    /// own error ([`Manifest::from_bytes`]).
     pub fn read(dir: &Path) -> Result<Manifest, String> {
-        if dir.exists() && !dir.is_dir() {
+        if !dir.exists() {
+            return Err(format!("{}: no such file or folder", dir.display()));
+        }
+        if !dir.is_dir() {
             return Err(format!(
                 "{}: not a part of a sharded compare (a file; a part is the folder `actdiff compare --shard` wrote)",
                 dir.display()

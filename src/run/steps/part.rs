@@ -32,6 +32,35 @@ pub struct SeriesPart {
     /// [`compare_steps`] does).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all_pages: bool,
+    /// Why the part stopped before it compared its steps (a run missing,
+    /// a step's logs not found, its folder not writable); absent for a
+    /// part that compared them. The merge names it with this message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+impl SeriesPart {
+    /// The record of part `shard` that failed with `message` before it
+    /// compared any step.
+    fn failed(shard: Shard, message: String) -> SeriesPart {
+        SeriesPart {
+            shard,
+            steps: Vec::new(),
+            steps_only1: Vec::new(),
+            steps_only2: Vec::new(),
+            warnings: Vec::new(),
+            no_step: None,
+            all_pages: false,
+            failed: Some(message),
+        }
+    }
+
+    /// Writes the record into the part's folder `dir`.
+    fn write(&self, dir: &Path) -> Result<(), String> {
+        let json = serde_json::to_vec_pretty(self).expect("a series part serialises");
+        let file = dir.join(SERIES_PART);
+        std::fs::write(&file, json).map_err(|e| format!("{}: {e}", file.display()))
+    }
 }
 
 /// `actdiff compare RUN1 RUN2 --shard K/N` on two step series: one split
@@ -44,14 +73,26 @@ pub struct SeriesPart {
 /// into the series' report. Returns 0 when every step's part finished.
 pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i32 {
     let part = cfg.shard.clone().expect("a part");
-    let fail = |e: String| {
+    let out = &cfg.report.out_dir;
+    let said = |e: &str| {
         eprintln!("error: part {}: {e}", part.shard);
         exit_codes::INPUT_ERROR
     };
+    // A part that stops before its steps are compared says why in its
+    // series-part.json, for the merge to name (a folder that cannot be
+    // written says it on stderr only).
+    let fail = |e: String| {
+        let _ = SeriesPart::failed(part.shard, e.clone()).write(out);
+        said(&e)
+    };
     if let Err(e) = prepare_report_folder(&cfg.report) {
-        return fail(e.to_string());
+        return said(&e.to_string());
     }
-    let _ = std::fs::remove_file(cfg.report.out_dir.join(SERIES_PART));
+    // The records of an earlier part in this folder: its series-part.json,
+    // and the part.json of a part that failed before it knew its runs
+    // were step series (the merge would read either as this part's).
+    let _ = std::fs::remove_file(out.join(SERIES_PART));
+    let _ = std::fs::remove_file(out.join(shard::MANIFEST));
     let pairs = StepPairs::of(cfg, sel);
     let mut plans = Vec::with_capacity(pairs.both.len());
     for (s, p1, p2) in &pairs.both {
@@ -102,13 +143,10 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
         steps_only2: pairs.only.1,
         warnings: pairs.warnings,
         all_pages,
+        failed: None,
     };
-    let json = serde_json::to_vec_pretty(&record).expect("a series part serialises");
-    if let Err(e) = std::fs::write(cfg.report.out_dir.join(SERIES_PART), json) {
-        return fail(format!(
-            "{}: {e}",
-            cfg.report.out_dir.join(SERIES_PART).display()
-        ));
+    if let Err(e) = record.write(out) {
+        return said(&e);
     }
     let n_units: usize = units.values().map(Vec::len).sum();
     if !quiet {
@@ -123,13 +161,74 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
     if finished {
         exit_codes::OK
     } else {
-        fail("a step's part did not finish (its step_S/part.json says why)".into())
+        said("a step's part did not finish (its step_S/part.json says why)")
     }
 }
 
 /// Whether `dir` is a part of a sharded step series (holds [`SERIES_PART`]).
 pub fn is_series_part(dir: &Path) -> bool {
     dir.join(SERIES_PART).is_file()
+}
+
+/// Reads part `dir`'s [`SERIES_PART`]. A part that failed is a problem
+/// with its own message: one whose `series-part.json` says failed, or one
+/// that failed before it knew its runs were step series (a bad option, a
+/// run missing), whose `part.json` says so. A folder that is not there,
+/// and one that is no part of a step series, are problems too.
+fn read_record(dir: &Path) -> Result<SeriesPart, Message> {
+    let file = dir.join(SERIES_PART);
+    let name = |shard: Shard| crate::run::messages::PartName {
+        shard,
+        dir: dir.display().to_string(),
+    };
+    let error = match std::fs::read(&file) {
+        Ok(b) => match serde_json::from_slice::<SeriesPart>(&b) {
+            Ok(SeriesPart {
+                shard,
+                failed: Some(message),
+                ..
+            }) => {
+                return Err(Message::PartFailed {
+                    part: name(shard),
+                    message,
+                })
+            }
+            Ok(r) => return Ok(r),
+            Err(e) => format!("{}:{}: {e}", e.line(), e.column()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !dir.exists() {
+                return Err(Message::Text(format!(
+                    "{}: no such file or folder",
+                    dir.display()
+                )));
+            }
+            match shard::Manifest::read(dir) {
+                Ok(m) => match m.status {
+                    shard::PartStatus::Failed { message } => {
+                        return Err(Message::PartFailed {
+                            part: name(m.shard),
+                            message,
+                        })
+                    }
+                    shard::PartStatus::Running => {
+                        return Err(Message::PartUnfinished {
+                            part: name(m.shard),
+                        })
+                    }
+                    shard::PartStatus::Done => {
+                        "a part of one step (it has part.json), not of a step series".into()
+                    }
+                },
+                Err(_) => e.to_string(),
+            }
+        }
+        Err(e) => e.to_string(),
+    };
+    Err(Message::NotASeriesPart {
+        file: file.display().to_string(),
+        error,
+    })
 }
 
 /// `actdiff merge` of the parts of a sharded step series: checks that the
@@ -165,16 +264,9 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         return Err(problems);
     }
     for p in parts {
-        let file = p.join(SERIES_PART);
-        match std::fs::read(&file)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice::<SeriesPart>(&b).map_err(|e| e.to_string()))
-        {
+        match read_record(p) {
             Ok(r) => records.push(r),
-            Err(error) => problems.push(Message::NotASeriesPart {
-                file: file.display().to_string(),
-                error,
-            }),
+            Err(e) => problems.push(e),
         }
     }
     if !problems.is_empty() {
