@@ -1271,3 +1271,96 @@ fn a_failed_series_part_is_merged_as_its_own_error() {
     assert!(r.stderr.contains(&said), "{}", r.stderr);
     assert!(!r.stderr.contains("not a part"), "{}", r.stderr);
 }
+
+/// Merge problems a new user found said once per step or too long: parts
+/// of another series' folder are one line for every step, naming the
+/// runs' folders (not one per step, naming its step folder); step folders
+/// given as parts are one line naming the parts to merge (not each part's
+/// 30 ranks, twice); a folder that is not there says so.
+#[test]
+fn series_merge_problems_are_said_once_and_short() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    exec(
+        support::actdiff()
+            .args(["gen", "--ops", "20", "--ranks", "30", "--steps", "3"])
+            .arg(&a)
+            .arg(&b),
+        0,
+    );
+    let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
+    let errors = |r: &Run| -> Vec<String> {
+        r.stderr
+            .lines()
+            .filter(|l| l.starts_with("error: ") && !l.starts_with("error: nothing merged"))
+            .map(str::to_string)
+            .collect()
+    };
+    let merge = |given: &[std::path::PathBuf]| {
+        exec(
+            support::actdiff()
+                .arg("merge")
+                .args(given)
+                .args(["-q", "-o"])
+                .arg(d.path().join("merged")),
+            2,
+        )
+    };
+    // Part 1 of a copy of run 1 in another folder.
+    let c = d.path().join("c");
+    std::fs::create_dir_all(&c).unwrap();
+    for s in 1..=3 {
+        let step = format!("step_{s}");
+        std::fs::create_dir_all(c.join(&step)).unwrap();
+        for e in std::fs::read_dir(a.join(&step)).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), c.join(&step).join(e.file_name())).unwrap();
+        }
+    }
+    let other = d.path().join("other-1");
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&c, &b])
+            .args(["-q", "--shard", "1/2", "-o"])
+            .arg(&other),
+        0,
+    );
+    let r = merge(&[parts[0].clone(), other.clone()]);
+    assert_eq!(
+        errors(&r),
+        vec![format!(
+            "error: steps 1-3: part 0/2 ({}) and part 1/2 ({}): different inputs: run1 is {} in one and {} in the other",
+            parts[0].display(),
+            other.display(),
+            a.display(),
+            c.display()
+        )],
+        "{}",
+        r.stderr
+    );
+    let steps: Vec<_> = parts.iter().map(|p| p.join("step_2")).collect();
+    let r = merge(&steps);
+    assert_eq!(
+        errors(&r),
+        vec![format!(
+            "error: {}, {}: step folders of the parts of a sharded step series; merge the parts themselves ({}, {})",
+            steps[0].display(),
+            steps[1].display(),
+            parts[0].display(),
+            parts[1].display()
+        )],
+        "{}",
+        r.stderr
+    );
+    let gone = d.path().join("p2");
+    for given in [vec![parts[0].clone(), gone.clone()], vec![gone.clone()]] {
+        let r = merge(&given);
+        assert!(
+            errors(&r).contains(&format!("error: {}: no such file or folder", gone.display())),
+            "{}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("not a part"), "{}", r.stderr);
+    }
+}

@@ -171,8 +171,48 @@ pub fn merge(parts: &[PathBuf], out: &Path, outs: &super::RunOutputs) -> i32 {
     }
     match merge_parts(parts, out) {
         Ok(c) => super::finish(c.meta, c.ranks, outs),
-        Err(e) => refuse(out, problems(e), outs),
+        Err(e) => {
+            let mut problems = problems(e);
+            // Step folders of a series' parts hold the series' split's
+            // ranks: said once, instead of each part's two rank lists.
+            if let Some(p) = step_folders_as_parts(parts) {
+                problems.retain(|m| !matches!(m, Message::PartUnits { .. }));
+                problems.insert(0, p);
+            }
+            refuse(out, problems, outs)
+        }
     }
+}
+
+/// The problem of step folders of a step series' parts (`p0/step_1`)
+/// given as parts: their ranks are the series' split's, not their own
+/// inputs' (unless the series has one step), so a merge of them is
+/// refused for each part's ranks; said once, naming the parts to merge
+/// instead.
+fn step_folders_as_parts(parts: &[PathBuf]) -> Option<Message> {
+    let mut dirs = Vec::new();
+    let mut series: Vec<String> = Vec::new();
+    for p in parts {
+        let step = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(files::step_of_dir_name);
+        let Some(parent) = p
+            .parent()
+            .filter(|d| step.is_some() && super::steps::is_series_part(d))
+        else {
+            continue;
+        };
+        dirs.push(p.display().to_string());
+        let parent = parent.display().to_string();
+        if !series.contains(&parent) {
+            series.push(parent);
+        }
+    }
+    (!dirs.is_empty()).then_some(Message::StepFoldersAsParts {
+        dirs,
+        parts: series,
+    })
 }
 
 /// A merge error as one line per problem.

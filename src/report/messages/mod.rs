@@ -371,6 +371,14 @@ pub enum Message {
         /// The ranks the split gives it.
         split: Vec<u32>,
     },
+    /// Step folders (`PART/step_S`) of the parts of a sharded step series
+    /// given to a merge as parts: the series' parts are what merges.
+    StepFoldersAsParts {
+        /// The step folders given.
+        dirs: Vec<String>,
+        /// The parts they belong to, in order, once each.
+        parts: Vec<String>,
+    },
     /// A part folder lacking report files its ranks' report needs.
     PartFilesMissing {
         /// The part.
@@ -496,6 +504,7 @@ impl fmt::Display for Message {
             | Message::PartGivenTwice { .. }
             | Message::PartsMissing { .. }
             | Message::PartUnits { .. }
+            | Message::StepFoldersAsParts { .. }
             | Message::PartFilesMissing { .. }
             | Message::NotASeriesPart { .. }
             | Message::PartsOfOtherSeries { .. } => self.fmt_merge(f),

@@ -318,7 +318,15 @@ impl Message {
             }
             Message::PartUnits { part, held, split } => write!(
                 f,
-                "{part}: holds ranks {held:?}, but the split of these inputs gives it {split:?}"
+                "{part}: holds ranks [{}], but the split of these inputs gives it [{}]",
+                named(held),
+                named(split)
+            ),
+            Message::StepFoldersAsParts { dirs, parts } => write!(
+                f,
+                "{}: step folders of the parts of a sharded step series; merge the parts themselves ({})",
+                named(dirs),
+                named(parts)
             ),
             Message::PartFilesMissing { part, files } => write!(
                 f,

@@ -325,7 +325,11 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         match crate::run::merge::merge_parts_split(&dirs, &step_dir(out, *s), Some(by_part), parts)
         {
             Ok(c) => merged.push((*s, c)),
-            Err(e) => at.extend(crate::run::merge::problems(e).into_iter().map(|p| (*s, p))),
+            Err(e) => at.extend(
+                crate::run::merge::problems(e)
+                    .into_iter()
+                    .map(|p| (*s, crate::run::messages::series_problem(*s, p))),
+            ),
         }
     }
     if !at.is_empty() {
