@@ -1357,10 +1357,63 @@ fn series_merge_problems_are_said_once_and_short() {
     for given in [vec![parts[0].clone(), gone.clone()], vec![gone.clone()]] {
         let r = merge(&given);
         assert!(
-            errors(&r).contains(&format!("error: {}: no such file or folder", gone.display())),
+            errors(&r).contains(&format!(
+                "error: {}: no such file or folder",
+                gone.display()
+            )),
             "{}",
             r.stderr
         );
         assert!(!r.stderr.contains("not a part"), "{}", r.stderr);
     }
+}
+
+/// 2 ranks × 3 steps over 6 parts (one (step, rank) unit each): every
+/// part's unit is its own first divergence, so each wrote full pages, and
+/// a merged later step had pages while its page warned it had none. The
+/// merge now writes what one compare writes: full pages for the first
+/// diverging step only, every step folder's files byte for byte.
+#[test]
+fn a_merge_of_one_unit_parts_has_the_pages_one_compare_has() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    exec(
+        support::actdiff()
+            .args(["gen", "--ops", "200", "--ranks", "2", "--steps", "3"])
+            .arg(&a)
+            .arg(&b),
+        0,
+    );
+    let full = d.path().join("full");
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "-o"])
+            .arg(&full),
+        1,
+    );
+    let parts: Vec<_> = (0..6).map(|k| part(d.path(), &a, &b, k, 6)).collect();
+    let out = d.path().join("merged");
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .args(["-q", "-o"])
+            .arg(&out),
+        1,
+    );
+    for s in 1..=3 {
+        let step = format!("step_{s}");
+        let (want, got) = (files_of(&full.join(&step)), files_of(&out.join(&step)));
+        assert_eq!(
+            want.keys().collect::<Vec<_>>(),
+            got.keys().collect::<Vec<_>>(),
+            "{step}: the files of one compare"
+        );
+        for (name, bytes) in &want {
+            assert!(got[name] == *bytes, "{step}/{name} differs");
+        }
+    }
+    assert!(files_of(&full.join("step_2")).len() < files_of(&full.join("step_1")).len());
 }

@@ -64,6 +64,17 @@ pub fn merge_parts_split(
     split: Option<Vec<Vec<shard::Unit>>>,
     names: &[PathBuf],
 ) -> Result<Compared, MergeError> {
+    let read = check_parts(parts, out, split, names)?;
+    join_parts(read, out, true)
+}
+
+/// The checks of [`merge_parts_split`]: the parts read, or every problem.
+pub fn check_parts<'a>(
+    parts: &'a [PathBuf],
+    out: &Path,
+    split: Option<Vec<Vec<shard::Unit>>>,
+    names: &'a [PathBuf],
+) -> Result<Vec<ReadPart<'a>>, MergeError> {
     if parts.is_empty() {
         return Err(MergeError::Parts(vec![Message::NoParts]));
     }
@@ -90,9 +101,19 @@ pub fn merge_parts_split(
         }
         problems.extend(found);
     }
-    if !problems.is_empty() {
-        return Err(MergeError::Parts(problems));
+    if problems.is_empty() {
+        Ok(read)
+    } else {
+        Err(MergeError::Parts(problems))
     }
+}
+
+/// Joins checked parts ([`check_parts`]) into `out`: prepares the report
+/// folder, links the ranks' pages into it (with `pages`; without, the
+/// ranks are joined as a compare without result pages writes them,
+/// [`crate::report::RankSummary::drop_pages`]: a later step of a step
+/// series), and assembles the run.
+pub fn join_parts(read: Vec<ReadPart>, out: &Path, pages: bool) -> Result<Compared, MergeError> {
     let run = read[0].manifest.run.clone();
     let opts = ReportOptions {
         out_dir: out.to_path_buf(),
@@ -105,8 +126,15 @@ pub fn merge_parts_split(
     super::outputs::prepare_report_folder(&opts)?;
     let mut results = Vec::new();
     for p in read {
-        link_pages(p.dir, out)?;
+        if pages {
+            link_pages(p.dir, out)?;
+        }
         results.extend(p.manifest.results);
+    }
+    if !pages {
+        for s in results.iter_mut().filter_map(|r| r.summary.as_mut()) {
+            s.drop_pages();
+        }
     }
     // Plan order (run-1 rank order), as a single compare lists them.
     let pos = |rank: u32| run.pairs.iter().position(|(a, _)| *a == rank);

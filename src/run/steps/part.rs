@@ -231,6 +231,12 @@ fn read_record(dir: &Path) -> Result<SeriesPart, Message> {
     })
 }
 
+/// A step's merge error as the series' problems.
+fn at_step(s: u64, e: crate::run::merge::MergeError) -> Vec<Message> {
+    let problems = crate::run::merge::problems(e);
+    crate::run::messages::at_steps(problems.into_iter().map(|p| (s, p)).collect())
+}
+
 /// `actdiff merge` of the parts of a sharded step series: checks that the
 /// parts record one split of the same steps, merges each step's parts into
 /// `OUT/step_S/` with [`crate::run::merge::merge_parts_split`] (the units each
@@ -316,15 +322,19 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         ..Default::default()
     };
     prepare_report_folder(&opts).map_err(|e| vec![Message::Text(e.to_string())])?;
-    let mut merged = Vec::with_capacity(first.steps.len());
+    let dirs: Vec<Vec<PathBuf>> = first
+        .steps
+        .iter()
+        .map(|s| parts.iter().map(|p| step_dir(p, *s)).collect())
+        .collect();
+    let mut checked = Vec::with_capacity(first.steps.len());
     // Each step's problems, the parts named by their own folders (not
     // their step folders), so that a problem of every step is said once.
     let mut at = Vec::new();
-    for ((s, ..), by_part) in plans.iter().zip(split) {
-        let dirs: Vec<PathBuf> = parts.iter().map(|p| step_dir(p, *s)).collect();
-        match crate::run::merge::merge_parts_split(&dirs, &step_dir(out, *s), Some(by_part), parts)
-        {
-            Ok(c) => merged.push((*s, c)),
+    for (((s, ..), by_part), dirs) in plans.iter().zip(split).zip(&dirs) {
+        let out_s = step_dir(out, *s);
+        match crate::run::merge::check_parts(dirs, &out_s, Some(by_part), parts) {
+            Ok(read) => checked.push((*s, read)),
             Err(e) => at.extend(
                 crate::run::merge::problems(e)
                     .into_iter()
@@ -335,12 +345,28 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
     if !at.is_empty() {
         return Err(crate::run::messages::at_steps(at));
     }
+    // Full pages for the first diverging step only (but with --steps
+    // all), as one compare writes them: a part's pages of a later step
+    // (its own units' first divergence) are not the report's.
+    let diverges = |read: &[crate::run::merge::ReadPart]| {
+        read.iter()
+            .flat_map(|p| &p.manifest.results)
+            .filter_map(|r| r.summary.as_ref())
+            .any(|r| r.first_divergence.is_some())
+    };
+    let first_step = checked
+        .iter()
+        .find(|(_, read)| diverges(read))
+        .map(|(s, _)| *s);
+    let mut merged = Vec::with_capacity(checked.len());
+    for (s, read) in checked {
+        let pages = first.all_pages || Some(s) == first_step;
+        let c = crate::run::merge::join_parts(read, &step_dir(out, s), pages)
+            .map_err(|e| at_step(s, e))?;
+        merged.push((s, c));
+    }
     // A diverging step other than the first has pages without rows (but
     // with --steps all): its own report says so, as compare_step's does.
-    let first_step = merged
-        .iter()
-        .find(|(_, c)| c.ranks.iter().any(|r| r.first_divergence.is_some()))
-        .map(|(s, _)| *s);
     let done: Vec<StepDone> = merged
         .into_iter()
         .map(|(s, mut c)| {
