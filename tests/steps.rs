@@ -1417,3 +1417,63 @@ fn a_merge_of_one_unit_parts_has_the_pages_one_compare_has() {
     }
     assert!(files_of(&full.join("step_2")).len() < files_of(&full.join("step_1")).len());
 }
+
+/// A dump folder with rank logs directly in it beside its `step_S/`
+/// folders (an earlier single-step capture into the same folder): the
+/// series is compared and the top-level logs are named as ignored, with
+/// their count, on stderr and in summary.json, merged or not (a new user
+/// found them ignored without a word).
+#[test]
+fn rank_logs_beside_step_folders_are_named_as_ignored() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 2, 2);
+    for r in 0..2 {
+        let log = format!("rank_{r}_activations.log");
+        std::fs::copy(a.join("step_1").join(&log), a.join(&log)).unwrap();
+    }
+    let said = format!(
+        "warning: {}: 2 rank logs directly in the folder are ignored: it holds step_S folders",
+        a.display()
+    );
+    let full = d.path().join("full");
+    let r = exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "-o"])
+            .arg(&full),
+        1,
+    );
+    assert_eq!(r.stderr.matches(&said).count(), 1, "{}", r.stderr);
+    let in_summary = |dir: &Path| {
+        summary(dir)["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| {
+                w.as_str()
+                    .unwrap()
+                    .contains("2 rank logs directly in the folder are ignored")
+            })
+    };
+    assert!(in_summary(&full));
+    let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
+    let out = d.path().join("merged");
+    let r = exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .args(["-q", "-o"])
+            .arg(&out),
+        1,
+    );
+    assert_eq!(r.stderr.matches(&said).count(), 1, "{}", r.stderr);
+    assert!(in_summary(&out));
+    // b has none: no warning names it.
+    assert!(
+        !r.stderr.contains(&format!("{}: ", b.display())),
+        "{}",
+        r.stderr
+    );
+}

@@ -237,6 +237,15 @@ pub enum Message {
         /// The folder.
         path: String,
     },
+    /// A step series' folder that also holds rank logs directly (an
+    /// earlier single-step capture into the same folder): they are not
+    /// compared.
+    LogsBesideSteps {
+        /// The folder.
+        path: String,
+        /// The rank logs directly in it.
+        count: usize,
+    },
     /// `--steps` named steps neither run has.
     StepsInNeither {
         /// Those steps, ascending.
@@ -485,6 +494,7 @@ impl fmt::Display for Message {
             Message::AtStep { .. }
             | Message::StepWithoutPages { .. }
             | Message::UnfinishedStep { .. }
+            | Message::LogsBesideSteps { .. }
             | Message::StepsInNeither { .. }
             | Message::NoStep { .. }
             | Message::NotASeries { .. }

@@ -196,6 +196,15 @@ impl Message {
                 f,
                 "{path}: no rank_N_activations.log in it (a step the capture schedule named but the job never reached, or a capture that did not finish): not a step of the run"
             ),
+            Message::LogsBesideSteps { path, count } => write!(
+                f,
+                "{path}: {count} rank log{} directly in the folder {} ignored: it holds step_S folders, compared as a step series; move {} into a folder of {} own to compare {}",
+                if *count == 1 { "" } else { "s" },
+                if *count == 1 { "is" } else { "are" },
+                if *count == 1 { "it" } else { "them" },
+                if *count == 1 { "its" } else { "their" },
+                if *count == 1 { "it" } else { "them" },
+            ),
             Message::StepsInNeither { steps } => {
                 let word = if steps.len() == 1 { "step" } else { "steps" };
                 write!(f, "--steps: {word} {} in neither run", fmt_steps(steps))
