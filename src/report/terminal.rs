@@ -3,7 +3,6 @@
 
 use std::fmt::Write;
 
-use super::messages;
 use super::summary::{RankSummary, Summary};
 use crate::matcher::cause::CauseKind;
 
@@ -259,12 +258,13 @@ pub fn render(s: &Summary, report: &str) -> String {
     if !s.ranks_only2.is_empty() {
         let _ = writeln!(out, "ranks only in {}: {:?}", s.name2, s.ranks_only2);
     }
+    // Their errors are printed on stderr, once each: counted here.
     for f in &s.ranks_failed {
         let _ = writeln!(
             out,
-            "rank {}: not compared: {}",
+            "rank {}: not compared: input error ({})",
             f.rank,
-            messages::join(&f.errors, "; ")
+            super::reasons::on_stderr(f.errors.len())
         );
     }
     if s.ranks.len() > 1 {
@@ -279,7 +279,7 @@ pub fn render(s: &Summary, report: &str) -> String {
         );
     }
     for v in &s.verdict {
-        let _ = writeln!(out, "{v}");
+        let _ = writeln!(out, "{}", v.terminal_line());
     }
     let _ = writeln!(out, "report: {report} (exit status {})", s.exit_status);
     out
