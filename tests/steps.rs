@@ -1477,3 +1477,38 @@ fn rank_logs_beside_step_folders_are_named_as_ignored() {
         r.stderr
     );
 }
+
+/// The parts of a step series compared with relative paths merge from
+/// another folder (each step's `part.json` records its inputs absolute),
+/// to the answer the parts' own folder gives.
+#[test]
+fn series_parts_with_relative_inputs_merge_from_another_folder() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 2, 2);
+    let (x, deep) = (d.path().join("x"), d.path().join("y/z"));
+    std::fs::create_dir_all(&x).unwrap();
+    std::fs::create_dir_all(&deep).unwrap();
+    for k in 0..2 {
+        exec(
+            support::actdiff()
+                .current_dir(&x)
+                .args(["compare", "../a", "../b", "-q", "-o", &format!("p{k}")])
+                .args(["--shard", &format!("{k}/2")]),
+            0,
+        );
+    }
+    let merge = |cwd: &Path, parts: [&str; 2]| {
+        exec(
+            support::actdiff()
+                .current_dir(cwd)
+                .arg("merge")
+                .args(parts)
+                .args(["-q", "-o", "out"]),
+            1,
+        );
+        summary(&cwd.join("out"))["first_diverging_step"].clone()
+    };
+    let here = merge(&x, ["p0", "p1"]);
+    assert_eq!(here, 2);
+    assert_eq!(merge(&deep, ["../../x/p0", "../../x/p1"]), here);
+}

@@ -252,8 +252,11 @@ pub fn merge_series(parts: &[PathBuf], out: &Path, outs: &RunOutputs) -> i32 {
     }
 }
 
-/// The work of [`merge_series`]: the series' report options and summary.
-fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<Message>> {
+/// The parts' [`SeriesPart`] records, checked: the report folder is none
+/// of the parts, each part reads ([`read_record`]: a failed part is its
+/// own error), and all record the same steps and split. Returns the
+/// records in the order of `parts`, or every problem.
+fn read_records(parts: &[PathBuf], out: &Path) -> Result<Vec<SeriesPart>, Vec<Message>> {
     let mut records = Vec::new();
     // The report folder being one of the parts is refused before anything
     // is written or cleared there (the single-step merge finds it only per
@@ -296,9 +299,16 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
             });
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
+    if problems.is_empty() {
+        Ok(records)
+    } else {
+        Err(problems)
     }
+}
+
+/// The work of [`merge_series`]: the series' report options and summary.
+fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<Message>> {
+    let first = read_records(parts, out)?.swap_remove(0);
     let step_dir = |p: &Path, s: u64| p.join(format!("{STEP_DIR_PREFIX}{s}"));
     // The series' split, from the recorded inputs of each step (every
     // part records the same inputs; merge_parts_split checks that).
