@@ -248,3 +248,52 @@ fn exit_3_a_truncated_log_is_an_error_case_and_a_failure_when_allowed() {
     let (tag, ty, _) = r.case("rank 1").1.clone().unwrap();
     assert_eq!((tag.as_str(), ty.as_str()), ("failure", "IncompleteInput"));
 }
+
+/// Each input error of a compare is printed once, on stderr: the terminal
+/// summary on stdout counts it ("input error: 1 error, printed on
+/// stderr") instead of repeating it (a new user found each error on
+/// stderr and again, twice, on stdout); summary.json and JUnit keep it.
+/// For a missing run, a rank that could not be compared, and a step of a
+/// step series.
+#[test]
+fn input_errors_are_printed_once_on_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = run_folder(tmp.path(), "a", &[0, 1], "bug_layer2/run_A");
+    let b = run_folder(tmp.path(), "b", &[0, 1], "bug_layer2/run_A");
+    std::fs::write(b.join("rank_1_activations.log"), b"").unwrap();
+    let missing = tmp.path().join("no-such-run");
+    let sa = tmp.path().join("sa");
+    let sb = tmp.path().join("sb");
+    for (from, to) in [(&a, &sa), (&b, &sb)] {
+        std::fs::create_dir_all(to).unwrap();
+        std::fs::rename(from, to.join("step_4")).unwrap();
+    }
+    let cases = [
+        (
+            sa.join("step_4"),
+            missing.clone(),
+            "no-such-run: no such file or folder",
+        ),
+        (
+            sa.join("step_4"),
+            sb.join("step_4"),
+            "run2 is empty (0 bytes)",
+        ),
+        (sa.clone(), sb.clone(), "run2 is empty (0 bytes)"),
+    ];
+    for (run1, run2, error) in cases {
+        let r = compare(&[os(&run1), os(&run2)]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert_eq!(r.stderr.matches(error).count(), 1, "{}", r.stderr);
+        assert!(!r.stdout.contains(error), "{}", r.stdout);
+        assert!(
+            r.stdout.contains("input error: 1 error, printed on stderr"),
+            "{}",
+            r.stdout
+        );
+        assert!(r.summary["input_errors"][0]
+            .as_str()
+            .unwrap()
+            .contains(error));
+    }
+}

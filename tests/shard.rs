@@ -944,3 +944,71 @@ fn parts_sharing_one_rows_file_do_not_merge() {
         }
     );
 }
+
+/// Parts compared with relative paths merge from any folder (a Slurm or
+/// Kubernetes merge job starting elsewhere): `part.json` records the
+/// inputs absolute. A version-1 `part.json` (relative paths, an older
+/// actdiff) whose logs are missing from the merge's folder says so.
+#[test]
+fn parts_with_relative_inputs_merge_from_another_folder() {
+    let t = tempfile::tempdir().unwrap();
+    let (x, deep) = (t.path().join("x"), t.path().join("y/z"));
+    std::fs::create_dir_all(&x).unwrap();
+    std::fs::create_dir_all(&deep).unwrap();
+    gen(t.path(), 3, 200, 5);
+    let runs = (Path::new("../run1"), Path::new("../run2"));
+    for k in 0..4 {
+        let o = part_in(&x, runs, k, Path::new(&format!("p{k}")), &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    let parts: Vec<String> = (0..4).map(|k| format!("../../x/p{k}")).collect();
+    let merge_in = |cwd: &Path| {
+        run(actdiff()
+            .current_dir(cwd)
+            .arg("merge")
+            .args(&parts)
+            .args(["-o", "out", "-q"]))
+    };
+    let o = merge_in(&deep);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        summary(&deep.join("out"))["ranks"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let m: Value = serde_json::from_slice(&std::fs::read(x.join("p0/part.json")).unwrap()).unwrap();
+    let path = m["inputs"]["run1"]["path"].as_str().unwrap();
+    assert!(
+        Path::new(path).is_absolute() && !path.contains(".."),
+        "{path}"
+    );
+    // The same part as an older actdiff wrote it: version 1, paths as given.
+    for k in 0..4 {
+        let file = x.join(format!("p{k}/part.json"));
+        let mut m: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        m["version"] = 1.into();
+        for side in ["run1", "run2"] {
+            let r = &mut m["inputs"][side];
+            r["path"] = format!("../{side}").into();
+            for l in r["logs"].as_array_mut().unwrap() {
+                let name = Path::new(l["file"].as_str().unwrap()).file_name().unwrap();
+                l["file"] = format!("../{side}/{}", name.to_str().unwrap()).into();
+            }
+        }
+        std::fs::write(&file, serde_json::to_vec(&m).unwrap()).unwrap();
+    }
+    let err = stderr(&merge_in(&deep));
+    assert!(
+        err.contains("now missing") && err.contains("its part.json is from an older actdiff"),
+        "{err}"
+    );
+    // From the folder its compare ran in, a version-1 part still merges.
+    let o = run(actdiff()
+        .current_dir(&x)
+        .arg("merge")
+        .args((0..4).map(|k| format!("p{k}")))
+        .args(["-o", "out", "-q"]));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+}

@@ -1210,3 +1210,317 @@ fn a_series_merge_into_one_of_its_parts_leaves_the_part_whole() {
         1,
     );
 }
+
+/// A part of a sharded step series that failed is named by the merge with
+/// its own error, wherever it stands among the parts: one that failed
+/// before it knew its runs were step series (run 2 missing: only a
+/// `part.json`), and one that failed on a step's logs (rank 0 with two
+/// logs at step 2: its `series-part.json` says failed). A new user got
+/// "series-part.json: not a part of a sharded step series" instead.
+#[test]
+fn a_failed_series_part_is_merged_as_its_own_error() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 3, 2);
+    let mut parts: Vec<_> = (0..3).map(|k| part(d.path(), &a, &b, k, 3)).collect();
+    let compare = |k: u32, b: &Path, out: &Path| {
+        exec(
+            support::actdiff()
+                .arg("compare")
+                .args([&a, b])
+                .args(["-q", "--shard", &format!("{k}/3"), "-o"])
+                .arg(out),
+            2,
+        )
+    };
+    let missing = d.path().join("no-such-run");
+    compare(1, &missing, &parts[1]);
+    let merge = |parts: &[std::path::PathBuf]| {
+        exec(
+            support::actdiff()
+                .arg("merge")
+                .args(parts)
+                .args(["-q", "-o"])
+                .arg(d.path().join("merged")),
+            2,
+        )
+    };
+    let said = format!(
+        "error: part 1/3 ({}): its compare failed: {}: no such file or folder",
+        parts[1].display(),
+        missing.display()
+    );
+    for order in [[0, 1, 2], [1, 0, 2]] {
+        let given: Vec<_> = order.iter().map(|i| parts[*i].clone()).collect();
+        let r = merge(&given);
+        assert!(r.stderr.contains(&said), "{order:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("not a part"), "{order:?}: {}", r.stderr);
+    }
+    // Rank 0 of step 2 has two logs in run 2: every part fails on it.
+    let b2 = d.path().join("b2");
+    std::fs::create_dir_all(b2.join("step_2")).unwrap();
+    for s in 1..=3 {
+        let (from, to) = (b.join(format!("step_{s}")), b2.join(format!("step_{s}")));
+        std::fs::create_dir_all(&to).unwrap();
+        for r in 0..2 {
+            let log = format!("rank_{r}_activations.log");
+            std::fs::copy(from.join(&log), to.join(&log)).unwrap();
+        }
+    }
+    let gz = b2.join("step_2/rank_0_activations.log.gz");
+    std::fs::write(&gz, b"").unwrap();
+    parts[2] = d.path().join("p2-two-logs");
+    compare(2, &b2, &parts[2]);
+    let r = merge(&parts);
+    assert!(
+        r.stderr.contains(&format!(
+            "error: part 2/3 ({}): its compare failed: step 2: ",
+            parts[2].display()
+        )) && r.stderr.contains("rank 0 has two logs"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains(&said), "{}", r.stderr);
+    assert!(!r.stderr.contains("not a part"), "{}", r.stderr);
+}
+
+/// Merge problems a new user found said once per step or too long: parts
+/// of another series' folder are one line for every step, naming the
+/// runs' folders (not one per step, naming its step folder); step folders
+/// given as parts are one line naming the parts to merge (not each part's
+/// 30 ranks, twice); a folder that is not there says so.
+#[test]
+fn series_merge_problems_are_said_once_and_short() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    exec(
+        support::actdiff()
+            .args(["gen", "--ops", "20", "--ranks", "30", "--steps", "3"])
+            .arg(&a)
+            .arg(&b),
+        0,
+    );
+    let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
+    let errors = |r: &Run| -> Vec<String> {
+        r.stderr
+            .lines()
+            .filter(|l| l.starts_with("error: ") && !l.starts_with("error: nothing merged"))
+            .map(str::to_string)
+            .collect()
+    };
+    let merge = |given: &[std::path::PathBuf]| {
+        exec(
+            support::actdiff()
+                .arg("merge")
+                .args(given)
+                .args(["-q", "-o"])
+                .arg(d.path().join("merged")),
+            2,
+        )
+    };
+    // Part 1 of a copy of run 1 in another folder.
+    let c = d.path().join("c");
+    std::fs::create_dir_all(&c).unwrap();
+    for s in 1..=3 {
+        let step = format!("step_{s}");
+        std::fs::create_dir_all(c.join(&step)).unwrap();
+        for e in std::fs::read_dir(a.join(&step)).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), c.join(&step).join(e.file_name())).unwrap();
+        }
+    }
+    let other = d.path().join("other-1");
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&c, &b])
+            .args(["-q", "--shard", "1/2", "-o"])
+            .arg(&other),
+        0,
+    );
+    let r = merge(&[parts[0].clone(), other.clone()]);
+    assert_eq!(
+        errors(&r),
+        vec![format!(
+            "error: steps 1-3: part 0/2 ({}) and part 1/2 ({}): different inputs: run1 is {} in one and {} in the other",
+            parts[0].display(),
+            other.display(),
+            a.display(),
+            c.display()
+        )],
+        "{}",
+        r.stderr
+    );
+    let steps: Vec<_> = parts.iter().map(|p| p.join("step_2")).collect();
+    let r = merge(&steps);
+    assert_eq!(
+        errors(&r),
+        vec![format!(
+            "error: {}, {}: step folders of the parts of a sharded step series; merge the parts themselves ({}, {})",
+            steps[0].display(),
+            steps[1].display(),
+            parts[0].display(),
+            parts[1].display()
+        )],
+        "{}",
+        r.stderr
+    );
+    let gone = d.path().join("p2");
+    for given in [vec![parts[0].clone(), gone.clone()], vec![gone.clone()]] {
+        let r = merge(&given);
+        assert!(
+            errors(&r).contains(&format!(
+                "error: {}: no such file or folder",
+                gone.display()
+            )),
+            "{}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("not a part"), "{}", r.stderr);
+    }
+}
+
+/// 2 ranks × 3 steps over 6 parts (one (step, rank) unit each): every
+/// part's unit is its own first divergence, so each wrote full pages, and
+/// a merged later step had pages while its page warned it had none. The
+/// merge now writes what one compare writes: full pages for the first
+/// diverging step only, every step folder's files byte for byte.
+#[test]
+fn a_merge_of_one_unit_parts_has_the_pages_one_compare_has() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    exec(
+        support::actdiff()
+            .args(["gen", "--ops", "200", "--ranks", "2", "--steps", "3"])
+            .arg(&a)
+            .arg(&b),
+        0,
+    );
+    let full = d.path().join("full");
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "-o"])
+            .arg(&full),
+        1,
+    );
+    let parts: Vec<_> = (0..6).map(|k| part(d.path(), &a, &b, k, 6)).collect();
+    let out = d.path().join("merged");
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .args(["-q", "-o"])
+            .arg(&out),
+        1,
+    );
+    for s in 1..=3 {
+        let step = format!("step_{s}");
+        let (want, got) = (files_of(&full.join(&step)), files_of(&out.join(&step)));
+        assert_eq!(
+            want.keys().collect::<Vec<_>>(),
+            got.keys().collect::<Vec<_>>(),
+            "{step}: the files of one compare"
+        );
+        for (name, bytes) in &want {
+            assert!(got[name] == *bytes, "{step}/{name} differs");
+        }
+    }
+    assert!(files_of(&full.join("step_2")).len() < files_of(&full.join("step_1")).len());
+}
+
+/// A dump folder with rank logs directly in it beside its `step_S/`
+/// folders (an earlier single-step capture into the same folder): the
+/// series is compared and the top-level logs are named as ignored, with
+/// their count, on stderr and in summary.json, merged or not (a new user
+/// found them ignored without a word).
+#[test]
+fn rank_logs_beside_step_folders_are_named_as_ignored() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 2, 2);
+    for r in 0..2 {
+        let log = format!("rank_{r}_activations.log");
+        std::fs::copy(a.join("step_1").join(&log), a.join(&log)).unwrap();
+    }
+    let said = format!(
+        "warning: {}: 2 rank logs directly in the folder are ignored: it holds step_S folders",
+        a.display()
+    );
+    let full = d.path().join("full");
+    let r = exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["-q", "-o"])
+            .arg(&full),
+        1,
+    );
+    assert_eq!(r.stderr.matches(&said).count(), 1, "{}", r.stderr);
+    let in_summary = |dir: &Path| {
+        summary(dir)["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| {
+                w.as_str()
+                    .unwrap()
+                    .contains("2 rank logs directly in the folder are ignored")
+            })
+    };
+    assert!(in_summary(&full));
+    let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
+    let out = d.path().join("merged");
+    let r = exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .args(["-q", "-o"])
+            .arg(&out),
+        1,
+    );
+    assert_eq!(r.stderr.matches(&said).count(), 1, "{}", r.stderr);
+    assert!(in_summary(&out));
+    // b has none: no warning names it.
+    assert!(
+        !r.stderr.contains(&format!("{}: ", b.display())),
+        "{}",
+        r.stderr
+    );
+}
+
+/// The parts of a step series compared with relative paths merge from
+/// another folder (each step's `part.json` records its inputs absolute),
+/// to the answer the parts' own folder gives.
+#[test]
+fn series_parts_with_relative_inputs_merge_from_another_folder() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 2, 2);
+    let (x, deep) = (d.path().join("x"), d.path().join("y/z"));
+    std::fs::create_dir_all(&x).unwrap();
+    std::fs::create_dir_all(&deep).unwrap();
+    for k in 0..2 {
+        exec(
+            support::actdiff()
+                .current_dir(&x)
+                .args(["compare", "../a", "../b", "-q", "-o", &format!("p{k}")])
+                .args(["--shard", &format!("{k}/2")]),
+            0,
+        );
+    }
+    let merge = |cwd: &Path, parts: [&str; 2]| {
+        exec(
+            support::actdiff()
+                .current_dir(cwd)
+                .arg("merge")
+                .args(parts)
+                .args(["-q", "-o", "out"]),
+            1,
+        );
+        summary(&cwd.join("out"))["first_diverging_step"].clone()
+    };
+    let here = merge(&x, ["p0", "p1"]);
+    assert_eq!(here, 2);
+    assert_eq!(merge(&deep, ["../../x/p0", "../../x/p1"]), here);
+}

@@ -156,6 +156,30 @@ pub fn fmt_ranks(r: &[u32]) -> String {
     format!("[{}]", v.join(", "))
 }
 
+/// `1 error, printed on stderr` (`3 errors, ...`): how the terminal
+/// summary counts the input errors it does not repeat.
+pub fn on_stderr(count: usize) -> String {
+    let s = if count == 1 { "" } else { "s" };
+    format!("{count} error{s}, printed on stderr")
+}
+
+impl Reason {
+    /// The reason as the terminal summary (stdout) says it: its words,
+    /// but an input error's messages, printed once each on stderr
+    /// (`error: ...`), only counted ([`on_stderr`]), there and in a
+    /// step's reasons. `summary.json`, the index and JUnit keep them.
+    pub fn terminal_line(&self) -> String {
+        match self {
+            Reason::InputError { errors } => format!("input error: {}", on_stderr(errors.len())),
+            Reason::AtStep { step, reasons } => {
+                let said: Vec<String> = reasons.iter().map(Reason::terminal_line).collect();
+                format!("step {step}: {}", said.join("; "))
+            }
+            r => r.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -315,7 +315,7 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
         );
     }
     for v in &s.verdict {
-        let _ = writeln!(out, "{v}");
+        let _ = writeln!(out, "{}", v.terminal_line());
     }
     let _ = writeln!(out, "report: {report}");
     out

@@ -287,6 +287,43 @@ pub struct RankSummary {
     pub html_cut_from: Option<usize>,
 }
 
+impl RankSummary {
+    /// The summary as a compare without result pages writes it (a later
+    /// step of a step series, [`super::ReportOptions::rank_files`] off):
+    /// no pages, no row shown, every row reference without its page.
+    pub fn drop_pages(&mut self) {
+        self.pages.clear();
+        self.html_rows = 0;
+        self.html_filtered = true;
+        self.html_cut_from = None;
+        let c = &mut self.root_causes;
+        let causes = c.first_cause.iter_mut().chain(c.causes.iter_mut());
+        let cause_rows = causes.flat_map(|c| {
+            std::iter::once(&mut c.row)
+                .chain(c.collective.iter_mut())
+                .chain(c.one_sided.iter_mut())
+        });
+        let rows = [
+            &mut self.first_divergence,
+            &mut self.first_nongating_difference,
+            &mut c.first_divergence_forward,
+            &mut c.first_divergence_backward,
+            &mut c.first_divergence_optimizer,
+            &mut c.first_nonfinite1,
+            &mut c.first_nonfinite2,
+            &mut c.first_nonfinite_one_sided,
+            &mut c.first_nonfinite_only1,
+            &mut c.first_nonfinite_only2,
+            &mut c.largest_diff,
+        ]
+        .into_iter()
+        .flat_map(|r| r.iter_mut());
+        for r in rows.chain(cause_rows) {
+            r.page.clear();
+        }
+    }
+}
+
 /// Bitwise identity of a rank's paired rows, by their digests.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
 pub struct BitwiseCounts {

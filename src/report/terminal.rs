@@ -6,7 +6,6 @@
 
 use std::fmt::Write;
 
-use super::messages;
 use super::summary::{RankSummary, Summary, GROUPED_ABOVE_RANKS};
 use crate::matcher::cause::CauseKind;
 
@@ -299,12 +298,13 @@ pub fn render(s: &Summary, report: &str) -> String {
             let _ = writeln!(out, "ranks only in {name}: {only:?}");
         }
     }
+    // Their errors are printed on stderr, once each: counted here.
     for f in s.ranks_failed.iter().take(TERMINAL_FAILED_RANKS) {
         let _ = writeln!(
             out,
-            "rank {}: not compared: {}",
+            "rank {}: not compared: input error ({})",
             f.rank,
-            messages::join(&f.errors, "; ")
+            super::reasons::on_stderr(f.errors.len())
         );
     }
     if s.ranks_failed.len() > TERMINAL_FAILED_RANKS {
@@ -341,7 +341,7 @@ pub fn render(s: &Summary, report: &str) -> String {
         );
     }
     for v in &s.verdict {
-        let _ = writeln!(out, "{v}");
+        let _ = writeln!(out, "{}", v.terminal_line());
     }
     let _ = writeln!(out, "report: {report} (exit status {})", s.exit_status);
     out

@@ -64,6 +64,17 @@ pub fn merge_parts_split(
     split: Option<Vec<Vec<shard::Unit>>>,
     names: &[PathBuf],
 ) -> Result<Compared, MergeError> {
+    let read = check_parts(parts, out, split, names)?;
+    join_parts(read, out, true)
+}
+
+/// The checks of [`merge_parts_split`]: the parts read, or every problem.
+pub fn check_parts<'a>(
+    parts: &'a [PathBuf],
+    out: &Path,
+    split: Option<Vec<Vec<shard::Unit>>>,
+    names: &'a [PathBuf],
+) -> Result<Vec<ReadPart<'a>>, MergeError> {
     if parts.is_empty() {
         return Err(MergeError::Parts(vec![Message::NoParts]));
     }
@@ -90,9 +101,19 @@ pub fn merge_parts_split(
         }
         problems.extend(found);
     }
-    if !problems.is_empty() {
-        return Err(MergeError::Parts(problems));
+    if problems.is_empty() {
+        Ok(read)
+    } else {
+        Err(MergeError::Parts(problems))
     }
+}
+
+/// Joins checked parts ([`check_parts`]) into `out`: prepares the report
+/// folder, links the ranks' pages into it (with `pages`; without, the
+/// ranks are joined as a compare without result pages writes them,
+/// [`crate::report::RankSummary::drop_pages`]: a later step of a step
+/// series), and assembles the run.
+pub fn join_parts(read: Vec<ReadPart>, out: &Path, pages: bool) -> Result<Compared, MergeError> {
     let run = read[0].manifest.run.clone();
     let opts = ReportOptions {
         out_dir: out.to_path_buf(),
@@ -105,8 +126,15 @@ pub fn merge_parts_split(
     super::outputs::prepare_report_folder(&opts)?;
     let mut results = Vec::new();
     for p in read {
-        link_pages(p.dir, out)?;
+        if pages {
+            link_pages(p.dir, out)?;
+        }
         results.extend(p.manifest.results);
+    }
+    if !pages {
+        for s in results.iter_mut().filter_map(|r| r.summary.as_mut()) {
+            s.drop_pages();
+        }
     }
     // Plan order (run-1 rank order), as a single compare lists them.
     let pos = |rank: u32| run.pairs.iter().position(|(a, _)| *a == rank);
@@ -163,16 +191,56 @@ fn read_parts<'a>(
 /// so no earlier report stays there looking current, and with `--junit`
 /// writes a JUnit file with an `<error>` naming the problems.
 pub fn merge(parts: &[PathBuf], out: &Path, outs: &super::RunOutputs) -> i32 {
-    if parts
-        .first()
-        .is_some_and(|p| super::steps::is_series_part(p))
-    {
+    // A part of a step series that failed before it knew its runs were
+    // step series has only a part.json: any series part makes the merge
+    // the series'.
+    if parts.iter().any(|p| super::steps::is_series_part(p)) {
         return super::steps::merge_series(parts, out, outs);
     }
     match merge_parts(parts, out) {
         Ok(c) => super::finish(c.meta, c.ranks, outs),
-        Err(e) => refuse(out, problems(e), outs),
+        Err(e) => {
+            let mut problems = problems(e);
+            // Step folders of a series' parts hold the series' split's
+            // ranks: said once, instead of each part's two rank lists.
+            if let Some(p) = step_folders_as_parts(parts) {
+                problems.retain(|m| !matches!(m, Message::PartUnits { .. }));
+                problems.insert(0, p);
+            }
+            refuse(out, problems, outs)
+        }
     }
+}
+
+/// The problem of step folders of a step series' parts (`p0/step_1`)
+/// given as parts: their ranks are the series' split's, not their own
+/// inputs' (unless the series has one step), so a merge of them is
+/// refused for each part's ranks; said once, naming the parts to merge
+/// instead.
+fn step_folders_as_parts(parts: &[PathBuf]) -> Option<Message> {
+    let mut dirs = Vec::new();
+    let mut series: Vec<String> = Vec::new();
+    for p in parts {
+        let step = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(files::step_of_dir_name);
+        let Some(parent) = p
+            .parent()
+            .filter(|d| step.is_some() && super::steps::is_series_part(d))
+        else {
+            continue;
+        };
+        dirs.push(p.display().to_string());
+        let parent = parent.display().to_string();
+        if !series.contains(&parent) {
+            series.push(parent);
+        }
+    }
+    (!dirs.is_empty()).then_some(Message::StepFoldersAsParts {
+        dirs,
+        parts: series,
+    })
 }
 
 /// A merge error as one line per problem.

@@ -517,9 +517,16 @@ fn logs_changed(p: &ReadPart) -> Option<Message> {
             })
         })
         .collect();
+    // A version-1 part recorded its paths as given, relative to the folder
+    // its compare ran in.
+    let relative = m.version < 2
+        && logs
+            .iter()
+            .any(|l| l.now == LogNow::Missing && Path::new(&l.file).is_relative());
     (!logs.is_empty()).then(|| Message::LogsChanged {
         part: p.name.clone(),
         logs,
+        relative,
     })
 }
 
@@ -547,6 +554,47 @@ pub fn missing_files(p: &ReadPart) -> Option<Message> {
         part: p.name.clone(),
         files,
     })
+}
+
+/// Step `step`'s merge problem `m` as the series' problem where it is
+/// one: parts whose run is another folder at this step (`a/step_3`
+/// against `c/step_3`) are parts of another series, said once for every
+/// step by the runs' folders (`a` against `c`) through [`at_steps`].
+pub fn series_problem(step: u64, m: Message) -> Message {
+    let Message::PartsOfOtherInputs {
+        first,
+        other,
+        difference,
+    } = m
+    else {
+        return m;
+    };
+    let step_dir = format!("{}{step}", files::STEP_DIR_PREFIX);
+    let run_of = |p: &str| {
+        let p = Path::new(p);
+        (p.file_name()? == step_dir.as_str())
+            .then(|| p.parent().map(|d| d.display().to_string()))?
+    };
+    let difference = match *difference {
+        InputsDifference::Folder {
+            side,
+            first: f,
+            other: o,
+        } => match (run_of(&f), run_of(&o)) {
+            (Some(first), Some(other)) => InputsDifference::Folder { side, first, other },
+            _ => InputsDifference::Folder {
+                side,
+                first: f,
+                other: o,
+            },
+        },
+        d => d,
+    };
+    Message::PartsOfOtherInputs {
+        first,
+        other,
+        difference: Box::new(difference),
+    }
 }
 
 /// A step series merge's problems, each said once with the steps it

@@ -251,6 +251,9 @@ pub fn part_input_error(
     match prepare_report_folder(report) {
         Err(e) => errors.push(Message::Text(e.to_string())),
         Ok(()) => {
+            // An earlier part of a step series in this folder would
+            // otherwise still say it compared its steps.
+            let _ = std::fs::remove_file(out.join(super::steps::SERIES_PART));
             let m = Manifest::failed(shard, options, messages::join(&errors, "; "));
             if let Err(e) = m.write(out) {
                 errors.push(Message::File {

@@ -23,8 +23,39 @@ pub const MANIFEST: &str = "part.json";
 /// `format` value of a part manifest.
 pub const FORMAT: &str = "actdiff-part";
 
-/// Layout version of `part.json`; a merge reads only its own version.
-pub const VERSION: u32 = 1;
+/// Layout version of `part.json`. Version 2 records the input paths
+/// absolute ([`recorded_path`]), so a merge run from any folder finds them;
+/// version 1 recorded them as given, relative to where the part's compare
+/// ran. A merge reads both ([`OLDEST_VERSION`]..=`VERSION`).
+pub const VERSION: u32 = 2;
+
+/// The oldest `part.json` layout a merge reads: version 1, whose relative
+/// input paths hold only from the folder its compare ran in.
+pub const OLDEST_VERSION: u32 = 1;
+
+/// `path` as a part records it: absolute, its folder resolved (symbolic
+/// links and `..` followed, [`std::fs::canonicalize`]) and its own name
+/// kept, so that two parts compared from different folders record one
+/// spelling of the same file, and a merge run from another folder (a
+/// Slurm or Kubernetes job starting elsewhere) finds it. A folder that
+/// cannot be resolved (it is gone) is made absolute as written.
+pub fn recorded_path(path: &Path) -> PathBuf {
+    let canon = |p: &Path| {
+        let p = if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        };
+        std::fs::canonicalize(p).ok()
+    };
+    let resolved = match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => canon(dir).map(|d| d.join(name)),
+        _ => canon(path),
+    };
+    resolved
+        .or_else(|| std::path::absolute(path).ok())
+        .unwrap_or_else(|| path.to_path_buf())
+}
 
 /// Part `index` (0-based, as Slurm array task ids and Kubernetes completion
 /// indexes count) of `count` parts.
@@ -245,8 +276,7 @@ pub fn series_units_by_part(steps: &[(u64, RankPlan, Inputs)], count: u32) -> Ve
     let mut per_step: Vec<Vec<Unit>> = Vec::with_capacity(steps.len());
     for (step, plan, inputs) in steps {
         let sizes = inputs.sizes();
-        let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
-        let u = units_of(plan, &size);
+        let u = units_of(plan, &Inputs::size_of(&sizes));
         per_step.push(u.iter().map(|(u, _)| *u).collect());
         units.extend(u.into_iter().map(|(u, w)| ((*step, u), w)));
     }
@@ -294,7 +324,8 @@ pub fn restrict(plan: &RankPlan, units: &[Unit]) -> RankPlan {
 pub struct LogInput {
     /// Rank number.
     pub rank: u32,
-    /// The file.
+    /// The file, absolute ([`recorded_path`]; as found, relative to the
+    /// compare's folder, in a version-1 `part.json`).
     pub file: PathBuf,
     /// Its size in bytes when the part was compared.
     pub bytes: u64,
@@ -303,7 +334,8 @@ pub struct LogInput {
 /// One input run, as recorded in a manifest.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRecord {
-    /// The path given.
+    /// The path given, absolute ([`recorded_path`]; as given, relative to
+    /// the compare's folder, in a version-1 `part.json`).
     pub path: PathBuf,
     /// Whether it is a folder.
     pub is_dir: bool,
@@ -313,16 +345,17 @@ pub struct RunRecord {
 
 impl RunRecord {
     /// Records `r`, with the sizes of its logs (0 for a log that cannot be read).
+    /// Paths are recorded absolute ([`recorded_path`]).
     pub fn of(r: &RunInput) -> RunRecord {
         RunRecord {
-            path: r.path.clone(),
+            path: recorded_path(&r.path),
             is_dir: r.is_dir,
             logs: r
                 .ranks
                 .iter()
                 .map(|(rank, file)| LogInput {
                     rank: *rank,
-                    file: file.clone(),
+                    file: recorded_path(file),
                     bytes: std::fs::metadata(file).map(|m| m.len()).unwrap_or(0),
                 })
                 .collect(),
@@ -359,6 +392,16 @@ impl Inputs {
             }
         }
         sizes
+    }
+
+    /// The size in bytes of the log at `path` as recorded: `path` as
+    /// recorded, or as found by a compare (relative to its folder: looked
+    /// up by its [`recorded_path`]); 0 for a log not recorded.
+    pub fn size_of<'a>(sizes: &'a ahash::AHashMap<&Path, u64>) -> impl Fn(&Path) -> u64 + 'a {
+        move |p: &Path| match sizes.get(p) {
+            Some(b) => *b,
+            None => sizes.get(recorded_path(p).as_path()).copied().unwrap_or(0),
+        }
     }
 }
 
@@ -499,9 +542,14 @@ impl Manifest {
         std::fs::write(&tmp, json)?;
         std::fs::rename(&tmp, dir.join(MANIFEST))
     }
-    /// Reads `dir/part.json`.
+    /// Reads `dir/part.json`. Errors name `dir`: no such file or folder, a
+    /// file, a folder without `part.json` (not a part), or the manifest's
+    /// own error ([`Manifest::from_bytes`]).
     pub fn read(dir: &Path) -> Result<Manifest, String> {
-        if dir.exists() && !dir.is_dir() {
+        if !dir.exists() {
+            return Err(format!("{}: no such file or folder", dir.display()));
+        }
+        if !dir.is_dir() {
             return Err(format!(
                 "{}: not a part of a sharded compare (a file; a part is the folder `actdiff compare --shard` wrote)",
                 dir.display()
@@ -530,9 +578,12 @@ impl Manifest {
         if v["format"] != FORMAT {
             return Err(format!("{}: not an actdiff part manifest", path.display()));
         }
-        if v["version"] != VERSION {
+        let readable = v["version"]
+            .as_u64()
+            .is_some_and(|n| (OLDEST_VERSION as u64..=VERSION as u64).contains(&n));
+        if !readable {
             return Err(format!(
-                "{}: part manifest version {} (this actdiff reads version {VERSION})",
+                "{}: part manifest version {} (this actdiff reads versions {OLDEST_VERSION} to {VERSION}; compare the part again with this actdiff)",
                 path.display(),
                 v["version"]
             ));

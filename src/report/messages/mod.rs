@@ -237,6 +237,15 @@ pub enum Message {
         /// The folder.
         path: String,
     },
+    /// A step series' folder that also holds rank logs directly (an
+    /// earlier single-step capture into the same folder): they are not
+    /// compared.
+    LogsBesideSteps {
+        /// The folder.
+        path: String,
+        /// The rank logs directly in it.
+        count: usize,
+    },
     /// `--steps` named steps neither run has.
     StepsInNeither {
         /// Those steps, ascending.
@@ -339,6 +348,10 @@ pub enum Message {
         part: PartName,
         /// The logs that changed.
         logs: Vec<ChangedLog>,
+        /// The part is from an older actdiff (`part.json` version 1) that
+        /// recorded relative paths, and some of them are now missing: they
+        /// hold only from the folder its compare ran in.
+        relative: bool,
     },
     /// One part of the split given in two folders.
     PartGivenTwice {
@@ -366,6 +379,14 @@ pub enum Message {
         held: Vec<u32>,
         /// The ranks the split gives it.
         split: Vec<u32>,
+    },
+    /// Step folders (`PART/step_S`) of the parts of a sharded step series
+    /// given to a merge as parts: the series' parts are what merges.
+    StepFoldersAsParts {
+        /// The step folders given.
+        dirs: Vec<String>,
+        /// The parts they belong to, in order, once each.
+        parts: Vec<String>,
     },
     /// A part folder lacking report files its ranks' report needs.
     PartFilesMissing {
@@ -473,6 +494,7 @@ impl fmt::Display for Message {
             Message::AtStep { .. }
             | Message::StepWithoutPages { .. }
             | Message::UnfinishedStep { .. }
+            | Message::LogsBesideSteps { .. }
             | Message::StepsInNeither { .. }
             | Message::NoStep { .. }
             | Message::NotASeries { .. }
@@ -492,6 +514,7 @@ impl fmt::Display for Message {
             | Message::PartGivenTwice { .. }
             | Message::PartsMissing { .. }
             | Message::PartUnits { .. }
+            | Message::StepFoldersAsParts { .. }
             | Message::PartFilesMissing { .. }
             | Message::NotASeriesPart { .. }
             | Message::PartsOfOtherSeries { .. } => self.fmt_merge(f),

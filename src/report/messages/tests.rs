@@ -167,6 +167,7 @@ fn a_merges_problems_have_their_words() {
                         now: LogNow::Missing,
                     },
                 ],
+                relative: false,
             },
             "the logs changed since part 0/3 (p0) compared them: a/rank_0_activations.log (recorded 10 bytes, now 11 bytes), a/rank_1_activations.log (recorded 10 bytes, now missing)",
         ),
@@ -184,6 +185,15 @@ fn a_merges_problems_have_their_words() {
                 split: vec![0, 2],
             },
             "part 0/3 (p0): holds ranks [0], but the split of these inputs gives it [0, 2]",
+        ),
+        (
+            // 500 ranks are not listed twice: the first few, then a count.
+            Message::PartUnits {
+                part: part(0, "p0"),
+                held: (0..500).collect(),
+                split: (1..500).collect(),
+            },
+            "part 0/3 (p0): holds ranks [0, 1, 2, 3, 4, 5, 6, 7, 8, 9 and 490 more], but the split of these inputs gives it [1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 489 more]",
         ),
     ];
     for (m, words) in cases {

@@ -196,6 +196,15 @@ impl Message {
                 f,
                 "{path}: no rank_N_activations.log in it (a step the capture schedule named but the job never reached, or a capture that did not finish): not a step of the run"
             ),
+            Message::LogsBesideSteps { path, count } => write!(
+                f,
+                "{path}: {count} rank log{} directly in the folder {} ignored: it holds step_S folders, compared as a step series; move {} into a folder of {} own to compare {}",
+                if *count == 1 { "" } else { "s" },
+                if *count == 1 { "is" } else { "are" },
+                if *count == 1 { "it" } else { "them" },
+                if *count == 1 { "its" } else { "their" },
+                if *count == 1 { "it" } else { "them" },
+            ),
             Message::StepsInNeither { steps } => {
                 let word = if steps.len() == 1 { "step" } else { "steps" };
                 write!(f, "--steps: {word} {} in neither run", fmt_steps(steps))
@@ -275,11 +284,23 @@ impl Message {
                 "{} all wrote their rows to {file}: each part overwrote the one before, so it holds one part's ranks only; give each part its own file (--rows PART_DIR/rows.parquet)",
                 named(parts)
             ),
-            Message::LogsChanged { part, logs } => write!(
-                f,
-                "the logs changed since {part} compared them: {}",
-                named(logs)
-            ),
+            Message::LogsChanged {
+                part,
+                logs,
+                relative,
+            } => {
+                write!(
+                    f,
+                    "the logs changed since {part} compared them: {}",
+                    named(logs)
+                )?;
+                if *relative {
+                    f.write_str(
+                        " (its part.json is from an older actdiff, which recorded the paths relative to the folder its compare ran in: merge from that folder, or compare the parts again with this actdiff)",
+                    )?;
+                }
+                Ok(())
+            }
             Message::PartGivenTwice {
                 shard,
                 first,
@@ -306,7 +327,15 @@ impl Message {
             }
             Message::PartUnits { part, held, split } => write!(
                 f,
-                "{part}: holds ranks {held:?}, but the split of these inputs gives it {split:?}"
+                "{part}: holds ranks [{}], but the split of these inputs gives it [{}]",
+                named(held),
+                named(split)
+            ),
+            Message::StepFoldersAsParts { dirs, parts } => write!(
+                f,
+                "{}: step folders of the parts of a sharded step series; merge the parts themselves ({})",
+                named(dirs),
+                named(parts)
             ),
             Message::PartFilesMissing { part, files } => write!(
                 f,

@@ -625,10 +625,9 @@ fn part_plan(
     run: &RunLevel,
 ) -> (RankPlan, shard::Manifest) {
     let sizes = inputs.sizes();
-    let size = |p: &Path| sizes.get(p).copied().unwrap_or(0);
     let units = match &part.units {
         Some(u) => u.clone(),
-        None => shard::units_of_part(full_plan, part.shard, &size),
+        None => shard::units_of_part(full_plan, part.shard, &shard::Inputs::size_of(&sizes)),
     };
     let m = shard::Manifest {
         format: shard::FORMAT.into(),

@@ -61,6 +61,28 @@ pub fn unfinished_step_folders(path: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The warning for a step series' folder `path` that also holds rank
+/// logs directly (`rank_N_activations.log` beside its `step_S/`
+/// folders): a step series compares its step folders only, so those
+/// logs are named as ignored. `None` when it holds none.
+pub fn logs_beside_steps(path: &Path) -> Option<Message> {
+    let count = std::fs::read_dir(path)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(super::rank_of_file_name)
+                .is_some()
+        })
+        .count();
+    (count > 0).then(|| Message::LogsBesideSteps {
+        path: path.display().to_string(),
+        count,
+    })
+}
+
 /// `(step, folder, holds a rank log)` of every `step_S` folder, by step.
 fn scan(path: &Path) -> Vec<(u64, PathBuf, bool)> {
     let Ok(dir) = std::fs::read_dir(path) else {
@@ -353,6 +375,11 @@ impl StepPairs {
                 path: p.display().to_string(),
             })
             .collect();
+        warnings.extend(
+            [&cfg.run1, &cfg.run2]
+                .iter()
+                .filter_map(|r| logs_beside_steps(r)),
+        );
         let mut no_step = Message::NoStep { selected: None };
         if let StepSelection::Only(ranges) = sel {
             let absent: Vec<u64> = ranges

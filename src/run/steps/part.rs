@@ -32,6 +32,35 @@ pub struct SeriesPart {
     /// [`compare_steps`] does).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all_pages: bool,
+    /// Why the part stopped before it compared its steps (a run missing,
+    /// a step's logs not found, its folder not writable); absent for a
+    /// part that compared them. The merge names it with this message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
+
+impl SeriesPart {
+    /// The record of part `shard` that failed with `message` before it
+    /// compared any step.
+    fn failed(shard: Shard, message: String) -> SeriesPart {
+        SeriesPart {
+            shard,
+            steps: Vec::new(),
+            steps_only1: Vec::new(),
+            steps_only2: Vec::new(),
+            warnings: Vec::new(),
+            no_step: None,
+            all_pages: false,
+            failed: Some(message),
+        }
+    }
+
+    /// Writes the record into the part's folder `dir`.
+    fn write(&self, dir: &Path) -> Result<(), String> {
+        let json = serde_json::to_vec_pretty(self).expect("a series part serialises");
+        let file = dir.join(SERIES_PART);
+        std::fs::write(&file, json).map_err(|e| format!("{}: {e}", file.display()))
+    }
 }
 
 /// `actdiff compare RUN1 RUN2 --shard K/N` on two step series: one split
@@ -44,14 +73,26 @@ pub struct SeriesPart {
 /// into the series' report. Returns 0 when every step's part finished.
 pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i32 {
     let part = cfg.shard.clone().expect("a part");
-    let fail = |e: String| {
+    let out = &cfg.report.out_dir;
+    let said = |e: &str| {
         eprintln!("error: part {}: {e}", part.shard);
         exit_codes::INPUT_ERROR
     };
+    // A part that stops before its steps are compared says why in its
+    // series-part.json, for the merge to name (a folder that cannot be
+    // written says it on stderr only).
+    let fail = |e: String| {
+        let _ = SeriesPart::failed(part.shard, e.clone()).write(out);
+        said(&e)
+    };
     if let Err(e) = prepare_report_folder(&cfg.report) {
-        return fail(e.to_string());
+        return said(&e.to_string());
     }
-    let _ = std::fs::remove_file(cfg.report.out_dir.join(SERIES_PART));
+    // The records of an earlier part in this folder: its series-part.json,
+    // and the part.json of a part that failed before it knew its runs
+    // were step series (the merge would read either as this part's).
+    let _ = std::fs::remove_file(out.join(SERIES_PART));
+    let _ = std::fs::remove_file(out.join(shard::MANIFEST));
     let pairs = StepPairs::of(cfg, sel);
     let mut plans = Vec::with_capacity(pairs.both.len());
     for (s, p1, p2) in &pairs.both {
@@ -102,13 +143,10 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
         steps_only2: pairs.only.1,
         warnings: pairs.warnings,
         all_pages,
+        failed: None,
     };
-    let json = serde_json::to_vec_pretty(&record).expect("a series part serialises");
-    if let Err(e) = std::fs::write(cfg.report.out_dir.join(SERIES_PART), json) {
-        return fail(format!(
-            "{}: {e}",
-            cfg.report.out_dir.join(SERIES_PART).display()
-        ));
+    if let Err(e) = record.write(out) {
+        return said(&e);
     }
     let n_units: usize = units.values().map(Vec::len).sum();
     if !quiet {
@@ -123,13 +161,80 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
     if finished {
         exit_codes::OK
     } else {
-        fail("a step's part did not finish (its step_S/part.json says why)".into())
+        said("a step's part did not finish (its step_S/part.json says why)")
     }
 }
 
 /// Whether `dir` is a part of a sharded step series (holds [`SERIES_PART`]).
 pub fn is_series_part(dir: &Path) -> bool {
     dir.join(SERIES_PART).is_file()
+}
+
+/// Reads part `dir`'s [`SERIES_PART`]. A part that failed is a problem
+/// with its own message: one whose `series-part.json` says failed, or one
+/// that failed before it knew its runs were step series (a bad option, a
+/// run missing), whose `part.json` says so. A folder that is not there,
+/// and one that is no part of a step series, are problems too.
+fn read_record(dir: &Path) -> Result<SeriesPart, Message> {
+    let file = dir.join(SERIES_PART);
+    let name = |shard: Shard| crate::run::messages::PartName {
+        shard,
+        dir: dir.display().to_string(),
+    };
+    let error = match std::fs::read(&file) {
+        Ok(b) => match serde_json::from_slice::<SeriesPart>(&b) {
+            Ok(SeriesPart {
+                shard,
+                failed: Some(message),
+                ..
+            }) => {
+                return Err(Message::PartFailed {
+                    part: name(shard),
+                    message,
+                })
+            }
+            Ok(r) => return Ok(r),
+            Err(e) => format!("{}:{}: {e}", e.line(), e.column()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if !dir.exists() {
+                return Err(Message::Text(format!(
+                    "{}: no such file or folder",
+                    dir.display()
+                )));
+            }
+            match shard::Manifest::read(dir) {
+                Ok(m) => match m.status {
+                    shard::PartStatus::Failed { message } => {
+                        return Err(Message::PartFailed {
+                            part: name(m.shard),
+                            message,
+                        })
+                    }
+                    shard::PartStatus::Running => {
+                        return Err(Message::PartUnfinished {
+                            part: name(m.shard),
+                        })
+                    }
+                    shard::PartStatus::Done => {
+                        "a part of one step (it has part.json), not of a step series".into()
+                    }
+                },
+                Err(_) => e.to_string(),
+            }
+        }
+        Err(e) => e.to_string(),
+    };
+    Err(Message::NotASeriesPart {
+        file: file.display().to_string(),
+        error,
+    })
+}
+
+/// A step's merge error as the series' problems.
+fn at_step(s: u64, e: crate::run::merge::MergeError) -> Vec<Message> {
+    let problems = crate::run::merge::problems(e);
+    crate::run::messages::at_steps(problems.into_iter().map(|p| (s, p)).collect())
 }
 
 /// `actdiff merge` of the parts of a sharded step series: checks that the
@@ -147,8 +252,11 @@ pub fn merge_series(parts: &[PathBuf], out: &Path, outs: &RunOutputs) -> i32 {
     }
 }
 
-/// The work of [`merge_series`]: the series' report options and summary.
-fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<Message>> {
+/// The parts' [`SeriesPart`] records, checked: the report folder is none
+/// of the parts, each part reads ([`read_record`]: a failed part is its
+/// own error), and all record the same steps and split. Returns the
+/// records in the order of `parts`, or every problem.
+fn read_records(parts: &[PathBuf], out: &Path) -> Result<Vec<SeriesPart>, Vec<Message>> {
     let mut records = Vec::new();
     // The report folder being one of the parts is refused before anything
     // is written or cleared there (the single-step merge finds it only per
@@ -165,16 +273,9 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         return Err(problems);
     }
     for p in parts {
-        let file = p.join(SERIES_PART);
-        match std::fs::read(&file)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice::<SeriesPart>(&b).map_err(|e| e.to_string()))
-        {
+        match read_record(p) {
             Ok(r) => records.push(r),
-            Err(error) => problems.push(Message::NotASeriesPart {
-                file: file.display().to_string(),
-                error,
-            }),
+            Err(e) => problems.push(e),
         }
     }
     if !problems.is_empty() {
@@ -198,9 +299,16 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
             });
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
+    if problems.is_empty() {
+        Ok(records)
+    } else {
+        Err(problems)
     }
+}
+
+/// The work of [`merge_series`]: the series' report options and summary.
+fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary), Vec<Message>> {
+    let first = read_records(parts, out)?.swap_remove(0);
     let step_dir = |p: &Path, s: u64| p.join(format!("{STEP_DIR_PREFIX}{s}"));
     // The series' split, from the recorded inputs of each step (every
     // part records the same inputs; merge_parts_split checks that).
@@ -224,27 +332,51 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
         ..Default::default()
     };
     prepare_report_folder(&opts).map_err(|e| vec![Message::Text(e.to_string())])?;
-    let mut merged = Vec::with_capacity(first.steps.len());
+    let dirs: Vec<Vec<PathBuf>> = first
+        .steps
+        .iter()
+        .map(|s| parts.iter().map(|p| step_dir(p, *s)).collect())
+        .collect();
+    let mut checked = Vec::with_capacity(first.steps.len());
     // Each step's problems, the parts named by their own folders (not
     // their step folders), so that a problem of every step is said once.
     let mut at = Vec::new();
-    for ((s, ..), by_part) in plans.iter().zip(split) {
-        let dirs: Vec<PathBuf> = parts.iter().map(|p| step_dir(p, *s)).collect();
-        match crate::run::merge::merge_parts_split(&dirs, &step_dir(out, *s), Some(by_part), parts)
-        {
-            Ok(c) => merged.push((*s, c)),
-            Err(e) => at.extend(crate::run::merge::problems(e).into_iter().map(|p| (*s, p))),
+    for (((s, ..), by_part), dirs) in plans.iter().zip(split).zip(&dirs) {
+        let out_s = step_dir(out, *s);
+        match crate::run::merge::check_parts(dirs, &out_s, Some(by_part), parts) {
+            Ok(read) => checked.push((*s, read)),
+            Err(e) => at.extend(
+                crate::run::merge::problems(e)
+                    .into_iter()
+                    .map(|p| (*s, crate::run::messages::series_problem(*s, p))),
+            ),
         }
     }
     if !at.is_empty() {
         return Err(crate::run::messages::at_steps(at));
     }
+    // Full pages for the first diverging step only (but with --steps
+    // all), as one compare writes them: a part's pages of a later step
+    // (its own units' first divergence) are not the report's.
+    let diverges = |read: &[crate::run::merge::ReadPart]| {
+        read.iter()
+            .flat_map(|p| &p.manifest.results)
+            .filter_map(|r| r.summary.as_ref())
+            .any(|r| r.first_divergence.is_some())
+    };
+    let first_step = checked
+        .iter()
+        .find(|(_, read)| diverges(read))
+        .map(|(s, _)| *s);
+    let mut merged = Vec::with_capacity(checked.len());
+    for (s, read) in checked {
+        let pages = first.all_pages || Some(s) == first_step;
+        let c = crate::run::merge::join_parts(read, &step_dir(out, s), pages)
+            .map_err(|e| at_step(s, e))?;
+        merged.push((s, c));
+    }
     // A diverging step other than the first has pages without rows (but
     // with --steps all): its own report says so, as compare_step's does.
-    let first_step = merged
-        .iter()
-        .find(|(_, c)| c.ranks.iter().any(|r| r.first_divergence.is_some()))
-        .map(|(s, _)| *s);
     let done: Vec<StepDone> = merged
         .into_iter()
         .map(|(s, mut c)| {
