@@ -575,6 +575,29 @@ fn kubernetes_manifest_is_an_indexed_job_with_a_merge() {
         cmd.contains("WAIT_SECONDS") && cmd.contains("deadline"),
         "{cmd}"
     );
+    // It counts a part as finished when its part.json says done or
+    // failed, or (a step series' part) its series-part.json exists: the
+    // series' part.json files are in its step folders.
+    let script = mc["args"][0].as_str().unwrap();
+    let from = script.find("finished() {").expect("the finished() count");
+    let to = from + script[from..].find("; };").expect("its end") + 4;
+    let tmp = tempfile::TempDir::new().unwrap();
+    let parts = tmp.path();
+    for (part, file, text) in [
+        ("part-0", "series-part.json", "{}"),
+        ("part-1", "part.json", r#"{"state":"done"}"#),
+        ("part-2", "part.json", r#"{"state":"failed"}"#),
+        ("part-3", "part.json", r#"{"state":"running"}"#),
+        ("part-4", "other.json", "{}"),
+    ] {
+        std::fs::create_dir_all(parts.join(part)).unwrap();
+        std::fs::write(parts.join(part).join(file), text).unwrap();
+    }
+    let o = run(Command::new("sh")
+        .arg("-c")
+        .arg(format!("{} finished", &script[from..to]))
+        .env("parts", parts));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "3", "{script}");
 }
 
 /// The Slurm job script: the merge runs after the array whatever its tasks
