@@ -5,6 +5,7 @@
 //! block cut short). [`fn@super::join`] joins the chunks in order.
 
 use super::line::{classify, trim, LineKind};
+use super::scan::LineEnds;
 use super::table::FLAG_TRUNCATED;
 use super::table::{self, Field, FieldSet, Header, ParseWarning, Rel, WarningKind};
 use super::table::{FLAG_BACKWARD, FLAG_MAYBE_NONFINITE, FLAG_OPTIMIZER, FLAG_PHASE_LINE};
@@ -438,8 +439,9 @@ pub(super) fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> 
         seen: 0,
         seen_before: 0,
     };
+    let mut line_ends = LineEnds::new(data, start, end);
     while pos < end {
-        let nl = memchr::memchr(b'\n', &data[pos..end]).map(|i| pos + i);
+        let nl = line_ends.next();
         let line_end = nl.unwrap_or(end);
         let mut line = &data[pos..line_end];
         if line.last() == Some(&b'\r') {
