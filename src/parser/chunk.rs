@@ -264,7 +264,7 @@ impl<'a> Partial<'a> {
         }
         *seen |= 1 << field as u16;
         let v = &line[fs..fe];
-        if Field::NONFINITE.contains(&field) && has_n(v) {
+        if NONFINITE_BITS & (1 << field as u16) != 0 && has_n(v) {
             self.flags[row] |= FLAG_MAYBE_NONFINITE;
         }
         self.check_value(lineno, field, fs, v);
@@ -413,6 +413,18 @@ fn phase_flags(v: &[u8]) -> u8 {
         Some(Phase::Forward) | None => FLAG_PHASE_LINE,
     }
 }
+
+/// [`Field::NONFINITE`] as bits by field number (one test per field line
+/// instead of a search of the list).
+const NONFINITE_BITS: u16 = {
+    let mut bits = 0u16;
+    let mut i = 0;
+    while i < Field::NONFINITE.len() {
+        bits |= 1 << Field::NONFINITE[i] as u16;
+        i += 1;
+    }
+    bits
+};
 
 /// Whether `v` holds an `n` or `N` (so may spell a NaN or an infinity).
 /// Branch-free over the bytes: these values are short, and a loop without

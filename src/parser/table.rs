@@ -109,21 +109,25 @@ pub(crate) const COLUMNS: [Field; 10] = [
     Field::InputDigests,
 ];
 
-/// Column index of `f`, if it is a column.
+/// Column index of `f`, if it is a column: one load from a table built
+/// from [`COLUMNS`] (the parse asks for every field line).
 #[inline]
 pub(crate) fn column_of(f: Field) -> Option<usize> {
-    match f {
-        Field::Key => Some(0),
-        Field::Shape => Some(1),
-        Field::L2Norm => Some(2),
-        Field::Min => Some(3),
-        Field::Max => Some(4),
-        Field::Mean => Some(5),
-        Field::OutputHash => Some(6),
-        Field::InputHashes => Some(7),
-        Field::OutputDigest => Some(8),
-        Field::InputDigests => Some(9),
-        _ => None,
+    /// Each field's column, by field number; [`NO_COLUMN`] for none.
+    const BY_FIELD: [u8; crate::logformat::N_FIELDS] = {
+        let mut t = [NO_COLUMN; crate::logformat::N_FIELDS];
+        let mut c = 0;
+        while c < COLUMNS.len() {
+            t[COLUMNS[c] as usize] = c as u8;
+            c += 1;
+        }
+        t
+    };
+    /// Marks a field that is no column.
+    const NO_COLUMN: u8 = u8::MAX;
+    match BY_FIELD[f as usize] {
+        NO_COLUMN => None,
+        c => Some(c as usize),
     }
 }
 

@@ -648,3 +648,12 @@ fn bad_step_and_loss_lines_warn_with_their_column() {
     assert_eq!(w, vec![(2, 7), (3, 7)], "{:?}", t.warnings());
     assert!(t.warnings()[0].message.contains("step `five`"));
 }
+
+#[test]
+fn column_of_gives_each_columns_index_and_none_for_the_rest() {
+    use super::table::{column_of, COLUMNS};
+    for f in Field::ALL {
+        let want = COLUMNS.iter().position(|c| *c == f);
+        assert_eq!(column_of(f), want, "{f:?}");
+    }
+}
