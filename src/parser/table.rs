@@ -109,25 +109,21 @@ pub(crate) const COLUMNS: [Field; 10] = [
     Field::InputDigests,
 ];
 
-/// Column index of `f`, if it is a column: one load from a table built
-/// from [`COLUMNS`] (the parse asks for every field line).
+/// Column index of `f`, if it is a column.
 #[inline]
 pub(crate) fn column_of(f: Field) -> Option<usize> {
-    /// Each field's column, by field number; [`NO_COLUMN`] for none.
-    const BY_FIELD: [u8; crate::logformat::N_FIELDS] = {
-        let mut t = [NO_COLUMN; crate::logformat::N_FIELDS];
-        let mut c = 0;
-        while c < COLUMNS.len() {
-            t[COLUMNS[c] as usize] = c as u8;
-            c += 1;
-        }
-        t
-    };
-    /// Marks a field that is no column.
-    const NO_COLUMN: u8 = u8::MAX;
-    match BY_FIELD[f as usize] {
-        NO_COLUMN => None,
-        c => Some(c as usize),
+    match f {
+        Field::Key => Some(0),
+        Field::Shape => Some(1),
+        Field::L2Norm => Some(2),
+        Field::Min => Some(3),
+        Field::Max => Some(4),
+        Field::Mean => Some(5),
+        Field::OutputHash => Some(6),
+        Field::InputHashes => Some(7),
+        Field::OutputDigest => Some(8),
+        Field::InputDigests => Some(9),
+        _ => None,
     }
 }
 
@@ -262,6 +258,7 @@ impl OpTable {
         self.source.bytes()
     }
     /// The bytes of row `row`'s block: from its `[` to the next block (or the end).
+    #[inline]
     pub fn block(&self, row: usize) -> &[u8] {
         let data = self.source.bytes();
         let start = self.block_start[row] as usize;
@@ -270,6 +267,16 @@ impl OpTable {
             .get(row + 1)
             .map_or(data.len(), |e| *e as usize);
         &data[start..end]
+    }
+    /// The bytes of row `row`'s block after its key line: its field lines,
+    /// to the next block (or the end). Every field is read from these
+    /// bytes alone, so two rows whose field lines are the same bytes have
+    /// the same text in every field (the matcher's fast path for pairs
+    /// that agree).
+    #[inline]
+    pub fn block_fields(&self, row: usize) -> &[u8] {
+        let b = self.block(row);
+        memchr::memchr(b'\n', b).map_or(&[], |i| &b[i + 1..])
     }
     /// The text of `field` in row `row`, trimmed; empty when absent.
     #[inline]
