@@ -187,9 +187,7 @@ pub fn first_unreadable(list: &[u8]) -> Option<(usize, &[u8])> {
     // The parse calls this for every number field: the common case (every
     // value `%.6e`, no tuple) is decided inline by one pass over the bytes,
     // and a lone value (a stat, most Output hashes) without a call.
-    if list.len() <= 13 && is_e6(list) {
-        None
-    } else if all_e6(list) {
+    if (list.len() <= 13 && is_e6(list)) || all_e6(list) {
         None
     } else {
         first_unreadable_search(list)
