@@ -77,6 +77,9 @@ pub(super) struct Partial<'a> {
     pub(super) modules: Vec<&'a [u8]>,
     pub(super) op_type: Vec<u32>,
     op_ids: ahash::AHashMap<&'a [u8], u32>,
+    /// Op types seen lately, by [`op_slot`]: (name, its number in
+    /// `op_ids`), checked before the map is.
+    op_cache: [(&'a [u8], u32); OP_SLOTS],
     pub(super) op_names: Vec<&'a [u8]>,
     pub(super) cols: [table::Spans; table::N_COLUMNS],
     pub(super) schema: FieldSet,
@@ -125,6 +128,7 @@ impl<'a> Partial<'a> {
             modules: Vec::new(),
             op_type: Vec::with_capacity(est),
             op_ids: Default::default(),
+            op_cache: [(&[], u32::MAX); OP_SLOTS],
             op_names: Vec::new(),
             cols: Default::default(),
             schema: FieldSet::default(),
@@ -219,11 +223,19 @@ impl<'a> Partial<'a> {
             }
         };
         self.module.push(id);
+        // A model has a few dozen op types, cycling: most are found in
+        // the cache by one compare, without hashing the name.
+        let slot = &mut self.op_cache[op_slot(op)];
+        if slot.1 != u32::MAX && slot.0 == op {
+            self.op_type.push(slot.1);
+            return;
+        }
         let next = self.op_names.len() as u32;
         let id = *self.op_ids.entry(op).or_insert(next);
         if id == next {
             self.op_names.push(op);
         }
+        *slot = (op, id);
         self.op_type.push(id);
     }
 
@@ -412,6 +424,21 @@ fn phase_flags(v: &[u8]) -> u8 {
         Some(Phase::Optimizer) => FLAG_OPTIMIZER | FLAG_PHASE_LINE,
         Some(Phase::Forward) | None => FLAG_PHASE_LINE,
     }
+}
+
+/// Slots of [`Partial`]'s cache of op types.
+const OP_SLOTS: usize = 32;
+
+/// An op type's slot in that cache: from its length and last two bytes
+/// (`mm`, `bmm`, `add`, `add_`, `mul` fall in different slots).
+#[inline]
+fn op_slot(op: &[u8]) -> usize {
+    let [a, b] = match op {
+        [.., a, b] => [*a, *b],
+        [b] => [0, *b],
+        [] => [0, 0],
+    };
+    (op.len() ^ usize::from(a).wrapping_mul(5) ^ usize::from(b).wrapping_mul(3)) % OP_SLOTS
 }
 
 /// [`Field::NONFINITE`] as bits by field number (one test per field line
