@@ -143,8 +143,9 @@ pub fn classify(line: &[u8]) -> LineKind {
 /// No label holds a `:`, so a line starts with `label:` exactly when its
 /// text before the first `:` is that label: one search for the colon
 /// ([`first_colon`]) and one lookup by length ([`LABELS_BY_LEN`]) instead
-/// of a `starts_with` per label.
-#[inline]
+/// of a `starts_with` per label. Inlined (through [`classify`]) into the
+/// parse's per-line loop, as the one path nearly every line takes.
+#[inline(always)]
 fn classify_canonical(line: &[u8], u: &[u8]) -> Option<LineKind> {
     let colon = first_colon(u)?;
     let (field, stat, rank) = label_field(&u[..colon])?;
@@ -152,7 +153,10 @@ fn classify_canonical(line: &[u8], u: &[u8]) -> Option<LineKind> {
     if stat && !rest.first().is_some_and(|b| is_py_space(*b)) {
         return None;
     }
-    let v = trim(&rest[leading_space(rest)..]);
+    // `leading_space` took every leading whitespace byte: only the end is
+    // left to trim.
+    let v = &rest[leading_space(rest)..];
+    let v = &v[..v.len() - trailing_space(v)];
     if stat && v.is_empty() {
         return None;
     }
@@ -180,6 +184,16 @@ fn leading_space(s: &[u8]) -> usize {
         [b' ', b' ', c, ..] if !is_py_space(*c) => 2,
         [b' ', c, ..] if !is_py_space(*c) => 1,
         _ => s.iter().take_while(|b| is_py_space(**b)).count(),
+    }
+}
+
+/// How many whitespace bytes ([`is_py_space`]) `s` ends with: a writer's
+/// line ends with its value, so nearly always one test.
+#[inline(always)]
+fn trailing_space(s: &[u8]) -> usize {
+    match s.last() {
+        Some(b) if is_py_space(*b) => s.iter().rev().take_while(|b| is_py_space(**b)).count(),
+        _ => 0,
     }
 }
 
@@ -446,6 +460,14 @@ mod tests {
         ] {
             let want = s.iter().take_while(|b| is_py_space(**b)).count();
             assert_eq!(leading_space(s), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn trailing_space_counts_every_whitespace_byte() {
+        for s in [&b""[..], b" ", b"x", b"x ", b"x \t\r", b" \x0c", b"\x1fx"] {
+            let want = s.iter().rev().take_while(|b| is_py_space(**b)).count();
+            assert_eq!(trailing_space(s), want, "{s:?}");
         }
     }
 
