@@ -431,19 +431,26 @@ pub fn judge_values(
     opts: &CompareOptions,
     compared: crate::parser::FieldSet,
 ) -> PairVerdict {
+    let agree = PairVerdict {
+        agrees: true,
+        output_differs: false,
+        output_missing: false,
+        shape_text_differs: false,
+        same_text: true,
+    };
+    // Field lines that are the same bytes (most pairs of runs that agree):
+    // every field is the same text, decided by one compare of the blocks
+    // without looking a field up.
+    if opts.nan_equal && opts.stats.is_none() && t1.block_fields(r1) == t2.block_fields(r2) {
+        return agree;
+    }
     let (x, y) = (
         t1.fields_of(r1, Field::PRINTED),
         t2.fields_of(r2, Field::PRINTED),
     );
     let same_text = x == y;
     if same_text && opts.nan_equal && opts.stats.is_none() {
-        return PairVerdict {
-            agrees: true,
-            output_differs: false,
-            output_missing: false,
-            shape_text_differs: false,
-            same_text,
-        };
+        return agree;
     }
     let (s1, s2) = (x[0], y[0]);
     let shape_text_differs = s1 != s2 && !s1.is_empty() && !s2.is_empty();
@@ -577,6 +584,47 @@ pub fn differing_positions(a: &[u8], b: &[u8], tol: Tolerance, nan_equal: bool) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_field_lines_agree_and_the_rest_is_judged_field_by_field() {
+        // Row 0 of each: the same field lines under other keys (the fast
+        // path); row 1: NaN Output hashes; row 2: only the Location (not a
+        // printed value) differs; row 3: the Output hash differs.
+        let log = |key: &str, loc: &str, out3: &str| {
+            let block = |k: &str, out: &str, loc: &str| {
+                format!("[{k}]\n  Shape: torch.Size([2]), Dtype: torch.float32\n  L2 norm: 1.000000e+00\n  Output hash: {out}\n  Input hashes: 2.000000e+00\n  Location: {loc}\n\n")
+            };
+            let text = [
+                block(&format!("{key}/op_0_mm"), "3.000000e+00", "m.py:1"),
+                block("b/op_0_add", "nan", "m.py:2"),
+                block("c/op_0_mul", "4.000000e+00", loc),
+                block("d/op_0_mul", out3, "m.py:4"),
+            ]
+            .concat();
+            crate::parser::parse_bytes(text.into_bytes(), "rank_0_activations.log")
+        };
+        let (t1, t2) = (
+            log("a", "m.py:3", "5.000000e+00"),
+            log("z", "x.py:9", "6.000000e+00"),
+        );
+        let all = t1.schema();
+        let judge = |r: usize, opts: &CompareOptions| judge_values(&t1, r, &t2, r, opts, all);
+        let reference = CompareOptions::default();
+        for r in [0, 1, 2] {
+            let v = judge(r, &reference);
+            assert!(v.agrees && v.same_text, "row {r}: {v:?}");
+        }
+        assert!(!judge(3, &reference).agrees);
+        assert!(!judge(3, &reference).same_text);
+        // NaN against NaN is a difference under --nan-is-diff: equal bytes
+        // do not decide then.
+        let nan_is_diff = CompareOptions {
+            nan_equal: false,
+            ..reference
+        };
+        assert!(!judge(1, &nan_is_diff).agrees);
+        assert!(judge(1, &nan_is_diff).same_text);
+    }
 
     fn cmp(a: &str, b: &str) -> HashCmp {
         compare_hashes(a.as_bytes(), b.as_bytes(), Tolerance::REFERENCE, true)

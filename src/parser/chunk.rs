@@ -5,6 +5,7 @@
 //! block cut short). [`fn@super::join`] joins the chunks in order.
 
 use super::line::{classify, trim, LineKind};
+use super::scan::LineEnds;
 use super::table::FLAG_TRUNCATED;
 use super::table::{self, Field, FieldSet, Header, ParseWarning, Rel, WarningKind};
 use super::table::{FLAG_BACKWARD, FLAG_MAYBE_NONFINITE, FLAG_OPTIMIZER, FLAG_PHASE_LINE};
@@ -76,6 +77,9 @@ pub(super) struct Partial<'a> {
     pub(super) modules: Vec<&'a [u8]>,
     pub(super) op_type: Vec<u32>,
     op_ids: ahash::AHashMap<&'a [u8], u32>,
+    /// Op types seen lately, by [`op_slot`]: (name, its number in
+    /// `op_ids`), checked before the map is.
+    op_cache: [(&'a [u8], u32); OP_SLOTS],
     pub(super) op_names: Vec<&'a [u8]>,
     pub(super) cols: [table::Spans; table::N_COLUMNS],
     pub(super) schema: FieldSet,
@@ -124,6 +128,7 @@ impl<'a> Partial<'a> {
             modules: Vec::new(),
             op_type: Vec::with_capacity(est),
             op_ids: Default::default(),
+            op_cache: [(&[], u32::MAX); OP_SLOTS],
             op_names: Vec::new(),
             cols: Default::default(),
             schema: FieldSet::default(),
@@ -218,11 +223,19 @@ impl<'a> Partial<'a> {
             }
         };
         self.module.push(id);
+        // A model has a few dozen op types, cycling: most are found in
+        // the cache by one compare, without hashing the name.
+        let slot = &mut self.op_cache[op_slot(op)];
+        if slot.1 != u32::MAX && slot.0 == op {
+            self.op_type.push(slot.1);
+            return;
+        }
         let next = self.op_names.len() as u32;
         let id = *self.op_ids.entry(op).or_insert(next);
         if id == next {
             self.op_names.push(op);
         }
+        *slot = (op, id);
         self.op_type.push(id);
     }
 
@@ -263,7 +276,7 @@ impl<'a> Partial<'a> {
         }
         *seen |= 1 << field as u16;
         let v = &line[fs..fe];
-        if Field::NONFINITE.contains(&field) && has_n(v) {
+        if NONFINITE_BITS & (1 << field as u16) != 0 && has_n(v) {
             self.flags[row] |= FLAG_MAYBE_NONFINITE;
         }
         self.check_value(lineno, field, fs, v);
@@ -413,6 +426,33 @@ fn phase_flags(v: &[u8]) -> u8 {
     }
 }
 
+/// Slots of [`Partial`]'s cache of op types.
+const OP_SLOTS: usize = 32;
+
+/// An op type's slot in that cache: from its length and last two bytes
+/// (`mm`, `bmm`, `add`, `add_`, `mul` fall in different slots).
+#[inline]
+fn op_slot(op: &[u8]) -> usize {
+    let [a, b] = match op {
+        [.., a, b] => [*a, *b],
+        [b] => [0, *b],
+        [] => [0, 0],
+    };
+    (op.len() ^ usize::from(a).wrapping_mul(5) ^ usize::from(b).wrapping_mul(3)) % OP_SLOTS
+}
+
+/// [`Field::NONFINITE`] as bits by field number (one test per field line
+/// instead of a search of the list).
+const NONFINITE_BITS: u16 = {
+    let mut bits = 0u16;
+    let mut i = 0;
+    while i < Field::NONFINITE.len() {
+        bits |= 1 << Field::NONFINITE[i] as u16;
+        i += 1;
+    }
+    bits
+};
+
 /// Whether `v` holds an `n` or `N` (so may spell a NaN or an infinity).
 /// Branch-free over the bytes: these values are short, and a loop without
 /// an early exit compiles to a few vector instructions.
@@ -438,8 +478,9 @@ pub(super) fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> 
         seen: 0,
         seen_before: 0,
     };
+    let mut line_ends = LineEnds::new(data, start, end);
     while pos < end {
-        let nl = memchr::memchr(b'\n', &data[pos..end]).map(|i| pos + i);
+        let nl = line_ends.next();
         let line_end = nl.unwrap_or(end);
         let mut line = &data[pos..line_end];
         if line.last() == Some(&b'\r') {

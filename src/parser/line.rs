@@ -10,8 +10,8 @@
 //! them). The labels come from [`crate::logformat::field`].
 //!
 //! Two paths decide a line, and tests check they agree on every line shape:
-//! `classify_canonical`, hand-written (`starts_with` over the labels, no
-//! backtracking), takes the lines every real writer produces and is the one
+//! `classify_canonical`, hand-written (the text before the line's first
+//! `:` looked up among the labels by length, no backtracking), takes the lines every real writer produces and is the one
 //! that runs for nearly every line; [`classify_general`] applies the
 //! reference's rules in full, the stat regex as a nom parser
 //! (`stat_line`) and the "label anywhere" rule as one scan over the
@@ -21,6 +21,7 @@ use nom::bytes::complete::{tag, take_while1};
 use nom::character::complete::char;
 use nom::IResult;
 
+use super::scan::{first_colon, has_colon};
 use crate::logformat::field::{Field, CONTAINS_LABELS, EXTRA_LABELS, STAT_FIELDS};
 pub use crate::logformat::{is_py_space, trim};
 
@@ -82,21 +83,24 @@ fn stat_line(i: &[u8]) -> IResult<&[u8], Field> {
     Ok((i, f))
 }
 
-/// Whether `t` starts with `label` and a `:`; the length of both.
-#[inline]
-fn label_colon(t: &[u8], label: &str) -> Option<usize> {
-    let n = label.len();
-    (t.len() > n && t[n] == b':' && t.starts_with(label.as_bytes())).then_some(n + 1)
-}
-
 fn offset_in(line: &[u8], part: &[u8]) -> usize {
     part.as_ptr() as usize - line.as_ptr() as usize
 }
 
 /// Classifies one line (without its `\n`; a trailing `\r` is allowed).
+///
+/// Inlined into the parse's per-line loop: a call per line, with its
+/// saved registers and the [`LineKind`] returned through memory, cost a
+/// fifth of the line's instructions.
+#[inline(always)]
 pub fn classify(line: &[u8]) -> LineKind {
     if line.first() == Some(&b'[') {
-        return match memchr::memrchr(b']', line) {
+        // The last `]` is nearly always the line's last byte.
+        let close = match line.last() {
+            Some(b']') => Some(line.len() - 1),
+            _ => memchr::memrchr(b']', line),
+        };
+        return match close {
             Some(end) => LineKind::Key {
                 start: 1,
                 end,
@@ -113,46 +117,50 @@ pub fn classify(line: &[u8]) -> LineKind {
             }
         };
     }
-    let t = trim(line);
-    if t.is_empty() {
+    // Only the start is trimmed here: the value's end is trimmed once, by
+    // the fast path.
+    let lead = leading_space(line);
+    let u = &line[lead..];
+    if u.is_empty() {
         return LineKind::Blank;
     }
-    if let Some(k) = classify_canonical(line, t) {
-        return k;
+    if lead > 0 {
+        if let Some(k) = classify_canonical(line, u) {
+            return k;
+        }
     }
     classify_general(line)
 }
 
 /// The fast path for the lines every real writer produces: indented
-/// `Label: value` where the label starts the trimmed line. It returns
-/// `None` whenever the general rules could decide differently (no
-/// indentation, no space after a stat label, an empty stat value, or a
+/// `Label: value` where the label starts the line after its indentation
+/// (`u`: the line without its leading whitespace, of which there is
+/// some). It returns `None` whenever the general rules could decide
+/// differently (no space after a stat label, an empty stat value, or a
 /// further `:` in a label line's value that might hold an earlier label),
 /// and [`classify_general`] decides. Tests check both agree.
-fn classify_canonical(line: &[u8], t: &[u8]) -> Option<LineKind> {
-    if !line.first().is_some_and(|b| is_py_space(*b)) {
-        return None;
-    }
-    // (field, label and colon length, stat rule, rank in the reference's
-    // order of "contains" checks)
-    let (field, n, stat, rank) = STAT_FIELDS
-        .iter()
-        .find_map(|f| Some((*f, label_colon(t, f.label())?, true, 0)))
-        .or_else(|| {
-            CONTAINS_LABELS
-                .iter()
-                .enumerate()
-                .find_map(|(rank, (l, f))| Some((*f, label_colon(t, l)?, false, rank)))
-        })?;
-    let rest = &t[n..];
+///
+/// No label holds a `:`, so a line starts with `label:` exactly when its
+/// text before the first `:` is that label: one search for the colon
+/// ([`first_colon`]) and one lookup by length ([`LABELS_BY_LEN`]) instead
+/// of a `starts_with` per label. Inlined (through [`classify`]) into the
+/// parse's per-line loop, as the one path nearly every line takes.
+#[inline(always)]
+fn classify_canonical(line: &[u8], u: &[u8]) -> Option<LineKind> {
+    let colon = first_colon(u)?;
+    let (field, stat, rank) = label_field(&u[..colon])?;
+    let rest = &u[colon + 1..];
     if stat && !rest.first().is_some_and(|b| is_py_space(*b)) {
         return None;
     }
-    let v = trim(rest);
+    // `leading_space` took every leading whitespace byte: only the end is
+    // left to trim.
+    let v = &rest[leading_space(rest)..];
+    let v = &v[..v.len() - trailing_space(v)];
     if stat && v.is_empty() {
         return None;
     }
-    if !stat && rank > 0 && memchr::memchr(b':', rest).is_some() {
+    if !stat && rank > 0 && has_colon(rest) {
         return None;
     }
     let start = if v.is_empty() {
@@ -167,7 +175,90 @@ fn classify_canonical(line: &[u8], t: &[u8]) -> Option<LineKind> {
     })
 }
 
-/// The reference's rules, in full (see the module doc).
+/// How many whitespace bytes ([`is_py_space`]) `s` starts with. A
+/// writer indents by two spaces and puts one after a label's `:`: those
+/// are decided by one compare of two bytes, other runs byte by byte.
+#[inline(always)]
+fn leading_space(s: &[u8]) -> usize {
+    match s {
+        [b' ', b' ', c, ..] if !is_py_space(*c) => 2,
+        [b' ', c, ..] if !is_py_space(*c) => 1,
+        _ => s.iter().take_while(|b| is_py_space(**b)).count(),
+    }
+}
+
+/// How many whitespace bytes ([`is_py_space`]) `s` ends with: a writer's
+/// line ends with its value, so nearly always one test.
+#[inline(always)]
+fn trailing_space(s: &[u8]) -> usize {
+    match s.last() {
+        Some(b) if is_py_space(*b) => s.iter().rev().take_while(|b| is_py_space(**b)).count(),
+        _ => 0,
+    }
+}
+
+/// A label of the fast path: the field, whether the stat rule reads it
+/// (a [`STAT_FIELDS`] label), and its rank in the reference's order of
+/// "contains" checks ([`CONTAINS_LABELS`]; 0 for a stat).
+type LabelEntry = (Field, bool, u8);
+
+/// Longest label the fast path knows, plus one (the `:` must lie within
+/// [`first_colon`]'s 16 bytes).
+const LABEL_SLOTS: usize = 17;
+
+/// Every label of [`STAT_FIELDS`] and [`CONTAINS_LABELS`], by length: at
+/// most three share one.
+const LABELS_BY_LEN: [[Option<(&str, LabelEntry)>; 3]; LABEL_SLOTS] = {
+    let mut t: [[Option<(&str, LabelEntry)>; 3]; LABEL_SLOTS] = [[None; 3]; LABEL_SLOTS];
+    let mut i = 0;
+    while i < STAT_FIELDS.len() + CONTAINS_LABELS.len() {
+        let (label, entry) = if i < STAT_FIELDS.len() {
+            (STAT_FIELDS[i].label(), (STAT_FIELDS[i], true, 0))
+        } else {
+            let rank = i - STAT_FIELDS.len();
+            let (label, field) = CONTAINS_LABELS[rank];
+            (label, (field, false, rank as u8))
+        };
+        assert!(label.len() < 16, "a label's `:` must lie within 16 bytes");
+        let slot = &mut t[label.len()];
+        let mut j = 0;
+        while slot[j].is_some() {
+            j += 1;
+        }
+        slot[j] = Some((label, entry));
+        i += 1;
+    }
+    t
+};
+
+/// The fast path's label that is exactly `label`, if any.
+#[inline]
+fn label_field(label: &[u8]) -> Option<(Field, bool, usize)> {
+    let slot = LABELS_BY_LEN.get(label.len())?;
+    slot.iter()
+        .map_while(|e| *e)
+        .find(|(l, _)| short_eq(l.as_bytes(), label))
+        .map(|(_, (f, stat, rank))| (f, stat, rank as usize))
+}
+
+/// `a == b` for two slices of the same length, 3 to 16 bytes: two
+/// overlapping word compares, no `memcmp` call.
+#[inline]
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    debug_assert_eq!(n, b.len());
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4"));
+    match n {
+        8.. => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        4.. => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => a == b,
+    }
+}
+
+/// The reference's rules, in full (see the module doc). Rare in real logs:
+/// kept out of line.
+#[inline(never)]
 pub fn classify_general(line: &[u8]) -> LineKind {
     if let Ok((rest, field)) = stat_line(line) {
         let v = trim(rest);
@@ -349,6 +440,34 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn leading_space_counts_every_whitespace_byte() {
+        for s in [
+            &b""[..],
+            b" ",
+            b"  ",
+            b"   ",
+            b" \t",
+            b"  \tx",
+            b"  x",
+            b" x",
+            b"x ",
+            b"\x1f\x0b y",
+            b"  \r",
+        ] {
+            let want = s.iter().take_while(|b| is_py_space(**b)).count();
+            assert_eq!(leading_space(s), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn trailing_space_counts_every_whitespace_byte() {
+        for s in [&b""[..], b" ", b"x", b"x ", b"x \t\r", b" \x0c", b"\x1fx"] {
+            let want = s.iter().rev().take_while(|b| is_py_space(**b)).count();
+            assert_eq!(trailing_space(s), want, "{s:?}");
         }
     }
 

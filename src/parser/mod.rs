@@ -3,9 +3,10 @@
 //! A log is memory-mapped ([`LogSource`]), split at block boundaries (a `[`
 //! at the start of a line) into chunks that are parsed on rayon threads
 //! (`chunk.rs`: one method per kind of line), and the partial tables are
-//! joined in dispatch order (`join.rs`). Each line is classified by
-//! [`mod@line`]: a hand-written fast path (`starts_with` over the labels of
-//! [`crate::logformat::field`]) for the lines real writers produce, and the
+//! joined in dispatch order (`join.rs`). Line ends are found 64 bytes at a
+//! time (`scan.rs`). Each line is classified by [`mod@line`]: a
+//! hand-written fast path (the text before the first `:` looked up among
+//! the labels of [`crate::logformat::field`]) for the lines real writers produce, and the
 //! reference's full rules (its stat regex as a nom parser) for the rest;
 //! tests check both agree. Header lines are read by
 //! [`crate::logformat::Header::read_line`]. Field values are stored as byte
@@ -27,6 +28,7 @@ pub mod key;
 pub mod layer;
 pub mod line;
 pub mod number;
+mod scan;
 pub mod source;
 pub mod table;
 pub mod value;

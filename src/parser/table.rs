@@ -258,6 +258,7 @@ impl OpTable {
         self.source.bytes()
     }
     /// The bytes of row `row`'s block: from its `[` to the next block (or the end).
+    #[inline]
     pub fn block(&self, row: usize) -> &[u8] {
         let data = self.source.bytes();
         let start = self.block_start[row] as usize;
@@ -266,6 +267,16 @@ impl OpTable {
             .get(row + 1)
             .map_or(data.len(), |e| *e as usize);
         &data[start..end]
+    }
+    /// The bytes of row `row`'s block after its key line: its field lines,
+    /// to the next block (or the end). Every field is read from these
+    /// bytes alone, so two rows whose field lines are the same bytes have
+    /// the same text in every field (the matcher's fast path for pairs
+    /// that agree).
+    #[inline]
+    pub fn block_fields(&self, row: usize) -> &[u8] {
+        let b = self.block(row);
+        memchr::memchr(b'\n', b).map_or(&[], |i| &b[i + 1..])
     }
     /// The text of `field` in row `row`, trimmed; empty when absent.
     #[inline]

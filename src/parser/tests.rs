@@ -648,3 +648,39 @@ fn bad_step_and_loss_lines_warn_with_their_column() {
     assert_eq!(w, vec![(2, 7), (3, 7)], "{:?}", t.warnings());
     assert!(t.warnings()[0].message.contains("step `five`"));
 }
+
+#[test]
+fn column_of_gives_each_columns_index_and_none_for_the_rest() {
+    use super::table::{column_of, COLUMNS};
+    for f in Field::ALL {
+        let want = COLUMNS.iter().position(|c| *c == f);
+        assert_eq!(column_of(f), want, "{f:?}");
+    }
+}
+
+#[test]
+fn op_types_are_numbered_by_name_whatever_the_cache_holds() {
+    // 50 op names (more than the cache's slots, many sharing one), in a
+    // cycle that revisits each after others took its slot.
+    let names: Vec<String> = (0..50)
+        .map(|i| format!("op{}{}", "x".repeat(i % 7), i))
+        .collect();
+    let mut text = String::new();
+    let mut want = Vec::new();
+    for round in 0..3 {
+        for k in 0..names.len() {
+            let i = (k * 7 + round) % names.len();
+            let name = &names[i];
+            text.push_str(&format!(
+                "[m{round}/op_{i}_{name}]\n  Output hash: 1.000000e+00\n\n"
+            ));
+            want.push(name.clone());
+        }
+    }
+    let t = parse_bytes(text.into_bytes(), "rank_0_activations.log");
+    assert_eq!(t.len(), want.len());
+    for (row, name) in want.iter().enumerate() {
+        assert_eq!(t.op_name(t.op_type(row)), name.as_bytes(), "row {row}");
+    }
+    assert_eq!(t.op_types(), names.len());
+}
