@@ -167,8 +167,8 @@ pub trait Words: Copy + Send + Sync {
     /// Value `j` (< `N`) of the element.
     fn word(self, j: usize) -> u32;
     /// The buffer as its 32-bit values when each element is one 32-bit
-    /// value of its own bits (float32, int32, uint32): the AVX2 kernel
-    /// [`sum_words_avx2`] reads those.
+    /// value of its own bits (float32, int32, uint32): the AVX2 kernel of
+    /// 32-bit values reads those.
     fn as_words(x: &[Self]) -> Option<&[u32]> {
         let _ = x;
         None
