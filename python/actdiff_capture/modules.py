@@ -22,21 +22,25 @@ statistics and digests of CPU tensors are computed by the worker's thread
 while training goes on, and each tensor is kept unchanged until the worker
 has read it:
 
-- a module's output is copied first (a later in-place op, such as
-  ``ReLU(inplace=True)`` or ``x += y``, may change it at once), into a
-  buffer kept for that output (the N-th output of a step) from one
-  captured step to the next: no allocation a step;
+- a module's output (a later in-place op, such as ``ReLU(inplace=True)``
+  or ``x += y``, may change it at once) below ``HERE_MAX`` elements is
+  read by the training thread in the hook itself, while it is in cache
+  (cheaper than copying it for the worker); a larger one is copied first,
+  into a buffer kept for that output (the N-th copied output of a step)
+  from one captured step to the next (no allocation a step), and the
+  worker reads the copy;
 - the gradients are read in place: the end of each backward pass waits for
   the worker (a callback queued on autograd's engine), before anything such
   as ``clip_grad_norm_`` or the optimizer can change them;
 - the parameters after the optimizer are read before ``step()`` returns
   (a loop may change them in place before the next optimizer step, e.g. a
-  clamp at the start of a step), by the worker and the training thread
-  together: the worker takes the first half of them (by elements), the
-  training thread computes the rest itself meanwhile, then waits for the
-  worker. No copy: two cores read them, where a copy would cost the
-  training thread about as long as reading half of them; every optimizer
-  step also waits for the worker first (a global optimizer step pre-hook).
+  clamp at the start of a step), by two threads at once: the worker takes
+  the first half of them (by elements), a second worker of the recorder's
+  own the rest, and the training thread waits for both. No copy: the
+  training thread waits about as long as a copy of them would take it
+  (its core reads half), and never computes statistics itself (that
+  would run rayon's pool beside it); every optimizer step also waits for
+  the worker first (a global optimizer step pre-hook).
 
 A run of consecutive captured steps keeps one recorder: its hooks stay
 registered from one step to the next (:meth:`ModuleRecorder.rearm` hands
@@ -67,6 +71,13 @@ NO_OPTIMIZER_STEP = (
     "Call prof.step() after optimizer.step(); in gradient accumulation, only on the steps "
     "that end with an optimizer step."
 )
+
+
+#: Module outputs with fewer elements are read by the training thread in
+#: the forward hook (one pass, in cache, on this thread only: below the
+#: length at which the host pass splits a tensor across rayon's threads);
+#: larger ones are copied for the worker.
+HERE_MAX = 1 << 16
 
 
 def _first_tensor(x):
@@ -101,6 +112,8 @@ class ModuleRecorder:
         # the step's N-th module output's, and each parameter's.
         self._out_bufs: list = []
         self._out_n = 0
+        # The second half of the parameters' reader (finish).
+        self._helper = type(worker)() if worker is not None else None
         # Whether a gradient was recorded since the last optimizer step (a
         # global optimizer step post-hook clears it).
         self.grads_since_optimizer = False
@@ -164,14 +177,23 @@ class ModuleRecorder:
             if torch.compiler.is_compiling():
                 return
             t = _first_tensor(output)
-            if t is not None:
-                if self.worker is not None:
-                    # A later in-place op may change it. The buffer was read
-                    # by the worker before the last step's parameters were
-                    # recorded (finish() waits for it).
-                    n, self._out_n = self._out_n, self._out_n + 1
-                    t = self._copy_into(self._out_bufs, n, t)
+            if t is None:
+                return
+            if self.worker is None:
                 self._record(fqn, "output", t, False)
+            elif t.numel() < HERE_MAX:
+                # A later in-place op may change it: read here, now.
+                self.cap.defer_host(None)
+                try:
+                    self._record(fqn, "output", t, False)
+                finally:
+                    self.cap.defer_host(self.worker)
+            else:
+                # A later in-place op may change it: the worker reads a
+                # copy. The buffer was read by the worker before the last
+                # step's parameters were recorded (finish() waits for it).
+                n, self._out_n = self._out_n, self._out_n + 1
+                self._record(fqn, "output", self._copy_into(self._out_bufs, n, t), False)
 
         return hook
 
@@ -203,23 +225,24 @@ class ModuleRecorder:
             return
         # The loop may change a parameter in place once step() returns (a
         # clamp or a weight norm at the start of a step): the worker takes
-        # the first half, this thread computes the second meanwhile.
+        # the first half, the helper the second, both read them now.
         half = sum(p.numel() for _, _, p in self.params) / 2
         done = 0
-        here = False
+        helped = False
         try:
             for fqn, pname, p in self.params:
-                if not here and done >= half:
-                    here = True
-                    self.cap.defer_host(None)
+                if not helped and done >= half:
+                    helped = True
+                    self.cap.defer_host(self._helper)
                 done += p.numel()
                 self._record(fqn, pname, p, False)
         finally:
-            if here:
+            if helped:
                 self.cap.defer_host(w)
             # The parameters, and this step's output buffers (reused next
-            # step), have been read once this returns.
+            # step), have been read once these return.
             w.wait()
+            self._helper.wait()
 
     def remove(self) -> None:
         for h in self.handles:
