@@ -780,6 +780,10 @@ class Profiler:
         self._done = False
         self._mode: _Mode | None = None
         self._modules: modules.ModuleRecorder | None = None
+        # The recorder of the step just written, its hooks kept for the next
+        # step's capture if that step is captured too (_arm), else removed
+        # before step() returns.
+        self._spare_modules: modules.ModuleRecorder | None = None
         self._warned_no_optimizer_step = False  # modules.NO_OPTIMIZER_STEP said once
         self._handles: list = []
         self._stack: list = []
@@ -829,17 +833,20 @@ class Profiler:
         self._step += 1
         if not self.enabled or self._done:
             return
-        self._complete()  # the previous step's log, before this one's
-        if self.armed and self._step in self.steps:
-            self._dump(loss)
-            if self._done:  # the baseline check stopped capturing
-                return
-        if self._step >= self._last:
-            self._done = True
-            self._disarm()
-            self._release_worker()
-        elif self._step + 1 in self.steps:
-            self._arm()
+        try:
+            self._complete()  # the previous step's log, before this one's
+            if self.armed and self._step in self.steps:
+                self._dump(loss)
+                if self._done:  # the baseline check stopped capturing
+                    return
+            if self._step >= self._last:
+                self._done = True
+                self._disarm()
+                self._release_worker()
+            elif self._step + 1 in self.steps:
+                self._arm()
+        finally:
+            self._drop_spare()
 
     @property
     def armed(self) -> bool:
@@ -880,7 +887,12 @@ class Profiler:
             cap.note_level("modules")
             if self.series:
                 cap.note_step(self._armed_step)
-            self._modules = modules.ModuleRecorder(self.model, cap, self._host_worker())
+            rec, self._spare_modules = self._spare_modules, None
+            if rec is not None:
+                rec.rearm(cap)  # the last step's hooks go on with this one
+            else:
+                rec = modules.ModuleRecorder(self.model, cap, self._host_worker())
+            self._modules = rec
             return
         names = {id(m): name for name, m in self.model.named_modules()}
         stack = self._stack
@@ -950,7 +962,15 @@ class Profiler:
         self._mode.__enter__()
         fx.set_numerics_capture_active(True)
 
+    def _drop_spare(self) -> None:
+        """Removes the hooks of a finished step's recorder that no next
+        step took over."""
+        rec, self._spare_modules = self._spare_modules, None
+        if rec is not None:
+            rec.remove()
+
     def _disarm(self):
+        self._drop_spare()
         rec, self._modules = self._modules, None
         if rec is not None:
             rec.remove()
@@ -1018,6 +1038,7 @@ class Profiler:
                 self._warned_no_optimizer_step = True
                 warnings.warn(modules.NO_OPTIMIZER_STEP.format(step=self._armed_step), stacklevel=3)
             rec.finish()  # the parameters as the optimizer left them
+            self._spare_modules = rec  # its hooks, for the next step if captured
             cap = rec.cap
             if rec.worker is not None and self.baseline is None and self._step + 1 in self.steps:
                 # A captured step follows: this step's log is finished

@@ -22,15 +22,31 @@ statistics and digests of CPU tensors are computed by the worker's thread
 while training goes on, and each tensor is kept unchanged until the worker
 has read it:
 
-- a module's output is copied first (a later in-place op, such as
-  ``ReLU(inplace=True)`` or ``x += y``, may change it at once);
+- a module's output (a later in-place op, such as ``ReLU(inplace=True)``
+  or ``x += y``, may change it at once) below ``HERE_MAX`` elements is
+  read by the training thread in the hook itself, while it is in cache
+  (cheaper than copying it for the worker); a larger one is copied first,
+  into a buffer kept for that output (the N-th copied output of a step)
+  from one captured step to the next (no allocation a step), and the
+  worker reads the copy;
 - the gradients are read in place: the end of each backward pass waits for
   the worker (a callback queued on autograd's engine), before anything such
   as ``clip_grad_norm_`` or the optimizer can change them;
-- the parameters after the optimizer are copied too (a loop may change
-  them in place before the next optimizer step, e.g. a clamp at the start
-  of a step); every optimizer step also waits for the worker first (a
-  global optimizer step pre-hook).
+- the parameters after the optimizer are read before ``step()`` returns
+  (a loop may change them in place before the next optimizer step, e.g. a
+  clamp at the start of a step), by two threads at once: the worker takes
+  the first half of them (by elements), a second worker of the recorder's
+  own the rest, and the training thread waits for both. No copy: the
+  training thread waits about as long as a copy of them would take it
+  (its core reads half), and never computes statistics itself (that
+  would run rayon's pool beside it); every optimizer step also waits for
+  the worker first (a global optimizer step pre-hook).
+
+A run of consecutive captured steps keeps one recorder: its hooks stay
+registered from one step to the next (:meth:`ModuleRecorder.rearm` hands
+them the next step's capture) instead of being removed and registered
+again every step; the modules and parameters are those of the first step
+of the run.
 
 A step whose backward ran with no optimizer step after it (``prof.step()``
 called before ``optimizer.step()``, or a step of gradient accumulation) has
@@ -55,6 +71,13 @@ NO_OPTIMIZER_STEP = (
     "Call prof.step() after optimizer.step(); in gradient accumulation, only on the steps "
     "that end with an optimizer step."
 )
+
+
+#: Module outputs with fewer elements are read by the training thread in
+#: the forward hook (one pass, in cache, on this thread only: below the
+#: length at which the host pass splits a tensor across rayon's threads);
+#: larger ones are copied for the worker.
+HERE_MAX = 1 << 16
 
 
 def _first_tensor(x):
@@ -85,6 +108,12 @@ class ModuleRecorder:
         self.cap = cap
         self.worker = worker
         self._waits_queued = False  # a wait queued for this backward pass's end
+        # Copies the worker reads, kept from step to step (worker only):
+        # the step's N-th module output's, and each parameter's.
+        self._out_bufs: list = []
+        self._out_n = 0
+        # The second half of the parameters' reader (finish).
+        self._helper = type(worker)() if worker is not None else None
         # Whether a gradient was recorded since the last optimizer step (a
         # global optimizer step post-hook clears it).
         self.grads_since_optimizer = False
@@ -119,15 +148,52 @@ class ModuleRecorder:
         primary = 0 if t.is_floating_point() and t.numel() > 0 else None
         self.cap.record(fqn, role, backward, None, primary, [t], [], [], [])
 
+    def rearm(self, cap) -> None:
+        """Records the next step into ``cap`` (a ``_native.Capture``) with
+        the same hooks, after :meth:`finish`."""
+        self.cap = cap
+        self._out_n = 0
+        if self.worker is not None:
+            cap.defer_host(self.worker)
+
+    @staticmethod
+    def _copy_into(bufs: list, i: int, t: torch.Tensor) -> torch.Tensor:
+        """``t``'s values in ``bufs[i]`` (made, or made again, when absent
+        or of another shape or dtype): a copy no later op can change."""
+        t = t.detach()
+        if i < len(bufs):
+            b = bufs[i]
+            if b.shape == t.shape and b.dtype == t.dtype and b.device == t.device:
+                b.copy_(t)
+                return b
+            bufs[i] = b = t.clone()
+            return b
+        b = t.clone()
+        bufs.append(b)
+        return b
+
     def _output_hook(self, fqn):
         def hook(module, args, output):
             if torch.compiler.is_compiling():
                 return
             t = _first_tensor(output)
-            if t is not None:
-                if self.worker is not None:
-                    t = t.detach().clone()  # a later in-place op may change it
+            if t is None:
+                return
+            if self.worker is None:
                 self._record(fqn, "output", t, False)
+            elif t.numel() < HERE_MAX:
+                # A later in-place op may change it: read here, now.
+                self.cap.defer_host(None)
+                try:
+                    self._record(fqn, "output", t, False)
+                finally:
+                    self.cap.defer_host(self.worker)
+            else:
+                # A later in-place op may change it: the worker reads a
+                # copy. The buffer was read by the worker before the last
+                # step's parameters were recorded (finish() waits for it).
+                n, self._out_n = self._out_n, self._out_n + 1
+                self._record(fqn, "output", self._copy_into(self._out_bufs, n, t), False)
 
         return hook
 
@@ -149,17 +215,34 @@ class ModuleRecorder:
         self.worker.wait()
 
     def finish(self) -> None:
-        """Records every parameter as the optimizer left it, then removes
-        the hooks."""
-        self.remove()
-        with torch.no_grad():
+        """Records every parameter as the optimizer left it, read before
+        this returns. The hooks stay registered: :meth:`rearm` goes on with
+        the next step, or :meth:`remove` removes them."""
+        w = self.worker
+        if w is None:
             for fqn, pname, p in self.params:
-                if self.worker is not None:
-                    # The loop may change a parameter in place before the
-                    # next optimizer step (a clamp or a weight norm at the
-                    # start of a step): the worker reads a copy.
-                    p = p.detach().clone()
                 self._record(fqn, pname, p, False)
+            return
+        # The loop may change a parameter in place once step() returns (a
+        # clamp or a weight norm at the start of a step): the worker takes
+        # the first half, the helper the second, both read them now.
+        half = sum(p.numel() for _, _, p in self.params) / 2
+        done = 0
+        helped = False
+        try:
+            for fqn, pname, p in self.params:
+                if not helped and done >= half:
+                    helped = True
+                    self.cap.defer_host(self._helper)
+                done += p.numel()
+                self._record(fqn, pname, p, False)
+        finally:
+            if helped:
+                self.cap.defer_host(w)
+            # The parameters, and this step's output buffers (reused next
+            # step), have been read once these return.
+            w.wait()
+            self._helper.wait()
 
     def remove(self) -> None:
         for h in self.handles:

@@ -803,6 +803,13 @@ impl Capture {
         self.batch.worker = Some(worker);
     }
 
+    /// Computes the statistics of CPU tensors of later records on the
+    /// calling thread again (after [`Capture::defer_host`]; records
+    /// already handed to the worker stay with it, and a flush waits for them).
+    pub fn compute_on_caller(&mut self) {
+        self.batch.worker = None;
+    }
+
     /// Moves queued scalars to the host and hands the records to the
     /// writer thread. Returns how many records were flushed.
     pub fn flush(&mut self) -> Result<usize, CaptureError> {

@@ -166,6 +166,13 @@ pub trait Words: Copy + Send + Sync {
     const N: usize;
     /// Value `j` (< `N`) of the element.
     fn word(self, j: usize) -> u32;
+    /// The buffer as its 32-bit values when each element is one 32-bit
+    /// value of its own bits (float32, int32, uint32): the AVX2 kernel of
+    /// 32-bit values reads those.
+    fn as_words(x: &[Self]) -> Option<&[u32]> {
+        let _ = x;
+        None
+    }
 }
 macro_rules! words1 {
     ($($t:ty => |$v:ident| $e:expr),* $(,)?) => {$(
@@ -180,11 +187,30 @@ macro_rules! words1 {
     )*};
 }
 words1!(
-    f32 => |v| v.to_bits(),
-    i32 => |v| v as u32,
     i16 => |v| v as u16 as u32,
     i8 => |v| v as u8 as u32,
     u8 => |v| v as u32,
+);
+macro_rules! words_own_bits {
+    ($($t:ty => |$v:ident| $e:expr),* $(,)?) => {$(
+        impl Words for $t {
+            const N: usize = 1;
+            #[inline(always)]
+            fn word(self, _: usize) -> u32 {
+                let $v = self;
+                $e
+            }
+            fn as_words(x: &[$t]) -> Option<&[u32]> {
+                // SAFETY: a 4-byte element of the same alignment as u32
+                // whose word is its bits: the same memory read as u32.
+                Some(unsafe { std::slice::from_raw_parts(x.as_ptr() as *const u32, x.len()) })
+            }
+        }
+    )*};
+}
+words_own_bits!(
+    f32 => |v| v.to_bits(),
+    i32 => |v| v as u32,
     u32 => |v| v,
 );
 #[cfg(feature = "capture")]
@@ -238,10 +264,86 @@ fn sum_body<T: Words>(x: &[T], first: u64) -> u64 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn sum_avx2<T: Words>(x: &[T], first: u64) -> u64 {
+    if let Some(w) = T::as_words(x) {
+        return sum_words_avx2(w, first);
+    }
     sum_body(x, first)
 }
 
-fn sum_at<T: Words>(x: &[T], first: u64) -> u64 {
+/// The terms of eight consecutive 32-bit values `w` whose indexes times
+/// [`K`] (mod 2^32) are `kk`, as four 64-bit sums (AVX2: two 32×32→64-bit
+/// multiplies of four lanes each; steps 2-3).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) unsafe fn terms8_avx2(
+    w: std::arch::x86_64::__m256i,
+    kk: std::arch::x86_64::__m256i,
+) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    let m = _mm256_set1_epi64x(M as i64);
+    let x = _mm256_xor_si256(w, kk);
+    // _mm256_mul_epu32 multiplies the low 32 bits of each 64-bit lane: the
+    // even values, then (shifted down) the odd ones.
+    let pe = _mm256_mul_epu32(x, m);
+    let po = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);
+    let te = _mm256_xor_si256(pe, _mm256_srli_epi64(pe, 32));
+    let to = _mm256_xor_si256(po, _mm256_srli_epi64(po, 32));
+    _mm256_add_epi64(te, to)
+}
+
+/// `k·K mod 2^32` for the eight indexes `first..first + 8` (the first
+/// argument of [`terms8_avx2`]); adding `8·K` to each lane moves it on by eight.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) unsafe fn index8_avx2(first: u64) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    let k0 = (first as u32).wrapping_mul(K);
+    let l = |j: u32| k0.wrapping_add(j.wrapping_mul(K)) as i32;
+    _mm256_setr_epi32(l(0), l(1), l(2), l(3), l(4), l(5), l(6), l(7))
+}
+
+/// Steps 2-3 over 32-bit values with AVX2, the first at index `first`:
+/// the index products moved on by an add (not a multiply per value), 16
+/// values an iteration in two independent sums. The same wrapping sum as
+/// [`sum_body`], so the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn sum_words_avx2(w: &[u32], first: u64) -> u64 {
+    use std::arch::x86_64::*;
+    let n = w.len();
+    let full = n - n % 16;
+    let p = w.as_ptr();
+    let step = _mm256_set1_epi32(K.wrapping_mul(8) as i32);
+    let mut ka = index8_avx2(first);
+    let mut kb = _mm256_add_epi32(ka, step);
+    let step = _mm256_add_epi32(step, step);
+    let mut sa = _mm256_setzero_si256();
+    let mut sb = _mm256_setzero_si256();
+    let mut i = 0;
+    while i < full {
+        // SAFETY: i + 16 <= full <= n values of `w`.
+        let a = _mm256_loadu_si256(p.add(i) as *const __m256i);
+        let b = _mm256_loadu_si256(p.add(i + 8) as *const __m256i);
+        sa = _mm256_add_epi64(sa, terms8_avx2(a, ka));
+        sb = _mm256_add_epi64(sb, terms8_avx2(b, kb));
+        ka = _mm256_add_epi32(ka, step);
+        kb = _mm256_add_epi32(kb, step);
+        i += 16;
+    }
+    let mut lanes = [0u64; 4];
+    _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, _mm256_add_epi64(sa, sb));
+    let mut s = lanes.iter().fold(0u64, |a, b| a.wrapping_add(*b));
+    for (j, &v) in w[full..].iter().enumerate() {
+        s = s.wrapping_add(term(v, first + (full + j) as u64));
+    }
+    s
+}
+
+/// Steps 2-3 over `x`, its first value at index `first` (the AVX2 build
+/// where the CPU has it; both give the same sum).
+pub(crate) fn sum_at<T: Words>(x: &[T], first: u64) -> u64 {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2.
@@ -320,6 +422,32 @@ mod tests {
             .collect();
         assert_eq!(digest(&y), digest_of_words(&w));
         assert_eq!(digest(&y[..13]), digest_of_words(&w[..26]));
+    }
+
+    /// The AVX2 kernel of 32-bit values gives the definition's sum for
+    /// every length around its 16-value iterations and any first index
+    /// (the index products wrap mod 2^32).
+    #[test]
+    fn word_kernel_equals_the_definition_at_any_first_index() {
+        let w: Vec<u32> = (0..100u32)
+            .map(|i| i.wrapping_mul(0x9E37_79B9) ^ 0x5555)
+            .collect();
+        for first in [0u64, 1, 7, 1 << 31, (1 << 32) - 3, (1 << 40) + 5] {
+            for n in [0usize, 1, 8, 15, 16, 17, 31, 32, 33, 100] {
+                let want = w[..n]
+                    .iter()
+                    .enumerate()
+                    .fold(0u64, |s, (j, v)| s.wrapping_add(term(*v, first + j as u64)));
+                assert_eq!(
+                    sum_body(&w[..n], first),
+                    want,
+                    "plain, first {first}, n {n}"
+                );
+                assert_eq!(sum_at(&w[..n], first), want, "first {first}, n {n}");
+                let f: Vec<f32> = w[..n].iter().map(|v| f32::from_bits(*v)).collect();
+                assert_eq!(sum_at(&f, first), want, "float32, first {first}, n {n}");
+            }
+        }
     }
 
     #[test]

@@ -32,7 +32,8 @@
 //!   NaN and Inf counts, and the digest's sum — as libtorch ops queued on
 //!   the tensor's device, or, for CPU tensors, one fused pass over the
 //!   buffer (16 float64 lanes per block of 256, blocks summed pairwise;
-//!   deterministic; AVX2 build) plus the digest's pass.
+//!   deterministic; AVX2 build), the digest's sum read in the same pass
+//!   (a shard's in a pass of its own).
 //! - `batch` (feature `capture`): `StatsBatch` queues every record's values
 //!   (one device tensor per record and device) and makes one device-to-host
 //!   copy per device at `flush()`; `Capture` adds the per-module op counters

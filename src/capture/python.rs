@@ -241,14 +241,19 @@ impl Capture {
             .map_err(err)
     }
 
-    /// `defer_host(worker: HostWorker) -> None`: the statistics of CPU
-    /// tensors of later records are computed by `worker`, so `record`
+    /// `defer_host(worker: HostWorker | None) -> None`: the statistics of
+    /// CPU tensors of later records are computed by `worker`, so `record`
     /// returns at once; each recorded tensor must stay unchanged until
     /// `worker.wait()`, `flush()` or `finish()` has returned (see
     /// `actdiff_capture.modules`). Pre-op input hashes (`hash_inputs`)
-    /// stay on the calling thread.
-    fn defer_host(&self, worker: &HostWorker) {
-        self.core().defer_host(worker.inner.clone());
+    /// stay on the calling thread. `None`: later records' statistics are
+    /// computed by the calling thread again (records already handed over
+    /// stay with the worker).
+    fn defer_host(&self, worker: Option<PyRef<'_, HostWorker>>) {
+        match worker {
+            Some(w) => self.core().defer_host(w.inner.clone()),
+            None => self.core().compute_on_caller(),
+        }
     }
 
     /// Notes an excluded op that was dispatched.

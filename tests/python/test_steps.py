@@ -238,6 +238,82 @@ def test_module_level_off_the_training_thread_records_what_training_saw(actdiff_
     assert s["steps"] == [1, 2, 3] and s["counts"]["match"] == 3 * len(bl), s["counts"]
 
 
+def test_module_level_keeps_its_hooks_over_consecutive_steps_only(tmp_path):
+    """Consecutive captured steps go on with one recorder (its hooks
+    registered once, not once a step, and never twice); a step outside the
+    schedule runs with no hook on any module or parameter."""
+    seen = {}
+
+    def probe(prof, step):
+        hooks = sum(len(m._forward_hooks) for m in prof.model.modules())
+        grad_hooks = sum(len(p._post_accumulate_grad_hooks or {}) for p in prof.model.parameters())
+        seen[step] = (prof._modules, hooks, grad_hooks)
+
+    run(tmp_path, steps=6, schedule=[1, 2, 3, 5], probe=probe, level="modules")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step_1", "step_2", "step_3", "step_5"]
+    n_modules = sum(1 for _ in TinyGPT().modules())
+    # Armed for steps 2 and 3 by the recorder of step 1 itself.
+    assert seen[1][0] is not None and seen[1][0] is seen[2][0]
+    assert seen[1][1:] == seen[2][1:] and seen[1][1] == n_modules and seen[1][2] > 0
+    # Step 4 is not captured: no hooks after step 3; step 5 gets a new recorder.
+    assert seen[3] == (None, 0, 0) and seen[5] == (None, 0, 0) and seen[6] == (None, 0, 0)
+    assert seen[4][0] is not None and seen[4][0] is not seen[1][0] and seen[4][1] == n_modules
+
+
+class Scale(torch.nn.Module):
+    def forward(self, x):
+        return x * 1.5
+
+
+class Flip(torch.nn.Module):
+    """Forward only, cheap next to its records (the worker falls behind):
+    fc's output is changed in place right after its hook, then scaled by
+    a chain of modules; fc's weight flips sign in place after each step's
+    parameter record."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(64, 1024)
+        self.act = torch.nn.ReLU(inplace=True)
+        self.scales = torch.nn.Sequential(*(Scale() for _ in range(12)))
+
+    def forward(self, x):
+        return self.scales(self.act(self.fc(x)))
+
+
+def test_module_level_copies_are_reused_only_once_read(actdiff_bin, tmp_path, monkeypatch):
+    """A loop with no backward and no optimizer step (nothing else waits for
+    the worker): the copies of outputs and parameters kept from step to
+    step are overwritten only once the worker has read them, so every step's
+    log is bitwise the log computed on the training thread, and the steps'
+    records differ from each other."""
+
+    def run_flip(dump, sync):
+        if sync:
+            monkeypatch.setenv("ACTDIFF_CAPTURE_SYNC", "1")
+        else:
+            monkeypatch.delenv("ACTDIFF_CAPTURE_SYNC", raising=False)
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = Flip()
+        prof = actdiff_capture.Profiler(model, dump, capture_steps=range(1, 7), level="modules", precision="full")
+        with torch.no_grad():
+            for _ in range(6):
+                model(torch.randn(512, 64))
+                prof.step()
+                model.fc.weight.neg_()
+        return prof
+
+    assert run_flip(tmp_path / "sync", True)._worker is None
+    assert run_flip(tmp_path / "async", False)._worker is not None
+    logs = [dict(blocks(tmp_path / "async" / f"step_{s}" / "rank_0_activations.log")[1]) for s in (1, 2)]
+    assert float(logs[0]["fc/op_0_output"]["Min"]) < 0, "fc's output before the in-place ReLU"
+    assert float(logs[0]["fc/op_1_weight"]["Mean"]) == -float(logs[1]["fc/op_1_weight"]["Mean"]) != 0, logs
+    r, s = compare(actdiff_bin, tmp_path / "sync", tmp_path / "async", tmp_path / "rep", "--bitwise")
+    assert r.returncode == 0 and s["first_diverging_step"] is None, r.stdout
+    assert s["steps"] == [1, 2, 3, 4, 5, 6], s
+
+
 def test_module_level_says_when_no_optimizer_step_followed_backward(tmp_path):
     """`prof.step()` before `optimizer.step()`: the records named "after the
     optimizer" would hold the values before it; a warning says so, once,

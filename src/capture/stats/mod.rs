@@ -22,9 +22,11 @@
 //!   splits large tensors; the split points depend only on the length, so
 //!   the result is the same for any thread count; the AVX2 build, chosen at
 //!   run time, adds in the same order as the plain one, so it gives the same
-//!   bits). Min and max are exact; L1 and L2 agree with PyTorch's to about
-//!   1e-15 relative, the mean to about 1e-15 of mean(|x|) (both are pairwise
-//!   float64 sums of the same exact terms, in different orders).
+//!   bits). The digest's sum of a whole tensor is read in the same pass,
+//!   block by block (one read of memory). Min and max are exact; L1 and L2
+//!   agree with PyTorch's to about 1e-15 relative, the mean to about 1e-15
+//!   of mean(|x|) (both are pairwise float64 sums of the same exact terms,
+//!   in different orders).
 //!   Otherwise the libtorch ops, read back at once.
 
 use half::{bf16, f16};
@@ -245,7 +247,9 @@ const PAR_MIN: usize = 1 << 16;
 
 /// Sums of one block or half, and min/max ignoring NaN. NaN and Inf are
 /// counted only when the L1 sum says there are any (a float32 value cannot
-/// overflow a float64 sum, so an L1 that is finite means none).
+/// overflow a float64 sum, so an L1 that is finite means none). `dsum` is
+/// the digest's wrapping sum of the same elements (0 when no digest is
+/// asked for), read in the same pass.
 #[derive(Clone, Copy)]
 struct Acc {
     l1: f64,
@@ -253,6 +257,7 @@ struct Acc {
     sum: f64,
     min: f32,
     max: f32,
+    dsum: u64,
 }
 
 impl Acc {
@@ -263,8 +268,16 @@ impl Acc {
             sum: a.sum + b.sum,
             min: if b.min < a.min { b.min } else { a.min },
             max: if b.max > a.max { b.max } else { a.max },
+            dsum: a.dsum.wrapping_add(b.dsum),
         }
     }
+}
+
+/// The L1 norm and the digest's wrapping sum of a block or half.
+type L1Acc = (f64, u64);
+
+fn merge_l1(a: L1Acc, b: L1Acc) -> L1Acc {
+    (a.0 + b.0, a.1.wrapping_add(b.1))
 }
 
 /// Pairwise sum of the lanes.
@@ -287,19 +300,29 @@ fn split(n: usize) -> usize {
     n.div_ceil(BLOCK).div_ceil(2) * BLOCK
 }
 
+/// The pairwise reduction of `x` by blocks; `block` gets each block and
+/// the index of its first element in the whole buffer (`at` is `x[0]`'s).
 fn pairwise<T: Copy + Send + Sync, A: Copy + Send>(
     x: &[T],
-    block: &(impl Fn(&[T]) -> A + Sync),
+    at: usize,
+    block: &(impl Fn(&[T], usize) -> A + Sync),
     merge: &(impl Fn(A, A) -> A + Sync),
 ) -> A {
     if x.len() <= BLOCK {
-        return block(x);
+        return block(x, at);
     }
-    let (l, r) = x.split_at(split(x.len()));
+    let s = split(x.len());
+    let (l, r) = x.split_at(s);
     let (a, b) = if x.len() >= PAR_MIN {
-        rayon::join(|| pairwise(l, block, merge), || pairwise(r, block, merge))
+        rayon::join(
+            || pairwise(l, at, block, merge),
+            || pairwise(r, at + s, block, merge),
+        )
     } else {
-        (pairwise(l, block, merge), pairwise(r, block, merge))
+        (
+            pairwise(l, at, block, merge),
+            pairwise(r, at + s, block, merge),
+        )
     };
     merge(a, b)
 }
@@ -332,14 +355,19 @@ fn moments_f32_plain(f: &[f32]) -> Acc {
         sum: tree(sum),
         min: mn,
         max: mx,
+        dsum: 0,
     }
 }
 
 /// [`moments_f32_plain`] with AVX2 and FMA: four 4-wide float64
 /// accumulators per sum (the 16 lanes), one 8-wide float32 min and max.
+/// With `DIGEST`, the same loads also give the digest's sum of the
+/// elements' bits, the first at value index `first`
+/// (`digest::sum_words_avx2`'s arithmetic: the same wrapping sum, so
+/// the same bits as a pass of its own).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn moments_f32_avx2(f: &[f32]) -> Acc {
+unsafe fn moments_f32_avx2<const DIGEST: bool>(f: &[f32], first: u64) -> Acc {
     use std::arch::x86_64::*;
     let n = f.len();
     let full = n - n % LANES;
@@ -350,11 +378,23 @@ unsafe fn moments_f32_avx2(f: &[f32]) -> Acc {
     let mut sum = [_mm256_setzero_pd(); 4];
     let mut mn = _mm256_set1_ps(f32::INFINITY);
     let mut mx = _mm256_set1_ps(f32::NEG_INFINITY);
+    let step = _mm256_set1_epi32(digest::K.wrapping_mul(8) as i32);
+    let mut ka = digest::index8_avx2(first);
+    let mut kb = _mm256_add_epi32(ka, step);
+    let step = _mm256_add_epi32(step, step);
+    let mut ds = _mm256_setzero_si256();
     let mut i = 0;
     while i < full {
         // SAFETY: i + 16 <= full <= n elements of `f`.
         let a = _mm256_loadu_ps(p.add(i));
         let b = _mm256_loadu_ps(p.add(i + 8));
+        if DIGEST {
+            let ta = digest::terms8_avx2(_mm256_castps_si256(a), ka);
+            let tb = digest::terms8_avx2(_mm256_castps_si256(b), kb);
+            ds = _mm256_add_epi64(ds, _mm256_add_epi64(ta, tb));
+            ka = _mm256_add_epi32(ka, step);
+            kb = _mm256_add_epi32(kb, step);
+        }
         // min(v, m) is `v < m ? v : m`, as the plain loop.
         mn = _mm256_min_ps(a, mn);
         mn = _mm256_min_ps(b, mn);
@@ -399,12 +439,22 @@ unsafe fn moments_f32_avx2(f: &[f32]) -> Acc {
         m_lo = if v < m_lo { v } else { m_lo };
         m_hi = if v > m_hi { v } else { m_hi };
     }
+    let mut dsum = 0u64;
+    if DIGEST {
+        let mut lanes = [0u64; 4];
+        _mm256_storeu_si256(lanes.as_mut_ptr() as *mut __m256i, ds);
+        dsum = lanes.iter().fold(0, |a, b| a.wrapping_add(*b));
+        for (j, &v) in f[full..].iter().enumerate() {
+            dsum = dsum.wrapping_add(digest::term(v.to_bits(), first + (full + j) as u64));
+        }
+    }
     Acc {
         l1: tree(al1),
         sq: tree(asq),
         sum: tree(asum),
         min: m_lo,
         max: m_hi,
+        dsum,
     }
 }
 
@@ -421,15 +471,35 @@ fn with_f32<T: FElem, R>(x: &[T], k: impl FnOnce(&[f32]) -> R) -> R {
     k(&buf[..x.len()])
 }
 
-fn moments_block_body<T: FElem>(x: &[T]) -> Acc {
-    with_f32(x, moments_f32_plain)
+/// A block's moments and, with `digest`, its digest sum (the block's
+/// first element at element index `at`: it is in cache for the second read).
+fn moments_block_body<T: FElem + digest::Words>(x: &[T], at: usize, digest: bool) -> Acc {
+    let mut a = with_f32(x, moments_f32_plain);
+    if digest {
+        a.dsum = digest::sum_at(x, (at * T::N) as u64);
+    }
+    a
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn moments_block_avx2<T: FElem>(x: &[T]) -> Acc {
-    // SAFETY: this function runs only where AVX2 and FMA are available.
-    with_f32(x, |f| unsafe { moments_f32_avx2(f) })
+unsafe fn moments_block_avx2<T: FElem + digest::Words>(x: &[T], at: usize, digest: bool) -> Acc {
+    if let Some(f) = T::as_f32(x) {
+        // SAFETY: this function runs only where AVX2 and FMA are available.
+        return unsafe {
+            if digest {
+                moments_f32_avx2::<true>(f, at as u64)
+            } else {
+                moments_f32_avx2::<false>(f, 0)
+            }
+        };
+    }
+    // SAFETY: as above.
+    let mut a = with_f32(x, |f| unsafe { moments_f32_avx2::<false>(f, 0) });
+    if digest {
+        a.dsum = digest::sum_at(x, (at * T::N) as u64);
+    }
+    a
 }
 
 /// Whether the AVX2 build of the block kernels can run (checked once; it
@@ -527,16 +597,26 @@ fn count_nonfinite<T: FElem>(x: &[T]) -> (u64, u64) {
     }
 }
 
-fn fused_moments<T: FElem>(x: &[T]) -> TensorStats {
+/// The moments of `x` and, with `digest`, the digest's sum of its values
+/// indexed from 0 (a whole tensor), in one pass: each block of 256
+/// elements is read once from memory for both.
+fn fused_moments<T: FElem + digest::Words>(x: &[T], digest: bool) -> TensorStats {
     #[cfg(target_arch = "x86_64")]
     let a = if simd() {
         // SAFETY: simd() checked the CPU has the features the kernel uses.
-        pairwise(x, &|b| unsafe { moments_block_avx2(b) }, &Acc::merge)
+        let block = |b: &[T], at| unsafe { moments_block_avx2(b, at, digest) };
+        pairwise(x, 0, &block, &Acc::merge)
     } else {
-        pairwise(x, &moments_block_body::<T>, &Acc::merge)
+        let block = |b: &[T], at| moments_block_body(b, at, digest);
+        pairwise(x, 0, &block, &Acc::merge)
     };
     #[cfg(not(target_arch = "x86_64"))]
-    let a = pairwise(x, &moments_block_body::<T>, &Acc::merge);
+    let a = pairwise(
+        x,
+        0,
+        &|b, at| moments_block_body(b, at, digest),
+        &Acc::merge,
+    );
     let n = x.len() as f64;
     let (nan, inf) = if a.l1.is_finite() {
         (0, 0)
@@ -550,7 +630,7 @@ fn fused_moments<T: FElem>(x: &[T]) -> TensorStats {
     };
     TensorStats {
         l1: a.l1,
-        digest: None,
+        digest: digest.then_some(a.dsum),
         moments: Some(Moments {
             l2: a.sq.sqrt(),
             min,
@@ -562,17 +642,34 @@ fn fused_moments<T: FElem>(x: &[T]) -> TensorStats {
     }
 }
 
-fn fused_l1_float<T: FElem>(x: &[T]) -> f64 {
-    pairwise(x, &l1_float_block::<T>, &|a, b| a + b)
+/// The digest's sum of a block whose first element is element `at` of a
+/// whole tensor, when `digest` (read while the block is in cache).
+#[inline(always)]
+fn block_dsum<T: digest::Words>(b: &[T], at: usize, digest: bool) -> u64 {
+    if digest {
+        digest::sum_at(b, (at * T::N) as u64)
+    } else {
+        0
+    }
 }
 
-fn fused_l1<T: Elem>(x: &[T]) -> f64 {
+/// The L1 norm of a float buffer and, with `digest`, its digest's sum
+/// (values indexed from 0), in one pass.
+fn fused_l1_float<T: FElem + digest::Words>(x: &[T], digest: bool) -> L1Acc {
+    let block = |b: &[T], at| (l1_float_block(b), block_dsum(b, at, digest));
+    pairwise(x, 0, &block, &merge_l1)
+}
+
+/// [`fused_l1_float`] for any element type the hash reads.
+fn fused_l1<T: Elem + digest::Words>(x: &[T], digest: bool) -> L1Acc {
     #[cfg(target_arch = "x86_64")]
     if simd() {
         // SAFETY: simd() checked the CPU has the features the kernel uses.
-        return pairwise(x, &|b| unsafe { l1_block_avx2(b) }, &|a, b| a + b);
+        let block = |b: &[T], at| (unsafe { l1_block_avx2(b) }, block_dsum(b, at, digest));
+        return pairwise(x, 0, &block, &merge_l1);
     }
-    pairwise(x, &l1_block_body::<T>, &|a, b| a + b)
+    let block = |b: &[T], at| (l1_block_body(b), block_dsum(b, at, digest));
+    pairwise(x, 0, &block, &merge_l1)
 }
 
 /// The fused pass, when `t`'s buffer allows it.
@@ -593,31 +690,36 @@ fn fused(t: &Tensor, i: &Info, moments: bool, digest: Option<Index>) -> Option<T
         };
         Some(s)
     };
+    // A whole tensor's digest is summed in the statistics' pass; a shard's
+    // (values indexed by their place in the whole tensor) in a pass of its own.
+    let one_pass = digest.is_some_and(|at| at.is_whole());
     if moments && i.numel > 0 {
         let mut s = match d {
-            HostData::F32(x) => fused_moments(x),
-            HostData::F16(x) => fused_moments(x),
-            HostData::BF16(x) => fused_moments(x),
+            HostData::F32(x) => fused_moments(x, one_pass),
+            HostData::F16(x) => fused_moments(x, one_pass),
+            HostData::BF16(x) => fused_moments(x, one_pass),
             _ => return None,
         };
-        s.digest = dg(&d);
+        if !one_pass {
+            s.digest = dg(&d);
+        }
         return Some(s);
     }
-    let l1 = match d {
-        HostData::F32(x) => fused_l1_float(x),
-        HostData::F16(x) => fused_l1_float(x),
-        HostData::BF16(x) => fused_l1_float(x),
-        HostData::F64(x) => fused_l1(x),
-        HostData::I64(x) => fused_l1(x),
-        HostData::I32(x) => fused_l1(x),
-        HostData::I16(x) => fused_l1(x),
-        HostData::I8(x) => fused_l1(x),
-        HostData::U8(x) => fused_l1(x),
+    let (l1, dsum) = match d {
+        HostData::F32(x) => fused_l1_float(x, one_pass),
+        HostData::F16(x) => fused_l1_float(x, one_pass),
+        HostData::BF16(x) => fused_l1_float(x, one_pass),
+        HostData::F64(x) => fused_l1(x, one_pass),
+        HostData::I64(x) => fused_l1(x, one_pass),
+        HostData::I32(x) => fused_l1(x, one_pass),
+        HostData::I16(x) => fused_l1(x, one_pass),
+        HostData::I8(x) => fused_l1(x, one_pass),
+        HostData::U8(x) => fused_l1(x, one_pass),
     };
     Some(TensorStats {
         l1,
         moments: None,
-        digest: dg(&d),
+        digest: if one_pass { Some(dsum) } else { dg(&d) },
     })
 }
 
@@ -667,86 +769,4 @@ pub fn read_back(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_points_are_block_aligned_and_proper() {
-        for n in [BLOCK + 1, 2 * BLOCK, 2 * BLOCK + 1, 1000, 1 << 20] {
-            let s = split(n);
-            assert!(s > 0 && s < n && s % BLOCK == 0, "{n} {s}");
-        }
-    }
-
-    #[test]
-    fn half_conversions_are_exact() {
-        for b in 0..=u16::MAX {
-            let want = f16::from_bits(b).to_f32();
-            let got = f16_bits_to_f32(b);
-            assert!(
-                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                "f16 {b:#06x}: {got} vs {want}"
-            );
-            let want = bf16::from_bits(b).to_f32();
-            let got = bf16::from_bits(b).f();
-            assert!(
-                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                "bf16 {b:#06x}"
-            );
-        }
-    }
-
-    /// The SIMD build of a block adds in the same order as the plain one.
-    #[test]
-    fn simd_and_plain_blocks_agree_bitwise() {
-        let mut r = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            r ^= r << 13;
-            r ^= r >> 7;
-            r ^= r << 17;
-            ((r >> 11) as f64 / (1u64 << 53) as f64 - 0.5) as f32 * 1e3
-        };
-        let x: Vec<f32> = (0..BLOCK - 3).map(|_| next()).collect();
-        let h: Vec<f16> = x.iter().map(|v| f16::from_f32(*v)).collect();
-        let b: Vec<bf16> = x.iter().map(|v| bf16::from_f32(*v)).collect();
-        fn same(a: Acc, b: Acc) {
-            assert_eq!(
-                (a.l1.to_bits(), a.sq.to_bits(), a.sum.to_bits()),
-                (b.l1.to_bits(), b.sq.to_bits(), b.sum.to_bits())
-            );
-            assert_eq!((a.min, a.max), (b.min, b.max));
-        }
-        if !simd() {
-            return;
-        }
-        // SAFETY: simd() checked the CPU features.
-        unsafe {
-            same(moments_block_avx2(&x), moments_block_body(&x));
-            same(moments_block_avx2(&h), moments_block_body(&h));
-            same(moments_block_avx2(&b), moments_block_body(&b));
-            assert_eq!(l1_block_avx2(&x).to_bits(), l1_block_body(&x).to_bits());
-            assert_eq!(l1_block_avx2(&h).to_bits(), l1_block_body(&h).to_bits());
-            assert_eq!(l1_f32_avx2(&x).to_bits(), l1_block_body(&x).to_bits());
-            assert_eq!(l1_float_block(&b).to_bits(), l1_block_body(&b).to_bits());
-        }
-    }
-
-    #[test]
-    fn small_fused_values() {
-        let x: Vec<f32> = vec![1.0, -2.0, 3.0, f32::INFINITY];
-        let s = fused_moments(&x);
-        assert_eq!(s.l1, f64::INFINITY);
-        let m = s.moments.unwrap();
-        assert_eq!(
-            (m.min, m.max, m.inf_count, m.nan_count),
-            (-2.0, f64::INFINITY, 1, 0)
-        );
-        let x: Vec<f32> = vec![1.0, f32::NAN, -4.0];
-        let m = fused_moments(&x).moments.unwrap();
-        assert!(m.min.is_nan() && m.max.is_nan() && m.mean.is_nan() && m.l2.is_nan());
-        assert_eq!(m.nan_count, 1);
-        assert_eq!(fused_l1(&[-3i64, 4]), 7.0);
-        // Integers go through float32, as the reference's `t.float()`.
-        assert_eq!(fused_l1(&[(1i64 << 24) + 1]), (1u64 << 24) as f64);
-    }
-}
+mod tests;
