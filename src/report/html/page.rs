@@ -341,6 +341,21 @@ fn head(f: &Frame<'_>) -> String {
         markup::cause_link(&mut o, c, f.name1, f.name2);
         o.push_str("</div>\n");
     }
+    excluded_and_filters(&mut o, f);
+    sections(&mut o, f);
+    o.push('\n');
+    markup::pager(&mut o, &f.pager, true);
+    o.push_str("\n<template id=badges>");
+    for c in &f.counts {
+        markup::badge(&mut o, c.st, f.name1, f.name2);
+    }
+    o.push_str("</template>\n<script type=\"application/json\" id=rows>");
+    o
+}
+
+/// A result page's excluded ops (open when the runs' sets differ) and its
+/// filters: a checkbox per status with the page's count, the key regex.
+fn excluded_and_filters(o: &mut String, f: &Frame<'_>) {
     let differ = f.excluded.iter().any(|e| !e.only.is_empty());
     let _ = writeln!(
         o,
@@ -353,7 +368,7 @@ fn head(f: &Frame<'_>) -> String {
         }
     );
     for e in &f.excluded {
-        markup::excluded(&mut o, e);
+        markup::excluded(o, e);
         o.push('\n');
     }
     o.push_str("</details>\n<div class=filters id=filters>\n");
@@ -371,6 +386,12 @@ fn head(f: &Frame<'_>) -> String {
          <span id=re-status class=mut></span>\n</div>\n\
          <noscript><p class=banner>The rows of this page are drawn by its script: allow JavaScript for this file, or read summary.json or actdiff's --rows output.</p></noscript>\n",
     );
+}
+
+/// A result page's Forward, Backward and Optimizer sections: each a
+/// collapsible table head the page script fills with the section's rows,
+/// or a line saying the page has none.
+fn sections(o: &mut String, f: &Frame<'_>) {
     for sec in &f.sections {
         let _ = writeln!(
             o,
@@ -401,12 +422,4 @@ fn head(f: &Frame<'_>) -> String {
         }
         o.push_str("</details>\n");
     }
-    o.push('\n');
-    markup::pager(&mut o, &f.pager, true);
-    o.push_str("\n<template id=badges>");
-    for c in &f.counts {
-        markup::badge(&mut o, c.st, f.name1, f.name2);
-    }
-    o.push_str("</template>\n<script type=\"application/json\" id=rows>");
-    o
 }
