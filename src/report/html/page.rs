@@ -68,6 +68,11 @@ struct Frame<'a> {
 /// temporary file and a rename, so ranks written in parallel never see half
 /// a file.
 fn write_assets(dir: &std::path::Path) -> Result<(), ReportError> {
+    // Written in this order, each by a rename: the script there means the
+    // stylesheet is too (one file check per rank, not two).
+    if dir.join(files::PAGE_SCRIPT).is_file() {
+        return Ok(());
+    }
     for name in [files::STYLESHEET, files::PAGE_SCRIPT] {
         let path = dir.join(name);
         if path.is_file() {
