@@ -1524,3 +1524,67 @@ fn series_parts_with_relative_inputs_merge_from_another_folder() {
     assert_eq!(here, 2);
     assert_eq!(merge(&deep, ["../../x/p0", "../../x/p1"]), here);
 }
+
+/// A rank one run lacks at one step gates that step, as a rank only one
+/// run has gates a compare: that step is the first diverging one, the
+/// rank's own first diverging step, and the sentence says why. A new
+/// user's series with rank 1 missing from run 1's step 2 was said to
+/// "agree from step 1 through step 3" (step 2 gated on its own index,
+/// exit 1). Sharded and merged, the same.
+#[test]
+fn a_rank_missing_at_one_step_makes_that_step_diverge_first() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 4, 3);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    std::fs::remove_file(a.join("step_2/rank_1_activations.log")).unwrap();
+    let out = d.path().join("rep");
+    let r = exec(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .arg("-o")
+            .arg(&out),
+        1,
+    );
+    assert!(
+        r.stdout
+            .contains("the runs agree at step 1; step 2 diverges first: rank 1 only in b"),
+        "{}",
+        r.stdout
+    );
+    let s = summary(&out);
+    assert_eq!(s["first_diverging_step"], 2);
+    // (series() makes rank 0 agree at step 3, its first step from 3.)
+    let by_rank = s["first_diverging_step_by_rank"].clone();
+    assert_eq!(
+        by_rank,
+        serde_json::json!([{"rank": 0, "step": 4}, {"rank": 1, "step": 2}]),
+        "{by_rank}"
+    );
+    let parts: Vec<_> = (0..2).map(|k| d.path().join(format!("p{k}"))).collect();
+    for (k, p) in parts.iter().enumerate() {
+        let shard = format!("{k}/2");
+        exec(
+            support::actdiff()
+                .arg("compare")
+                .args([&a, &b])
+                .args(["--shard", &shard, "-q", "-o"])
+                .arg(p),
+            0,
+        );
+    }
+    let merged = d.path().join("merged");
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .args(&parts)
+            .arg("-q")
+            .arg("-o")
+            .arg(&merged),
+        1,
+    );
+    let m = summary(&merged);
+    assert_eq!(m["first_diverging_step"], 2);
+    assert_eq!(m["first_diverging_step_by_rank"], by_rank);
+    assert_eq!(m["verdict"], s["verdict"]);
+}

@@ -86,13 +86,27 @@ impl StepResult {
                 .ranks
                 .iter()
                 .find(|r| r.first_divergence.is_some())
-                .map(|r| r.rank),
-            headline: Summary::headline(&s.ranks, &s.name1, &s.name2),
+                .map(|r| r.rank)
+                .or_else(|| s.ranks_only1.iter().chain(&s.ranks_only2).min().copied()),
+            headline: step_headline(s),
             loss1: loss(|r| r.run1.loss),
             loss2: loss(|r| r.run2.loss),
             verdict: s.verdict.clone(),
         }
     }
+}
+
+/// Where step `s` diverges first: the ranks one run lacks at this step
+/// (they gate, as a rank only one run has), then the step's headline
+/// ([`Summary::headline`]); `None` when it agrees.
+fn step_headline(s: &Summary) -> Option<String> {
+    let mut parts: Vec<String> = [(&s.ranks_only1, &s.name1), (&s.ranks_only2, &s.name2)]
+        .into_iter()
+        .filter(|(only, _)| !only.is_empty())
+        .map(|(only, name)| format!("{} only in {name}", crate::report::summary::rank_word(only)))
+        .collect();
+    parts.extend(Summary::headline(&s.ranks, &s.name1, &s.name2));
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// Prefixes every report link of `r` (its pages and the `page` of each

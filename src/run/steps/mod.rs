@@ -557,6 +557,8 @@ fn parent(path: &str) -> String {
 /// Whether a step's comparison has a gating row on some rank.
 fn diverges(s: &Summary) -> bool {
     s.ranks.iter().any(|r| r.first_divergence.is_some())
+        || !s.ranks_only1.is_empty()
+        || !s.ranks_only2.is_empty()
 }
 
 /// The series' [`Summary`]: every step's ranks (each with its step, its
@@ -597,6 +599,11 @@ fn join(
         );
         only1.extend(s.ranks_only1.iter().copied());
         only2.extend(s.ranks_only2.iter().copied());
+        // A rank one run lacks at this step diverges here, as a rank only
+        // one run has gates a compare.
+        for &rank in s.ranks_only1.iter().chain(&s.ranks_only2) {
+            rank_first.entry(rank).or_insert(d.step);
+        }
         if Some(d.step) == first {
             groups = s.groups.clone();
         }

@@ -358,11 +358,18 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
     // Full pages for the first diverging step only (but with --steps
     // all), as one compare writes them: a part's pages of a later step
     // (its own units' first divergence) are not the report's.
+    // A rank one run lacks at a step diverges there, as it gates.
     let diverges = |read: &[crate::run::merge::ReadPart]| {
-        read.iter()
-            .flat_map(|p| &p.manifest.results)
-            .filter_map(|r| r.summary.as_ref())
-            .any(|r| r.first_divergence.is_some())
+        read.iter().any(|p| {
+            let run = &p.manifest.run;
+            !run.only1.is_empty()
+                || !run.only2.is_empty()
+                || p.manifest
+                    .results
+                    .iter()
+                    .filter_map(|r| r.summary.as_ref())
+                    .any(|r| r.first_divergence.is_some())
+        })
     };
     let first_step = checked
         .iter()
