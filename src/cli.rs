@@ -473,8 +473,14 @@ fn part_done(c: run::Compared, part: run::shard::Shard, units: usize, quiet: boo
     for w in &c.meta.warnings {
         eprintln!("warning: part {part}: {w}");
     }
+    // Each once: a run not found is both the run's and the part's error.
+    let mut said: Vec<String> = Vec::new();
     for e in &c.meta.errors {
-        eprintln!("error: part {part}: {e}");
+        let e = e.to_string();
+        if !said.contains(&e) {
+            eprintln!("error: part {part}: {e}");
+            said.push(e);
+        }
     }
     let dir = &c.meta.report.out_dir;
     let done = run::shard::Manifest::read(dir)

@@ -1035,3 +1035,55 @@ fn parts_with_relative_inputs_merge_from_another_folder() {
         .args(["-o", "out", "-q"]));
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
 }
+
+/// A part whose run is not found fails: exit 2, `part.json` says failed
+/// with the reason, said once on stderr; the merge names the part's own
+/// error. A new user's `actdiff compare A NOPE --shard 1/3` exited 0 with
+/// a "done" part of nothing compared (green in a Slurm array), and the
+/// merge blamed "different inputs".
+#[test]
+fn a_part_whose_run_is_missing_fails() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = gen(t.path(), 2, 40, 3);
+    let missing = t.path().join("nope");
+    let p0 = t.path().join("p0");
+    let o = run(actdiff()
+        .arg("compare")
+        .arg(&a)
+        .arg(&missing)
+        .args(["--shard", "0/2", "-q", "-o"])
+        .arg(&p0));
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        stderr.matches("no such file or folder").count(),
+        1,
+        "{stderr}"
+    );
+    let m: Value = serde_json::from_slice(&std::fs::read(p0.join("part.json")).unwrap()).unwrap();
+    assert_eq!(m["status"]["state"], "failed", "{m}");
+    assert!(
+        m["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no such file or folder"),
+        "{m}"
+    );
+    let p1 = t.path().join("p1");
+    let o = run(actdiff()
+        .arg("compare")
+        .arg(&a)
+        .arg(&b)
+        .args(["--shard", "1/2", "-q", "-o"])
+        .arg(&p1));
+    assert_eq!(o.status.code(), Some(0));
+    let o = run(actdiff()
+        .arg("merge")
+        .arg(&p0)
+        .arg(&p1)
+        .arg("-o")
+        .arg(t.path().join("m")));
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("its compare failed"), "{stderr}");
+}

@@ -811,9 +811,17 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         return assemble(&run, cfg.report.clone(), errors, results, more_errors);
     };
     // A part: its results go to part.json, the run-level outputs are the
-    // merge's. A part that could not do its work (its folder, its rows
-    // file, the worker pool) is a failed part, which the merge names.
-    let failed: Vec<Message> = errors.iter().chain(&more_errors).cloned().collect();
+    // merge's. A part that could not do its work (a run not found, its
+    // folder, its rows file, the worker pool) is a failed part, which the
+    // merge names, and exits 2 (a run not found made a part "done" with
+    // nothing compared, exit 0: green in a job array).
+    let failed: Vec<Message> = run
+        .input_errors
+        .iter()
+        .chain(&errors)
+        .chain(&more_errors)
+        .cloned()
+        .collect();
     m.results = results.clone();
     m.status = if failed.is_empty() {
         shard::PartStatus::Done
