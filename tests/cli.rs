@@ -347,12 +347,35 @@ fn random_bytes_exit_2_names_file() {
             }
         })
         .collect();
+    let first_nul = bytes.iter().position(|b| *b == 0).unwrap();
+    assert!(first_nul < 4096, "the bytes hold a NUL near the start");
     let garbage = write(tmp.path(), "garbage.log", &bytes);
     let r = compare(&tmp, &garbage, &testdata(BUG_A), &[]);
     r.expect(2)
         .stderr_has("error:")
         .stderr_has("garbage.log")
-        .stderr_has("no op blocks parsed");
+        .stderr_has(&format!(
+            "run1 is binary data (a NUL byte at byte {first_nul}), not an activation log"
+        ));
+}
+
+#[test]
+fn a_binary_file_is_one_error_without_its_lines_echoed() {
+    let tmp = TempDir::new().unwrap();
+    // The start of an ELF executable given as a log by mistake.
+    let mut elf = b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0>\0".to_vec();
+    elf.extend(std::iter::repeat_n(b'@', 300));
+    let bin = write(tmp.path(), "rank_0_activations.log", &elf);
+    let r = compare(&tmp, &bin, &testdata(BUG_A), &[]);
+    r.expect(2).stderr_has(
+        "rank_0_activations.log: run1 is binary data (a NUL byte at byte 7), not an activation log",
+    );
+    assert!(
+        !r.stderr.contains("warning"),
+        "no warnings echo its bytes: {}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("ELF"), "{}", r.stderr);
 }
 
 #[test]

@@ -26,9 +26,15 @@ pub const WARNING_LINES: usize = 20;
 /// The warnings of one log, one per kind of warning (and per unknown field
 /// label), each at its first occurrence's line and column; at most
 /// [`WARNING_LINES`], then a count of the rest.
+///
+/// A binary file with no ops has none: its error ([`check_usable`]) says
+/// it is binary, and warnings about the text of its "lines" are noise.
 pub fn log_warnings(t: &OpTable, side: Side) -> Vec<Message> {
     use parser::WarningKind as K;
     let mut out = Vec::new();
+    if t.is_empty() && binary_at(t.bytes()).is_some() {
+        return out;
+    }
     let path = t.path().display().to_string();
     let counts = t.warning_counts();
     for (kind, label, n) in counts.iter().take(WARNING_LINES) {
@@ -64,6 +70,15 @@ pub fn log_warnings(t: &OpTable, side: Side) -> Vec<Message> {
     out
 }
 
+/// How far into a log [`binary_at`] looks for a NUL byte.
+const BINARY_PROBE: usize = 4096;
+
+/// The offset of a NUL byte in the first [`BINARY_PROBE`] bytes of `bytes`:
+/// binary data (an activation log is text and never holds one).
+pub fn binary_at(bytes: &[u8]) -> Option<u64> {
+    memchr::memchr(0, &bytes[..bytes.len().min(BINARY_PROBE)]).map(|i| i as u64)
+}
+
 /// Checks that a parsed log can be compared: not empty, has ops, has some
 /// comparable field, and (without `allow_duplicates`) no duplicate key.
 pub fn check_usable(t: &OpTable, side: Side, allow_duplicates: bool) -> Result<(), Message> {
@@ -77,6 +92,7 @@ pub fn check_usable(t: &OpTable, side: Side, allow_duplicates: bool) -> Result<(
             path,
             side,
             header_only,
+            binary_at: binary_at(t.bytes()),
         });
     }
     let comparable = Field::ALL[1..]

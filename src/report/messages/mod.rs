@@ -59,6 +59,9 @@ pub enum Message {
         /// It has a header (an op count), so is a log without ops rather
         /// than maybe no activation log at all.
         header_only: bool,
+        /// The byte offset (from 0) of a NUL byte near its start: binary
+        /// data, not text (an activation log never holds one).
+        binary_at: Option<u64>,
     },
     /// A log without any field that can be compared (an input error).
     NoComparableFields {

@@ -16,7 +16,17 @@ impl Message {
             Message::NoOps {
                 path,
                 side,
+                binary_at: Some(at),
+                ..
+            } => write!(
+                f,
+                "{path}: {side} is binary data (a NUL byte at byte {at}), not an activation log"
+            ),
+            Message::NoOps {
+                path,
+                side,
                 header_only: true,
+                ..
             } => write!(f, "{path}:1:1: {side} has no ops (header only)"),
             Message::NoOps { path, side, .. } => write!(
                 f,
