@@ -177,9 +177,36 @@ fn steps_all_gives_every_step_its_pages_and_a_list_limits_the_steps() {
     let s = summary(&out);
     assert_eq!(s["steps"], serde_json::json!([1, 2]));
     assert_eq!(s["first_diverging_step"], Value::Null);
-    assert!(r
-        .stdout
-        .contains("no divergence beyond tolerance over 2 steps"));
+    // The steps left out are said, so that "no divergence" is not read
+    // as the whole series agreeing.
+    assert_eq!(s["steps_not_selected"], serde_json::json!([3, 4]));
+    assert!(
+        r.stdout
+            .contains("2 steps compared (2 agree); 2 steps left out by --steps (3-4)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains(
+        "no divergence beyond tolerance over 2 steps (2 more steps left out by --steps)"
+    ));
+    // Step 4 alone: its divergence is the first of the steps compared.
+    let late = d.path().join("late");
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .args([&a, &b])
+            .args(["--steps", "4", "-o"])
+            .arg(&late),
+        "",
+    );
+    r.expect(1);
+    assert!(
+        r.stdout.contains(
+            "step 4 diverges first of the steps compared (3 earlier steps left out by --steps)"
+        ),
+        "{}",
+        r.stdout
+    );
     // A bad list is a usage error naming the part.
     Run::of(
         support::actdiff()

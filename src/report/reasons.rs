@@ -99,6 +99,8 @@ pub enum Reason {
     FirstDivergingStep {
         /// The first and last agreeing step before it, if any.
         agree: Option<(u64, u64)>,
+        /// Steps before it that `--steps` left out (not compared).
+        not_selected_before: usize,
         /// The step.
         step: u64,
         /// Where the step diverges first, as its headline says it.
@@ -135,6 +137,8 @@ pub enum Reason {
         steps: usize,
         /// Rows that match over them.
         matched: u64,
+        /// Steps the runs have that `--steps` left out (not compared).
+        not_selected: usize,
     },
 }
 
@@ -262,6 +266,7 @@ impl fmt::Display for Reason {
             }
             Reason::FirstDivergingStep {
                 agree,
+                not_selected_before,
                 step,
                 headline,
                 report,
@@ -272,6 +277,14 @@ impl fmt::Display for Reason {
                     None => {}
                 }
                 write!(f, "step {step} diverges first")?;
+                if *not_selected_before > 0 {
+                    let n = *not_selected_before as u64;
+                    write!(
+                        f,
+                        " of the steps compared ({n} earlier step{} left out by --steps)",
+                        plural(n)
+                    )?;
+                }
                 if let Some(h) = headline {
                     write!(f, ": {}", h.trim_end_matches('.'))?;
                 }
@@ -287,11 +300,22 @@ impl fmt::Display for Reason {
             Reason::AtStep { step, reasons } => {
                 write!(f, "step {step}: {}", join(reasons, "; "))
             }
-            Reason::NoDivergenceOverSteps { steps, matched } => write!(
-                f,
-                "no divergence beyond tolerance over {steps} step{}: {matched} rows match",
-                plural(*steps as u64)
-            ),
+            Reason::NoDivergenceOverSteps {
+                steps,
+                matched,
+                not_selected,
+            } => {
+                write!(
+                    f,
+                    "no divergence beyond tolerance over {steps} step{}",
+                    plural(*steps as u64)
+                )?;
+                if *not_selected > 0 {
+                    let n = *not_selected as u64;
+                    write!(f, " ({n} more step{} left out by --steps)", plural(n))?;
+                }
+                write!(f, ": {matched} rows match")
+            }
         }
     }
 }
@@ -412,6 +436,7 @@ mod tests {
             (
                 Reason::FirstDivergingStep {
                     agree: Some((3, 3)),
+                    not_selected_before: 0,
                     step: 4,
                     headline: Some("rank 1 diverges first at `x`.".into()),
                     report: "step_4/index.html".into(),
@@ -443,8 +468,27 @@ mod tests {
                 Reason::NoDivergenceOverSteps {
                     steps: 1,
                     matched: 9,
+                    not_selected: 0,
                 },
                 "no divergence beyond tolerance over 1 step: 9 rows match",
+            ),
+            (
+                Reason::NoDivergenceOverSteps {
+                    steps: 1,
+                    matched: 9,
+                    not_selected: 5,
+                },
+                "no divergence beyond tolerance over 1 step (5 more steps left out by --steps): 9 rows match",
+            ),
+            (
+                Reason::FirstDivergingStep {
+                    agree: None,
+                    not_selected_before: 4,
+                    step: 5,
+                    headline: None,
+                    report: "step_5/index.html".into(),
+                },
+                "step 5 diverges first of the steps compared (4 earlier steps left out by --steps) (report: step_5/index.html)",
             ),
         ];
         for (r, words) in cases {

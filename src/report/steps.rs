@@ -24,6 +24,10 @@ pub struct StepSeries {
     pub steps_only1: Vec<u64>,
     /// Steps only run 2 has.
     pub steps_only2: Vec<u64>,
+    /// Steps either run has that `--steps` left out (not compared; the
+    /// verdict covers the compared steps only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps_not_selected: Vec<u64>,
     /// The first step, in step order, with a gating row on some rank;
     /// `null` when every compared step agrees.
     pub first_diverging_step: Option<u64>,
@@ -191,6 +195,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
         lines.push(Reason::NoDivergenceOverSteps {
             steps: series.steps.len(),
             matched: s.counts.matched,
+            not_selected: series.steps_not_selected.len(),
         });
     }
     lines
@@ -273,6 +278,11 @@ pub fn first_step_sentence(series: &StepSeries) -> Option<Reason> {
     let r = series.step_results.iter().find(|r| r.step == first)?;
     Some(Reason::FirstDivergingStep {
         agree: before.first().copied().zip(before.last().copied()),
+        not_selected_before: series
+            .steps_not_selected
+            .iter()
+            .filter(|s| **s < first)
+            .count(),
         step: first,
         headline: r.headline.clone(),
         report: r.report.clone(),
@@ -298,15 +308,26 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
         .filter(|r| r.exit_status != exit_codes::OK)
         .collect();
     let agree = series.step_results.len() - shown.len();
+    let aside = &series.steps_not_selected;
     let _ = writeln!(
         out,
-        "{} step{} compared ({agree} agree)",
+        "{} step{} compared ({agree} agree){}",
         series.step_results.len(),
         if series.step_results.len() == 1 {
             ""
         } else {
             "s"
         },
+        if aside.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} step{} left out by --steps ({})",
+                aside.len(),
+                if aside.len() == 1 { "" } else { "s" },
+                crate::report::messages::fmt_steps(aside)
+            )
+        }
     );
     for r in shown.iter().take(20) {
         let _ = writeln!(

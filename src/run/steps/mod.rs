@@ -360,6 +360,8 @@ fn write_full_pages(d: StepDone, kept: Vec<KeptRank>) -> StepDone {
 struct StepPairs {
     both: Vec<(u64, PathBuf, PathBuf)>,
     only: (Vec<u64>, Vec<u64>),
+    /// Steps either run has that `--steps` leaves out.
+    not_selected: Vec<u64>,
     warnings: Vec<Message>,
     no_step: Message,
 }
@@ -407,9 +409,18 @@ impl StepPairs {
             .filter(|(s, _)| sel.includes(**s))
             .filter_map(|(s, p1)| s2.get(s).map(|p2| (*s, p1.clone(), p2.clone())))
             .collect();
+        let mut not_selected: Vec<u64> = s1
+            .keys()
+            .chain(s2.keys())
+            .filter(|s| !sel.includes(**s))
+            .copied()
+            .collect();
+        not_selected.sort_unstable();
+        not_selected.dedup();
         StepPairs {
             both,
             only,
+            not_selected,
             warnings,
             no_step,
         }
@@ -530,7 +541,7 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
     let mut summary = join(
         &cfg.report,
         done,
-        pairs.only,
+        (pairs.only.0, pairs.only.1, pairs.not_selected),
         first,
         pairs.warnings,
         pairs.no_step,
@@ -567,7 +578,7 @@ fn diverges(s: &Summary) -> bool {
 fn join(
     opts: &ReportOptions,
     done: Vec<StepDone>,
-    (steps_only1, steps_only2): (Vec<u64>, Vec<u64>),
+    (steps_only1, steps_only2, steps_not_selected): (Vec<u64>, Vec<u64>, Vec<u64>),
     first: Option<u64>,
     mut warnings: Vec<Message>,
     no_step: Message,
@@ -628,6 +639,7 @@ fn join(
         steps: results.iter().map(|r| r.step).collect(),
         steps_only1,
         steps_only2,
+        steps_not_selected,
         first_diverging_step: first,
         first_diverging_step_by_rank: rank_first
             .into_iter()

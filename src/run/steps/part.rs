@@ -21,6 +21,9 @@ pub struct SeriesPart {
     pub steps_only1: Vec<u64>,
     /// Steps only run 2 has.
     pub steps_only2: Vec<u64>,
+    /// Steps either run has that `--steps` left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps_not_selected: Vec<u64>,
     /// The series' own warnings (step folders without logs, `--steps`).
     pub warnings: Vec<Message>,
     /// What the merge says when no step is compared; absent when steps
@@ -48,6 +51,7 @@ impl SeriesPart {
             steps: Vec::new(),
             steps_only1: Vec::new(),
             steps_only2: Vec::new(),
+            steps_not_selected: Vec::new(),
             warnings: Vec::new(),
             no_step: None,
             all_pages: false,
@@ -141,6 +145,7 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
         steps: compared,
         steps_only1: pairs.only.0,
         steps_only2: pairs.only.1,
+        steps_not_selected: pairs.not_selected,
         warnings: pairs.warnings,
         all_pages,
         failed: None,
@@ -414,7 +419,11 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
     let summary = join(
         &opts,
         done,
-        (first.steps_only1, first.steps_only2),
+        (
+            first.steps_only1,
+            first.steps_only2,
+            first.steps_not_selected,
+        ),
         first_step,
         first.warnings,
         first.no_step.unwrap_or(Message::NoStep { selected: None }),
