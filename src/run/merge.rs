@@ -108,6 +108,23 @@ pub fn check_parts<'a>(
     }
 }
 
+/// A run's path as the merged outputs show it: as the compare spelled it
+/// when that spelling names the recorded run from the merge's folder too,
+/// else the path the part recorded (absolute in a version-2 `part.json`):
+/// a merge run from another folder (a Slurm job's) names runs a reader can
+/// open from anywhere, not `g1` relative to a folder it does not know.
+fn shown_path(spelled: &str, recorded: Option<&super::shard::RunRecord>) -> String {
+    match recorded {
+        Some(r)
+            if r.path.is_absolute()
+                && super::shard::recorded_path(Path::new(spelled)) != r.path =>
+        {
+            r.path.display().to_string()
+        }
+        _ => spelled.to_string(),
+    }
+}
+
 /// Joins checked parts ([`check_parts`]) into `out`: prepares the report
 /// folder, links the ranks' pages into it (with `pages`; without, the
 /// ranks are joined as a compare without result pages writes them,
@@ -115,12 +132,13 @@ pub fn check_parts<'a>(
 /// series), and assembles the run.
 pub fn join_parts(read: Vec<ReadPart>, out: &Path, pages: bool) -> Result<Compared, MergeError> {
     let run = read[0].manifest.run.clone();
+    let inputs = &read[0].manifest.inputs;
     let opts = ReportOptions {
         out_dir: out.to_path_buf(),
         name1: run.name1.clone(),
         name2: run.name2.clone(),
-        path1: run.path1.clone(),
-        path2: run.path2.clone(),
+        path1: shown_path(&run.path1, inputs.run1.as_ref()),
+        path2: shown_path(&run.path2, inputs.run2.as_ref()),
         ..Default::default()
     };
     super::outputs::prepare_report_folder(&opts)?;
