@@ -1006,8 +1006,9 @@ fn parts_with_relative_inputs_merge_from_another_folder() {
         Path::new(path).is_absolute() && !path.contains(".."),
         "{path}"
     );
-    // The same part as an older actdiff wrote it: version 1, paths as given.
-    for k in 0..4 {
+    // The same parts as an older actdiff wrote them: version 1, paths as
+    // given.
+    let make_v1 = |k: usize| {
         let file = x.join(format!("p{k}/part.json"));
         let mut m: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
         m["version"] = 1.into();
@@ -1020,6 +1021,25 @@ fn parts_with_relative_inputs_merge_from_another_folder() {
             }
         }
         std::fs::write(&file, serde_json::to_vec(&m).unwrap()).unwrap();
+    };
+    // One version-1 part among version-2 ones: from its compare's folder
+    // they are the same inputs (it was refused as "different inputs:
+    // run1 is /…/run1 in one and ../run1 in the other"); from another
+    // folder the refusal says the older part may be why.
+    make_v1(3);
+    let mixed = run(actdiff()
+        .current_dir(&x)
+        .arg("merge")
+        .args((0..4).map(|k| format!("p{k}")))
+        .args(["-o", "mixed", "-q"]));
+    assert_eq!(mixed.status.code(), Some(1), "{}", stderr(&mixed));
+    let err = stderr(&merge_in(&deep));
+    assert!(
+        err.contains("different inputs") && err.contains("its part.json is from an older actdiff"),
+        "{err}"
+    );
+    for k in 0..3 {
+        make_v1(k);
     }
     let err = stderr(&merge_in(&deep));
     assert!(

@@ -1615,3 +1615,45 @@ fn a_rank_missing_at_one_step_makes_that_step_diverge_first() {
     assert_eq!(m["first_diverging_step_by_rank"], by_rank);
     assert_eq!(m["verdict"], s["verdict"]);
 }
+
+/// A part of a one-step compare merged with parts of a step series is
+/// named as what it is, in either order. A new user got
+/// "p0/series-part.json: not a part of a sharded step series", a file
+/// that does not exist.
+#[test]
+fn a_one_step_part_among_series_parts_is_named_as_one() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 2, 2);
+    let series_part = part(d.path(), &a, &b, 0, 2);
+    let one = d.path().join("one");
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args([a.join("step_1"), b.join("step_1")])
+            .args(["-q", "--shard", "1/2", "-o"])
+            .arg(&one),
+        0,
+    );
+    assert!(one.join("part.json").is_file() && !one.join("series-part.json").exists());
+    for given in [[&one, &series_part], [&series_part, &one]] {
+        let r = exec(
+            support::actdiff()
+                .arg("merge")
+                .args(given)
+                .args(["-q", "-o"])
+                .arg(d.path().join("merged")),
+            2,
+        );
+        let said = format!(
+            "error: {}: a part of a one-step compare (it has part.json, no series-part.json), merged with parts of a step series",
+            one.display()
+        );
+        assert!(r.stderr.contains(&said), "{}", r.stderr);
+        assert!(
+            !r.stderr.contains("series-part.json: not a part"),
+            "{}",
+            r.stderr
+        );
+    }
+}

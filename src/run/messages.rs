@@ -380,6 +380,7 @@ pub fn agreement_problems(first: &ReadPart, sound: &[&ReadPart]) -> Vec<Message>
                 first,
                 other,
                 difference: Box::new(inputs_difference(&f.inputs, &m.inputs)),
+                relative: f.version < 2 || m.version < 2,
             });
         } else if m.options != f.options || m.run != f.run {
             problems.push(Message::PartsOfOtherOptions {
@@ -534,11 +535,8 @@ fn logs_changed(p: &ReadPart) -> Option<Message> {
         })
         .collect();
     // A version-1 part recorded its paths as given, relative to the folder
-    // its compare ran in.
-    let relative = m.version < 2
-        && logs
-            .iter()
-            .any(|l| l.now == LogNow::Missing && Path::new(&l.file).is_relative());
+    // its compare ran in (read from the merge's folder, `Manifest::read`).
+    let relative = m.version < 2 && logs.iter().any(|l| l.now == LogNow::Missing);
     (!logs.is_empty()).then(|| Message::LogsChanged {
         part: p.name.clone(),
         logs,
@@ -581,6 +579,7 @@ pub fn series_problem(step: u64, m: Message) -> Message {
         first,
         other,
         difference,
+        relative,
     } = m
     else {
         return m;
@@ -610,6 +609,7 @@ pub fn series_problem(step: u64, m: Message) -> Message {
         first,
         other,
         difference: Box::new(difference),
+        relative,
     }
 }
 

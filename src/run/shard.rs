@@ -382,6 +382,21 @@ pub struct Inputs {
 }
 
 impl Inputs {
+    /// A version-1 part's inputs (paths as given, relative to the folder
+    /// its compare ran in) as version 2 records them ([`recorded_path`]),
+    /// read from this process's folder, where a merge looks for them: so
+    /// that a version-1 part and a version-2 part of the same files agree
+    /// (a mix was refused as "different inputs: run1 is /tmp/g1 in one and
+    /// g1 in the other").
+    fn resolve_from_here(&mut self) {
+        for r in [&mut self.run1, &mut self.run2].into_iter().flatten() {
+            r.path = recorded_path(&r.path);
+            for l in &mut r.logs {
+                l.file = recorded_path(&l.file);
+            }
+        }
+    }
+
     /// Every recorded log's size in bytes, by path (run 1's record first
     /// when both runs list one file): the weights of the split.
     pub fn sizes(&self) -> ahash::AHashMap<&Path, u64> {
@@ -588,7 +603,12 @@ impl Manifest {
                 v["version"]
             ));
         }
-        serde_json::from_value(v).map_err(|e| format!("{}: {e}", path.display()))
+        let mut m: Manifest =
+            serde_json::from_value(v).map_err(|e| format!("{}: {e}", path.display()))?;
+        if m.version < 2 {
+            m.inputs.resolve_from_here();
+        }
+        Ok(m)
     }
 }
 

@@ -317,6 +317,10 @@ pub enum Message {
         other: PartName,
         /// The first difference found (boxed: a message stays small).
         difference: Box<InputsDifference>,
+        /// One of them is from an older actdiff (`part.json` version 1,
+        /// paths relative to the folder its compare ran in, read from the
+        /// merge's): the difference may be only that.
+        relative: bool,
     },
     /// Two parts of the same inputs run with other options (or other run
     /// metadata).
@@ -397,6 +401,12 @@ pub enum Message {
         part: PartName,
         /// The files, relative to its folder.
         files: Vec<String>,
+    },
+    /// A part of a one-step compare (a `part.json`, no `series-part.json`)
+    /// given to a merge with parts of a step series.
+    PartOfOneStep {
+        /// The part's folder, as given.
+        dir: String,
     },
     /// A folder given to a merge of step-series parts without a readable
     /// `series-part.json`.
@@ -520,6 +530,7 @@ impl fmt::Display for Message {
             | Message::StepFoldersAsParts { .. }
             | Message::PartFilesMissing { .. }
             | Message::NotASeriesPart { .. }
+            | Message::PartOfOneStep { .. }
             | Message::PartsOfOtherSeries { .. } => self.fmt_merge(f),
         }
     }

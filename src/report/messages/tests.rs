@@ -141,6 +141,7 @@ fn a_merges_problems_have_their_words() {
                     first: ("b/rank_3_activations.log".into(), 10),
                     other: ("b/rank_3_activations.log".into(), 12),
                 }),
+                relative: false,
             },
             "part 0/3 (p0) and part 1/3 (q1): different inputs: run2 rank 3: b/rank_3_activations.log (10 bytes) against b/rank_3_activations.log (12 bytes)",
         ),

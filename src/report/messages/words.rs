@@ -7,6 +7,10 @@ use std::fmt;
 use super::{fmt_steps, named, Message};
 use crate::parser::Field;
 
+/// Said after a merge problem that may be only a version-1 part's paths
+/// read from the wrong folder.
+const OLDER_PART: &str = " (its part.json is from an older actdiff, which recorded the paths relative to the folder its compare ran in: merge from that folder, or compare the parts again with this actdiff)";
+
 impl Message {
     /// The words of a log's or a run's problems ([`Message::File`] ...).
     pub(super) fn fmt_input(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -274,7 +278,14 @@ impl Message {
                 first,
                 other,
                 difference,
-            } => write!(f, "{first} and {other}: different inputs: {difference}"),
+                relative,
+            } => {
+                write!(f, "{first} and {other}: different inputs: {difference}")?;
+                if *relative {
+                    f.write_str(OLDER_PART)?;
+                }
+                Ok(())
+            }
             Message::PartsOfOtherOptions { first, other, keys } => {
                 write!(f, "{first} and {other}: different options: ")?;
                 if keys.is_empty() {
@@ -305,9 +316,7 @@ impl Message {
                     named(logs)
                 )?;
                 if *relative {
-                    f.write_str(
-                        " (its part.json is from an older actdiff, which recorded the paths relative to the folder its compare ran in: merge from that folder, or compare the parts again with this actdiff)",
-                    )?;
+                    f.write_str(OLDER_PART)?;
                 }
                 Ok(())
             }
@@ -352,6 +361,10 @@ impl Message {
                 "{part}: missing {} of its ranks' report files: {}",
                 files.len(),
                 named(files)
+            ),
+            Message::PartOfOneStep { dir } => write!(
+                f,
+                "{dir}: a part of a one-step compare (it has part.json, no series-part.json), merged with parts of a step series: merge the parts of one `actdiff compare --shard K/N`"
             ),
             Message::NotASeriesPart { file, error } => write!(
                 f,

@@ -222,7 +222,9 @@ fn read_record(dir: &Path) -> Result<SeriesPart, Message> {
                         })
                     }
                     shard::PartStatus::Done => {
-                        "a part of one step (it has part.json), not of a step series".into()
+                        return Err(Message::PartOfOneStep {
+                            dir: dir.display().to_string(),
+                        })
                     }
                 },
                 Err(_) => e.to_string(),
