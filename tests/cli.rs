@@ -2079,6 +2079,14 @@ fn the_html_budget_is_shared_over_the_ranks_with_context_rows() {
         "the index says so"
     );
     assert!(index.contains("--html-rows all"));
+    // The terminal says it too: the report is not complete HTML.
+    assert!(
+        r.stdout.contains(
+            "The pages of 200 of 200 ranks hold only their diverging rows (200 with 2 rows of context each)"
+        ),
+        "{}",
+        r.stdout
+    );
     let page = std::fs::read_to_string(r.out.join("rank7-page1.html")).unwrap();
     assert!(page.contains("the diverging ones with 2 rows of context each"));
     // The default budget (256 MiB) holds every row of this report.
@@ -2086,6 +2094,7 @@ fn the_html_budget_is_shared_over_the_ranks_with_context_rows() {
     let r = compare(&tmp2, &d1, &d2, &[]);
     r.expect(1);
     assert_eq!(r.summary()["ranks"][7]["html_filtered"], false);
+    assert!(!r.stdout.contains("The pages of"), "{}", r.stdout);
     assert!(
         std::fs::read_to_string(r.out.join("rank7-page1.html"))
             .unwrap()

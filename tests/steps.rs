@@ -293,6 +293,25 @@ fn the_first_diverging_steps_pages_are_those_of_a_full_compare() {
         // The step's own summary warns of no step without pages.
         let own = std::fs::read_to_string(first.join("step_2/summary.json")).unwrap();
         assert!(!own.contains("has no result pages"), "{own}");
+        // The terminal says the budget cut the pages (counted over the
+        // ranks with pages: the first diverging step's 2).
+        let r = Run::of(
+            support::actdiff()
+                .arg("compare")
+                .args([&a, &b])
+                .args(budget.map(|mb| ["--html-budget-mb", mb]).iter().flatten())
+                .arg("-o")
+                .arg(d.path().join(format!("said-{tag}"))),
+            "",
+        );
+        r.expect(1);
+        assert_eq!(
+            r.stdout
+                .contains("The pages of 2 of 2 ranks hold only their diverging rows"),
+            budget.is_some(),
+            "{}",
+            r.stdout
+        );
     }
 }
 

@@ -343,6 +343,10 @@ pub fn render(s: &Summary, report: &str) -> String {
     for v in &s.verdict {
         let _ = writeln!(out, "{}", v.terminal_line());
     }
+    let left_out = super::html::left_out_note(&s.ranks);
+    if !left_out.is_empty() {
+        let _ = writeln!(out, "{left_out}");
+    }
     let _ = writeln!(out, "report: {report} (exit status {})", s.exit_status);
     out
 }

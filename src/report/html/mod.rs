@@ -76,4 +76,5 @@ mod tests;
 pub use engine::prepare;
 pub use index::write_index;
 pub use page::write_rank_pages;
+pub use parts::left_out_note;
 pub use steps::{gate_shade, loss_svg, write_steps_index};

@@ -216,8 +216,13 @@ pub(super) fn shown_note(s: &RankSummary) -> String {
 }
 
 /// The index's banner when some rank's pages leave rows out ("" when none
-/// does): how many, and how to get every row.
-pub(super) fn left_out_note(ranks: &[RankSummary]) -> String {
+/// does): how many, and how to get every row. The terminal summary says it
+/// too, so that a report cut by its size budget never reads as complete.
+///
+/// Counted over the ranks that have pages (a step series' steps without
+/// pages are not counted).
+pub fn left_out_note(ranks: &[RankSummary]) -> String {
+    let with_pages = ranks.iter().filter(|r| !r.pages.is_empty()).count();
     let filtered = ranks
         .iter()
         .filter(|r| r.html_filtered && !r.pages.is_empty())
@@ -242,8 +247,8 @@ pub(super) fn left_out_note(ranks: &[RankSummary]) -> String {
     }
     format!(
         "The pages of {filtered} of {} rank{} hold only their diverging rows{}, to keep the report within its size budget (--html-budget-mb) or --html-rows: every row on the pages with --html-rows all, every row machine-readable with --rows (JSON Lines or Parquet); summary.json is complete.",
-        ranks.len(),
-        if ranks.len() == 1 { "" } else { "s" },
+        with_pages,
+        if with_pages == 1 { "" } else { "s" },
         if how.is_empty() {
             String::new()
         } else {
