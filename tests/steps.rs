@@ -606,6 +606,45 @@ fn exec(cmd: &mut std::process::Command, code: i32) -> Run {
     r
 }
 
+/// `actdiff compare RUN1 RUN2 OPTS -o OUT`, expecting exit `code`.
+fn compare_into<R: AsRef<std::ffi::OsStr>>(
+    runs: [R; 2],
+    opts: &[&str],
+    out: impl AsRef<Path>,
+    code: i32,
+) -> Run {
+    exec(
+        support::actdiff()
+            .arg("compare")
+            .args(runs)
+            .args(opts)
+            .arg("-o")
+            .arg(out.as_ref()),
+        code,
+    )
+}
+
+/// `actdiff gen OPTS A B`: two generated runs.
+fn gen_into(opts: &[&str], a: &Path, b: &Path) {
+    exec(support::actdiff().arg("gen").args(opts).arg(a).arg(b), 0);
+}
+
+/// `actdiff merge PARTS -q -o OUT`, expecting exit `code`.
+fn merge_parts<P: AsRef<std::ffi::OsStr>>(
+    parts: impl IntoIterator<Item = P>,
+    out: impl AsRef<Path>,
+    code: i32,
+) -> Run {
+    exec(
+        support::actdiff()
+            .arg("merge")
+            .args(parts)
+            .args(["-q", "-o"])
+            .arg(out.as_ref()),
+        code,
+    )
+}
+
 /// What a compare of a step series says per (step, rank): its counts, first
 /// divergence and first cause.
 fn units(s: &Value) -> Vec<(u64, u64, Value, Value, Value)> {
@@ -628,14 +667,7 @@ fn units(s: &Value) -> Vec<(u64, u64, Value, Value, Value)> {
 /// Writes part `k` of `n` of the compare of `a` and `b` into `dir/pK`.
 fn part(dir: &Path, a: &Path, b: &Path, k: u32, n: u32) -> std::path::PathBuf {
     let p = dir.join(format!("p{k}"));
-    exec(
-        support::actdiff()
-            .arg("compare")
-            .args([a, b])
-            .args(["-q", "--shard", &format!("{k}/{n}"), "-o"])
-            .arg(&p),
-        0,
-    );
+    compare_into([a, b], &["-q", "--shard", &format!("{k}/{n}")], &p, 0);
     p
 }
 
@@ -649,14 +681,7 @@ fn sharded_step_series_merge_to_the_single_compare() {
     let (a, b) = (d.path().join("a"), d.path().join("b"));
     series(d.path(), 5, 3);
     let full = d.path().join("full");
-    exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&a, &b])
-            .args(["-q", "-o"])
-            .arg(&full),
-        1,
-    );
+    compare_into([&a, &b], &["-q"], &full, 1);
     let parts: Vec<_> = (0..3).map(|k| part(d.path(), &a, &b, k, 3)).collect();
     for p in &parts {
         let rec: Value =
@@ -748,45 +773,18 @@ fn one_rank_series_spreads_over_parts_and_bad_merges_are_refused() {
         assert_eq!(held, 2, "{}: 6 units over 3 parts", p.display());
     }
     let out = d.path().join("merged");
-    exec(
-        support::actdiff()
-            .arg("merge")
-            .args(&parts)
-            .args(["-q", "-o"])
-            .arg(&out),
-        1,
-    );
+    merge_parts(&parts, &out, 1);
     assert_eq!(summary(&out)["first_diverging_step"], 4);
-    let missing = exec(
-        support::actdiff()
-            .arg("merge")
-            .args(&parts[..2])
-            .args(["-q", "-o"])
-            .arg(d.path().join("m2")),
-        2,
-    );
+    let missing = merge_parts(&parts[..2], d.path().join("m2"), 2);
     let err = missing.stderr.clone();
     assert!(err.contains("missing"), "{err}");
     // A part of another series (other steps) cannot join.
     let (c, e) = (d.path().join("c"), d.path().join("e"));
-    exec(
-        support::actdiff()
-            .args(["gen", "--ops", "120", "--ranks", "1", "--steps", "2"])
-            .arg(&c)
-            .arg(&e),
-        0,
-    );
+    gen_into(&["--ops", "120", "--ranks", "1", "--steps", "2"], &c, &e);
     let other = d.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
     let q = part(&other, &c, &e, 2, 3);
-    let mixed = exec(
-        support::actdiff()
-            .arg("merge")
-            .args([&parts[0], &parts[1], &q])
-            .args(["-q", "-o"])
-            .arg(d.path().join("m3")),
-        2,
-    );
+    let mixed = merge_parts([&parts[0], &parts[1], &q], d.path().join("m3"), 2);
     let err = mixed.stderr.clone();
     assert!(err.contains("different step series"), "{err}");
 }
@@ -800,35 +798,14 @@ fn old_step_reports_do_not_stay_in_the_report_folder() {
     series(d.path(), 4, 3);
     let (a, b) = (d.path().join("a"), d.path().join("b"));
     let out = d.path().join("rep");
-    exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&a, &b])
-            .args(["-q", "-o"])
-            .arg(&out),
-        1,
-    );
+    compare_into([&a, &b], &["-q"], &out, 1);
     assert!(out.join("step_4/summary.json").is_file());
-    exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&a, &b])
-            .args(["-q", "--steps", "1-2", "-o"])
-            .arg(&out),
-        0,
-    );
+    compare_into([&a, &b], &["-q", "--steps", "1-2"], &out, 0);
     assert!(out.join("step_2/summary.json").is_file());
     assert!(!out.join("step_3").exists() && !out.join("step_4").exists());
     // A refused merge into it leaves no step report behind either.
     let p0 = part(d.path(), &a, &b, 0, 2);
-    exec(
-        support::actdiff()
-            .arg("merge")
-            .arg(&p0)
-            .args(["-q", "-o"])
-            .arg(&out),
-        2,
-    );
+    merge_parts([&p0], &out, 2);
     assert!(!out.join("summary.json").exists() && !out.join("step_1").exists());
 }
 
@@ -857,14 +834,7 @@ fn a_series_merge_says_each_problem_once_with_its_steps() {
             .map(str::to_string)
             .collect()
     };
-    let missing = exec(
-        support::actdiff()
-            .arg("merge")
-            .args([&parts[0], &parts[2]])
-            .args(["-q", "-o"])
-            .arg(d.path().join("m1")),
-        2,
-    );
+    let missing = merge_parts([&parts[0], &parts[2]], d.path().join("m1"), 2);
     assert_eq!(
         errors(&missing),
         vec![format!(
@@ -880,14 +850,7 @@ fn a_series_merge_says_each_problem_once_with_its_steps() {
     let bytes = std::fs::metadata(&log).unwrap().len();
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
     std::io::Write::write_all(&mut f, b"\n").unwrap();
-    let changed = exec(
-        support::actdiff()
-            .arg("merge")
-            .args(&parts)
-            .args(["-q", "-o"])
-            .arg(d.path().join("m2")),
-        2,
-    );
+    let changed = merge_parts(&parts, d.path().join("m2"), 2);
     assert_eq!(
         errors(&changed),
         vec![format!(
@@ -913,20 +876,11 @@ fn steps_on_runs_without_steps_is_refused_with_shard_too() {
             .args([&a, &b]),
         0,
     );
-    let plain = exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&a, &b])
-            .args(["-q", "--steps", "3", "-o"])
-            .arg(d.path().join("plain")),
-        2,
-    );
-    let sharded = exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&a, &b])
-            .args(["-q", "--steps", "3", "--shard", "1/2", "-o"])
-            .arg(d.path().join("part")),
+    let plain = compare_into([&a, &b], &["-q", "--steps", "3"], d.path().join("plain"), 2);
+    let sharded = compare_into(
+        [&a, &b],
+        &["-q", "--steps", "3", "--shard", "1/2"],
+        d.path().join("part"),
         2,
     );
     let words = "hold no step_S folders (a step series); drop --steps to compare one step";
@@ -943,28 +897,14 @@ fn series_parts_say_no_step_only_without_steps_and_merges_warn_of_pages() {
     let (a, b) = (d.path().join("a"), d.path().join("b"));
     series(d.path(), 4, 2);
     let full = d.path().join("full");
-    exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&a, &b])
-            .args(["-q", "-o"])
-            .arg(&full),
-        1,
-    );
+    compare_into([&a, &b], &["-q"], &full, 1);
     let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
     for p in &parts {
         let rec = std::fs::read_to_string(p.join("series-part.json")).unwrap();
         assert!(!rec.contains("nothing compared"), "{rec}");
     }
     let out = d.path().join("merged");
-    exec(
-        support::actdiff()
-            .arg("merge")
-            .args(&parts)
-            .args(["-q", "-o"])
-            .arg(&out),
-        1,
-    );
+    merge_parts(&parts, &out, 1);
     let warns = |dir: &Path| -> bool {
         summary(dir)["warnings"].as_array().is_some_and(|w| {
             w.iter().any(|w| {
@@ -984,25 +924,16 @@ fn series_parts_say_no_step_only_without_steps_and_merges_warn_of_pages() {
     assert!(!warns(&full) && !warns(&out));
     // A part that compared no step records what the merge then says.
     let none = d.path().join("none");
-    exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&a, &b])
-            .args(["-q", "--steps", "9", "--shard", "0/1", "-o"])
-            .arg(&none),
+    compare_into(
+        [&a, &b],
+        &["-q", "--steps", "9", "--shard", "0/1"],
+        &none,
         0,
     );
     let rec = std::fs::read_to_string(none.join("series-part.json")).unwrap();
     assert!(rec.contains("no_step"), "{rec}");
-    exec(
-        support::actdiff()
-            .arg("merge")
-            .arg(&none)
-            .args(["-q", "-o"])
-            .arg(d.path().join("none-merged")),
-        2,
-    )
-    .stderr_has("--steps selects no step both runs have");
+    merge_parts([&none], d.path().join("none-merged"), 2)
+        .stderr_has("--steps selects no step both runs have");
 }
 
 /// A step series against a path that does not exist: the error names the
@@ -1016,14 +947,7 @@ fn a_series_against_a_missing_path_says_it_does_not_exist() {
         (d.path().join("a"), missing.clone()),
         (missing.clone(), d.path().join("a")),
     ] {
-        let r = exec(
-            support::actdiff()
-                .arg("compare")
-                .args([&x, &y])
-                .args(["-q", "-o"])
-                .arg(d.path().join("rep")),
-            2,
-        );
+        let r = compare_into([&x, &y], &["-q"], d.path().join("rep"), 2);
         let want = format!("{}: no such file or folder", missing.display());
         assert!(r.stderr.contains(&want), "{}", r.stderr);
         assert!(!r.stderr.contains("does not"), "{}", r.stderr);
@@ -1049,14 +973,7 @@ fn many_rank_series(dir: &Path, ranks: u32) -> std::path::PathBuf {
         std::fs::copy(a.join(&log), b.join(&log)).unwrap();
     }
     let out = dir.join(format!("rep-{ranks}"));
-    exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&a, &b])
-            .args(["-q", "-o"])
-            .arg(&out),
-        1,
-    );
+    compare_into([&a, &b], &["-q"], &out, 1);
     out
 }
 
@@ -1220,15 +1137,7 @@ fn a_series_merge_into_one_of_its_parts_leaves_the_part_whole() {
         })
         .collect();
     assert!(before.len() > 3, "{before:?}");
-    let r = exec(
-        support::actdiff()
-            .arg("merge")
-            .args(&parts)
-            .arg("-q")
-            .arg("-o")
-            .arg(&parts[0]),
-        2,
-    );
+    let r = merge_parts(&parts, &parts[0], 2);
     assert_eq!(
         r.stderr
             .matches("the report folder (-o) is one of the parts")
@@ -1246,15 +1155,7 @@ fn a_series_merge_into_one_of_its_parts_leaves_the_part_whole() {
         .collect();
     assert_eq!(before, after, "the part is unchanged");
     // It still merges.
-    exec(
-        support::actdiff()
-            .arg("merge")
-            .args(&parts)
-            .arg("-q")
-            .arg("-o")
-            .arg(d.path().join("m")),
-        1,
-    );
+    merge_parts(&parts, d.path().join("m"), 1);
 }
 
 /// A part of a sharded step series that failed is named by the merge with
@@ -1270,27 +1171,11 @@ fn a_failed_series_part_is_merged_as_its_own_error() {
     series(d.path(), 3, 2);
     let mut parts: Vec<_> = (0..3).map(|k| part(d.path(), &a, &b, k, 3)).collect();
     let compare = |k: u32, b: &Path, out: &Path| {
-        exec(
-            support::actdiff()
-                .arg("compare")
-                .args([&a, b])
-                .args(["-q", "--shard", &format!("{k}/3"), "-o"])
-                .arg(out),
-            2,
-        )
+        compare_into([&a, b], &["-q", "--shard", &format!("{k}/3")], out, 2)
     };
     let missing = d.path().join("no-such-run");
     compare(1, &missing, &parts[1]);
-    let merge = |parts: &[std::path::PathBuf]| {
-        exec(
-            support::actdiff()
-                .arg("merge")
-                .args(parts)
-                .args(["-q", "-o"])
-                .arg(d.path().join("merged")),
-            2,
-        )
-    };
+    let merge = |parts: &[std::path::PathBuf]| merge_parts(parts, d.path().join("merged"), 2);
     let said = format!(
         "error: part 1/3 ({}): its compare failed: {}: no such file or folder",
         parts[1].display(),
@@ -1339,13 +1224,7 @@ fn a_failed_series_part_is_merged_as_its_own_error() {
 fn series_merge_problems_are_said_once_and_short() {
     let d = TempDir::new().unwrap();
     let (a, b) = (d.path().join("a"), d.path().join("b"));
-    exec(
-        support::actdiff()
-            .args(["gen", "--ops", "20", "--ranks", "30", "--steps", "3"])
-            .arg(&a)
-            .arg(&b),
-        0,
-    );
+    gen_into(&["--ops", "20", "--ranks", "30", "--steps", "3"], &a, &b);
     let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
     let errors = |r: &Run| -> Vec<String> {
         r.stderr
@@ -1354,16 +1233,7 @@ fn series_merge_problems_are_said_once_and_short() {
             .map(str::to_string)
             .collect()
     };
-    let merge = |given: &[std::path::PathBuf]| {
-        exec(
-            support::actdiff()
-                .arg("merge")
-                .args(given)
-                .args(["-q", "-o"])
-                .arg(d.path().join("merged")),
-            2,
-        )
-    };
+    let merge = |given: &[std::path::PathBuf]| merge_parts(given, d.path().join("merged"), 2);
     // Part 1 of a copy of run 1 in another folder.
     let c = d.path().join("c");
     std::fs::create_dir_all(&c).unwrap();
@@ -1376,14 +1246,7 @@ fn series_merge_problems_are_said_once_and_short() {
         }
     }
     let other = d.path().join("other-1");
-    exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&c, &b])
-            .args(["-q", "--shard", "1/2", "-o"])
-            .arg(&other),
-        0,
-    );
+    compare_into([&c, &b], &["-q", "--shard", "1/2"], &other, 0);
     let r = merge(&[parts[0].clone(), other.clone()]);
     assert_eq!(
         errors(&r),
@@ -1435,32 +1298,12 @@ fn series_merge_problems_are_said_once_and_short() {
 fn a_merge_of_one_unit_parts_has_the_pages_one_compare_has() {
     let d = TempDir::new().unwrap();
     let (a, b) = (d.path().join("a"), d.path().join("b"));
-    exec(
-        support::actdiff()
-            .args(["gen", "--ops", "200", "--ranks", "2", "--steps", "3"])
-            .arg(&a)
-            .arg(&b),
-        0,
-    );
+    gen_into(&["--ops", "200", "--ranks", "2", "--steps", "3"], &a, &b);
     let full = d.path().join("full");
-    exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&a, &b])
-            .args(["-q", "-o"])
-            .arg(&full),
-        1,
-    );
+    compare_into([&a, &b], &["-q"], &full, 1);
     let parts: Vec<_> = (0..6).map(|k| part(d.path(), &a, &b, k, 6)).collect();
     let out = d.path().join("merged");
-    exec(
-        support::actdiff()
-            .arg("merge")
-            .args(&parts)
-            .args(["-q", "-o"])
-            .arg(&out),
-        1,
-    );
+    merge_parts(&parts, &out, 1);
     for s in 1..=3 {
         let step = format!("step_{s}");
         let (want, got) = (files_of(&full.join(&step)), files_of(&out.join(&step)));
@@ -1495,14 +1338,7 @@ fn rank_logs_beside_step_folders_are_named_as_ignored() {
         a.display()
     );
     let full = d.path().join("full");
-    let r = exec(
-        support::actdiff()
-            .arg("compare")
-            .args([&a, &b])
-            .args(["-q", "-o"])
-            .arg(&full),
-        1,
-    );
+    let r = compare_into([&a, &b], &["-q"], &full, 1);
     assert_eq!(r.stderr.matches(&said).count(), 1, "{}", r.stderr);
     let in_summary = |dir: &Path| {
         summary(dir)["warnings"]
@@ -1518,14 +1354,7 @@ fn rank_logs_beside_step_folders_are_named_as_ignored() {
     assert!(in_summary(&full));
     let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
     let out = d.path().join("merged");
-    let r = exec(
-        support::actdiff()
-            .arg("merge")
-            .args(&parts)
-            .args(["-q", "-o"])
-            .arg(&out),
-        1,
-    );
+    let r = merge_parts(&parts, &out, 1);
     assert_eq!(r.stderr.matches(&said).count(), 1, "{}", r.stderr);
     assert!(in_summary(&out));
     // b has none: no warning names it.
@@ -1610,25 +1439,10 @@ fn a_rank_missing_at_one_step_makes_that_step_diverge_first() {
     let parts: Vec<_> = (0..2).map(|k| d.path().join(format!("p{k}"))).collect();
     for (k, p) in parts.iter().enumerate() {
         let shard = format!("{k}/2");
-        exec(
-            support::actdiff()
-                .arg("compare")
-                .args([&a, &b])
-                .args(["--shard", &shard, "-q", "-o"])
-                .arg(p),
-            0,
-        );
+        compare_into([&a, &b], &["--shard", &shard, "-q"], p, 0);
     }
     let merged = d.path().join("merged");
-    exec(
-        support::actdiff()
-            .arg("merge")
-            .args(&parts)
-            .arg("-q")
-            .arg("-o")
-            .arg(&merged),
-        1,
-    );
+    merge_parts(&parts, &merged, 1);
     let m = summary(&merged);
     assert_eq!(m["first_diverging_step"], 2);
     assert_eq!(m["first_diverging_step_by_rank"], by_rank);
@@ -1646,24 +1460,15 @@ fn a_one_step_part_among_series_parts_is_named_as_one() {
     series(d.path(), 2, 2);
     let series_part = part(d.path(), &a, &b, 0, 2);
     let one = d.path().join("one");
-    exec(
-        support::actdiff()
-            .arg("compare")
-            .args([a.join("step_1"), b.join("step_1")])
-            .args(["-q", "--shard", "1/2", "-o"])
-            .arg(&one),
+    compare_into(
+        [a.join("step_1"), b.join("step_1")],
+        &["-q", "--shard", "1/2"],
+        &one,
         0,
     );
     assert!(one.join("part.json").is_file() && !one.join("series-part.json").exists());
     for given in [[&one, &series_part], [&series_part, &one]] {
-        let r = exec(
-            support::actdiff()
-                .arg("merge")
-                .args(given)
-                .args(["-q", "-o"])
-                .arg(d.path().join("merged")),
-            2,
-        );
+        let r = merge_parts(given, d.path().join("merged"), 2);
         let said = format!(
             "error: {}: a part of a one-step compare (it has part.json, no series-part.json), merged with parts of a step series",
             one.display()
