@@ -312,6 +312,13 @@ fn the_first_diverging_steps_pages_are_those_of_a_full_compare() {
             "{}",
             r.stdout
         );
+        // And the series' index, above its strip.
+        let index =
+            std::fs::read_to_string(d.path().join(format!("said-{tag}/index.html"))).unwrap();
+        assert_eq!(
+            index.contains("<p class=\"banner left-out\">The pages of 2 of 2 ranks"),
+            budget.is_some()
+        );
     }
 }
 

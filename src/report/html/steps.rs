@@ -43,6 +43,9 @@ struct View<'a> {
     starts: Vec<u32>,
     loss_svg: String,
     results: &'a [StepResult],
+    /// What the pages leave out ([`super::left_out_note`]; "" when
+    /// nothing).
+    left_out: String,
 }
 
 #[derive(Serialize)]
@@ -332,6 +335,7 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
         starts,
         loss_svg: loss_svg(series),
         results: &series.step_results,
+        left_out: super::left_out_note(&s.ranks),
     };
     engine::render_file("steps.html", &view, path)
 }
