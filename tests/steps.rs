@@ -1488,3 +1488,56 @@ fn a_one_step_part_among_series_parts_is_named_as_one() {
         );
     }
 }
+
+/// A step folder that cannot be read is a step whose logs cannot be read
+/// (an input error, exit 2), not a step the job never reached: a new
+/// user's series with step 4 unreadable in both runs passed, "no
+/// divergence beyond tolerance over 7 steps", exit 0 and a green JUnit.
+/// As root (CI) the compare runs as user `nobody` (`setpriv`), whom the
+/// folder's mode 000 keeps out.
+#[test]
+fn an_unreadable_step_folder_is_an_input_error_not_a_skipped_step() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 3, 99);
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(d.path(), 0o755);
+    let out = d.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    mode(&out, 0o777);
+    for run in [&a, &b] {
+        mode(&run.join("step_2"), 0o000);
+    }
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_actdiff"));
+        c
+    } else {
+        support::actdiff()
+    };
+    let r = exec(cmd.arg("compare").args([&a, &b]).arg("-o").arg(&out), 2);
+    for run in [&a, &b] {
+        mode(&run.join("step_2"), 0o755);
+    }
+    assert!(
+        r.stderr.contains(&format!(
+            "{}: cannot read this folder: Permission denied",
+            a.join("step_2").display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("no rank_N_activations.log in it"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stdout.contains("no divergence beyond tolerance"),
+        "{}",
+        r.stdout
+    );
+}

@@ -107,8 +107,17 @@ impl RunInput {
             });
         }
         for dir in [path.to_path_buf(), path.join("numerics")] {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                // An unreadable folder (permission denied) is said as that,
+                // not as a folder without logs.
+                Err(e) => {
+                    return Err(RunError::Missing {
+                        path: dir,
+                        message: format!("cannot read this folder: {e}"),
+                    })
+                }
             };
             let mut ranks: Vec<(u32, PathBuf)> = entries
                 .filter_map(|e| e.ok())

@@ -83,7 +83,8 @@ pub fn logs_beside_steps(path: &Path) -> Option<Message> {
     })
 }
 
-/// `(step, folder, holds a rank log)` of every `step_S` folder, by step.
+/// `(step, folder, holds a rank log or cannot be read)` of every `step_S`
+/// folder, by step.
 fn scan(path: &Path) -> Vec<(u64, PathBuf, bool)> {
     let Ok(dir) = std::fs::read_dir(path) else {
         return Vec::new();
@@ -93,7 +94,10 @@ fn scan(path: &Path) -> Vec<(u64, PathBuf, bool)> {
         .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| {
             let s = step_of_dir_name(e.file_name().to_str()?)?;
-            let has_log = std::fs::read_dir(e.path()).is_ok_and(|d| {
+            // A folder that cannot be read is a step of the run: its
+            // compare says why its logs cannot be read (an input error),
+            // where skipping it as unfinished passed the series without it.
+            let has_log = std::fs::read_dir(e.path()).map_or(true, |d| {
                 d.filter_map(|f| f.ok()).any(|f| {
                     f.file_name()
                         .to_str()
