@@ -884,18 +884,31 @@ fn no_rank_in_both_runs_says_so() {
     let (a, b) = gen(t.path(), 2, 50, 1);
     std::fs::remove_file(a.join("rank_1_activations.log")).unwrap();
     std::fs::remove_file(b.join("rank_0_activations.log")).unwrap();
+    let junit = t.path().join("j.xml");
     let o = run(actdiff()
         .args(["compare"])
         .arg(&a)
         .arg(&b)
         .arg("-o")
         .arg(t.path().join("rep"))
+        .arg("--junit")
+        .arg(&junit)
         .arg("-q"));
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert!(
         err.contains("no rank is in both runs") && err.contains("--rank-map"),
         "{err}"
+    );
+    // JUnit has the input error as an <error>, beside the one-sided
+    // ranks' failures (it had failures only: a CI reading errors saw none).
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(x.contains("errors=\"1\""), "{x}");
+    assert!(
+        x.contains(
+            "<error message=\"exit status 2: nothing compared: no rank is present in both runs\""
+        ),
+        "{x}"
     );
 }
 

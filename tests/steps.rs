@@ -1541,3 +1541,60 @@ fn an_unreadable_step_folder_is_an_input_error_not_a_skipped_step() {
         r.stdout
     );
 }
+
+/// What a new user's trial found a series to say wrong, each fixed:
+/// - a rank one run lacks at one step is a `step S rank R` JUnit case and
+///   its step's `ranks_only1`, not "rank 1 is only in a" for the run;
+/// - a rank that could not be compared at a step is in `ranks_failed`
+///   with its step, and a `step S rank R` JUnit error;
+/// - the agreeing steps before the first diverging one are listed when
+///   a step between them did not agree ("at steps 1, 3"), not spanned
+///   ("from step 1 through step 3");
+/// - a log truncated at a step is no first divergence there (the step
+///   exits 3; the rows past its end are not compared).
+#[test]
+fn a_series_says_per_step_what_one_sided_failed_and_cut_ranks_are() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 5, 5);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let log = |run: &Path, s: u32, r: u32| run.join(format!("step_{s}/rank_{r}_activations.log"));
+    std::fs::remove_file(log(&b, 4, 1)).unwrap();
+    std::fs::write(log(&b, 2, 1), b"").unwrap();
+    let cut = std::fs::read(log(&b, 3, 0)).unwrap();
+    std::fs::write(log(&b, 3, 0), &cut[..cut.len() / 3]).unwrap();
+    let junit = d.path().join("j.xml");
+    let r = compare_into(
+        [&a, &b],
+        &["--junit", junit.to_str().unwrap()],
+        d.path().join("o"),
+        2,
+    );
+    let s = summary(&d.path().join("o"));
+    assert_eq!(s["first_diverging_step"], 4, "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("the runs agree at step 1; step 4 diverges first: rank 1 only in a"),
+        "{}",
+        r.stdout
+    );
+    let step4 = &s["step_results"].as_array().unwrap()[3];
+    assert_eq!(step4["ranks_only1"], serde_json::json!([1]));
+    assert_eq!(s["ranks_failed"][0]["step"], 2);
+    assert_eq!(s["ranks_failed"][0]["rank"], 1);
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        x.contains("<failure message=\"step 4: rank 1 is only in a\""),
+        "{x}"
+    );
+    assert!(!x.contains("name=\"rank 1\""), "{x}");
+    assert!(
+        x.contains("<error message=\"step 2: rank 1: not compared: "),
+        "{x}"
+    );
+    // Rank 0's first diverging step is its own (5), not the cut step 3.
+    let by_rank = &s["first_diverging_step_by_rank"];
+    assert!(
+        by_rank.as_array().unwrap().iter().all(|r| r["step"] != 3),
+        "{by_rank}"
+    );
+}

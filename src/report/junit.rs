@@ -147,24 +147,43 @@ fn compared_case(s: &Summary, r: &RankSummary) -> Case {
     }
 }
 
+/// A case's name, `rank R` or in a step series `step S rank R`, and the
+/// prefix its message takes (`""` or `"step S: "`).
+fn case_name(step: Option<u64>, rank: u32) -> (String, String) {
+    match step {
+        Some(s) => (format!("step {s} rank {rank}"), format!("step {s}: ")),
+        None => (format!("rank {rank}"), String::new()),
+    }
+}
+
 /// Every test case of `s`, in rank order, `input` last.
 fn cases(s: &Summary) -> Vec<Case> {
     let mut cases: Vec<Case> = s.ranks.iter().map(|r| compared_case(s, r)).collect();
-    for (ranks, name, other) in [
-        (&s.ranks_only1, &s.name1, &s.name2),
-        (&s.ranks_only2, &s.name2, &s.name1),
-    ] {
-        for rank in ranks {
-            let message = format!("rank {rank} is only in {name}");
-            cases.push(Case {
-                name: format!("rank {rank}"),
-                order: u64::from(*rank),
-                outcome: Outcome::Failure {
-                    ty: "OneSidedRank",
-                    body: format!("{message}: {other} has no log of this rank\n"),
-                    message,
-                },
-            });
+    // One-sided ranks: per step in a series (a rank one run lacks at one
+    // step is no rank only one run has), else per run.
+    let one_sided: Vec<(Option<u64>, &Vec<u32>, &Vec<u32>)> = match &s.series {
+        Some(series) => series
+            .step_results
+            .iter()
+            .map(|r| (Some(r.step), &r.ranks_only1, &r.ranks_only2))
+            .collect(),
+        None => vec![(None, &s.ranks_only1, &s.ranks_only2)],
+    };
+    for (step, only1, only2) in one_sided {
+        for (ranks, name, other) in [(only1, &s.name1, &s.name2), (only2, &s.name2, &s.name1)] {
+            for rank in ranks {
+                let (case, at) = case_name(step, *rank);
+                let message = format!("{at}rank {rank} is only in {name}");
+                cases.push(Case {
+                    name: case,
+                    order: (step.unwrap_or(0) << 32) | u64::from(*rank),
+                    outcome: Outcome::Failure {
+                        ty: "OneSidedRank",
+                        body: format!("{message}: {other} has no log of this rank\n"),
+                        message,
+                    },
+                });
+            }
         }
     }
     if let Some(series) = &s.series {
@@ -208,13 +227,14 @@ fn cases(s: &Summary) -> Vec<Case> {
         });
     }
     for f in &s.ranks_failed {
+        let (case, at) = case_name(f.step, f.rank);
         cases.push(Case {
-            name: format!("rank {}", f.rank),
-            order: u64::from(f.rank),
+            name: case,
+            order: (f.step.unwrap_or(0) << 32) | u64::from(f.rank),
             outcome: Outcome::Error {
                 ty: "InputError",
                 message: format!(
-                    "rank {}: not compared: {}",
+                    "{at}rank {}: not compared: {}",
                     f.rank,
                     f.errors.first().map(|e| e.to_string()).unwrap_or_default()
                 ),
@@ -224,7 +244,15 @@ fn cases(s: &Summary) -> Vec<Case> {
     }
     cases.sort_by_key(|c| c.order);
     // Errors no failed rank holds, or a non-zero status no case shows.
-    let of_ranks = |e: &Message| s.ranks_failed.iter().any(|f| f.errors.contains(e));
+    // (A series' errors are its steps': `AtStep`.)
+    let of_ranks = |e: &Message| {
+        s.ranks_failed.iter().any(|f| match e {
+            Message::AtStep { step, message } if Some(*step) == f.step => {
+                f.errors.contains(message)
+            }
+            _ => f.errors.contains(e),
+        })
+    };
     let rest: Vec<String> = s
         .input_errors
         .iter()
@@ -232,7 +260,14 @@ fn cases(s: &Summary) -> Vec<Case> {
         .map(|e| e.to_string())
         .collect();
     let shown = cases.iter().any(|c| !matches!(c.outcome, Outcome::Pass));
-    if !rest.is_empty() || (s.exit_status != exit_codes::OK && !shown) {
+    // An input error (exit 2) is an `<error>` even when the cases shown are
+    // failures: "no rank in both runs" listed its one-sided ranks as
+    // failures only, and a CI reading errors saw none.
+    let errored = cases
+        .iter()
+        .any(|c| matches!(c.outcome, Outcome::Error { .. }));
+    let unsaid_input_error = s.exit_status == exit_codes::INPUT_ERROR && !errored;
+    if !rest.is_empty() || (s.exit_status != exit_codes::OK && !shown) || unsaid_input_error {
         let lines: Vec<String> = if rest.is_empty() {
             s.verdict.iter().map(ToString::to_string).collect()
         } else {

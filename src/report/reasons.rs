@@ -97,8 +97,11 @@ pub enum Reason {
     /// A step series: where it diverges first ("the runs agree through
     /// step 4; step 5 diverges first ...").
     FirstDivergingStep {
-        /// The first and last agreeing step before it, if any.
-        agree: Option<(u64, u64)>,
+        /// The steps before it that agree (compared, exit status 0),
+        /// ascending: "from step 1 through step 4" when they are every
+        /// step from the first to the last, else listed ("at steps 1-2,
+        /// 4": step 3 is one run's only, or could not be compared).
+        agree: Vec<u64>,
         /// Steps before it that `--steps` left out (not compared).
         not_selected_before: usize,
         /// The step.
@@ -271,10 +274,13 @@ impl fmt::Display for Reason {
                 headline,
                 report,
             } => {
-                match agree {
-                    Some((a, b)) if a == b => write!(f, "the runs agree at step {a}; ")?,
-                    Some((a, b)) => write!(f, "the runs agree from step {a} through step {b}; ")?,
-                    None => {}
+                match agree.as_slice() {
+                    [] => {}
+                    [a] => write!(f, "the runs agree at step {a}; ")?,
+                    [a, .., b] if b - a + 1 == agree.len() as u64 => {
+                        write!(f, "the runs agree from step {a} through step {b}; ")?
+                    }
+                    _ => write!(f, "the runs agree at steps {}; ", messages::fmt_steps(agree))?,
                 }
                 write!(f, "step {step} diverges first")?;
                 if *not_selected_before > 0 {
@@ -435,7 +441,7 @@ mod tests {
             ),
             (
                 Reason::FirstDivergingStep {
-                    agree: Some((3, 3)),
+                    agree: vec![3],
                     not_selected_before: 0,
                     step: 4,
                     headline: Some("rank 1 diverges first at `x`.".into()),
@@ -482,7 +488,7 @@ mod tests {
             ),
             (
                 Reason::FirstDivergingStep {
-                    agree: None,
+                    agree: vec![],
                     not_selected_before: 4,
                     step: 5,
                     headline: None,

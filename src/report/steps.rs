@@ -73,6 +73,12 @@ pub struct StepResult {
     pub loss2: Option<f64>,
     /// The step's reasons for its exit status (its verdict lines).
     pub verdict: Vec<Reason>,
+    /// Ranks only run 1 has at this step (each gates).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks_only1: Vec<u32>,
+    /// Ranks only run 2 has at this step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks_only2: Vec<u32>,
 }
 
 impl StepResult {
@@ -96,6 +102,8 @@ impl StepResult {
             loss1: loss(|r| r.run1.loss),
             loss2: loss(|r| r.run2.loss),
             verdict: s.verdict.clone(),
+            ranks_only1: s.ranks_only1.clone(),
+            ranks_only2: s.ranks_only2.clone(),
         }
     }
 }
@@ -269,15 +277,15 @@ pub fn rank_steps_sentence(by_rank: &[RankStep], ranks: &[u32]) -> String {
 /// or `None` when every step agrees.
 pub fn first_step_sentence(series: &StepSeries) -> Option<Reason> {
     let first = series.first_diverging_step?;
-    let before: Vec<u64> = series
-        .steps
+    let agree: Vec<u64> = series
+        .step_results
         .iter()
-        .copied()
-        .filter(|s| *s < first)
+        .filter(|r| r.step < first && r.exit_status == exit_codes::OK)
+        .map(|r| r.step)
         .collect();
     let r = series.step_results.iter().find(|r| r.step == first)?;
     Some(Reason::FirstDivergingStep {
-        agree: before.first().copied().zip(before.last().copied()),
+        agree,
         not_selected_before: series
             .steps_not_selected
             .iter()
@@ -388,6 +396,8 @@ mod tests {
             loss1: Some(step as f64),
             loss2: Some(step as f64 + 0.5),
             verdict: vec![],
+            ranks_only1: vec![],
+            ranks_only2: vec![],
         }
     }
 
@@ -416,15 +426,30 @@ mod tests {
         assert!(matches!(
             first_step_sentence(&s),
             Some(Reason::FirstDivergingStep {
-                agree: None,
+                ref agree,
                 step: 1,
                 ..
-            })
+            }) if agree.is_empty()
         ));
         assert_eq!(
             first_step_sentence(&s).unwrap().to_string(),
             "step 1 diverges first (report: step_1/index.html)"
         );
+        // A step that could not be compared (exit 2), and one only a run
+        // has (not among the results), do not agree: the agreeing steps
+        // are listed, not spanned.
+        s.first_diverging_step = Some(5);
+        s.step_results[1].exit_status = 2;
+        assert!(first_step_sentence(&s)
+            .unwrap()
+            .to_string()
+            .starts_with("the runs agree at steps 1, 3-4; step 5 diverges first"));
+        s.step_results.remove(1);
+        s.step_results[0].exit_status = 0;
+        assert!(first_step_sentence(&s)
+            .unwrap()
+            .to_string()
+            .starts_with("the runs agree at steps 1, 3-4; step 5 diverges first"));
         s.first_diverging_step = None;
         assert_eq!(first_step_sentence(&s), None);
     }

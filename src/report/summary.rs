@@ -482,6 +482,9 @@ impl CauseRef {
 pub struct FailedRank {
     /// Run 1's rank number.
     pub rank: u32,
+    /// In a step series, the step at which it could not be compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
     /// Why (`file:line:col: message`).
     pub errors: Vec<Message>,
 }

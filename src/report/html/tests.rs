@@ -458,6 +458,7 @@ fn index_lists_failed_ranks_up_to_a_cap() {
     let mut summary = write_all(&f, &opts);
     summary.ranks_failed = (1..=70)
         .map(|rank| crate::report::summary::FailedRank {
+            step: None,
             rank,
             errors: vec![crate::report::messages::Message::Text(format!(
                 "r/rank_{rank}_activations.log:1:1: unreadable"

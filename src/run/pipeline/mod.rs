@@ -542,6 +542,7 @@ pub fn assemble(
         if d.summary.is_none() && !d.errors.is_empty() {
             meta.ranks_failed.push(FailedRank {
                 rank: d.rank,
+                step: None,
                 errors: d.errors.clone(),
             });
         }

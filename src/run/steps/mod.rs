@@ -345,6 +345,7 @@ fn write_full_pages(d: StepDone, kept: Vec<KeptRank>) -> StepDone {
                 meta.errors.push(e.clone());
                 meta.ranks_failed.push(FailedRank {
                     rank,
+                    step: None,
                     errors: vec![e],
                 });
             }
@@ -571,9 +572,18 @@ fn parent(path: &str) -> String {
 
 /// Whether a step's comparison has a gating row on some rank.
 fn diverges(s: &Summary) -> bool {
-    s.ranks.iter().any(|r| r.first_divergence.is_some())
+    s.ranks.iter().any(|r| judged_divergence(s, r))
         || !s.ranks_only1.is_empty()
         || !s.ranks_only2.is_empty()
+}
+
+/// Whether rank `r` of step summary `s` diverges: it has a gating row, and
+/// its logs are complete or judged anyway (`--allow-incomplete`). The rows
+/// past a truncated log's end are not compared (the step exits 3), so they
+/// name no first diverging step: a truncated log at step 3 was said to be
+/// the series' first divergence, "only in A", where the runs part at 5.
+fn judged_divergence(s: &Summary, r: &RankSummary) -> bool {
+    r.first_divergence.is_some() && !(r.incomplete() && s.exit_status == exit_codes::INCOMPLETE)
 }
 
 /// The series' [`Summary`]: every step's ranks (each with its step, its
@@ -592,6 +602,7 @@ fn join(
     let mut errors = Vec::new();
     let mut rank_first: BTreeMap<u32, u64> = BTreeMap::new();
     let (mut only1, mut only2) = (Vec::new(), Vec::new());
+    let mut failed: Vec<FailedRank> = Vec::new();
     let mut groups = Vec::new();
     let mut status = exit_codes::OK;
     for d in done {
@@ -614,6 +625,10 @@ fn join(
         );
         only1.extend(s.ranks_only1.iter().copied());
         only2.extend(s.ranks_only2.iter().copied());
+        failed.extend(s.ranks_failed.iter().map(|f| FailedRank {
+            step: Some(d.step),
+            ..f.clone()
+        }));
         // A rank one run lacks at this step diverges here, as a rank only
         // one run has gates a compare.
         for &rank in s.ranks_only1.iter().chain(&s.ranks_only2) {
@@ -622,8 +637,9 @@ fn join(
         if Some(d.step) == first {
             groups = s.groups.clone();
         }
-        for mut r in s.ranks {
-            if r.first_divergence.is_some() {
+        let judged: Vec<bool> = s.ranks.iter().map(|r| judged_divergence(&s, r)).collect();
+        for (mut r, judged) in s.ranks.into_iter().zip(judged) {
+            if judged {
                 rank_first.entry(r.rank).or_insert(d.step);
             }
             r.step = Some(d.step);
@@ -662,7 +678,7 @@ fn join(
         ranks,
         ranks_only1: only1,
         ranks_only2: only2,
-        ranks_failed: Vec::new(),
+        ranks_failed: failed,
         input_errors: errors,
         warnings,
         groups,
