@@ -1591,6 +1591,15 @@ fn a_series_says_per_step_what_one_sided_failed_and_cut_ranks_are() {
         x.contains("<error message=\"step 2: rank 1: not compared: "),
         "{x}"
     );
+    // The series' terminal and index give the exit status, and its index
+    // lists the warnings (a step's, with its step) as summary.json does.
+    assert!(r.stdout.contains("(exit status 2)"), "{}", r.stdout);
+    let index = std::fs::read_to_string(d.path().join("o/index.html")).unwrap();
+    assert!(index.contains("<div class=status>exit status 2</div>"));
+    assert!(
+        index.contains("<h3>Warnings</h3><ul><li>step 3: ") && index.contains("parsed 100"),
+        "{index}"
+    );
     // Rank 0's first diverging step is its own (5), not the cut step 3.
     let by_rank = &s["first_diverging_step_by_rank"];
     assert!(

@@ -364,7 +364,7 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
     if !left_out.is_empty() {
         let _ = writeln!(out, "{left_out}");
     }
-    let _ = writeln!(out, "report: {report}");
+    let _ = writeln!(out, "report: {report} (exit status {})", s.exit_status);
     out
 }
 

@@ -46,7 +46,16 @@ struct View<'a> {
     /// What the pages leave out ([`super::left_out_note`]; "" when
     /// nothing).
     left_out: String,
+    /// The series' exit status.
+    exit_status: i32,
+    /// The series' warnings (its steps' too, each with its step), at most
+    /// [`INDEX_WARNINGS`]; the rest counted.
+    warnings: Vec<String>,
+    more_warnings: usize,
 }
+
+/// The most warnings the series index lists (all are in `summary.json`).
+const INDEX_WARNINGS: usize = 50;
 
 #[derive(Serialize)]
 struct StepHead {
@@ -336,6 +345,14 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
         loss_svg: loss_svg(series),
         results: &series.step_results,
         left_out: super::left_out_note(&s.ranks),
+        exit_status: s.exit_status,
+        warnings: s
+            .warnings
+            .iter()
+            .take(INDEX_WARNINGS)
+            .map(ToString::to_string)
+            .collect(),
+        more_warnings: s.warnings.len().saturating_sub(INDEX_WARNINGS),
     };
     engine::render_file("steps.html", &view, path)
 }
