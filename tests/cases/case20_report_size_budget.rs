@@ -110,6 +110,9 @@ fn case20_html_budget_and_banner() {
         html.contains("100000 differing ops; detailed: first"),
         "no banner"
     );
+    // It sends the reader where every row is: --rows (summary.json holds
+    // none; a new user followed the banner there).
+    assert!(html.contains("every row: --rows (JSON Lines or Parquet)"));
     assert!(html.contains("layers.0.blk/op_0_mm"));
 }
 

@@ -193,7 +193,7 @@ pub(super) fn shown_note(s: &RankSummary) -> String {
     if let Some(n) = s.html_cut_from {
         // Plain digits on purpose: "100000 differing ops; detailed: first K".
         return format!(
-            "{n} differing ops; detailed: first {} (HTML size budget, --html-budget-mb); every row: summary.json and --rows",
+            "{n} differing ops; detailed: first {} (HTML size budget, --html-budget-mb); every row: --rows (JSON Lines or Parquet)",
             s.html_rows
         );
     }
