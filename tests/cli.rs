@@ -115,6 +115,20 @@ fn identical_logs_exit_0() {
     assert!(s["ranks"][0]["first_divergence"].is_null());
     assert_eq!(s["ranks_only1"], serde_json::json!([]));
     assert_eq!(s["ranks_only2"], serde_json::json!([]));
+    // The same log given twice is said (a typo a CI gate would not see),
+    // under another spelling too; exit 0 stays.
+    assert!(
+        r.stderr.contains("warning: run1 and run2 are the same:"),
+        "{}",
+        r.stderr
+    );
+    let other = a.parent().unwrap().join(".").join(a.file_name().unwrap());
+    let tmp2 = TempDir::new().unwrap();
+    let r = compare(&tmp2, &a, &other, &[]);
+    r.expect(0).stderr_has("every row matches itself");
+    let tmp3 = TempDir::new().unwrap();
+    let r = compare(&tmp3, &a, &testdata(BUG_B), &[]);
+    assert!(!r.stderr.contains("are the same"), "{}", r.stderr);
 }
 
 #[test]

@@ -1607,3 +1607,19 @@ fn a_series_says_per_step_what_one_sided_failed_and_cut_ranks_are() {
         "{by_rank}"
     );
 }
+
+/// A step series compared with itself is said, as one log is.
+#[test]
+fn a_series_compared_with_itself_is_said() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 2, 9);
+    let a = d.path().join("a");
+    let r = compare_into([&a, &a], &["-q"], d.path().join("o"), 0);
+    assert!(
+        r.stderr.contains("run1 and run2 are the same: ")
+            && r.stderr.contains("every row matches itself"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stderr.matches("are the same").count(), 1, "{}", r.stderr);
+}

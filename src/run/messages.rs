@@ -70,6 +70,17 @@ pub fn log_warnings(t: &OpTable, side: Side) -> Vec<Message> {
     out
 }
 
+/// The warning when `run1` and `run2` name one file or folder (symbolic
+/// links and `.`/`..` resolved): a compare of a run with itself passes
+/// whatever the run holds, a typo a CI gate would not see.
+pub fn same_run(run1: &Path, run2: &Path) -> Option<Message> {
+    let canon = |p: &Path| std::fs::canonicalize(p).ok();
+    let c1 = canon(run1)?;
+    (Some(&c1) == canon(run2).as_ref()).then(|| Message::SameRun {
+        path: run1.display().to_string(),
+    })
+}
+
 /// How far into a log [`binary_at`] looks for a NUL byte.
 const BINARY_PROBE: usize = 4096;
 

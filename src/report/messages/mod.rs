@@ -92,6 +92,12 @@ pub enum Message {
         /// Run 2's log and its level.
         run2: (String, &'static str),
     },
+    /// Run 1 and run 2 are one file or folder (a warning): every row
+    /// matches itself, so a pass says nothing.
+    SameRun {
+        /// The path, as run 1 spells it.
+        path: String,
+    },
     /// Both logs of a rank without ops (an input error).
     NothingCompared {
         /// Run 1's log.
@@ -486,6 +492,7 @@ impl fmt::Display for Message {
             | Message::DuplicateKey { .. }
             | Message::LevelMismatch { .. }
             | Message::NothingCompared { .. }
+            | Message::SameRun { .. }
             | Message::Unjudged { .. }
             | Message::LogWarning { .. }
             | Message::ParseWarning { .. }

@@ -17,6 +17,10 @@ impl Message {
         match self {
             Message::File { path, error } => write!(f, "{path}: {error}"),
             Message::EmptyLog { path, side } => write!(f, "{path}: {side} is empty (0 bytes)"),
+            Message::SameRun { path } => write!(
+                f,
+                "run1 and run2 are the same: {path}; every row matches itself, so this compare shows nothing about two runs"
+            ),
             Message::NoOps {
                 path,
                 side,

@@ -869,12 +869,15 @@ pub fn compare(cfg: &CompareConfig, outs: &RunOutputs) -> i32 {
             return super::outputs::input_error(cfg.report.clone(), vec![Message::Text(e)], outs)
         }
     }
-    let c = match compare_layouts(cfg) {
+    let mut c = match compare_layouts(cfg) {
         Ok(c) => c,
         Err(e) => {
             return super::outputs::input_error(cfg.report.clone(), vec![Message::Text(e)], outs)
         }
     };
+    if let Some(w) = messages::same_run(&cfg.run1, &cfg.run2) {
+        c.meta.warnings.insert(0, w);
+    }
     let timer = Timer::of(None);
     let status = finish(c.meta, c.ranks, outs);
     timer.lap("index");

@@ -387,6 +387,7 @@ impl StepPairs {
                 .iter()
                 .filter_map(|r| logs_beside_steps(r)),
         );
+        warnings.extend(super::messages::same_run(&cfg.run1, &cfg.run2));
         let mut no_step = Message::NoStep { selected: None };
         if let StepSelection::Only(ranges) = sel {
             let absent: Vec<u64> = ranges
