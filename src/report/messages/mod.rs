@@ -257,8 +257,9 @@ pub enum Message {
     },
     /// `--steps` named steps neither run has.
     StepsInNeither {
-        /// Those steps, ascending.
-        steps: Vec<u64>,
+        /// Those steps as inclusive ranges, ascending (a range may be
+        /// long: `--steps 1-99999999999`).
+        steps: Vec<(u64, u64)>,
     },
     /// No step compared (an input error): both runs have none in common,
     /// or (`Some`: each run's steps) `--steps` selects none both have.

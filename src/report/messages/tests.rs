@@ -225,10 +225,15 @@ fn written_as_its_words_and_read_back_as_them() {
 
 #[test]
 fn steps_in_neither_run_say_step_or_steps() {
-    let one = Message::StepsInNeither { steps: vec![9] };
+    let one = Message::StepsInNeither {
+        steps: vec![(9, 9)],
+    };
     assert_eq!(one.to_string(), "--steps: step 9 in neither run");
     let many = Message::StepsInNeither {
-        steps: vec![6, 7, 8, 100],
+        steps: vec![(6, 8), (100, 100), (102, 99_999_999_999)],
     };
-    assert_eq!(many.to_string(), "--steps: steps 6-8, 100 in neither run");
+    assert_eq!(
+        many.to_string(),
+        "--steps: steps 6-8, 100, 102-99999999999 in neither run"
+    );
 }

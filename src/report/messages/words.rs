@@ -208,7 +208,7 @@ impl Message {
             }
             Message::StepWithoutPages { step } => write!(
                 f,
-                "{STEP_WITHOUT_PAGES} (its ranks' counts and verdicts are here and in summary.json): only the first diverging step of a step series gets full result pages; `actdiff compare RUN1 RUN2 --steps {step}` (or `--steps all`) gives this step's"
+                "{STEP_WITHOUT_PAGES} (its ranks' counts and verdicts are here and in summary.json): only the first diverging step of a step series gets full result pages; `actdiff compare RUN1 RUN2 --steps {step}` (or `--steps all`) gives this step's pages"
             ),
             Message::UnfinishedStep { path } => write!(
                 f,
@@ -224,8 +224,13 @@ impl Message {
                 if *count == 1 { "it" } else { "them" },
             ),
             Message::StepsInNeither { steps } => {
-                let word = if steps.len() == 1 { "step" } else { "steps" };
-                write!(f, "--steps: {word} {} in neither run", fmt_steps(steps))
+                let one = matches!(steps.as_slice(), [(a, b)] if a == b);
+                let word = if one { "step" } else { "steps" };
+                let ranges: Vec<String> = steps
+                    .iter()
+                    .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+                    .collect();
+                write!(f, "--steps: {word} {} in neither run", ranges.join(", "))
             }
             Message::NoStep { selected: None } => {
                 f.write_str("nothing compared: no step is in both runs")

@@ -359,6 +359,35 @@ fn write_full_pages(d: StepDone, kept: Vec<KeptRank>) -> StepDone {
     }
 }
 
+/// The parts of the inclusive `ranges` that hold none of the `present`
+/// steps, as inclusive ranges, ascending: `1-99999999999` over steps 1-8
+/// is `9-99999999999` (the steps are not listed one by one).
+fn absent_ranges(ranges: &[(u64, u64)], present: &BTreeSet<u64>) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &(a, b) in ranges {
+        let mut from = Some(a);
+        for &s in present.range(a..=b) {
+            if let Some(f) = from.filter(|f| s > *f) {
+                out.push((f, s - 1));
+            }
+            from = s.checked_add(1);
+        }
+        if let Some(f) = from.filter(|f| *f <= b) {
+            out.push((f, b));
+        }
+    }
+    out.sort_unstable();
+    // Overlapping or touching ranges (`--steps 5-9,7-12`) as one.
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in out {
+        match merged.last_mut() {
+            Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
+}
+
 /// The steps of two step series that a compare pairs: the steps both runs
 /// have (and `--steps` includes), the steps one run lacks, the warnings
 /// about step folders without logs, and what to say if nothing pairs.
@@ -390,11 +419,8 @@ impl StepPairs {
         warnings.extend(super::messages::same_run(&cfg.run1, &cfg.run2));
         let mut no_step = Message::NoStep { selected: None };
         if let StepSelection::Only(ranges) = sel {
-            let absent: Vec<u64> = ranges
-                .iter()
-                .flat_map(|(a, b)| *a..=(*b).min(a.saturating_add(10_000)))
-                .filter(|s| !s1.contains_key(s) && !s2.contains_key(s))
-                .collect();
+            let present: BTreeSet<u64> = s1.keys().chain(s2.keys()).copied().collect();
+            let absent = absent_ranges(ranges, &present);
             if !absent.is_empty() {
                 warnings.push(Message::StepsInNeither { steps: absent });
             }

@@ -99,3 +99,19 @@ fn worse_orders_statuses() {
     assert_eq!(worse(INPUT_ERROR, INCOMPLETE), INPUT_ERROR);
     assert_eq!(worse(DIVERGED, OK), DIVERGED);
 }
+
+#[test]
+fn steps_in_neither_run_are_ranges_of_any_length() {
+    let present: BTreeSet<u64> = (1..=8).collect();
+    assert_eq!(
+        absent_ranges(&[(1, 99_999_999_999)], &present),
+        [(9, 99_999_999_999)]
+    );
+    assert_eq!(absent_ranges(&[(100, 200)], &present), [(100, 200)]);
+    assert_eq!(absent_ranges(&[(2, 6)], &present), []);
+    let gaps: BTreeSet<u64> = [3, 5, u64::MAX].into_iter().collect();
+    assert_eq!(
+        absent_ranges(&[(1, 6), (5, 9), (u64::MAX - 1, u64::MAX)], &gaps),
+        [(1, 2), (4, 4), (6, 9), (u64::MAX - 1, u64::MAX - 1)]
+    );
+}
