@@ -793,7 +793,12 @@ fn one_rank_series_spreads_over_parts_and_bad_merges_are_refused() {
     let q = part(&other, &c, &e, 2, 3);
     let mixed = merge_parts([&parts[0], &parts[1], &q], d.path().join("m3"), 2);
     let err = mixed.stderr.clone();
-    assert!(err.contains("different step series"), "{err}");
+    // Said with what differs, as each part records it.
+    assert!(
+        err.contains("parts of different step series or splits: steps compared 1-6 against 1-2"),
+        "{err}"
+    );
+    assert!(!err.contains("parts against"), "the same split: {err}");
 }
 
 /// A report folder that held a longer step series keeps none of its step

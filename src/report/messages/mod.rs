@@ -431,6 +431,10 @@ pub enum Message {
         other: String,
         /// The steps each records.
         steps: (Vec<u64>, Vec<u64>),
+        /// The steps only run 1 has, as each records them.
+        only1: (Vec<u64>, Vec<u64>),
+        /// The steps only run 2 has, as each records them.
+        only2: (Vec<u64>, Vec<u64>),
         /// The part count each records.
         counts: (u32, u32),
     },

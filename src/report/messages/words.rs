@@ -383,15 +383,30 @@ impl Message {
                 first,
                 other,
                 steps,
+                only1,
+                only2,
                 counts,
-            } => write!(
-                f,
-                "{first} and {other}: parts of different step series or splits (steps {} and {}, {} and {} parts)",
-                fmt_steps(&steps.0),
-                fmt_steps(&steps.1),
-                counts.0,
-                counts.1
-            ),
+            } => {
+                // Only what differs, each as the two parts record it.
+                let mut differ: Vec<String> = Vec::new();
+                for (what, (a, b)) in [
+                    ("steps compared", steps),
+                    ("steps only in run 1", only1),
+                    ("steps only in run 2", only2),
+                ] {
+                    if a != b {
+                        differ.push(format!("{what} {} against {}", fmt_steps(a), fmt_steps(b)));
+                    }
+                }
+                if counts.0 != counts.1 {
+                    differ.push(format!("{} parts against {}", counts.0, counts.1));
+                }
+                write!(
+                    f,
+                    "{first} and {other}: parts of different step series or splits: {}",
+                    differ.join("; ")
+                )
+            }
             // Not a merge's problem: said by `Display`.
             _ => Ok(()),
         }

@@ -302,6 +302,8 @@ fn read_records(parts: &[PathBuf], out: &Path) -> Result<Vec<SeriesPart>, Vec<Me
                 first: parts[0].display().to_string(),
                 other: p.display().to_string(),
                 steps: (first.steps.clone(), r.steps.clone()),
+                only1: (first.steps_only1.clone(), r.steps_only1.clone()),
+                only2: (first.steps_only2.clone(), r.steps_only2.clone()),
                 counts: (first.shard.count, r.shard.count),
             });
         }
