@@ -44,7 +44,8 @@ pub struct MergeArgs {
     /// Report folder (index.html, result pages, summary.json).
     #[arg(short = 'o', long = "out", default_value = "report")]
     pub out: PathBuf,
-    /// Write JUnit XML (one test case per rank) to this file.
+    /// Write JUnit XML (one test case per rank; in a step series per step
+    /// and rank) to this file.
     #[arg(long, value_name = "FILE.xml")]
     pub junit: Option<PathBuf>,
     /// Terminal output: a text summary, or the summary.json document on stdout.
@@ -164,7 +165,8 @@ pub struct CompareArgs {
     /// Manual pairs, one `run1 key, run2 key` per line (or a JSON object).
     #[arg(long = "override", value_name = "PAIRS")]
     pub overrides: Option<PathBuf>,
-    /// Write every result row as JSON Lines to this file.
+    /// Write every result row to this file: JSON Lines, or Parquet when the
+    /// name ends in `.parquet`.
     #[arg(long, value_name = "ROWS.jsonl")]
     #[serde(skip)]
     pub rows: Option<PathBuf>,
@@ -259,7 +261,8 @@ pub struct CompareArgs {
     /// Read an old writer's `L1 norm` as the Output hash where a block has none.
     #[arg(long)]
     pub l1_equals_hash: bool,
-    /// Write JUnit XML (one test case per rank) to this file.
+    /// Write JUnit XML (one test case per rank; in a step series per step
+    /// and rank) to this file.
     #[arg(long, value_name = "FILE.xml")]
     #[serde(skip)]
     pub junit: Option<PathBuf>,

@@ -239,8 +239,8 @@ impl fmt::Display for Reason {
             ),
             Reason::Unsynced { count } => write!(
                 f,
-                "{count} unsynced collective row{} differ (shown, not gating)",
-                plural(*count)
+                "{count} unsynced collective row{} (shown, not gating)",
+                if *count == 1 { " differs" } else { "s differ" }
             ),
             Reason::Fused { count, compilers } => {
                 let by = if compilers.is_empty() {
@@ -412,6 +412,10 @@ mod tests {
             (
                 Reason::Unsynced { count: 2 },
                 "2 unsynced collective rows differ (shown, not gating)",
+            ),
+            (
+                Reason::Unsynced { count: 1 },
+                "1 unsynced collective row differs (shown, not gating)",
             ),
             (
                 Reason::Fused {
