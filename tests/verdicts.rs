@@ -168,3 +168,42 @@ fn other_single_changes_give_few_causes() {
         assert!(!text.contains("first divergence"), "{a}: {text}");
     }
 }
+
+/// ac_vs_noac: run B checkpoints every block, and its 80 rows only in B
+/// are the backward pass's recomputation of each block's forward under
+/// short module names. The verdict stays the reference's (80 traced-only
+/// rows, exit 1); a warning names the cause, which a new user could find
+/// nowhere in the terminal or the index. No other scenario has it.
+#[test]
+#[cfg_attr(
+    not(has_shared),
+    ignore = "../shared/testdata absent: verdicts not checked"
+)]
+fn activation_checkpointing_in_one_run_is_named() {
+    let (s, _) = scenario("ac_vs_noac");
+    assert_eq!(s["exit_status"], 1);
+    let warnings: Vec<&str> = s["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with(
+                "rank 0: the 80 rows only run2 has are backward-phase repeats of its forward ops"
+            ) && w.contains("activation checkpointing's recomputation in run2 only")),
+        "{warnings:?}"
+    );
+    for other in [
+        "bug_layer2",
+        "optimizer",
+        "multirank_fsdp",
+        "dtype_shape_variety",
+    ] {
+        let (s, _) = scenario(other);
+        let text = s["warnings"].to_string();
+        assert!(!text.contains("recomputation"), "{other}: {text}");
+    }
+}

@@ -92,6 +92,21 @@ pub enum Message {
         /// Run 2's log and its level.
         run2: (String, &'static str),
     },
+    /// A rank's rows only one run has are all backward-phase repeats of
+    /// that run's forward ops under shorter module names: activation
+    /// checkpointing's recomputation in one run only (a warning naming the
+    /// likely cause of those one-sided rows).
+    RecomputedOps {
+        /// Run 1's rank.
+        rank: u32,
+        /// The run that has them.
+        side: Side,
+        /// How many rows.
+        count: usize,
+        /// One of them (its key) and the forward op it repeats (boxed: a
+        /// message stays small).
+        example: Box<(String, String)>,
+    },
     /// Run 1 and run 2 are one file or folder (a warning): every row
     /// matches itself, so a pass says nothing.
     SameRun {
@@ -429,12 +444,13 @@ pub enum Message {
         first: String,
         /// The other part's folder.
         other: String,
-        /// The steps each records.
-        steps: (Vec<u64>, Vec<u64>),
+        /// The steps each records (boxed, as the next two: a message
+        /// stays small).
+        steps: Box<(Vec<u64>, Vec<u64>)>,
         /// The steps only run 1 has, as each records them.
-        only1: (Vec<u64>, Vec<u64>),
+        only1: Box<(Vec<u64>, Vec<u64>)>,
         /// The steps only run 2 has, as each records them.
-        only2: (Vec<u64>, Vec<u64>),
+        only2: Box<(Vec<u64>, Vec<u64>)>,
         /// The part count each records.
         counts: (u32, u32),
     },
@@ -498,6 +514,7 @@ impl fmt::Display for Message {
             | Message::LevelMismatch { .. }
             | Message::NothingCompared { .. }
             | Message::SameRun { .. }
+            | Message::RecomputedOps { .. }
             | Message::Unjudged { .. }
             | Message::LogWarning { .. }
             | Message::ParseWarning { .. }

@@ -17,6 +17,16 @@ impl Message {
         match self {
             Message::File { path, error } => write!(f, "{path}: {error}"),
             Message::EmptyLog { path, side } => write!(f, "{path}: {side} is empty (0 bytes)"),
+            Message::RecomputedOps {
+                rank,
+                side,
+                count,
+                example,
+            } => write!(
+                f,
+                "rank {rank}: the {count} rows only {side} has are backward-phase repeats of its forward ops under shorter module names (`{}` repeats `{}`): activation checkpointing's recomputation in {side} only, not a numeric difference; capture both runs with the same checkpointing to pair every row",
+                example.0, example.1
+            ),
             Message::SameRun { path } => write!(
                 f,
                 "run1 and run2 are the same: {path}; every row matches itself, so this compare shows nothing about two runs"
@@ -389,11 +399,12 @@ impl Message {
             } => {
                 // Only what differs, each as the two parts record it.
                 let mut differ: Vec<String> = Vec::new();
-                for (what, (a, b)) in [
+                for (what, pair) in [
                     ("steps compared", steps),
                     ("steps only in run 1", only1),
                     ("steps only in run 2", only2),
                 ] {
+                    let (a, b) = &**pair;
                     if a != b {
                         differ.push(format!("{what} {} against {}", fmt_steps(a), fmt_steps(b)));
                     }

@@ -337,6 +337,8 @@ fn compare_rank(
         .extend(messages::negative_layers(rank1, offsets, [&t1, &t2]));
     let m = match_pair(&t1, &t2, indexes, offsets, cfg);
     timer.lap("match");
+    done.warnings
+        .extend(messages::recomputed_ops(rank1, &m, &t1, &t2));
     return_free_memory(t1.bytes().len() + t2.bytes().len());
     done.rule_hits = m.rule_hits.clone();
     if cfg.matching.policy.exhaustive {

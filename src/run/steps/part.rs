@@ -301,9 +301,9 @@ fn read_records(parts: &[PathBuf], out: &Path) -> Result<Vec<SeriesPart>, Vec<Me
             problems.push(Message::PartsOfOtherSeries {
                 first: parts[0].display().to_string(),
                 other: p.display().to_string(),
-                steps: (first.steps.clone(), r.steps.clone()),
-                only1: (first.steps_only1.clone(), r.steps_only1.clone()),
-                only2: (first.steps_only2.clone(), r.steps_only2.clone()),
+                steps: Box::new((first.steps.clone(), r.steps.clone())),
+                only1: Box::new((first.steps_only1.clone(), r.steps_only1.clone())),
+                only2: Box::new((first.steps_only2.clone(), r.steps_only2.clone())),
                 counts: (first.shard.count, r.shard.count),
             });
         }
