@@ -369,7 +369,7 @@ fn random_bytes_exit_2_names_file() {
         .stderr_has("error:")
         .stderr_has("garbage.log")
         .stderr_has(&format!(
-            "run1 is binary data (a NUL byte at byte {first_nul}), not an activation log"
+            "run1: no op blocks parsed: binary data (a NUL byte at byte {first_nul}), not an activation log"
         ));
 }
 
@@ -382,7 +382,7 @@ fn a_binary_file_is_one_error_without_its_lines_echoed() {
     let bin = write(tmp.path(), "rank_0_activations.log", &elf);
     let r = compare(&tmp, &bin, &testdata(BUG_A), &[]);
     r.expect(2).stderr_has(
-        "rank_0_activations.log: run1 is binary data (a NUL byte at byte 7), not an activation log",
+        "rank_0_activations.log: run1: no op blocks parsed: binary data (a NUL byte at byte 7), not an activation log",
     );
     assert!(
         !r.stderr.contains("warning"),

@@ -38,7 +38,7 @@ impl Message {
                 ..
             } => write!(
                 f,
-                "{path}: {side} is binary data (a NUL byte at byte {at}), not an activation log"
+                "{path}: {side}: no op blocks parsed: binary data (a NUL byte at byte {at}), not an activation log"
             ),
             Message::NoOps {
                 path,
