@@ -1628,3 +1628,46 @@ fn a_series_compared_with_itself_is_said() {
     );
     assert_eq!(r.stderr.matches("are the same").count(), 1, "{}", r.stderr);
 }
+
+/// A log whose `Step:` header names another step than its folder is said
+/// (a folder renamed, a log copied into the wrong step); it is compared as
+/// its folder's step. A new user's `step_1` holding `Step: 3` logs passed
+/// without a word.
+#[test]
+fn a_log_whose_step_header_is_another_step_is_said() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    gen_into(
+        &[
+            "--ops",
+            "50",
+            "--ranks",
+            "1",
+            "--steps",
+            "2",
+            "--diverge-at",
+            "9",
+        ],
+        &a,
+        &b,
+    );
+    let log = b.join("step_1/rank_0_activations.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("\nStep: 1\n"));
+    std::fs::write(&log, text.replace("\nStep: 1\n", "\nStep: 3\n")).unwrap();
+    let r = compare_into([&a, &b], &["-q"], d.path().join("o"), 0);
+    assert!(
+        r.stderr.contains(&format!(
+            "warning: step 1: {}: its header says Step: 3, and it is in the folder of step 1",
+            log.display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        r.stderr.matches("its header says").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+}

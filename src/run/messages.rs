@@ -70,6 +70,17 @@ pub fn log_warnings(t: &OpTable, side: Side) -> Vec<Message> {
     out
 }
 
+/// The warning for a log of step folder `step` (a step series' compare)
+/// whose `Step:` header names another step.
+pub fn step_header_mismatch(step: Option<u64>, t: &OpTable) -> Option<Message> {
+    let (folder, header) = (step?, t.header().step?);
+    (folder != header).then(|| Message::StepHeaderMismatch {
+        path: t.path().display().to_string(),
+        folder,
+        header,
+    })
+}
+
 /// Fewest one-sided rows [`recomputed_ops`] reads as a recomputation.
 const RECOMPUTED_MIN: usize = 4;
 

@@ -107,6 +107,16 @@ pub enum Message {
         /// message stays small).
         example: Box<(String, String)>,
     },
+    /// A log in a step folder whose `Step:` header names another step (a
+    /// warning: the folder decides which step it is compared as).
+    StepHeaderMismatch {
+        /// The log.
+        path: String,
+        /// The folder's step (`step_S`).
+        folder: u64,
+        /// The header's.
+        header: u64,
+    },
     /// Run 1 and run 2 are one file or folder (a warning): every row
     /// matches itself, so a pass says nothing.
     SameRun {
@@ -514,6 +524,7 @@ impl fmt::Display for Message {
             | Message::LevelMismatch { .. }
             | Message::NothingCompared { .. }
             | Message::SameRun { .. }
+            | Message::StepHeaderMismatch { .. }
             | Message::RecomputedOps { .. }
             | Message::Unjudged { .. }
             | Message::LogWarning { .. }

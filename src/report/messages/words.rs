@@ -27,6 +27,14 @@ impl Message {
                 "rank {rank}: the {count} rows only {side} has are backward-phase repeats of its forward ops under shorter module names (`{}` repeats `{}`): activation checkpointing's recomputation in {side} only, not a numeric difference; capture both runs with the same checkpointing to pair every row",
                 example.0, example.1
             ),
+            Message::StepHeaderMismatch {
+                path,
+                folder,
+                header,
+            } => write!(
+                f,
+                "{path}: its header says Step: {header}, and it is in the folder of step {folder}: compared as step {folder} (was the folder renamed or the log copied?)"
+            ),
             Message::SameRun { path } => write!(
                 f,
                 "run1 and run2 are the same: {path}; every row matches itself, so this compare shows nothing about two runs"

@@ -330,6 +330,11 @@ fn compare_rank(
     done.warnings
         .extend(messages::one_sided_fields(rank1, &t1, &t2));
     done.warnings.extend(
+        [&t1, &t2]
+            .into_iter()
+            .filter_map(|t| messages::step_header_mismatch(cfg.step, t)),
+    );
+    done.warnings.extend(
         mixed_precision(&t1, &t2).then(|| messages::mixed_precision(rank1, &t1, PRINT_RTOL)),
     );
     let offsets = layer_offsets(cfg, rank1, rank2);
