@@ -231,9 +231,13 @@ impl Pairing {
     /// 64-bit collision can never pair different keys. Lookups run in
     /// parallel; claims are then made in run-1 order, so the result is the
     /// sequential pass's (`shared/spec/matching.md`, pass 1).
+    ///
+    /// Run 1's index is dropped as soon as the merge is done, before the
+    /// candidates are listed (at 3.15 M rows it is 50 MB, and this pass is
+    /// where the compare's heap peaks).
     pub(super) fn pass_by_index(
         &mut self,
-        index1: &[(u64, u32)],
+        index1: KeyIndex,
         index2: &[(u64, u32)],
         same: impl Fn(usize, usize) -> bool + Sync,
     ) -> u64 {
@@ -241,7 +245,7 @@ impl Pairing {
         // Merge: where each run-1 row's hash starts in index 2.
         let mut group: Vec<u32> = vec![NO_ROW; n1];
         let mut j = 0;
-        for &(h, r1) in index1 {
+        for &(h, r1) in &index1 {
             while j < index2.len() && index2[j].0 < h {
                 j += 1;
             }
@@ -249,6 +253,7 @@ impl Pairing {
                 group[r1 as usize] = j as u32;
             }
         }
+        drop(index1);
         // In parallel: each run-1 row's candidate (a position in index 2),
         // the first run-2 row of its hash with an equal key that no earlier
         // pass paired, as if this pass had claimed nothing yet.
@@ -336,7 +341,7 @@ pub(super) fn pass_exact(
             keys::strip_root_class(t.key(r))
         }
         let (index1, index2) = indexes;
-        p.pass_by_index(&index1, &index2, |r1, r2| {
+        p.pass_by_index(index1, &index2, |r1, r2| {
             exact(t1, r1) == exact(t2, r2) && phase.allows(r1, r2)
         })
     } else {
@@ -458,15 +463,22 @@ pub(super) fn release_drifted_pairs<'t>(
         wanted.entry(fuzzy(t1, r1, layer_offset[0])).or_insert(n);
     }
     // Per side: (fuzzy key's number, backward, Shape text) of every row of
-    // a fuzzy key concerned. Only rows of the op types concerned are keyed.
+    // a fuzzy key concerned. Only rows of the op types concerned whose
+    // fuzzy key's hash is one concerned are keyed (building a fuzzy key
+    // allocates; its hash does not).
+    let hashes: AHashSet<u64> = wanted.keys().map(|k| keys::hash_fuzzy_key(k)).collect();
     let shapes = |t: &'t OpTable, s: usize, ops: AHashSet<u32>| {
-        let wanted = &wanted;
+        let (wanted, hashes) = (&wanted, &hashes);
         (0..t.len())
             .into_par_iter()
             .with_min_len(4096)
             .filter(|r| ops.contains(&t.op_type(*r)))
             .filter_map(|r| {
-                let k = *wanted.get(&fuzzy(t, r, layer_offset[s]))?;
+                let key = keys::with_layer_offset(t.key(r), layer_offset[s], t.layer_lists());
+                if !hashes.contains(&keys::fuzzy_key_hash(&key)) {
+                    return None;
+                }
+                let k = *wanted.get(&keys::fuzzy_key(&key))?;
                 Some((k, phase.backward(s, r), t.field(r, Field::Shape)))
             })
             .collect::<Vec<(u32, Option<bool>, &[u8])>>()
