@@ -47,6 +47,9 @@ use crate::parser::{Field, OpTable};
 /// the passes paired it.
 pub const MAX_GROUP: usize = 16;
 
+/// How many rows ahead the class scan asks for the block it will read.
+const PREFETCH_AHEAD: usize = 8;
+
 /// What `repair_swapped_pairs` changed.
 #[derive(Debug, Default)]
 pub(super) struct Repaired {
@@ -145,6 +148,7 @@ pub(super) fn repair_swapped_pairs<'t>(
         .with_min_len(4096)
         .for_each(|(c, r)| {
             if let Some(r1) = r.r1().filter(|_| movable(r)) {
+                t1.prefetch_block(r1 + PREFETCH_AHEAD);
                 *c = classes.get(&class(r1)).copied().unwrap_or(NO_ROW);
             }
         });
