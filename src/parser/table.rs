@@ -481,23 +481,25 @@ impl OpTable {
         #[cfg(target_arch = "x86_64")]
         if let Some(&start) = self.block_start.get(row) {
             let bytes = self.source.bytes();
-            let start = start as usize;
+            let start = (start as usize).min(bytes.len());
             let end = self
                 .block_start
                 .get(row + 1)
-                .map_or(bytes.len(), |e| *e as usize)
-                .min(start + PREFETCH_BLOCK_BYTES);
-            for at in (start..end).step_by(64) {
-                if let Some(b) = bytes.get(at) {
-                    // SAFETY: a prefetch hint never faults and reads
-                    // nothing the program sees; the pointer is into the
-                    // mapped log.
-                    unsafe {
-                        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                            (b as *const u8).cast::<i8>(),
-                        )
-                    }
+                .map_or(bytes.len(), |e| (*e as usize).min(bytes.len()));
+            let len = end.saturating_sub(start).min(PREFETCH_BLOCK_BYTES);
+            // Plain address arithmetic (no bounds check per line): every
+            // address is within `bytes`, and a hint would not fault anyway.
+            let base = bytes.as_ptr().wrapping_add(start);
+            let mut at = 0;
+            while at < len {
+                // SAFETY: a prefetch hint never faults and reads nothing
+                // the program sees.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                        base.wrapping_add(at).cast::<i8>(),
+                    )
                 }
+                at += 64;
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
