@@ -516,22 +516,15 @@ pub(super) fn release_drifted_pairs<'t>(
         wanted.entry(fuzzy(t1, r1, layer_offset[0])).or_insert(n);
     }
     // Per side: (fuzzy key's number, backward, Shape text) of every row of
-    // a fuzzy key concerned. Only rows of the op types concerned whose
-    // fuzzy key's hash is one concerned are keyed (building a fuzzy key
-    // allocates; its hash does not).
-    let hashes: AHashSet<u64> = wanted.keys().map(|k| keys::hash_fuzzy_key(k)).collect();
+    // a fuzzy key concerned. Only rows of the op types concerned are keyed.
     let shapes = |t: &'t OpTable, s: usize, ops: AHashSet<u32>| {
-        let (wanted, hashes) = (&wanted, &hashes);
+        let wanted = &wanted;
         (0..t.len())
             .into_par_iter()
             .with_min_len(4096)
             .filter(|r| ops.contains(&t.op_type(*r)))
             .filter_map(|r| {
-                let key = keys::with_layer_offset(t.key(r), layer_offset[s], t.layer_lists());
-                if !hashes.contains(&keys::fuzzy_key_hash(&key)) {
-                    return None;
-                }
-                let k = *wanted.get(&keys::fuzzy_key(&key))?;
+                let k = *wanted.get(&fuzzy(t, r, layer_offset[s]))?;
                 Some((k, phase.backward(s, r), t.field(r, Field::Shape)))
             })
             .collect::<Vec<(u32, Option<bool>, &[u8])>>()
