@@ -63,6 +63,16 @@ impl<'a> Judge<'a> {
         }
     }
 
+    /// Hints the CPU to bring the blocks of run 1's row `r1` and of its
+    /// partner `r2` (or [`NO_ROW`]) into cache.
+    fn prefetch(&self, r1: usize, r2: u32) {
+        let [t1, t2] = self.settings.t;
+        t1.prefetch_block(r1);
+        if r2 != NO_ROW {
+            t2.prefetch_block(r2 as usize);
+        }
+    }
+
     /// The result row of side `s`'s (0: run 1, 1: run 2) unpaired row `r`.
     fn one_sided(&self, s: usize, r: usize) -> MatchRow {
         let rp = self.settings.one_sided(s, r);
@@ -83,6 +93,11 @@ impl<'a> Judge<'a> {
     }
 }
 
+/// How many rows ahead [`judge_rows`] asks for the blocks it will read
+/// (each row's two blocks are read from memory in irregular strides that
+/// defeat the hardware prefetcher).
+const PREFETCH_AHEAD: usize = 8;
+
 /// The result rows of a pairing, judged by `judge`. A one-sided row is
 /// [`ROW_FUSED`] when the other run's compiler fused ops away
 /// ([`super::fused_away`]). Pairs are judged in
@@ -94,9 +109,14 @@ pub(super) fn judge_rows(judge: &Judge<'_>, p: &Pairing) -> Vec<MatchRow> {
     let mut rows: Vec<MatchRow> = (0..p.pair1.len())
         .into_par_iter()
         .with_min_len(4096)
-        .map(|r1| match p.pair1[r1] {
-            NO_ROW => judge.one_sided(0, r1),
-            r2 => judge.pair(r1, r2 as usize, p.strat1[r1]),
+        .map(|r1| {
+            if let Some(&r2) = p.pair1.get(r1 + PREFETCH_AHEAD) {
+                judge.prefetch(r1 + PREFETCH_AHEAD, r2);
+            }
+            match p.pair1[r1] {
+                NO_ROW => judge.one_sided(0, r1),
+                r2 => judge.pair(r1, r2 as usize, p.strat1[r1]),
+            }
         })
         .collect();
     rows.extend(

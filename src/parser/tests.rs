@@ -684,3 +684,22 @@ fn op_types_are_numbered_by_name_whatever_the_cache_holds() {
     }
     assert_eq!(t.op_types(), names.len());
 }
+
+#[test]
+fn prefetches_are_hints_that_never_fail() {
+    // A block longer than the prefetch window, a short one, the last one
+    // (cut at the end of the file), rows past the end, and an empty table.
+    let long = format!("[a/op_0_mm]\n  Location: {}\n", "x".repeat(2000));
+    let t = table(&format!(
+        "{long}\n[a/op_1_mm]\n  Output hash: 1.0\n\n[a/op_2_add]\n  Output hash: 2.0"
+    ));
+    assert_eq!(t.len(), 3);
+    for row in [0, 1, 2, 3, usize::MAX] {
+        t.prefetch(row);
+        t.prefetch_block(row);
+    }
+    let empty = table("");
+    empty.prefetch(0);
+    empty.prefetch_block(0);
+    assert_eq!(t.key(2), b"a/op_2_add");
+}

@@ -14,6 +14,10 @@ use super::inputs::{producer_keys, Pending};
 use super::MAX_ONE_SIDED_CHAIN;
 use crate::parser::{Field, OpTable};
 
+/// How many rows ahead the scan of run 1's Output hashes asks for the
+/// block it will read.
+const PREFETCH_AHEAD: usize = 8;
+
 /// Occurrences (result row indexes, ascending) of the keys and values that
 /// some diverging row asks about.
 pub(super) struct Producers<'a> {
@@ -73,6 +77,9 @@ impl<'a> Producers<'a> {
                 .enumerate()
                 .with_min_len(8192)
                 .flat_map_iter(|(i, row)| {
+                    if let Some(r1) = rows.get(i + PREFETCH_AHEAD).and_then(MatchRow::r1) {
+                        t1.prefetch_block(r1);
+                    }
                     let out = row
                         .r1()
                         .map_or(&[][..], |r1| t1.field(r1, Field::OutputHash));

@@ -220,7 +220,7 @@ fn exact_pass_by_index_survives_collisions() {
     let k2 = ["b", "a", "x", "a", "a"];
     let index = |n: usize| -> Vec<(u64, u32)> { (0..n as u32).map(|r| (7, r)).collect() };
     let mut p = Pairing::new(k1.len(), k2.len());
-    let paired = p.pass_by_index(&index(4), &index(5), |r1, r2| k1[r1] == k2[r2]);
+    let paired = p.pass_by_index(index(4), &index(5), |r1, r2| k1[r1] == k2[r2], |_, _| {});
     assert_eq!(paired, 3);
     assert_eq!(p.pair1, vec![1, 0, 3, NO_ROW]);
     let mut q = Pairing::new(k1.len(), k2.len());
@@ -251,7 +251,12 @@ fn exact_pass_by_index_equals_the_plain_pass() {
     };
     let mut p = Pairing::new(k1.len(), k2.len());
     prepaired(&mut p);
-    let paired = p.pass_by_index(&index(&k1), &index(&k2), |r1, r2| k1[r1] == k2[r2]);
+    let paired = p.pass_by_index(
+        index(&k1),
+        &index(&k2),
+        |r1, r2| k1[r1] == k2[r2],
+        |_, _| {},
+    );
     let mut q = Pairing::new(k1.len(), k2.len());
     prepaired(&mut q);
     let plain = q.pass(Strategy::Exact, |r| Some(k1[r]), |r| Some(k2[r]));

@@ -207,3 +207,49 @@ fn override_pairs_other_shapes_and_large_groups_are_not_re_paired() {
     );
     assert_eq!(small.counts().diff, 0);
 }
+
+#[test]
+fn a_small_group_beside_a_large_one_is_re_paired_alone() {
+    // Two classes concerned in one table: MAX_GROUP + 1 `bmm`s in reversed
+    // order (too large, left alone), then three `mm`s of which two are
+    // swapped (re-paired). Each class is counted on its own.
+    let n = repair::MAX_GROUP + 1;
+    let mut rows1: Vec<(String, String)> = (0..n)
+        .map(|i| (format!("op_{i}_bmm"), format!("{}.0", i + 1)))
+        .collect();
+    let mut rows2: Vec<(String, String)> = (0..n)
+        .map(|i| (format!("op_{}_bmm", i + 100), format!("{}.0", n - i)))
+        .collect();
+    for (j, (h1, h2)) in [("1.5", "2.5"), ("2.5", "1.5"), ("3.5", "3.5")]
+        .into_iter()
+        .enumerate()
+    {
+        rows1.push((format!("op_{}_mm", 200 + j), h1.to_string()));
+        rows2.push((format!("op_{}_mm", 300 + j), h2.to_string()));
+    }
+    let as_refs = |rows: &[(String, String)]| {
+        backward_bmms(
+            &rows
+                .iter()
+                .map(|(k, h)| (k.as_str(), h.as_str()))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (a, b) = (as_refs(&rows1), as_refs(&rows2));
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(
+        m.counts().diff,
+        n as u64 - 1,
+        "only the large group differs"
+    );
+    assert_eq!(m.repaired, vec![n as u32, n as u32 + 1]);
+    let s = short_summary(&m, &a, &b);
+    assert_eq!(
+        s[n],
+        ("op_200_mm:fuzzy".into(), "op_301_mm".into(), "match")
+    );
+    assert_eq!(
+        s[n + 1],
+        ("op_201_mm:fuzzy".into(), "op_300_mm".into(), "match")
+    );
+}
