@@ -803,6 +803,13 @@ impl Capture {
         self.batch.worker = Some(worker);
     }
 
+    /// Takes the worker given by [`Capture::defer_host`] (if any): later
+    /// records' statistics are computed on the calling thread until it is
+    /// given back.
+    pub fn take_worker(&mut self) -> Option<Arc<HostWorker>> {
+        self.batch.worker.take()
+    }
+
     /// Computes the statistics of CPU tensors of later records on the
     /// calling thread again (after [`Capture::defer_host`]; records
     /// already handed to the worker stay with it, and a flush waits for them).
