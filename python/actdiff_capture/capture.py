@@ -1025,11 +1025,11 @@ class Profiler:
         return self._worker
 
     def _wait_worker(self) -> None:
-        """Waits until the worker has read what it was given; the recorder
-        of the module level then checks its parameters' versions."""
+        """Before an optimizer step: the module level's recorder waits until
+        the worker has read the parameters and checks their versions."""
         rec = self._modules or self._spare_modules
         if rec is not None and rec.worker is not None:
-            rec.wait()
+            rec.before_optimizer_step()
         elif self._worker is not None:
             self._worker.wait()
 

@@ -29,17 +29,26 @@ has read it:
   into a buffer kept for that output (the N-th copied output of a step)
   from one captured step to the next (no allocation a step), and the
   worker reads the copy;
-- the gradients are read in place: the end of each backward pass waits for
-  the worker (a callback queued on autograd's engine), before anything such
-  as ``clip_grad_norm_`` or the optimizer can change them;
+- the gradients are read in place. The first captured step is a probe:
+  the end of its backward pass waits for the worker (a callback queued on
+  autograd's engine), and each gradient's version counter is taken when
+  it is recorded and compared at ``prof.step()``. When none changed (no
+  clipping, scaling or ``zero_grad(set_to_none=False)`` in place), later
+  steps do not wait at backward's end: the worker reads them while the
+  optimizer runs, and :meth:`ModuleRecorder.finish` waits for it and
+  compares the versions. A change seen there warns once
+  (:data:`GRAD_CHANGED_IN_PLACE`: that step's gradient records may mix
+  values) and backward's end waits from then on; a loop that changes
+  them in place every step keeps the wait from the probe on, silently;
 - the parameters after the optimizer: a normal loop changes them only in
   its next optimizer step, so they are read by the worker in the
   background while the next step runs (the training thread does not wait
   for them), and everything that could change them waits for the worker
-  first: the next optimizer step (a global optimizer step pre-hook), the
-  next :meth:`ModuleRecorder.finish`, the profiler's ``_complete``. The
-  step's log is completed by the profiler's finishing thread once the
-  worker has read them. Each parameter's version counter
+  first: the next optimizer step (a global optimizer step pre-hook that
+  waits for the parameters only, ``HostWorker.wait_for`` their ticket),
+  the next :meth:`ModuleRecorder.finish`, the profiler's ``_complete``.
+  The step's log is completed by the extension's finishing thread
+  (``Capture.finish_background``) once the worker has read them. Each parameter's version counter
   (``Tensor._version``) is taken when it is recorded and compared at that
   wait: a loop that changes a parameter in place between optimizer steps
   (a clamp at the start of a step) is seen there. The first captured step
@@ -95,16 +104,31 @@ CHANGED_IN_PLACE = (
 )
 
 
+#: The warning of a gradient changed in place while the worker read it.
+GRAD_CHANGED_IN_PLACE = (
+    "actdiff_capture: step {step}: the gradient of {name} was changed in place after backward "
+    "(gradient clipping or scaling, zero_grad(set_to_none=False), an optimizer) while the "
+    "statistics worker was reading it (level='modules'): step {step}'s gradient records may mix "
+    "values from before and after the change. From now on backward's end waits for the worker."
+)
+
+
 class ParamReads:
     """How a profiler's module-level recorders read the parameters after
-    the optimizer, learned from the loop: ``background`` is None until a
-    probe step has shown whether the loop changes parameters in place
-    between optimizer steps (then False), else True; ``warned``: the
-    :data:`CHANGED_IN_PLACE` warning was given."""
+    the optimizer and the gradients, learned from the loop: ``background``
+    is None until a probe step has shown whether the loop changes
+    parameters in place between optimizer steps (then False), else True;
+    ``grads`` likewise for gradients changed in place between backward's
+    end and ``prof.step()`` (True: the gradients are read while the
+    optimizer runs, with no wait at backward's end); ``warned`` and
+    ``grads_warned``: :data:`CHANGED_IN_PLACE` and
+    :data:`GRAD_CHANGED_IN_PLACE` were given."""
 
     def __init__(self):
         self.background: bool | None = None
+        self.grads: bool | None = None
         self.warned = False
+        self.grads_warned = False
 
 
 #: Module outputs with fewer elements are read by the training thread in
@@ -156,6 +180,13 @@ class ModuleRecorder:
         # Every output copy handed to the worker has been read (a wait
         # since): the next step may overwrite the buffers.
         self._outputs_read = True
+        # The worker's ticket of the parameters read in the background
+        # (the next optimizer step waits for them only), this step's
+        # gradients with their versions at record time (checked by
+        # finish), and whether they are read with no wait at backward's end.
+        self._params_ticket = None
+        self._grads: list = []
+        self._grads_background = self.reads.grads is True
         # Whether a gradient was recorded since the last optimizer step (a
         # global optimizer step post-hook clears it).
         self.grads_since_optimizer = False
@@ -195,6 +226,7 @@ class ModuleRecorder:
         the same hooks, after :meth:`finish`."""
         self.cap = cap
         self._out_n = 0
+        self._grads_background = self.reads.grads is True
         if self.worker is not None:
             cap.defer_host(self.worker)
 
@@ -247,14 +279,19 @@ class ModuleRecorder:
 
         def hook(p):
             g = p.grad
-            if g is not None:
-                self.grads_since_optimizer = True
-                self.cap.record_tensor(fqn, role, g, True, False)
-                if self.worker is not None and not self._waits_queued:
-                    # The gradients stay unchanged until the worker read
-                    # them: the end of this backward pass waits for it.
-                    self._waits_queued = True
-                    torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+            if g is None:
+                return
+            self.grads_since_optimizer = True
+            self.cap.record_tensor(fqn, role, g, True, False)
+            if self.worker is None:
+                return
+            if self.reads.grads is not False:
+                self._grads.append((fqn, pname, g, g._version))  # checked by finish
+            if not self._grads_background and not self._waits_queued:
+                # The gradients stay unchanged until the worker read
+                # them: the end of this backward pass waits for it.
+                self._waits_queued = True
+                torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
 
         return hook
 
@@ -269,6 +306,39 @@ class ModuleRecorder:
         self.worker.wait()
         self._outputs_read = True
         self.check_params()
+
+    def before_optimizer_step(self) -> None:
+        """Before an optimizer changes the parameters: waits until the
+        worker has read those recorded by the last :meth:`finish` (not the
+        gradients queued after them), then checks their versions."""
+        t, self._params_ticket = self._params_ticket, None
+        if t is not None:
+            self.worker.wait_for(t)
+        self.check_params()
+
+    def check_grads(self, step: int) -> None:
+        """Waits until the worker has read this step's gradients, then
+        compares their versions with those at record time: unchanged in the
+        probe step, later steps' are read with no wait at backward's end;
+        changed, backward's end waits from then on, with a warning
+        (:data:`GRAD_CHANGED_IN_PLACE`, once) when they were read with no
+        wait."""
+        grads, self._grads = self._grads, []
+        if not grads:
+            return
+        if self._grads_background:
+            self.wait()
+        changed = next(((fqn, pname) for fqn, pname, g, n in grads if g._version != n), None)
+        if changed is None:
+            if self.reads.grads is None:
+                self.reads.grads = True
+            return
+        self.reads.grads = False
+        if self._grads_background and not self.reads.grads_warned:
+            self.reads.grads_warned = True
+            fqn, pname = changed
+            name = pname if fqn is None else f"{fqn}.{pname}"
+            warnings.warn(GRAD_CHANGED_IN_PLACE.format(step=step, name=name), stacklevel=3)
 
     def check_params(self) -> None:
         """Compares the version counter of each parameter recorded by the
@@ -316,6 +386,7 @@ class ModuleRecorder:
             for fqn, pname, p in self.params:
                 self._record(fqn, pname, p, False)
             return
+        self.check_grads(step)
         if self._versions is not None:
             self.wait()  # no optimizer step since the last finish: checked here
         versions = [p._version for _, _, p in self.params]
@@ -323,6 +394,7 @@ class ModuleRecorder:
             self._versions = (step, True, versions, None)
             for fqn, pname, p in self.params:
                 self._record(fqn, pname, p, False)
+            self._params_ticket = w.ticket()
             return
         if self.reads.background is None:
             # The probe: versions, and the contents' digests (a change

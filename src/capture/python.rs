@@ -97,6 +97,20 @@ impl HostWorker {
         let w = self.inner.clone();
         py.detach(move || w.wait());
     }
+
+    /// `ticket() -> int`: the number of tensors handed to this worker so
+    /// far; `wait_for(ticket)` returns once those are read.
+    fn ticket(&self) -> u64 {
+        self.inner.ticket()
+    }
+
+    /// `wait_for(ticket: int) -> None`: returns once the first `ticket`
+    /// tensors handed to this worker have been read (it reads them in
+    /// order; later ones may still be queued), the GIL released meanwhile.
+    fn wait_for(&self, py: Python<'_>, ticket: u64) {
+        let w = self.inner.clone();
+        py.detach(move || w.wait_for(ticket));
+    }
 }
 
 /// One capture writing one `rank_N_activations.log`.
