@@ -29,8 +29,8 @@ has read it:
   into a buffer kept for that output (the N-th copied output of a step)
   from one captured step to the next (no allocation a step), and the
   worker reads the copy;
-- the gradients are read in place. The first captured step is a probe:
-  the end of its backward pass waits for the worker (a callback queued on
+- the gradients are read in place. The profiler's first captured step is
+  a probe: the end of its backward pass waits for the worker (a callback queued on
   autograd's engine), and each gradient's version counter is taken when
   it is recorded and compared at ``prof.step()``. When none changed (no
   clipping, scaling or ``zero_grad(set_to_none=False)`` in place), later
@@ -48,20 +48,24 @@ has read it:
   waits for the parameters only, ``HostWorker.wait_for`` their ticket),
   the next :meth:`ModuleRecorder.finish`, the profiler's ``_complete``.
   The step's log is completed by the extension's finishing thread
-  (``Capture.finish_background``) once the worker has read them. Each parameter's version counter
-  (``Tensor._version``) is taken when it is recorded and compared at that
-  wait: a loop that changes a parameter in place between optimizer steps
-  (a clamp at the start of a step) is seen there. The first captured step
-  of a recorder is a probe: its parameters are read before ``step()``
-  returns (by the worker and a second worker of the recorder's own, half
-  each, the training thread waiting); only when no parameter changed
+  (``Capture.finish_background``) once the worker has read them. Each
+  parameter's version counter (``Tensor._version``) is taken when it is
+  recorded and compared at that wait: a loop that changes a parameter in
+  place between optimizer steps (a clamp at the start of a step) is seen
+  there. The profiler's first captured step is a probe (what the probes
+  learned is a :class:`ParamReads` the profiler's recorders share): its
+  parameters are read before ``step()`` returns (by the worker and a
+  second worker of the recorder's own, half each, the training thread
+  waiting); only when no parameter changed
   until the next wait do later steps read them in the background. A
   change seen after a background read makes that step's parameter
   records possibly a mix of values before and after it: a
   ``UserWarning`` names the parameter and the step (once per profiler)
-  and every later step reads them before ``step()`` returns. Not seen: a
-  change through ``p.data`` (a tensor with a version counter of its
-  own), which no hook or counter reports;
+  and every later step reads them before ``step()`` returns. A change
+  through ``p.data`` (a tensor with a version counter of its own) keeps
+  the version: the probe also compares the parameters' digests, so a loop
+  doing that every step keeps the reads before ``step()`` returns, but one
+  doing it only in a later step is not seen.
 
 A run of consecutive captured steps keeps one recorder: its hooks stay
 registered from one step to the next (:meth:`ModuleRecorder.rearm` hands
