@@ -791,3 +791,51 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
         assert!(!text.contains("digest"), "no digest lines by default");
     }
 }
+
+/// Records deferred to a [`HostWorker`]: each tensor handed over takes a
+/// ticket, `wait_for(ticket)` returns once those are read (in order), and
+/// the log is byte-identical to one whose statistics the caller computed.
+#[test]
+fn host_worker_tickets_count_the_tensors_read_in_order() {
+    use actdiff::capture::HostWorker;
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Rng(7);
+    let ts: Vec<Tensor> = (1..=3)
+        .map(|i| t32(&r.randn(1000 * i), &[10, 100 * i as i64]))
+        .collect();
+    let worker = Arc::new(HostWorker::start().unwrap());
+    let mut logs = Vec::new();
+    for deferred in [false, true] {
+        let log = dir
+            .path()
+            .join(format!("{deferred}/rank_0_activations.log"));
+        let mut cap = Capture::with_options(&log, StatsPath::Auto, Precision::Full, true).unwrap();
+        if deferred {
+            cap.defer_host(worker.clone());
+        }
+        for (i, t) in ts.iter().enumerate() {
+            let meta = OpRecord {
+                fqn: Some("layers.0"),
+                op: "output",
+                phase: Phase::Forward,
+                location: None,
+                layout: None,
+                digest_index: Default::default(),
+            };
+            cap.record(meta, Some(0), &[t], Inputs::Tensors(&[]), &[], &[])
+                .unwrap();
+            if deferred {
+                // One tensor (the primary output, its hash its L1 norm) a record.
+                assert_eq!(worker.ticket(), i as u64 + 1);
+            }
+        }
+        if deferred {
+            worker.wait_for(worker.ticket()); // returns: all three read
+            worker.wait_for(0);
+        }
+        assert_eq!(cap.finish().unwrap(), 3);
+        logs.push(std::fs::read(&log).unwrap());
+    }
+    assert_eq!(logs[0], logs[1]);
+}
