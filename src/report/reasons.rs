@@ -443,6 +443,16 @@ mod tests {
                 Reason::NoDivergence { matched: 7 },
                 "no divergence beyond tolerance: 7 rows match",
             ),
+        ];
+        for (r, words) in cases {
+            assert_eq!(r.to_string(), words);
+        }
+    }
+
+    /// A step series' reasons have the words of its verdict lines.
+    #[test]
+    fn step_reasons_have_the_words_of_the_verdict_lines() {
+        let cases = [
             (
                 Reason::FirstDivergingStep {
                     agree: vec![3],

@@ -397,38 +397,46 @@ impl Message {
                 f,
                 "{file}: not a part of a sharded step series ({error}); merge the parts of one `actdiff compare --shard K/N` of two step series"
             ),
-            Message::PartsOfOtherSeries {
-                first,
-                other,
-                steps,
-                only1,
-                only2,
-                counts,
-            } => {
-                // Only what differs, each as the two parts record it.
-                let mut differ: Vec<String> = Vec::new();
-                for (what, pair) in [
-                    ("steps compared", steps),
-                    ("steps only in run 1", only1),
-                    ("steps only in run 2", only2),
-                ] {
-                    let (a, b) = &**pair;
-                    if a != b {
-                        differ.push(format!("{what} {} against {}", fmt_steps(a), fmt_steps(b)));
-                    }
-                }
-                if counts.0 != counts.1 {
-                    differ.push(format!("{} parts against {}", counts.0, counts.1));
-                }
-                write!(
-                    f,
-                    "{first} and {other}: parts of different step series or splits: {}",
-                    differ.join("; ")
-                )
-            }
+            Message::PartsOfOtherSeries { .. } => self.fmt_other_series(f),
             // Not a merge's problem: said by `Display`.
             _ => Ok(()),
         }
+    }
+
+    /// The words of [`Message::PartsOfOtherSeries`]: only what differs,
+    /// each as the two parts record it.
+    fn fmt_other_series(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Message::PartsOfOtherSeries {
+            first,
+            other,
+            steps,
+            only1,
+            only2,
+            counts,
+        } = self
+        else {
+            return Ok(());
+        };
+        // Only what differs, each as the two parts record it.
+        let mut differ: Vec<String> = Vec::new();
+        for (what, pair) in [
+            ("steps compared", steps),
+            ("steps only in run 1", only1),
+            ("steps only in run 2", only2),
+        ] {
+            let (a, b) = &**pair;
+            if a != b {
+                differ.push(format!("{what} {} against {}", fmt_steps(a), fmt_steps(b)));
+            }
+        }
+        if counts.0 != counts.1 {
+            differ.push(format!("{} parts against {}", counts.0, counts.1));
+        }
+        write!(
+            f,
+            "{first} and {other}: parts of different step series or splits: {}",
+            differ.join("; ")
+        )
     }
 }
 
