@@ -156,7 +156,7 @@ pub fn same_run(run1: &Path, run2: &Path) -> Option<Message> {
 /// How far into a log [`binary_at`] looks for a NUL byte.
 const BINARY_PROBE: usize = 4096;
 
-/// The offset of a NUL byte in the first [`BINARY_PROBE`] bytes of `bytes`:
+/// The offset of a NUL byte in the first 4 KiB (`BINARY_PROBE`) of `bytes`:
 /// binary data (an activation log is text and never holds one).
 pub fn binary_at(bytes: &[u8]) -> Option<u64> {
     memchr::memchr(0, &bytes[..bytes.len().min(BINARY_PROBE)]).map(|i| i as u64)
