@@ -297,6 +297,20 @@ pub fn first_step_sentence(series: &StepSeries) -> Option<Reason> {
     })
 }
 
+/// "5 steps left out by --steps (1-2, 4-6)", or `None` when `--steps` left
+/// none out: said by the terminal and the series index.
+pub fn not_selected_note(series: &StepSeries) -> Option<String> {
+    let aside = &series.steps_not_selected;
+    (!aside.is_empty()).then(|| {
+        format!(
+            "{} step{} left out by --steps ({})",
+            aside.len(),
+            if aside.len() == 1 { "" } else { "s" },
+            crate::report::messages::fmt_steps(aside)
+        )
+    })
+}
+
 /// The terminal summary of a series: the runs, the verdict lines (the
 /// first-step sentence first), one line per step that does not agree (at
 /// most 20), and where the report is.
@@ -316,7 +330,6 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
         .filter(|r| r.exit_status != exit_codes::OK)
         .collect();
     let agree = series.step_results.len() - shown.len();
-    let aside = &series.steps_not_selected;
     let _ = writeln!(
         out,
         "{} step{} compared ({agree} agree){}",
@@ -326,16 +339,9 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
         } else {
             "s"
         },
-        if aside.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; {} step{} left out by --steps ({})",
-                aside.len(),
-                if aside.len() == 1 { "" } else { "s" },
-                crate::report::messages::fmt_steps(aside)
-            )
-        }
+        not_selected_note(series)
+            .map(|n| format!("; {n}"))
+            .unwrap_or_default()
     );
     for r in shown.iter().take(20) {
         let _ = writeln!(

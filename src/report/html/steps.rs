@@ -48,6 +48,8 @@ struct View<'a> {
     left_out: String,
     /// The series' exit status.
     exit_status: i32,
+    /// The steps `--steps` left out ("" when none).
+    not_selected: String,
     /// The series' warnings (its steps' too, each with its step), at most
     /// [`INDEX_WARNINGS`]; the rest counted.
     warnings: Vec<String>,
@@ -346,6 +348,7 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
         results: &series.step_results,
         left_out: super::left_out_note(&s.ranks),
         exit_status: s.exit_status,
+        not_selected: crate::report::steps::not_selected_note(series).unwrap_or_default(),
         warnings: s
             .warnings
             .iter()
