@@ -97,6 +97,15 @@ fn gen(a: GenArgs) -> i32 {
         perturb_count: a.perturb_count,
         step: None,
     };
+    for dir in [&a.dir1, &a.dir2] {
+        let n = crate::gen::stale_logs(dir, a.ranks, a.steps);
+        if n > 0 {
+            eprintln!(
+                "warning: {} holds {n} rank logs or step folders this generation does not write: they stay beside its own, and a compare reads them; give an empty folder",
+                dir.display()
+            );
+        }
+    }
     let t = std::time::Instant::now();
     let res = match a.steps {
         Some(n) => crate::gen::generate_steps(&a.dir1, &a.dir2, &opts, n, a.diverge_at),

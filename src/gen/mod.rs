@@ -112,6 +112,29 @@ pub fn log_file_name(rank: u32) -> String {
     format!("rank_{rank}_activations.log")
 }
 
+/// How many rank logs (`rank_N_activations.log`) and step folders
+/// (`step_S`) `dir` holds that a generation of `ranks` ranks (and with
+/// `steps`, that many step folders) does not write again (0 when `dir`
+/// does not exist): they stay beside the new files, and a compare reads
+/// them.
+pub fn stale_logs(dir: &Path, ranks: u32, steps: Option<u64>) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let stale = |name: &str| match (
+        crate::run::rank_of_file_name(name),
+        crate::report::files::step_of_dir_name(name),
+    ) {
+        (Some(r), _) => steps.is_some() || r >= ranks || name != log_file_name(r),
+        (None, Some(s)) => steps.is_none_or(|n| s == 0 || s > n),
+        (None, None) => false,
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_str().is_some_and(stale))
+        .count()
+}
+
 /// Writes `dir1/rank_{r}_activations.log` (run 1) and
 /// `dir2/rank_{r}_activations.log` (run 2) for every rank, creating the
 /// folders, in parallel on the current rayon pool.

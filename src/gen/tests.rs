@@ -130,3 +130,23 @@ fn generate_writes_every_rank() {
     assert_eq!(bytes, s.bytes);
     assert!(generate(&d1, &d1, &o).is_err());
 }
+
+#[test]
+fn a_folder_holding_other_logs_is_seen_before_a_generation_into_it() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    assert_eq!(stale_logs(&dir.join("absent"), 2, None), 0);
+    for r in 0..3 {
+        std::fs::write(dir.join(log_file_name(r)), b"").unwrap();
+    }
+    std::fs::write(dir.join("notes.txt"), b"").unwrap();
+    // The same ranks again: every log is written again.
+    assert_eq!(stale_logs(dir, 3, None), 0);
+    // Fewer ranks: rank 2's log stays.
+    assert_eq!(stale_logs(dir, 2, None), 1);
+    // A step series: every top-level log stays, and step folders past it.
+    std::fs::create_dir(dir.join("step_9")).unwrap();
+    std::fs::create_dir(dir.join("step_1")).unwrap();
+    assert_eq!(stale_logs(dir, 3, Some(2)), 4);
+    assert_eq!(stale_logs(dir, 3, Some(9)), 3);
+}
