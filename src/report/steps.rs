@@ -508,6 +508,18 @@ mod tests {
             svg.contains("<polyline class=l1") && svg.contains("step 2"),
             "{svg}"
         );
+        // The mark is at the last step, the right edge: its label ends
+        // left of it, inside the picture.
+        assert!(
+            svg.contains("<text x=606.0 y=12 text-anchor=end class=mut>step 2</text>"),
+            "{svg}"
+        );
+        s.first_diverging_step = Some(1);
+        let svg = crate::report::html::loss_svg(&s);
+        assert!(
+            svg.contains("<text x=34.0 y=12 text-anchor=start class=mut>step 1</text>"),
+            "{svg}"
+        );
         for r in &mut s.step_results {
             r.loss1 = None;
             r.loss2 = None;

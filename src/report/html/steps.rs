@@ -394,9 +394,16 @@ pub fn loss_svg(series: &StepSeries) -> String {
         format!("<svg class=loss width={w} height={hgt} role=img aria-label='loss per step'>");
     if let Some(f) = series.first_diverging_step {
         let fx = x(f as f64);
+        // The label beside the mark, on the side with room (a mark at the
+        // last step had its label clipped by the picture's edge).
+        let (tx, anchor) = if fx > w / 2.0 {
+            (fx - 4.0, "end")
+        } else {
+            (fx + 4.0, "start")
+        };
         let _ = write!(
             svg,
-            "<line x1={fx:.1} x2={fx:.1} y1=0 y2={hgt} class=mark /><text x={fx:.1} y=12 class=mut>step {f}</text>"
+            "<line x1={fx:.1} x2={fx:.1} y1=0 y2={hgt} class=mark /><text x={tx:.1} y=12 text-anchor={anchor} class=mut>step {f}</text>"
         );
     }
     let _ = write!(
