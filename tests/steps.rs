@@ -188,6 +188,7 @@ fn steps_all_gives_every_step_its_pages_and_a_list_limits_the_steps() {
     );
     let index = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(index.contains("<p class=\"mut not-selected\">2 steps left out by --steps (3-4)</p>"));
+    assert!(index.contains("<span class=mut>· 2 steps compared</span>"));
     assert!(r.stdout.contains(
         "no divergence beyond tolerance over 2 steps (2 more steps left out by --steps)"
     ));
