@@ -1674,3 +1674,49 @@ fn a_log_whose_step_header_is_another_step_is_said() {
         r.stderr
     );
 }
+
+/// A rank whose capture did not finish (the agent's `.body.tmp` is there,
+/// its log is not: the process was killed mid-step) is said where its log
+/// is missing, at that step, once; a one-step folder says it too. A new
+/// user's killed run left the file with nothing said of it.
+#[test]
+fn a_capture_that_did_not_finish_is_said_where_its_log_is_missing() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 2, 9);
+    let log = b.join("step_2/rank_1_activations.log");
+    let tmp = b.join("step_2/rank_1_activations.log.body.tmp");
+    std::fs::rename(&log, &tmp).unwrap();
+    let said = format!(
+        "{}: a capture that did not finish (its process stopped before it wrote the rank's log): that rank has no log here",
+        tmp.display()
+    );
+    let r = compare_into([&a, &b], &["-q"], d.path().join("o"), 1);
+    assert!(
+        r.stderr.contains(&format!("warning: step 2: {said}")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        r.stderr.matches("did not finish").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    // One step's folder alone.
+    let r = compare_into(
+        [a.join("step_2"), b.join("step_2")],
+        &["-q"],
+        d.path().join("p"),
+        1,
+    );
+    assert!(
+        r.stderr.contains(&format!("warning: {said}")),
+        "{}",
+        r.stderr
+    );
+    // A log that finished next to a stale temporary file is no warning.
+    std::fs::copy(a.join("step_2/rank_1_activations.log"), &log).unwrap();
+    let r = compare_into([&a, &b], &["-q"], d.path().join("q"), 0);
+    assert!(!r.stderr.contains("did not finish"), "{}", r.stderr);
+}

@@ -150,6 +150,39 @@ impl RunInput {
     }
 }
 
+/// The suffixes of the files the capture agent writes a rank log through
+/// (`rank_0_activations.log.body.tmp`, then `….log.tmp`, renamed to the
+/// log when it finishes).
+const CAPTURE_TMP_SUFFIXES: [&str; 2] = [".body.tmp", ".tmp"];
+
+/// The capture agent's files in run folder `path` (or its `numerics/`)
+/// whose rank log is not there: a rank whose capture did not finish (the
+/// process was stopped before it wrote its log). Empty for a file, or a
+/// folder that cannot be read.
+pub fn unfinished_captures(path: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for dir in [path.to_path_buf(), path.join("numerics")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.filter_map(|e| e.ok()) {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let log = CAPTURE_TMP_SUFFIXES
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .filter(|log| rank_of_file_name(log).is_some());
+            if let Some(log) = log {
+                if !dir.join(log).exists() {
+                    out.push(e.path());
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// How the ranks of two runs meet.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RankPlan {

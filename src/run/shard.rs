@@ -493,6 +493,9 @@ pub struct RunLevel {
     pub only2: Vec<u32>,
     /// Errors finding the runs' logs.
     pub input_errors: Vec<Message>,
+    /// Warnings finding them (a rank's capture that did not finish).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Message>,
 }
 
 /// `part.json`: what a part of a sharded compare holds.

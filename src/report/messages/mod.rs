@@ -117,6 +117,12 @@ pub enum Message {
         /// The header's.
         header: u64,
     },
+    /// A rank's capture that did not finish: the agent's temporary file is
+    /// there and its log is not (a warning; the rank is missing there).
+    UnfinishedCapture {
+        /// The temporary file.
+        path: String,
+    },
     /// Run 1 and run 2 are one file or folder (a warning): every row
     /// matches itself, so a pass says nothing.
     SameRun {
@@ -524,6 +530,7 @@ impl fmt::Display for Message {
             | Message::LevelMismatch { .. }
             | Message::NothingCompared { .. }
             | Message::SameRun { .. }
+            | Message::UnfinishedCapture { .. }
             | Message::StepHeaderMismatch { .. }
             | Message::RecomputedOps { .. }
             | Message::Unjudged { .. }

@@ -35,6 +35,10 @@ impl Message {
                 f,
                 "{path}: its header says Step: {header}, and it is in the folder of step {folder}: compared as step {folder} (was the folder renamed or the log copied?)"
             ),
+            Message::UnfinishedCapture { path } => write!(
+                f,
+                "{path}: a capture that did not finish (its process stopped before it wrote the rank's log): that rank has no log here"
+            ),
             Message::SameRun { path } => write!(
                 f,
                 "run1 and run2 are the same: {path}; every row matches itself, so this compare shows nothing about two runs"

@@ -536,7 +536,9 @@ pub fn assemble(
         errors: run.input_errors.iter().cloned().chain(errors).collect(),
         ..RunMeta::default()
     };
-    meta.warnings = messages::unused_options(run, &results);
+    meta.warnings = run.warnings.clone();
+    meta.warnings
+        .extend(messages::unused_options(run, &results));
     for m in messages::unused_rules(run, &results) {
         if run.strict {
             meta.errors.push(m);
@@ -619,6 +621,13 @@ fn run_level(cfg: &CompareConfig, plan: &RankPlan, input_errors: Vec<Message>) -
         only1: plan.only1.clone(),
         only2: plan.only2.clone(),
         input_errors,
+        warnings: [&cfg.run1, &cfg.run2]
+            .into_iter()
+            .flat_map(|r| super::unfinished_captures(r))
+            .map(|p| Message::UnfinishedCapture {
+                path: p.display().to_string(),
+            })
+            .collect(),
     }
 }
 
