@@ -63,6 +63,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import threading
 import weakref
 import warnings
 
@@ -777,10 +778,10 @@ class Profiler:
         self._paths: dict = {}
         # Module level, CPU, one process: statistics off the training
         # thread (actdiff_capture.modules), and each step's log finished by
-        # a thread of the extension's own (_finishing: its handle, step and
-        # path), joined before anything reads it.
+        # a thread of its own (_finishing), joined before anything reads it.
         self._worker = None
-        self._finishing: tuple | None = None
+        self._finishing: threading.Thread | None = None
+        self._finish_error: BaseException | None = None
         self._optimizer_hook = None
         self._step = 0
         self._done = False
@@ -791,8 +792,6 @@ class Profiler:
         # before step() returns.
         self._spare_modules: modules.ModuleRecorder | None = None
         self._warned_no_optimizer_step = False  # modules.NO_OPTIMIZER_STEP said once
-        # How the module level reads parameters, learned over the run.
-        self._param_reads = modules.ParamReads()
         self._handles: list = []
         self._stack: list = []
         self._grad_fn_to_module: dict = {}
@@ -899,7 +898,7 @@ class Profiler:
             if rec is not None:
                 rec.rearm(cap)  # the last step's hooks go on with this one
             else:
-                rec = modules.ModuleRecorder(self.model, cap, self._host_worker(), self._param_reads)
+                rec = modules.ModuleRecorder(self.model, cap, self._host_worker())
             self._modules = rec
             return
         names = {id(m): name for name, m in self.model.named_modules()}
@@ -1011,27 +1010,17 @@ class Profiler:
             return None
         self._worker = HostWorker()
         # Every optimizer's step waits until the worker has read the
-        # parameters (and gradients) it was given, and checks that no
-        # parameter read in the background changed meanwhile.
+        # parameters (and gradients) it was given.
         ref = weakref.ref(self)
 
         def before_optimizer_step(optimizer, args, kwargs):
             p = ref()
             if p is not None and p._worker is not None:
-                p._wait_worker()
+                p._worker.wait()
 
         self._optimizer_hook = _optimizer.register_optimizer_step_pre_hook(before_optimizer_step)
         _unfinished.add(self)
         return self._worker
-
-    def _wait_worker(self) -> None:
-        """Before an optimizer step: the module level's recorder waits until
-        the worker has read the parameters and checks their versions."""
-        rec = self._modules or self._spare_modules
-        if rec is not None and rec.worker is not None:
-            rec.before_optimizer_step()
-        elif self._worker is not None:
-            self._worker.wait()
 
     def _release_worker(self) -> None:
         """Removes the optimizer hook once no capture will use the worker."""
@@ -1049,21 +1038,14 @@ class Profiler:
                 w.wait()
 
     def _complete(self) -> None:
-        """Waits for the thread finishing the last step's log; raises what
-        flushing or writing it failed with."""
-        f, self._finishing = self._finishing, None
-        try:
-            if f is not None:
-                handle, step, path = f
-                self._count = handle.join()
-                self._path = path
-                self._paths[step] = path
-        finally:
-            rec = self._modules or self._spare_modules
-            if rec is not None and rec.worker is not None and rec._versions is not None:
-                # Parameters read in the background with no optimizer step
-                # since: checked now.
-                rec.wait()
+        """Waits for the thread finishing the last step's log; re-raises
+        what it raised."""
+        t, self._finishing = self._finishing, None
+        if t is not None:
+            t.join()
+        e, self._finish_error = self._finish_error, None
+        if e is not None:
+            raise e
 
     def _dump(self, loss=None) -> None:
         rec, self._modules = self._modules, None
@@ -1071,21 +1053,21 @@ class Profiler:
             if rec.grads_since_optimizer and not self._warned_no_optimizer_step:
                 self._warned_no_optimizer_step = True
                 warnings.warn(modules.NO_OPTIMIZER_STEP.format(step=self._armed_step), stacklevel=3)
-            # A captured step follows: the parameters are read in the
-            # background (modules.ModuleRecorder.finish), and this step's
-            # log is finished (flushed, written) by a thread of its own
-            # while training goes on, on disk when the next step() returns
-            # (or once path, paths or count is read). Otherwise (the last
-            # step of a run of captured steps, or a baseline check) both
-            # are done before step() returns.
-            follows = rec.worker is not None and self.baseline is None and self._step + 1 in self.steps
-            rec.finish(self._armed_step, background=follows)  # the parameters as the optimizer left them
+            rec.finish()  # the parameters as the optimizer left them
             self._spare_modules = rec  # its hooks, for the next step if captured
             cap = rec.cap
-            if follows:
-                # A CPU model (a worker): reading a loss tensor is no sync.
-                handle = cap.finish_background(_loss_value(loss))
-                self._finishing = (handle, self._armed_step, self._armed_path)
+            if rec.worker is not None and self.baseline is None and self._step + 1 in self.steps:
+                # A captured step follows: this step's log is finished
+                # (flushed, written) by a thread of its own while training
+                # goes on, and is on disk when the next step() returns (or
+                # once path, paths or count is read). Otherwise (the last
+                # step of a run of captured steps, or a baseline check) it
+                # is written before step() returns.
+                step, path = self._armed_step, self._armed_path
+                self._finishing = threading.Thread(
+                    target=self._finish_in_thread, args=(cap, loss, step, path), daemon=True
+                )
+                self._finishing.start()
                 return
         else:
             mode = self._disarm()
@@ -1118,6 +1100,12 @@ class Profiler:
         self._count = cap.finish()
         self._path = path
         self._paths[step] = path
+
+    def _finish_in_thread(self, cap, loss, step: int, path: str) -> None:
+        try:
+            self._finish(cap, loss, step, path)
+        except BaseException as e:  # re-raised by _complete
+            self._finish_error = e
 
     def _check_baseline(self) -> None:
         rank = _default_rank() if self.rank is None else self.rank

@@ -22,8 +22,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 use super::digest::{self, Index};
 use super::record::{Phase, Precision, Record, Stats};
@@ -94,10 +93,6 @@ enum Slots {
 /// optimizer changes the parameters), and a flush waits for its records.
 pub struct HostWorker {
     pool: rayon::ThreadPool,
-    /// Tensors handed over so far (a [`HostWorker::ticket`]).
-    submitted: AtomicU64,
-    /// Tensors read so far, in the order handed over, and its waiters.
-    done: Arc<(Mutex<u64>, Condvar)>,
 }
 
 impl HostWorker {
@@ -108,44 +103,18 @@ impl HostWorker {
             .thread_name(|_| "actdiff-stats".into())
             .build()
             .map_err(io::Error::other)?;
-        Ok(HostWorker {
-            pool,
-            submitted: AtomicU64::new(0),
-            done: Arc::new((Mutex::new(0), Condvar::new())),
-        })
+        Ok(HostWorker { pool })
     }
 
     /// Queues the statistics of `t` (a handle: the tensor is not copied).
     fn submit(&self, t: &Tensor, moments: bool, digest: Option<Index>) -> Deferred {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let t = t.clone();
-        let done = self.done.clone();
-        self.submitted.fetch_add(1, Ordering::SeqCst);
         // Inside the pool, the fused pass's rayon splits run on its one thread.
         self.pool.spawn_fifo(move || {
             let _ = tx.send(host_stats(&t, moments, digest));
-            drop(t);
-            let (n, cv) = &*done;
-            *n.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-            cv.notify_all();
         });
         rx
-    }
-
-    /// The number of tensors handed over so far: [`HostWorker::wait_for`]
-    /// with it returns once they are read (later ones may still be queued).
-    pub fn ticket(&self) -> u64 {
-        self.submitted.load(Ordering::SeqCst)
-    }
-
-    /// Blocks until the first `ticket` tensors handed over have been read
-    /// (the worker reads them in order).
-    pub fn wait_for(&self, ticket: u64) {
-        let (n, cv) = &*self.done;
-        let mut g = n.lock().unwrap_or_else(|e| e.into_inner());
-        while *g < ticket {
-            g = cv.wait(g).unwrap_or_else(|e| e.into_inner());
-        }
     }
 
     /// Blocks until every tensor handed over so far has been read.
@@ -832,13 +801,6 @@ impl Capture {
     /// ([`Capture::hash_inputs`]) stay on the calling thread.
     pub fn defer_host(&mut self, worker: Arc<HostWorker>) {
         self.batch.worker = Some(worker);
-    }
-
-    /// Takes the worker given by [`Capture::defer_host`] (if any): later
-    /// records' statistics are computed on the calling thread until it is
-    /// given back.
-    pub fn take_worker(&mut self) -> Option<Arc<HostWorker>> {
-        self.batch.worker.take()
     }
 
     /// Computes the statistics of CPU tensors of later records on the

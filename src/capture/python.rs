@@ -97,20 +97,6 @@ impl HostWorker {
         let w = self.inner.clone();
         py.detach(move || w.wait());
     }
-
-    /// `ticket() -> int`: the number of tensors handed to this worker so
-    /// far; `wait_for(ticket)` returns once those are read.
-    fn ticket(&self) -> u64 {
-        self.inner.ticket()
-    }
-
-    /// `wait_for(ticket: int) -> None`: returns once the first `ticket`
-    /// tensors handed to this worker have been read (it reads them in
-    /// order; later ones may still be queued), the GIL released meanwhile.
-    fn wait_for(&self, py: Python<'_>, ticket: u64) {
-        let w = self.inner.clone();
-        py.detach(move || w.wait_for(ticket));
-    }
 }
 
 /// One capture writing one `rank_N_activations.log`.
@@ -125,34 +111,8 @@ impl HostWorker {
 #[pyclass(module = "actdiff_capture._native")]
 struct Capture {
     // Backward ops may come from autograd's device threads, so the capture
-    // is shared behind a mutex (not `unsendable`); `finish_background`'s
-    // thread holds it too.
-    inner: Arc<Mutex<Core>>,
-}
-
-/// `FinishHandle`: a log being finished by a thread of its own
-/// (`Capture.finish_background`); `join()` waits for it.
-#[pyclass(module = "actdiff_capture._native")]
-struct FinishHandle {
-    thread: Mutex<Option<std::thread::JoinHandle<Result<u64, CaptureError>>>>,
-}
-
-#[pymethods]
-impl FinishHandle {
-    /// `join() -> int`: waits until the log is written (the GIL released
-    /// meanwhile) and returns its number of blocks. RuntimeError: what
-    /// flushing or writing it failed with, or a second `join`.
-    fn join(&self, py: Python<'_>) -> PyResult<u64> {
-        let t = self
-            .thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-            .ok_or_else(|| PyRuntimeError::new_err("FinishHandle.join called twice"))?;
-        py.detach(move || t.join())
-            .map_err(|_| PyRuntimeError::new_err("the log's finishing thread panicked"))?
-            .map_err(err)
-    }
+    // is shared behind a mutex (not `unsendable`).
+    inner: Mutex<Core>,
 }
 
 impl Capture {
@@ -176,7 +136,7 @@ impl Capture {
         let inner = Core::with_options(path, stats_path(device_path), p, digests)
             .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         Ok(Capture {
-            inner: Arc::new(Mutex::new(inner)),
+            inner: Mutex::new(inner),
         })
     }
 
@@ -281,46 +241,6 @@ impl Capture {
             .map_err(err)
     }
 
-    /// `record_tensor(fqn, role, t, backward=False, here=False) -> None`:
-    /// records the one tensor `t` as the block `{fqn}/op_N_{role}` (the
-    /// module level's records): hashed, with Shape and statistics when it
-    /// is floating and has elements (else hash-only), no inputs; the same
-    /// block as `record(fqn, role, backward, None, 0 or None, [t], [], [], [])`
-    /// of `t.detach()`, with no Python call. `here`: its statistics are
-    /// computed by the calling thread now, even after `defer_host`.
-    #[pyo3(signature = (fqn, role, t, backward = false, here = false))]
-    fn record_tensor(
-        &self,
-        fqn: Option<&str>,
-        role: &str,
-        t: &Bound<'_, PyAny>,
-        backward: bool,
-        here: bool,
-    ) -> PyResult<()> {
-        let t = tensor(t, "t")?;
-        let i = t.info().map_err(torch_err)?;
-        let primary = (i.floating && i.numel > 0).then_some(0);
-        let meta = OpRecord {
-            fqn,
-            op: role,
-            phase: if backward {
-                Phase::Backward
-            } else {
-                Phase::Forward
-            },
-            location: None,
-            layout: None,
-            digest_index: DigestIndexes::default(),
-        };
-        let mut core = self.core();
-        let worker = if here { core.take_worker() } else { None };
-        let r = core.record(meta, primary, &[&t], Inputs::Tensors(&[]), &[], &[]);
-        if let Some(w) = worker {
-            core.defer_host(w);
-        }
-        r.map(|_| ()).map_err(err)
-    }
-
     /// `defer_host(worker: HostWorker | None) -> None`: the statistics of
     /// CPU tensors of later records are computed by `worker`, so `record`
     /// returns at once; each recorded tensor must stay unchanged until
@@ -400,31 +320,6 @@ impl Capture {
     /// Flushes and writes the finished log; returns the number of blocks.
     fn finish(&self, py: Python<'_>) -> PyResult<u64> {
         py.detach(|| self.core().finish()).map_err(err)
-    }
-
-    /// `finish_background(loss: float | None) -> FinishHandle`: `flush()`,
-    /// `note_loss(loss)` (when not None) and `finish()` on a thread of
-    /// its own, which waits for the statistics worker, while the caller
-    /// goes on (no Python thread: the GIL is not taken). Each recorded
-    /// tensor must stay unchanged until the worker has read it
-    /// (`defer_host`). The handle's `join()` returns the number of blocks.
-    #[pyo3(signature = (loss = None))]
-    fn finish_background(&self, loss: Option<f64>) -> PyResult<FinishHandle> {
-        let core = self.inner.clone();
-        let thread = std::thread::Builder::new()
-            .name("actdiff-finish".into())
-            .spawn(move || {
-                let mut c = core.lock().unwrap_or_else(|e| e.into_inner());
-                c.flush()?;
-                if let Some(l) = loss {
-                    c.note_loss(l);
-                }
-                c.finish()
-            })
-            .map_err(|e| PyRuntimeError::new_err(format!("the log's finishing thread: {e}")))?;
-        Ok(FinishHandle {
-            thread: Mutex::new(Some(thread)),
-        })
     }
 
     /// Records so far.
@@ -548,7 +443,6 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Capture>()?;
     m.add_class::<PreHashes>()?;
     m.add_class::<HostWorker>()?;
-    m.add_class::<FinishHandle>()?;
     m.add_function(wrap_pyfunction!(tensor_stats, m)?)?;
     m.add_function(wrap_pyfunction!(tensor_digest, m)?)?;
     m.add_function(wrap_pyfunction!(combine_digests, m)?)?;
