@@ -69,7 +69,8 @@ NO_OPTIMIZER_STEP = (
     "actdiff_capture: step {step}: no optimizer step ran after this step's backward, so its "
     "parameter records (after the optimizer, level='modules') hold the values before one. "
     "Call prof.step() after optimizer.step(); in gradient accumulation, only on the steps "
-    "that end with an optimizer step."
+    "that end with an optimizer step. (Only torch.optim optimizers are seen: a loop that "
+    "updates the parameters itself before prof.step() has records after its update.)"
 )
 
 

@@ -238,6 +238,48 @@ def test_module_level_off_the_training_thread_records_what_training_saw(actdiff_
     assert s["steps"] == [1, 2, 3] and s["counts"]["match"] == 3 * len(bl), s["counts"]
 
 
+def test_module_level_records_changes_through_data_that_start_late_as_training_saw(actdiff_bin, tmp_path, monkeypatch):
+    """Parameters and gradients changed through ``.data`` (a tensor with a
+    version counter of its own: nothing tells the capture) only from step 3
+    on (a weight decay by hand, a gradient scaled by hand) are recorded as
+    the optimizer and backward left them: the log is bitwise the capture on
+    the training thread's (ACTDIFF_CAPTURE_SYNC=1). A background reader that
+    trusted its first step's probe recorded step 2's parameters with step
+    3's decay, and the scaled gradients, without a warning (a new user's
+    trial; reverted)."""
+
+    def train(dump, sync):
+        if sync:
+            monkeypatch.setenv("ACTDIFF_CAPTURE_SYNC", "1")
+        else:
+            monkeypatch.delenv("ACTDIFF_CAPTURE_SYNC", raising=False)
+        torch.set_num_threads(1)
+        torch.manual_seed(0)
+        model = InPlaceNet()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        prof = actdiff_capture.Profiler(model, dump, capture_steps=range(1, 6), level="modules", precision="full")
+        for step in range(1, 6):
+            if step >= 3:
+                for p in model.parameters():
+                    p.data.mul_(0.99)
+            model(torch.randn(512, 256)).square().mean().backward()
+            if step >= 3:
+                for p in model.parameters():
+                    p.grad.data.mul_(0.5)
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+        return prof
+
+    train(tmp_path / "sync", sync=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to warn about: the records hold
+        train(tmp_path / "async", sync=False)
+    r, s = compare(actdiff_bin, tmp_path / "sync", tmp_path / "async", tmp_path / "rep", "--bitwise")
+    assert r.returncode == 0 and s["first_diverging_step"] is None, r.stdout
+    assert s["steps"] == [1, 2, 3, 4, 5]
+
+
 def test_module_level_keeps_its_hooks_over_consecutive_steps_only(tmp_path):
     """Consecutive captured steps go on with one recorder (its hooks
     registered once, not once a step, and never twice); a step outside the
@@ -339,6 +381,9 @@ def test_module_level_says_when_no_optimizer_step_followed_backward(tmp_path):
     assert train(tmp_path / "right", step_first=False) == []
     said = train(tmp_path / "wrong", step_first=True)
     assert len(said) == 1 and said[0].startswith("actdiff_capture: step 1: no optimizer step ran"), said
+    # A hand-written update is not seen: the warning says so (a new user's
+    # manual SGD read it as records before the update).
+    assert "Only torch.optim optimizers are seen" in said[0], said
 
 
 def test_module_level_finds_the_step_and_the_phase(actdiff_bin, tmp_path):
