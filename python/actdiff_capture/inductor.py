@@ -22,8 +22,9 @@ inductor generates the wrapper: ``# actdiff: {"fqn": ..., "loc": ...,
 ``partitioner_tag``), the last of them in graph order that names a module.
 :class:`WrapperSites` reads that comment back from the wrapper's source for
 the line a dispatched op is called from. The comment is in the generated
-source, so it survives inductor's FX graph cache; a cache-key pass
-(:class:`_CacheKey`) keeps wrappers generated without it from being reused.
+source; a cache-key pass (:class:`_CacheKey`) keeps wrappers generated
+without it from being reused, and :func:`install` turns inductor's FX graph
+cache and AOTAutograd's cache off, whose keys do not hold module names.
 """
 
 from __future__ import annotations
@@ -85,6 +86,28 @@ class _CacheKey:
         return "actdiff-capture-origin-comments-1"
 
 
+def _no_caches_by_code(config) -> None:
+    """Turns off inductor's FX graph cache and AOTAutograd's cache (and
+    their remote kinds) for this process. They key a compiled graph by its
+    code, not by its nodes' module names, so a wrapper cached for another
+    model of the same graph carries that model's FQNs in its ``actdiff:``
+    comments: a new user's module ``b c`` was logged as ``b``, the name of
+    an earlier compile's. Compiling takes longer in a capture run; every
+    key names its own model's modules."""
+    try:
+        from torch._functorch import config as functorch_config
+    except Exception:  # noqa: BLE001 (no functorch config: inductor's only)
+        functorch_config = None
+    for mod, name in (
+        (config, "fx_graph_cache"),
+        (config, "fx_graph_remote_cache"),
+        (functorch_config, "enable_autograd_cache"),
+        (functorch_config, "enable_remote_autograd_cache"),
+    ):
+        if mod is not None and getattr(mod, name, None):
+            setattr(mod, name, False)
+
+
 def install() -> bool:
     """Makes inductor write the ``actdiff:`` comment above each extern
     kernel call it generates from now on (idempotent). Returns False when
@@ -111,6 +134,7 @@ def install() -> bool:
             wrapper.make_comment(f"{wrapper.comment} {MARK} {json.dumps(ctx, sort_keys=True)}")
 
     ir.ExternKernel.codegen_comment = codegen_comment
+    _no_caches_by_code(config)
     try:
         from torch._inductor.custom_graph_pass import CustomGraphPass
 

@@ -240,3 +240,33 @@ def test_dropout_on_against_off_names_the_dropout_op(actdiff_bin, tmp_path):
     assert all(x["status"] == "only2" for x in first["one_sided"])
     assert first["row"]["key1"].startswith("blocks.0/"), first["row"]
     assert rank.get("shape_mismatches") is None, rank["shape_mismatches"]
+
+
+def test_inductor_keys_name_this_models_modules_not_a_cached_ones(tmp_path):
+    """Two models of one graph whose module is named differently, compiled
+    one after the other: the second one's extern kernels carry its own
+    name. Inductor's caches key a graph by its code, not its module names:
+    a new user's module ``b c`` was logged as ``b``, the name in a wrapper
+    cached for an earlier model, until the agent turned those caches off."""
+
+    class Named(torch.nn.Module):
+        def __init__(self, name):
+            super().__init__()
+            torch.manual_seed(0)
+            self.name = name
+            self.add_module(name, torch.nn.Linear(32, 32))
+
+        def forward(self, x):
+            return getattr(self, self.name)(x).relu()
+
+    fqns = []
+    for name in ("first", "second"):
+        m = Named(name)
+        prof = actdiff_capture.Profiler(m, tmp_path / name, capture_step=1, min_numel=1)
+        c = torch.compile(m, backend="inductor")
+        c(torch.randn(64, 32))
+        prof.step()
+        _, bl = blocks(prof.path)
+        fqns.append({split_key(k)[0] for k, _ in bl if split_key(k)[2] in ("addmm", "mm")})
+        assert fqns[-1], [k for k, _ in bl]
+    assert fqns == [{"first"}, {"second"}], fqns
