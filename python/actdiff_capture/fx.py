@@ -189,14 +189,26 @@ class FQNInterpreter(torch.fx.Interpreter):
 
 # -- FX node metadata ------------------------------------------------------------
 
-_ROOT_RE = re.compile(r"""^(?:L\[['"]self['"]\]|L__self__|self)(?:\.|$)""")
+# The root of Dynamo's module path: the compiled forward's first argument,
+# whatever its name (``L['self']``, ``L['mod']`` for ``def forward(mod, x)``,
+# ``L['model']`` for a compiled function taking the model).
+_ROOT_RE = re.compile(r"""^(?:L\[['"][A-Za-z_]\w*['"]\]|L__self__|self)(?:\.|$)""")
+# A module whose name is no identifier: ``getattr(L['self'], 'b c')``.
+_GETATTR_RE = re.compile(r"""getattr\(([^()]*?),\s*['"]([^'"]*)['"]\)""")
 _ITEM_RE = re.compile(r"""(?:\._modules)?\[['"]?([^'"\]]+)['"]?\]""")
 
 
 def _path_fqn(path: str) -> str | None:
     """``L['self'].layers['0'].attention`` (Dynamo's module path) →
-    ``layers.0.attention``."""
-    p = _ROOT_RE.sub("", path.strip())
+    ``layers.0.attention``; ``getattr(L['self'], 'b c')`` → ``b c``; the
+    root whatever the forward's first argument is named."""
+    p = path.strip()
+    while True:
+        q = _GETATTR_RE.sub(r"\1.\2", p)
+        if q == p:
+            break
+        p = q
+    p = _ROOT_RE.sub("", p)
     p = _ITEM_RE.sub(r".\1", p).strip(".")
     return clean_fqn(p)
 

@@ -270,3 +270,34 @@ def test_inductor_keys_name_this_models_modules_not_a_cached_ones(tmp_path):
         fqns.append({split_key(k)[0] for k, _ in bl if split_key(k)[2] in ("addmm", "mm")})
         assert fqns[-1], [k for k, _ in bl]
     assert fqns == [{"first"}, {"second"}], fqns
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_module_names_do_not_depend_on_how_forward_is_written(tmp_path, backend):
+    """Dynamo roots its module paths at the forward's first argument, and
+    writes a module whose name is no identifier as ``getattr(...)``: a new
+    user's ``def forward(mod, x)`` was keyed ``L.mod.a/op_0_addmm`` and a
+    module named ``b c`` ``getattr(L.self, 'b c')/op_0_addmm``, where eager
+    gives ``a`` and ``b c``. Compiled keys name the modules as eager ones."""
+
+    class Odd(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.a = torch.nn.Linear(32, 32)
+            self.add_module("b c", torch.nn.Linear(32, 32))
+
+        def forward(mod, x):  # noqa: N805 (the point: not named self)
+            return getattr(mod, "b c")(mod.a(x).relu())
+
+    def fqns(dump, compile):
+        m = Odd()
+        prof = actdiff_capture.Profiler(m, dump, capture_step=1, min_numel=1)
+        run = torch.compile(m, backend=compile) if compile else m
+        run(torch.randn(64, 32))
+        prof.step()
+        _, bl = blocks(prof.path)
+        return {split_key(k)[0] for k, _ in bl if split_key(k)[2] in ("addmm", "mm")}
+
+    assert fqns(tmp_path / "eager", None) == {"a", "b c"}
+    assert fqns(tmp_path / backend, backend) == {"a", "b c"}
