@@ -1951,7 +1951,7 @@ fn ops_fused_away_by_a_compiled_run_2_exit_0_and_are_counted() {
     );
     run.expect(0)
         .stdout_has(
-            "3 only in eager, 0 only in inductor (3 fused away by the compiler, not gating)",
+            "3 only in eager, 0 only in inductor (3 ops fused away by the compiler, not gating)",
         )
         .stdout_has("3 ops fused away by inductor (rows only in one run; shown, not gating)");
     let s = run.summary();

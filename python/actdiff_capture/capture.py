@@ -792,6 +792,7 @@ class Profiler:
         # before step() returns.
         self._spare_modules: modules.ModuleRecorder | None = None
         self._warned_no_optimizer_step = False  # modules.NO_OPTIMIZER_STEP said once
+        self._warned_compiled = False  # modules.COMPILED_OUTPUTS said once
         self._handles: list = []
         self._stack: list = []
         self._grad_fn_to_module: dict = {}
@@ -1056,6 +1057,7 @@ class Profiler:
             rec.finish()  # the parameters as the optimizer left them
             self._spare_modules = rec  # its hooks, for the next step if captured
             cap = rec.cap
+            self._note_compiled_modules(rec)
             if rec.worker is not None and self.baseline is None and self._step + 1 in self.steps:
                 # A captured step follows: this step's log is finished
                 # (flushed, written) by a thread of its own while training
@@ -1088,6 +1090,26 @@ class Profiler:
         self._finish(cap, loss, self._armed_step, self._armed_path)
         if self.baseline is not None and self.diverged is None:
             self._check_baseline()
+
+    def _note_compiled_modules(self, rec) -> None:
+        """At level='modules': the header's ``Compiled:`` line when modules
+        of this step ran compiled (no output records of them), and a
+        warning the first time (:data:`modules.COMPILED_OUTPUTS`)."""
+        compiled = rec.compiled_modules()
+        if not compiled:
+            return
+        rec.cap.note_compiled(modules.COMPILED_BY)
+        if not self._warned_compiled:
+            self._warned_compiled = True
+            whole = compiled == ["<none>"]
+            names = "the model's forward" if whole else ", ".join(compiled[:5])
+            if len(compiled) > 5:
+                names += f" and {len(compiled) - 5} more modules"
+            them = "it" if whole or len(compiled) == 1 else "them"
+            text = modules.COMPILED_OUTPUTS.format(
+                step=self._armed_step, modules=names, them=them
+            )
+            warnings.warn(text, stacklevel=4)
 
     def _finish(self, cap, loss, step: int, path: str) -> None:
         """Flushes and writes step ``step``'s log at ``path``, with its loss."""

@@ -48,6 +48,17 @@ them the next step's capture) instead of being removed and registered
 again every step; the modules and parameters are those of the first step
 of the run.
 
+A module whose forward runs compiled (``torch.compile(model)``, or a
+compiled block) runs no module hooks: its output, and those of the modules
+inside it, are not recorded; its parameters' gradients and values are
+(autograd's hooks and the reads after the optimizer run outside compiled
+code). :meth:`ModuleRecorder.finish` finds such modules (a gradient of
+their own parameters recorded, no forward hook run, after Dynamo compiled
+some frame) and the profiler writes the header line ``Compiled:
+torch.compile`` (hooks do not see the backend) and warns once
+(:data:`COMPILED_OUTPUTS`). A compare reads such a log's one-sided module
+outputs as not recorded, not gating.
+
 A step whose backward ran with no optimizer step after it (``prof.step()``
 called before ``optimizer.step()``, or a step of gradient accumulation) has
 parameter records that are the values before an optimizer step: a
@@ -74,11 +85,42 @@ NO_OPTIMIZER_STEP = (
 )
 
 
+#: The warning of a step whose modules ran compiled (no output records).
+COMPILED_OUTPUTS = (
+    "actdiff_capture: step {step}: {modules} ran compiled (torch.compile), where module hooks "
+    "do not run: level='modules' records no forward output of {them} or of the modules inside "
+    "{them}, only gradients and parameters. The log's header says 'Compiled: torch.compile', and a "
+    "compare shows the outputs only the other run has as not recorded, not gating. Capture at "
+    "level='ops' for records of compiled code."
+)
+
+
+#: The header's ``Compiled:`` value of a module-level log whose modules ran
+#: compiled: the backend is not known to module hooks (the op level names
+#: ``inductor`` from its wrappers).
+COMPILED_BY = "torch.compile"
+
+
+def dynamo_compiled() -> bool:
+    """Whether Dynamo compiled some frame in this process (its counters)."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:  # pragma: no cover - no Dynamo in this torch
+        return False
+    return any(counters["frames"].values()) or any(counters["stats"].values())
+
+
 #: Module outputs with fewer elements are read by the training thread in
 #: the forward hook (one pass, in cache, on this thread only: below the
 #: length at which the host pass splits a tensor across rayon's threads);
 #: larger ones are copied for the worker.
 HERE_MAX = 1 << 16
+
+
+def _has_forward(m: nn.Module) -> bool:
+    """Whether ``m`` has a forward of its own (a ``ModuleList`` or a
+    ``ModuleDict`` has none and is never called)."""
+    return type(m).forward is not nn.Module.forward
 
 
 def _first_tensor(x):
@@ -126,10 +168,16 @@ class ModuleRecorder:
         if worker is not None:
             cap.defer_host(worker)
         self.handles: list = []
+        # This step's modules whose forward hook ran, and modules that own
+        # a parameter whose gradient was recorded (by id): a module in the
+        # second set only ran compiled (compiled_modules).
+        self._ran: set = set()
+        self._grad_owners: set = set()
         names = {}
         for name, m in model.named_modules():
             names.setdefault(id(m), fx.clean_fqn(name) or None)
         self.params = []  # (module fqn, param name, param)
+        self._owner = {}  # id(param) -> its module
         seen = set()
         for mname, m in model.named_modules():
             for pname, p in m.named_parameters(recurse=False):
@@ -137,12 +185,16 @@ class ModuleRecorder:
                     continue  # a tied parameter: recorded once, by its first module
                 seen.add(id(p))
                 self.params.append((fx.clean_fqn(mname) or None, pname, p))
+                self._owner[id(p)] = m
         for m in dict.fromkeys(m for _, m in model.named_modules()):
             fqn = names.get(id(m))
             self.handles.append(m.register_forward_hook(self._output_hook(fqn)))
+        self._names = names
+        self._root = model
         for fqn, pname, p in self.params:
             if p.requires_grad:
-                self.handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname)))
+                owner = id(self._owner[id(p)])
+                self.handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname, owner)))
 
     def _record(self, fqn, role: str, t: torch.Tensor, backward: bool) -> None:
         t = t.detach()
@@ -154,6 +206,8 @@ class ModuleRecorder:
         the same hooks, after :meth:`finish`."""
         self.cap = cap
         self._out_n = 0
+        self._ran.clear()
+        self._grad_owners.clear()
         if self.worker is not None:
             cap.defer_host(self.worker)
 
@@ -177,6 +231,7 @@ class ModuleRecorder:
         def hook(module, args, output):
             if torch.compiler.is_compiling():
                 return
+            self._ran.add(id(module))
             t = _first_tensor(output)
             if t is None:
                 return
@@ -198,10 +253,11 @@ class ModuleRecorder:
 
         return hook
 
-    def _grad_hook(self, fqn, pname):
+    def _grad_hook(self, fqn, pname, owner: int):
         def hook(p):
             if p.grad is not None:
                 self.grads_since_optimizer = True
+                self._grad_owners.add(owner)
                 self._record(fqn, f"{pname}_grad", p.grad, True)
                 if self.worker is not None and not self._waits_queued:
                     # The gradients stay unchanged until the worker read
@@ -214,6 +270,38 @@ class ModuleRecorder:
     def _backward_done(self) -> None:
         self._waits_queued = False
         self.worker.wait()
+
+    def compiled_modules(self) -> list:
+        """This step's modules that ran compiled: FQNs (the root as
+        ``<none>``), in the model's order, of the outermost modules whose
+        forward hook never ran above a module a gradient of whose own
+        parameters was recorded while its forward hook never ran either;
+        empty unless Dynamo compiled some frame in this process (a
+        parameter used without its module's forward, such as
+        ``F.linear(x, self.proj.weight)``, makes no compiled module
+        then)."""
+        missing = self._grad_owners - self._ran
+        if not missing or not dynamo_compiled():
+            return []
+        if id(self._root) not in self._ran:
+            return ["<none>"]  # the whole forward ran compiled
+        by_name = dict(self._root.named_modules())
+        out: list = []
+        for name, m in by_name.items():
+            if id(m) not in missing:
+                continue
+            # Up to the outermost module around it that did not run either
+            # (a container without a forward of its own, such as a
+            # ModuleList, is never called: the climb stops below it).
+            top = name
+            while "." in top:
+                parent = by_name.get(top.rsplit(".", 1)[0])
+                if parent is None or id(parent) in self._ran or not _has_forward(parent):
+                    break
+                top = top.rsplit(".", 1)[0]
+            if top not in out and not any(top.startswith(o + ".") for o in out):
+                out.append(top)
+        return [fx.clean_fqn(o) or o for o in out]
 
     def finish(self) -> None:
         """Records every parameter as the optimizer left it, read before

@@ -7,9 +7,9 @@ use rayon::prelude::*;
 
 use super::passes::Pairing;
 use super::{
-    compare, Counts, MatchRow, Policy, RowPolicy, Source, Status, Strategy, NO_ROW, ROW_BITWISE,
-    ROW_DIGEST_ONLY, ROW_FUSED, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_OUT_DIFF,
-    ROW_SAME_TEXT, ROW_SHAPE_TEXT_DIFF, ROW_UNSYNCED,
+    compare, CompiledAway, Counts, MatchRow, Policy, RowPolicy, Source, Status, Strategy, NO_ROW,
+    ROW_BITWISE, ROW_DIGEST_ONLY, ROW_FUSED, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2,
+    ROW_OUT_DIFF, ROW_SAME_TEXT, ROW_SHAPE_TEXT_DIFF, ROW_UNSYNCED,
 };
 use crate::parser::{FieldSet, OpTable, Phase};
 
@@ -20,9 +20,9 @@ use crate::parser::{FieldSet, OpTable, Phase};
 pub(super) struct Judge<'a> {
     settings: Settings<'a>,
     compared: FieldSet,
-    /// [`ROW_FUSED`] for side 0's / side 1's one-sided rows when the other
-    /// run's compiler fused ops away ([`super::fused_away`]), else 0.
-    fused: [u16; 2],
+    /// Which of side 0's / side 1's one-sided rows the other run's compiled
+    /// code left unrecorded ([`super::compiled_away`]): [`ROW_FUSED`].
+    away: [CompiledAway; 2],
 }
 
 impl<'a> Judge<'a> {
@@ -33,17 +33,23 @@ impl<'a> Judge<'a> {
         policy: &'a Policy,
         compared: FieldSet,
     ) -> Judge<'a> {
-        let fused = |this: &OpTable, other: &OpTable| {
-            if super::fused_away(this, other) {
-                ROW_FUSED
-            } else {
-                0
-            }
-        };
         Judge {
             settings: Settings::new(t1, t2, policy),
             compared,
-            fused: [fused(t1, t2), fused(t2, t1)],
+            away: [super::compiled_away(t1, t2), super::compiled_away(t2, t1)],
+        }
+    }
+
+    /// [`ROW_FUSED`] when side `s`'s one-sided row `r` is one the other
+    /// run's compiled code left unrecorded, else 0.
+    fn compiled_away(&self, s: usize, r: usize) -> u16 {
+        let t = self.settings.t[s];
+        match self.away[s] {
+            CompiledAway::Ops => ROW_FUSED,
+            CompiledAway::ModuleOutputs if t.op_name(t.op_type(r)) == super::MODULE_OUTPUT_OP => {
+                ROW_FUSED
+            }
+            _ => 0,
         }
     }
 
@@ -87,7 +93,7 @@ impl<'a> Judge<'a> {
             row2,
             status,
             strategy: Strategy::None,
-            flags: row_flags(&rp) | nonfinite_flag(t, r, nonfinite) | self.fused[s],
+            flags: row_flags(&rp) | nonfinite_flag(t, r, nonfinite) | self.compiled_away(s, r),
             source: rp.source,
         }
     }
@@ -99,8 +105,8 @@ impl<'a> Judge<'a> {
 const PREFETCH_AHEAD: usize = 8;
 
 /// The result rows of a pairing, judged by `judge`. A one-sided row is
-/// [`ROW_FUSED`] when the other run's compiler fused ops away
-/// ([`super::fused_away`]). Pairs are judged in
+/// [`ROW_FUSED`] when the other run's compiled code left it unrecorded
+/// ([`super::compiled_away`]). Pairs are judged in
 /// parallel; the order is kept by the indexed collect. Each row's settings
 /// are [`Policy::for_sides`]' (looked up once per op type when no rule or
 /// per-dtype default can tell rows of one op apart).
@@ -411,5 +417,65 @@ mod tests {
         assert!(rows_of(&m, Status::Only1)
             .iter()
             .all(|&i| m.rows[i].gates() && !m.rows[i].has(ROW_FUSED)));
+    }
+    /// A module-level step: `fc`'s output, its weight's gradient and the
+    /// weight after the optimizer, and (eager only) an output of `act`.
+    fn module_level(header: &str, outputs: bool, grad: &str) -> OpTable {
+        let mut blocks = vec![];
+        if outputs {
+            blocks.push(("fc/op_0_output", "Output hash: 1.0"));
+            blocks.push(("act/op_0_output", "Output hash: 2.0"));
+        }
+        blocks.push(("fc/op_1_weight_grad", grad));
+        blocks.push(("fc/op_2_weight", "Output hash: 4.0"));
+        log(&format!("Level: modules\n{header}"), &blocks)
+    }
+
+    #[test]
+    fn module_outputs_a_compiled_module_level_run_did_not_record_do_not_gate() {
+        // Any backend: module hooks run in no compiled code, fusing or not.
+        for backend in ["aot_eager", "inductor", "eager"] {
+            let compiled = format!("Compiled: {backend}\n");
+            let (a, b) = (
+                module_level("", true, "Output hash: 3.0"),
+                module_level(&compiled, false, "Output hash: 3.5"),
+            );
+            let m = match_tables(&a, &b, &MatchOptions::default());
+            let only1 = rows_of(&m, Status::Only1);
+            assert_eq!(only1, vec![0, 1], "{backend}");
+            for &i in &only1 {
+                assert!(
+                    m.rows[i].has(ROW_FUSED) && !m.rows[i].gates(),
+                    "{backend} row {i}"
+                );
+                let notes = row_notes(&a, &b, &m, i, ("eager", "compiled"));
+                let want = format!(
+                    "not recorded by compiled: its forward ran compiled ({backend}), where module hooks do not run: shown, not gating"
+                );
+                assert!(notes.contains(&want), "{notes:?}");
+            }
+            // The gradient that differs still gates, and is the first divergence.
+            let c = m.counts();
+            assert_eq!((c.fused, c.gating, c.diff), (2, 1, 1), "{backend}");
+            assert_eq!(m.first_divergence(), Some(2), "{backend}");
+        }
+        // Not compiled: the outputs only in run 1 gate.
+        let (a, b) = (
+            module_level("", true, "Output hash: 3.0"),
+            module_level("", false, "Output hash: 3.0"),
+        );
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        assert_eq!((m.counts().fused, m.counts().gating), (0, 2));
+        // A compiled run's one-sided gradient or parameter record gates.
+        let (a, b) = (
+            module_level("Compiled: inductor\n", false, "Output hash: 3.0"),
+            log(
+                "Level: modules\n",
+                &[("fc/op_2_weight", "Output hash: 4.0")],
+            ),
+        );
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        assert_eq!(rows_of(&m, Status::Only1), vec![0]);
+        assert!(m.rows[0].gates() && !m.rows[0].has(ROW_FUSED));
     }
 }

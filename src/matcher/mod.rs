@@ -192,23 +192,46 @@ pub const ROW_DIGEST_ONLY: u16 = 128;
 /// text on both sides, each present on both or on neither. Its relative
 /// differences are all 0 without reading a number (`--rows`).
 pub const ROW_SAME_TEXT: u16 = 256;
-/// Row flag: a row of one run only (`only1` or `only2`) whose op the other
-/// run's compiler fused away: the other log's header names a backend that
-/// fuses ([`crate::logformat::CompileBackend::fuses`]) and this log's
-/// header does not name the same one ([`fused_away`]). Shown, never
-/// gating, never a cause.
+/// Row flag: a row of one run only (`only1` or `only2`) that the other
+/// run's compiled code left unrecorded ([`compiled_away`]): an op its
+/// compiler fused away, or at `level=modules` a module output its compiled
+/// forward ran without hooks. Shown, never gating, never a cause.
 pub const ROW_FUSED: u16 = 512;
 
-/// Whether ops of the run of `this` table can be missing from the run of
-/// `other` because `other`'s compiler fused them away: `other`'s header
-/// says `Compiled:` with a backend that fuses, and `this` one's does not
-/// say the same backend.
-pub fn fused_away(this: &OpTable, other: &OpTable) -> bool {
-    match &other.header().compiled {
-        Some(b) => b.fuses() && this.header().compiled.as_ref() != Some(b),
-        None => false,
+/// Which one-sided rows of a run the other run's compiled code can leave
+/// unrecorded ([`compiled_away`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompiledAway {
+    /// None: every one-sided row is a divergence.
+    Nothing,
+    /// Every op: the other run's compiler fuses ops into generated kernels
+    /// that dispatch none (per-op level).
+    Ops,
+    /// Module outputs (op `output`): the other run is a module-level
+    /// capture whose forward ran compiled, where module hooks do not run
+    /// (any backend). Its gradients and parameters are recorded.
+    ModuleOutputs,
+}
+
+/// Which one-sided rows of `this` table's run can be missing from the run
+/// of `other` because of `other`'s compiled code: at `level=modules`, module
+/// outputs when `other`'s header says `Compiled:` (any backend); at the op
+/// level, every op when `other`'s header names a backend that fuses and
+/// `this` one's does not name the same one.
+pub fn compiled_away(this: &OpTable, other: &OpTable) -> CompiledAway {
+    let h = other.header();
+    match &h.compiled {
+        Some(_) if h.level == crate::logformat::CaptureLevel::Modules => {
+            CompiledAway::ModuleOutputs
+        }
+        Some(b) if b.fuses() && this.header().compiled.as_ref() != Some(b) => CompiledAway::Ops,
+        _ => CompiledAway::Nothing,
     }
 }
+
+/// The op name of a module-level capture's forward-output records
+/// (`{fqn}/op_N_output`; python/actdiff_capture/modules.py).
+pub const MODULE_OUTPUT_OP: &[u8] = b"output";
 
 /// One result row: a pair, or a row of one side only.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

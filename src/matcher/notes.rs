@@ -202,11 +202,17 @@ impl NoteRow<'_> {
         if row.has(ROW_FUSED) {
             // The run without the row is the one that compiled.
             let (by, t) = if r1.is_some() { (n2, t2) } else { (n1, t1) };
-            let backend = t.header().compiled.as_ref().map_or("", |b| b.name());
-            out.push(
-                K::Fused,
-                format!("fused away by {by}'s compiler ({backend}): shown, not gating"),
-            );
+            let h = t.header();
+            let backend = h.compiled.as_ref().map_or("", |b| b.name());
+            let text = if h.level == crate::logformat::CaptureLevel::Modules {
+                format!(
+                    "not recorded by {by}: its forward ran compiled ({backend}), where module \
+                     hooks do not run: shown, not gating"
+                )
+            } else {
+                format!("fused away by {by}'s compiler ({backend}): shown, not gating")
+            };
+            out.push(K::Fused, text);
         }
         match (row.has(ROW_NONFINITE1), row.has(ROW_NONFINITE2)) {
             (true, true) => out.push(K::NonFinite, "non-finite in both runs"),

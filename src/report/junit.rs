@@ -53,7 +53,9 @@ struct Case {
 
 fn failure_text(s: &Summary, r: &RankSummary) -> String {
     let fused = if r.counts.fused > 0 {
-        format!(", {} fused away by the compiler", r.counts.fused)
+        let modules = r.run1.level == crate::logformat::CaptureLevel::Modules;
+        let what = super::reasons::compiled_away_words(r.counts.fused, modules, "the compiler");
+        format!(", {what}")
     } else {
         String::new()
     };

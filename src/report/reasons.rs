@@ -12,6 +12,7 @@ use std::fmt;
 
 use super::messages::{self, Message, Side};
 use super::steps::RankStep;
+use super::summary::RankSummary;
 
 /// One reason for a comparison's exit status (one verdict line).
 #[derive(Clone, Debug)]
@@ -72,13 +73,18 @@ pub enum Reason {
         /// How many.
         count: u64,
     },
-    /// Ops a compiler fused away (shown, not gating).
+    /// Rows of one run only that the other run's compiled code left
+    /// unrecorded (shown, not gating): ops its compiler fused away, or at
+    /// `level=modules` module outputs of its compiled forward.
     Fused {
         /// How many.
         count: u64,
-        /// The fusing backends the headers name (`inductor`); empty: the
-        /// compiler is not named.
+        /// The backends the headers name (`inductor`); empty: the compiler
+        /// is not named.
         compilers: Vec<String>,
+        /// Whether the runs are module-level captures (the rows are module
+        /// outputs, not ops).
+        modules: bool,
     },
     /// Ranks only one run has (exit 1).
     RanksOnOneSide {
@@ -187,6 +193,75 @@ impl Reason {
     }
 }
 
+/// The verdict lines of rows that differ without gating, from the total
+/// counts `c` of `ranks` (a compare's ranks, or every step and rank of a
+/// series): ignored ops, unsynced collectives, rows the other run's
+/// compiled code left unrecorded. Empty when there are none.
+pub fn not_gating(c: &crate::matcher::Counts, ranks: &[RankSummary]) -> Vec<Reason> {
+    let mut out = Vec::new();
+    if c.ignored > 0 {
+        out.push(Reason::Ignored { count: c.ignored });
+    }
+    if c.unsynced > 0 {
+        out.push(Reason::Unsynced { count: c.unsynced });
+    }
+    if c.fused > 0 {
+        out.push(Reason::Fused {
+            count: c.fused,
+            compilers: fusing_compilers(ranks),
+            modules: module_level(ranks),
+        });
+    }
+    out
+}
+
+/// Whether the ranks' logs are module-level captures (run 1's header of the
+/// first rank says `Level: modules`).
+fn module_level(ranks: &[RankSummary]) -> bool {
+    ranks
+        .first()
+        .is_some_and(|r| r.run1.level == crate::logformat::CaptureLevel::Modules)
+}
+
+/// The compilers that left rows unrecorded, as the verdict names them: the
+/// distinct backends the headers of the ranks with such rows name
+/// (`inductor`; any backend at `level=modules`, fusing ones only at the op
+/// level); empty when none is named ([`Reason::Fused`] then says `the
+/// compiler`).
+fn fusing_compilers(ranks: &[RankSummary]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for r in ranks.iter().filter(|r| r.counts.fused > 0) {
+        for side in [&r.run1, &r.run2] {
+            if let Some(b) = side.compiled.as_deref() {
+                let modules = side.level == crate::logformat::CaptureLevel::Modules;
+                let fuses = modules
+                    || crate::logformat::CompileBackend::from_name(b).is_some_and(|b| b.fuses());
+                if fuses && !names.iter().any(|n| n == b) {
+                    names.push(b.to_string());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// The words for `count` rows of one run only that the other run's
+/// compiled code left unrecorded, `by` naming the compiler (`inductor`, `the
+/// compiler`): `2 ops fused away by inductor`, or with `modules` (module-level
+/// captures) `2 module outputs not recorded in compiled code (inductor:
+/// module hooks do not run there)`. The verdict, the terminal and JUnit say
+/// it in these words.
+pub fn compiled_away_words(count: u64, modules: bool, by: &str) -> String {
+    if modules {
+        format!(
+            "{count} module output{} not recorded in compiled code ({by}: module hooks do not run there)",
+            plural(count)
+        )
+    } else {
+        format!("{count} op{} fused away by {by}", plural(count))
+    }
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -242,17 +317,18 @@ impl fmt::Display for Reason {
                 "{count} unsynced collective row{} (shown, not gating)",
                 if *count == 1 { " differs" } else { "s differ" }
             ),
-            Reason::Fused { count, compilers } => {
+            Reason::Fused {
+                count,
+                compilers,
+                modules,
+            } => {
                 let by = if compilers.is_empty() {
                     "the compiler".to_string()
                 } else {
                     compilers.join(", ")
                 };
-                write!(
-                    f,
-                    "{count} op{} fused away by {by} (rows only in one run; shown, not gating)",
-                    plural(*count)
-                )
+                let what = compiled_away_words(*count, *modules, &by);
+                write!(f, "{what} (rows only in one run; shown, not gating)")
             }
             Reason::RanksOnOneSide {
                 only1,
@@ -421,6 +497,7 @@ mod tests {
                 Reason::Fused {
                     count: 2,
                     compilers: vec![],
+                    modules: false,
                 },
                 "2 ops fused away by the compiler (rows only in one run; shown, not gating)",
             ),
@@ -428,8 +505,17 @@ mod tests {
                 Reason::Fused {
                     count: 1,
                     compilers: vec!["inductor".into()],
+                    modules: false,
                 },
                 "1 op fused away by inductor (rows only in one run; shown, not gating)",
+            ),
+            (
+                Reason::Fused {
+                    count: 3,
+                    compilers: vec!["aot_eager".into()],
+                    modules: true,
+                },
+                "3 module outputs not recorded in compiled code (aot_eager: module hooks do not run there) (rows only in one run; shown, not gating)",
             ),
             (
                 Reason::RanksOnOneSide {

@@ -199,6 +199,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
             reasons: r.verdict.clone(),
         });
     lines.extend(bad);
+    lines.extend(super::reasons::not_gating(&s.counts, &s.ranks));
     if s.exit_status == exit_codes::OK {
         lines.push(Reason::NoDivergenceOverSteps {
             steps: series.steps.len(),

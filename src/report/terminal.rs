@@ -122,7 +122,9 @@ fn count_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
         let _ = write!(out, ", {} truncated (no verdict)", c.truncated);
     }
     if c.fused > 0 {
-        let _ = write!(out, " ({} fused away by the compiler, not gating)", c.fused);
+        let modules = r.run1.level == crate::logformat::CaptureLevel::Modules;
+        let what = super::reasons::compiled_away_words(c.fused, modules, "the compiler");
+        let _ = write!(out, " ({what}, not gating)");
     }
     out.push('\n');
     let _ = writeln!(

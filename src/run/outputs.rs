@@ -12,9 +12,8 @@
 use std::path::PathBuf;
 
 use crate::exit_codes;
-use crate::logformat::CompileBackend;
 use crate::report::messages::{self, Message, Side};
-use crate::report::reasons::{fmt_ranks, Reason};
+use crate::report::reasons::{self, fmt_ranks, Reason};
 use crate::report::summary::{FailedRank, SideSummary, SCHEMA_VERSION};
 use crate::report::{self, files, junit, terminal, RankSummary, ReportOptions, Summary};
 
@@ -360,18 +359,7 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<Reason>) {
             names: names(),
         });
     }
-    if c.ignored > 0 {
-        reasons.push(Reason::Ignored { count: c.ignored });
-    }
-    if c.unsynced > 0 {
-        reasons.push(Reason::Unsynced { count: c.unsynced });
-    }
-    if c.fused > 0 {
-        reasons.push(Reason::Fused {
-            count: c.fused,
-            compilers: fusing_compilers(ranks),
-        });
-    }
+    reasons.extend(reasons::not_gating(&c, ranks));
     if !only1.is_empty() || !only2.is_empty() {
         reasons.push(Reason::RanksOnOneSide {
             only1: only1.clone(),
@@ -386,23 +374,4 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<Reason>) {
         reasons.push(Reason::NoDivergence { matched: c.matched });
     }
     (status, reasons)
-}
-
-/// The compilers that fused ops away, as the verdict names them: the
-/// distinct fusing backends the headers of the ranks with such rows name
-/// (`inductor`); empty when none is named ([`Reason::Fused`] then says
-/// `the compiler`).
-fn fusing_compilers(ranks: &[RankSummary]) -> Vec<String> {
-    let mut names: Vec<String> = Vec::new();
-    for r in ranks.iter().filter(|r| r.counts.fused > 0) {
-        for side in [&r.run1, &r.run2] {
-            if let Some(b) = side.compiled.as_deref() {
-                let fuses = CompileBackend::from_name(b).is_some_and(|b| b.fuses());
-                if fuses && !names.iter().any(|n| n == b) {
-                    names.push(b.to_string());
-                }
-            }
-        }
-    }
-    names
 }

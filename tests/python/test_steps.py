@@ -386,6 +386,83 @@ def test_module_level_says_when_no_optimizer_step_followed_backward(tmp_path):
     assert "Only torch.optim optimizers are seen" in said[0], said
 
 
+class Blocks(torch.nn.Module):
+    """Two residual blocks (a Linear and a GELU each) and a head."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()) for _ in range(2))
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x) + x
+        return self.head(x)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("compiled", ["model", "blocks"])
+def test_module_level_says_which_modules_ran_compiled(actdiff_bin, tmp_path, backend, compiled):
+    """Module hooks do not run in compiled code, so a compiled forward's
+    module outputs are not recorded at level='modules' (a new user's
+    eager-against-compiled compare gave 'first divergence
+    blocks.0.0/op_0_output (only in eager)', and the compiled run's log and
+    warnings said nothing). Now the profiler warns once, naming the modules
+    that ran compiled, the log's header says 'Compiled:', and the compare
+    shows those outputs as not recorded, not gating; gradients and
+    parameters are recorded and compared."""
+
+    def train(dump, backend=None):
+        torch.manual_seed(1)
+        model = Blocks()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        run = model
+        if backend is not None and compiled == "model":
+            run = torch.compile(model, backend=backend)
+        elif backend is not None:
+            for b in model.blocks:
+                b.compile(backend=backend)
+        prof = actdiff_capture.Profiler(model, dump, capture_steps=range(1, 4), level="modules", precision="full")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                run(torch.randn(8, 16)).square().mean().backward()
+                opt.step()
+                opt.zero_grad()
+                prof.step()
+        said = [str(w.message) for w in caught if "ran compiled" in str(w.message)]
+        return said, [blocks(dump / f"step_{s}" / "rank_0_activations.log") for s in (1, 2, 3)]
+
+    said, eager = train(tmp_path / "eager")
+    assert said == [] and all(not any(x.startswith("Compiled") for x in h) for h, _ in eager), said
+    said, logs = train(tmp_path / "compiled", backend)
+    names = "the model's forward" if compiled == "model" else "blocks.0, blocks.1"
+    assert len(said) == 1 and said[0].startswith(f"actdiff_capture: step 1: {names} ran compiled"), said
+    name = "torch.compile"  # module hooks do not see the backend
+    for (h, bl), (_, eager_bl) in zip(logs, eager):
+        assert f"Compiled: {name}" in h, h  # header lines
+        keys = {k for k, _ in bl}
+        # Every gradient and parameter record; the outputs of modules that
+        # ran eagerly (the root and the head with compiled blocks).
+        want = {k for k, _ in eager_bl if not k.endswith("_output")}
+        if compiled == "blocks":
+            want |= {k for k, _ in eager_bl if k.split("/")[0] in ("<none>", "head") and k.endswith("_output")}
+        assert {k.split("/")[0] + "/" + k.split("_", 2)[2] for k in keys} == {
+            k.split("/")[0] + "/" + k.split("_", 2)[2] for k in want
+        }, (keys, want)
+    r, s = compare(actdiff_bin, tmp_path / "eager", tmp_path / "compiled", tmp_path / "rep")
+    inside = ("",) if compiled == "model" else ("blocks.",)  # the modules that ran compiled
+    not_recorded = sum(1 for _, bl in eager for k, _ in bl if k.endswith("_output") and k.startswith(inside))
+    assert s["counts"]["fused"] == not_recorded, (s["counts"], r.stdout)
+    assert f"{not_recorded} module outputs not recorded in compiled code" in r.stdout, r.stdout
+    for rank in s["ranks"]:
+        first = rank.get("first_divergence")
+        assert first is None or not first["key1"].startswith("blocks.") or not first["key1"].endswith("_output"), first
+    if backend == "aot_eager":  # the same kernels: gradients and parameters bitwise equal
+        assert r.returncode == 0 and s["counts"]["gating"] == 0, r.stdout
+
+
 def test_module_level_finds_the_step_and_the_phase(actdiff_bin, tmp_path):
     for name, kw in [("a", {}), ("b", {"lr_change_at": 3}), ("c", {"change_token_at": 3})]:
         run(tmp_path / name, level="modules", **kw)
