@@ -821,16 +821,28 @@ class Profiler:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._complete()
-        self._release_worker()
-        armed = self.armed
-        self._disarm()  # the unwritten capture is dropped: its temporary file goes
-        if armed and self.series:
-            # A step armed but never reached leaves no empty step_S folder.
-            try:
-                os.rmdir(os.path.dirname(self._armed_path))
-            except OSError:
-                pass
+        self.close()
+
+    def close(self) -> None:
+        """Ends the capture, as leaving a ``with Profiler(...)`` block
+        does: the last captured step's log is written (the thread finishing
+        it joined; what it raised is raised here), the hooks and the
+        dispatch mode are removed, and a step armed but not reached is
+        dropped with its folder. Later ``step()`` calls only count steps.
+        Calling it again does nothing."""
+        self._done = True
+        try:
+            self._complete()
+        finally:
+            self._release_worker()
+            armed = self.armed
+            self._disarm()  # the unwritten capture is dropped: its temporary file goes
+            if armed and self.series:
+                # A step armed but never reached leaves no empty step_S folder.
+                try:
+                    os.rmdir(os.path.dirname(self._armed_path))
+                except OSError:
+                    pass
 
     def step(self, loss=None) -> None:
         """Call after every training step. ``loss`` (optional: a float or a

@@ -8,6 +8,7 @@ are bitwise equal over every step."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import warnings
 
@@ -384,6 +385,37 @@ def test_module_level_says_when_no_optimizer_step_followed_backward(tmp_path):
     # A hand-written update is not seen: the warning says so (a new user's
     # manual SGD read it as records before the update).
     assert "Only torch.optim optimizers are seen" in said[0], said
+
+
+@pytest.mark.parametrize("level", ["ops", "modules"])
+def test_close_ends_a_capture_without_a_with_block(tmp_path, level):
+    """A loop without ``with Profiler(...)`` ends the capture with
+    ``close()`` (a new user's trial found no way to): the captured steps'
+    logs are written, the hooks and the dispatch mode are gone, the step
+    armed next leaves no folder, and later steps record nothing."""
+    torch.manual_seed(0)
+    model = InPlaceNet()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    prof = actdiff_capture.Profiler(model, tmp_path, capture_steps=range(1, 5), level=level, precision="full")
+    for _ in range(2):
+        model(torch.randn(8, 256)).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+        prof.step()
+    assert prof.armed
+    prof.close()
+    assert not prof.armed
+    assert sorted(os.listdir(tmp_path)) == ["step_1", "step_2"], os.listdir(tmp_path)
+    for s in (1, 2):
+        _, bl = blocks(tmp_path / f"step_{s}" / "rank_0_activations.log")
+        assert bl, s
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
+    assert all(not getattr(p, "_post_accumulate_grad_hooks", None) for p in model.parameters())
+    assert torch.utils._python_dispatch._get_current_dispatch_mode() is None
+    model(torch.randn(8, 256)).square().mean().backward()
+    prof.step()
+    prof.close()  # again: nothing
+    assert sorted(os.listdir(tmp_path)) == ["step_1", "step_2"]
 
 
 class Blocks(torch.nn.Module):
