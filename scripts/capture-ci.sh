@@ -18,7 +18,8 @@
 #      VIRTUAL_ENV and no other variable set: the one-command install users run;
 #   5. pytest tests/python (stats and digests against torch, the Profiler, a
 #      small Llama captured twice and compared with `actdiff compare`).
-# The actdiff binary (the engine, default features) is built once, in
+# The actdiff binary (the engine, default features) is $ACTDIFF_BIN when the
+# caller gives one (.ci/run: the one its tests built), else built once, in
 # CARGO_TARGET_DIR if the caller set it, for the end-to-end tests.
 # Exit status: non-zero on the first failure.
 set -euo pipefail
@@ -66,8 +67,16 @@ export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 base_path="$PATH"
 
 step="engine binary"
-run env CARGO_TARGET_DIR="$engine_target" cargo build --release --bin actdiff
-export ACTDIFF_BIN="$engine_target/release/actdiff"
+if [[ -n "${ACTDIFF_BIN:-}" && -x "$ACTDIFF_BIN" ]]; then
+    # .ci/run passes the binary its `cargo test --release` built: a
+    # `cargo build` resolves the dependencies' features without the
+    # dev-dependencies' and would build the engine a second time (six
+    # minutes on a cold cache).
+    echo "==> engine binary: $ACTDIFF_BIN (built by the caller)"
+else
+    run env CARGO_TARGET_DIR="$engine_target" cargo build --release --bin actdiff
+    export ACTDIFF_BIN="$engine_target/release/actdiff"
+fi
 
 for v in $versions; do
     venv="$(venv_for "$v")"

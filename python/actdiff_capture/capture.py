@@ -792,7 +792,7 @@ class Profiler:
         # before step() returns.
         self._spare_modules: modules.ModuleRecorder | None = None
         self._warned_no_optimizer_step = False  # modules.NO_OPTIMIZER_STEP said once
-        self._warned_compiled = False  # modules.COMPILED_OUTPUTS said once
+        self._warned_outputs: set = set()  # modules.COMPILED_OUTPUTS / UNEXPLAINED_OUTPUTS said
         self._handles: list = []
         self._stack: list = []
         self._grad_fn_to_module: dict = {}
@@ -1104,24 +1104,30 @@ class Profiler:
             self._check_baseline()
 
     def _note_compiled_modules(self, rec) -> None:
-        """At level='modules': the header's ``Compiled:`` line when modules
-        of this step ran compiled (no output records of them), and a
-        warning the first time (:data:`modules.COMPILED_OUTPUTS`)."""
-        compiled = rec.compiled_modules()
-        if not compiled:
-            return
-        rec.cap.note_compiled(modules.COMPILED_BY)
-        if not self._warned_compiled:
-            self._warned_compiled = True
-            whole = compiled == ["<none>"]
-            names = "the model's forward" if whole else ", ".join(compiled[:5])
-            if len(compiled) > 5:
-                names += f" and {len(compiled) - 5} more modules"
-            them = "it" if whole or len(compiled) == 1 else "them"
-            text = modules.COMPILED_OUTPUTS.format(
-                step=self._armed_step, modules=names, them=them
-            )
-            warnings.warn(text, stacklevel=4)
+        """At level='modules': the header's ``Compiled:`` and ``Compiled
+        modules:`` lines when modules of this step ran compiled (no output
+        records of them), with a warning the first time
+        (:data:`modules.COMPILED_OUTPUTS`); a warning, once, for modules
+        whose outputs are missing for no reason seen
+        (:data:`modules.UNEXPLAINED_OUTPUTS`)."""
+        compiled, unexplained = rec.compiled_modules()
+        if compiled:
+            rec.cap.note_compiled(modules.COMPILED_BY)
+            rec.cap.note_compiled_modules(compiled)
+        for names, key, text in (
+            (compiled, "compiled", modules.COMPILED_OUTPUTS),
+            (unexplained, "unexplained", modules.UNEXPLAINED_OUTPUTS),
+        ):
+            if not names or key in self._warned_outputs:
+                continue
+            self._warned_outputs.add(key)
+            whole = names == ["<none>"]
+            said = "the model's forward" if whole else ", ".join(names[:5])
+            if len(names) > 5:
+                said += f" and {len(names) - 5} more modules"
+            one = whole or len(names) == 1
+            words = {"them": "it" if one else "them", "their": "its" if one else "their"}
+            warnings.warn(text.format(step=self._armed_step, modules=said, **words), stacklevel=4)
 
     def _finish(self, cap, loss, step: int, path: str) -> None:
         """Flushes and writes step ``step``'s log at ``path``, with its loss."""

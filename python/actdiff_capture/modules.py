@@ -48,16 +48,26 @@ them the next step's capture) instead of being removed and registered
 again every step; the modules and parameters are those of the first step
 of the run.
 
-A module whose forward runs compiled (``torch.compile(model)``, or a
-compiled block) runs no module hooks: its output, and those of the modules
-inside it, are not recorded; its parameters' gradients and values are
-(autograd's hooks and the reads after the optimizer run outside compiled
-code). :meth:`ModuleRecorder.finish` finds such modules (a gradient of
-their own parameters recorded, no forward hook run, after Dynamo compiled
-some frame) and the profiler writes the header line ``Compiled:
-torch.compile`` (hooks do not see the backend) and warns once
-(:data:`COMPILED_OUTPUTS`). A compare reads such a log's one-sided module
-outputs as not recorded, not gating.
+A module whose forward runs compiled (``torch.compile(model)``,
+``block.compile()``, a block replaced by ``torch.compile(block)``) runs no
+module hooks: its output, and those of the modules inside it, are not
+recorded; its parameters' gradients and values are (autograd's hooks and
+the reads after the optimizer run outside compiled code).
+:meth:`ModuleRecorder.compiled_modules` names them from what it can see:
+the whole forward when the model's own forward hook did not run although
+gradients were recorded (after Dynamo compiled some frame), else the
+modules compiled themselves (``_compiled_call_impl`` set by
+``Module.compile()``, or a ``torch.compile`` wrapper among the modules),
+outermost only. The profiler writes the header lines ``Compiled:
+torch.compile`` (hooks do not see the backend) and ``Compiled modules:
+a, b`` (``<none>``: the whole forward), and warns once
+(:data:`COMPILED_OUTPUTS`); a compare reads the other run's one-sided
+outputs of those modules, and of the modules inside them, as not
+recorded, not gating. A module whose parameters got gradients while its
+forward hook never ran, and that is none of those (called inside a
+compiled function, or its parameters used without calling it:
+``F.linear(x, self.head.weight)``), is not marked in the log: a warning
+says so once (:data:`UNEXPLAINED_OUTPUTS`).
 
 A step whose backward ran with no optimizer step after it (``prof.step()``
 called before ``optimizer.step()``, or a step of gradient accumulation) has
@@ -89,9 +99,20 @@ NO_OPTIMIZER_STEP = (
 COMPILED_OUTPUTS = (
     "actdiff_capture: step {step}: {modules} ran compiled (torch.compile), where module hooks "
     "do not run: level='modules' records no forward output of {them} or of the modules inside "
-    "{them}, only gradients and parameters. The log's header says 'Compiled: torch.compile', and a "
-    "compare shows the outputs only the other run has as not recorded, not gating. Capture at "
-    "level='ops' for records of compiled code."
+    "{them}, only gradients and parameters. The log's header says so ('Compiled modules:'), and "
+    "a compare shows those outputs, which only the other run has, as not recorded, not gating. "
+    "Capture at level='ops' for records of compiled code."
+)
+
+#: The warning of a step with modules whose parameters got gradients while
+#: their forward hook never ran, none of them compiled as far as the
+#: profiler can see.
+UNEXPLAINED_OUTPUTS = (
+    "actdiff_capture: step {step}: {modules}: gradients of {their} parameters were recorded but "
+    "{their} forward hook never ran: called inside compiled code (a torch.compile'd function), "
+    "or {their} parameters used without calling {them} (F.linear(x, m.weight)). No output of "
+    "{them} is recorded, and the log does not mark {them} as compiled: a compare shows an output "
+    "only the other run has as a difference."
 )
 
 
@@ -117,10 +138,12 @@ def dynamo_compiled() -> bool:
 HERE_MAX = 1 << 16
 
 
-def _has_forward(m: nn.Module) -> bool:
-    """Whether ``m`` has a forward of its own (a ``ModuleList`` or a
-    ``ModuleDict`` has none and is never called)."""
-    return type(m).forward is not nn.Module.forward
+def _compiled_itself(m: nn.Module) -> bool:
+    """Whether ``m``'s calls run compiled whoever calls it:
+    ``m.compile()`` (``_compiled_call_impl``) or ``m`` is a
+    ``torch.compile`` wrapper (``OptimizedModule``) put among the model's
+    modules."""
+    return getattr(m, "_compiled_call_impl", None) is not None or type(m).__name__ == "OptimizedModule"
 
 
 def _first_tensor(x):
@@ -271,37 +294,29 @@ class ModuleRecorder:
         self._waits_queued = False
         self.worker.wait()
 
-    def compiled_modules(self) -> list:
-        """This step's modules that ran compiled: FQNs (the root as
-        ``<none>``), in the model's order, of the outermost modules whose
-        forward hook never ran above a module a gradient of whose own
-        parameters was recorded while its forward hook never ran either;
-        empty unless Dynamo compiled some frame in this process (a
-        parameter used without its module's forward, such as
-        ``F.linear(x, self.proj.weight)``, makes no compiled module
-        then)."""
+    def compiled_modules(self) -> tuple[list, list]:
+        """This step's modules whose outputs are not recorded because they
+        ran compiled, and those whose parameters got a gradient while their
+        forward hook never ran for no reason the profiler can see: two
+        lists of FQNs in the model's order (the first ``["<none>"]`` when
+        the whole forward ran compiled: the model's own hook did not run
+        although gradients were recorded, after Dynamo compiled a frame).
+        The first holds the outermost modules compiled themselves
+        (``Module.compile()``, a ``torch.compile`` wrapper)."""
+        if self._grad_owners and id(self._root) not in self._ran and dynamo_compiled():
+            return ["<none>"], []
+        compiled: list = []
+        for name, m in self._root.named_modules():
+            if name and _compiled_itself(m) and not any(name.startswith(c + ".") for c in compiled):
+                compiled.append(name)
+        unexplained = []
         missing = self._grad_owners - self._ran
-        if not missing or not dynamo_compiled():
-            return []
-        if id(self._root) not in self._ran:
-            return ["<none>"]  # the whole forward ran compiled
-        by_name = dict(self._root.named_modules())
-        out: list = []
-        for name, m in by_name.items():
-            if id(m) not in missing:
-                continue
-            # Up to the outermost module around it that did not run either
-            # (a container without a forward of its own, such as a
-            # ModuleList, is never called: the climb stops below it).
-            top = name
-            while "." in top:
-                parent = by_name.get(top.rsplit(".", 1)[0])
-                if parent is None or id(parent) in self._ran or not _has_forward(parent):
-                    break
-                top = top.rsplit(".", 1)[0]
-            if top not in out and not any(top.startswith(o + ".") for o in out):
-                out.append(top)
-        return [fx.clean_fqn(o) or o for o in out]
+        if missing:
+            for name, m in self._root.named_modules():
+                inside = any(name == c or name.startswith(c + ".") for c in compiled)
+                if id(m) in missing and not inside:
+                    unexplained.append(fx.clean_fqn(name) or "<none>")
+        return [fx.clean_fqn(c) or c for c in compiled], unexplained
 
     def finish(self) -> None:
         """Records every parameter as the optimizer left it, read before

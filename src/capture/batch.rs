@@ -696,6 +696,15 @@ impl Capture {
         self.notes.compiled = Some(backend);
     }
 
+    /// Notes the modules whose forward ran compiled in a module-level
+    /// capture (FQNs, `<none>` for the whole forward): the header gets a
+    /// `Compiled modules: a, b` line, so a comparison reads only their
+    /// outputs (and those of the modules inside them) as not recorded. A
+    /// later call replaces an earlier one.
+    pub fn note_compiled_modules(&mut self, fqns: Vec<String>) {
+        self.notes.compiled_modules = Some(fqns);
+    }
+
     /// Notes the training step this log captures (1-based): the header
     /// gets a `Step: S` line (a step series' `step_S/` log).
     pub fn note_step(&mut self, step: u64) {

@@ -278,6 +278,24 @@ impl Capture {
         Ok(())
     }
 
+    /// `note_compiled_modules(fqns: list[str]) -> None`: notes the modules
+    /// whose forward ran compiled in a module-level capture (`<none>`: the
+    /// whole forward): `finish()` writes the header line `Compiled
+    /// modules: a, b`. ValueError for a name that is empty, has a comma or
+    /// a control character (it would not read back as one name).
+    fn note_compiled_modules(&self, fqns: Vec<String>) -> PyResult<()> {
+        if let Some(bad) = fqns
+            .iter()
+            .find(|f| f.trim().is_empty() || f.contains(',') || f.chars().any(char::is_control))
+        {
+            return Err(PyValueError::new_err(format!(
+                "a module name must be non-empty, without commas or control characters, got {bad:?}"
+            )));
+        }
+        self.core().note_compiled_modules(fqns);
+        Ok(())
+    }
+
     /// `note_step(step: int) -> None`: notes the training step this log
     /// captures (1-based): `finish()` writes the header line `Step: S`.
     fn note_step(&self, step: u64) {

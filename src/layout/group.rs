@@ -122,6 +122,7 @@ impl<'a> Group<'a> {
         let notes = HeaderNotes {
             excluded: h.excluded.clone(),
             compiled: h.compiled.clone(),
+            compiled_modules: h.compiled_modules.clone(),
             level: h.level,
             step: h.step,
             loss: h.loss,

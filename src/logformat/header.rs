@@ -34,6 +34,12 @@ const PRECISION_FULL: &str = "full";
 /// of its own).
 pub const COMPILED_LABEL: &str = "Compiled";
 
+/// The label of the header line of a module-level capture naming the
+/// modules whose forward ran compiled, so that their outputs (and those of
+/// the modules inside them) have no block (`Compiled modules: blocks.0,
+/// blocks.1`; `<none>`: the model's whole forward).
+pub const COMPILED_MODULES_LABEL: &str = "Compiled modules";
+
 /// The `torch.compile` backend of a compiled run (the `Compiled:` header
 /// line). A backend that fuses ops into generated kernels dispatches no op
 /// for them, so the capture never sees them: a run compiled by one lacks
@@ -175,6 +181,8 @@ pub struct HeaderNotes {
     pub excluded: Option<Vec<String>>,
     /// `Compiled: <backend>` (`None`: an eager run, no line).
     pub compiled: Option<CompileBackend>,
+    /// `Compiled modules: a, b` (module-level captures; `None`: no line).
+    pub compiled_modules: Option<Vec<String>>,
     /// `Level: modules` ([`CaptureLevel::Ops`]: no line).
     pub level: CaptureLevel,
     /// `Step: S`, the 1-based training step (`None`: no line).
@@ -276,7 +284,8 @@ fn header_line(out: &mut Vec<u8>, label: &str, value: &[u8]) {
 
 /// Appends the header: `Total captured activations: N`, then the lines of
 /// `notes` in this order: `Excluded ops dispatched:` (`, `-joined, `(none)`
-/// when empty), `Compiled: <backend>` ([`compiled_line`]), `Level:
+/// when empty), `Compiled: <backend>` ([`compiled_line`]), `Compiled
+/// modules:` (`, `-joined), `Level:
 /// modules` (a module-level capture only), `Step: S`,
 /// `Loss: x` (shortest round-trip text, [`fmt_full`]); `Precision: full`
 /// for [`Precision::Full`]; `Mesh:` and `Coords:`; 80 `=` and an empty
@@ -298,6 +307,9 @@ pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precisio
     }
     if let Some(backend) = &notes.compiled {
         compiled_line(out, backend);
+    }
+    if let Some(m) = &notes.compiled_modules {
+        header_line(out, COMPILED_MODULES_LABEL, m.join(", ").as_bytes());
     }
     if notes.level != CaptureLevel::Ops {
         header_line(out, LEVEL_LABEL, notes.level.name().as_bytes());
@@ -340,6 +352,11 @@ pub struct Header {
     /// through (an unknown name kept as text); `None` when the line is
     /// absent (an eager run, or an older writer).
     pub compiled: Option<CompileBackend>,
+    /// `Compiled modules: a, b`: in a module-level capture, the modules
+    /// whose forward ran compiled (`<none>`: the whole forward), their
+    /// outputs and those of the modules inside them not recorded; `None`
+    /// when the line is absent (then, with `Compiled:`, any module's).
+    pub compiled_modules: Option<Vec<String>>,
     /// `Level: modules`: a module-level capture ([`CaptureLevel::Ops`]
     /// when the line is absent).
     pub level: CaptureLevel,
@@ -412,6 +429,15 @@ impl Header {
         }
         if let Some(v) = labelled(t, COMPILED_LABEL) {
             return self.read_compiled(line, v);
+        }
+        if let Some(v) = labelled(t, COMPILED_MODULES_LABEL) {
+            let names = v
+                .split(|b| *b == b',')
+                .map(trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned());
+            self.compiled_modules = Some(names.collect());
+            return Ok(());
         }
         if let Some(v) = labelled(t, LEVEL_LABEL) {
             return self.read_level(line, v);
@@ -598,6 +624,7 @@ mod tests {
         let notes = HeaderNotes {
             excluded: Some(vec!["view".into(), "t".into()]),
             compiled: CompileBackend::from_name("aot_eager"),
+            compiled_modules: Some(vec!["blocks.0".into(), "b c".into()]),
             level: CaptureLevel::Modules,
             step: Some(7),
             loss: Some(0.1),
@@ -610,6 +637,7 @@ mod tests {
         assert_eq!(h.total, Some(12));
         assert_eq!(h.excluded, Some(vec!["t".into(), "view".into()]));
         assert_eq!(h.compiled, notes.compiled);
+        assert_eq!(h.compiled_modules, notes.compiled_modules);
         assert_eq!(
             (h.level, h.step, h.loss),
             (CaptureLevel::Modules, Some(7), Some(0.1))

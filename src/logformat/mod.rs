@@ -367,6 +367,7 @@ mod tests {
         let notes = HeaderNotes {
             excluded: Some(vec!["view".into(), "t".into(), "view".into()]),
             compiled: CompileBackend::from_name("inductor"),
+            compiled_modules: Some(vec!["a".into(), "b.c".into()]),
             level: CaptureLevel::Modules,
             step: Some(12),
             loss: Some(2.3125),
@@ -376,7 +377,7 @@ mod tests {
         assert_eq!(
             String::from_utf8(v).unwrap(),
             format!(
-                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCompiled: inductor\nLevel: modules\nStep: 12\nLoss: 2.3125e+00\nPrecision: full\nMesh: dp=2 tp=4\nCoords: dp=1 tp=3\n{}\n\n",
+                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCompiled: inductor\nCompiled modules: a, b.c\nLevel: modules\nStep: 12\nLoss: 2.3125e+00\nPrecision: full\nMesh: dp=2 tp=4\nCoords: dp=1 tp=3\n{}\n\n",
                 "=".repeat(80)
             )
         );

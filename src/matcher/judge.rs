@@ -43,10 +43,10 @@ impl<'a> Judge<'a> {
     /// [`ROW_FUSED`] when side `s`'s one-sided row `r` is one the other
     /// run's compiled code left unrecorded, else 0.
     fn compiled_away(&self, s: usize, r: usize) -> u16 {
-        let t = self.settings.t[s];
+        let [this, other] = [self.settings.t[s], self.settings.t[1 - s]];
         match self.away[s] {
             CompiledAway::Ops => ROW_FUSED,
-            CompiledAway::ModuleOutputs if t.op_name(t.op_type(r)) == super::MODULE_OUTPUT_OP => {
+            CompiledAway::ModuleOutputs if super::compiled_module_output(this, r, other) => {
                 ROW_FUSED
             }
             _ => 0,
@@ -466,6 +466,36 @@ mod tests {
         );
         let m = match_tables(&a, &b, &MatchOptions::default());
         assert_eq!((m.counts().fused, m.counts().gating), (0, 2));
+        // With `Compiled modules: fc`, only fc's output (and those inside
+        // it) is not recorded; act's, only in run 1, gates.
+        let (a, b) = (
+            module_level("", true, "Output hash: 3.0"),
+            module_level(
+                "Compiled: torch.compile\nCompiled modules: fc\n",
+                false,
+                "Output hash: 3.0",
+            ),
+        );
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        assert_eq!(rows_of(&m, Status::Only1), vec![0, 1]);
+        assert!(m.rows[0].has(ROW_FUSED) && !m.rows[0].gates());
+        assert!(!m.rows[1].has(ROW_FUSED) && m.rows[1].gates());
+        assert_eq!(m.first_divergence(), Some(1));
+        for (list, fused) in [
+            ("<none>", 2),
+            ("fc, act", 2),
+            ("f", 0),
+            ("act.x", 0),
+            ("a", 0),
+        ] {
+            let b = module_level(
+                &format!("Compiled: torch.compile\nCompiled modules: {list}\n"),
+                false,
+                "Output hash: 3.0",
+            );
+            let m = match_tables(&a, &b, &MatchOptions::default());
+            assert_eq!(m.counts().fused, fused, "{list}");
+        }
         // A compiled run's one-sided gradient or parameter record gates.
         let (a, b) = (
             module_level("Compiled: inductor\n", false, "Output hash: 3.0"),

@@ -209,7 +209,10 @@ pub enum CompiledAway {
     Ops,
     /// Module outputs (op `output`): the other run is a module-level
     /// capture whose forward ran compiled, where module hooks do not run
-    /// (any backend). Its gradients and parameters are recorded.
+    /// (any backend): the outputs of the modules its `Compiled modules:`
+    /// line names and of the modules inside them
+    /// ([`compiled_module_output`]), or of any module without that line.
+    /// Its gradients and parameters are recorded.
     ModuleOutputs,
 }
 
@@ -227,6 +230,27 @@ pub fn compiled_away(this: &OpTable, other: &OpTable) -> CompiledAway {
         Some(b) if b.fuses() && this.header().compiled.as_ref() != Some(b) => CompiledAway::Ops,
         _ => CompiledAway::Nothing,
     }
+}
+
+/// Whether row `r` of `this` table is a module output (`{fqn}/op_N_output`)
+/// of a module that ran compiled in the run of `other` (a module-level
+/// log with a `Compiled:` line): its module is one that `other`'s
+/// `Compiled modules:` line names or lies inside one (`<none>`: every
+/// module), or that line is absent.
+pub fn compiled_module_output(this: &OpTable, r: usize, other: &OpTable) -> bool {
+    if this.op_name(this.op_type(r)) != MODULE_OUTPUT_OP {
+        return false;
+    }
+    let Some(compiled) = &other.header().compiled_modules else {
+        return true;
+    };
+    let (module, _) = crate::parser::key::module_and_op(this.key(r));
+    compiled.iter().any(|c| {
+        let c = c.as_bytes();
+        c == b"<none>"
+            || module == c
+            || (module.len() > c.len() && module.starts_with(c) && module[c.len()] == b'.')
+    })
 }
 
 /// The op name of a module-level capture's forward-output records

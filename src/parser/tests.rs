@@ -615,6 +615,7 @@ fn compiled_header_line_round_trips_through_the_writer() {
         let notes = HeaderNotes {
             excluded: Some(vec![]),
             compiled: Some(b.clone()),
+            compiled_modules: Some(vec!["<none>".into()]),
             level: crate::logformat::CaptureLevel::Modules,
             step: Some(7),
             loss: Some(-0.1 / 3.0),

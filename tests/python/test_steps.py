@@ -421,15 +421,18 @@ def test_close_ends_a_capture_without_a_with_block(tmp_path, level):
 class Blocks(torch.nn.Module):
     """Two residual blocks (a Linear and a GELU each) and a head."""
 
-    def __init__(self):
+    def __init__(self, functional_head=False):
         super().__init__()
         torch.manual_seed(0)
         self.blocks = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU()) for _ in range(2))
         self.head = torch.nn.Linear(16, 4)
+        self.functional_head = functional_head
 
     def forward(self, x):
         for b in self.blocks:
             x = b(x) + x
+        if self.functional_head:  # the head's weights, its module never called
+            return F.linear(x, self.head.weight, self.head.bias)
         return self.head(x)
 
 
@@ -493,6 +496,47 @@ def test_module_level_says_which_modules_ran_compiled(actdiff_bin, tmp_path, bac
         assert first is None or not first["key1"].startswith("blocks.") or not first["key1"].endswith("_output"), first
     if backend == "aot_eager":  # the same kernels: gradients and parameters bitwise equal
         assert r.returncode == 0 and s["counts"]["gating"] == 0, r.stdout
+
+
+def test_module_level_names_only_the_modules_that_ran_compiled(actdiff_bin, tmp_path):
+    """A compiled module without parameters (an activation) and a head
+    whose weights are used without calling it (a new user's trial: the
+    activation's output was missing with no word, a false 'first
+    divergence', and the head was named as compiled): the header names the
+    compiled activation only, the compare excuses its output only, and the
+    head gets a warning of its own that says why its output may be
+    missing, not that it ran compiled."""
+
+    def train(dump, compile_act):
+        torch.manual_seed(1)
+        model = Blocks(functional_head=True)
+        if compile_act:
+            model.blocks[1][1].compile(backend="aot_eager")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        prof = actdiff_capture.Profiler(model, dump, capture_steps=range(1, 3), level="modules", precision="full")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(2):
+                model(torch.randn(8, 16)).square().mean().backward()
+                opt.step()
+                opt.zero_grad()
+                prof.step()
+        return [str(w.message) for w in caught if "actdiff_capture: step" in str(w.message)]
+
+    said = train(tmp_path / "eager", False)
+    assert len(said) == 1 and said[0].startswith("actdiff_capture: step 1: head: gradients of its parameters"), said
+    assert "ran compiled" not in said[0] and "F.linear" in said[0], said
+    said = train(tmp_path / "act", True)
+    compiled = [w for w in said if "ran compiled" in w]
+    assert len(compiled) == 1 and compiled[0].startswith("actdiff_capture: step 1: blocks.1.1 ran compiled"), said
+    assert any(w.startswith("actdiff_capture: step 1: head: gradients") for w in said), said
+    h, _ = blocks(tmp_path / "act" / "step_1" / "rank_0_activations.log")
+    assert "Compiled: torch.compile" in h and "Compiled modules: blocks.1.1" in h, h
+    h, _ = blocks(tmp_path / "eager" / "step_1" / "rank_0_activations.log")
+    assert not any(x.startswith("Compiled") for x in h), h
+    r, s = compare(actdiff_bin, tmp_path / "eager", tmp_path / "act", tmp_path / "rep")
+    assert r.returncode == 0, r.stdout
+    assert s["counts"]["fused"] == 2 and s["counts"]["gating"] == 0, s["counts"]
 
 
 def test_module_level_finds_the_step_and_the_phase(actdiff_bin, tmp_path):
