@@ -212,7 +212,6 @@ class ModuleRecorder:
         for m in dict.fromkeys(m for _, m in model.named_modules()):
             fqn = names.get(id(m))
             self.handles.append(m.register_forward_hook(self._output_hook(fqn)))
-        self._names = names
         self._root = model
         for fqn, pname, p in self.params:
             if p.requires_grad:
