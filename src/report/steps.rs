@@ -364,14 +364,7 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
             shown.len() - 20
         );
     }
-    for v in &s.verdict {
-        let _ = writeln!(out, "{}", v.terminal_line());
-    }
-    let left_out = super::html::left_out_note(&s.ranks);
-    if !left_out.is_empty() {
-        let _ = writeln!(out, "{left_out}");
-    }
-    let _ = writeln!(out, "report: {report} (exit status {})", s.exit_status);
+    super::terminal::closing_lines(&mut out, s, report);
     out
 }
 

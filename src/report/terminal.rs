@@ -342,6 +342,14 @@ pub fn render(s: &Summary, report: &str) -> String {
             c.matched, c.diff, c.only1, s.name1, c.only2, s.name2
         );
     }
+    closing_lines(&mut out, s, report);
+    out
+}
+
+/// The terminal summary's last lines, for one step and for a step series
+/// alike: the verdict's lines, what the HTML pages leave out, and the
+/// report's folder with the exit status.
+pub(crate) fn closing_lines(out: &mut String, s: &Summary, report: &str) {
     for v in &s.verdict {
         let _ = writeln!(out, "{}", v.terminal_line());
     }
@@ -350,5 +358,4 @@ pub fn render(s: &Summary, report: &str) -> String {
         let _ = writeln!(out, "{left_out}");
     }
     let _ = writeln!(out, "report: {report} (exit status {})", s.exit_status);
-    out
 }
