@@ -72,6 +72,16 @@ def header(path):
     return lines
 
 
+def statistics_on_training_thread(monkeypatch, sync: bool) -> None:
+    """The module level's statistics on the training thread
+    (``ACTDIFF_CAPTURE_SYNC=1``) or on its worker (the default) for the
+    profilers made after this."""
+    if sync:
+        monkeypatch.setenv("ACTDIFF_CAPTURE_SYNC", "1")
+    else:
+        monkeypatch.delenv("ACTDIFF_CAPTURE_SYNC", raising=False)
+
+
 def test_schedule_writes_step_folders_and_disarms_between(tmp_path):
     armed = {}
 
@@ -207,10 +217,7 @@ def test_module_level_off_the_training_thread_records_what_training_saw(actdiff_
     thread (ACTDIFF_CAPTURE_SYNC=1)."""
 
     def train(dump, sync):
-        if sync:
-            monkeypatch.setenv("ACTDIFF_CAPTURE_SYNC", "1")
-        else:
-            monkeypatch.delenv("ACTDIFF_CAPTURE_SYNC", raising=False)
+        statistics_on_training_thread(monkeypatch, sync)
         torch.set_num_threads(1)
         torch.manual_seed(0)
         model = InPlaceNet()
@@ -250,10 +257,7 @@ def test_module_level_records_changes_through_data_that_start_late_as_training_s
     trial; reverted)."""
 
     def train(dump, sync):
-        if sync:
-            monkeypatch.setenv("ACTDIFF_CAPTURE_SYNC", "1")
-        else:
-            monkeypatch.delenv("ACTDIFF_CAPTURE_SYNC", raising=False)
+        statistics_on_training_thread(monkeypatch, sync)
         torch.set_num_threads(1)
         torch.manual_seed(0)
         model = InPlaceNet()
@@ -332,10 +336,7 @@ def test_module_level_copies_are_reused_only_once_read(actdiff_bin, tmp_path, mo
     records differ from each other."""
 
     def run_flip(dump, sync):
-        if sync:
-            monkeypatch.setenv("ACTDIFF_CAPTURE_SYNC", "1")
-        else:
-            monkeypatch.delenv("ACTDIFF_CAPTURE_SYNC", raising=False)
+        statistics_on_training_thread(monkeypatch, sync)
         torch.set_num_threads(1)
         torch.manual_seed(0)
         model = Flip()
