@@ -53,21 +53,25 @@ A module whose forward runs compiled (``torch.compile(model)``,
 module hooks: its output, and those of the modules inside it, are not
 recorded; its parameters' gradients and values are (autograd's hooks and
 the reads after the optimizer run outside compiled code).
-:meth:`ModuleRecorder.compiled_modules` names them from what it can see:
-the whole forward when the model's own forward hook did not run although
-gradients were recorded (after Dynamo compiled some frame), else the
-modules compiled themselves (``_compiled_call_impl`` set by
-``Module.compile()``, or a ``torch.compile`` wrapper among the modules),
-outermost only. The profiler writes the header lines ``Compiled:
+:meth:`ModuleRecorder.compiled_modules` names them, outermost only: the
+modules whose hooks Dynamo traced (the hook appends the module's FQN to a
+list when ``torch.compiler.is_compiling()``, an append Dynamo replays at
+every call of the compiled code: modules called inside a compiled
+function are seen too), the modules compiled themselves
+(``_compiled_call_impl`` set by ``Module.compile()``, or a
+``torch.compile`` wrapper among the modules: seen even when Dynamo traced
+them before the profiler's hooks existed), and the whole forward when the
+root's hook was traced, or did not run although gradients were recorded
+after Dynamo compiled some frame. The profiler writes the header lines ``Compiled:
 torch.compile`` (hooks do not see the backend) and ``Compiled modules:
 a, b`` (``<none>``: the whole forward), and warns once
 (:data:`COMPILED_OUTPUTS`); a compare reads the other run's one-sided
 outputs of those modules, and of the modules inside them, as not
 recorded, not gating. A module whose parameters got gradients while its
-forward hook never ran, and that is none of those (called inside a
-compiled function, or its parameters used without calling it:
-``F.linear(x, self.head.weight)``), is not marked in the log: a warning
-says so once (:data:`UNEXPLAINED_OUTPUTS`).
+forward hook never ran, and that is none of those (its parameters used
+without calling it: ``F.linear(x, self.head.weight)``; or called in code
+Dynamo compiled before the profiler existed), is not marked in the log: a
+warning says so once (:data:`UNEXPLAINED_OUTPUTS`).
 
 A step whose backward ran with no optimizer step after it (``prof.step()``
 called before ``optimizer.step()``, or a step of gradient accumulation) has
@@ -109,8 +113,8 @@ COMPILED_OUTPUTS = (
 #: profiler can see.
 UNEXPLAINED_OUTPUTS = (
     "actdiff_capture: step {step}: {modules}: gradients of {their} parameters were recorded but "
-    "{their} forward hook never ran: called inside compiled code (a torch.compile'd function), "
-    "or {their} parameters used without calling {them} (F.linear(x, m.weight)). No output of "
+    "{their} forward hook never ran: {their} parameters used without calling {them} "
+    "(F.linear(x, m.weight)), or called in code compiled before the profiler existed. No output of "
     "{them} is recorded, and the log does not mark {them} as compiled: a compare shows an output "
     "only the other run has as a difference."
 )
@@ -196,6 +200,12 @@ class ModuleRecorder:
         # second set only ran compiled (compiled_modules).
         self._ran: set = set()
         self._grad_owners: set = set()
+        # This step's modules whose forward ran in compiled code (their
+        # FQNs, None for the root): the output hook, traced by Dynamo,
+        # appends here, and Dynamo replays that append at every call of
+        # the compiled code (a list mutation, no graph break). Cleared in
+        # place, never replaced: compiled code holds this list.
+        self._ran_compiled: list = []
         names = {}
         for name, m in model.named_modules():
             names.setdefault(id(m), fx.clean_fqn(name) or None)
@@ -230,6 +240,7 @@ class ModuleRecorder:
         self._out_n = 0
         self._ran.clear()
         self._grad_owners.clear()
+        self._ran_compiled.clear()
         if self.worker is not None:
             cap.defer_host(self.worker)
 
@@ -252,6 +263,7 @@ class ModuleRecorder:
     def _output_hook(self, fqn):
         def hook(module, args, output):
             if torch.compiler.is_compiling():
+                self._ran_compiled.append(fqn)
                 return
             self._ran.add(id(module))
             t = _first_tensor(output)
@@ -298,15 +310,21 @@ class ModuleRecorder:
         ran compiled, and those whose parameters got a gradient while their
         forward hook never ran for no reason the profiler can see: two
         lists of FQNs in the model's order (the first ``["<none>"]`` when
-        the whole forward ran compiled: the model's own hook did not run
-        although gradients were recorded, after Dynamo compiled a frame).
-        The first holds the outermost modules compiled themselves
-        (``Module.compile()``, a ``torch.compile`` wrapper)."""
-        if self._grad_owners and id(self._root) not in self._ran and dynamo_compiled():
+        the whole forward ran compiled). The first holds the outermost of
+        the modules seen running in compiled code (their hooks, traced by
+        Dynamo, said so: compiled functions included) and of those compiled
+        themselves (``Module.compile()``, a ``torch.compile`` wrapper: seen
+        even when Dynamo traced them before the hooks existed); the whole
+        forward also when the model's own hook did not run although
+        gradients were recorded, after Dynamo compiled a frame."""
+        seen = set(self._ran_compiled)
+        if None in seen or (self._grad_owners and id(self._root) not in self._ran and dynamo_compiled()):
             return ["<none>"], []
-        compiled: list = []
+        compiled: list = []  # named_modules' names: parents come before their modules
         for name, m in self._root.named_modules():
-            if name and _compiled_itself(m) and not any(name.startswith(c + ".") for c in compiled):
+            if not name or any(name.startswith(c + ".") for c in compiled):
+                continue
+            if _compiled_itself(m) or (fx.clean_fqn(name) or None) in seen:
                 compiled.append(name)
         unexplained = []
         missing = self._grad_owners - self._ran

@@ -540,6 +540,65 @@ def test_module_level_names_only_the_modules_that_ran_compiled(actdiff_bin, tmp_
     assert s["counts"]["fused"] == 2 and s["counts"]["gating"] == 0, s["counts"]
 
 
+class CompiledFunctionAct(torch.nn.Module):
+    """A Linear, then an activation module called inside a compiled
+    function (``fullgraph=True``: a graph break the capture caused would
+    raise)."""
+
+    def __init__(self, backend=None):
+        super().__init__()
+        torch.manual_seed(1)
+        self.fc = torch.nn.Linear(16, 16)
+        self.act = torch.nn.GELU()
+        self.head = torch.nn.Linear(16, 4)
+        self.apply_act = self._act if backend is None else torch.compile(self._act, backend=backend, fullgraph=True)
+
+    def _act(self, x):
+        return self.act(x)
+
+    def forward(self, x):
+        return self.head(self.apply_act(self.fc(x)))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_module_level_sees_modules_called_inside_a_compiled_function(actdiff_bin, tmp_path, backend):
+    """A module without parameters called inside a torch.compile'd function
+    runs no module hook, and nothing else tells (no gradient of its own):
+    its output was missing from the compiled run with no word, and an
+    eager-against-compiled compare gave a false first divergence
+    ('act/op_0_output only in eager'). Its hook, traced by Dynamo, now says
+    it ran compiled: the header names it, a warning says so, and the
+    compare excuses its output only; the compiled code runs with no graph
+    break."""
+
+    def train(dump, backend):
+        model = CompiledFunctionAct(backend)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        prof = actdiff_capture.Profiler(model, dump, capture_steps=range(1, 4), level="modules", precision="full")
+        torch.manual_seed(2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                model(torch.randn(8, 16)).square().mean().backward()
+                opt.step()
+                opt.zero_grad()
+                prof.step()
+        return [str(w.message) for w in caught if "actdiff_capture: step" in str(w.message)]
+
+    assert train(tmp_path / "eager", None) == []
+    said = train(tmp_path / "compiled", backend)
+    assert len(said) == 1 and said[0].startswith("actdiff_capture: step 1: act ran compiled"), said
+    for s in (1, 2, 3):
+        h, bl = blocks(tmp_path / "compiled" / f"step_{s}" / "rank_0_activations.log")
+        assert "Compiled modules: act" in h, h
+        keys = {k for k, _ in bl}
+        assert "fc/op_0_output" in keys and "head/op_0_output" in keys and "act/op_0_output" not in keys, keys
+    r, s = compare(actdiff_bin, tmp_path / "eager", tmp_path / "compiled", tmp_path / "rep")
+    assert s["counts"]["fused"] == 3, (s["counts"], r.stdout)  # act's output, each step
+    if backend == "aot_eager":  # the same kernels: nothing else differs
+        assert r.returncode == 0 and s["counts"]["gating"] == 0, r.stdout
+
+
 def test_module_level_finds_the_step_and_the_phase(actdiff_bin, tmp_path):
     for name, kw in [("a", {}), ("b", {"lr_change_at": 3}), ("c", {"change_token_at": 3})]:
         run(tmp_path / name, level="modules", **kw)
