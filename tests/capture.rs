@@ -583,6 +583,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Forward,
                 location: Some("llama3/model.py:10".into()),
                 layout: None,
+                in_module: true,
                 digest_index: Default::default(),
             },
             Some(0),
@@ -604,6 +605,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Forward,
                 location: None,
                 layout: None,
+                in_module: true,
                 digest_index: Default::default(),
             },
             Some(0),
@@ -625,6 +627,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Backward,
                 location: None,
                 layout: None,
+                in_module: true,
                 digest_index: Default::default(),
             },
             None,
@@ -644,6 +647,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Backward,
                 location: Some("a/b.py:1".into()),
                 layout: None,
+                in_module: true,
                 digest_index: Default::default(),
             },
             Some(0),
@@ -790,4 +794,44 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
     } else {
         assert!(!text.contains("digest"), "no digest lines by default");
     }
+}
+
+/// A forward record inside a module after a backward one (an eval forward
+/// after the optimizer step) gets its `Phase: forward` line, so a reader
+/// does not take it as the optimizer's; one outside any module (an
+/// optimizer op) keeps the reference's absent line, read as the optimizer's
+/// by position; a forward record before any backward one writes no line.
+#[test]
+fn a_forward_in_a_module_after_backward_says_its_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("rank_0_activations.log");
+    let mut cap = Capture::create(&log, StatsPath::Auto).unwrap();
+    let x = t32(&[1.5; 2048], &[2048]);
+    let steps = [
+        (Some("fc"), "addmm", Phase::Forward, true),
+        (Some("fc"), "mm", Phase::Backward, false),
+        (None, "add_", Phase::Forward, false),
+        (Some("fc"), "addmm", Phase::Forward, true),
+    ];
+    for (i, (fqn, op, phase, in_module)) in steps.into_iter().enumerate() {
+        let meta = OpRecord {
+            fqn,
+            op,
+            phase,
+            in_module,
+            location: None,
+            layout: None,
+            digest_index: Default::default(),
+        };
+        let id = i as u64 + 1;
+        cap.record(meta, Some(0), &[&x], Inputs::Tensors(&[]), &[], &[id])
+            .unwrap();
+    }
+    cap.finish().unwrap();
+    let bytes = std::fs::read(&log).unwrap();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    assert_eq!(text.matches("  Phase: forward\n").count(), 1, "{text}");
+    let t = parse_bytes(bytes, &log);
+    let phases: Vec<String> = (0..4).map(|r| t.phase(r).into_owned()).collect();
+    assert_eq!(phases, ["forward", "backward", "optimizer", "forward"]);
 }

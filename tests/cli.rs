@@ -2174,3 +2174,34 @@ fn a_compare_of_many_ranks_prints_a_line_per_group_not_per_rank() {
     )));
     assert!(out.lines().count() < 100, "{} lines", out.lines().count());
 }
+
+/// Per-op logs captured with different `min_numel` (or `op_filter`,
+/// `excluded_ops`) number their ops differently: a new user's two
+/// identical trainings, one captured with `min_numel=1`, were reported
+/// as diverging at step 1 (a step-count `add_` paired with another op).
+/// Their `Capture filter:` lines differ: an input error naming both
+/// logs and both filters. The same filter, or a log without the line (the
+/// reference's), compares as before.
+#[test]
+fn logs_captured_with_different_filters_are_not_compared() {
+    let tmp = TempDir::new().unwrap();
+    let log = read_testdata(BUG_A);
+    let first_line = find(&log, b"\n", 0) + 1;
+    let with = |name: &str, filter: &str| {
+        let mut v = log[..first_line].to_vec();
+        v.extend_from_slice(format!("Capture filter: {filter}\n").as_bytes());
+        v.extend_from_slice(&log[first_line..]);
+        write(tmp.path(), &format!("{name}/rank_0_activations.log"), &v)
+    };
+    let a = with("a", "min_numel=1000");
+    let b = with("b", "min_numel=1");
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(2)
+        .stderr_has("`min_numel=1000`")
+        .stderr_has("`min_numel=1`")
+        .stderr_has("capture both runs with the same min_numel");
+    assert_eq!(r.summary()["exit_status"], 2);
+    let c = with("c", "min_numel=1000");
+    compare(&tmp, &a, &c, &[]).expect(0);
+    compare(&tmp, &a, &testdata(BUG_A), &[]).expect(0);
+}

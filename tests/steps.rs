@@ -1720,3 +1720,26 @@ fn a_capture_that_did_not_finish_is_said_where_its_log_is_missing() {
     let r = compare_into([&a, &b], &["-q"], d.path().join("q"), 0);
     assert!(!r.stderr.contains("did not finish"), "{}", r.stderr);
 }
+
+/// `--bitwise` on logs printed with 7 digits (the reference's) compares the
+/// printed values: a new user's perturbation below the 7th digit was
+/// named downstream with no word. A warning says so, once for the whole
+/// series (3 steps × 2 ranks), with the steps it concerns; a step
+/// series' warnings are each said once with their steps.
+#[test]
+fn bitwise_on_printed_logs_is_said_once_for_a_series() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 3, 9);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let r = compare_into([&a, &b], &["-q", "--bitwise"], d.path().join("o"), 0);
+    assert_eq!(
+        r.stderr
+            .matches("warning: steps 1-3: --bitwise on logs printed with 7 digits")
+            .count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    let r = compare_into([&a, &b], &["-q"], d.path().join("p"), 0);
+    assert!(!r.stderr.contains("--bitwise"), "{}", r.stderr);
+}

@@ -65,6 +65,12 @@ def baseline_log(baseline: str, step: int, rank: int, series: bool) -> str:
         hint = ""
         if not series and os.path.isdir(os.path.join(baseline, f"step_{step}")):
             hint = f"; the baseline is a step series: capture with capture_steps=[{step}] (a list) to write step folders too"
+        elif series and os.path.isfile(os.path.join(baseline, name)):
+            hint = (
+                f"; the baseline holds one step's log in the reference's layout ({name}, captured with "
+                f"an int capture_step): capture this run with capture_steps={step} (an int) too, or "
+                "capture the baseline with a list or range of steps"
+            )
         raise BaselineError(
             f"baseline {baseline}: no log for step {step}, rank {rank} ({path} does not exist){hint}", step, rank
         )

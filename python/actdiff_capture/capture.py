@@ -61,6 +61,7 @@ and the writing are done by the Rust core (``actdiff_capture._native``).
 from __future__ import annotations
 
 import atexit
+import numbers
 import os
 import sys
 import threading
@@ -77,6 +78,15 @@ from . import fx, inductor, layouts, modules
 from ._native import Capture, HostWorker
 
 DEFAULT_MIN_NUMEL = 1000
+
+#: The warning of a per-op step in which more of the forward's ops were left
+#: out by ``min_numel`` than were captured (a small model: all of them).
+BELOW_MIN_NUMEL = (
+    "actdiff_capture: step {step}: {below} ops of the model's forward were not captured because "
+    "every floating-point result had fewer than min_numel={n} elements ({captured} were captured): a compare can name "
+    "only captured ops, so a difference that enters through one of these is named where it is "
+    "first seen, later (the log's header says 'Ops below min numel'). min_numel=0 captures every op."
+)
 
 #: The reference tracer's infrastructure ops (creation, copies, views,
 #: permutations, concatenation, indexing, autograd plumbing, bucketing).
@@ -348,6 +358,12 @@ class _Mode(TorchDispatchMode):
         self.compiled = None  # "inductor" once an op came from its wrapper
         self.fresh: set = set()  # storage of empty* results no op has written
         self.layouts = layouts.Layouts()  # DTensor shards (actdiff_capture.layouts)
+        # Ops not captured because every float result had fewer than
+        # min_numel elements (the header's `Ops below min numel:`); of them
+        # and of the captured ops, those run in a module's forward.
+        self.below_min_numel = 0
+        self.below_in_modules = 0
+        self.captured_in_modules = 0
         layouts.install()
         layouts.arm(self.layouts)
 
@@ -465,10 +481,16 @@ class _Mode(TorchDispatchMode):
         primary = None
         if readable and info.wanted:
             mn = self.min_numel
+            small = False
             for i, t in enumerate(outs):
-                if t.dtype in _FLOATS and t.numel() >= mn:
-                    primary = i
-                    break
+                if t.dtype in _FLOATS:
+                    if t.numel() >= mn:
+                        primary = i
+                        break
+                    small = True
+            if small and primary is None and not info.inplace:
+                self.below_min_numel += 1
+                self.below_in_modules += bool(stack) and node is None
         captured = readable and (primary is not None or (info.inplace and bool(outs or ins)))
         # Outputs get an autograd node when an input requires grad (their
         # own flag is not set yet down here).
@@ -490,6 +512,7 @@ class _Mode(TorchDispatchMode):
             self.pending = (raw, loc)
         if not captured:
             return out
+        self.captured_in_modules += bool(stack) and node is None
 
         fqn = fx.clean_fqn(_current_module_name.get())
         if fqn is None and fxc is not None:
@@ -504,6 +527,11 @@ class _Mode(TorchDispatchMode):
             backward = phase == "backward"
         else:
             backward = node is not None or (fxc is not None and fxc[2])
+        # Capture.record's phase: 1 backward; 2 forward inside a module's
+        # forward (an eager module, or a compiled graph's module), which
+        # keeps its phase after a backward (an eval forward after the
+        # optimizer step); 0 forward outside any module.
+        code = 1 if backward else (2 if stack or (fxc is not None and fxc[0] is not None) else 0)
 
         ids = self.ids
         in_ids = [ids.get(t) for t in ins]
@@ -524,7 +552,7 @@ class _Mode(TorchDispatchMode):
         self.cap.record(
             fqn,
             info.name,
-            backward,
+            code,
             loc,
             primary,
             outs,
@@ -635,13 +663,19 @@ def _schedule(capture_step, capture_steps):
 
 
 def _check_loss(loss) -> None:
-    """Raises ValueError for a loss that is no float nor one-element tensor
-    (before anything is read or written: no sync)."""
-    if isinstance(loss, torch.Tensor):
-        if loss.numel() != 1:
+    """Raises ValueError for a loss that is no real number (a Python or
+    NumPy scalar) nor a one-element tensor or array (before anything is
+    read or written: no sync)."""
+    if isinstance(loss, torch.Tensor) or _is_array(loss):
+        if loss.numel() != 1 if isinstance(loss, torch.Tensor) else loss.size != 1:
             raise ValueError(f"loss must be a float or a one-element tensor, got shape {tuple(loss.shape)}")
-    elif loss is not None and not isinstance(loss, (int, float)):
+    elif loss is not None and (not isinstance(loss, numbers.Real) or isinstance(loss, bool)):
         raise ValueError(f"loss must be a float or a one-element tensor, got {type(loss).__name__}")
+
+
+def _is_array(x) -> bool:
+    """Whether ``x`` is a NumPy array (without importing NumPy)."""
+    return type(x).__module__ == "numpy" and type(x).__name__ == "ndarray"
 
 
 def _loss_value(loss) -> float | None:
@@ -650,6 +684,8 @@ def _loss_value(loss) -> float | None:
         return None
     if isinstance(loss, torch.Tensor):
         return float(loss.detach().item())
+    if _is_array(loss):
+        return float(loss.item())
     return float(loss)
 
 
@@ -671,7 +707,13 @@ class Profiler:
             with a ``Step: S`` header line, flushed and written before the
             next step is armed (host memory holds one step). Steps outside
             the schedule run disarmed: no dispatch mode, no hooks.
-        min_numel: smallest result captured with stats (default 1000).
+        min_numel: an op whose floating-point results all have fewer
+            elements is not captured (default 1000, as the reference's
+            tracer; in-place ops are, hash-only). The header counts them
+            (``Ops below min numel: N``) and states the setting
+            (``Capture filter: min_numel=1000``): logs captured with other
+            settings are not compared (their ops are numbered otherwise).
+            ``min_numel=0`` captures every op: a small model wants it.
         op_filter: optional set of op-name substrings (an allow list).
         excluded_ops: ops never captured (default ``EXCLUDED_OPS``).
         enabled: False makes every call a no-op.
@@ -792,6 +834,7 @@ class Profiler:
         # before step() returns.
         self._spare_modules: modules.ModuleRecorder | None = None
         self._warned_no_optimizer_step = False  # modules.NO_OPTIMIZER_STEP said once
+        self._warned_below_min_numel = False  # BELOW_MIN_NUMEL said once
         self._warned_outputs: set = set()  # modules.COMPILED_OUTPUTS / UNEXPLAINED_OUTPUTS said
         self._handles: list = []
         self._stack: list = []
@@ -989,6 +1032,17 @@ class Profiler:
         if rec is not None:
             rec.remove()
 
+    def _filter_text(self) -> str:
+        """The header's ``Capture filter:`` value: ``min_numel=N``, then
+        ``op_filter=`` and ``excluded_ops=`` (``|``-joined, sorted) when
+        they are not the defaults."""
+        parts = [f"min_numel={self.min_numel}"]
+        if self.op_filter:
+            parts.append("op_filter=" + "|".join(sorted(self.op_filter)))
+        if self.excluded_ops != EXCLUDED_OPS:
+            parts.append("excluded_ops=" + ("|".join(sorted(self.excluded_ops)) or "(none)"))
+        return ", ".join(parts)
+
     def _disarm(self):
         self._drop_spare()
         rec, self._modules = self._modules, None
@@ -1090,6 +1144,22 @@ class Profiler:
             cap = mode.cap
             for op in mode.excluded:
                 cap.note_excluded(op)
+            # What the settings leave out, so that logs captured with other
+            # settings (their ops numbered differently) are not compared;
+            # and how many ops min_numel left out this step.
+            cap.note_filter(self._filter_text())
+            cap.note_below_min_numel(mode.below_min_numel)
+            if mode.below_in_modules > mode.captured_in_modules and not self._warned_below_min_numel:
+                self._warned_below_min_numel = True
+                warnings.warn(
+                    BELOW_MIN_NUMEL.format(
+                        step=self._armed_step,
+                        below=mode.below_in_modules,
+                        n=self.min_numel,
+                        captured=mode.captured_in_modules,
+                    ),
+                    stacklevel=3,
+                )
             # A run with DTensors: the header's `Mesh:` and `Coords:`.
             if mode.layouts.mesh is not None:
                 cap.note_mesh(*mode.layouts.mesh)

@@ -3,12 +3,19 @@ enough to leave on for every step. No dispatch mode: per step it records,
 through module and tensor hooks,
 
 - each module's forward output (``{fqn}/op_N_output``, phase forward; the
-  first tensor of the output, hashed and with stats when floating);
+  first tensor of the output, hashed and with stats when floating; an
+  output after a backward record, such as an eval forward under
+  ``torch.no_grad()`` after the optimizer step, is written with its
+  ``Phase: forward`` line, so a reader does not take it as the
+  optimizer's);
 - each parameter's gradient as backward accumulates it
   (``{module fqn}/op_N_{param}_grad``, phase backward);
-- each parameter after the optimizer step, read when ``step()`` is called
-  (``{module fqn}/op_N_{param}``, after the last backward record: the
-  optimizer phase).
+- each parameter after the optimizer step (``{module fqn}/op_N_{param}``,
+  after the last backward record: the optimizer phase), read when a
+  ``torch.optim`` optimizer's ``step()`` returns (a global step post-hook:
+  before anything after it, an eval forward or a clamp, runs), and the
+  parameters no such optimizer updated (a loop's own update, frozen
+  ones) when ``prof.step()`` is called.
 
 The log is the same block format as a per-op capture, with the header line
 ``Level: modules``; ``N`` counts the module's records in order (a module
@@ -32,7 +39,7 @@ has read it:
 - the gradients are read in place: the end of each backward pass waits for
   the worker (a callback queued on autograd's engine), before anything such
   as ``clip_grad_norm_`` or the optimizer can change them;
-- the parameters after the optimizer are read before ``step()`` returns
+- the parameters after the optimizer are read before the optimizer's ``step()`` (or ``prof.step()``) returns
   (a loop may change them in place before the next optimizer step, e.g. a
   clamp at the start of a step), by two threads at once: the worker takes
   the first half of them (by elements), a second worker of the recorder's
@@ -187,9 +194,19 @@ class ModuleRecorder:
         # Whether a gradient was recorded since the last optimizer step (a
         # global optimizer step post-hook clears it).
         self.grads_since_optimizer = False
+        # Whether this step is being recorded (False between finish() and
+        # rearm()), and the parameters (ids) recorded this step.
+        self.active = True
+        self._params_read: set = set()
 
         def after_optimizer_step(optimizer, args, kwargs):
             self.grads_since_optimizer = False
+            if self.active:
+                # The parameters this optimizer updated, as it left them:
+                # read now, before anything after step() (a forward under
+                # no_grad, a clamp) runs; finish() reads the rest.
+                ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+                self._read_params([x for x in self.params if id(x[2]) in ids and id(x[2]) not in self._params_read])
 
         self._optimizer_hook = _optimizer.register_optimizer_step_post_hook(after_optimizer_step)
         if worker is not None:
@@ -228,16 +245,22 @@ class ModuleRecorder:
                 owner = id(self._owner[id(p)])
                 self.handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname, owner)))
 
-    def _record(self, fqn, role: str, t: torch.Tensor, backward: bool) -> None:
+    def _record(self, fqn, role: str, t: torch.Tensor, phase: int) -> None:
+        """Records ``t`` as ``{fqn}/op_N_{role}``; ``phase`` is
+        ``Capture.record``'s: 0 a parameter (the optimizer's phase, by its
+        place after backward), 1 a gradient, 2 a module's output (forward,
+        said as such when it comes after backward: an eval forward)."""
         t = t.detach()
         primary = 0 if t.is_floating_point() and t.numel() > 0 else None
-        self.cap.record(fqn, role, backward, None, primary, [t], [], [], [])
+        self.cap.record(fqn, role, phase, None, primary, [t], [], [], [])
 
     def rearm(self, cap) -> None:
         """Records the next step into ``cap`` (a ``_native.Capture``) with
         the same hooks, after :meth:`finish`."""
         self.cap = cap
         self._out_n = 0
+        self.active = True
+        self._params_read.clear()
         self._ran.clear()
         self._grad_owners.clear()
         self._ran_compiled.clear()
@@ -270,12 +293,12 @@ class ModuleRecorder:
             if t is None:
                 return
             if self.worker is None:
-                self._record(fqn, "output", t, False)
+                self._record(fqn, "output", t, 2)
             elif t.numel() < HERE_MAX:
                 # A later in-place op may change it: read here, now.
                 self.cap.defer_host(None)
                 try:
-                    self._record(fqn, "output", t, False)
+                    self._record(fqn, "output", t, 2)
                 finally:
                     self.cap.defer_host(self.worker)
             else:
@@ -283,7 +306,7 @@ class ModuleRecorder:
                 # copy. The buffer was read by the worker before the last
                 # step's parameters were recorded (finish() waits for it).
                 n, self._out_n = self._out_n, self._out_n + 1
-                self._record(fqn, "output", self._copy_into(self._out_bufs, n, t), False)
+                self._record(fqn, "output", self._copy_into(self._out_bufs, n, t), 2)
 
         return hook
 
@@ -292,7 +315,7 @@ class ModuleRecorder:
             if p.grad is not None:
                 self.grads_since_optimizer = True
                 self._grad_owners.add(owner)
-                self._record(fqn, f"{pname}_grad", p.grad, True)
+                self._record(fqn, f"{pname}_grad", p.grad, 1)
                 if self.worker is not None and not self._waits_queued:
                     # The gradients stay unchanged until the worker read
                     # them: the end of this backward pass waits for it.
@@ -336,32 +359,42 @@ class ModuleRecorder:
         return [fx.clean_fqn(c) or c for c in compiled], unexplained
 
     def finish(self) -> None:
-        """Records every parameter as the optimizer left it, read before
-        this returns. The hooks stay registered: :meth:`rearm` goes on with
-        the next step, or :meth:`remove` removes them."""
+        """Records every parameter not recorded yet at an optimizer step
+        of this step (a loop's own update, a frozen parameter), read
+        before this returns. The hooks stay registered: :meth:`rearm` goes
+        on with the next step, or :meth:`remove` removes them."""
+        self._read_params([x for x in self.params if id(x[2]) not in self._params_read])
+        self.active = False
+        if self.worker is not None:
+            # This step's output buffers (reused next step) have been read
+            # once this returns.
+            self.worker.wait()
+
+    def _read_params(self, params: list) -> None:
+        """Records ``params`` (``(fqn, name, parameter)``) as they are now,
+        read before this returns."""
+        self._params_read.update(id(p) for _, _, p in params)
         w = self.worker
         if w is None:
-            for fqn, pname, p in self.params:
-                self._record(fqn, pname, p, False)
+            for fqn, pname, p in params:
+                self._record(fqn, pname, p, 0)
             return
         # The loop may change a parameter in place once step() returns (a
         # clamp or a weight norm at the start of a step): the worker takes
         # the first half, the helper the second, both read them now.
-        half = sum(p.numel() for _, _, p in self.params) / 2
+        half = sum(p.numel() for _, _, p in params) / 2
         done = 0
         helped = False
         try:
-            for fqn, pname, p in self.params:
+            for fqn, pname, p in params:
                 if not helped and done >= half:
                     helped = True
                     self.cap.defer_host(self._helper)
                 done += p.numel()
-                self._record(fqn, pname, p, False)
+                self._record(fqn, pname, p, 0)
         finally:
             if helped:
                 self.cap.defer_host(w)
-            # The parameters, and this step's output buffers (reused next
-            # step), have been read once these return.
             w.wait()
             self._helper.wait()
 

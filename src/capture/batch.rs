@@ -11,7 +11,7 @@
 //! let x = Tensor::from_slice(&[1.0f32; 64 * 64], &[64, 64]).unwrap();
 //! let w = Tensor::from_slice(&[0.5f32; 64 * 64], &[64, 64]).unwrap();
 //! let y = Tensor::from_slice(&[32.0f32; 64 * 64], &[64, 64]).unwrap(); // x @ w
-//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, location: None, layout: None, digest_index: Default::default() };
+//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, in_module: true, location: None, layout: None, digest_index: Default::default() };
 //! // inputs' tensor ids 1, 2; output id 3 (any ids, stable while the tensors live)
 //! cap.record(meta, Some(0), &[&y], (&[&x, &w][..]).into(), &[1, 2], &[3]).unwrap();
 //! cap.note_excluded("t");
@@ -617,6 +617,12 @@ pub struct OpRecord<'a> {
     pub op: &'a str,
     /// Forward or backward.
     pub phase: Phase,
+    /// A forward record made inside a module's forward (an op of it, or
+    /// its output at level=modules). After a backward record its
+    /// `Phase: forward` line is written: a reader takes a block without one
+    /// after the step's last backward block as the optimizer's (an eval
+    /// forward after `optimizer.step()` is no optimizer op).
+    pub in_module: bool,
     /// `<short/path.py>:<line>`.
     pub location: Option<String>,
     /// The layout lines of an op on DTensors or their shards.
@@ -641,6 +647,9 @@ pub struct Capture {
     /// a device; CPU-only records are handed to the writer every 1024.
     pub flush_every: usize,
     recorded: u64,
+    /// Whether a backward record was recorded (a later forward record
+    /// inside a module gets its `Phase: forward` line written).
+    seen_backward: bool,
 }
 
 impl Capture {
@@ -667,6 +676,7 @@ impl Capture {
             notes: HeaderNotes::default(),
             flush_every: 1 << 14,
             recorded: 0,
+            seen_backward: false,
         })
     }
 
@@ -728,6 +738,21 @@ impl Capture {
         self.notes.mesh = Some(mesh);
     }
 
+    /// Notes what the capture's settings leave out (`min_numel=1000`, then
+    /// `, op_filter=...` and `, excluded_ops=...` when set): the header
+    /// gets a `Capture filter:` line, and a compare refuses two logs whose
+    /// filters differ (their ops are numbered differently).
+    pub fn note_filter(&mut self, filter: String) {
+        self.notes.filter = Some(filter);
+    }
+
+    /// Notes how many ops were not captured because every floating-point
+    /// result was smaller than `min_numel`: the header gets an `Ops below
+    /// min numel: N` line.
+    pub fn note_below_min_numel(&mut self, n: u64) {
+        self.notes.below_min_numel = Some(n);
+    }
+
     /// Records one op and returns its key. `primary` is the index in
     /// `outputs` of the output whose Shape and stats are written (`None`:
     /// a hash-only record). `input_ids` are the identities of
@@ -772,6 +797,8 @@ impl Capture {
                     .unwrap_or_default()
             })
             .collect();
+        let explicit_phase = meta.phase == Phase::Forward && meta.in_module && self.seen_backward;
+        self.seen_backward |= meta.phase == Phase::Backward;
         let rec = Record {
             key: key.clone(),
             stats: None,
@@ -780,6 +807,7 @@ impl Capture {
             input_producers,
             location: meta.location,
             phase: meta.phase,
+            explicit_phase,
             layout: meta.layout,
             ..Default::default()
         };

@@ -156,7 +156,10 @@ impl Capture {
         })
     }
 
-    /// Records one op; returns its key. `primary` indexes `outputs` (the
+    /// Records one op; returns its key. `phase` is 0 (forward, outside any
+    /// module: an optimizer op after backward), 1 (backward) or 2 (forward
+    /// inside a module's forward: `OpRecord::in_module`); a bool reads as
+    /// 0 or 1. `primary` indexes `outputs` (the
     /// output whose Shape and stats are written) or is None (hash-only).
     /// `inputs` is a list of tensors (hashed now) or a `PreHashes`.
     #[allow(clippy::too_many_arguments)]
@@ -165,12 +168,12 @@ impl Capture {
     /// `digest_index` is `None` or `(outputs, inputs)`, each a list of
     /// `None` (a whole tensor) or `(run, stride, offset)` (a shard:
     /// `digest::Index`).
-    #[pyo3(signature = (fqn, op, backward, location, primary, outputs, inputs, input_ids, output_ids, layout = None, digest_index = None))]
+    #[pyo3(signature = (fqn, op, phase, location, primary, outputs, inputs, input_ids, output_ids, layout = None, digest_index = None))]
     fn record(
         &self,
         fqn: Option<&str>,
         op: &str,
-        backward: bool,
+        phase: u8,
         location: Option<String>,
         primary: Option<usize>,
         outputs: Vec<Bound<'_, PyAny>>,
@@ -180,6 +183,11 @@ impl Capture {
         layout: Option<(Option<String>, Vec<String>, Vec<String>)>,
         digest_index: Option<(Vec<PyIndex>, Vec<PyIndex>)>,
     ) -> PyResult<String> {
+        if phase > 2 {
+            return Err(PyValueError::new_err(format!(
+                "phase must be 0 (forward), 1 (backward) or 2 (forward in a module), got {phase}"
+            )));
+        }
         let outs = tensors(&outputs, "outputs")?;
         let outs: Vec<&Tensor> = outs.iter().collect();
         if primary.is_some_and(|i| i >= outs.len()) {
@@ -188,11 +196,12 @@ impl Capture {
         let meta = OpRecord {
             fqn,
             op,
-            phase: if backward {
+            phase: if phase == 1 {
                 Phase::Backward
             } else {
                 Phase::Forward
             },
+            in_module: phase == 2,
             location,
             layout: layout.map(|(stats, outputs, inputs)| crate::logformat::BlockLayout {
                 stats,
@@ -276,6 +285,28 @@ impl Capture {
         })?;
         self.core().note_compiled(b);
         Ok(())
+    }
+
+    /// `note_filter(filter: str) -> None`: notes what the capture's
+    /// settings leave out (`min_numel=1000`, then `, op_filter=...`,
+    /// `, excluded_ops=...`): `finish()` writes the header line `Capture
+    /// filter: ...`. ValueError for text with a control character.
+    fn note_filter(&self, filter: String) -> PyResult<()> {
+        if filter.trim().is_empty() || filter.chars().any(char::is_control) {
+            return Err(PyValueError::new_err(format!(
+                "a capture filter must be non-empty text without control characters, got {filter:?}"
+            )));
+        }
+        self.core().note_filter(filter.trim().to_string());
+        Ok(())
+    }
+
+    /// `note_below_min_numel(n: int) -> None`: notes how many ops were not
+    /// captured because every floating-point result was smaller than
+    /// `min_numel`: `finish()` writes the header line `Ops below min
+    /// numel: N`.
+    fn note_below_min_numel(&self, n: u64) {
+        self.core().note_below_min_numel(n);
     }
 
     /// `note_compiled_modules(fqns: list[str]) -> None`: notes the modules

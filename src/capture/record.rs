@@ -61,6 +61,9 @@ pub struct Record {
     /// Forward or backward (the capture writes no optimizer phase: a
     /// reader takes it from the block's position).
     pub phase: Phase,
+    /// Whether the `Phase:` line is written for a forward record too (a
+    /// forward record after a backward one: `OpRecord::in_module`).
+    pub explicit_phase: bool,
     /// Content digest per tensor output ([`crate::capture::digest`]),
     /// aligned with `output_hashes`; empty: no `Output digest` line.
     pub output_digests: Vec<u64>,
@@ -117,7 +120,11 @@ pub fn write_block(out: &mut Vec<u8>, r: &Record, precision: Precision) {
     if let Some(loc) = &r.location {
         lf::text_line(out, Field::Location, loc.as_bytes());
     }
-    lf::phase_line(out, r.phase);
+    if r.explicit_phase {
+        lf::text_line(out, Field::Phase, r.phase.as_str().as_bytes());
+    } else {
+        lf::phase_line(out, r.phase);
+    }
     if let Some(l) = &r.layout {
         lf::layout_lines(out, l);
     }
@@ -163,6 +170,7 @@ mod tests {
             input_producers: vec!["tok_embeddings/op_0_embedding".into(), String::new()],
             location: Some("llama3/model.py:152".into()),
             phase: Phase::Forward,
+            explicit_phase: false,
             layout: None,
         };
         assert_eq!(

@@ -127,6 +127,8 @@ impl<'a> Group<'a> {
             step: h.step,
             loss: h.loss,
             mesh: None,
+            filter: h.filter.clone(),
+            below_min_numel: h.below_min_numel,
         };
         let prec = match t0.precision() {
             crate::parser::Precision::Full => Precision::Full,

@@ -22,6 +22,19 @@ pub const EXCLUDED_LABEL: &str = "Excluded ops dispatched";
 /// The value of an `Excluded ops dispatched:` line that lists no op.
 const NO_EXCLUDED: &str = "(none)";
 
+/// The label of the header line giving what a per-op capture leaves out
+/// by its settings (`Capture filter: min_numel=1000`, then `, op_filter=`
+/// and `, excluded_ops=` when set): two logs whose filters differ number
+/// their ops differently, so a compare refuses them. Ignored by the
+/// reference comparator (a line before the first block).
+pub const FILTER_LABEL: &str = "Capture filter";
+
+/// The label of the header line counting the ops of a per-op capture not
+/// captured because every floating-point result was smaller than
+/// `min_numel` elements (`Ops below min numel: 57`): a difference can
+/// enter through one of them unseen.
+pub const BELOW_MIN_NUMEL_LABEL: &str = "Ops below min numel";
+
 /// The label of the header line of a full-precision log (`Precision:
 /// full`; docs/log-format.md, "Full-precision logs and digests").
 pub const PRECISION_LABEL: &str = "Precision";
@@ -192,6 +205,10 @@ pub struct HeaderNotes {
     /// `Mesh:` and `Coords:`, the device mesh of a run with DTensors
     /// (`None`: no lines).
     pub mesh: Option<Mesh>,
+    /// `Capture filter: min_numel=1000, ...` (`None`: no line).
+    pub filter: Option<String>,
+    /// `Ops below min numel: N` (`None`: no line).
+    pub below_min_numel: Option<u64>,
 }
 
 /// The label of the header line naming a run's device mesh: its dimensions
@@ -284,7 +301,7 @@ fn header_line(out: &mut Vec<u8>, label: &str, value: &[u8]) {
 
 /// Appends the header: `Total captured activations: N`, then the lines of
 /// `notes` in this order: `Excluded ops dispatched:` (`, `-joined, `(none)`
-/// when empty), `Compiled: <backend>` ([`compiled_line`]), `Compiled
+/// when empty), `Capture filter:`, `Ops below min numel:`, `Compiled: <backend>` ([`compiled_line`]), `Compiled
 /// modules:` (`, `-joined), `Level:
 /// modules` (a module-level capture only), `Step: S`,
 /// `Loss: x` (shortest round-trip text, [`fmt_full`]); `Precision: full`
@@ -304,6 +321,14 @@ pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precisio
             ops.join(", ")
         };
         header_line(out, EXCLUDED_LABEL, v.as_bytes());
+    }
+    if let Some(f) = &notes.filter {
+        header_line(out, FILTER_LABEL, f.as_bytes());
+    }
+    if let Some(n) = notes.below_min_numel {
+        let mut v = Vec::new();
+        push_u64(&mut v, n);
+        header_line(out, BELOW_MIN_NUMEL_LABEL, &v);
     }
     if let Some(backend) = &notes.compiled {
         compiled_line(out, backend);
@@ -374,6 +399,11 @@ pub struct Header {
     /// `Precision: full` ([`Precision::Full`]); absent: the reference's
     /// `%.6e` ([`Precision::PRINTED`]).
     pub precision: Precision,
+    /// `Capture filter:`'s value, trimmed; `None` when absent (the
+    /// reference's logs, older captures, module-level captures).
+    pub filter: Option<String>,
+    /// `Ops below min numel: N`; `None` when absent.
+    pub below_min_numel: Option<u64>,
 }
 
 /// A header line that does not read: the column of its value and what is
@@ -426,6 +456,13 @@ impl Header {
         if let Some(v) = labelled(t, EXCLUDED_LABEL) {
             self.excluded = Some(read_excluded(v));
             return Ok(());
+        }
+        if let Some(v) = labelled(t, FILTER_LABEL) {
+            self.filter = Some(quote(v));
+            return Ok(());
+        }
+        if let Some(v) = labelled(t, BELOW_MIN_NUMEL_LABEL) {
+            return self.read_below_min_numel(line, v);
         }
         if let Some(v) = labelled(t, COMPILED_LABEL) {
             return self.read_compiled(line, v);
@@ -557,6 +594,26 @@ impl Header {
         }
     }
 
+    /// `Ops below min numel: N`.
+    fn read_below_min_numel(&mut self, line: &[u8], v: &[u8]) -> Result<(), HeaderProblem> {
+        match std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
+            Some(n) => {
+                self.below_min_numel = Some(n);
+                Ok(())
+            }
+            None => Err(HeaderProblem::of_value(
+                line,
+                v,
+                "count of ops below min numel `{}` is not a whole number; read as none",
+            )),
+        }
+    }
+
+    /// The `min_numel=` of the `Capture filter:` line, if any.
+    pub fn min_numel(&self) -> Option<u64> {
+        filter_min_numel(self.filter.as_deref()?)
+    }
+
     /// `Loss: x`.
     fn read_loss(&mut self, line: &[u8], v: &[u8]) -> Result<(), HeaderProblem> {
         match std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
@@ -584,6 +641,15 @@ impl Header {
             "precision `{}` is not `full`; read as the reference's 7 printed digits",
         ))
     }
+}
+
+/// The `min_numel=N` of a `Capture filter:` value (`min_numel=1000,
+/// op_filter=mm`), if it has one that reads.
+pub fn filter_min_numel(filter: &str) -> Option<u64> {
+    filter
+        .split(',')
+        .find_map(|part| part.trim().strip_prefix("min_numel="))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// The ops of an `Excluded ops dispatched:` value, sorted (`(none)` or
@@ -629,6 +695,8 @@ mod tests {
             step: Some(7),
             loss: Some(0.1),
             mesh: Some(Mesh::parse("dp=2 tp=2", "dp=1 tp=0").unwrap()),
+            filter: Some("min_numel=1000, op_filter=mm".into()),
+            below_min_numel: Some(57),
         };
         let mut v = Vec::new();
         write_header(&mut v, 12, &notes, Precision::Full);
@@ -644,6 +712,10 @@ mod tests {
         );
         assert_eq!(h.mesh, notes.mesh);
         assert_eq!(h.precision, Precision::Full);
+        assert_eq!(
+            (h.filter.as_deref(), h.below_min_numel, h.min_numel()),
+            (Some("min_numel=1000, op_filter=mm"), Some(57), Some(1000))
+        );
         assert!(h.has_rule);
         let mut v = Vec::new();
         write_header(

@@ -57,9 +57,10 @@ pub use field::{
     NAN_COUNT_LABEL, N_FIELDS, OUTPUT_LAYOUTS_LABEL,
 };
 pub use header::{
-    compiled_line, is_count_line, write_header, BackendName, CaptureLevel, CompileBackend, Header,
-    HeaderNotes, HeaderProblem, Mesh, COMPILED_LABEL, COORDS_LABEL, EXCLUDED_LABEL, LEVEL_LABEL,
-    LOSS_LABEL, MESH_LABEL, PRECISION_LABEL, STEP_LABEL, TOTAL_LABELS,
+    compiled_line, filter_min_numel, is_count_line, write_header, BackendName, CaptureLevel,
+    CompileBackend, Header, HeaderNotes, HeaderProblem, Mesh, BELOW_MIN_NUMEL_LABEL,
+    COMPILED_LABEL, COORDS_LABEL, EXCLUDED_LABEL, FILTER_LABEL, LEVEL_LABEL, LOSS_LABEL,
+    MESH_LABEL, PRECISION_LABEL, STEP_LABEL, TOTAL_LABELS,
 };
 pub use number::{fmt_e, fmt_e6, fmt_full, push_u64};
 pub use shape::{push_shape, read_shape, shape_line, ShapeText};
@@ -372,12 +373,14 @@ mod tests {
             step: Some(12),
             loss: Some(2.3125),
             mesh: Some(Mesh::parse("dp=2 tp=4", "dp=1 tp=3").unwrap()),
+            filter: Some("min_numel=1000".into()),
+            below_min_numel: Some(5),
         };
         write_header(&mut v, 3, &notes, Precision::Full);
         assert_eq!(
             String::from_utf8(v).unwrap(),
             format!(
-                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCompiled: inductor\nCompiled modules: a, b.c\nLevel: modules\nStep: 12\nLoss: 2.3125e+00\nPrecision: full\nMesh: dp=2 tp=4\nCoords: dp=1 tp=3\n{}\n\n",
+                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCapture filter: min_numel=1000\nOps below min numel: 5\nCompiled: inductor\nCompiled modules: a, b.c\nLevel: modules\nStep: 12\nLoss: 2.3125e+00\nPrecision: full\nMesh: dp=2 tp=4\nCoords: dp=1 tp=3\n{}\n\n",
                 "=".repeat(80)
             )
         );

@@ -620,6 +620,8 @@ fn compiled_header_line_round_trips_through_the_writer() {
             step: Some(7),
             loss: Some(-0.1 / 3.0),
             mesh: Some(crate::logformat::Mesh::parse("tp=2", "tp=1").unwrap()),
+            filter: Some("min_numel=0, op_filter=mm".into()),
+            below_min_numel: Some(0),
         };
         write_header(&mut v, 0, &notes, Written::Full);
         let t = parse_bytes(v, "t.log");

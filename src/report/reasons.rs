@@ -262,6 +262,34 @@ pub fn compiled_away_words(count: u64, modules: bool, by: &str) -> String {
     }
 }
 
+/// The words for a rank whose logs left ops out by `min_numel` (the
+/// header's `Ops below min numel: N`, the larger of the two runs'), said
+/// where an input's difference has no captured producer (an entry cause):
+/// `57 ops smaller than min_numel=1000 elements were not captured: it may
+/// come from one (min_numel=0 captures every op)`. `None` when neither
+/// log says it left any out.
+pub fn below_min_numel_words(r: &RankSummary) -> Option<String> {
+    let (s1, s2) = (&r.run1, &r.run2);
+    let below = s1
+        .below_min_numel
+        .unwrap_or(0)
+        .max(s2.below_min_numel.unwrap_or(0));
+    if below == 0 {
+        return None;
+    }
+    let limit = [s1, s2]
+        .iter()
+        .find_map(|s| crate::logformat::filter_min_numel(s.capture_filter.as_deref()?))
+        .map_or("min_numel".to_string(), |n| {
+            format!("min_numel={n} elements")
+        });
+    Some(format!(
+        "{below} op{} smaller than {limit} {} not captured: it may come from one (min_numel=0 captures every op)",
+        plural(below),
+        if below == 1 { "was" } else { "were" }
+    ))
+}
+
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

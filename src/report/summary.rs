@@ -96,6 +96,13 @@ pub struct SideSummary {
     /// The header's `Loss: x` (the step's training loss), if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub loss: Option<f64>,
+    /// The header's `Capture filter:` (`min_numel=1000, ...`), if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub capture_filter: Option<String>,
+    /// The header's `Ops below min numel: N`: ops not captured because
+    /// every floating-point result was smaller than `min_numel`, if said.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub below_min_numel: Option<u64>,
     /// Op count declared by the header, if any.
     pub declared: Option<u64>,
     /// `Excluded ops dispatched`, sorted; `null` when the header line is absent.
@@ -194,6 +201,8 @@ impl SideSummary {
             step: t.header().step,
             level: t.header().level,
             loss: t.header().loss,
+            capture_filter: t.header().filter.clone(),
+            below_min_numel: t.header().below_min_numel,
             declared: t.header().total,
             excluded_ops: t.header().excluded.clone(),
             compiled: t.header().compiled.as_ref().map(|b| b.name().to_string()),

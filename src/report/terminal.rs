@@ -61,6 +61,11 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
                 String::new()
             }
         );
+        if f.cause.kind == CauseKind::Entry {
+            if let Some(w) = super::reasons::below_min_numel_words(r) {
+                let _ = writeln!(out, "  its differing input has no captured producer; {w}");
+            }
+        }
         let _ = writeln!(
             out,
             "  {} diverging row{} back to it ({} below print precision, {} through uncaptured ops){}",

@@ -209,6 +209,17 @@ pub fn level_mismatch(t1: &OpTable, t2: &OpTable) -> Option<Message> {
     })
 }
 
+/// The error for per-op logs captured with different filters (both with a
+/// `Capture filter:` line, the values differ). A log without the line (the
+/// reference's, an older capture's) is not checked.
+pub fn filter_mismatch(t1: &OpTable, t2: &OpTable) -> Option<Message> {
+    let (f1, f2) = (t1.header().filter.as_ref()?, t2.header().filter.as_ref()?);
+    (f1 != f2).then(|| Message::FilterMismatch {
+        run1: (t1.path().display().to_string(), f1.clone()),
+        run2: (t2.path().display().to_string(), f2.clone()),
+    })
+}
+
 /// The warning for fields that only one log of a rank has (they are not
 /// compared), if there are any.
 pub fn one_sided_fields(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<Message> {

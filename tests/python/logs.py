@@ -36,6 +36,17 @@ def blocks(path):
     return head.splitlines(), out
 
 
+#: Header lines the agent writes at level='ops' beside the reference's: its
+#: settings and how many ops min_numel left out (docs/log-format.md).
+AGENT_HEADER_LABELS = ("Capture filter: ", "Ops below min numel: ")
+
+
+def reference_header(head):
+    """A log's header lines without the agent's additions
+    (:data:`AGENT_HEADER_LABELS`): what the reference tracer writes."""
+    return [h for h in head if not h.startswith(AGENT_HEADER_LABELS)]
+
+
 def reference_stats(t: torch.Tensor):
     """(hash, moments) of a tensor as the reference tracer computes them
     (TorchTitan's `_compute_stats` and DebugMode's `norm_hash_fn`): the hash

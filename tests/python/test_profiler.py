@@ -49,7 +49,11 @@ def test_arms_before_and_dumps_after_the_capture_step(tmp_path):
     excluded = head[1].removeprefix("Excluded ops dispatched: ").split(", ")
     assert excluded == sorted(excluded)
     assert {"t", "view", "transpose"} <= set(excluded)
-    assert len(head) == 2
+    # The agent's settings and the ops min_numel left out (the reference's
+    # comparator ignores header lines).
+    assert head[2] == "Capture filter: min_numel=1000", head
+    assert head[3].startswith("Ops below min numel: ") and int(head[3].split(": ")[1]) > 0, head
+    assert len(head) == 4
 
 
 def test_keys_phases_producers_locations(tmp_path):

@@ -92,6 +92,16 @@ pub enum Message {
         /// Run 2's log and its level.
         run2: (String, &'static str),
     },
+    /// Per-op logs whose `Capture filter:` lines differ (an input error):
+    /// `min_numel`, `op_filter` or `excluded_ops` left out other ops, so
+    /// the per-module op numbers of their keys differ and rows would pair
+    /// with other ops.
+    FilterMismatch {
+        /// Run 1's log and its filter.
+        run1: (String, String),
+        /// Run 2's log and its filter.
+        run2: (String, String),
+    },
     /// A rank's rows only one run has are all backward-phase repeats of
     /// that run's forward ops under shorter module names: activation
     /// checkpointing's recomputation in one run only (a warning naming the
@@ -236,6 +246,10 @@ pub enum Message {
         /// The run whose log is full precision.
         full: Side,
     },
+    /// `--bitwise` on logs both printed with 7 digits: the printed values
+    /// are compared, so a difference below the 7th digit is not seen (a
+    /// warning, said once per run).
+    BitwisePrinted,
     /// A negative `--layer-offset` that would number layers below 0.
     NegativeLayers {
         /// Run 1's rank.
@@ -528,6 +542,7 @@ impl fmt::Display for Message {
             | Message::NoComparableFields { .. }
             | Message::DuplicateKey { .. }
             | Message::LevelMismatch { .. }
+            | Message::FilterMismatch { .. }
             | Message::NothingCompared { .. }
             | Message::SameRun { .. }
             | Message::UnfinishedCapture { .. }
@@ -543,6 +558,7 @@ impl fmt::Display for Message {
             | Message::MoreLogWarnings { .. }
             | Message::OneSidedFields { .. } => self.fmt_input(f),
             Message::BitwiseMixedPrecision { .. }
+            | Message::BitwisePrinted
             | Message::MixedPrecision { .. }
             | Message::NegativeLayers { .. }
             | Message::UnusedOverride { .. }

@@ -85,6 +85,11 @@ impl Message {
                 "{} is a level={} capture and {} a level={} one: capture both runs at one level",
                 run1.0, run1.1, run2.0, run2.1
             ),
+            Message::FilterMismatch { run1, run2 } => write!(
+                f,
+                "{} was captured with `{}` and {} with `{}`: their ops are numbered differently, so no op would pair with its own; capture both runs with the same min_numel, op_filter and excluded_ops",
+                run1.0, run1.1, run2.0, run2.1
+            ),
             Message::NothingCompared { path1, path2 } => write!(
                 f,
                 "nothing compared: run1 has no ops and run2 has no ops ({path1}, {path2})"
@@ -161,6 +166,9 @@ impl Message {
             Message::BitwiseMixedPrecision { rank, full } => write!(
                 f,
                 "rank {rank}: --bitwise needs both logs at full precision, and only {full} is (the other is printed with 7 digits, so no value can be shown bitwise equal): capture both runs with precision=\"full\", or compare without --bitwise (to print precision)"
+            ),
+            Message::BitwisePrinted => f.write_str(
+                "--bitwise on logs printed with 7 digits (the reference's %.6e): the printed values are compared, so a difference below the 7th digit prints alike and is not seen; capture both runs with precision=\"full\" for a bitwise check"
             ),
             Message::MixedPrecision { rank, full, rtol } => write!(
                 f,

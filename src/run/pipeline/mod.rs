@@ -319,9 +319,13 @@ fn compare_rank(
         done.warnings.extend(messages::log_warnings(t, side));
     }
     done.errors.extend(messages::level_mismatch(&t1, &t2));
+    done.errors.extend(messages::filter_mismatch(&t1, &t2));
     if mixed_precision(&t1, &t2) && cfg.matching.policy.default.is_bitwise() {
         done.errors
             .push(messages::bitwise_mixed_precision(rank1, &t1));
+    } else if cfg.matching.policy.default.is_bitwise() && t1.precision() != parser::Precision::Full
+    {
+        done.warnings.push(Message::BitwisePrinted);
     }
     if !done.errors.is_empty() {
         return done;
@@ -497,7 +501,17 @@ pub fn assemble(
             });
         }
         meta.errors.extend(d.errors);
-        meta.warnings.extend(d.warnings);
+        for w in d.warnings {
+            // Said once for the run, not once per rank.
+            if !matches!(w, Message::BitwisePrinted)
+                || !meta
+                    .warnings
+                    .iter()
+                    .any(|m| matches!(m, Message::BitwisePrinted))
+            {
+                meta.warnings.push(w);
+            }
+        }
         ranks.extend(d.summary);
     }
     meta.errors.extend(more_errors);

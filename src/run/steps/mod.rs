@@ -632,6 +632,8 @@ fn join(
     let mut failed: Vec<FailedRank> = Vec::new();
     let mut groups = Vec::new();
     let mut status = exit_codes::OK;
+    // Each step's warnings, said once with the steps they concern.
+    let mut step_warnings: Vec<(u64, Message)> = Vec::new();
     for d in done {
         let dir = format!("{STEP_DIR_PREFIX}{}", d.step);
         let s = d.summary;
@@ -641,14 +643,11 @@ fn join(
             step: d.step,
             message: Box::new(e.clone()),
         }));
-        warnings.extend(
+        step_warnings.extend(
             s.warnings
                 .iter()
                 .filter(|w| !w.is_step_without_pages())
-                .map(|w| Message::AtStep {
-                    step: d.step,
-                    message: Box::new(w.clone()),
-                }),
+                .map(|w| (d.step, w.clone())),
         );
         only1.extend(s.ranks_only1.iter().copied());
         only2.extend(s.ranks_only2.iter().copied());
@@ -674,6 +673,7 @@ fn join(
             ranks.push(r);
         }
     }
+    warnings.extend(super::messages::at_steps(step_warnings));
     only1.sort_unstable();
     only1.dedup();
     only2.sort_unstable();

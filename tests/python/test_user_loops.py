@@ -1,0 +1,190 @@
+"""Training loops as a new user writes them, around a small MLP (a new
+user's trial of the step series): capture settings that differ between
+two runs, a model whose every forward op is below ``min_numel``, an eval
+forward after the optimizer step, a NumPy loss, a single-step baseline.
+Each test fails without the change it guards."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import actdiff_capture
+from actdiff_capture.baseline import BaselineError
+from logs import blocks
+
+
+class Small(torch.nn.Module):
+    """16 -> 32 -> 2 residual blocks of 32 -> 4: every activation of a
+    batch of 4 has fewer than 1000 elements."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.inp = torch.nn.Linear(16, 32)
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(32, 32) for _ in range(2))
+        self.head = torch.nn.Linear(32, 4)
+
+    def forward(self, x):
+        x = torch.relu(self.inp(x))
+        for b in self.blocks:
+            x = torch.relu(b(x)) + x
+        return self.head(x)
+
+
+def train(dump, steps=4, *, perturb_at=None, lr_change_at=None, eval_forward=False, **prof_kw):
+    """``steps`` AdamW steps of :class:`Small`, every step captured at full
+    precision (``prof_kw`` overrides). ``perturb_at=S`` changes one input
+    element of step S's batch (before the loop: no op of it is captured);
+    ``lr_change_at=S`` raises the learning rate before step S;
+    ``eval_forward`` runs a forward under ``torch.no_grad()`` after each
+    optimizer step. Returns the profiler's warnings."""
+    torch.set_num_threads(1)
+    model = Small()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    data = [(torch.randn(4, 16, generator=g), torch.randn(4, 4, generator=g)) for _ in range(steps)]
+    if perturb_at is not None:
+        x, y = data[perturb_at - 1]
+        x = x.clone()
+        x[0, 0] += 1e-3
+        data[perturb_at - 1] = (x, y)
+    kw = {"capture_steps": range(1, steps + 1), "precision": "full", **prof_kw}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        prof = actdiff_capture.Profiler(model, dump, **kw)
+        for step, (x, y) in enumerate(data, start=1):
+            if step == lr_change_at:
+                for group in opt.param_groups:
+                    group["lr"] = 3e-2
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if eval_forward:
+                with torch.no_grad():
+                    model(x)
+            prof.step(loss=loss)
+    return [str(w.message) for w in caught if "actdiff_capture" in str(w.message)]
+
+
+def compare(actdiff_bin, a, b, out, *args):
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(a), str(b), "-o", str(out), *args], capture_output=True, text=True
+    )
+    return r, json.loads((out / "summary.json").read_text())
+
+
+def step_result(s, step):
+    return next(x for x in s["step_results"] if x["step"] == step)
+
+
+def test_logs_captured_with_other_settings_are_not_compared(actdiff_bin, tmp_path):
+    """Two identical trainings, one captured with ``min_numel=1``: its small
+    ops are numbered among the others, and the compare said 'step 1
+    diverges first' (a step-count ``add_`` paired with another op). Each
+    log's header now states its filter, and the compare refuses the pair."""
+    train(tmp_path / "a", steps=2)
+    train(tmp_path / "b", steps=2, min_numel=1)
+    train(tmp_path / "c", steps=2)
+    h, _ = blocks(tmp_path / "a" / "step_1" / "rank_0_activations.log")
+    assert "Capture filter: min_numel=1000" in h, h
+    h, _ = blocks(tmp_path / "b" / "step_1" / "rank_0_activations.log")
+    assert "Capture filter: min_numel=1" in h, h
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "`min_numel=1000`" in r.stderr and "`min_numel=1`" in r.stderr, r.stderr
+    assert s["first_diverging_step"] is None, s["first_diverging_step"]
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "ac", "--bitwise")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_model_below_min_numel_is_told_what_was_left_out(actdiff_bin, tmp_path):
+    """Every forward op of a small model is below the default ``min_numel``:
+    a per-op capture left out the whole forward with no word, and a changed
+    input element was named as entering at a backward ``mm``. The profiler
+    now warns, the header counts the ops left out, and the compare says the
+    difference may come from one of them; with ``min_numel=0`` the first
+    cause is the first layer's op and nothing is said."""
+    said = train(tmp_path / "a")
+    assert any("ops of the model's forward were not captured because every floating-point result had fewer than min_numel=1000" in w for w in said), said
+    train(tmp_path / "b", perturb_at=3)
+    h, _ = blocks(tmp_path / "a" / "step_1" / "rank_0_activations.log")
+    below = [x for x in h if x.startswith("Ops below min numel: ")]
+    assert below and int(below[0].split(": ")[1]) > 0, h
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab")
+    assert s["first_diverging_step"] == 3, r.stdout
+    headline = step_result(s, 3)["headline"]
+    assert "ops smaller than min_numel=1000 elements were not captured: it may come from one" in headline, headline
+    assert "smaller than min_numel=1000 elements were not captured" in r.stdout, r.stdout
+
+    assert train(tmp_path / "a0", min_numel=0) == []
+    train(tmp_path / "b0", perturb_at=3, min_numel=0)
+    r, s = compare(actdiff_bin, tmp_path / "a0", tmp_path / "b0", tmp_path / "ab0")
+    assert s["first_diverging_step"] == 3, r.stdout
+    headline = step_result(s, 3)["headline"]
+    assert "`inp/op_0_addmm` (a differing input)" in headline and "min_numel" not in headline, headline
+
+
+@pytest.mark.parametrize("level", ["modules", "ops"])
+def test_an_eval_forward_after_the_optimizer_step_stays_forward(actdiff_bin, tmp_path, level):
+    """A forward under ``torch.no_grad()`` after ``optimizer.step()`` (an
+    eval, a logging pass) came after the step's last backward record, so it
+    was read as the optimizer's phase, and at level='modules' a learning
+    rate changed at step 3 was named as diverging first at the eval's
+    ``inp`` output, before the parameter records read at ``prof.step()``.
+    Its records now say ``Phase: forward``, the parameters are read when the
+    optimizer step returns, and the first divergence is a parameter."""
+    min_numel = {"min_numel": 0} if level == "ops" else {}
+    train(tmp_path / "a", eval_forward=True, level=level, **min_numel)
+    train(tmp_path / "b", eval_forward=True, level=level, lr_change_at=3, **min_numel)
+    _, bl = blocks(tmp_path / "a" / "step_1" / "rank_0_activations.log")
+    keys = [k for k, _ in bl]
+    if level == "modules":
+        # forward outputs, gradients, parameters, then the eval's outputs
+        params = [i for i, (k, f) in enumerate(bl) if not k.endswith(("_output", "_grad"))]
+        evals = [i for i, (k, f) in enumerate(bl) if k.endswith("_output") and i > params[0]]
+        assert params and evals and max(params) < min(evals), keys
+        assert all(bl[i][1].get("Phase") == "forward" for i in evals), [bl[i] for i in evals]
+    else:
+        evals = [k for k, f in bl if f.get("Phase") == "forward"]
+        assert any(k.startswith("inp/") and k.endswith("_addmm") for k in evals), evals
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab")
+    assert s["first_diverging_step"] == 3, r.stdout
+    rank = next(x for x in s["ranks"] if x["step"] == 3)
+    first = rank["first_divergence"]
+    assert first["phase"] == "optimizer", first
+    if level == "modules":
+        assert not first["key1"].endswith("_output"), first
+
+
+def test_a_numpy_loss_is_a_loss(tmp_path):
+    """``prof.step(loss=np.float32(...))`` was refused ('got float32') while
+    ``np.float64`` passed; any real scalar or one-element array is a loss."""
+    model = Small()
+    prof = actdiff_capture.Profiler(model, tmp_path, capture_steps=range(1, 4), level="modules")
+    for loss in (np.float32(0.5), np.array([0.25]), 2):
+        model(torch.randn(4, 16)).sum().backward()
+        prof.step(loss=loss)
+    losses = [
+        [float(x.split(": ")[1]) for x in blocks(tmp_path / f"step_{s}" / "rank_0_activations.log")[0] if x.startswith("Loss:")]
+        for s in (1, 2, 3)
+    ]
+    assert losses == [[0.5], [0.25], [2.0]], losses
+    with pytest.raises(ValueError, match="got str"):
+        prof.step(loss="0.5")
+
+
+def test_a_single_step_baseline_against_a_series_says_why_it_is_missing(tmp_path):
+    """A baseline captured with ``capture_steps=3`` (an int: the reference's
+    layout) checked by a run with ``capture_steps=[3]`` (a series) said only
+    that ``step_3/...`` does not exist."""
+    train(tmp_path / "blessed", capture_steps=3, level="modules")
+    with pytest.raises(BaselineError, match=r"capture_steps=3 \(an int\)"):
+        train(tmp_path / "run", capture_steps=[3], level="modules", baseline=str(tmp_path / "blessed"))
