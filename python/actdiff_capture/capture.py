@@ -88,6 +88,12 @@ BELOW_MIN_NUMEL = (
     "first seen, later (the log's header says 'Ops below min numel'). min_numel=0 captures every op."
 )
 
+#: The warning of per-op options given to a module-level profiler.
+OPS_ONLY_OPTIONS = (
+    "actdiff_capture: {names} apply to level='ops' only: level='modules' records every module's "
+    "output, every gradient and every parameter, whatever their size or name"
+)
+
 #: The reference tracer's infrastructure ops (creation, copies, views,
 #: permutations, concatenation, indexing, autograd plumbing, bucketing).
 EXCLUDED_OPS = frozenset(
@@ -783,6 +789,17 @@ class Profiler:
     ) -> None:  # fmt: skip
         if level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        ignored = [
+            name
+            for name, given in (
+                ("min_numel", min_numel != DEFAULT_MIN_NUMEL),
+                ("op_filter", bool(op_filter)),
+                ("excluded_ops", excluded_ops is not None),
+            )
+            if given
+        ]
+        if level == "modules" and ignored:
+            warnings.warn(OPS_ONLY_OPTIONS.format(names=", ".join(ignored)), stacklevel=3)
         if on_divergence not in _baseline.ON_DIVERGENCE:
             raise ValueError(f"on_divergence must be one of {_baseline.ON_DIVERGENCE}, got {on_divergence!r}")
         if baseline is not None and not os.path.isdir(baseline):

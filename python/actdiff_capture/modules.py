@@ -2,8 +2,9 @@
 enough to leave on for every step. No dispatch mode: per step it records,
 through module and tensor hooks,
 
-- each module's forward output (``{fqn}/op_N_output``, phase forward; the
-  first tensor of the output, hashed and with stats when floating; an
+- each module's forward output (``{fqn}/op_N_output``, phase forward;
+  every tensor of the output (tuples, lists, dicts), an Output hash and
+  digest each, Shape and stats of the first floating-point one; an
   output after a backward record, such as an eval forward under
   ``torch.no_grad()`` after the optimizer step, is written with its
   ``Phase: forward`` line, so a reader does not take it as the
@@ -15,7 +16,13 @@ through module and tensor hooks,
   ``torch.optim`` optimizer's ``step()`` returns (a global step post-hook:
   before anything after it, an eval forward or a clamp, runs), and the
   parameters no such optimizer updated (a loop's own update, frozen
-  ones) when ``prof.step()`` is called.
+  ones) when ``prof.step()`` is called; a parameter changed in place
+  after its optimizer step (a clamp, an EMA: its version counter moved) is
+  recorded again then, under the next number.
+
+Gradients are recorded as backward leaves them: with loss scaling
+(``GradScaler``) they are the scaled gradients, so runs with different
+scales differ in every gradient record (and agree in the parameters).
 
 The log is the same block format as a per-op capture, with the header line
 ``Level: modules``; ``N`` counts the module's records in order (a module
@@ -157,20 +164,18 @@ def _compiled_itself(m: nn.Module) -> bool:
     return getattr(m, "_compiled_call_impl", None) is not None or type(m).__name__ == "OptimizedModule"
 
 
-def _first_tensor(x):
+def _tensors(x, out: list) -> list:
+    """Every tensor of a module's output, in order (tuples, lists and
+    dicts' values, nested), appended to ``out``."""
     if isinstance(x, torch.Tensor):
-        return x
-    if isinstance(x, (list, tuple)):
+        out.append(x)
+    elif isinstance(x, (list, tuple)):
         for v in x:
-            t = _first_tensor(v)
-            if t is not None:
-                return t
-    if isinstance(x, dict):
+            _tensors(v, out)
+    elif isinstance(x, dict):
         for v in x.values():
-            t = _first_tensor(v)
-            if t is not None:
-                return t
-    return None
+            _tensors(v, out)
+    return out
 
 
 class ModuleRecorder:
@@ -198,6 +203,10 @@ class ModuleRecorder:
         # rearm()), and the parameters (ids) recorded this step.
         self.active = True
         self._params_read: set = set()
+        # Each recorded parameter's version counter when it was read: one
+        # changed in place after the optimizer's step (a clamp, an EMA) is
+        # recorded again at finish().
+        self._versions: dict = {}
 
         def after_optimizer_step(optimizer, args, kwargs):
             self.grads_since_optimizer = False
@@ -254,6 +263,14 @@ class ModuleRecorder:
         primary = 0 if t.is_floating_point() and t.numel() > 0 else None
         self.cap.record(fqn, role, phase, None, primary, [t], [], [], [])
 
+    def _record_output(self, fqn, ts: list) -> None:
+        """Records a module's output, every tensor of it (``ts``): one
+        block, an Output hash (and digest) per tensor, Shape and stats of
+        the first floating-point one."""
+        ts = [t.detach() for t in ts]
+        primary = next((i for i, t in enumerate(ts) if t.is_floating_point() and t.numel() > 0), None)
+        self.cap.record(fqn, "output", 2, None, primary, ts, [], [], [])
+
     def rearm(self, cap) -> None:
         """Records the next step into ``cap`` (a ``_native.Capture``) with
         the same hooks, after :meth:`finish`."""
@@ -261,6 +278,7 @@ class ModuleRecorder:
         self._out_n = 0
         self.active = True
         self._params_read.clear()
+        self._versions.clear()
         self._ran.clear()
         self._grad_owners.clear()
         self._ran_compiled.clear()
@@ -289,24 +307,27 @@ class ModuleRecorder:
                 self._ran_compiled.append(fqn)
                 return
             self._ran.add(id(module))
-            t = _first_tensor(output)
-            if t is None:
+            ts = _tensors(output, [])
+            if not ts:
                 return
             if self.worker is None:
-                self._record(fqn, "output", t, 2)
-            elif t.numel() < HERE_MAX:
+                self._record_output(fqn, ts)
+            elif sum(t.numel() for t in ts) < HERE_MAX:
                 # A later in-place op may change it: read here, now.
                 self.cap.defer_host(None)
                 try:
-                    self._record(fqn, "output", t, 2)
+                    self._record_output(fqn, ts)
                 finally:
                     self.cap.defer_host(self.worker)
             else:
                 # A later in-place op may change it: the worker reads a
-                # copy. The buffer was read by the worker before the last
+                # copy. The buffers were read by the worker before the last
                 # step's parameters were recorded (finish() waits for it).
-                n, self._out_n = self._out_n, self._out_n + 1
-                self._record(fqn, "output", self._copy_into(self._out_bufs, n, t), 2)
+                copies = []
+                for t in ts:
+                    n, self._out_n = self._out_n, self._out_n + 1
+                    copies.append(self._copy_into(self._out_bufs, n, t))
+                self._record_output(fqn, copies)
 
         return hook
 
@@ -360,10 +381,16 @@ class ModuleRecorder:
 
     def finish(self) -> None:
         """Records every parameter not recorded yet at an optimizer step
-        of this step (a loop's own update, a frozen parameter), read
-        before this returns. The hooks stay registered: :meth:`rearm` goes
+        of this step (a loop's own update, a frozen parameter), and again
+        each one changed in place since it was (its version counter moved:
+        a clamp or an EMA after ``optimizer.step()``, recorded under the
+        next number, ``op_N+1_weight``; a change through ``.data`` has a
+        counter of its own and is not seen), read before this returns. The hooks stay registered: :meth:`rearm` goes
         on with the next step, or :meth:`remove` removes them."""
-        self._read_params([x for x in self.params if id(x[2]) not in self._params_read])
+        versions = self._versions
+        self._read_params(
+            [x for x in self.params if id(x[2]) not in self._params_read or x[2]._version != versions[id(x[2])]]
+        )
         self.active = False
         if self.worker is not None:
             # This step's output buffers (reused next step) have been read
@@ -374,6 +401,7 @@ class ModuleRecorder:
         """Records ``params`` (``(fqn, name, parameter)``) as they are now,
         read before this returns."""
         self._params_read.update(id(p) for _, _, p in params)
+        self._versions.update((id(p), p._version) for _, _, p in params)
         w = self.worker
         if w is None:
             for fqn, pname, p in params:

@@ -331,20 +331,34 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
         .filter(|r| r.exit_status != exit_codes::OK)
         .collect();
     let agree = series.step_results.len() - shown.len();
+    // Steps whose every unit had an input error were not compared at all.
+    let refused = shown
+        .iter()
+        .filter(|r| r.exit_status == exit_codes::INPUT_ERROR && r.gating == 0 && r.diverging == 0)
+        .count();
     let _ = writeln!(
         out,
-        "{} step{} compared ({agree} agree){}",
-        series.step_results.len(),
-        if series.step_results.len() == 1 {
+        "{} step{} compared ({agree} agree{}){}",
+        series.step_results.len() - refused,
+        if series.step_results.len() - refused == 1 {
             ""
         } else {
             "s"
+        },
+        if refused > 0 {
+            format!("; {refused} not compared: input errors, on stderr")
+        } else {
+            String::new()
         },
         not_selected_note(series)
             .map(|n| format!("; {n}"))
             .unwrap_or_default()
     );
     for r in shown.iter().take(20) {
+        if r.exit_status == exit_codes::INPUT_ERROR && r.gating == 0 && r.diverging == 0 {
+            let _ = writeln!(out, "  step {}: not compared (input error)", r.step);
+            continue;
+        }
         let _ = writeln!(
             out,
             "  step {}: {} gating of {} diverging rows{}",

@@ -101,6 +101,9 @@ def test_logs_captured_with_other_settings_are_not_compared(actdiff_bin, tmp_pat
     assert r.returncode == 2, r.stdout + r.stderr
     assert "`min_numel=1000`" in r.stderr and "`min_numel=1`" in r.stderr, r.stderr
     assert s["first_diverging_step"] is None, s["first_diverging_step"]
+    # The terminal does not count them as compared ("2 steps compared (0 agree)").
+    assert "0 steps compared (0 agree; 2 not compared: input errors, on stderr)" in r.stdout, r.stdout
+    assert "step 1: not compared (input error)" in r.stdout, r.stdout
     r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "ac", "--bitwise")
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -188,3 +191,93 @@ def test_a_single_step_baseline_against_a_series_says_why_it_is_missing(tmp_path
     train(tmp_path / "blessed", capture_steps=3, level="modules")
     with pytest.raises(BaselineError, match=r"capture_steps=3 \(an int\)"):
         train(tmp_path / "run", capture_steps=[3], level="modules", baseline=str(tmp_path / "blessed"))
+
+
+class TupleHead(Small):
+    """:class:`Small` whose head returns ``(indices, logits)``: an integer
+    tensor first."""
+
+    def forward(self, x):
+        z = super().forward(x)
+        return z.argmax(-1), z
+
+
+def test_a_module_output_is_every_tensor_of_it(actdiff_bin, tmp_path):
+    """A module returning ``(argmax, logits)`` was recorded by its first
+    tensor only: a changed input left its record a bitwise match (the
+    argmax did not move), and the cause was named at its caller. Every
+    tensor of an output is now in its record (an Output hash and digest
+    each; stats of the first floating one)."""
+
+    def train_tuple(dump, perturb):
+        torch.set_num_threads(1)
+        model = TupleHead()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(4, 16, generator=g)
+        if perturb:
+            x[0, 0] += 1e-3
+        prof = actdiff_capture.Profiler(model, dump, capture_steps=[1], level="modules", precision="full")
+        idx, z = model(x)
+        z.square().mean().backward()
+        opt.step()
+        prof.step()
+        return idx
+
+    a = train_tuple(tmp_path / "a", False)
+    b = train_tuple(tmp_path / "b", True)
+    assert torch.equal(a, b)  # the first tensor of the output did not move
+    _, bl = blocks(tmp_path / "a" / "step_1" / "rank_0_activations.log")
+    root = dict(bl)["<none>/op_0_output"]
+    assert len(root["Output hash"].split(", ")) == 2 and len(root["Output digest"].split(", ")) == 2, root
+    assert root["Shape"].startswith("torch.Size([4, 4]), Dtype: torch.float32"), root
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab", "--bitwise")
+    rank = s["ranks"][0]
+    assert rank["first_divergence"]["key1"] == "inp/op_0_output", rank["first_divergence"]
+    assert rank["counts"]["diff"] >= 5, rank["counts"]  # inp, both blocks, head's and the root's outputs
+
+
+def test_a_parameter_changed_after_the_optimizer_step_is_said_at_that_step(actdiff_bin, tmp_path):
+    """A clamp of the parameters after ``optimizer.step()`` at step 3 (before
+    ``prof.step()``) was found only at step 4 at level='modules' (the
+    parameters are read when the optimizer step returns). A parameter whose
+    version counter moved since is recorded again at ``prof.step()``: the
+    clamped run diverges at step 3."""
+
+    def train_clamp(dump, clamp_at):
+        torch.set_num_threads(1)
+        model = Small()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        g = torch.Generator().manual_seed(1)
+        prof = actdiff_capture.Profiler(model, dump, capture_steps=range(1, 5), level="modules", precision="full")
+        for step in range(1, 5):
+            F.mse_loss(model(torch.randn(4, 16, generator=g)), torch.zeros(4, 4)).backward()
+            opt.step()
+            opt.zero_grad()
+            if step == clamp_at:
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.clamp_(-0.05, 0.05)
+            prof.step()
+
+    train_clamp(tmp_path / "a", None)
+    train_clamp(tmp_path / "b", 3)
+    _, bl = blocks(tmp_path / "b" / "step_3" / "rank_0_activations.log")
+    def weights(bl):
+        return [k for k, _ in bl if k.startswith("inp/") and k.endswith("_weight")]
+
+    assert weights(bl) == ["inp/op_3_weight", "inp/op_5_weight"], [k for k, _ in bl]  # read twice
+    _, bl = blocks(tmp_path / "a" / "step_3" / "rank_0_activations.log")
+    assert weights(bl) == ["inp/op_3_weight"], [k for k, _ in bl]
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab")
+    assert s["first_diverging_step"] == 3, r.stdout
+
+
+def test_per_op_options_at_module_level_are_warned_about(tmp_path):
+    """``min_numel``, ``op_filter`` and ``excluded_ops`` select ops: a
+    module-level profiler ignored them without a word."""
+    with pytest.warns(UserWarning, match="min_numel, op_filter apply to level='ops' only"):
+        actdiff_capture.Profiler(Small(), tmp_path, capture_steps=[2], level="modules", min_numel=5000, op_filter={"mm"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        actdiff_capture.Profiler(Small(), tmp_path, capture_steps=[2], level="modules")
