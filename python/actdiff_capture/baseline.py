@@ -7,7 +7,9 @@ first cause, and :class:`Diverged` is raised (or, with
 ``on_divergence="warn"``, the run goes on; ``"stop-capturing"`` also
 disarms). A baseline step that is missing, or a log that does not match it
 (another level, no op in common, unreadable), is a :class:`BaselineError`:
-never a silent pass.
+never a silent pass. The engine's warnings (a baseline at another
+precision, fields one side lacks) are said once each, as a
+``UserWarning`` naming the baseline, not once per step on stderr.
 """
 
 from __future__ import annotations
@@ -16,8 +18,14 @@ import json
 import logging
 import os
 import shutil
+import sys
+import tempfile
+import warnings
 
 log = logging.getLogger("actdiff_capture")
+
+#: The prefix of the engine's warnings, said as UserWarnings.
+BASELINE_WARNING = "actdiff_capture: baseline check (run1: the baseline, run2: this run): {}"
 
 ON_DIVERGENCE = ("raise", "warn", "stop-capturing")
 
@@ -77,9 +85,42 @@ def baseline_log(baseline: str, step: int, rank: int, series: bool) -> str:
     return path
 
 
-def check(baseline: str, log_path: str, step: int, rank: int, series: bool, dump_dir: str, tolerances) -> Diverged | None:
+def _compare_quietly(native, args: list, said: set) -> int:
+    """``native.compare(args)`` with its stderr taken: each ``warning:``
+    line not in ``said`` (the profiler's: each text once a profiler) is
+    said as a UserWarning (:data:`BASELINE_WARNING`) and added; any other
+    line goes back to stderr."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as err:
+        os.dup2(err.fileno(), 2)
+        try:
+            status = native.compare(args)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        text = err.read().decode("utf-8", errors="replace")
+    rest = []
+    for line in text.splitlines():
+        if line.startswith("warning: "):
+            message = line[len("warning: ") :]
+            if message not in said:
+                said.add(message)
+                warnings.warn(BASELINE_WARNING.format(message), stacklevel=6)
+        elif line.strip():
+            rest.append(line)
+    if rest:
+        print("\n".join(rest), file=sys.stderr)
+    return status
+
+
+def check(
+    baseline: str, log_path: str, step: int, rank: int, series: bool, dump_dir: str, tolerances, said: set | None = None
+) -> Diverged | None:
     """Compares ``log_path`` with the baseline's log of the same step and
-    rank. Returns None when they agree (the report folder removed), a
+    rank. The engine's warnings not in ``said`` are said as UserWarnings
+    and added to it. Returns None when they agree (the report folder removed), a
     :class:`Diverged` (not raised) when they do not, with the report kept
     under ``{dump_dir}/divergence/step_S_rank_R``.
 
@@ -92,7 +133,7 @@ def check(baseline: str, log_path: str, step: int, rank: int, series: bool, dump
     base = baseline_log(baseline, step, rank, series)
     out = os.path.join(dump_dir, "divergence", f"step_{step}_rank_{rank}")
     args = [base, log_path, "-o", out, "-q", "--name1", "baseline", "--name2", "this run", *map(str, tolerances)]
-    status = _native.compare(args)
+    status = _compare_quietly(_native, args, set() if said is None else said)
     summary_path = os.path.join(out, "summary.json")
     try:
         with open(summary_path) as f:

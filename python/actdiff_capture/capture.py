@@ -809,6 +809,7 @@ class Profiler:
         self.tolerances = tuple(tolerances)
         self.on_divergence = on_divergence
         self.diverged: _baseline.Diverged | None = None  # the first divergence found
+        self._baseline_said: set = set()  # the baseline check's engine warnings said
         if precision == "default":
             precision = None
         if precision not in PRECISIONS:
@@ -1237,8 +1238,9 @@ class Profiler:
     def _check_baseline(self) -> None:
         rank = _default_rank() if self.rank is None else self.rank
         d = _baseline.check(
-            self.baseline, self._path, self._armed_step, rank, self.series, self.dump_dir, self.tolerances
-        )
+            self.baseline, self._path, self._armed_step, rank, self.series, self.dump_dir, self.tolerances,
+            self._baseline_said,
+        )  # fmt: skip
         if d is None:
             return
         self.diverged = d

@@ -281,3 +281,17 @@ def test_per_op_options_at_module_level_are_warned_about(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         actdiff_capture.Profiler(Small(), tmp_path, capture_steps=[2], level="modules")
+
+
+def test_a_baseline_check_says_each_engine_warning_once(tmp_path, capfd):
+    """A baseline captured at the default precision, checked by a run at
+    full precision: the engine's two warnings (compared to print precision;
+    digests on one side only) were printed on stderr at every step, in
+    run1/run2 words. Each is now one UserWarning that names the baseline."""
+    train(tmp_path / "blessed", level="modules", precision=None)
+    capfd.readouterr()
+    said = train(tmp_path / "run", level="modules", baseline=str(tmp_path / "blessed"))
+    err = capfd.readouterr().err
+    assert "warning: rank 0" not in err, err
+    precision = [w for w in said if "baseline check (run1: the baseline, run2: this run)" in w and "full-precision" in w]
+    assert len(precision) == 1, said
