@@ -673,7 +673,8 @@ def _check_loss(loss) -> None:
     NumPy scalar) nor a one-element tensor or array (before anything is
     read or written: no sync)."""
     if isinstance(loss, torch.Tensor) or _is_array(loss):
-        if loss.numel() != 1 if isinstance(loss, torch.Tensor) else loss.size != 1:
+        n = loss.numel() if isinstance(loss, torch.Tensor) else loss.size
+        if n != 1:
             raise ValueError(f"loss must be a float or a one-element tensor, got shape {tuple(loss.shape)}")
     elif loss is not None and (not isinstance(loss, numbers.Real) or isinstance(loss, bool)):
         raise ValueError(f"loss must be a float or a one-element tensor, got {type(loss).__name__}")

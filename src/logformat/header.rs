@@ -609,11 +609,6 @@ impl Header {
         }
     }
 
-    /// The `min_numel=` of the `Capture filter:` line, if any.
-    pub fn min_numel(&self) -> Option<u64> {
-        filter_min_numel(self.filter.as_deref()?)
-    }
-
     /// `Loss: x`.
     fn read_loss(&mut self, line: &[u8], v: &[u8]) -> Result<(), HeaderProblem> {
         match std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
@@ -713,7 +708,11 @@ mod tests {
         assert_eq!(h.mesh, notes.mesh);
         assert_eq!(h.precision, Precision::Full);
         assert_eq!(
-            (h.filter.as_deref(), h.below_min_numel, h.min_numel()),
+            (
+                h.filter.as_deref(),
+                h.below_min_numel,
+                filter_min_numel(h.filter.as_deref().unwrap())
+            ),
             (Some("min_numel=1000, op_filter=mm"), Some(57), Some(1000))
         );
         assert!(h.has_rule);

@@ -332,10 +332,10 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
         .collect();
     let agree = series.step_results.len() - shown.len();
     // Steps whose every unit had an input error were not compared at all.
-    let refused = shown
-        .iter()
-        .filter(|r| r.exit_status == exit_codes::INPUT_ERROR && r.gating == 0 && r.diverging == 0)
-        .count();
+    let not_compared = |r: &StepResult| {
+        r.exit_status == exit_codes::INPUT_ERROR && r.gating == 0 && r.diverging == 0
+    };
+    let refused = shown.iter().filter(|r| not_compared(r)).count();
     let _ = writeln!(
         out,
         "{} step{} compared ({agree} agree{}){}",
@@ -355,7 +355,7 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
             .unwrap_or_default()
     );
     for r in shown.iter().take(20) {
-        if r.exit_status == exit_codes::INPUT_ERROR && r.gating == 0 && r.diverging == 0 {
+        if not_compared(r) {
             let _ = writeln!(out, "  step {}: not compared (input error)", r.step);
             continue;
         }
