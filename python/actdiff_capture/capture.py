@@ -52,9 +52,11 @@ storage an ``empty*`` op made in eager code that no dispatched op has
 written yet: its contents are whatever the allocator's memory held, and
 hashing them made two captures of the same run differ (dropout's
 ``empty_like(x).bernoulli_(p)``, inductor's ``mm(a, b, out=buf)``).
-Inputs of ops that write an argument they read (``add_``'s self) are hashed
-before the op runs; other ops cannot change their inputs, so their inputs
-are hashed after, and only when the op is captured. All statistics
+Inputs of ops that write an argument they read (``add_``'s self), or
+whose ``out=`` argument shares storage with an argument they read
+(``torch.add(p, g, out=p)``), are hashed before the op runs; other ops
+cannot change their inputs, so their inputs are hashed after, and only when
+the op is captured. All statistics
 and the writing are done by the Rust core (``actdiff_capture._native``).
 """
 
@@ -279,6 +281,17 @@ def _written_leaves(args, kwargs, schema) -> list:
     return out
 
 
+def _writes_a_read(args, kwargs, info, read) -> bool:
+    """Whether an op that overwrites arguments without reading them
+    (``out=``, see :func:`_unread_arguments`) writes into the storage of an
+    argument it reads (``torch.add(p, g, out=p)``, a hand-written SGD
+    step): its inputs are then hashed before it runs, as an in-place op's
+    are, not after (which recorded the result as the input)."""
+    written = {_storage_key(t) for t in _written_leaves(args, kwargs, info.schema)}
+    written.discard(0)
+    return bool(written) and any(_storage_key(t) in written for t in read)
+
+
 def _storage_key(t) -> int:
     try:
         return t.untyped_storage().data_ptr()
@@ -467,7 +480,7 @@ class _Mode(TorchDispatchMode):
         in_index = None
         if dtensors or lay.tags:
             in_index = [lay.digest_index(t) for t in raw_ins]
-        if info.pre_hash and ins and readable:
+        if ins and readable and (info.pre_hash or (info.unread is not None and _writes_a_read(args, kwargs, info, raw_ins))):
             pre = self.cap.hash_inputs(ins, in_index)
 
         out = func(*args, **kwargs)

@@ -301,3 +301,48 @@ def test_compiled_module_names_do_not_depend_on_how_forward_is_written(tmp_path,
 
     assert fqns(tmp_path / "eager", None) == {"a", "b c"}
     assert fqns(tmp_path / backend, backend) == {"a", "b c"}
+
+
+def test_an_out_argument_that_is_also_read_is_hashed_before_the_op(actdiff_bin, tmp_path):
+    """A hand-written SGD step ``torch.add(p, g, alpha=-lr, out=p)`` writes
+    the parameter it reads. Its input hash was taken after the op, so the
+    log recorded the updated parameter as the input, and a learning-rate
+    change was named as 'a differing input' instead of the op itself. The
+    inputs of such an op are now hashed before it runs, as ``p.add_``'s
+    are; an ``out=`` buffer that no input shares is still no input."""
+    torch.set_num_threads(1)
+
+    def run(dump, lr):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(32, 32)
+        x = torch.randn(64, 32)
+        before = []
+        with actdiff_capture.Profiler(model, str(dump), capture_step=1, min_numel=0, precision="full") as prof:
+            model(x).square().mean().backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    before.append(p.abs().sum(dtype=torch.float64).item())
+                    torch.add(p, p.grad, alpha=-lr, out=p)
+                    buf = torch.empty_like(p)
+                    torch.mul(p, 2.0, out=buf)
+            prof.step()
+        return dump / "rank_0_activations.log", before
+
+    log, before = run(tmp_path / "a", 0.01)
+    adds = [f for k, f in by_op(log, "add") if n_inputs(f) == 2]
+    assert len(adds) == 2, [k for k, _ in by_op(log, "add")]
+    for fields, value in zip(adds, before):
+        first = float(fields["Input hashes"].split(",")[0])
+        assert first == pytest.approx(value, rel=1e-12), (fields, value)
+        assert float(fields["Output hash"]) != pytest.approx(value, rel=1e-9), fields
+    # The out= buffers' muls (the parameters' shapes; the loss's backward
+    # mul is [64, 32]): one input each.
+    muls = [(k, f) for k, f in by_op(log, "mul") if "64" not in f["Shape"]]
+    assert len(muls) == 2, by_op(log, "mul")
+    for key, fields in muls:
+        assert n_inputs(fields) == 1, (key, fields)
+    run(tmp_path / "b", 0.02)
+    r, rows = compare(actdiff_bin, log, tmp_path / "b" / "rank_0_activations.log", tmp_path / "ab")
+    assert r.returncode == 1, r.stdout + r.stderr
+    first = next(x for x in rows if x["status"] == "diff")
+    assert first["key1"].endswith("_add") and "origin" in first["notes"], first
