@@ -90,6 +90,15 @@ BELOW_MIN_NUMEL = (
     "first seen, later (the log's header says 'Ops below min numel'). min_numel=0 captures every op."
 )
 
+#: The warning of a per-op step in which ops ran in inductor code generated
+#: before the Profiler was made (without the comments that name modules).
+COMPILED_BEFORE = (
+    "actdiff_capture: step {step}: {n} ops ran in inductor code compiled before this Profiler was "
+    "made, which carries no module names: they are keyed '<none>/...' with no source line, and a "
+    "compare can name only '<none>' ops there. Make the Profiler before the compiled model's first "
+    "call (docs/capture.md, compiled graphs)."
+)
+
 #: The warning of per-op options given to a module-level profiler.
 OPS_ONLY_OPTIONS = (
     "actdiff_capture: {names} apply to level='ops' only: level='modules' records every module's "
@@ -383,6 +392,9 @@ class _Mode(TorchDispatchMode):
         self.below_min_numel = 0
         self.below_in_modules = 0
         self.captured_in_modules = 0
+        # Ops in inductor code without actdiff's comments (compiled before
+        # the Profiler was made): COMPILED_BEFORE.
+        self.unnamed_compiled = 0
         layouts.install()
         layouts.arm(self.layouts)
 
@@ -416,6 +428,8 @@ class _Mode(TorchDispatchMode):
                 elif kind == _INDUCTOR:
                     self.compiled = "inductor"
                     ctx = self.wrappers.lookup(f)
+                    # Code generated before the Profiler: no comments.
+                    self.unnamed_compiled += ctx is None
             f = f.f_back
         return None, ctx
 
@@ -867,6 +881,7 @@ class Profiler:
         self._spare_modules: modules.ModuleRecorder | None = None
         self._warned_no_optimizer_step = False  # modules.NO_OPTIMIZER_STEP said once
         self._warned_below_min_numel = False  # BELOW_MIN_NUMEL said once
+        self._warned_compiled_before = False  # COMPILED_BEFORE said once
         self._warned_outputs: set = set()  # modules.COMPILED_OUTPUTS / UNEXPLAINED_OUTPUTS said
         self._handles: list = []
         self._stack: list = []
@@ -1192,6 +1207,9 @@ class Profiler:
                     ),
                     stacklevel=3,
                 )
+            if mode.unnamed_compiled and not self._warned_compiled_before:
+                self._warned_compiled_before = True
+                warnings.warn(COMPILED_BEFORE.format(step=self._armed_step, n=mode.unnamed_compiled), stacklevel=3)
             # A run with DTensors: the header's `Mesh:` and `Coords:`.
             if mode.layouts.mesh is not None:
                 cap.note_mesh(*mode.layouts.mesh)

@@ -126,7 +126,10 @@ def model_rows(bl):
 
 @pytest.mark.parametrize("step", [1, 2], ids=["compiled-while-armed", "compiled-before"])
 def test_inductor_extern_kernels_carry_module_names(tmp_path, step):
-    log = capture(tmp_path / "c", step=step, compile="inductor", dropout=0.0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        log = capture(tmp_path / "c", step=step, compile="inductor", dropout=0.0)
+    assert not [w for w in caught if "compiled before this Profiler" in str(w.message)]
     head, bl = blocks(log)
     # The ops inductor fused into kernels are absent: the header says why.
     assert "Compiled: inductor" in head, head
@@ -346,3 +349,48 @@ def test_an_out_argument_that_is_also_read_is_hashed_before_the_op(actdiff_bin, 
     assert r.returncode == 1, r.stdout + r.stderr
     first = next(x for x in rows if x["status"] == "diff")
     assert first["key1"].endswith("_add") and "origin" in first["notes"], first
+
+
+def test_inductor_code_compiled_before_the_profiler_is_warned_about(tmp_path):
+    """A new user's trial compiled the model (its first call) before making
+    the Profiler: inductor's code then has no comments naming modules, every
+    extern kernel was keyed ``<none>/...`` and nothing said why. The
+    profiler now warns once; a model whose first call comes after the
+    Profiler is made is not warned about (the test above). In a process of
+    its own: the hooks a Profiler installs stay for the process, so code
+    compiled after an earlier test's Profiler has its comments."""
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    script = tmp_path / "compiled_before.py"
+    script.write_text(
+        f"""
+import sys
+sys.path.insert(0, {str(here)!r})
+import torch, torch.nn.functional as F
+import actdiff_capture
+from usermodel import VOCAB, TinyGPT, batches
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = TinyGPT(0.0, False)
+run = torch.compile(model)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+steps = list(batches(3))
+def step(idx):
+    loss = F.cross_entropy(run(idx[:, :-1]).reshape(-1, VOCAB), idx[:, 1:].reshape(-1))
+    loss.backward(); opt.step(); opt.zero_grad()
+step(steps[0])  # compiles, before any Profiler
+prof = actdiff_capture.Profiler(model, {str(tmp_path / "c")!r}, capture_steps=[1, 2], precision="full")
+for idx in steps[1:]:
+    step(idx)
+    prof.step()
+prof.close()
+"""
+    )
+    r = subprocess.run([sys.executable, "-W", "always", str(script)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("compiled before this Profiler was made") == 1, r.stderr
+    _, bl = blocks(tmp_path / "c" / "step_1" / "rank_0_activations.log")
+    mms = [k for k, _ in bl if split_key(k)[2] in ("mm", "addmm", "bmm")]
+    assert mms and all(k.startswith("<none>/") for k in mms), mms
