@@ -2205,3 +2205,43 @@ fn logs_captured_with_different_filters_are_not_compared() {
     compare(&tmp, &a, &c, &[]).expect(0);
     compare(&tmp, &a, &testdata(BUG_A), &[]).expect(0);
 }
+
+/// An entry cause (a differing input with no captured producer) between
+/// per-op logs of which one ran compiled by a fusing backend: the input
+/// may come from an op the compiler fused away, which no log records. A
+/// new user's trial changed a LayerNorm eps that inductor fused, and the
+/// compare named only "a differing input" at the next matmul. The
+/// headline and the terminal now say what may be missing, as for ops
+/// below `min_numel`; without a `Compiled:` line they do not.
+#[test]
+fn an_entry_beside_a_fusing_compiler_says_fused_ops_were_not_captured() {
+    let tmp = TempDir::new().unwrap();
+    let log = |name: &str, header: &str, input: &str, output: &str| {
+        let text = format!(
+            "Total captured activations: 2\n{header}{sep}\n\n\
+             [m.up/op_0_addmm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {output}\n  Input hashes: {input}, 3.0\n  Input producers: ;\n\n\
+             [m.down/op_0_addmm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 7{output}\n  Input hashes: {output}\n  Input producers: m.up/op_0_addmm\n\n",
+            sep = "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let words =
+        "inductor fuses ops into generated kernels that dispatch none, so they were not captured";
+    let a = log("a", "Compiled: inductor\n", "1.0", "2.0");
+    let b = log("b", "Compiled: inductor\n", "1.5", "2.5");
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1)
+        .stdout_has(&format!("(a differing input; {words}"))
+        .stdout_has(&format!(
+            "its differing input has no captured producer; {words}"
+        ));
+    let c = log("c", "", "1.0", "2.0");
+    let d = log("d", "", "1.5", "2.5");
+    let r = compare(&tmp, &c, &d, &[]);
+    r.expect(1).stdout_has("(a differing input)");
+    assert!(!r.stdout.contains("fuses ops"), "{}", r.stdout);
+}

@@ -171,17 +171,25 @@ fn other_single_changes_give_few_causes() {
 
 /// ac_vs_noac: run B checkpoints every block, and its 80 rows only in B
 /// are the backward pass's recomputation of each block's forward under
-/// short module names. The verdict stays the reference's (80 traced-only
-/// rows, exit 1); a warning names the cause, which a new user could find
-/// nowhere in the terminal or the index. No other scenario has it.
+/// short module names. Their statuses stay the reference's (80 traced-only
+/// rows, the conformance suite checks them), but they do not gate: every
+/// row both runs have matches, so checkpointing changed nothing numeric
+/// and the compare exits 0, saying why in a warning, the terminal and the
+/// counts (`recomputed`). No other scenario has it.
 #[test]
 #[cfg_attr(
     not(has_shared),
     ignore = "../shared/testdata absent: verdicts not checked"
 )]
-fn activation_checkpointing_in_one_run_is_named() {
-    let (s, _) = scenario("ac_vs_noac");
-    assert_eq!(s["exit_status"], 1);
+fn activation_checkpointing_in_one_run_is_named_and_does_not_gate() {
+    let (s, text) = scenario("ac_vs_noac");
+    assert_eq!(s["exit_status"], 0, "{text}");
+    let c = &s["ranks"][0]["counts"];
+    assert_eq!(
+        (&c["only2"], &c["recomputed"], &c["gating"]),
+        (&80.into(), &80.into(), &0.into()),
+        "{c}"
+    );
     let warnings: Vec<&str> = s["warnings"]
         .as_array()
         .unwrap()
@@ -189,12 +197,17 @@ fn activation_checkpointing_in_one_run_is_named() {
         .filter_map(|w| w.as_str())
         .collect();
     assert!(
-        warnings
-            .iter()
-            .any(|w| w.starts_with(
-                "rank 0: the 80 rows only run2 has are backward-phase repeats of its forward ops"
-            ) && w.contains("activation checkpointing's recomputation in run2 only")),
+        warnings.iter().any(|w| w.starts_with(
+            "rank 0: 80 rows only run2 has repeat its forward ops in the backward phase"
+        ) && w
+            .contains("activation checkpointing's recomputation in run2 only; shown, not gating")),
         "{warnings:?}"
+    );
+    assert!(
+        text.contains(
+            "80 rows recomputed by activation checkpointing in one run only (shown, not gating)"
+        ),
+        "{text}"
     );
     for other in [
         "bug_layer2",

@@ -2,7 +2,8 @@
 enough to leave on for every step. No dispatch mode: per step it records,
 through module and tensor hooks,
 
-- each module's forward output (``{fqn}/op_N_output``, phase forward;
+- each module's forward output (``{fqn}/op_N_output``, phase forward, or
+  backward for activation checkpointing's recomputation inside backward;
   every tensor of the output (tuples, lists, dicts), an Output hash and
   digest each, Shape and stats of the first floating-point one; an
   output after a backward record, such as an eval forward under
@@ -266,10 +267,13 @@ class ModuleRecorder:
     def _record_output(self, fqn, ts: list) -> None:
         """Records a module's output, every tensor of it (``ts``): one
         block, an Output hash (and digest) per tensor, Shape and stats of
-        the first floating-point one."""
+        the first floating-point one. An output made while backward runs
+        (activation checkpointing's recomputation of the module's forward)
+        is in the backward phase, as the per-op level records its ops."""
         ts = [t.detach() for t in ts]
         primary = next((i for i, t in enumerate(ts) if t.is_floating_point() and t.numel() > 0), None)
-        self.cap.record(fqn, "output", 2, None, primary, ts, [], [], [])
+        phase = 1 if torch._C._current_autograd_node() is not None else 2
+        self.cap.record(fqn, "output", phase, None, primary, ts, [], [], [])
 
     def rearm(self, cap) -> None:
         """Records the next step into ``cap`` (a ``_native.Capture``) with

@@ -11,7 +11,7 @@ use super::{
     ROW_BITWISE, ROW_DIGEST_ONLY, ROW_FUSED, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2,
     ROW_OUT_DIFF, ROW_SAME_TEXT, ROW_SHAPE_TEXT_DIFF, ROW_UNSYNCED,
 };
-use crate::parser::{FieldSet, OpTable, Phase};
+use crate::parser::{Field, FieldSet, OpTable, Phase};
 
 /// How pairs and one-sided rows are judged: each row's settings
 /// ([`Policy::for_sides`]) and the fields compared. [`judge_rows`] judges
@@ -131,6 +131,55 @@ pub(super) fn judge_rows(judge: &Judge<'_>, p: &Pairing) -> Vec<MatchRow> {
             .map(|r2| judge.one_sided(1, r2)),
     );
     rows
+}
+
+/// Flags [`ROW_FUSED`] the one-sided rows of a run compiled by a fusing
+/// backend whose value one of the other run's fused-away rows has: the
+/// same Shape and Output hash texts (inductor's `addmm` that computes
+/// eager's `mm` and its accumulation `add` in one kernel holds that
+/// `add`'s result). The value both runs computed agrees, so the row is no
+/// divergence; it is shown, never gating, never a cause. Only runs where
+/// one side's rows are fused away ([`super::CompiledAway::Ops`]) are read.
+/// Returns how many rows were flagged.
+pub(super) fn mark_fused_results(rows: &mut [MatchRow], t1: &OpTable, t2: &OpTable) -> usize {
+    use ahash::AHashSet;
+    let ops = |this, other| super::compiled_away(this, other) == CompiledAway::Ops;
+    // The compiled side `s`: its one-sided rows are the candidates; the
+    // other side's fused-away rows hold the values.
+    let s = match (ops(t1, t2), ops(t2, t1)) {
+        (true, false) => 1,
+        (false, true) => 0,
+        _ => return 0,
+    };
+    let (t, other) = if s == 0 { (t1, t2) } else { (t2, t1) };
+    fn value(t: &OpTable, r: usize) -> Option<(&[u8], &[u8])> {
+        let hash = t.field(r, Field::OutputHash);
+        (!hash.is_empty()).then(|| (t.field(r, Field::Shape), hash))
+    }
+    // Side `side`'s row of a one-sided result row of that side.
+    let one_sided = |m: &MatchRow, side: usize| match (m.sides(), side) {
+        (super::Sides::Only1(r), 0) | (super::Sides::Only2(r), 1) => Some(r),
+        _ => None,
+    };
+    let fused: AHashSet<(&[u8], &[u8])> = rows
+        .iter()
+        .filter(|m| m.has(ROW_FUSED))
+        .filter_map(|m| value(other, one_sided(m, 1 - s)?))
+        .collect();
+    if fused.is_empty() {
+        return 0;
+    }
+    let mut n = 0;
+    for m in rows.iter_mut().filter(|m| !m.has(ROW_FUSED)) {
+        let Some(r) = one_sided(m, s) else {
+            continue;
+        };
+        if value(t, r).is_some_and(|v| fused.contains(&v)) {
+            m.flags |= ROW_FUSED;
+            n += 1;
+        }
+    }
+    n
 }
 
 /// Rows per status, and rows judged by each rule of `policy` (by rule
@@ -342,6 +391,78 @@ mod tests {
         (0..m.rows.len())
             .filter(|&i| m.rows[i].status == s)
             .collect()
+    }
+
+    /// A tied embedding/head's backward, eager: the head's weight-gradient
+    /// `mm`, its input-gradient `mm`, and the accumulation `add` of the
+    /// tied weight's two gradients. `changed` alters the accumulated value
+    /// (of both runs' `add`, eager, and `addmm`, compiled).
+    fn tied_eager(accumulated: &str) -> OpTable {
+        log(
+            "",
+            &[
+                ("head/op_0_mm", "Shape: torch.Size([64, 96]), Dtype: torch.float32\nOutput hash: 1.0"),
+                ("head/op_1_mm", "Shape: torch.Size([96, 32]), Dtype: torch.float32\nOutput hash: 2.0\nPhase: backward"),
+                ("head/op_2_mm", "Shape: torch.Size([64, 32]), Dtype: torch.float32\nOutput hash: 3.0\nPhase: backward"),
+                (
+                    "emb/op_0_add",
+                    &format!("Shape: torch.Size([96, 32]), Dtype: torch.float32\nOutput hash: {accumulated}\nPhase: backward"),
+                ),
+            ],
+        )
+    }
+
+    /// The same compiled by inductor: the weight-gradient `mm` and the
+    /// accumulation fused into one `addmm` (which shifts the head's later
+    /// `mm` to `op_1`).
+    fn tied_compiled(accumulated: &str) -> OpTable {
+        log(
+            "Compiled: inductor\n",
+            &[
+                ("head/op_0_mm", "Shape: torch.Size([64, 96]), Dtype: torch.float32\nOutput hash: 1.0"),
+                ("head/op_1_mm", "Shape: torch.Size([64, 32]), Dtype: torch.float32\nOutput hash: 3.0\nPhase: backward"),
+                (
+                    "head/op_2_addmm",
+                    &format!("Shape: torch.Size([96, 32]), Dtype: torch.float32\nOutput hash: {accumulated}\nPhase: backward"),
+                ),
+            ],
+        )
+    }
+
+    /// A new user's trial: a weight-tied model, eager against inductor,
+    /// the same math, exited 1 naming a false cause. The exact pass paired
+    /// eager's weight-gradient `mm` with compiled's input-gradient `mm`
+    /// (counters shifted by the fusion; Shapes differ, and the drift
+    /// release wanted a same-Shape candidate on both sides, but the
+    /// compiled run has none: inductor fused it); and the compiled `addmm`
+    /// holding eager's accumulated value gated as one-sided. Now the pair
+    /// is released (a row the other run may have fused away needs no
+    /// candidate), the `mm`s pair by Shape, and the `addmm` whose value a
+    /// fused-away eager row has is shown, not gating. Another value gates.
+    #[test]
+    fn a_fused_kernel_holding_a_fused_away_value_does_not_gate() {
+        let (a, b) = (tied_eager("5.0"), tied_compiled("5.0"));
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        let c = m.counts();
+        assert_eq!((c.matched, c.diff, c.only1, c.only2), (2, 0, 2, 1), "{c:?}");
+        assert_eq!((c.fused, c.gating), (3, 0), "{c:?}");
+        let i = rows_of(&m, Status::Only2)[0];
+        let notes = row_notes(&a, &b, &m, i, ("eager", "compiled"));
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("a fused kernel of compiled's compiler (inductor)")),
+            "{notes:?}"
+        );
+        // The accumulated gradient differs: the compiled kernel gates.
+        let m = match_tables(&a, &tied_compiled("5.5"), &MatchOptions::default());
+        assert_eq!((m.counts().fused, m.counts().gating), (2, 1));
+        // Without a compiled run nothing is released or excused: the
+        // Shape difference stays a diff.
+        let plain = log("", &[("head/op_0_mm", "Shape: torch.Size([64, 96]), Dtype: torch.float32\nOutput hash: 1.0"),
+            ("head/op_1_mm", "Shape: torch.Size([64, 32]), Dtype: torch.float32\nOutput hash: 3.0\nPhase: backward")]);
+        let m = match_tables(&a, &plain, &MatchOptions::default());
+        assert_eq!((m.counts().diff, m.counts().fused), (1, 0));
     }
 
     #[test]

@@ -7,8 +7,10 @@
 //! key. Each pair then gets a [`Status`] in `judge` (`pair_status`: truncated,
 //! missing, or match/diff from [`compare::judge_values`], the values' verdict).
 //!
-//! actdiff adds two rules the reference lacks, neither of which changes a
-//! golden row: where both logs record phases, the exact, fuzzy and stats
+//! actdiff adds three rules the reference lacks, none of which changes a
+//! golden row: the stats pass's second round pairs an in-place op with its
+//! functional form (`mul_` with `mul`, same Shape and Output hash:
+//! `passes::pass_stats`); where both logs record phases, the exact, fuzzy and stats
 //! passes never pair a backward row with a forward one (`passes::PhaseRule`;
 //! a row of unknown phase pairs as in the reference); and with the Shape
 //! tie-break ([`MatchOptions::shape_tie_break`]), exact pairs that op-counter
@@ -25,7 +27,8 @@
 //! OpTable ×2 ─ passes.rs: pass_override → pass_exact (→ release_drifted_pairs)
 //!                          → pass_fuzzy → pass_stats ───────────────────────────▶ Pairing
 //! Pairing ──── judge.rs: judge_rows (status, flags, tolerance source)
-//!              (→ repair.rs: repair_swapped_pairs), tally ──────────────────────▶ [MatchRow]
+//!              (→ repair.rs: repair_swapped_pairs)
+//!              → recompute.rs: mark_recomputed, tally ───────────────────────────▶ [MatchRow]
 //! [MatchRow] ─ cause/: analyse (inputs → producers → classify → tally) ──────▶ MatchTable
 //! ```
 //!
@@ -46,6 +49,7 @@ pub mod notes;
 pub mod overrides;
 mod passes;
 pub mod policy;
+pub mod recompute;
 pub mod repair;
 
 use crate::parser::{Field, OpTable};
@@ -197,6 +201,10 @@ pub const ROW_SAME_TEXT: u16 = 256;
 /// compiler fused away, or at `level=modules` a module output its compiled
 /// forward ran without hooks. Shown, never gating, never a cause.
 pub const ROW_FUSED: u16 = 512;
+/// Row flag: a row of one run only that repeats a forward op of its run in
+/// the backward phase: activation checkpointing's recomputation, in that
+/// run only ([`recompute`]). Shown, never gating, never a cause.
+pub const ROW_RECOMPUTED: u16 = 1024;
 
 /// Which one-sided rows of a run the other run's compiled code can leave
 /// unrecorded ([`compiled_away`]).
@@ -277,9 +285,11 @@ pub struct MatchRow {
 impl MatchRow {
     /// Whether the row counts against the exit status: a divergence
     /// (`diff`, `missing`, `only1` or `only2`) that is neither ignored, nor
-    /// an unsynced collective, nor an op the other run's compiler fused away.
+    /// an unsynced collective, nor an op the other run's compiler fused away,
+    /// nor a recomputation of activation checkpointing in one run only.
     pub fn gates(&self) -> bool {
-        self.status.is_divergence() && self.flags & (ROW_IGNORED | ROW_UNSYNCED | ROW_FUSED) == 0
+        self.status.is_divergence()
+            && self.flags & (ROW_IGNORED | ROW_UNSYNCED | ROW_FUSED | ROW_RECOMPUTED) == 0
     }
     /// Whether a `ROW_*` flag is set.
     pub fn has(&self, flag: u16) -> bool {
@@ -356,6 +366,10 @@ pub struct Counts {
     /// other run's compiler fused their op away ([`ROW_FUSED`]).
     #[serde(default)]
     pub fused: u64,
+    /// Rows of one run only not gating because they are that run's
+    /// activation checkpointing recomputation ([`ROW_RECOMPUTED`]).
+    #[serde(default)]
+    pub recomputed: u64,
 }
 
 impl Counts {
@@ -369,6 +383,8 @@ impl Counts {
                 self.ignored += 1;
             } else if r.has(ROW_FUSED) {
                 self.fused += 1;
+            } else if r.has(ROW_RECOMPUTED) {
+                self.recomputed += 1;
             } else {
                 self.unsynced += 1;
             }
@@ -397,6 +413,7 @@ impl Counts {
         self.ignored += o.ignored;
         self.unsynced += o.unsynced;
         self.fused += o.fused;
+        self.recomputed += o.recomputed;
     }
     /// All rows.
     pub fn total(&self) -> u64 {
@@ -488,6 +505,9 @@ pub struct MatchTable {
     /// The result rows (run-1 rows, by index) whose pair the value
     /// re-pairing made ([`repair`]), sorted; empty without it.
     pub repaired: Vec<u32>,
+    /// The runs whose one-sided rows are activation checkpointing's
+    /// recomputation ([`ROW_RECOMPUTED`]), at most one entry per run.
+    pub recomputed: Vec<recompute::Recomputed>,
 }
 
 impl MatchTable {
@@ -612,6 +632,8 @@ pub fn match_tables_indexed(
         repaired = r.rows;
     }
     drop((judge, p));
+    judge::mark_fused_results(&mut rows, t1, t2);
+    let recomputed = recompute::mark_recomputed(&mut rows, t1, t2);
     let (counts, rule_hits) = judge::tally(&rows, &opts.policy);
 
     // Root cause, with each row's settings resolved as for its verdict.
@@ -630,6 +652,7 @@ pub fn match_tables_indexed(
         compared,
         exact_keys_equal: passes::exact_pairs_have_equal_keys(t1, t2, opts.layer_offset),
         repaired,
+        recomputed,
     }
 }
 

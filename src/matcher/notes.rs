@@ -8,7 +8,8 @@ use super::cause::CauseKind;
 use super::compare::{compare_hashes, split_tokens, token_number};
 use super::policy::dtype_of;
 use super::{
-    MatchTable, Sides, Status, ROW_FUSED, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED,
+    MatchTable, Sides, Status, ROW_FUSED, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2,
+    ROW_RECOMPUTED, ROW_UNSYNCED,
 };
 use crate::parser::{Field, OpTable};
 use NoteKind as K;
@@ -67,6 +68,9 @@ pub enum NoteKind {
     /// A one-sided row whose op the other run's compiler fused away: shown,
     /// not gating.
     Fused,
+    /// A one-sided row that is its run's activation checkpointing
+    /// recomputation: shown, not gating.
+    Recomputed,
     /// NaN or Inf in one run or both.
     NonFinite,
     /// The exact pass paired keys that differ in their root model class.
@@ -175,7 +179,7 @@ struct NoteRow<'a> {
 
 impl NoteRow<'_> {
     /// How the row stands, paired or not: one-sided (with its position),
-    /// unsynced, ignored, fused away, non-finite. Returns its table rows.
+    /// unsynced, ignored, fused away, recomputed, non-finite. Returns its table rows.
     fn standing_notes(&self, out: &mut Notes) -> (Option<usize>, Option<usize>) {
         let (t1, t2) = (self.t1, self.t2);
         let row = &self.m.rows[self.index];
@@ -200,11 +204,20 @@ impl NoteRow<'_> {
             out.push(K::Ignored, "ignored: shown, not gating");
         }
         if row.has(ROW_FUSED) {
-            // The run without the row is the one that compiled.
+            // The run without the row is the one that compiled, unless the
+            // row is a fused kernel's result in the compiled run
+            // (`judge::mark_fused_results`).
             let (by, t) = if r1.is_some() { (n2, t2) } else { (n1, t1) };
+            let (own, own_t) = if r1.is_some() { (n1, t1) } else { (n2, t2) };
             let h = t.header();
             let backend = h.compiled.as_ref().map_or("", |b| b.name());
-            let text = if h.level == crate::logformat::CaptureLevel::Modules {
+            let own_backend = own_t.header().compiled.as_ref().map(|b| b.name());
+            let text = if let (Some(b), true) = (own_backend, backend.is_empty()) {
+                format!(
+                    "a fused kernel of {own}'s compiler ({b}): its result is the value of an op \
+                     {by} has and {own} fused away (same Shape and Output hash): shown, not gating"
+                )
+            } else if h.level == crate::logformat::CaptureLevel::Modules {
                 format!(
                     "not recorded by {by}: its forward ran compiled ({backend}), where module \
                      hooks do not run: shown, not gating"
@@ -213,6 +226,16 @@ impl NoteRow<'_> {
                 format!("fused away by {by}'s compiler ({backend}): shown, not gating")
             };
             out.push(K::Fused, text);
+        }
+        if row.has(ROW_RECOMPUTED) {
+            let by = if r1.is_some() { n1 } else { n2 };
+            out.push(
+                K::Recomputed,
+                format!(
+                    "recomputed in backward by {by}'s activation checkpointing (a repeat of a \
+                     forward op): shown, not gating"
+                ),
+            );
         }
         match (row.has(ROW_NONFINITE1), row.has(ROW_NONFINITE2)) {
             (true, true) => out.push(K::NonFinite, "non-finite in both runs"),

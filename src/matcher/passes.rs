@@ -473,8 +473,12 @@ impl FuzzyKeys {
 /// the fuzzy pass (whose first round pairs by equal Shape), when its Shape
 /// texts differ (both present) and each side has a row of the same fuzzy
 /// key and phase ([`PhaseRule`]) with the other side's Shape: each row has
-/// a candidate of its own Shape. A genuine Shape change has no such
-/// candidates and stays paired. Changes no golden row (no golden exact
+/// a candidate of its own Shape. A row that the other run's compiler may
+/// have fused away ([`super::CompiledAway::Ops`]: an eager run against an
+/// inductor one) needs no candidate, as long as the other row has one
+/// (inductor fuses a weight gradient's `mm` with its accumulation `add`
+/// into an `addmm`, which shifts the module's later `mm` counters). A
+/// genuine Shape change has no such candidates and stays paired. Changes no golden row (no golden exact
 /// pair has differing Shapes). Returns the number of pairs undone.
 pub(super) fn release_drifted_pairs<'t>(
     p: &mut Pairing,
@@ -506,6 +510,8 @@ pub(super) fn release_drifted_pairs<'t>(
         return 0;
     }
     let phase = PhaseRule::of(t1, t2);
+    let fuses_away = |this, other| super::compiled_away(this, other) == super::CompiledAway::Ops;
+    let fused_away = [fuses_away(t1, t2), fuses_away(t2, t1)];
     let fuzzy = |t: &OpTable, r: usize, off: i64| {
         keys::fuzzy_key(&keys::with_layer_offset(t.key(r), off, t.layer_lists()))
     };
@@ -541,7 +547,11 @@ pub(super) fn release_drifted_pairs<'t>(
         };
         let b = phase.backward(0, r1);
         let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
-        if shapes2.contains(&(k, b, s1)) && shapes1.contains(&(k, b, s2)) {
+        // Whether run 1's row has a candidate of its Shape in run 2, and
+        // run 2's row one in run 1; a row the other run's compiler may
+        // have fused away needs none (its op is gone from that run).
+        let (c1, c2) = (shapes2.contains(&(k, b, s1)), shapes1.contains(&(k, b, s2)));
+        if (c1 || fused_away[0]) && (c2 || fused_away[1]) && (c1 || c2) {
             p.pair1[r1] = NO_ROW;
             p.pair2[r2] = NO_ROW;
             p.strat1[r1] = Strategy::None;
@@ -585,23 +595,46 @@ pub(super) fn pass_fuzzy(
 /// Pass 3: equal (op type, Shape text, Output hash text), in the same
 /// phase ([`PhaseRule`]), over the rows still unpaired that had a fuzzy
 /// key. Returns the number of pairs made.
+///
+/// A second round (actdiff's, not the reference's) pairs the rows still
+/// unpaired whose op is an in-place op in one run and its functional form
+/// in the other by the same key, the op type's trailing `_` removed (`mul_`
+/// with `mul`), when Shape and Output hash texts agree: AOTAutograd
+/// functionalizes a graph's in-place ops (`aot_eager` runs `x.mul_(2)` as
+/// `mul`, and names no backend in the log), and a refactor may do the
+/// same; the rows are one op in both runs, differing in name only. No
+/// golden row changes (no golden has unpaired rows on both sides).
 pub(super) fn pass_stats(p: &mut Pairing, t1: &OpTable, t2: &OpTable, fuzzy: &FuzzyKeys) -> u64 {
     let phase = PhaseRule::of(t1, t2);
-    let stats_key = |t: &OpTable, s: usize, r: usize| {
+    let stats_key = |t: &OpTable, s: usize, r: usize, functional: bool| {
         fuzzy.get(s, r).map(|f| {
+            let op = keys::op_type(f);
+            let op = match op.strip_suffix(b"_") {
+                Some(o) if functional && !o.is_empty() => o,
+                _ => op,
+            };
             (
-                keys::op_type(f).to_vec(),
+                op.to_vec(),
                 t.field(r, Field::Shape).to_vec(),
                 t.field(r, Field::OutputHash).to_vec(),
             )
         })
     };
-    p.pass_phased(
+    let mut paired = p.pass_phased(
         Strategy::Stats,
         phase,
-        |r| stats_key(t1, 0, r),
-        |r| stats_key(t2, 1, r),
-    )
+        |r| stats_key(t1, 0, r, false),
+        |r| stats_key(t2, 1, r, false),
+    );
+    if p.pair1.contains(&NO_ROW) && p.pair2.contains(&NO_ROW) {
+        paired += p.pass_phased(
+            Strategy::Stats,
+            phase,
+            |r| stats_key(t1, 0, r, true),
+            |r| stats_key(t2, 1, r, true),
+        );
+    }
+    paired
 }
 
 /// The override pairs whose run-1 key paired nothing (absent key or

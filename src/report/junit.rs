@@ -59,8 +59,16 @@ fn failure_text(s: &Summary, r: &RankSummary) -> String {
     } else {
         String::new()
     };
+    let recomputed = if r.counts.recomputed > 0 {
+        format!(
+            ", {}",
+            super::reasons::recomputed_words(r.counts.recomputed)
+        )
+    } else {
+        String::new()
+    };
     let mut t = format!(
-        "{} diff, {} only in {}, {} only in {} ({} gating{fused})\n",
+        "{} diff, {} only in {}, {} only in {} ({} gating{fused}{recomputed})\n",
         r.counts.diff, r.counts.only1, s.name1, r.counts.only2, s.name2, r.counts.gating
     );
     for c in &r.root_causes.causes {

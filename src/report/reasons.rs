@@ -86,6 +86,12 @@ pub enum Reason {
         /// outputs, not ops).
         modules: bool,
     },
+    /// Rows of one run only that are its activation checkpointing's
+    /// recomputation (shown, not gating).
+    Recomputed {
+        /// How many.
+        count: u64,
+    },
     /// Ranks only one run has (exit 1).
     RanksOnOneSide {
         /// Ranks only run 1 has.
@@ -196,7 +202,8 @@ impl Reason {
 /// The verdict lines of rows that differ without gating, from the total
 /// counts `c` of `ranks` (a compare's ranks, or every step and rank of a
 /// series): ignored ops, unsynced collectives, rows the other run's
-/// compiled code left unrecorded. Empty when there are none.
+/// compiled code left unrecorded, rows of activation checkpointing's
+/// recomputation in one run. Empty when there are none.
 pub fn not_gating(c: &crate::matcher::Counts, ranks: &[RankSummary]) -> Vec<Reason> {
     let mut out = Vec::new();
     if c.ignored > 0 {
@@ -210,6 +217,11 @@ pub fn not_gating(c: &crate::matcher::Counts, ranks: &[RankSummary]) -> Vec<Reas
             count: c.fused,
             compilers: fusing_compilers(ranks),
             modules: module_level(ranks),
+        });
+    }
+    if c.recomputed > 0 {
+        out.push(Reason::Recomputed {
+            count: c.recomputed,
         });
     }
     out
@@ -260,6 +272,59 @@ pub fn compiled_away_words(count: u64, modules: bool, by: &str) -> String {
     } else {
         format!("{count} op{} fused away by {by}", plural(count))
     }
+}
+
+/// The words for `count` rows of one run only that are its activation
+/// checkpointing's recomputation ([`crate::matcher::ROW_RECOMPUTED`]):
+/// `6 rows recomputed by activation checkpointing in one run only`. The
+/// verdict, the terminal and JUnit say it in these words.
+pub fn recomputed_words(count: u64) -> String {
+    format!(
+        "{count} row{} recomputed by activation checkpointing in one run only",
+        plural(count)
+    )
+}
+
+/// What an entry cause (a differing input with no captured producer) may
+/// come from that the logs left out, for the headline and the terminal:
+/// ops below `min_numel` ([`below_min_numel_words`]) and ops a compiler
+/// fused into generated kernels ([`fused_entry_words`]), joined by `; `.
+/// `None` when neither log left any out.
+pub fn entry_caveats(r: &RankSummary) -> Option<String> {
+    let parts: Vec<String> = [below_min_numel_words(r), fused_entry_words(r)]
+        .into_iter()
+        .flatten()
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// The words for a per-op rank where a log names a compiler that fuses
+/// ops (`Compiled: inductor`): `inductor fuses ops into generated kernels
+/// that dispatch none, so they were not captured: it may come from one
+/// (a capture without torch.compile records them)`. `None` at the module
+/// level or without such a compiler.
+pub fn fused_entry_words(r: &RankSummary) -> Option<String> {
+    if r.run1.level == crate::logformat::CaptureLevel::Modules {
+        return None;
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for b in [&r.run1, &r.run2]
+        .iter()
+        .filter_map(|s| s.compiled.as_deref())
+    {
+        let fuses = crate::logformat::CompileBackend::from_name(b).is_some_and(|b| b.fuses());
+        if fuses && !names.contains(&b) {
+            names.push(b);
+        }
+    }
+    if names.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} fuse{} ops into generated kernels that dispatch none, so they were not captured, and it may come from one: a capture without torch.compile records them",
+        names.join(" and "),
+        if names.len() == 1 { "s" } else { "" }
+    ))
 }
 
 /// The words for a rank whose logs left ops out by `min_numel` (the
@@ -357,6 +422,9 @@ impl fmt::Display for Reason {
                 };
                 let what = compiled_away_words(*count, *modules, &by);
                 write!(f, "{what} (rows only in one run; shown, not gating)")
+            }
+            Reason::Recomputed { count } => {
+                write!(f, "{} (shown, not gating)", recomputed_words(*count))
             }
             Reason::RanksOnOneSide {
                 only1,

@@ -326,10 +326,10 @@ enum NotePlace {
 }
 
 /// Where a note of `kind` goes, given whether the row has a root-cause
-/// chip and a dtype chip: not gating (unsynced, ignored, fused away) and bitwise
-/// identical are quiet chips, digests differing a label, non-finite values
-/// their own; the cause and dtype notes are said by their chips; the rest
-/// is text.
+/// chip and a dtype chip: not gating (unsynced, ignored, fused away,
+/// recomputed) and bitwise identical are quiet chips, digests differing a
+/// label, non-finite values their own; the cause and dtype notes are said
+/// by their chips; the rest is text.
 fn note_place(kind: NoteKind, cause_chip: bool, dtype_chip: bool) -> NotePlace {
     match kind {
         NoteKind::Cause(_) if cause_chip => NotePlace::Said,
@@ -339,6 +339,7 @@ fn note_place(kind: NoteKind, cause_chip: bool, dtype_chip: bool) -> NotePlace {
         NoteKind::Unsynced
         | NoteKind::Ignored
         | NoteKind::Fused
+        | NoteKind::Recomputed
         | NoteKind::Bitwise
         | NoteKind::Cause(CauseKind::Unsynced) => NotePlace::Chip("nt quiet"),
         NoteKind::DigestsDiffer => NotePlace::Chip("nt lbl"),

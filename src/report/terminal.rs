@@ -62,7 +62,7 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
             }
         );
         if f.cause.kind == CauseKind::Entry {
-            if let Some(w) = super::reasons::below_min_numel_words(r) {
+            if let Some(w) = super::reasons::entry_caveats(r) {
                 let _ = writeln!(out, "  its differing input has no captured producer; {w}");
             }
         }
@@ -129,6 +129,10 @@ fn count_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
     if c.fused > 0 {
         let modules = r.run1.level == crate::logformat::CaptureLevel::Modules;
         let what = super::reasons::compiled_away_words(c.fused, modules, "the compiler");
+        let _ = write!(out, " ({what}, not gating)");
+    }
+    if c.recomputed > 0 {
+        let what = super::reasons::recomputed_words(c.recomputed);
         let _ = write!(out, " ({what}, not gating)");
     }
     out.push('\n');

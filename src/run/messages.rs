@@ -81,65 +81,59 @@ pub fn step_header_mismatch(step: Option<u64>, t: &OpTable) -> Option<Message> {
     })
 }
 
-/// Fewest one-sided rows [`recomputed_ops`] reads as a recomputation.
-const RECOMPUTED_MIN: usize = 4;
-
 /// The warning that the rows only one run has at this rank are activation
-/// checkpointing's recomputation: every one is in the backward phase, and
-/// at least 9 in 10 repeat a forward op of the same run, by op and module
-/// name, the recomputed module named by a suffix of its FQN
-/// (`attention_norm/op_0_pow` for `layers.0.attention_norm/op_0_pow`: the
-/// wrapper's forward re-runs outside the block's FQN). Nothing is read
-/// when no side has one-sided rows.
+/// checkpointing's recomputation ([`crate::matcher::recompute`], which
+/// flags them not gating): one per run that has them.
 pub fn recomputed_ops(rank: u32, m: &MatchTable, t1: &OpTable, t2: &OpTable) -> Vec<Message> {
-    use crate::logformat::Phase;
-    use crate::matcher::{keys::fuzzy_key, Status, NO_ROW};
-    let mut out = Vec::new();
-    for (side, t, only) in [("run1", t1, Status::Only1), ("run2", t2, Status::Only2)] {
-        let rows: Vec<usize> = m
-            .rows
-            .iter()
-            .filter(|r| r.status == only)
-            .map(|r| {
-                if only == Status::Only1 {
-                    r.row1
-                } else {
-                    r.row2
-                }
-            })
-            .filter(|r| *r != NO_ROW)
-            .map(|r| r as usize)
-            .collect();
-        if rows.len() < RECOMPUTED_MIN || rows.iter().any(|r| t.phase_kind(*r) != Phase::Backward) {
-            continue;
-        }
-        // Every forward op's fuzzy key (`layers.0.attention_norm/pow`) and
-        // each suffix of it at a `.` (`0.attention_norm/pow`, ...).
-        let mut forward: std::collections::HashMap<Vec<u8>, usize> = Default::default();
-        for r in (0..t.len()).filter(|r| t.phase_kind(*r) == Phase::Forward) {
-            let k = fuzzy_key(t.key(r));
-            let slash = memchr::memchr(b'/', &k).unwrap_or(k.len());
-            forward.entry(k.clone()).or_insert(r);
-            for (i, _) in k[..slash].iter().enumerate().filter(|(_, b)| **b == b'.') {
-                forward.entry(k[i + 1..].to_vec()).or_insert(r);
-            }
-        }
-        let repeats: Vec<(usize, usize)> = rows
-            .iter()
-            .filter_map(|r| forward.get(&fuzzy_key(t.key(*r))).map(|f| (*r, *f)))
-            .collect();
-        if repeats.len() * 10 >= rows.len() * 9 {
-            let (r, f) = repeats[0];
-            let key = |r: usize| String::from_utf8_lossy(t.key(r)).into_owned();
-            out.push(Message::RecomputedOps {
+    m.recomputed
+        .iter()
+        .map(|r| {
+            let (side, t) = if r.side == 0 {
+                ("run1", t1)
+            } else {
+                ("run2", t2)
+            };
+            let key = |row: usize| String::from_utf8_lossy(t.key(row)).into_owned();
+            Message::RecomputedOps {
                 rank,
                 side,
-                count: rows.len(),
-                example: Box::new((key(r), key(f))),
-            });
-        }
-    }
-    out
+                count: r.count,
+                example: Box::new((key(r.example.0), key(r.example.1))),
+            }
+        })
+        .collect()
+}
+
+/// The warning that runs of different parallel layouts, one of them
+/// combined from its shards, were compared at the reference's tolerance
+/// (no `--layouts`, `--rtol`/`--atol`, rule, per-dtype tolerance or
+/// `--bitwise`) and some row gates: most likely float rounding, which
+/// `--layouts` separates from a change. `None` otherwise.
+pub fn layouts_at_reference_tolerance(
+    cfg: &super::pipeline::CompareConfig,
+    c: &super::pipeline::Compared,
+) -> Option<Message> {
+    let policy = &cfg.matching.policy;
+    let combined: Vec<String> = c
+        .meta
+        .layouts
+        .iter()
+        .filter(|l| !l.combined.is_empty())
+        .map(|l| {
+            if l.side == 1 {
+                cfg.report.name1.clone()
+            } else {
+                cfg.report.name2.clone()
+            }
+        })
+        .collect();
+    let reference = policy.default.hash == matcher::Tolerance::REFERENCE
+        && policy.default.stats.is_none()
+        && policy.rules.is_empty()
+        && policy.dtype.is_empty();
+    let gating = c.ranks.iter().any(|r| r.counts.gating > 0);
+    (reference && gating && !combined.is_empty())
+        .then_some(Message::LayoutsAtReferenceTolerance { runs: combined })
 }
 
 /// The warning when `run1` and `run2` name one file or folder (symbolic

@@ -91,11 +91,18 @@ def test_tp2_against_tp1_agrees_up_to_summation_order(runs, actdiff_bin, tmp_pat
     assert "ranks 0–1 combined as tp=2" in (tmp_path / "rep" / "index.html").read_text()
     r, s = compare(actdiff_bin, d / "tp1", d / "tp2", tmp_path / "rep_preset", "--layouts")
     assert r.returncode == 0 and s["ranks"][0]["counts"]["match"] == rank["counts"]["match"], r.stdout
-    # Summation order is visible at 7 digits, and far below the tolerance.
+    # Summation order is visible at 7 digits, and far below the tolerance:
+    # at the reference's tolerance the compare says to use --layouts (a
+    # new user's trial: no word pointed there), and only then.
     r, s = compare(actdiff_bin, d / "tp1", d / "tp2", tmp_path / "rep0")
     assert r.returncode == 1
+    hint = "tp2 combined from shards into whole tensors and compared at the reference's tolerance"
+    assert hint in r.stderr and "--layouts (rtol 1e-4, atol 1e-6)" in r.stderr, r.stderr
+    assert any(hint in w for w in s["warnings"]), s["warnings"]
+    assert hint not in r.stderr.replace(hint, "", 1)  # said once
     r, s = compare(actdiff_bin, d / "tp1", d / "tp2", tmp_path / "rep5", "--rtol", "1e-5", "--atol", "1e-6")
     assert r.returncode == 0, r.stdout
+    assert "combined from shards" not in r.stderr, r.stderr
 
 
 def test_an_eps_changed_in_tp2_is_the_first_cause_in_that_norm(runs, actdiff_bin, tmp_path):

@@ -38,15 +38,30 @@ class Small(torch.nn.Module):
         return self.head(x)
 
 
-def train(dump, steps=4, *, perturb_at=None, lr_change_at=None, eval_forward=False, **prof_kw):
+class Checkpointed(Small):
+    """:class:`Small` with each residual block under activation
+    checkpointing (``torch.utils.checkpoint``, non-reentrant, as
+    TorchTitan's and most users' wrappers are): backward recomputes it."""
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        x = torch.relu(self.inp(x))
+        for b in self.blocks:
+            x = checkpoint(lambda x, b=b: torch.relu(b(x)) + x, x, use_reentrant=False)
+        return self.head(x)
+
+
+def train(dump, steps=4, *, perturb_at=None, lr_change_at=None, eval_forward=False, checkpointed=False, **prof_kw):
     """``steps`` AdamW steps of :class:`Small`, every step captured at full
     precision (``prof_kw`` overrides). ``perturb_at=S`` changes one input
     element of step S's batch (before the loop: no op of it is captured);
     ``lr_change_at=S`` raises the learning rate before step S;
     ``eval_forward`` runs a forward under ``torch.no_grad()`` after each
-    optimizer step. Returns the profiler's warnings."""
+    optimizer step; ``checkpointed`` trains :class:`Checkpointed`.
+    Returns the profiler's warnings."""
     torch.set_num_threads(1)
-    model = Small()
+    model = Checkpointed() if checkpointed else Small()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(1)
     data = [(torch.randn(4, 16, generator=g), torch.randn(4, 4, generator=g)) for _ in range(steps)]
@@ -295,3 +310,35 @@ def test_a_baseline_check_says_each_engine_warning_once(tmp_path, capfd):
     assert "warning: rank 0" not in err, err
     precision = [w for w in said if "baseline check (run1: the baseline, run2: this run)" in w and "full-precision" in w]
     assert len(precision) == 1, said
+
+
+@pytest.mark.parametrize("level", ["ops", "modules"])
+def test_activation_checkpointing_in_one_run_is_no_divergence(actdiff_bin, tmp_path, level):
+    """Turning activation checkpointing on changes no number, and the
+    compare said 'step 1 diverges first' at the recomputation's extra rows
+    (at the per-op level with a warning that they were not a numeric
+    difference; at the module level the recomputed outputs were written as
+    forward, with no word). The module level now writes them in the
+    backward phase, the compare flags one run's recomputation not gating
+    (``recomputed``) and says so, and a real change is still found at its
+    step."""
+    kw = {"level": level, **({"min_numel": 0} if level == "ops" else {})}
+    train(tmp_path / "a", steps=3, **kw)
+    train(tmp_path / "b", steps=3, checkpointed=True, **kw)
+    train(tmp_path / "c", steps=3, checkpointed=True, lr_change_at=3, **kw)
+    if level == "modules":
+        _, bs = blocks(tmp_path / "b" / "step_1" / "rank_0_activations.log")
+        recomputed = [k for k, f in bs if k.startswith("blocks.") and k.endswith("_output")
+                      and f.get("Phase") == "backward"]
+        assert len(recomputed) == 2, [(k, f.get("Phase")) for k, f in bs]
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab", "--bitwise")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["first_diverging_step"] is None
+    for rank in s["ranks"]:
+        c = rank["counts"]
+        assert c["only2"] > 0 and c["recomputed"] == c["only2"] and c["gating"] == 0, c
+    assert "recomputed by activation checkpointing in one run only (shown, not gating)" in r.stdout, r.stdout
+    assert "activation checkpointing's recomputation in run2 only" in r.stderr, r.stderr
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "ac", "--bitwise")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert s["first_diverging_step"] == 3, s["first_diverging_step"]

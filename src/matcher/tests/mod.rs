@@ -712,3 +712,40 @@ fn the_layer_offset_shifts_the_detected_layer_only() {
         assert_eq!(m.counts().only2, 2, "run 2's blocks 0 and 1");
     }
 }
+
+/// An in-place op in one run and its functional form in the other (eager
+/// `mul_` against `aot_eager`'s functionalized `mul`, or a refactor), with
+/// the same Shape and Output hash: paired by the stats pass's second round
+/// (a new user's trial: bitwise-identical runs exited 1 on them). A
+/// different value, or a different op, stays one-sided.
+#[test]
+fn an_in_place_op_pairs_with_its_functional_form_by_value() {
+    let shape = "Shape: torch.Size([4]), Dtype: torch.float32";
+    let a = log(&[
+        ("m/op_0_addmm", &format!("{shape}\nOutput hash: 1.0")),
+        ("m/op_1_mul_", &format!("{shape}\nOutput hash: 2.0")),
+        ("m/op_2_relu_", &format!("{shape}\nOutput hash: 3.0")),
+    ]);
+    let b = log(&[
+        ("m/op_0_addmm", &format!("{shape}\nOutput hash: 1.0")),
+        ("m/op_1_mul", &format!("{shape}\nOutput hash: 2.0")),
+        ("m/op_2_relu", &format!("{shape}\nOutput hash: 3.5")),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let c = m.counts();
+    assert_eq!((c.matched, c.only1, c.only2), (2, 1, 1), "{c:?}");
+    assert_eq!(m.strategy_counts().stats, 1);
+    let r = m.rows.iter().find(|r| r.row1 == 1).unwrap();
+    assert_eq!(
+        (r.row2, r.strategy, r.status),
+        (1, Strategy::Stats, Status::Match)
+    );
+    // `add_` against `mul` of the same value: other ops, not paired.
+    let b = log(&[
+        ("m/op_0_addmm", &format!("{shape}\nOutput hash: 1.0")),
+        ("m/op_1_add", &format!("{shape}\nOutput hash: 2.0")),
+        ("m/op_2_relu", &format!("{shape}\nOutput hash: 3.5")),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!((m.counts().only1, m.counts().only2), (2, 2));
+}

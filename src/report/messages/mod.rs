@@ -102,10 +102,10 @@ pub enum Message {
         /// Run 2's log and its filter.
         run2: (String, String),
     },
-    /// A rank's rows only one run has are all backward-phase repeats of
-    /// that run's forward ops under shorter module names: activation
-    /// checkpointing's recomputation in one run only (a warning naming the
-    /// likely cause of those one-sided rows).
+    /// Rows only one run has at a rank repeat that run's forward ops in
+    /// the backward phase: activation checkpointing's recomputation in one
+    /// run only, flagged not gating by [`crate::matcher::recompute`] (a
+    /// warning saying why those one-sided rows do not gate).
     RecomputedOps {
         /// Run 1's rank.
         rank: u32,
@@ -250,6 +250,16 @@ pub enum Message {
     /// are compared, so a difference below the 7th digit is not seen (a
     /// warning, said once per run).
     BitwisePrinted,
+    /// A run's shards were combined into whole tensors (another parallel
+    /// layout than the other run's) and the compare, at the reference's
+    /// tolerance, found gating rows: whole-tensor values combined from
+    /// shards differ at float rounding where the tensors agree (a
+    /// row-parallel sum adds in another order; 7-digit shard statistics).
+    /// A warning pointing at `--layouts`.
+    LayoutsAtReferenceTolerance {
+        /// The combined runs' display names.
+        runs: Vec<String>,
+    },
     /// A negative `--layer-offset` that would number layers below 0.
     NegativeLayers {
         /// Run 1's rank.
@@ -559,6 +569,7 @@ impl fmt::Display for Message {
             | Message::OneSidedFields { .. } => self.fmt_input(f),
             Message::BitwiseMixedPrecision { .. }
             | Message::BitwisePrinted
+            | Message::LayoutsAtReferenceTolerance { .. }
             | Message::MixedPrecision { .. }
             | Message::NegativeLayers { .. }
             | Message::UnusedOverride { .. }

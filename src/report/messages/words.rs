@@ -24,7 +24,9 @@ impl Message {
                 example,
             } => write!(
                 f,
-                "rank {rank}: the {count} rows only {side} has are backward-phase repeats of its forward ops under shorter module names (`{}` repeats `{}`): activation checkpointing's recomputation in {side} only, not a numeric difference; capture both runs with the same checkpointing to pair every row",
+                "rank {rank}: {count} row{} only {side} has repeat{} its forward ops in the backward phase (`{}` repeats `{}`): activation checkpointing's recomputation in {side} only; shown, not gating (the backward ops that read the recomputed values are compared)",
+                if *count == 1 { "" } else { "s" },
+                if *count == 1 { "s" } else { "" },
                 example.0, example.1
             ),
             Message::StepHeaderMismatch {
@@ -169,6 +171,11 @@ impl Message {
             ),
             Message::BitwisePrinted => f.write_str(
                 "--bitwise on logs printed with 7 digits (the reference's %.6e): the printed values are compared, so a difference below the 7th digit prints alike and is not seen; capture both runs with precision=\"full\" for a bitwise check"
+            ),
+            Message::LayoutsAtReferenceTolerance { runs } => write!(
+                f,
+                "{} combined from shards into whole tensors and compared at the reference's tolerance (relative 1e-8): across parallel layouts a row-parallel sum adds in another order, and shard statistics printed with 7 digits combine to values that differ in the last digit, so rows differ where the tensors agree; compare across layouts with --layouts (rtol 1e-4, atol 1e-6), and capture both runs with precision=\"full\" to see which rows are bitwise equal (--bitwise)",
+                runs.join(" and ")
             ),
             Message::MixedPrecision { rank, full, rtol } => write!(
                 f,

@@ -320,11 +320,10 @@ impl Summary {
     /// inputs agree, the output differs)".
     pub fn headline(ranks: &[RankSummary], name1: &str, name2: &str) -> Option<String> {
         let groups = Summary::group_ranks(ranks);
-        let what =
-            |r: &RankSummary| -> Option<String> {
-                let c = r.root_causes.first_cause.as_ref()?;
-                // A one-sided cause is named by its op, the row it feeds after.
-                let (cause_key, cause) = match c.one_sided.first() {
+        let what = |r: &RankSummary| -> Option<String> {
+            let c = r.root_causes.first_cause.as_ref()?;
+            // A one-sided cause is named by its op, the row it feeds after.
+            let (cause_key, cause) = match c.one_sided.first() {
                 Some(first) if c.cause.kind == CauseKind::OneSided => {
                     let run = if first.status == crate::matcher::Status::Only1 {
                         name1
@@ -345,7 +344,7 @@ impl Summary {
                             "the first differing record; inputs are not recorded at level=modules"
                                 .to_string()
                         }
-                        CauseKind::Entry => match crate::report::reasons::below_min_numel_words(r) {
+                        CauseKind::Entry => match crate::report::reasons::entry_caveats(r) {
                             Some(w) => format!("a differing input; {w}"),
                             None => "a differing input".to_string(),
                         },
@@ -354,15 +353,15 @@ impl Summary {
                     },
                 ),
             };
-                Some(match &r.first_divergence {
-                    Some(f) if f.index != c.row.index && f.key() != cause_key => format!(
-                        "`{}` ({}; first cause `{cause_key}`, {cause})",
-                        f.key(),
-                        status_words(f.status, name1, name2),
-                    ),
-                    _ => format!("`{cause_key}` ({cause})"),
-                })
-            };
+            Some(match &r.first_divergence {
+                Some(f) if f.index != c.row.index && f.key() != cause_key => format!(
+                    "`{}` ({}; first cause `{cause_key}`, {cause})",
+                    f.key(),
+                    status_words(f.status, name1, name2),
+                ),
+                _ => format!("`{cause_key}` ({cause})"),
+            })
+        };
         // Clauses with the number of ranks each speaks for.
         let mut parts: Vec<(usize, String)> = Vec::new();
         let mut via: Vec<(Vec<u32>, String)> = Vec::new();

@@ -817,6 +817,9 @@ pub fn compare_layouts(cfg: &CompareConfig) -> Result<Compared, String> {
     let prepared = super::layouts::prepare(cfg, cfg.no_combine)?;
     let mut c = compare_runs(&prepared.cfg);
     c.meta.layouts = prepared.combined;
+    c.meta
+        .warnings
+        .extend(messages::layouts_at_reference_tolerance(cfg, &c));
     Ok(c)
 }
 

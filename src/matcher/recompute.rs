@@ -1,0 +1,254 @@
+//! Activation checkpointing's recomputation in one run only: the one-sided
+//! rows that repeat a forward op of their own run in the backward phase
+//! are flagged [`ROW_RECOMPUTED`] (shown, counted, never gating, never a
+//! cause). Checkpointing re-runs a block's forward inside backward; a run
+//! with it has those ops (per-op level) or module outputs (module level)
+//! twice, a run without it once. Their values cannot differ unseen: the
+//! backward ops that read them are paired and judged.
+
+use super::keys::fuzzy_key;
+use super::{MatchRow, Status, NO_ROW, ROW_RECOMPUTED};
+use crate::logformat::Phase;
+use crate::parser::{Field, OpTable};
+
+/// Fewest one-sided rows of a run read as a recomputation by name alone.
+const RECOMPUTED_MIN: usize = 4;
+
+/// One run's rows flagged [`ROW_RECOMPUTED`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recomputed {
+    /// The run: 0 run 1, 1 run 2.
+    pub side: usize,
+    /// How many rows.
+    pub count: usize,
+    /// The first of them (a row of that run's table) and the forward row
+    /// it repeats.
+    pub example: (usize, usize),
+}
+
+/// Flags the one-sided rows of each run that are its recomputation, and
+/// says which. A one-sided row in the backward phase is a repeat of a
+/// forward op of its run when it has that op's name, Shape and Output hash
+/// (the same value recomputed: flagged whatever else the run has; at the
+/// module level, a recomputed module output), or, weaker, when the run's
+/// one-sided rows number at least 4, are all in the backward phase, and
+/// at least 9 in 10 of them repeat a forward op by value or by name: the
+/// same fuzzy key (module and op name), or one whose module FQN ends with
+/// the row's (a checkpoint wrapper's forward re-runs outside the block's
+/// FQN in TorchTitan's tracer: `attention_norm/op_0_pow` repeats
+/// `layers.0.attention_norm/op_0_pow`; its recomputed residual `add` is
+/// filed under `layers.3.feed_forward.w2`, known by its value). Only the
+/// repeats are flagged; the rest still gate. Nothing is read when no run
+/// has one-sided rows.
+pub(super) fn mark_recomputed(
+    rows: &mut [MatchRow],
+    t1: &OpTable,
+    t2: &OpTable,
+) -> Vec<Recomputed> {
+    let mut out = Vec::new();
+    for (side, t, only) in [(0, t1, Status::Only1), (1, t2, Status::Only2)] {
+        // (result row, its table row) of each one-sided row of this run.
+        let one_sided: Vec<(usize, usize)> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.status == only)
+            .map(|(i, r)| (i, (if side == 0 { r.row1 } else { r.row2 }) as usize))
+            .filter(|(_, r)| *r != NO_ROW as usize)
+            .collect();
+        let backward = |r: usize| t.phase_kind(r) == Phase::Backward;
+        if !one_sided.iter().any(|(_, r)| backward(*r)) {
+            continue;
+        }
+        let mut ops = vec![false; t.op_types()];
+        for (_, r) in one_sided.iter().filter(|(_, r)| backward(*r)) {
+            ops[t.op_type(*r) as usize] = true;
+        }
+        let [by_name, by_value] = forward_ops(t, &ops);
+        // (result row, table row, the forward row it repeats, by value).
+        let repeats: Vec<(usize, usize, usize, bool)> = one_sided
+            .iter()
+            .filter(|(_, r)| backward(*r))
+            .filter_map(|(i, r)| {
+                let k = fuzzy_key(t.key(*r));
+                match value_key(t, *r, &k).and_then(|v| by_value.get(&v)) {
+                    Some(f) => Some((*i, *r, *f, true)),
+                    None => by_name.get(&k).map(|f| (*i, *r, *f, false)),
+                }
+            })
+            .collect();
+        let by_name_too = one_sided.len() >= RECOMPUTED_MIN
+            && one_sided.iter().all(|(_, r)| backward(*r))
+            && repeats.len() * 10 >= one_sided.len() * 9;
+        let flagged: Vec<_> = repeats
+            .into_iter()
+            .filter(|(_, _, _, by_value)| *by_value || by_name_too)
+            .collect();
+        let Some(&(_, first, forward, _)) = flagged.first() else {
+            continue;
+        };
+        for (i, _, _, _) in &flagged {
+            rows[*i].flags |= ROW_RECOMPUTED;
+        }
+        out.push(Recomputed {
+            side,
+            count: flagged.len(),
+            example: (first, forward),
+        });
+    }
+    out
+}
+
+/// A row's op name, Shape text and Output hash text, joined by NULs (`k`:
+/// its fuzzy key), or `None` without an Output hash: what a recomputed op
+/// reproduces.
+fn value_key(t: &OpTable, r: usize, k: &[u8]) -> Option<Vec<u8>> {
+    let hash = t.field(r, Field::OutputHash);
+    if hash.is_empty() {
+        return None;
+    }
+    let op = &k[memchr::memchr(b'/', k).map_or(0, |s| s + 1)..];
+    Some([op, t.field(r, Field::Shape), hash].join(&0u8))
+}
+
+/// Forward rows of `t` of the op types `ops` holds (by op type number),
+/// to the first row of each: by fuzzy key (`layers.0.attention_norm/pow`)
+/// and each suffix of it at a `.` of its module FQN
+/// (`0.attention_norm/pow`, `attention_norm/pow`); and by [`value_key`]
+/// (op name, Shape, Output hash). Only the op types of the rows looked up
+/// are indexed: a large log with a few one-sided rows builds small maps.
+fn forward_ops(t: &OpTable, ops: &[bool]) -> [ahash::AHashMap<Vec<u8>, usize>; 2] {
+    let [mut by_name, mut by_value]: [ahash::AHashMap<Vec<u8>, usize>; 2] = Default::default();
+    let wanted = |r: usize| ops[t.op_type(r) as usize] && t.phase_kind(r) == Phase::Forward;
+    for r in (0..t.len()).filter(|r| wanted(*r)) {
+        let k = fuzzy_key(t.key(r));
+        if let Some(v) = value_key(t, r, &k) {
+            by_value.entry(v).or_insert(r);
+        }
+        let slash = memchr::memchr(b'/', &k).unwrap_or(k.len());
+        for (i, _) in k[..slash].iter().enumerate().filter(|(_, b)| **b == b'.') {
+            by_name.entry(k[i + 1..].to_vec()).or_insert(r);
+        }
+        by_name.entry(k).or_insert(r);
+    }
+    [by_name, by_value]
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::matcher::{match_tables, MatchOptions, MatchTable, Status, ROW_RECOMPUTED};
+    use crate::parser::parse_bytes;
+
+    /// Forward ops `m{i}/op_0_addmm` (Output hash `{i}.0`) of `blocks`
+    /// modules, then backward: a `mm` per module, before it (for the first
+    /// `repeats` modules) a backward-phase repeat `m{i}/op_1_addmm` of its
+    /// forward op, with the forward op's value when `same_value` (a
+    /// recomputation), else another one (only the name repeats).
+    fn log(blocks: usize, repeats: usize, same_value: bool) -> String {
+        let mut s = String::new();
+        for i in 0..blocks {
+            s += &format!("[m{i}/op_0_addmm]\n  Output hash: {i}.0\n\n");
+        }
+        for i in (0..blocks).rev() {
+            if i < repeats {
+                let h = if same_value {
+                    format!("{i}.0")
+                } else {
+                    format!("2{i}.0")
+                };
+                s += &format!("[m{i}/op_1_addmm]\n  Output hash: {h}\n  Phase: backward\n\n");
+            }
+            s += &format!("[m{i}/op_2_mm]\n  Output hash: 1{i}.0\n  Phase: backward\n\n");
+        }
+        s
+    }
+
+    /// A backward-phase op of one run that repeats nothing.
+    const OTHER: &str = "[z/op_0_sum]\n  Output hash: 9.0\n  Phase: backward\n\n";
+
+    fn compare(a: &str, b: &str) -> MatchTable {
+        let a = parse_bytes(a.as_bytes().to_vec(), "a.log");
+        let b = parse_bytes(b.as_bytes().to_vec(), "b.log");
+        match_tables(&a, &b, &MatchOptions::default())
+    }
+
+    fn recomputed_gating(m: &MatchTable) -> (u64, u64) {
+        (m.counts().recomputed, m.counts().gating)
+    }
+
+    #[test]
+    fn recomputed_rows_of_one_run_are_flagged_and_do_not_gate() {
+        for repeats in [1, 5] {
+            let m = compare(&log(6, 0, true), &log(6, repeats, true));
+            let c = m.counts();
+            assert_eq!(
+                (c.only2, c.recomputed, c.gating),
+                (repeats as u64, repeats as u64, 0)
+            );
+            assert_eq!(m.recomputed.len(), 1);
+            assert_eq!((m.recomputed[0].side, m.recomputed[0].count), (1, repeats));
+            assert!(m.first_divergence().is_none());
+            for r in m.rows.iter().filter(|r| r.status == Status::Only2) {
+                assert!(r.has(ROW_RECOMPUTED) && !r.gates());
+            }
+        }
+        // Run 1's, the same way.
+        let m = compare(&log(6, 2, true), &log(6, 0, true));
+        assert_eq!((m.counts().only1, recomputed_gating(&m)), (2, (2, 0)));
+        assert_eq!(m.recomputed[0].side, 0);
+    }
+
+    #[test]
+    fn repeats_by_name_only_need_four_and_nine_in_ten() {
+        // Four, every one a repeat: flagged.
+        let m = compare(&log(6, 0, true), &log(6, 4, false));
+        assert_eq!(recomputed_gating(&m), (4, 0));
+        // Three: too few.
+        let m = compare(&log(6, 0, true), &log(6, 3, false));
+        assert_eq!(recomputed_gating(&m), (0, 3));
+        // Five and one that repeats nothing: 5 of 6 is below 9 in 10.
+        let m = compare(&log(6, 0, true), &(log(6, 5, false) + OTHER));
+        assert_eq!(recomputed_gating(&m), (0, 6));
+        // Nine and one: the nine are flagged, the other gates.
+        let m = compare(&log(10, 0, true), &(log(10, 9, false) + OTHER));
+        assert_eq!((m.counts().only2, recomputed_gating(&m)), (10, (9, 1)));
+        let first = m.first_divergence().expect("the non-repeat gates");
+        assert!(m.rows[first].status == Status::Only2 && !m.rows[first].has(ROW_RECOMPUTED));
+        // A one-sided forward row among them: no reading by name.
+        let m = compare(
+            &log(6, 0, true),
+            &("[z/op_0_sum]\n  Output hash: 9.0\n\n".to_string() + &log(6, 5, false)),
+        );
+        assert_eq!(recomputed_gating(&m), (0, 6));
+    }
+
+    #[test]
+    fn repeats_by_value_are_flagged_among_other_one_sided_rows() {
+        // Two recomputed values and one backward op that repeats nothing:
+        // the two are flagged, the other gates.
+        let m = compare(&log(6, 0, true), &(log(6, 2, true) + OTHER));
+        assert_eq!(recomputed_gating(&m), (2, 1));
+    }
+
+    #[test]
+    fn a_repeat_filed_under_another_module_is_known_by_its_value() {
+        // The recomputed residual add of m0 filed under m0.w2 (as
+        // TorchTitan's tracer does): same op, Shape and Output hash as
+        // the forward `m0/op_0_add`.
+        let add = |key: &str, hash: &str, phase: &str| {
+            format!("[{key}]\n  Shape: torch.Size([2]), Dtype: torch.float32\n  Output hash: {hash}\n{phase}\n")
+        };
+        let a = add("m0/op_0_add", "7.5", "") + &log(6, 0, true);
+        let b =
+            add("m0/op_0_add", "7.5", "") + &add("m0.w2/op_1_add", "7.5", "  Phase: backward\n");
+        let m = compare(&a, &(b + &log(6, 0, true)));
+        assert_eq!((m.counts().only2, recomputed_gating(&m)), (1, (1, 0)));
+        // Another value or another Shape is no repeat.
+        for b in [
+            add("m0.w2/op_1_add", "7.6", "  Phase: backward\n"),
+            add("m0.w2/op_1_add", "7.5", "  Phase: backward\n").replace("[2]", "[3]"),
+        ] {
+            let b = add("m0/op_0_add", "7.5", "") + &b + &log(6, 0, true);
+            assert_eq!(recomputed_gating(&compare(&a, &b)), (0, 1));
+        }
+    }
+}
