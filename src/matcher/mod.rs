@@ -632,7 +632,7 @@ pub fn match_tables_indexed(
         repaired = r.rows;
     }
     drop((judge, p));
-    judge::mark_fused_results(&mut rows, t1, t2);
+    judge::mark_fused_results(&mut rows, t1, t2, &opts.policy);
     let recomputed = recompute::mark_recomputed(&mut rows, t1, t2);
     let (counts, rule_hits) = judge::tally(&rows, &opts.policy);
 

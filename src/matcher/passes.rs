@@ -598,23 +598,18 @@ pub(super) fn pass_fuzzy(
 ///
 /// A second round (actdiff's, not the reference's) pairs the rows still
 /// unpaired whose op is an in-place op in one run and its functional form
-/// in the other by the same key, the op type's trailing `_` removed (`mul_`
-/// with `mul`), when Shape and Output hash texts agree: AOTAutograd
+/// in the other (`mul_` with `mul`) when every printed value and the
+/// Output digest agree as text ([`functional_key`]): AOTAutograd
 /// functionalizes a graph's in-place ops (`aot_eager` runs `x.mul_(2)` as
 /// `mul`, and names no backend in the log), and a refactor may do the
 /// same; the rows are one op in both runs, differing in name only. No
 /// golden row changes (no golden has unpaired rows on both sides).
 pub(super) fn pass_stats(p: &mut Pairing, t1: &OpTable, t2: &OpTable, fuzzy: &FuzzyKeys) -> u64 {
     let phase = PhaseRule::of(t1, t2);
-    let stats_key = |t: &OpTable, s: usize, r: usize, functional: bool| {
+    let stats_key = |t: &OpTable, s: usize, r: usize| {
         fuzzy.get(s, r).map(|f| {
-            let op = keys::op_type(f);
-            let op = match op.strip_suffix(b"_") {
-                Some(o) if functional && !o.is_empty() => o,
-                _ => op,
-            };
             (
-                op.to_vec(),
+                keys::op_type(f).to_vec(),
                 t.field(r, Field::Shape).to_vec(),
                 t.field(r, Field::OutputHash).to_vec(),
             )
@@ -623,18 +618,44 @@ pub(super) fn pass_stats(p: &mut Pairing, t1: &OpTable, t2: &OpTable, fuzzy: &Fu
     let mut paired = p.pass_phased(
         Strategy::Stats,
         phase,
-        |r| stats_key(t1, 0, r, false),
-        |r| stats_key(t2, 1, r, false),
+        |r| stats_key(t1, 0, r),
+        |r| stats_key(t2, 1, r),
     );
     if p.pair1.contains(&NO_ROW) && p.pair2.contains(&NO_ROW) {
         paired += p.pass_phased(
             Strategy::Stats,
             phase,
-            |r| stats_key(t1, 0, r, true),
-            |r| stats_key(t2, 1, r, true),
+            |r| functional_key(t1, fuzzy.get(0, r)?, r),
+            |r| functional_key(t2, fuzzy.get(1, r)?, r),
         );
     }
     paired
+}
+
+/// The second round's key of row `r` (`f`: its fuzzy key): the op type
+/// without a trailing `_`, then every printed value (Shape, L2 norm, Min,
+/// Max, Mean, Output hash) and the Output digest, each as text. Stricter
+/// than the stats pass's (op type, Shape, Output hash): the Output hash
+/// is an L1 norm, blind to a sign (`h.mul_(2)` against `h * -2` hash
+/// alike), and ops of different names are paired only on every value.
+/// `None` without an Output hash.
+fn functional_key(t: &OpTable, f: &[u8], r: usize) -> Option<Vec<u8>> {
+    if t.field(r, Field::OutputHash).is_empty() {
+        return None;
+    }
+    let op = keys::op_type(f);
+    let op = op
+        .strip_suffix(b"_")
+        .filter(|o| !o.is_empty())
+        .unwrap_or(op);
+    let mut key = op.to_vec();
+    for field in Field::PRINTED.iter().chain([&Field::OutputDigest]) {
+        if *field != Field::InputHashes {
+            key.push(0);
+            key.extend_from_slice(t.field(r, *field));
+        }
+    }
+    Some(key)
 }
 
 /// The override pairs whose run-1 key paired nothing (absent key or

@@ -748,4 +748,20 @@ fn an_in_place_op_pairs_with_its_functional_form_by_value() {
     ]);
     let m = match_tables(&a, &b, &MatchOptions::default());
     assert_eq!((m.counts().only1, m.counts().only2), (2, 2));
+    // `h.mul_(2)` against `h * -2` (a new user's trial): the Output hash,
+    // an L1 norm, is blind to the sign, the Mean is not: not paired.
+    let signed =
+        |op: &str, mean: &str| log(&[(op, &format!("{shape}\nMean: {mean}\nOutput hash: 2.0"))]);
+    let m = match_tables(
+        &signed("m/op_1_mul_", "0.5"),
+        &signed("m/op_1_mul", "-0.5"),
+        &MatchOptions::default(),
+    );
+    assert_eq!((m.counts().only1, m.counts().only2), (1, 1));
+    let m = match_tables(
+        &signed("m/op_1_mul_", "0.5"),
+        &signed("m/op_1_mul", "0.5"),
+        &MatchOptions::default(),
+    );
+    assert_eq!(m.counts().matched, 1);
 }

@@ -174,7 +174,7 @@ impl Message {
             ),
             Message::LayoutsAtReferenceTolerance { runs } => write!(
                 f,
-                "{} combined from shards into whole tensors and compared at the reference's tolerance (relative 1e-8): across parallel layouts a row-parallel sum adds in another order, and shard statistics printed with 7 digits combine to values that differ in the last digit, so rows differ where the tensors agree; compare across layouts with --layouts (rtol 1e-4, atol 1e-6), and capture both runs with precision=\"full\" to see which rows are bitwise equal (--bitwise)",
+                "{} combined from shards into whole tensors and compared at the reference's tolerance (relative 1e-8): across parallel layouts a row-parallel sum adds in another order, and shard statistics printed with 7 digits combine to values that differ in the last digit, so rows can differ where the tensors agree; compare across layouts with --layouts (rtol 1e-4, atol 1e-6), and capture both runs with precision=\"full\" to see which rows are bitwise equal (--bitwise)",
                 runs.join(" and ")
             ),
             Message::MixedPrecision { rank, full, rtol } => write!(
