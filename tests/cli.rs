@@ -1760,7 +1760,7 @@ fn a_dropout_in_one_run_only_is_named_as_the_cause() {
     );
     let said = "blocks.0.attn/op_5_bernoulli_… (only in run_B) feeds blocks.0/op_0_add";
     r.expect(1)
-        .stdout_has(&format!("rank 0: first one-sided op: {said} (line "))
+        .stdout_has(&format!("rank 0: first one-sided op: {said} (log line "))
         .stdout_has("1 more fed by the same one-sided op");
     let s = r.summary();
     let rank = &s["ranks"][0];

@@ -73,7 +73,7 @@ fn failure_text(s: &Summary, r: &RankSummary) -> String {
     );
     for c in &r.root_causes.causes {
         t.push_str(&format!(
-            "{}: {} (line {}, row {})\n",
+            "{}: {} (log line {}, row {})\n",
             c.cause.kind.as_str(),
             c.subject((&s.name1, &s.name2)),
             c.row.line1.unwrap_or(0),

@@ -46,7 +46,7 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
         let more = rc.cause_count.saturating_sub(1);
         let _ = writeln!(
             out,
-            "{rank}: first {}: {} (line {}){}{}",
+            "{rank}: first {}: {} (log line {}){}{}",
             f.cause.kind.as_str(),
             f.subject((&s.name1, &s.name2)),
             f.row.line1.unwrap_or(0),
@@ -162,9 +162,9 @@ fn first_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             _ => String::new(),
         };
         let line = match (f.line1, f.line2) {
-            (Some(a), Some(b)) => format!("lines {a}/{b}"),
-            (Some(a), None) => format!("line {a} of {}", s.name1),
-            (None, Some(b)) => format!("line {b} of {}", s.name2),
+            (Some(a), Some(b)) => format!("log lines {a}/{b}"),
+            (Some(a), None) => format!("log line {a} of {}", s.name1),
+            (None, Some(b)) => format!("log line {b} of {}", s.name2),
             _ => String::new(),
         };
         let _ = writeln!(
