@@ -162,13 +162,12 @@ pub(super) fn judge_rows(judge: &Judge<'_>, p: &Pairing) -> Vec<MatchRow> {
 /// float rounding). The value both runs computed agrees, so the row is no
 /// divergence; it is shown, never gating, never a cause. Only runs where
 /// one side's rows are fused away ([`super::CompiledAway::Ops`]) are read.
-/// Returns how many rows were flagged.
 pub(super) fn mark_fused_results(
     rows: &mut [MatchRow],
     t1: &OpTable,
     t2: &OpTable,
     policy: &Policy,
-) -> usize {
+) {
     use ahash::AHashMap;
     let ops = |this, other| super::compiled_away(this, other) == CompiledAway::Ops;
     // The compiled side `s`: its one-sided rows are the candidates; the
@@ -176,18 +175,13 @@ pub(super) fn mark_fused_results(
     let s = match (ops(t1, t2), ops(t2, t1)) {
         (true, false) => 1,
         (false, true) => 0,
-        _ => return 0,
+        _ => return,
     };
     let (t, other) = if s == 0 { (t1, t2) } else { (t2, t1) };
-    // Side `side`'s row of a one-sided result row of that side.
-    let one_sided = |m: &MatchRow, side: usize| match (m.sides(), side) {
-        (super::Sides::Only1(r), 0) | (super::Sides::Only2(r), 1) => Some(r),
-        _ => None,
-    };
     // The other side's fused-away rows, by Shape text.
     let mut fused: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
     for m in rows.iter().filter(|m| m.has(ROW_FUSED)) {
-        if let Some(r) = one_sided(m, 1 - s) {
+        if let Some(r) = m.only_in(1 - s) {
             fused
                 .entry(other.field(r, Field::Shape))
                 .or_default()
@@ -195,7 +189,7 @@ pub(super) fn mark_fused_results(
         }
     }
     if fused.is_empty() {
-        return 0;
+        return;
     }
     const VALUES: [Field; 5] = [
         Field::OutputHash,
@@ -215,9 +209,8 @@ pub(super) fn mark_fused_results(
                 a == b || matches!((num(a), num(b)), (Some(x), Some(y)) if tol.agrees(x, y))
             })
     };
-    let mut n = 0;
     for m in rows.iter_mut().filter(|m| !m.has(ROW_FUSED)) {
-        let Some(r) = one_sided(m, s) else {
+        let Some(r) = m.only_in(s) else {
             continue;
         };
         let tol = policy.for_sides(t1, t2, m.sides()).opts.hash;
@@ -226,10 +219,8 @@ pub(super) fn mark_fused_results(
             .is_some_and(|cands| cands.iter().any(|o| agree(r, *o, &tol)));
         if found {
             m.flags |= ROW_FUSED;
-            n += 1;
         }
     }
-    n
 }
 
 /// Rows per status, and rows judged by each rule of `policy` (by rule

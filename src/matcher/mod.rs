@@ -303,6 +303,14 @@ impl MatchRow {
     pub fn r2(&self) -> Option<usize> {
         (self.row2 != NO_ROW).then_some(self.row2 as usize)
     }
+    /// Side `side`'s (0: run 1, 1: run 2) table row when the row is of
+    /// that run only (`only1`, `only2`), else `None`.
+    pub fn only_in(&self, side: usize) -> Option<usize> {
+        match (self.sides(), side) {
+            (Sides::Only1(r), 0) | (Sides::Only2(r), 1) => Some(r),
+            _ => None,
+        }
+    }
     /// The row's sides: a pair, or a row of one run only. The matcher
     /// never builds a row with neither side; such a row (built by hand)
     /// reads as [`Sides::Only2`] of [`NO_ROW`].

@@ -7,7 +7,7 @@
 //! backward ops that read them are paired and judged.
 
 use super::keys::fuzzy_key;
-use super::{MatchRow, Status, NO_ROW, ROW_RECOMPUTED};
+use super::{MatchRow, ROW_RECOMPUTED};
 use crate::logformat::Phase;
 use crate::parser::{Field, OpTable};
 
@@ -46,14 +46,12 @@ pub(super) fn mark_recomputed(
     t2: &OpTable,
 ) -> Vec<Recomputed> {
     let mut out = Vec::new();
-    for (side, t, only) in [(0, t1, Status::Only1), (1, t2, Status::Only2)] {
+    for (side, t) in [(0, t1), (1, t2)] {
         // (result row, its table row) of each one-sided row of this run.
         let one_sided: Vec<(usize, usize)> = rows
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.status == only)
-            .map(|(i, r)| (i, (if side == 0 { r.row1 } else { r.row2 }) as usize))
-            .filter(|(_, r)| *r != NO_ROW as usize)
+            .filter_map(|(i, r)| Some((i, r.only_in(side)?)))
             .collect();
         let backward = |r: usize| t.phase_kind(r) == Phase::Backward;
         if !one_sided.iter().any(|(_, r)| backward(*r)) {
