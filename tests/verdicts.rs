@@ -142,12 +142,19 @@ fn multirank_fsdp_names_the_source_rank() {
 fn other_single_changes_give_few_causes() {
     // optimizer: lr 1e-3 vs 2e-3 at the captured step; the weight-decay
     // multiply of each parameter group's first update is an origin.
-    let (s, _) = scenario("optimizer");
+    // Several causes, all in the optimizer step: the terminal says why.
+    let (s, text) = scenario("optimizer");
     let rc = &s["ranks"][0]["root_causes"];
     assert_eq!(key(&rc["first_cause"]["row"]), "<none>/op_6_mul_");
     assert!(rc["cause_count"].as_u64().unwrap() <= 3);
+    assert!(rc["cause_count"].as_u64().unwrap() > 1);
+    assert!(
+        text.contains("the forward and backward agree; only the optimizer step differs"),
+        "{text}"
+    );
     // dtype_shape_variety: run B overflows float16 in the probe.
-    let (s, _) = scenario("dtype_shape_variety");
+    let (s, text) = scenario("dtype_shape_variety");
+    assert!(!text.contains("only the optimizer step differs"), "{text}");
     let rc = &s["ranks"][0]["root_causes"];
     assert_eq!(key(&rc["first_cause"]["row"]), "probe/op_0_mul");
     assert!(rc["cause_count"].as_u64().unwrap() <= 3);

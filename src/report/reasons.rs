@@ -298,6 +298,23 @@ pub fn entry_caveats(r: &RankSummary) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
+/// Why a rank has several causes when only its optimizer step differs
+/// (no gating row in the forward or backward phase, more than one
+/// cause): `the forward and backward agree; only the optimizer step
+/// differs, whose updates are computed apart, so one changed setting (a
+/// learning rate, weight decay, clipping) is a cause in each`. `None`
+/// otherwise. Said under the terminal's cause line.
+pub fn optimizer_only_words(r: &RankSummary) -> Option<String> {
+    let c = &r.root_causes;
+    let only = c.cause_count > 1
+        && c.first_divergence_forward.is_none()
+        && c.first_divergence_backward.is_none()
+        && c.first_divergence_optimizer.is_some();
+    only.then(|| {
+        "the forward and backward agree; only the optimizer step differs, whose updates are computed apart, so one changed setting (a learning rate, weight decay, clipping) is a cause in each".to_string()
+    })
+}
+
 /// The words for a per-op rank where a log names a compiler that fuses
 /// ops (`Compiled: inductor`): `inductor fuses ops into generated kernels
 /// that dispatch none, so they were not captured: it may come from one

@@ -61,6 +61,9 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
                 String::new()
             }
         );
+        if let Some(w) = super::reasons::optimizer_only_words(r) {
+            let _ = writeln!(out, "  {w}");
+        }
         if f.cause.kind == CauseKind::Entry {
             if let Some(w) = super::reasons::entry_caveats(r) {
                 let _ = writeln!(out, "  its differing input has no captured producer; {w}");
