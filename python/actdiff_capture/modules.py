@@ -19,7 +19,11 @@ through module and tensor hooks,
   parameters no such optimizer updated (a loop's own update, frozen
   ones) when ``prof.step()`` is called; a parameter changed in place
   after its optimizer step (a clamp, an EMA: its version counter moved) is
-  recorded again then, under the next number.
+  recorded again then, under the next number;
+- each persistent buffer (BatchNorm's running statistics, its batch
+  count) as the step left it (``{module fqn}/op_N_{buffer}``, after the
+  parameters, when ``prof.step()`` is called: a buffer of a module run
+  under activation checkpointing may be updated twice).
 
 Gradients are recorded as backward leaves them: with loss scaling
 (``GradScaler``) they are the scaled gradients, so runs with different
@@ -249,6 +253,14 @@ class ModuleRecorder:
         for m in dict.fromkeys(m for _, m in model.named_modules()):
             fqn = names.get(id(m))
             self.handles.append(m.register_forward_hook(self._output_hook(fqn)))
+        # Each module's persistent buffers (``(module fqn, module, name)``,
+        # looked up at finish(): a module may replace a buffer's tensor).
+        self.buffers = [
+            (fx.clean_fqn(mname) or None, m, bname)
+            for mname, m in model.named_modules()
+            for bname in m._buffers
+            if bname not in m._non_persistent_buffers_set
+        ]
         self._root = model
         for fqn, pname, p in self.params:
             if p.requires_grad:
@@ -395,11 +407,30 @@ class ModuleRecorder:
         self._read_params(
             [x for x in self.params if id(x[2]) not in self._params_read or x[2]._version != versions[id(x[2])]]
         )
+        self._read_buffers()
         self.active = False
         if self.worker is not None:
             # This step's output buffers (reused next step) have been read
             # once this returns.
             self.worker.wait()
+
+    def _read_buffers(self) -> None:
+        """Records each persistent buffer (``state_dict``'s, such as
+        BatchNorm's running statistics) as this step left it,
+        ``{module fqn}/op_N_{buffer}`` in the optimizer's phase, once per
+        tensor (a shared buffer by its first module). Every step: a
+        kernel such as ``native_batch_norm`` updates its running
+        statistics without moving their version counter, so a buffer's
+        change cannot be told without reading it. Non-persistent buffers
+        (rotary tables, masks) are constants a model recomputes and are
+        not recorded."""
+        seen = set()
+        for fqn, m, bname in self.buffers:
+            b = m._buffers.get(bname)
+            if b is None or id(b) in seen:
+                continue
+            seen.add(id(b))
+            self._record(fqn, bname, b, 0)
 
     def _read_params(self, params: list) -> None:
         """Records ``params`` (``(fqn, name, parameter)``) as they are now,

@@ -141,8 +141,8 @@ pub const STEP_LABEL: &str = "Step";
 pub const LOSS_LABEL: &str = "Loss";
 
 /// The label of the header line of a module-level capture
-/// (`Level: modules`): its blocks are module outputs, parameter gradients
-/// and parameters after the optimizer step, not ops. A per-op log (the
+/// (`Level: modules`): its blocks are module outputs, parameter gradients,
+/// parameters after the optimizer step and persistent buffers, not ops. A per-op log (the
 /// reference's) has no such line. Ignored by the reference comparator.
 pub const LEVEL_LABEL: &str = "Level";
 
@@ -154,8 +154,9 @@ pub enum CaptureLevel {
     /// One block per ATen op (no header line).
     #[default]
     Ops,
-    /// One block per module forward output, parameter gradient and
-    /// parameter after the optimizer step (`Level: modules`).
+    /// One block per module forward output, parameter gradient,
+    /// parameter after the optimizer step and persistent buffer
+    /// (`Level: modules`).
     Modules,
 }
 

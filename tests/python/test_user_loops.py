@@ -52,16 +52,39 @@ class Checkpointed(Small):
         return self.head(x)
 
 
-def train(dump, steps=4, *, perturb_at=None, lr_change_at=None, eval_forward=False, checkpointed=False, **prof_kw):
+class Normed(Small):
+    """:class:`Small` with a BatchNorm after each residual block's
+    Linear; ``checkpointed`` puts each block under activation
+    checkpointing, whose recomputation updates the running statistics a
+    second time."""
+
+    def __init__(self, checkpointed=False):
+        super().__init__()
+        self.norms = torch.nn.ModuleList(torch.nn.BatchNorm1d(32) for _ in range(2))
+        self.checkpointed = checkpointed
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        x = torch.relu(self.inp(x))
+        for b, n in zip(self.blocks, self.norms):
+            f = lambda x, b=b, n=n: torch.relu(n(b(x))) + x  # noqa: E731
+            x = checkpoint(f, x, use_reentrant=False) if self.checkpointed else f(x)
+        return self.head(x)
+
+
+def train(dump, steps=4, *, perturb_at=None, lr_change_at=None, eval_forward=False, checkpointed=False, model=None,
+          **prof_kw):
     """``steps`` AdamW steps of :class:`Small`, every step captured at full
     precision (``prof_kw`` overrides). ``perturb_at=S`` changes one input
     element of step S's batch (before the loop: no op of it is captured);
     ``lr_change_at=S`` raises the learning rate before step S;
     ``eval_forward`` runs a forward under ``torch.no_grad()`` after each
-    optimizer step; ``checkpointed`` trains :class:`Checkpointed`.
-    Returns the profiler's warnings."""
+    optimizer step; ``checkpointed`` trains :class:`Checkpointed`;
+    ``model`` trains that model instead. Returns the profiler's warnings."""
     torch.set_num_threads(1)
-    model = Checkpointed() if checkpointed else Small()
+    if model is None:
+        model = Checkpointed() if checkpointed else Small()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(1)
     data = [(torch.randn(4, 16, generator=g), torch.randn(4, 4, generator=g)) for _ in range(steps)]
@@ -342,3 +365,29 @@ def test_activation_checkpointing_in_one_run_is_no_divergence(actdiff_bin, tmp_p
     r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "ac", "--bitwise")
     assert r.returncode == 1, r.stdout + r.stderr
     assert s["first_diverging_step"] == 3, s["first_diverging_step"]
+
+
+def test_batchnorm_statistics_updated_twice_by_checkpointing_are_found_at_module_level(actdiff_bin, tmp_path):
+    """Checkpointing a block with a BatchNorm recomputes its forward in
+    backward, and the recomputation updates the running statistics a
+    second time: every number of the step agrees, the model's state does
+    not. The module level recorded no buffers and the compare exited 0; it
+    now records each persistent buffer as the step left it (BatchNorm
+    updates them without moving their version counters, so each step
+    reads them), and the compare names the first running statistic."""
+    kw = {"level": "modules"}
+    train(tmp_path / "a", steps=2, model=Normed(), **kw)
+    train(tmp_path / "a2", steps=2, model=Normed(), **kw)
+    train(tmp_path / "b", steps=2, model=Normed(checkpointed=True), **kw)
+    _, bs = blocks(tmp_path / "a" / "step_1" / "rank_0_activations.log")
+    keys = [k for k, _ in bs]
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        assert [k for k in keys if k.startswith("norms.0/") and k.endswith("_" + name)], keys
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "a2", tmp_path / "aa", "--bitwise")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab", "--bitwise")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert s["first_diverging_step"] == 1, s["first_diverging_step"]
+    first = step_result(s, 1)
+    assert "diverges first at `norms.0/op_5_running_mean`" in first["headline"], first
+    assert first["loss1"] == first["loss2"], first
