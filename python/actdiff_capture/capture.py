@@ -56,7 +56,12 @@ Inputs of ops that write an argument they read (``add_``'s self), or
 whose ``out=`` argument shares storage with an argument they read
 (``torch.add(p, g, out=p)``), are hashed before the op runs; other ops
 cannot change their inputs, so their inputs are hashed after, and only when
-the op is captured. All statistics
+the op is captured. The batch norms (:data:`UNMARKED_WRITES`) update
+their running statistics although the schema does not mark them written:
+their inputs are hashed before, and the updated statistics are written as
+further outputs after the op's own. Scratch results (an RNN's workspace,
+:data:`WORKSPACE_OUTPUTS`) hold no defined values and are not hashed,
+as outputs nor as a later op's inputs. All statistics
 and the writing are done by the Rust core (``actdiff_capture._native``).
 """
 
@@ -231,6 +236,35 @@ OVERWRITING_OPS = frozenset(
     }
 )  # fmt: skip
 
+#: Ops that write arguments their schema does not mark written, by op:
+#: the positions of those arguments and of the flag saying they are
+#: written. The batch norms update their running statistics
+#: (``running_mean``, ``running_var``: arguments 3 and 4) when ``training``
+#: (argument 5) is true. Their inputs are hashed before the op runs, as an
+#: in-place op's are (hashed after, the updated statistics were recorded
+#: as the inputs and a changed momentum was named "a differing input"),
+#: and the updated statistics are recorded as further outputs, after the
+#: op's own: a change of the update (the momentum) is then an origin at
+#: the batch norm, and the backward that reads them has a producer.
+UNMARKED_WRITES = {
+    "native_batch_norm": ((3, 4), 5),
+    "cudnn_batch_norm": ((3, 4), 5),
+    "miopen_batch_norm": ((3, 4), 5),
+}
+
+#: Results that are a kernel's scratch memory, by op and output position:
+#: oneDNN's RNN workspace, cuDNN's and MIOpen's reserve space, the batch
+#: norms' reserve. Their bytes are not defined values (two runs of the
+#: same seeded LSTM differ there), so they are not hashed, and a later op
+#: reading them (the RNN's backward) does not hash them as an input.
+WORKSPACE_OUTPUTS = {
+    "mkldnn_rnn_layer": frozenset({3}),
+    "_cudnn_rnn": frozenset({3}),
+    "miopen_rnn": frozenset({3}),
+    "cudnn_batch_norm": frozenset({3}),
+    "_batch_norm_with_update": frozenset({3}),
+}
+
 #: Ops whose result is storage nobody has written yet (its contents are
 #: whatever the allocator's memory held).
 EMPTY_OPS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
@@ -311,7 +345,10 @@ def _storage_key(t) -> int:
 class _OpInfo:
     """What the capture needs to know of one op overload, from its schema."""
 
-    __slots__ = ("name", "schema", "excluded", "mutable", "inplace", "wanted", "unread", "empty", "pre_hash")
+    __slots__ = (
+        "name", "schema", "excluded", "mutable", "inplace", "wanted", "unread", "empty", "pre_hash", "workspace",
+        "unmarked",
+    )  # fmt: skip
 
     def __init__(self, func, excluded_ops, op_filter):
         self.name = _op_name(func)
@@ -333,7 +370,9 @@ class _OpInfo:
                 alias = a.alias_info
                 if alias is not None and alias.is_write and i not in pos and a.name not in kw:
                     read_written = True
-        self.pre_hash = read_written
+        self.unmarked = UNMARKED_WRITES.get(self.name)
+        self.pre_hash = read_written or self.unmarked is not None
+        self.workspace = WORKSPACE_OUTPUTS.get(self.name)
 
 
 _FILTERED, _USER, _GRAPH, _INTERPRETER, _INDUCTOR = 0, 1, 2, 3, 4
@@ -439,7 +478,7 @@ class _Mode(TorchDispatchMode):
         self.pending = None
         node_loc = self.node_loc
         for t in outs_prev:
-            gf = t.grad_fn
+            gf = _grad_fn(t)
             if gf is not None and gf not in node_loc:
                 node_loc[gf] = loc_prev
 
@@ -505,6 +544,12 @@ class _Mode(TorchDispatchMode):
         _leaves(out, raw)
         if dtensors or lay.tags:
             lay.follow(info.name, args, raw_ins, raw)
+        if info.workspace is not None:
+            raw = self.drop_workspace(raw, info.workspace)
+        if info.unmarked is not None:
+            written, flag = info.unmarked
+            if len(args) > flag and args[flag] is True:
+                raw.extend(a for a in (args[i] for i in written) if isinstance(a, torch.Tensor))
         outs = [_local(t) for t in raw]
         if not all(t is not None for t in outs):
             readable = False
@@ -613,6 +658,21 @@ class _Mode(TorchDispatchMode):
             f = f.f_back
         return False
 
+    def drop_workspace(self, raw: list, positions) -> list:
+        """``raw`` (an op's results) without its scratch outputs
+        (:data:`WORKSPACE_OUTPUTS`), whose storage is remembered as holding
+        no defined values, as an ``empty*`` result's is: an op reading it
+        does not hash it."""
+        kept = []
+        for i, t in enumerate(raw):
+            if i in positions:
+                k = _storage_key(t)
+                if k:
+                    self.fresh.add(k)
+            else:
+                kept.append(t)
+        return kept
+
     def mark_fresh(self, out) -> None:
         """Remembers the storage of an ``empty*`` op's result as written by
         no op yet (eager code only: see :meth:`in_generated_code`)."""
@@ -642,10 +702,22 @@ class _Mode(TorchDispatchMode):
         return live
 
 
+def _grad_fn(t):
+    """``t.grad_fn``, or None where reading it raises: a view made under
+    ``torch.no_grad()`` whose base was changed in place (``w[0, 0] += x``
+    under ``no_grad``, a common way to poke a weight) raises when its
+    ``grad_fn`` is read with grad mode on. Such a view has no autograd
+    node to follow."""
+    try:
+        return t.grad_fn
+    except RuntimeError:
+        return None
+
+
 def _grad_fns(args) -> set:
     leaves: list = []
     _leaves(args, leaves)
-    return {t.grad_fn for t in leaves if t.grad_fn is not None}
+    return {gf for gf in map(_grad_fn, leaves) if gf is not None}
 
 
 def _default_rank() -> int:
@@ -1036,9 +1108,10 @@ class Profiler:
             outs: list = []
             _leaves(output, outs)
             for t in outs:
-                if t.grad_fn is None:
+                gf = _grad_fn(t)
+                if gf is None:
                     continue
-                todo = [t.grad_fn]
+                todo = [gf]
                 seen = set()
                 while todo:
                     fn = todo.pop()

@@ -169,6 +169,24 @@ def _compiled_itself(m: nn.Module) -> bool:
     return getattr(m, "_compiled_call_impl", None) is not None or type(m).__name__ == "OptimizedModule"
 
 
+def _strided(ts: list) -> list:
+    """``ts`` as tensors the recorder reads: a sparse COO tensor (the
+    gradient of ``nn.Embedding(sparse=True)``) as its coalesced values and
+    indices (two tensors: the values' Shape and statistics, a hash and
+    digest each, in index order), any other layout (CSR, ...) as its dense
+    values."""
+    out = []
+    for t in ts:
+        if t.layout is torch.sparse_coo:
+            c = t.coalesce()
+            out += [c.values(), c.indices()]
+        elif t.layout is not torch.strided:
+            out.append(t.to_dense())
+        else:
+            out.append(t)
+    return out
+
+
 def _tensors(x, out: list) -> list:
     """Every tensor of a module's output, in order (tuples, lists and
     dicts' values, nested), appended to ``out``."""
@@ -272,9 +290,9 @@ class ModuleRecorder:
         ``Capture.record``'s: 0 a parameter (the optimizer's phase, by its
         place after backward), 1 a gradient, 2 a module's output (forward,
         said as such when it comes after backward: an eval forward)."""
-        t = t.detach()
-        primary = 0 if t.is_floating_point() and t.numel() > 0 else None
-        self.cap.record(fqn, role, phase, None, primary, [t], [], [], [])
+        ts = _strided([t.detach()])
+        primary = 0 if ts and ts[0].is_floating_point() and ts[0].numel() > 0 else None
+        self.cap.record(fqn, role, phase, None, primary, ts, [], [], [])
 
     def _record_output(self, fqn, ts: list) -> None:
         """Records a module's output, every tensor of it (``ts``): one
@@ -282,7 +300,7 @@ class ModuleRecorder:
         the first floating-point one. An output made while backward runs
         (activation checkpointing's recomputation of the module's forward)
         is in the backward phase, as the per-op level records its ops."""
-        ts = [t.detach() for t in ts]
+        ts = _strided([t.detach() for t in ts])
         primary = next((i for i, t in enumerate(ts) if t.is_floating_point() and t.numel() > 0), None)
         phase = 1 if torch._C._current_autograd_node() is not None else 2
         self.cap.record(fqn, "output", phase, None, primary, ts, [], [], [])

@@ -394,3 +394,114 @@ prof.close()
     _, bl = blocks(tmp_path / "c" / "step_1" / "rank_0_activations.log")
     mms = [k for k, _ in bl if split_key(k)[2] in ("mm", "addmm", "bmm")]
     assert mms and all(k.startswith("<none>/") for k in mms), mms
+
+
+def test_a_weight_poked_through_a_view_under_no_grad_does_not_stop_training(actdiff_bin, tmp_path):
+    """``with torch.no_grad(): w[0, 0] += x`` (a common way to poke one
+    weight) made the per-op capture raise from inside the agent: reading
+    ``grad_fn`` of a view made under ``no_grad`` whose base was changed in
+    place raises in grad mode, and the training loop died with a
+    RuntimeError that read as PyTorch blaming the user's code. Each idiom
+    now trains, and the poke is recorded."""
+    torch.set_num_threads(1)
+    pokes = {
+        "element": lambda m: m.weight[0, 0].add_(1e-2),
+        "element_iadd": lambda m: m.weight.__getitem__((0, 0)).__iadd__(1e-2),
+        "column": lambda m: m.weight[:, 0].mul_(0.5),
+        "bias": lambda m: m.bias[3].sub_(0.1),
+    }
+    for name, poke in pokes.items():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 8)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        prof = actdiff_capture.Profiler(model, str(tmp_path / name), capture_steps=range(1, 3), min_numel=0)
+        for _ in range(2):
+            with torch.no_grad():
+                w = model.weight[0, 0]
+                w += 1e-2  # the view's base changed in place under no_grad
+                poke(model)
+            model(torch.randn(2, 8)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+        for step in (1, 2):
+            log = tmp_path / name / f"step_{step}" / "rank_0_activations.log"
+            ops = [split_key(k)[2] for k, _ in blocks(log)[1]]
+            assert "add_" in ops and "addmm" in ops, (name, ops)
+
+
+def _lstm_run(dump):
+    torch.manual_seed(0)
+    rnn = torch.nn.LSTM(8, 16, num_layers=2, batch_first=True)
+    head = torch.nn.Linear(16, 4)
+    model = torch.nn.ModuleDict({"rnn": rnn, "head": head})
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(1)
+    prof = actdiff_capture.Profiler(model, str(dump), capture_steps=range(1, 3), min_numel=0, **FULL)
+    for _ in range(2):
+        x = torch.randn(4, 6, 8, generator=g)
+        o, _ = rnn(x)
+        head(o[:, -1]).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+        prof.step()
+
+
+def test_two_captures_of_an_lstm_run_are_bitwise_equal(actdiff_bin, tmp_path):
+    """oneDNN's LSTM (``mkldnn_rnn_layer``) returns its workspace as a
+    fourth result, scratch memory with no defined values: two captures of
+    the same seeded run differed there, and the compare named an 'origin'
+    at the LSTM on every step (a baseline check raised ``Diverged`` on an
+    identical run). Scratch results are no longer hashed, as outputs nor
+    as the backward's inputs."""
+    torch.set_num_threads(1)
+    _lstm_run(tmp_path / "a")
+    _lstm_run(tmp_path / "b")
+    log = tmp_path / "a" / "step_1" / "rank_0_activations.log"
+    layers = by_op(log, "mkldnn_rnn_layer")
+    assert len(layers) == 2, [k for k, _ in blocks(log)[1]]
+    for key, fields in layers:
+        assert len(fields["Output hash"].split(",")) == 3, (key, fields)  # output, h, c
+    for key, fields in by_op(log, "mkldnn_rnn_layer_backward"):
+        assert n_inputs(fields) == 11, (key, fields)  # 12 arguments, the workspace not hashed
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "r"), "--bitwise"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_batch_norm_momentum_change_is_an_origin_at_the_batch_norm(actdiff_bin, tmp_path):
+    """``native_batch_norm`` updates its running statistics without its
+    schema marking them written, so they were hashed after the op: the
+    log recorded the updated statistics as its inputs, and a changed
+    momentum was named 'a differing input' (an entry), sending the user
+    to look at the data. Its inputs are now hashed before it runs (the
+    statistics read are the ones before the update, equal in both runs),
+    the updated statistics are recorded as two more outputs, and the
+    batch norm is the origin."""
+    torch.set_num_threads(1)
+
+    def run(dump, momentum):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32, momentum=momentum))
+        x = torch.randn(8, 16, generator=torch.Generator().manual_seed(1))
+        with actdiff_capture.Profiler(model, str(dump), capture_step=1, min_numel=0, **FULL) as prof:
+            model(x).square().mean().backward()
+            prof.step()
+        return dump / "rank_0_activations.log"
+
+    a = run(tmp_path / "a", 0.1)
+    b = run(tmp_path / "b", 0.3)
+    (key, fields), = by_op(a, "native_batch_norm")
+    # Inputs: x, weight, bias, running_mean (zeros), running_var (ones).
+    hashes = [float(v) for v in fields["Input hashes"].split(",")]
+    assert hashes[3:] == [0.0, 32.0], (key, fields)
+    # Outputs: the result, save_mean, save_invstd, then the updated
+    # running_mean and running_var.
+    assert len(fields["Output hash"].split(",")) == 5, (key, fields)
+    r, rows = compare(actdiff_bin, a, b, tmp_path / "ab")
+    assert r.returncode == 1, r.stdout + r.stderr
+    first = next(x for x in rows if x["status"] == "diff")
+    assert first["key1"] == key and "origin" in first["notes"], first

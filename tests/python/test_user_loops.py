@@ -391,3 +391,48 @@ def test_batchnorm_statistics_updated_twice_by_checkpointing_are_found_at_module
     first = step_result(s, 1)
     assert "diverges first at `norms.0/op_5_running_mean`" in first["headline"], first
     assert first["loss1"] == first["loss2"], first
+
+
+def test_sparse_gradients_are_recorded_at_module_level(actdiff_bin, tmp_path):
+    """``nn.Embedding(sparse=True)`` gives a sparse gradient, and the module
+    level's ``prof.step()`` raised from libtorch ('Could not run aten::min
+    ... SparseCPU'), losing the steps' logs. A sparse gradient is now
+    recorded as its coalesced values and indices: identical runs agree
+    bitwise, and a token changed at step 2 is found at step 2."""
+    torch.set_num_threads(1)
+
+    class Bag(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.emb = torch.nn.Embedding(50, 16, sparse=True)
+            self.fc = torch.nn.Linear(16, 4)
+
+        def forward(self, t):
+            return self.fc(self.emb(t).mean(1))
+
+    def run(dump, perturb_at=None):
+        model = Bag()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        prof = actdiff_capture.Profiler(model, str(dump), capture_steps=range(1, 4), level="modules", precision="full")
+        for step in range(1, 4):
+            t = torch.randint(0, 50, (4, 8), generator=g)
+            if step == perturb_at:
+                t[0, 0] = (t[0, 0] + 1) % 50
+            F.cross_entropy(model(t), torch.zeros(4, dtype=torch.long)).backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+
+    run(tmp_path / "a")
+    run(tmp_path / "b")
+    run(tmp_path / "c", perturb_at=2)
+    _, bs = blocks(tmp_path / "a" / "step_1" / "rank_0_activations.log")
+    (fields,) = [f for k, f in bs if k == "emb/op_1_weight_grad"]
+    assert len(fields["Output hash"].split(",")) == 2, fields  # values, indices
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab", "--bitwise")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "ac", "--bitwise")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert s["first_diverging_step"] == 2, s["first_diverging_step"]
