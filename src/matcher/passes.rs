@@ -8,7 +8,7 @@
 //!
 //! Beyond the reference: the exact, fuzzy and stats passes respect the
 //! phase where both logs record one ([`PhaseRule`]: a forward row never
-//! pairs with a backward row of the same key), and with the Shape
+//! pairs with a backward or optimizer row of the same key), and with the Shape
 //! tie-break [`release_drifted_pairs`] leaves exact pairs made by
 //! op-counter drift to the fuzzy pass. Neither changes a golden row.
 
@@ -22,8 +22,11 @@ use crate::parser::key::KeyIndex;
 use crate::parser::{Field, OpTable};
 
 /// Which phase a row pairs in (actdiff's rule on top of
-/// `shared/spec/matching.md`): the exact, fuzzy and stats passes never pair
-/// a backward row (`Phase: backward`) with a row that is not backward. The
+/// `shared/spec/matching.md`): the exact, fuzzy and stats passes pair rows
+/// of one phase ([`OpTable::phase_kind`]): never a backward row (`Phase:
+/// backward`) with one that is not, nor a forward row with an optimizer
+/// one (a root-scope `add_` added before the forward, whose fuzzy key is
+/// the optimizer's step counter's, took that counter's place). The
 /// rule is in force only where both logs record phases (a `Phase:` line in
 /// at least one block of each): a log without any says nothing about its
 /// rows' phases. A block cut short by the end of its file may have lost its
@@ -43,20 +46,24 @@ impl<'a> PhaseRule<'a> {
         }
     }
 
-    /// Side `s`'s (0: run 1, 1: run 2) row `r`: whether it is backward, or
-    /// `None` when its phase is unknown (the rule is not in force, or the
-    /// block is truncated).
+    /// Side `s`'s (0: run 1, 1: run 2) row `r`: its phase (0 forward, 1
+    /// backward, 2 optimizer: [`OpTable::phase_kind`]), or `None` when it
+    /// is unknown (the rule is not in force, or the block is truncated).
     #[inline]
-    pub(super) fn backward(&self, s: usize, r: usize) -> Option<bool> {
+    pub(super) fn phase(&self, s: usize, r: usize) -> Option<u8> {
         let t = self.tables?[s];
-        (!t.is_truncated(r)).then(|| t.is_backward(r))
+        (!t.is_truncated(r)).then(|| match t.phase_kind(r) {
+            crate::logformat::Phase::Forward => 0,
+            crate::logformat::Phase::Backward => 1,
+            crate::logformat::Phase::Optimizer => 2,
+        })
     }
 
     /// Whether run 1's row `r1` and run 2's row `r2` may pair: same phase,
     /// or a phase unknown.
     #[inline]
     pub(super) fn allows(&self, r1: usize, r2: usize) -> bool {
-        match (self.backward(0, r1), self.backward(1, r2)) {
+        match (self.phase(0, r1), self.phase(1, r2)) {
             (Some(a), Some(b)) => a == b,
             _ => true,
         }
@@ -155,10 +162,10 @@ impl Pairing {
             return self.pass(strategy, key1, key2);
         }
         let (n1, n2) = (self.pair1.len(), self.pair2.len());
-        // head[key][backward] = first unclaimed side-2 row of that key and
+        // head[key][phase] = first unclaimed side-2 row of that key and
         // phase; next[row] = the following one; wild[key] = the unclaimed
         // rows of unknown phase in reverse file order (the first one last).
-        let mut head: AHashMap<K, [u32; 2]> = AHashMap::new();
+        let mut head: AHashMap<K, [u32; 3]> = AHashMap::new();
         let mut wild: AHashMap<K, Vec<u32>> = AHashMap::new();
         let mut next: Vec<u32> = vec![NO_ROW; n2];
         for r2 in (0..n2).rev() {
@@ -166,9 +173,9 @@ impl Pairing {
                 continue;
             }
             let Some(k) = key2(r2) else { continue };
-            match phase.backward(1, r2) {
+            match phase.phase(1, r2) {
                 Some(b) => {
-                    let h = head.entry(k).or_insert([NO_ROW; 2]);
+                    let h = head.entry(k).or_insert([NO_ROW; 3]);
                     next[r2] = h[usize::from(b)];
                     h[usize::from(b)] = r2 as u32;
                 }
@@ -181,12 +188,12 @@ impl Pairing {
                 continue;
             }
             let Some(k) = key1(r1) else { continue };
-            let b1 = phase.backward(0, r1);
+            let b1 = phase.phase(0, r1);
             // The first candidate in side-2 file order: a chain's head
             // (`Some(phase)`) or a row of unknown phase (`None`).
             let mut best: (u32, Option<usize>) = (NO_ROW, None);
             if let Some(h) = head.get(&k) {
-                for b in [false, true] {
+                for b in [0u8, 1, 2] {
                     if b1.is_none_or(|x| x == b) && h[usize::from(b)] < best.0 {
                         best = (h[usize::from(b)], Some(usize::from(b)));
                     }
@@ -531,11 +538,11 @@ pub(super) fn release_drifted_pairs<'t>(
             .filter(|r| ops.contains(&t.op_type(*r)))
             .filter_map(|r| {
                 let k = *wanted.get(&fuzzy(t, r, layer_offset[s]))?;
-                Some((k, phase.backward(s, r), t.field(r, Field::Shape)))
+                Some((k, phase.phase(s, r), t.field(r, Field::Shape)))
             })
-            .collect::<Vec<(u32, Option<bool>, &[u8])>>()
+            .collect::<Vec<(u32, Option<u8>, &[u8])>>()
             .into_iter()
-            .collect::<AHashSet<(u32, Option<bool>, &[u8])>>()
+            .collect::<AHashSet<(u32, Option<u8>, &[u8])>>()
     };
     let ops1 = odd.iter().map(|&(r1, _)| t1.op_type(r1)).collect();
     let ops2 = odd.iter().map(|&(_, r2)| t2.op_type(r2)).collect();
@@ -545,7 +552,7 @@ pub(super) fn release_drifted_pairs<'t>(
         let Some(&k) = wanted.get(&fuzzy(t1, r1, layer_offset[0])) else {
             continue;
         };
-        let b = phase.backward(0, r1);
+        let b = phase.phase(0, r1);
         let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
         // Whether run 1's row has a candidate of its Shape in run 2, and
         // run 2's row one in run 1; a row the other run's compiler may

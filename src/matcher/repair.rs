@@ -63,12 +63,12 @@ pub(super) struct Repaired {
 }
 
 /// The group of a pair: fuzzy key, phase (`None`: unknown) and Shape text.
-type GroupKey<'t> = (Vec<u8>, Option<bool>, &'t [u8]);
+type GroupKey<'t> = (Vec<u8>, Option<u8>, &'t [u8]);
 
 /// The class of a run-1 row: its fuzzy key's hash
 /// ([`keys::fuzzy_key_hash`]), phase and Shape text. A group lies within
 /// the class of its run-1 rows.
-type Class<'t> = (u64, Option<bool>, &'t [u8]);
+type Class<'t> = (u64, Option<u8>, &'t [u8]);
 
 /// Re-pairs the groups of `rows` (judged from `p` by `judge`) that hold a
 /// `diff` pair, as the module documentation says, and updates `p` and the
@@ -101,8 +101,8 @@ pub(super) fn repair_swapped_pairs<'t>(
     let phase = PhaseRule::of(t1, t2);
     let group_of = |r1: usize, r2: usize| -> Option<GroupKey<'t>> {
         let shape = t1.field(r1, Field::Shape);
-        let b = phase.backward(0, r1);
-        if shape != t2.field(r2, Field::Shape) || b != phase.backward(1, r2) {
+        let b = phase.phase(0, r1);
+        if shape != t2.field(r2, Field::Shape) || b != phase.phase(1, r2) {
             return None;
         }
         let fuzzy = |t: &OpTable, r: usize, off: i64| {
@@ -134,7 +134,7 @@ pub(super) fn repair_swapped_pairs<'t>(
     let class = |r1: usize| {
         let key = keys::with_layer_offset(t1.key(r1), layer_offset[0], t1.layer_lists());
         let shape = t1.field(r1, Field::Shape);
-        (keys::fuzzy_key_hash(&key), phase.backward(0, r1), shape)
+        (keys::fuzzy_key_hash(&key), phase.phase(0, r1), shape)
     };
     let mut classes: AHashMap<Class<'t>, u32> = AHashMap::new();
     for &(r1, _) in &differing {

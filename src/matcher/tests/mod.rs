@@ -529,6 +529,61 @@ fn a_forward_row_and_a_backward_row_of_one_key_never_pair() {
     assert_eq!((m.counts().only1, m.counts().only2), (1, 1));
 }
 
+/// Run 2 adds one root-scope `add_` before the forward (a logging
+/// counter): every later root-scope op's counter shifts, and the fuzzy
+/// pass gave run 1's optimizer `add_` (AdamW's step counter) the new
+/// forward `add_`, naming an origin in an optimizer that is bitwise equal
+/// (new-user trial 6, F4). Forward and optimizer rows no longer pair: the
+/// optimizer's `add_`s pair with each other and the new op is run 2's
+/// only.
+#[test]
+fn a_forward_row_and_an_optimizer_row_never_pair() {
+    let fwd = "Shape: torch.Size([4])\nOutput hash: 1.0";
+    let bwd = "Shape: torch.Size([4])\nOutput hash: 2.0\nPhase: backward";
+    let step = |v: &str| format!("Shape: torch.Size([])\nOutput hash: {v}");
+    let (s1, s2) = (step("1.0"), step("2.0"));
+    let a = log(&[
+        ("m/op_0_mm", fwd),
+        ("m/op_1_mm", bwd),
+        ("<none>/op_0_add_", &s1),
+        ("<none>/op_1_add_", &s2),
+    ]);
+    let b = log(&[
+        (
+            "<none>/op_0_add_",
+            "Shape: torch.Size([])\nOutput hash: 32.0",
+        ),
+        ("m/op_0_mm", fwd),
+        ("m/op_1_mm", bwd),
+        ("<none>/op_1_add_", &s1),
+        ("<none>/op_2_add_", &s2),
+    ]);
+    assert_eq!(a.phase_kind(2), crate::logformat::Phase::Optimizer);
+    assert_eq!(b.phase_kind(0), crate::logformat::Phase::Forward);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let s = summary(&m, &a, &b);
+    assert_eq!(
+        s[2..],
+        [
+            (
+                "<none>/op_0_add_".into(),
+                "<none>/op_1_add_".into(),
+                "match",
+                Some("fuzzy")
+            ),
+            (
+                "<none>/op_1_add_".into(),
+                "<none>/op_2_add_".into(),
+                "match",
+                Some("fuzzy")
+            ),
+            ("".into(), "<none>/op_0_add_".into(), "only2", None),
+        ],
+        "{s:?}"
+    );
+    assert_eq!(m.counts().diff, 0);
+}
+
 #[test]
 fn rows_pair_as_the_reference_where_a_log_records_no_phase() {
     // Run 2 has no Phase line at all: its rows' phases are unknown, so the
