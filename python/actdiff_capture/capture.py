@@ -106,7 +106,7 @@ COMPILED_BEFORE = (
 
 #: The warning of per-op options given to a module-level profiler.
 OPS_ONLY_OPTIONS = (
-    "actdiff_capture: {names} apply to level='ops' only: level='modules' records every module's "
+    "actdiff_capture: {names} {verb} to level='ops' only: level='modules' records every module's "
     "output, every gradient and every parameter, whatever their size or name"
 )
 
@@ -899,7 +899,7 @@ class Profiler:
             if given
         ]
         if level == "modules" and ignored:
-            warnings.warn(OPS_ONLY_OPTIONS.format(names=", ".join(ignored)), stacklevel=3)
+            warnings.warn(OPS_ONLY_OPTIONS.format(names=", ".join(ignored), verb="applies" if len(ignored) == 1 else "apply"), stacklevel=3)
         if on_divergence not in _baseline.ON_DIVERGENCE:
             raise ValueError(f"on_divergence must be one of {_baseline.ON_DIVERGENCE}, got {on_divergence!r}")
         if baseline is not None and not os.path.isdir(baseline):

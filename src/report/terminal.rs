@@ -42,7 +42,17 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
 /// its change arrives through.
 fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
     let rc = &r.root_causes;
-    if let Some(f) = &rc.first_cause {
+    if let (Some(f), crate::logformat::CaptureLevel::Modules) = (&rc.first_cause, r.run1.level) {
+        // A module-level log records no inputs: no record traces back to
+        // another, so counting causes would count the differing records.
+        let _ = writeln!(
+            out,
+            "{rank}: first differing record: {} (log line {}), 1 of {} gating records; re-capture this step at level=\"ops\" to find the op and its cause",
+            f.subject((&s.name1, &s.name2)),
+            f.row.line1.or(f.row.line2).unwrap_or(0),
+            r.counts.gating,
+        );
+    } else if let Some(f) = &rc.first_cause {
         let more = rc.cause_count.saturating_sub(1);
         let _ = writeln!(
             out,

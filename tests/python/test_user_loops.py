@@ -316,6 +316,8 @@ def test_per_op_options_at_module_level_are_warned_about(tmp_path):
     module-level profiler ignored them without a word."""
     with pytest.warns(UserWarning, match="min_numel, op_filter apply to level='ops' only"):
         actdiff_capture.Profiler(Small(), tmp_path, capture_steps=[2], level="modules", min_numel=5000, op_filter={"mm"})
+    with pytest.warns(UserWarning, match="min_numel applies to level='ops' only"):
+        actdiff_capture.Profiler(Small(), tmp_path, capture_steps=[2], level="modules", min_numel=5000)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         actdiff_capture.Profiler(Small(), tmp_path, capture_steps=[2], level="modules")
@@ -436,3 +438,12 @@ def test_sparse_gradients_are_recorded_at_module_level(actdiff_bin, tmp_path):
     r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "ac", "--bitwise")
     assert r.returncode == 1, r.stdout + r.stderr
     assert s["first_diverging_step"] == 2, s["first_diverging_step"]
+    # One step's terminal: the first differing record, not a count of
+    # 'causes' (a module-level log records no inputs to trace).
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(tmp_path / "a" / "step_2"), str(tmp_path / "c" / "step_2"), "-o", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+    )
+    assert "rank 0: first differing record: emb/op_0_output" in r.stdout, r.stdout
+    assert "more cause" not in r.stdout and "trace back to it" not in r.stdout, r.stdout
