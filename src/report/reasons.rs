@@ -146,6 +146,30 @@ pub enum Reason {
         /// Its reasons.
         reasons: Vec<Reason>,
     },
+    /// A step series with digests: the first step whose paired rows are
+    /// not all bitwise identical, where it comes before the first
+    /// diverging step (or none diverges): within the tolerance it
+    /// agrees, bitwise it does not (shown, not gating).
+    NotBitwiseFrom {
+        /// The step.
+        step: u64,
+        /// Its paired rows with equal digests, over its ranks.
+        identical: u64,
+        /// Its paired rows with digests on both sides.
+        with_digests: u64,
+    },
+    /// A step series: the first step that agrees while the losses the
+    /// loop recorded (`prof.step(loss=...)`) differ beyond a relative
+    /// [`LOSS_RTOL`] (shown, not gating): the loss is made from values
+    /// the capture did not see.
+    LossesDiffer {
+        /// The step.
+        step: u64,
+        /// Run 1's loss.
+        loss1: f64,
+        /// Run 2's loss.
+        loss2: f64,
+    },
     /// A step series where nothing diverges (exit 0).
     NoDivergenceOverSteps {
         /// Steps compared.
@@ -156,6 +180,10 @@ pub enum Reason {
         not_selected: usize,
     },
 }
+
+/// The relative difference of two recorded losses beyond which
+/// [`Reason::LossesDiffer`] is said (float32 noise is about 1e-7).
+pub const LOSS_RTOL: f64 = 1e-6;
 
 /// `""` for one, `"s"` for more.
 fn plural(n: u64) -> &'static str {
@@ -495,6 +523,18 @@ impl fmt::Display for Reason {
             Reason::AtStep { step, reasons } => {
                 write!(f, "step {step}: {}", join(reasons, "; "))
             }
+            Reason::NotBitwiseFrom {
+                step,
+                identical,
+                with_digests,
+            } => write!(
+                f,
+                "step {step} is the first step not bitwise identical ({identical} of {with_digests} paired rows with digests); it agrees within the tolerance (--bitwise gates on it; shown, not gating)"
+            ),
+            Reason::LossesDiffer { step, loss1, loss2 } => write!(
+                f,
+                "the recorded losses differ at step {step} ({loss1} vs {loss2}) although every captured row of that step agrees: the loss is made from values the capture did not see (shown, not gating)"
+            ),
             Reason::NoDivergenceOverSteps {
                 steps,
                 matched,
@@ -682,6 +722,22 @@ mod tests {
                     reasons: vec![Reason::NoRankInBoth, Reason::NoDivergence { matched: 0 }],
                 },
                 "step 2: nothing compared: no rank is present in both runs; no divergence beyond tolerance: 0 rows match",
+            ),
+            (
+                Reason::NotBitwiseFrom {
+                    step: 1,
+                    identical: 10,
+                    with_digests: 12,
+                },
+                "step 1 is the first step not bitwise identical (10 of 12 paired rows with digests); it agrees within the tolerance (--bitwise gates on it; shown, not gating)",
+            ),
+            (
+                Reason::LossesDiffer {
+                    step: 4,
+                    loss1: 1.25,
+                    loss2: 2.25,
+                },
+                "the recorded losses differ at step 4 (1.25 vs 2.25) although every captured row of that step agrees: the loss is made from values the capture did not see (shown, not gating)",
             ),
             (
                 Reason::NoDivergenceOverSteps {

@@ -73,6 +73,11 @@ pub struct StepResult {
     pub loss2: Option<f64>,
     /// The step's reasons for its exit status (its verdict lines).
     pub verdict: Vec<Reason>,
+    /// Its paired rows with equal digests and with digests on both sides,
+    /// over its ranks (`[identical, with_digests]`); absent when no rank's
+    /// logs have digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bitwise: Option<[u64; 2]>,
     /// Ranks only run 1 has at this step (each gates).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks_only1: Vec<u32>,
@@ -102,6 +107,12 @@ impl StepResult {
             loss1: loss(|r| r.run1.loss),
             loss2: loss(|r| r.run2.loss),
             verdict: s.verdict.clone(),
+            bitwise: s
+                .ranks
+                .iter()
+                .filter_map(|r| r.bitwise)
+                .map(|b| [b.identical, b.with_digests])
+                .reduce(|a, b| [a[0] + b[0], a[1] + b[1]]),
             ranks_only1: s.ranks_only1.clone(),
             ranks_only2: s.ranks_only2.clone(),
         }
@@ -200,6 +211,8 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
         });
     lines.extend(bad);
     lines.extend(super::reasons::not_gating(&s.counts, &s.ranks));
+    lines.extend(not_bitwise_from(series));
+    lines.extend(losses_differ(series));
     if s.exit_status == exit_codes::OK {
         lines.push(Reason::NoDivergenceOverSteps {
             steps: series.steps.len(),
@@ -208,6 +221,37 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
         });
     }
     lines
+}
+
+/// The first step not bitwise identical ([`Reason::NotBitwiseFrom`]),
+/// when it comes before the first diverging step, or no step diverges.
+fn not_bitwise_from(series: &StepSeries) -> Option<Reason> {
+    let r = series
+        .step_results
+        .iter()
+        .find(|r| r.bitwise.is_some_and(|[same, all]| same < all))?;
+    let [identical, with_digests] = r.bitwise?;
+    (r.exit_status == exit_codes::OK && series.first_diverging_step.is_none_or(|f| r.step < f))
+        .then_some(Reason::NotBitwiseFrom {
+            step: r.step,
+            identical,
+            with_digests,
+        })
+}
+
+/// The first step that agrees while its recorded losses differ beyond
+/// [`super::reasons::LOSS_RTOL`] ([`Reason::LossesDiffer`]).
+fn losses_differ(series: &StepSeries) -> Option<Reason> {
+    series.step_results.iter().find_map(|r| {
+        let (a, b) = (r.loss1?, r.loss2?);
+        let rel = (a - b).abs() / a.abs().max(b.abs()).max(1e-30);
+        let differ = rel > super::reasons::LOSS_RTOL || a.is_nan() != b.is_nan();
+        (r.exit_status == exit_codes::OK && differ).then_some(Reason::LossesDiffer {
+            step: r.step,
+            loss1: a,
+            loss2: b,
+        })
+    })
 }
 
 /// Up to this many ranks with a first diverging step, the verdict names
@@ -410,6 +454,7 @@ mod tests {
             loss1: Some(step as f64),
             loss2: Some(step as f64 + 0.5),
             verdict: vec![],
+            bitwise: None,
             ranks_only1: vec![],
             ranks_only2: vec![],
         }
@@ -466,6 +511,49 @@ mod tests {
             .starts_with("the runs agree at steps 1, 3-4; step 5 diverges first"));
         s.first_diverging_step = None;
         assert_eq!(first_step_sentence(&s), None);
+    }
+
+    /// A step that agrees within the tolerance but not bitwise is named
+    /// when it comes before the first diverging step; a step that agrees
+    /// while its recorded losses differ is named (trial 6: a loss that
+    /// parted from step 4 with every row agreeing gave no word).
+    #[test]
+    fn a_step_not_bitwise_and_losses_that_differ_are_said() {
+        let mut s = StepSeries {
+            steps: vec![1, 2, 3],
+            first_diverging_step: Some(3),
+            step_results: (1..=3)
+                .map(|i| result(i, if i == 3 { 1 } else { 0 }, None))
+                .collect(),
+            ..StepSeries::default()
+        };
+        for r in &mut s.step_results {
+            r.loss2 = r.loss1;
+            r.bitwise = Some([12, 12]);
+        }
+        assert_eq!(not_bitwise_from(&s), None);
+        assert_eq!(losses_differ(&s), None);
+        s.step_results[2].bitwise = Some([3, 12]);
+        assert_eq!(not_bitwise_from(&s), None, "the diverging step itself");
+        s.step_results[1].bitwise = Some([10, 12]);
+        assert!(matches!(
+            not_bitwise_from(&s),
+            Some(Reason::NotBitwiseFrom {
+                step: 2,
+                identical: 10,
+                with_digests: 12
+            })
+        ));
+        // Losses: float32 noise is not said; a difference at a diverging
+        // step is explained by it.
+        s.step_results[0].loss2 = Some(1.0 + 1e-8);
+        s.step_results[2].loss2 = Some(9.0);
+        assert_eq!(losses_differ(&s), None);
+        s.step_results[1].loss2 = Some(3.0);
+        assert!(matches!(
+            losses_differ(&s),
+            Some(Reason::LossesDiffer { step: 2, loss1, loss2 }) if loss1 == 2.0 && loss2 == 3.0
+        ));
     }
 
     #[test]
