@@ -284,6 +284,10 @@ pub struct RankSummary {
     pub root_causes: CausesSummary,
     /// Paired rows whose Shape dims differ, and their most common pattern.
     pub shape_mismatches: Option<ShapeMismatches>,
+    /// Paired rows whose dtype differs, and the most common change
+    /// (absent when none does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype_changes: Option<DtypeChanges>,
     /// The HTML pages of this rank.
     pub pages: Vec<PageRef>,
     /// Result rows the pages hold.
@@ -355,30 +359,83 @@ pub struct ShapeMismatches {
     pub common_count: u64,
 }
 
+/// How the Shape lines of each paired row whose Shape texts differ
+/// differ, as `how` words them (`None`: not in that way), and the most
+/// common wording: (rows, that wording, its rows); `None` when no row does.
+fn shape_differences(
+    rc: &RankComparison<'_>,
+    how: impl Fn(&[u8], &[u8]) -> Option<String>,
+) -> Option<(u64, String, u64)> {
+    // The matcher flagged the pairs whose Shape texts differ.
+    let diffs: Vec<String> = rc
+        .matches
+        .rows
+        .iter()
+        .filter(|r| r.has(crate::matcher::ROW_SHAPE_TEXT_DIFF))
+        .filter_map(|r| {
+            let (a, b) = (r.r1()?, r.r2()?);
+            let (s1, s2) = (rc.t1.field(a, Field::Shape), rc.t2.field(b, Field::Shape));
+            (s1 != s2).then(|| how(s1, s2)).flatten()
+        })
+        .collect();
+    let count = diffs.len() as u64;
+    let mut by: std::collections::BTreeMap<String, u64> = Default::default();
+    for d in diffs {
+        *by.entry(d).or_insert(0) += 1;
+    }
+    let (common, common_count) = by
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
+    Some((count, common, common_count))
+}
+
+/// Paired rows whose dtype differs ("dtype changed in 57 paired rows:
+/// bfloat16 → float32"): autocast on in one run only, a lower-precision
+/// kernel. Said beside the cause, which an input's dtype change makes an
+/// entry.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DtypeChanges {
+    /// Paired rows whose dtypes differ.
+    pub count: u64,
+    /// The most common change (`bfloat16 → float32`).
+    pub common: String,
+    /// Rows with it.
+    pub common_count: u64,
+}
+
+impl DtypeChanges {
+    fn build(rc: &RankComparison<'_>) -> Option<DtypeChanges> {
+        use crate::matcher::policy::dtype_of;
+        let (count, common, common_count) = shape_differences(rc, |s1, s2| {
+            let (d1, d2) = (dtype_of(s1), dtype_of(s2));
+            (d1 != d2).then(|| format!("{d1} → {d2}"))
+        })?;
+        Some(DtypeChanges {
+            count,
+            common,
+            common_count,
+        })
+    }
+    /// `dtype changed in 57 paired rows: bfloat16 → float32`, or `…, 50 of
+    /// them bfloat16 → float32` when they differ.
+    pub fn describe(&self) -> String {
+        let rows = format!(
+            "dtype changed in {} paired row{}",
+            self.count,
+            if self.count == 1 { "" } else { "s" }
+        );
+        if self.common_count == self.count {
+            format!("{rows}: {}", self.common)
+        } else {
+            format!("{rows}, {} of them {}", self.common_count, self.common)
+        }
+    }
+}
+
 impl ShapeMismatches {
     fn build(rc: &RankComparison<'_>) -> Option<ShapeMismatches> {
-        // The matcher flagged the pairs whose Shape texts differ.
-        let diffs: Vec<String> = rc
-            .matches
-            .rows
-            .iter()
-            .filter(|r| r.has(crate::matcher::ROW_SHAPE_TEXT_DIFF))
-            .filter_map(|r| {
-                let (a, b) = (r.r1()?, r.r2()?);
-                let (s1, s2) = (rc.t1.field(a, Field::Shape), rc.t2.field(b, Field::Shape));
-                (s1 != s2)
-                    .then(|| crate::matcher::notes::dims_difference(s1, s2))
-                    .flatten()
-            })
-            .collect();
-        let count = diffs.len() as u64;
-        let mut by: std::collections::BTreeMap<String, u64> = Default::default();
-        for d in diffs {
-            *by.entry(d).or_insert(0) += 1;
-        }
-        let (common, common_count) = by
-            .into_iter()
-            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))?;
+        let (count, common, common_count) =
+            shape_differences(rc, crate::matcher::notes::dims_difference)?;
         Some(ShapeMismatches {
             count,
             common,
@@ -643,6 +700,7 @@ impl RankSummary {
             unused_overrides: rc.matches.unused_overrides.clone(),
             root_causes: CausesSummary::build(rc, plan),
             shape_mismatches: ShapeMismatches::build(rc),
+            dtype_changes: DtypeChanges::build(rc),
             pages: Vec::new(),
             html_rows: plan.len(),
             html_filtered: plan.is_filtered(),

@@ -255,6 +255,9 @@ fn detail_lines(out: &mut String, s: &Summary, r: &RankSummary) {
     if let Some(m) = &r.shape_mismatches {
         let _ = writeln!(out, "  {}", m.describe());
     }
+    if let Some(d) = &r.dtype_changes {
+        let _ = writeln!(out, "  {}", d.describe());
+    }
     for (side, name) in [(&r.run1, &s.name1), (&r.run2, &s.name2)] {
         for i in &side.incomplete {
             let _ = writeln!(out, "  {name} ({}): {i}", side.path);

@@ -42,6 +42,13 @@ fn case21_dtype_change_and_shared_shape_offset() {
         rk["shape_mismatches"],
         serde_json::json!({"count": 3, "common": "dim0 6 vs 5", "common_count": 3})
     );
+    // The dtype change is summarised beside the shapes (an autocast run
+    // against an fp32 one said no word of dtype in the terminal).
+    r.stdout_has("dtype changed in 1 paired row: bfloat16 → float8_e4m3fn");
+    assert_eq!(
+        rk["dtype_changes"],
+        serde_json::json!({"count": 1, "common": "bfloat16 → float8_e4m3fn", "common_count": 1})
+    );
     assert_eq!(rk["run2"]["warnings"], serde_json::json!([]));
 }
 
