@@ -484,8 +484,11 @@ impl FuzzyKeys {
 /// have fused away ([`super::CompiledAway::Ops`]: an eager run against an
 /// inductor one) needs no candidate, as long as the other row has one
 /// (inductor fuses a weight gradient's `mm` with its accumulation `add`
-/// into an `addmm`, which shifts the module's later `mm` counters). A
-/// genuine Shape change has no such candidates and stays paired. Changes no golden row (no golden exact
+/// into an `addmm`, which shifts the module's later `mm` counters), nor
+/// does a row of the run with more rows of that fuzzy key and phase (an
+/// extra op: fc2's input-gradient `mm` in a run whose fc1 trains, against
+/// one whose fc1 is frozen). A genuine Shape change has no such
+/// candidates and stays paired. Changes no golden row (no golden exact
 /// pair has differing Shapes). Returns the number of pairs undone.
 pub(super) fn release_drifted_pairs<'t>(
     p: &mut Pairing,
@@ -532,7 +535,7 @@ pub(super) fn release_drifted_pairs<'t>(
     // a fuzzy key concerned. Only rows of the op types concerned are keyed.
     let shapes = |t: &'t OpTable, s: usize, ops: AHashSet<u32>| {
         let wanted = &wanted;
-        (0..t.len())
+        let rows = (0..t.len())
             .into_par_iter()
             .with_min_len(4096)
             .filter(|r| ops.contains(&t.op_type(*r)))
@@ -540,13 +543,18 @@ pub(super) fn release_drifted_pairs<'t>(
                 let k = *wanted.get(&fuzzy(t, r, layer_offset[s]))?;
                 Some((k, phase.phase(s, r), t.field(r, Field::Shape)))
             })
-            .collect::<Vec<(u32, Option<u8>, &[u8])>>()
-            .into_iter()
-            .collect::<AHashSet<(u32, Option<u8>, &[u8])>>()
+            .collect::<Vec<(u32, Option<u8>, &[u8])>>();
+        // The rows of each (fuzzy key, phase): which run has more.
+        let mut count: AHashMap<(u32, Option<u8>), u64> = AHashMap::new();
+        for &(k, b, _) in &rows {
+            *count.entry((k, b)).or_insert(0) += 1;
+        }
+        (rows.into_iter().collect::<AHashSet<_>>(), count)
     };
     let ops1 = odd.iter().map(|&(r1, _)| t1.op_type(r1)).collect();
     let ops2 = odd.iter().map(|&(_, r2)| t2.op_type(r2)).collect();
-    let (shapes1, shapes2) = rayon::join(|| shapes(t1, 0, ops1), || shapes(t2, 1, ops2));
+    let ((shapes1, count1), (shapes2, count2)) =
+        rayon::join(|| shapes(t1, 0, ops1), || shapes(t2, 1, ops2));
     let mut released = 0;
     for (r1, r2) in odd {
         let Some(&k) = wanted.get(&fuzzy(t1, r1, layer_offset[0])) else {
@@ -558,7 +566,18 @@ pub(super) fn release_drifted_pairs<'t>(
         // run 2's row one in run 1; a row the other run's compiler may
         // have fused away needs none (its op is gone from that run).
         let (c1, c2) = (shapes2.contains(&(k, b, s1)), shapes1.contains(&(k, b, s2)));
-        if (c1 || fused_away[0]) && (c2 || fused_away[1]) && (c1 || c2) {
+        // A row with no candidate of its Shape is an extra op of its run
+        // when that run has more rows of the key and phase (fc2's
+        // input-gradient `mm` of a run whose fc1 trains, against a run
+        // whose fc1 is frozen and computes none): the other row has a
+        // candidate, and pairs with it.
+        let (n1, n2) = (
+            count1.get(&(k, b)).copied().unwrap_or(0),
+            count2.get(&(k, b)).copied().unwrap_or(0),
+        );
+        let extra1 = c2 && n1 > n2;
+        let extra2 = c1 && n2 > n1;
+        if (c1 || fused_away[0] || extra1) && (c2 || fused_away[1] || extra2) && (c1 || c2) {
             p.pair1[r1] = NO_ROW;
             p.pair2[r2] = NO_ROW;
             p.strat1[r1] = Strategy::None;

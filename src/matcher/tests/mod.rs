@@ -588,9 +588,13 @@ fn a_forward_row_and_an_optimizer_row_never_pair() {
 fn rows_pair_as_the_reference_where_a_log_records_no_phase() {
     // Run 2 has no Phase line at all: its rows' phases are unknown, so the
     // exact pass pairs the equal keys as the reference does (a Shape diff).
+    // (With the Shape tie-break that pair is released: run 1 has more
+    // `qkv` mms, and run 2's has a candidate of its Shape there.)
     let (a, b) = eager_and_compiled(false);
     for offset in [[0, 0], [1, 1]] {
         let m = match_tables(&a, &b, &opts_with(true, offset));
+        assert_eq!(m.counts().diff, 0, "offset {offset:?}");
+        let m = match_tables(&a, &b, &opts_with(false, offset));
         let s = summary(&m, &a, &b);
         assert_eq!(
             s[0],
@@ -716,6 +720,57 @@ fn exact_pairs_made_by_counter_drift_are_left_to_the_fuzzy_pass() {
     let m = match_tables(&f, &g, &MatchOptions::default());
     assert_eq!(m.strategy_counts().exact, 2);
     assert_eq!(shape_diffs(&m), 1);
+}
+
+/// Run 1's fc1 is frozen: fc2's backward computes only its weight
+/// gradient (`fc2/op_1_mm`, [32, 64]). Run 2's fc1 trains: fc2's backward
+/// first computes its input gradient (`fc2/op_1_mm`, [24, 64]), then the
+/// weight gradient (`fc2/op_2_mm`). The exact pass paired the two
+/// `op_1_mm`s ('a differing input' at two different matmuls); run 2's row
+/// has no candidate of its Shape in run 1, but run 2 has more rows of
+/// that key, so it is its extra op (new-user trial 6, F6).
+#[test]
+fn an_extra_op_of_one_run_releases_the_pair_its_counter_made() {
+    let mm = |shape: &str, h: &str| {
+        format!(
+            "Shape: torch.Size([{shape}]), Dtype: torch.float32\nOutput hash: {h}\nPhase: backward"
+        )
+    };
+    let fwd = "Shape: torch.Size([24, 32])\nOutput hash: 1.0";
+    let a = log(&[
+        ("fc2/op_0_addmm", fwd),
+        ("fc2/op_1_mm", &mm("32, 64", "5.0")),
+    ]);
+    let b = log(&[
+        ("fc2/op_0_addmm", fwd),
+        ("fc2/op_1_mm", &mm("24, 64", "7.0")),
+        ("fc2/op_2_mm", &mm("32, 64", "5.0")),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let s = summary(&m, &a, &b);
+    assert_eq!(
+        s[1],
+        (
+            "fc2/op_1_mm".into(),
+            "fc2/op_2_mm".into(),
+            "match",
+            Some("fuzzy")
+        ),
+        "{s:?}"
+    );
+    assert_eq!((m.counts().diff, m.counts().only2), (0, 1));
+    // Equal row counts: a genuine Shape change stays paired (the test
+    // above), also when only one side has a candidate.
+    let c = log(&[
+        ("fc2/op_1_mm", &mm("32, 64", "5.0")),
+        ("fc2/op_2_mm", &mm("24, 64", "7.0")),
+    ]);
+    let d = log(&[
+        ("fc2/op_1_mm", &mm("24, 64", "5.0")),
+        ("fc2/op_2_mm", &mm("24, 64", "7.0")),
+    ]);
+    let m = match_tables(&c, &d, &MatchOptions::default());
+    assert_eq!(m.strategy_counts().exact, 2);
 }
 
 #[test]
