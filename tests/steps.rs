@@ -346,6 +346,16 @@ fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
     let s = summary(&out);
     assert_eq!(s["steps_only1"], serde_json::json!([3]));
     assert_eq!(s["first_diverging_step"], Value::Null, "steps 1-2 agree");
+    // The index's strip has a grey column for it (a run its baseline
+    // check stopped early lost its later steps from the strip), with no
+    // link to a report it does not have; 2 steps compared.
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        index.contains(r#"<th class=none title="only in a: not compared">3</th>"#),
+        "{index}"
+    );
+    assert!(!index.contains("step_3/index.html"), "{index}");
+    assert!(index.contains("<span class=mut>· 2 steps compared</span>"));
     // A step folder without a log (scheduled, never reached) is no step:
     // a warning, not a one-sided step.
     std::fs::create_dir_all(b.join("step_3")).unwrap();

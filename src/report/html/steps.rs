@@ -63,6 +63,9 @@ const INDEX_WARNINGS: usize = 50;
 struct StepHead {
     step: u64,
     first: bool,
+    /// For a step one run only has: `only in <run>` (its column is grey,
+    /// not compared); "" for a compared step.
+    only: String,
 }
 
 #[derive(Serialize)]
@@ -83,6 +86,7 @@ struct Cell {
     /// A diverging cell's background (numbers only), "" otherwise.
     style: String,
     title: String,
+    /// The step's report ("" for a step one run only has: none).
     link: String,
 }
 
@@ -139,8 +143,12 @@ fn step_link(step: u64) -> String {
     format!("{}{step}/{}", files::STEP_DIR_PREFIX, files::INDEX)
 }
 
-/// One rank's cell at one step.
-fn rank_cell(step: u64, r: Option<&RankSummary>) -> Cell {
+/// One rank's cell at one step (`only`: the step is one run's only, in
+/// these words; not compared and no report).
+fn rank_cell(step: u64, r: Option<&RankSummary>, only: Option<&str>) -> Cell {
+    if let Some(words) = only {
+        return one_sided_cell(step, words);
+    }
     let state = State::of(r);
     Cell {
         step,
@@ -154,10 +162,26 @@ fn rank_cell(step: u64, r: Option<&RankSummary>) -> Cell {
     }
 }
 
+/// The cell of a step one run only has (`words`: `only in A`): grey, not
+/// compared, no report to link.
+fn one_sided_cell(step: u64, words: &str) -> Cell {
+    Cell {
+        step,
+        class: State::None.class(),
+        style: String::new(),
+        title: format!("{words}: not compared"),
+        link: String::new(),
+    }
+}
+
 /// A block's cell at one step (`cells`: its ranks' summaries there): the
 /// worst of its ranks' cells, a gating one shaded by the largest
-/// difference of any of them, and how many ranks are in each state.
-fn block_cell(step: u64, cells: &[Option<&RankSummary>]) -> Cell {
+/// difference of any of them, and how many ranks are in each state
+/// (`only`: the step is one run's only, in these words).
+fn block_cell(step: u64, cells: &[Option<&RankSummary>], only: Option<&str>) -> Cell {
+    if let Some(words) = only {
+        return one_sided_cell(step, words);
+    }
     let mut n = [0usize; 4];
     let mut worst = State::None;
     let mut largest: Option<f64> = None;
@@ -266,6 +290,21 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
     let mut ranks: Vec<u32> = s.ranks.iter().map(|r| r.rank).collect();
     ranks.sort_unstable();
     ranks.dedup();
+    // The strip's columns: the compared steps and the steps one run only
+    // has (grey: a run stopped early by its baseline check has fewer).
+    let mut only: HashMap<u64, String> = HashMap::new();
+    for (steps, name) in [
+        (&series.steps_only1, &s.name1),
+        (&series.steps_only2, &s.name2),
+    ] {
+        for st in steps {
+            only.insert(*st, format!("only in {name}"));
+        }
+    }
+    let mut columns: Vec<u64> = series.steps.iter().chain(only.keys()).copied().collect();
+    columns.sort_unstable();
+    columns.dedup();
+    let only_at = |st: &u64| only.get(st).map(String::as_str);
     let at: HashMap<(u32, u64), &RankSummary> = s
         .ranks
         .iter()
@@ -275,8 +314,7 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
     let grid: Vec<Vec<Option<&RankSummary>>> = ranks
         .iter()
         .map(|rank| {
-            series
-                .steps
+            columns
                 .iter()
                 .map(|st| at.get(&(*rank, *st)).copied())
                 .collect()
@@ -289,11 +327,10 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
             .map(|(rank, cells)| StripRow {
                 label: rank.to_string(),
                 rank: *rank,
-                cells: series
-                    .steps
+                cells: columns
                     .iter()
                     .zip(cells)
-                    .map(|(st, r)| rank_cell(*st, *r))
+                    .map(|(st, r)| rank_cell(*st, *r, only_at(st)))
                     .collect(),
             })
             .collect();
@@ -306,14 +343,13 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
             .map(|(rs, cells)| StripRow {
                 label: format!("{}–{}", rs[0], rs[rs.len() - 1]),
                 rank: rs[0],
-                cells: series
-                    .steps
+                cells: columns
                     .iter()
                     .enumerate()
                     .map(|(k, st)| {
                         let column: Vec<Option<&RankSummary>> =
                             cells.iter().map(|c| c[k]).collect();
-                        block_cell(*st, &column)
+                        block_cell(*st, &column, only_at(st))
                     })
                     .collect(),
             })
@@ -331,12 +367,12 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
         name1: &s.name1,
         name2: &s.name2,
         verdict: &s.verdict,
-        steps: series
-            .steps
+        steps: columns
             .iter()
             .map(|st| StepHead {
                 step: *st,
                 first: Some(*st) == series.first_diverging_step,
+                only: only_at(st).unwrap_or_default().to_string(),
             })
             .collect(),
         rows,
