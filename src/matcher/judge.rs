@@ -11,7 +11,6 @@ use super::{
     ROW_BITWISE, ROW_DIGEST_ONLY, ROW_FUSED, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2,
     ROW_OUT_DIFF, ROW_SAME_TEXT, ROW_SHAPE_TEXT_DIFF, ROW_UNSYNCED,
 };
-use crate::logformat::Precision;
 use crate::parser::{Field, FieldSet, OpTable, Phase};
 
 /// How pairs and one-sided rows are judged: each row's settings
@@ -274,16 +273,8 @@ fn pair_status(
     }
     // With digests on both sides: identical digests are a bitwise match;
     // differing ones are a `diff` under `--bitwise`, and when every printed
-    // value agrees (only the digests can tell) in a log printed to fewer
-    // digits than float64 holds, whose print can hide a difference beyond
-    // the tolerance. At full precision (`Precision: full` in both logs)
-    // the printed values are the writer's float64 values: when all agree,
-    // what only the digests show is below any tolerance, and gating on it
-    // made rows 1e-17 apart gate while rows 1e-10 apart matched (new-user
-    // trial 6, loop against fused AdamW).
+    // value agrees (only the digests can tell).
     let mut agrees = v.agrees;
-    let printed_hides =
-        !(matches!(t1.precision(), Precision::Full) && matches!(t2.precision(), Precision::Full));
     if let Some(same) = compare::bitwise_identical(t1, r1, t2, r2) {
         if same {
             flags |= ROW_BITWISE;
@@ -294,7 +285,7 @@ fn pair_status(
         } else if rp.opts.is_bitwise() {
             agrees = false;
             flags |= ROW_OUT_DIFF;
-        } else if agrees && printed_hides && compare::printed_equal(t1, r1, t2, r2) {
+        } else if agrees && compare::printed_equal(t1, r1, t2, r2) {
             agrees = false;
             flags |= ROW_DIGEST_ONLY | ROW_OUT_DIFF;
         }
