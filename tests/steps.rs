@@ -331,6 +331,11 @@ fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
     series(d.path(), 3, 9);
     let (a, b) = (d.path().join("a"), d.path().join("b"));
     std::fs::remove_dir_all(b.join("step_3")).unwrap();
+    // Run a's step 3 recorded its loss (a header line after the count).
+    let log = a.join("step_3/rank_0_activations.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (count, rest) = text.split_once('\n').unwrap();
+    std::fs::write(&log, format!("{count}\nLoss: 2.5\n{rest}")).unwrap();
     let out = d.path().join("rep");
     let r = Run::of(
         support::actdiff()
@@ -356,6 +361,12 @@ fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
     );
     assert!(!index.contains("step_3/index.html"), "{index}");
     assert!(index.contains("<span class=mut>· 2 steps compared</span>"));
+    // Its loss is drawn, though the step is not compared.
+    assert_eq!(
+        s["one_sided_losses"],
+        serde_json::json!([{"step": 3, "loss1": 2.5, "loss2": null}])
+    );
+    assert!(index.contains("<svg class=loss"), "{index}");
     // A step folder without a log (scheduled, never reached) is no step:
     // a warning, not a one-sided step.
     std::fs::create_dir_all(b.join("step_3")).unwrap();

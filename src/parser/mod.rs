@@ -106,6 +106,25 @@ pub fn parse_path_progress(
     ))
 }
 
+/// The header of the log at `path` (plain text or gzip): its lines before
+/// the first block, read as the parse reads them (a line that does not
+/// read is skipped). Reads no block: for a log that is not compared (a
+/// step one run only has, whose `Loss:` the series' loss curve draws).
+///
+/// Errors: as [`parse_path`]'s.
+pub fn read_header(path: &Path) -> Result<crate::logformat::Header, ParseError> {
+    let source = LogSource::open(path)?;
+    let mut header = crate::logformat::Header::default();
+    for line in source.bytes().split(|b| *b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.first() == Some(&b'[') {
+            break;
+        }
+        let _ = header.read_line(line);
+    }
+    Ok(header)
+}
+
 /// Parses bytes held in memory (tests, fuzzing), serially.
 pub fn parse_bytes(bytes: Vec<u8>, path: impl Into<PathBuf>) -> OpTable {
     let source = Arc::new(LogSource::Owned(bytes));

@@ -36,6 +36,23 @@ pub struct StepSeries {
     pub first_diverging_step_by_rank: Vec<RankStep>,
     /// One entry per compared step: its report, counts and verdict.
     pub step_results: Vec<StepResult>,
+    /// The recorded losses of the steps one run only has (the loss curves
+    /// draw them: a run a baseline check stopped early against the whole
+    /// baseline); absent when none was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_sided_losses: Vec<StepLoss>,
+}
+
+/// The loss a run recorded at a step only it has (the lowest rank's
+/// `Loss:` header line).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct StepLoss {
+    /// The step.
+    pub step: u64,
+    /// Run 1's loss (`None`: run 1 lacks the step, or recorded none).
+    pub loss1: Option<f64>,
+    /// Run 2's loss.
+    pub loss2: Option<f64>,
 }
 
 /// A rank's first diverging step.

@@ -400,14 +400,29 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
 /// numbers, no text from the logs), the first diverging step marked;
 /// empty when no loss was recorded.
 pub fn loss_svg(series: &StepSeries) -> String {
-    let pts = |f: fn(&StepResult) -> Option<f64>| -> Vec<(u64, f64)> {
-        series
-            .step_results
+    // The compared steps' losses and those of the steps one run only has,
+    // in step order.
+    let all_losses = series
+        .step_results
+        .iter()
+        .map(|r| (r.step, (r.loss1, r.loss2)))
+        .chain(
+            series
+                .one_sided_losses
+                .iter()
+                .map(|l| (l.step, (l.loss1, l.loss2))),
+        )
+        .collect::<std::collections::BTreeMap<u64, (Option<f64>, Option<f64>)>>();
+    let pts = |second: bool| -> Vec<(u64, f64)> {
+        all_losses
             .iter()
-            .filter_map(|r| f(r).filter(|x| x.is_finite()).map(|x| (r.step, x)))
+            .filter_map(|(s, l)| {
+                let v = if second { l.1 } else { l.0 };
+                v.filter(|x| x.is_finite()).map(|x| (*s, x))
+            })
             .collect()
     };
-    let (l1, l2) = (pts(|r| r.loss1), pts(|r| r.loss2));
+    let (l1, l2) = (pts(false), pts(true));
     let all: Vec<&(u64, f64)> = l1.iter().chain(&l2).collect();
     if all.is_empty() {
         return String::new();

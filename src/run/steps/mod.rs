@@ -25,7 +25,7 @@ use crate::exit_codes;
 use crate::matcher::MatchTable;
 use crate::parser::OpTable;
 use crate::report::messages::Message;
-use crate::report::steps::{RankStep, StepResult, StepSeries};
+use crate::report::steps::{RankStep, StepLoss, StepResult, StepSeries};
 use crate::report::summary::FailedRank;
 use crate::report::summary::SCHEMA_VERSION;
 use crate::report::RankComparison;
@@ -388,12 +388,44 @@ fn absent_ranges(ranges: &[(u64, u64)], present: &BTreeSet<u64>) -> Vec<(u64, u6
     merged
 }
 
+/// The losses recorded at the steps one run only has (`only`: run 1's,
+/// run 2's; `s1`, `s2`: each run's step folders): the lowest rank's
+/// `Loss:` header line, read without parsing a block; steps without one
+/// are left out.
+fn one_sided_losses(
+    only: &(Vec<u64>, Vec<u64>),
+    s1: &BTreeMap<u64, PathBuf>,
+    s2: &BTreeMap<u64, PathBuf>,
+) -> Vec<StepLoss> {
+    let loss = |dir: &PathBuf| -> Option<f64> {
+        let input = super::RunInput::discover(dir).ok()?;
+        let (_, log) = input.ranks.first()?;
+        crate::parser::read_header(log).ok()?.loss
+    };
+    let mut out: Vec<StepLoss> = Vec::new();
+    for (steps, folders, first) in [(&only.0, s1, true), (&only.1, s2, false)] {
+        for step in steps {
+            if let Some(l) = folders.get(step).and_then(loss) {
+                out.push(StepLoss {
+                    step: *step,
+                    loss1: first.then_some(l),
+                    loss2: (!first).then_some(l),
+                });
+            }
+        }
+    }
+    out.sort_by_key(|l| l.step);
+    out
+}
+
 /// The steps of two step series that a compare pairs: the steps both runs
 /// have (and `--steps` includes), the steps one run lacks, the warnings
 /// about step folders without logs, and what to say if nothing pairs.
 struct StepPairs {
     both: Vec<(u64, PathBuf, PathBuf)>,
     only: (Vec<u64>, Vec<u64>),
+    /// The losses recorded at the steps of `only` ([`one_sided_losses`]).
+    only_losses: Vec<StepLoss>,
     /// Steps either run has that `--steps` leaves out.
     not_selected: Vec<u64>,
     warnings: Vec<Message>,
@@ -436,6 +468,7 @@ impl StepPairs {
                 .collect()
         };
         let only = (only(&s1, &s2), only(&s2, &s1));
+        let only_losses = one_sided_losses(&only, &s1, &s2);
         let both = s1
             .iter()
             .filter(|(s, _)| sel.includes(**s))
@@ -452,6 +485,7 @@ impl StepPairs {
         StepPairs {
             both,
             only,
+            only_losses,
             not_selected,
             warnings,
             no_step,
@@ -573,7 +607,12 @@ pub fn compare_steps(cfg: &CompareConfig, sel: &StepSelection, outs: &RunOutputs
     let mut summary = join(
         &cfg.report,
         done,
-        (pairs.only.0, pairs.only.1, pairs.not_selected),
+        (
+            pairs.only.0,
+            pairs.only.1,
+            pairs.not_selected,
+            pairs.only_losses,
+        ),
         first,
         pairs.warnings,
         pairs.no_step,
@@ -619,7 +658,12 @@ fn judged_divergence(s: &Summary, r: &RankSummary) -> bool {
 fn join(
     opts: &ReportOptions,
     done: Vec<StepDone>,
-    (steps_only1, steps_only2, steps_not_selected): (Vec<u64>, Vec<u64>, Vec<u64>),
+    (steps_only1, steps_only2, steps_not_selected, one_sided_losses): (
+        Vec<u64>,
+        Vec<u64>,
+        Vec<u64>,
+        Vec<StepLoss>,
+    ),
     first: Option<u64>,
     mut warnings: Vec<Message>,
     no_step: Message,
@@ -693,6 +737,7 @@ fn join(
             .map(|(rank, step)| RankStep { rank, step })
             .collect(),
         step_results: results,
+        one_sided_losses,
     };
     let mut s = Summary {
         schema_version: SCHEMA_VERSION,

@@ -11,7 +11,7 @@ pub const SERIES_PART: &str = "series-part.json";
 
 /// What a part of a sharded step series records at its root
 /// ([`SERIES_PART`]). Every part of one split records the same steps.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SeriesPart {
     /// The part (`K/N`).
     pub shard: Shard,
@@ -24,6 +24,9 @@ pub struct SeriesPart {
     /// Steps either run has that `--steps` left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps_not_selected: Vec<u64>,
+    /// The losses recorded at the steps one run only has.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub one_sided_losses: Vec<crate::report::steps::StepLoss>,
     /// The series' own warnings (step folders without logs, `--steps`).
     pub warnings: Vec<Message>,
     /// What the merge says when no step is compared; absent when steps
@@ -52,6 +55,7 @@ impl SeriesPart {
             steps_only1: Vec::new(),
             steps_only2: Vec::new(),
             steps_not_selected: Vec::new(),
+            one_sided_losses: Vec::new(),
             warnings: Vec::new(),
             no_step: None,
             all_pages: false,
@@ -146,6 +150,7 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
         steps_only1: pairs.only.0,
         steps_only2: pairs.only.1,
         steps_not_selected: pairs.not_selected,
+        one_sided_losses: pairs.only_losses,
         warnings: pairs.warnings,
         all_pages,
         failed: None,
@@ -427,6 +432,7 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
             first.steps_only1,
             first.steps_only2,
             first.steps_not_selected,
+            first.one_sided_losses,
         ),
         first_step,
         first.warnings,
