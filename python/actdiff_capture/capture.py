@@ -899,7 +899,8 @@ class Profiler:
             if given
         ]
         if level == "modules" and ignored:
-            warnings.warn(OPS_ONLY_OPTIONS.format(names=", ".join(ignored), verb="applies" if len(ignored) == 1 else "apply"), stacklevel=3)
+            verb = "applies" if len(ignored) == 1 else "apply"
+            warnings.warn(OPS_ONLY_OPTIONS.format(names=", ".join(ignored), verb=verb), stacklevel=3)
         if on_divergence not in _baseline.ON_DIVERGENCE:
             raise ValueError(f"on_divergence must be one of {_baseline.ON_DIVERGENCE}, got {on_divergence!r}")
         if baseline is not None and not os.path.isdir(baseline):

@@ -261,8 +261,11 @@ fn not_bitwise_from(series: &StepSeries) -> Option<Reason> {
 fn losses_differ(series: &StepSeries) -> Option<Reason> {
     series.step_results.iter().find_map(|r| {
         let (a, b) = (r.loss1?, r.loss2?);
-        let rel = (a - b).abs() / a.abs().max(b.abs()).max(1e-30);
-        let differ = rel > super::reasons::LOSS_RTOL || a.is_nan() != b.is_nan();
+        // One NaN against a number differs; two NaNs do not.
+        let differ = match crate::matcher::compare::rel_diff(a, b) {
+            Some(rel) => rel > super::reasons::LOSS_RTOL,
+            None => a.is_nan() != b.is_nan(),
+        };
         (r.exit_status == exit_codes::OK && differ).then_some(Reason::LossesDiffer {
             step: r.step,
             loss1: a,
