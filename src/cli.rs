@@ -263,7 +263,7 @@ pub struct CompareArgs {
     #[arg(long = "layer-offset", value_name = "SIDE[:RANK]=OFFSET")]
     pub layer_offsets: Vec<String>,
     /// Pair fuzzy-key candidates strictly in file order, as the reference
-    /// does, instead of preferring one with the same Shape, and keep every
+    /// does, instead of preferring one with the same Shape (and inputs), and keep every
     /// exact pair (none is left to the fuzzy pass for counter drift).
     #[arg(long)]
     pub no_shape_tie_break: bool,

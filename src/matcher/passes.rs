@@ -588,20 +588,50 @@ pub(super) fn release_drifted_pairs<'t>(
 }
 
 /// Pass 2: equal fuzzy keys (op counters removed), in the same phase
-/// ([`PhaseRule`]). With `shape_tie_break`, a first round pairs only
-/// fuzzy-equal rows with the same Shape text (backward counter drift,
-/// cases/06), then the reference's first-candidate round pairs the rest.
-/// Returns the number of pairs made.
-pub(super) fn pass_fuzzy(
+/// ([`PhaseRule`]). With `shape_tie_break`, two rounds come first (the
+/// reference has neither):
+///
+/// 1. fuzzy-equal rows with the same Shape text and the same inputs (the
+///    Input hashes text, present, and the Input digests text): among
+///    same-shaped candidates, the one that read the same tensors is the
+///    same op (an optimizer's `add_` on each of several same-shaped
+///    parameters, where one run freezes a parameter and so has one update
+///    fewer: order alone would pair each later update with the wrong
+///    parameter's);
+/// 2. fuzzy-equal rows with the same Shape text (backward counter drift,
+///    cases/06);
+///
+/// then the reference's first-candidate round pairs the rest. Returns the
+/// number of pairs made.
+pub(super) fn pass_fuzzy<'t>(
     p: &mut Pairing,
-    t1: &OpTable,
-    t2: &OpTable,
+    t1: &'t OpTable,
+    t2: &'t OpTable,
     fuzzy: &FuzzyKeys,
     shape_tie_break: bool,
 ) -> u64 {
     let phase = PhaseRule::of(t1, t2);
     let mut paired = 0;
     if shape_tie_break {
+        let same_inputs = |t: &'t OpTable, s: usize, r: usize| {
+            let ins = t.field(r, Field::InputHashes);
+            if ins.is_empty() {
+                return None;
+            }
+            let f = fuzzy.get(s, r)?;
+            Some((
+                f,
+                t.field(r, Field::Shape),
+                ins,
+                t.field(r, Field::InputDigests),
+            ))
+        };
+        paired += p.pass_phased(
+            Strategy::Fuzzy,
+            phase,
+            |r| same_inputs(t1, 0, r),
+            |r| same_inputs(t2, 1, r),
+        );
         paired += p.pass_phased(
             Strategy::Fuzzy,
             phase,

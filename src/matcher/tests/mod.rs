@@ -774,6 +774,56 @@ fn an_extra_op_of_one_run_releases_the_pair_its_counter_made() {
 }
 
 #[test]
+fn a_frozen_parameter_leaves_each_update_paired_with_its_own_parameter() {
+    // Optimizer updates (after the backward row) of a.weight [8, 8],
+    // a.bias [8] and b.weight [8, 8]; run 2 froze a.weight, so it has one
+    // `add_` fewer and every later counter moves by one. The exact pairs
+    // (shapes differ) are released, and among the same-shaped candidates
+    // the update that read the same tensors is the same parameter's: by
+    // order alone, a.weight's update would pair with b.weight's (a diff),
+    // and b.weight's would be left only in run 1.
+    let add = |shape: &str, ins: &str, h: &str| {
+        format!("Shape: torch.Size([{shape}])\nOutput hash: {h}\nInput hashes: {ins}")
+    };
+    let bwd = "Shape: torch.Size([8, 8])\nOutput hash: 9.0\nPhase: backward";
+    let a = log(&[
+        ("b/op_0_mm", bwd),
+        ("<none>/op_0_add_", &add("8, 8", "1.0, 2.0", "1.5")),
+        ("<none>/op_1_add_", &add("8", "5.0, 6.0", "5.5")),
+        ("<none>/op_2_add_", &add("8, 8", "3.0, 4.0", "3.5")),
+    ]);
+    let b = log(&[
+        ("b/op_0_mm", bwd),
+        ("<none>/op_0_add_", &add("8", "5.0, 6.0", "5.5")),
+        ("<none>/op_1_add_", &add("8, 8", "3.0, 4.0", "3.5")),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let s = summary(&m, &a, &b);
+    assert!(
+        s.contains(&(
+            "<none>/op_2_add_".into(),
+            "<none>/op_1_add_".into(),
+            "match",
+            Some("fuzzy")
+        )),
+        "{s:?}"
+    );
+    assert!(
+        s.contains(&(
+            "<none>/op_1_add_".into(),
+            "<none>/op_0_add_".into(),
+            "match",
+            Some("fuzzy")
+        )),
+        "{s:?}"
+    );
+    assert_eq!(
+        (m.counts().diff, m.counts().only1, m.counts().only2),
+        (0, 1, 0)
+    );
+}
+
+#[test]
 fn the_layer_offset_shifts_the_detected_layer_only() {
     // Run 1: the last pipeline stage (global layers 2 and 3, numbered 0
     // and 1) with the model's heads; run 2: the whole model. `heads.0`
