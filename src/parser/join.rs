@@ -10,8 +10,8 @@ use super::chunk::{ends_before, Partial, RootClass, Warnings, HEADERLESS_CUT};
 use super::layer;
 use super::source::LogSource;
 use super::table::{
-    self, FieldSet, Header, OpTable, WarningKind, FLAG_BACKWARD, FLAG_OPTIMIZER, FLAG_PHASE_LINE,
-    FLAG_TRUNCATED,
+    self, Field, FieldSet, Header, OpTable, WarningKind, FLAG_BACKWARD, FLAG_OPTIMIZER,
+    FLAG_PHASE_LINE, FLAG_TRUNCATED,
 };
 use super::MAX_STORED_WARNINGS;
 
@@ -60,7 +60,7 @@ pub(super) fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>
         RootClass::One(c) => Some(c.into()),
         RootClass::Mixed => None,
     };
-    mark_optimizer_rows(&mut t.flags);
+    mark_optimizer_rows(&mut t);
     let mut w = std::mem::take(&mut j.warnings);
     file_warnings(&mut t, &mut w, &source, j.late_cut, j.crlf);
     t.warnings = std::mem::take(&mut w.stored);
@@ -261,17 +261,50 @@ fn layers_of_chunks(parts: &[Partial<'_>]) -> (layer::LayerLists, Vec<Vec<u32>>)
     (lists, chunks)
 }
 
-/// Flags the rows after the step's last backward op that have no `Phase:`
-/// line as [`FLAG_OPTIMIZER`]: the tracer writes no Phase line for the
-/// optimizer step, which runs after backward. A log without backward ops
-/// keeps the reference's `forward` for every row without the line.
-pub(super) fn mark_optimizer_rows(flags: &mut [u8]) {
+/// Flags the rows without a `Phase:` line that are the optimizer step's
+/// as [`FLAG_OPTIMIZER`] (the tracer writes no Phase line for the
+/// optimizer step, which runs after backward):
+///
+/// - every row after the step's last backward op;
+/// - a row after the first backward op whose Location is in torch's
+///   optimizers or gradient clipping ([`is_optimizer_location`]): a
+///   backward after `optimizer.step()` (a logging metric's
+///   `torch.autograd.grad`) leaves the step before the last backward op.
+///
+/// A log without backward ops keeps the reference's `forward` for every
+/// row without the line.
+pub(super) fn mark_optimizer_rows(t: &mut OpTable) {
+    let flags = &t.flags;
     let Some(last) = flags.iter().rposition(|f| f & FLAG_BACKWARD != 0) else {
         return;
     };
-    for f in &mut flags[last + 1..] {
+    let first = flags
+        .iter()
+        .position(|f| f & FLAG_BACKWARD != 0)
+        .unwrap_or(last);
+    let unmarked = |r: usize| flags[r] & (FLAG_PHASE_LINE | FLAG_BACKWARD) == 0;
+    let before_last: Vec<usize> = (first + 1..last)
+        .filter(|&r| unmarked(r) && is_optimizer_location(t.field(r, Field::Location)))
+        .collect();
+    for r in before_last {
+        t.flags[r] |= FLAG_OPTIMIZER;
+    }
+    for f in &mut t.flags[last + 1..] {
         if *f & FLAG_PHASE_LINE == 0 {
             *f |= FLAG_OPTIMIZER;
         }
     }
+}
+
+/// Whether a Location (`optim/adamw.py:254`, as the tracer shortens a
+/// path to its last two parts, or a longer path) is in torch's optimizers
+/// (`torch/optim/`) or gradient clipping (`torch/nn/utils/clip_grad.py`).
+pub(super) fn is_optimizer_location(loc: &[u8]) -> bool {
+    let path = match loc.iter().rposition(|&b| b == b':') {
+        Some(i) => &loc[..i],
+        None => loc,
+    };
+    path.starts_with(b"optim/")
+        || path.windows(7).any(|w| w == b"/optim/")
+        || path.ends_with(b"clip_grad.py")
 }

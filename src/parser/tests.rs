@@ -524,6 +524,35 @@ fn ops_after_the_last_backward_op_are_the_optimizer_step() {
 }
 
 #[test]
+fn optimizer_ops_before_a_later_backward_are_found_by_their_location() {
+    // A logging metric's backward (`torch.autograd.grad`) after
+    // `optimizer.step()`: the step's ops are no longer after the last
+    // backward op; torch.optim's and clip_grad's Locations say what they are.
+    let log = "[m/op_0_mm]\n  Output hash: 1\n  Location: train.py:10\n\n\
+               [m/op_1_mm]\n  Output hash: 1\n  Phase: backward\n\n\
+               [<none>/op_0_mul_]\n  Output hash: 1\n  Location: utils/clip_grad.py:88\n\n\
+               [<none>/op_1_add_]\n  Output hash: 1\n  Location: optim/sgd.py:379\n\n\
+               [<none>/op_2_add_]\n  Output hash: 1\n  Location: /usr/lib/python3/torch/optim/adamw.py:5\n\n\
+               [m/op_2_mm]\n  Output hash: 1\n  Location: train.py:10\n  Phase: forward\n\n\
+               [<none>/op_3_sum]\n  Output hash: 1\n  Location: train.py:31\n\n\
+               [<none>/op_4_add_]\n  Output hash: 1\n  Location: optim/sgd.py:379\n  Phase: forward\n\n\
+               [m/op_3_mm]\n  Output hash: 1\n  Phase: backward\n\n";
+    let t = table(log);
+    let got: Vec<Phase> = (0..t.len()).map(|r| t.phase_kind(r)).collect();
+    use Phase::*;
+    assert_eq!(
+        got,
+        [Forward, Backward, Optimizer, Optimizer, Optimizer, Forward, Forward, Forward, Backward]
+    );
+    // Before the first backward op a Location says nothing.
+    let t = table(
+        "[<none>/op_0_add_]\n  Output hash: 1\n  Location: optim/sgd.py:1\n\n\
+                   [m/op_0_mm]\n  Output hash: 1\n  Phase: backward\n\n",
+    );
+    assert_eq!(t.phase_kind(0), Forward);
+}
+
+#[test]
 fn root_class_is_the_one_every_key_has() {
     let t = |keys: &[&str]| {
         let mut s = format!("Total captured activations: {}\n\n", keys.len());
