@@ -610,6 +610,11 @@ pub(super) fn pass_fuzzy<'t>(
     fuzzy: &FuzzyKeys,
     shape_tie_break: bool,
 ) -> u64 {
+    // Nothing pairs unless both sides have a row unpaired (the usual case
+    // of runs with equal keys: every row paired by the exact pass).
+    if !p.pair1.contains(&NO_ROW) || !p.pair2.contains(&NO_ROW) {
+        return 0;
+    }
     let phase = PhaseRule::of(t1, t2);
     let mut paired = 0;
     if shape_tie_break {
@@ -661,6 +666,9 @@ pub(super) fn pass_fuzzy<'t>(
 /// same; the rows are one op in both runs, differing in name only. No
 /// golden row changes (no golden has unpaired rows on both sides).
 pub(super) fn pass_stats(p: &mut Pairing, t1: &OpTable, t2: &OpTable, fuzzy: &FuzzyKeys) -> u64 {
+    if !p.pair1.contains(&NO_ROW) || !p.pair2.contains(&NO_ROW) {
+        return 0;
+    }
     let phase = PhaseRule::of(t1, t2);
     let stats_key = |t: &OpTable, s: usize, r: usize| {
         fuzzy.get(s, r).map(|f| {

@@ -267,9 +267,12 @@ fn layers_of_chunks(parts: &[Partial<'_>]) -> (layer::LayerLists, Vec<Vec<u32>>)
 ///
 /// - every row after the step's last backward op;
 /// - a row after the first backward op whose Location is in torch's
-///   optimizers or gradient clipping ([`is_optimizer_location`]): a
+///   optimizers, gradient clipping or `GradScaler` ([`is_optimizer_location`]),
+///   in a run of rows without a Phase line that starts with such a row: a
 ///   backward after `optimizer.step()` (a logging metric's
 ///   `torch.autograd.grad`) leaves the step before the last backward op.
+///   Only a run's first row is looked up otherwise (a row between backward
+///   ops is usually a recomputed forward or an FSDP gather).
 ///
 /// A log without backward ops keeps the reference's `forward` for every
 /// row without the line.
@@ -283,9 +286,23 @@ pub(super) fn mark_optimizer_rows(t: &mut OpTable) {
         .position(|f| f & FLAG_BACKWARD != 0)
         .unwrap_or(last);
     let unmarked = |r: usize| flags[r] & (FLAG_PHASE_LINE | FLAG_BACKWARD) == 0;
-    let before_last: Vec<usize> = (first + 1..last)
-        .filter(|&r| unmarked(r) && is_optimizer_location(t.field(r, Field::Location)))
-        .collect();
+    let mut before_last = Vec::new();
+    let mut r = first + 1;
+    while r < last {
+        if !unmarked(r) {
+            r += 1;
+            continue;
+        }
+        // A run of rows without a Phase line: looked into only when its
+        // first row is the optimizer's.
+        let opt = is_optimizer_location(t.trailing_field(r, Field::Location));
+        while r < last && unmarked(r) {
+            if opt && is_optimizer_location(t.trailing_field(r, Field::Location)) {
+                before_last.push(r);
+            }
+            r += 1;
+        }
+    }
     for r in before_last {
         t.flags[r] |= FLAG_OPTIMIZER;
     }
@@ -298,13 +315,20 @@ pub(super) fn mark_optimizer_rows(t: &mut OpTable) {
 
 /// Whether a Location (`optim/adamw.py:254`, as the tracer shortens a
 /// path to its last two parts, or a longer path) is in torch's optimizers
-/// (`torch/optim/`) or gradient clipping (`torch/nn/utils/clip_grad.py`).
+/// (`torch/optim/`), gradient clipping (`torch/nn/utils/clip_grad.py`) or
+/// loss scaling's unscale and step (`torch/amp/grad_scaler.py`).
 pub(super) fn is_optimizer_location(loc: &[u8]) -> bool {
     let path = match loc.iter().rposition(|&b| b == b':') {
         Some(i) => &loc[..i],
         None => loc,
     };
-    path.starts_with(b"optim/")
-        || path.windows(7).any(|w| w == b"/optim/")
-        || path.ends_with(b"clip_grad.py")
+    if path.ends_with(b"clip_grad.py") || path.ends_with(b"grad_scaler.py") {
+        return true;
+    }
+    // The folder holding the file is `optim`.
+    let Some(slash) = path.iter().rposition(|&b| b == b'/') else {
+        return false;
+    };
+    let dir = &path[..slash];
+    dir == b"optim" || dir.ends_with(b"/optim")
 }

@@ -369,6 +369,40 @@ impl OpTable {
             None => self.scan_block(row, field),
         }
     }
+    /// A non-column field of row `row` (the Location, the Phase) read from
+    /// the block's last line backwards: the first such line found is the
+    /// last occurrence, which wins, as in the parse. Cheap for the fields
+    /// that end a block, also where a long Input hashes line (a fused
+    /// optimizer op's) comes before them; the same value as
+    /// [`OpTable::field`].
+    pub fn trailing_field(&self, row: usize, field: Field) -> &[u8] {
+        if column_of(field).is_some() {
+            return self.field(row, field);
+        }
+        let body = self.block_fields(row);
+        let mut end = body.len();
+        while end > 0 {
+            let start = memchr::memrchr(b'\n', &body[..end]).map_or(0, |i| i + 1);
+            let raw = &body[start..end];
+            let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+            if line.first() == Some(&b'[') {
+                // A line the parse stops at: its rules, from the start.
+                return self.scan_block(row, field);
+            }
+            if let super::line::LineKind::Field {
+                field: f,
+                start: a,
+                end: b,
+            } = super::line::classify(line)
+            {
+                if f == field {
+                    return &line[a..b];
+                }
+            }
+            end = start.saturating_sub(1);
+        }
+        &[]
+    }
     /// Finds a non-column field by re-reading the block, with the parser's
     /// rules (the last occurrence wins).
     fn scan_block(&self, row: usize, field: Field) -> &[u8] {

@@ -553,6 +553,53 @@ fn optimizer_ops_before_a_later_backward_are_found_by_their_location() {
 }
 
 #[test]
+fn a_trailing_field_is_the_field_the_parse_gives() {
+    let log = "[a/op_0_mm]\n  Location: x.py:1\n  Input hashes: 1, 2\n  Location: y.py:2\n  Phase: backward\n\n\
+               [a/op_1_mm]\r\n  Location: z.py:3\r\n  Input hashes: 1\r\n\r\n\
+               [a/op_2_mm]\n  Output hash: 1\n\n\
+               [a/op_3_mm]\n  Phase: forward\n  Location: w.py:4";
+    let t = table(log);
+    for r in 0..t.len() {
+        for f in [Field::Location, Field::Phase, Field::InputHashes] {
+            assert_eq!(t.trailing_field(r, f), t.field(r, f), "row {r} {f:?}");
+        }
+    }
+    assert_eq!(t.trailing_field(0, Field::Location), b"y.py:2");
+    assert_eq!(t.trailing_field(1, Field::Location), b"z.py:3");
+    assert_eq!(t.trailing_field(2, Field::Location), b"");
+    assert_eq!(t.trailing_field(3, Field::Location), b"w.py:4");
+    // Every block of the bundled real logs.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let mut seen = 0;
+    for e in walk(&dir) {
+        if !e.to_string_lossy().ends_with("_activations.log") {
+            continue;
+        }
+        let t = crate::parser::parse_path(&e).unwrap();
+        for r in 0..t.len() {
+            for f in [Field::Location, Field::Phase] {
+                assert_eq!(t.trailing_field(r, f), t.field(r, f), "{e:?} row {r}");
+            }
+        }
+        seen += t.len();
+    }
+    assert!(seen > 1000, "{seen} rows");
+}
+
+fn walk(d: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
 fn root_class_is_the_one_every_key_has() {
     let t = |keys: &[&str]| {
         let mut s = format!("Total captured activations: {}\n\n", keys.len());
