@@ -609,6 +609,9 @@ pub fn match_tables_indexed(
     // Pairing: the four passes, in order.
     let mut p = Pairing::new(t1.len(), t2.len());
     let overridden = passes::pass_override(&mut p, t1, t2, &opts.overrides);
+    if opts.shape_tie_break {
+        recompute::hold_one_sided_repeats(&mut p, t1, t2);
+    }
     let mut exact = passes::pass_exact(&mut p, t1, t2, opts.layer_offset, indexes);
     if opts.shape_tie_break {
         exact -= passes::release_drifted_pairs(&mut p, t1, t2, opts.layer_offset);
@@ -617,6 +620,7 @@ pub fn match_tables_indexed(
     let fuzzy = passes::pass_fuzzy(&mut p, t1, t2, &fuzzy_keys, opts.shape_tie_break);
     let stats = passes::pass_stats(&mut p, t1, t2, &fuzzy_keys);
     drop(fuzzy_keys);
+    p.release_held();
     let mut strategies = StrategyCounts {
         overridden,
         exact,

@@ -80,7 +80,33 @@ pub(super) struct Pairing {
     pub(super) strat1: Vec<Strategy>,
 }
 
+/// A row held out of every pass ([`Pairing::hold`]): not [`NO_ROW`], so
+/// each pass takes it as paired; [`Pairing::release_held`] makes it
+/// unpaired again before judging.
+const HELD: u32 = u32::MAX - 1;
+
 impl Pairing {
+    /// Holds run `side`'s (0 or 1) row `r` out of the passes.
+    pub(super) fn hold(&mut self, side: usize, r: usize) {
+        let v = if side == 0 {
+            &mut self.pair1
+        } else {
+            &mut self.pair2
+        };
+        if v[r] == NO_ROW {
+            v[r] = HELD;
+        }
+    }
+
+    /// Makes the held rows unpaired (after the last pass).
+    pub(super) fn release_held(&mut self) {
+        for v in [&mut self.pair1, &mut self.pair2] {
+            for x in v.iter_mut().filter(|x| **x == HELD) {
+                *x = NO_ROW;
+            }
+        }
+    }
+
     pub(super) fn new(n1: usize, n2: usize) -> Pairing {
         Pairing {
             pair1: vec![NO_ROW; n1],

@@ -7,6 +7,7 @@
 //! backward ops that read them are paired and judged.
 
 use super::keys::fuzzy_key;
+use super::passes::Pairing;
 use super::{MatchRow, ROW_RECOMPUTED};
 use crate::logformat::Phase;
 use crate::parser::{Field, OpTable};
@@ -94,6 +95,75 @@ pub(super) fn mark_recomputed(
         });
     }
     out
+}
+
+/// Before pairing: holds out of every pass ([`Pairing::hold`]) the
+/// backward-phase rows of one run that repeat a forward row of their own
+/// run by value ([`value_key`]) under the same fuzzy key (module and op
+/// name), where the other run has no such repeat of that fuzzy key:
+/// activation checkpointing's recomputation of a module in one run only.
+/// A module whose forward runs ops itself (attention's `bmm`s) numbers
+/// its recomputed ops on from its forward ones, so the recomputed
+/// `op_22_bmm` of the run with checkpointing has the key of the other
+/// run's backward `op_22_bmm`: paired by key, each would be judged
+/// against the other's op. Held, they are left one-sided, and
+/// [`mark_recomputed`] flags them. Looked for only when the two logs
+/// have different numbers of backward rows. Returns how many were held.
+pub(super) fn hold_one_sided_repeats(p: &mut Pairing, t1: &OpTable, t2: &OpTable) -> usize {
+    let backward = |t: &OpTable| (0..t.len()).filter(|&r| t.is_backward(r)).count();
+    if backward(t1) == backward(t2) {
+        return 0;
+    }
+    let repeats = [value_repeats(t1), value_repeats(t2)];
+    let keys = |s: usize| {
+        repeats[s]
+            .iter()
+            .map(|(_, k)| k.as_slice())
+            .collect::<ahash::AHashSet<&[u8]>>()
+    };
+    let keys = [keys(0), keys(1)];
+    let mut held = Vec::new();
+    for side in 0..2 {
+        for (r, k) in &repeats[side] {
+            if !keys[1 - side].contains(k.as_slice()) {
+                held.push((side, *r));
+            }
+        }
+    }
+    for &(side, r) in &held {
+        p.hold(side, r);
+    }
+    held.len()
+}
+
+/// The backward-phase rows of `t` whose fuzzy key and [`value_key`] are a
+/// forward row's, with their fuzzy keys.
+fn value_repeats(t: &OpTable) -> Vec<(usize, Vec<u8>)> {
+    let mut ops = vec![false; t.op_types()];
+    let mut any = false;
+    for r in (0..t.len()).filter(|&r| t.is_backward(r)) {
+        ops[t.op_type(r) as usize] = true;
+        any = true;
+    }
+    if !any {
+        return Vec::new();
+    }
+    let with_key = |r: usize| {
+        let k = fuzzy_key(t.key(r));
+        let v = value_key(t, r, &k)?;
+        Some((k, v))
+    };
+    let forward: ahash::AHashSet<(Vec<u8>, Vec<u8>)> = (0..t.len())
+        .filter(|&r| ops[t.op_type(r) as usize] && t.phase_kind(r) == Phase::Forward)
+        .filter_map(with_key)
+        .collect();
+    (0..t.len())
+        .filter(|&r| t.is_backward(r))
+        .filter_map(|r| {
+            let kv = with_key(r)?;
+            forward.contains(&kv).then_some((r, kv.0))
+        })
+        .collect()
 }
 
 /// A row's op name, Shape text and Output hash text, joined by NULs (`k`:
@@ -217,6 +287,39 @@ mod tests {
             &("[z/op_0_sum]\n  Output hash: 9.0\n\n".to_string() + &log(6, 5, false)),
         );
         assert_eq!(recomputed_gating(&m), (0, 6));
+    }
+
+    #[test]
+    fn a_recomputed_op_is_not_paired_with_the_backward_op_of_its_number() {
+        // One module's forward `bmm`s (op_0, op_1), its backward `bmm`s;
+        // with checkpointing, the recomputed op_0 and op_1 come first in
+        // backward and number on (op_2, op_3), so the backward ops are
+        // op_4 and op_5 there: op_2 is a backward op in one run and a
+        // recomputed forward op in the other, of the same Shape.
+        let bmm = |n: usize, h: &str, bwd: bool| {
+            let phase = if bwd { "  Phase: backward\n" } else { "" };
+            format!("[attn/op_{n}_bmm]\n  Shape: torch.Size([4, 8, 8]), Dtype: torch.float32\n  Output hash: {h}\n{phase}\n")
+        };
+        let fwd = bmm(0, "1.0", false) + &bmm(1, "2.0", false);
+        let plain = |g: &str| fwd.clone() + &bmm(2, g, true) + &bmm(3, "4.0", true);
+        let ckpt = |g: &str| {
+            fwd.clone()
+                + &bmm(2, "1.0", true)
+                + &bmm(3, "2.0", true)
+                + &bmm(4, g, true)
+                + &bmm(5, "4.0", true)
+        };
+        let m = compare(&plain("3.0"), &ckpt("3.0"));
+        assert_eq!((m.counts().only2, recomputed_gating(&m)), (2, (2, 0)));
+        assert!(m.first_divergence().is_none());
+        // A change of a backward op's value is still found, at its own op.
+        let m = compare(&plain("3.0"), &ckpt("3.5"));
+        assert_eq!(recomputed_gating(&m), (2, 1));
+        let first = m.first_divergence().expect("the changed gradient gates");
+        assert_eq!(m.rows[first].status, Status::Diff);
+        // Both runs checkpointed: every row pairs by its key.
+        let m = compare(&ckpt("3.0"), &ckpt("3.0"));
+        assert_eq!((m.counts().only2, m.counts().gating), (0, 0));
     }
 
     #[test]
