@@ -19,7 +19,7 @@
 //!   Shape text, and that have a verdict (`match` or `diff`). Only groups
 //!   holding a `diff` pair are looked at, so two runs that agree cost one
 //!   status check per row. A group is left as it is when more than
-//!   [`MAX_GROUP`] pairs have a run-1 row of its fuzzy key, phase and
+//!   [`MAX_GROUP`] pairs ([`MAX_OPTIMIZER_GROUP`] in the optimizer phase) have a run-1 row of its fuzzy key, phase and
 //!   Shape (a log that repeats its model many times: each op's group is
 //!   large, and building fuzzy keys for it is not worth it).
 //! - Within a group, every run-1 row is judged against every run-2 row
@@ -46,6 +46,24 @@ use crate::parser::{Field, OpTable};
 /// The most pairs of a group that is re-paired; a larger group is left as
 /// the passes paired it.
 pub const MAX_GROUP: usize = 16;
+
+/// [`MAX_GROUP`] for a group in the optimizer phase: an optimizer's
+/// per-parameter loop (`foreach=False`) runs the same ops on every
+/// parameter of a Shape, so its groups are as large as a model's count of
+/// same-shaped parameters (LayerNorm weights and biases), and one op more
+/// in one run (a logging metric under `torch.no_grad()` at root scope)
+/// moves every later counter of the root scope: each parameter's update
+/// paired with another's by key.
+pub const MAX_OPTIMIZER_GROUP: usize = 256;
+
+/// The largest group re-paired in phase `phase` ([`PhaseRule::phase`]).
+fn max_group(phase: Option<u8>) -> usize {
+    if phase == Some(2) {
+        MAX_OPTIMIZER_GROUP
+    } else {
+        MAX_GROUP
+    }
+}
 
 /// How many rows ahead the class scan asks for the block it will read.
 const PREFETCH_AHEAD: usize = 8;
@@ -125,7 +143,7 @@ pub(super) fn repair_swapped_pairs<'t>(
     // Every pair of a group concerned, as (group, run-1 row), in run-1 file
     // order. Building fuzzy keys is the costly part, so a run-1 row's class
     // (its fuzzy key's hash, phase and Shape) is found first: only pairs of
-    // a class concerned with at most MAX_GROUP pairs are keyed. (A group
+    // a class concerned with at most max_group pairs are keyed. (A group
     // lies within its class; a larger class, or a 64-bit collision, leaves
     // the group alone.) The classes concerned are numbered, and each row's
     // number is kept in one `u32` per run-1 row: the rows of the classes
@@ -152,6 +170,10 @@ pub(super) fn repair_swapped_pairs<'t>(
                 *c = classes.get(&class(r1)).copied().unwrap_or(NO_ROW);
             }
         });
+    let mut cap: Vec<usize> = vec![0; classes.len()];
+    for (c, &n) in &classes {
+        cap[n as usize] = max_group(c.1);
+    }
     let mut sizes: Vec<u32> = vec![0; classes.len()];
     for &c in class_of.iter().filter(|c| **c != NO_ROW) {
         sizes[c as usize] += 1;
@@ -160,7 +182,7 @@ pub(super) fn repair_swapped_pairs<'t>(
         .par_iter()
         .enumerate()
         .with_min_len(4096)
-        .filter(|(_, c)| **c != NO_ROW && sizes[**c as usize] as usize <= MAX_GROUP)
+        .filter(|(_, c)| **c != NO_ROW && sizes[**c as usize] as usize <= cap[**c as usize])
         .filter_map(|(r1, _)| {
             let r2 = p.pair1[r1] as usize;
             Some((*wanted.get(&group_of(r1, r2)?)?, r1))
@@ -175,7 +197,7 @@ pub(super) fn repair_swapped_pairs<'t>(
     let pair1 = &p.pair1;
     let moves: Vec<Vec<(usize, usize)>> = groups
         .par_iter()
-        .filter(|g| (2..=MAX_GROUP).contains(&g.len()))
+        .filter(|g| g.len() >= 2)
         .filter_map(|g| {
             let left = g.clone();
             let mut right: Vec<usize> = g.iter().map(|&r1| pair1[r1] as usize).collect();
@@ -278,7 +300,7 @@ fn reassign(
 
 /// Kuhn's augmenting path from left vertex `i` over `adjacent` (each left
 /// vertex's agreeing right vertices); whether `i` got a partner. Depth is
-/// at most the group's size ([`MAX_GROUP`]).
+/// at most the group's size ([`max_group`]).
 fn augment(
     i: usize,
     adjacent: &[Vec<usize>],

@@ -824,6 +824,43 @@ fn a_frozen_parameter_leaves_each_update_paired_with_its_own_parameter() {
 }
 
 #[test]
+fn one_root_op_more_does_not_pair_each_parameter_update_with_another() {
+    // An optimizer's per-parameter loop over 20 same-shaped parameters;
+    // run 2 has one root-scope op more (a logging metric) before it, so
+    // each `mul_` has the key of run 1's previous parameter's update. The
+    // group (20 pairs, above the 16 of other phases) is re-paired by value.
+    let bwd = "Shape: torch.Size([8, 8])\nOutput hash: 9.0\nPhase: backward";
+    let mul =
+        |i: usize| format!("Shape: torch.Size([32])\nOutput hash: {i}.5\nInput hashes: {i}.0");
+    let mut a = vec![("b/op_0_mm".to_string(), bwd.to_string())];
+    let mut b = a.clone();
+    b.push((
+        "<none>/op_0_mul".into(),
+        "Shape: torch.Size([4])\nOutput hash: 99.0".into(),
+    ));
+    for i in 0..20 {
+        a.push((format!("<none>/op_{i}_mul_"), mul(i)));
+        b.push((format!("<none>/op_{}_mul_", i + 1), mul(i)));
+    }
+    let borrow = |v: &[(String, String)]| -> OpTable {
+        log(&v
+            .iter()
+            .map(|(k, x)| (k.as_str(), x.as_str()))
+            .collect::<Vec<_>>())
+    };
+    let (a, b) = (borrow(&a), borrow(&b));
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let c = m.counts();
+    assert_eq!(
+        (c.diff, c.only1, c.only2),
+        (0, 0, 1),
+        "{:?}",
+        summary(&m, &a, &b)
+    );
+    assert_eq!(m.first_divergence().and_then(|i| m.rows[i].r2()), Some(1));
+}
+
+#[test]
 fn the_layer_offset_shifts_the_detected_layer_only() {
     // Run 1: the last pipeline stage (global layers 2 and 3, numbered 0
     // and 1) with the model's heads; run 2: the whole model. `heads.0`
