@@ -59,12 +59,13 @@ pub(super) fn classify(
     prods: &Producers<'_>,
     rows: &[MatchRow],
     known: &Tally<'_>,
+    optimizer: bool,
 ) -> Class {
     match inputs {
         None => Class::new(CauseKind::Unsynced, None),
         Some((p, _)) if p.bad.is_empty() && !p.explained => Class::new(CauseKind::Origin, None),
         Some((p, _)) if p.bad.is_empty() => below_print(i, p, prods, known),
-        Some((p, source)) => differing(i, p, source, prods, rows, known),
+        Some((p, source)) => differing(i, p, source, prods, rows, known, optimizer),
     }
 }
 
@@ -90,8 +91,11 @@ fn below_print(i: usize, p: &Pending<'_>, prods: &Producers<'_>, known: &Tally<'
 /// A row with differing inputs: inherited from a captured diverging
 /// producer; else fed by a one-sided op; else an entry grouped with an
 /// earlier entry that read the same differing values; else via an unsynced
-/// collective; else attributed to the latest divergence before it, or a
-/// new entry when there is none.
+/// collective; else attributed to the latest divergence before it; else,
+/// in the optimizer phase after a collective captured before it completed
+/// (DDP's gradient all-reduce, hashed as this rank's own bucket: it
+/// agrees, and the reduced gradients reach `.grad` through copies the
+/// capture excludes), via that collective; else a new entry.
 fn differing(
     i: usize,
     p: &Pending<'_>,
@@ -99,6 +103,7 @@ fn differing(
     prods: &Producers<'_>,
     rows: &[MatchRow],
     known: &Tally<'_>,
+    optimizer: bool,
 ) -> Class {
     let (mut untraced, mut inherited_from, mut via) = (false, None, false);
     let mut read = None;
@@ -137,6 +142,9 @@ fn differing(
         match known.upstream(i) {
             Upstream::Root(r) => Class::new(CauseKind::Untraced, Some(r)),
             Upstream::Collective => Class::new(CauseKind::ViaCollective, None),
+            Upstream::Nothing if optimizer && untraced && known.unsynced_before(i) => {
+                Class::new(CauseKind::ViaCollective, None)
+            }
             Upstream::Nothing => Class::new(CauseKind::Entry, None),
         }
     }

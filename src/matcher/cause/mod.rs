@@ -33,7 +33,9 @@
 //!   already diverges: attributed to the latest diverging row before it.
 //! - [`CauseKind::ViaCollective`]: the difference arrives through an
 //!   unsynced collective (from another rank): a differing input comes from
-//!   one, or the only earlier divergence is one.
+//!   one, or the only earlier divergence is one, or (the optimizer phase,
+//!   nothing diverging before it) a differing input with no captured
+//!   producer comes after one that agrees (DDP's all-reduce).
 //! - [`CauseKind::Unsynced`]: the row is itself an unsynced collective.
 //!
 //! The causes a rank reports are its origins, its entries (one per changed
@@ -285,7 +287,7 @@ pub fn analyse<'a>(
     // Steps 3 and 4: classify in dispatch order, and tally.
     let mut tally = tally::Tally::new(rows, rc);
     let mut pend = pending.into_iter().zip(sources).peekable();
-    for &(i, _, _) in &diff_rows {
+    for &(i, r1, _) in &diff_rows {
         let inputs = pend.next_if(|(p, _)| p.i == i);
         let class = classify::classify(
             i,
@@ -293,6 +295,7 @@ pub fn analyse<'a>(
             &prods,
             rows,
             &tally,
+            t1.phase_kind(r1) == crate::logformat::Phase::Optimizer,
         );
         match inputs {
             Some((p, _)) => tally.record(rows, i, class, p.bad, &p.links),

@@ -226,6 +226,45 @@ fn a_rank_whose_change_arrives_through_a_collective() {
 }
 
 #[test]
+fn an_optimizer_entry_after_an_agreeing_all_reduce_arrives_through_it() {
+    use cause::CauseKind::*;
+    // DDP: the all-reduce is hashed as this rank's own bucket (it agrees),
+    // and the reduced gradients reach `.grad` through excluded copies, so
+    // the optimizer's differing input has no producer; the change arrived
+    // through the collective, from another rank.
+    let rows = |collective: bool| {
+        let mut v = vec![(
+            "m/op_0_mm",
+            "Output hash: 1.0\nInput hashes: 5.0\nPhase: backward",
+            "Output hash: 1.0\nInput hashes: 5.0\nPhase: backward",
+        )];
+        if collective {
+            v.push((
+                "m/op_1_allreduce_",
+                "Output hash: 3.0\nInput hashes: 3.0\nPhase: backward",
+                "Output hash: 3.0\nInput hashes: 3.0\nPhase: backward",
+            ));
+        }
+        v.push((
+            "<none>/op_2_lerp_",
+            "Output hash: 2.0\nInput hashes: 5.0, 6.0",
+            "Output hash: 2.2\nInput hashes: 5.0, 6.6",
+        ));
+        v
+    };
+    let (a, b) = pair(&rows(true));
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(m.cause_kinds, vec![None, None, Some(ViaCollective)]);
+    assert!(m.causes.via_collective_only);
+    assert_eq!(m.causes.cause_count, 0);
+    // Without the collective, the optimizer's input changed on this rank.
+    let (a, b) = pair(&rows(false));
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(m.cause_kinds, vec![None, Some(Entry)]);
+    assert!(!m.causes.via_collective_only);
+}
+
+#[test]
 fn the_largest_difference_counts_only_gating_fields() {
     // Mean differs most (rel 0.23) but stats do not gate by default.
     let (a, b) = pair(&[(
