@@ -157,6 +157,11 @@ pub enum Reason {
         identical: u64,
         /// Its paired rows with digests on both sides.
         with_digests: u64,
+        /// Its paired rows that differ and do not gate (unsynced
+        /// collectives, ignored or fused-away ops): where these are all the
+        /// rows not bitwise identical, the line says so, not "within the
+        /// tolerance" (which `--bitwise` would contradict).
+        nongating: u64,
     },
     /// A step series: the first step that agrees while the losses the
     /// loop recorded (`prof.step(loss=...)`) differ beyond a relative
@@ -528,10 +533,28 @@ impl fmt::Display for Reason {
                 step,
                 identical,
                 with_digests,
-            } => write!(
-                f,
-                "step {step} is the first step not bitwise identical ({identical} of {with_digests} paired rows with digests); it agrees within the tolerance (--bitwise gates on it; shown, not gating)"
-            ),
+                nongating,
+            } => {
+                write!(
+                    f,
+                    "step {step} is the first step not bitwise identical ({identical} of {with_digests} paired rows with digests); "
+                )?;
+                let kinds = "unsynced collectives, ignored or fused-away ops";
+                if *nongating == 0 {
+                    write!(f, "it agrees within the tolerance (--bitwise gates on it; shown, not gating)")
+                } else if *nongating >= with_digests.saturating_sub(*identical) {
+                    match nongating {
+                        1 => write!(f, "the row that differs does not gate ({kinds}; shown, not gating)"),
+                        n => write!(f, "the {n} rows that differ do not gate ({kinds}; shown, not gating)"),
+                    }
+                } else {
+                    let does = if *nongating == 1 { "does" } else { "do" };
+                    write!(
+                        f,
+                        "{nongating} of them {does} not gate ({kinds}), the rest agree within the tolerance (--bitwise gates on them; shown, not gating)"
+                    )
+                }
+            }
             Reason::LossesDiffer { step, loss1, loss2 } => write!(
                 f,
                 "the recorded losses differ at step {step} ({loss1} vs {loss2}) although every captured row of that step agrees within the tolerance (shown, not gating)"
@@ -729,8 +752,27 @@ mod tests {
                     step: 1,
                     identical: 10,
                     with_digests: 12,
+                    nongating: 0,
                 },
                 "step 1 is the first step not bitwise identical (10 of 12 paired rows with digests); it agrees within the tolerance (--bitwise gates on it; shown, not gating)",
+            ),
+            (
+                Reason::NotBitwiseFrom {
+                    step: 1,
+                    identical: 797,
+                    with_digests: 798,
+                    nongating: 1,
+                },
+                "step 1 is the first step not bitwise identical (797 of 798 paired rows with digests); the row that differs does not gate (unsynced collectives, ignored or fused-away ops; shown, not gating)",
+            ),
+            (
+                Reason::NotBitwiseFrom {
+                    step: 1,
+                    identical: 9,
+                    with_digests: 12,
+                    nongating: 1,
+                },
+                "step 1 is the first step not bitwise identical (9 of 12 paired rows with digests); 1 of them does not gate (unsynced collectives, ignored or fused-away ops), the rest agree within the tolerance (--bitwise gates on them; shown, not gating)",
             ),
             (
                 Reason::LossesDiffer {

@@ -90,6 +90,11 @@ pub struct StepResult {
     pub loss2: Option<f64>,
     /// The step's reasons for its exit status (its verdict lines).
     pub verdict: Vec<Reason>,
+    /// Paired rows over its ranks that differ (`diff`): in a step that
+    /// agrees, rows that do not gate (unsynced collectives, ignored or
+    /// fused-away ops).
+    #[serde(default)]
+    pub diff: u64,
     /// Its paired rows with equal digests and with digests on both sides,
     /// over its ranks (`[identical, with_digests]`); absent when no rank's
     /// logs have digests.
@@ -114,6 +119,7 @@ impl StepResult {
             exit_status: s.exit_status,
             gating: s.counts.gating,
             diverging: s.counts.diverging(),
+            diff: s.counts.diff,
             first_rank: s
                 .ranks
                 .iter()
@@ -253,6 +259,7 @@ fn not_bitwise_from(series: &StepSeries) -> Option<Reason> {
             step: r.step,
             identical,
             with_digests,
+            nongating: r.diff,
         })
 }
 
@@ -469,6 +476,7 @@ mod tests {
             exit_status: status,
             gating: u64::from(status != 0),
             diverging: u64::from(status != 0),
+            diff: 0,
             first_rank: None,
             headline: headline.map(str::to_string),
             loss1: Some(step as f64),
@@ -561,7 +569,8 @@ mod tests {
             Some(Reason::NotBitwiseFrom {
                 step: 2,
                 identical: 10,
-                with_digests: 12
+                with_digests: 12,
+                nongating: 0
             })
         ));
         // Losses: float32 noise is not said; a difference at a diverging
