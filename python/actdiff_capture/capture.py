@@ -222,6 +222,62 @@ class _Ids:
         return self.n
 
 
+def _region(t):
+    """The bytes of its storage tensor ``t`` spans, ``(start, end)``, or
+    ``None`` when it has no element."""
+    if t.numel() == 0:
+        return None
+    extent = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    size = t.element_size()
+    start = t.storage_offset() * size
+    return start, start + extent * size
+
+
+class _Writes:
+    """Where captured in-place and ``out=`` ops wrote, by storage: an input
+    read through another tensor object than the one written (a view made by
+    an excluded op, or the parameter a view of it was written through) gets
+    the latest captured write that overlaps it as its producer. An entry
+    holds a weak reference to the written tensor's base, so a storage freed
+    and reused is not taken for the one written."""
+
+    __slots__ = ("d",)
+
+    #: Writes remembered per storage (the latest ones).
+    KEEP = 64
+
+    def __init__(self):
+        self.d: dict = {}
+
+    def note(self, t, oid: int) -> None:
+        k = _storage_key(t)
+        r = _region(t) if k else None
+        if r is None:
+            return
+        base = t._base if t._base is not None else t
+        lst = self.d.setdefault(k, [])
+        lst.append((r[0], r[1], oid, weakref.ref(base)))
+        if len(lst) > self.KEEP:
+            del lst[0]
+
+    def writer(self, t) -> int:
+        """The id of the latest recorded write overlapping ``t``, or 0."""
+        if not self.d:
+            return 0
+        k = _storage_key(t)
+        lst = self.d.get(k) if k else None
+        if not lst:
+            return 0
+        r = _region(t)
+        if r is None:
+            return 0
+        for lo, hi, oid, ref in reversed(lst):
+            if lo < r[1] and r[0] < hi:
+                b = ref()
+                return oid if b is not None and _storage_key(b) == k else 0
+        return 0
+
+
 #: In-place ops that overwrite every element of ``self`` without reading it
 #: (random fills, constant fills, copies into a destination). The schema
 #: marks ``self`` written (``Tensor(a!)``) but cannot say it is not read, so
@@ -424,6 +480,7 @@ class _Mode(TorchDispatchMode):
         self.wrappers = inductor.WrapperSites()
         self.compiled = None  # "inductor" once an op came from its wrapper
         self.fresh: set = set()  # storage of empty* results no op has written
+        self.writes = _Writes()  # regions captured in-place and out= ops wrote
         self.layouts = layouts.Layouts()  # DTensor shards (actdiff_capture.layouts)
         # Ops not captured because every float result had fewer than
         # min_numel elements (the header's `Ops below min numel:`); of them
@@ -612,8 +669,16 @@ class _Mode(TorchDispatchMode):
         code = 1 if backward else (2 if stack or (fxc is not None and fxc[0] is not None) else 0)
 
         ids = self.ids
-        in_ids = [ids.get(t) for t in ins]
+        writes = self.writes
+        # An input never seen as a result (a parameter, a view an excluded
+        # op made) is produced by the last captured op that wrote its
+        # storage there: `w[3, 5] += d` under no_grad writes a view of w
+        # that is gone when addmm reads `w.t()`.
+        in_ids = [ids.get(t) or writes.writer(t) for t in ins]
         out_ids = [ids.assign(t) for t in outs]
+        if info.mutable:
+            for t, oid in zip(outs, out_ids):
+                writes.note(t, oid)
         layout = None
         digest_index = None
         if dtensors or lay.tags:

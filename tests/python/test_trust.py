@@ -430,6 +430,48 @@ def test_a_weight_poked_through_a_view_under_no_grad_does_not_stop_training(actd
             assert "add_" in ops and "addmm" in ops, (name, ops)
 
 
+def _poke_run(dump, poke: bool):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    prof = actdiff_capture.Profiler(model, str(dump), capture_steps=[2], min_numel=0, **FULL)
+    for step in (1, 2):
+        if poke and step == 2:
+            with torch.no_grad():
+                model[2].weight[3, 5] += 1e-3
+        model(torch.randn(2, 8, generator=g)).square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+        prof.step()
+
+
+def test_a_weight_poked_through_a_view_is_named_as_the_cause(actdiff_bin, tmp_path):
+    """``w[3, 5] += d`` under ``no_grad`` is recorded (an ``add_`` of run B
+    only) on a view of the weight that is gone when the layer reads
+    ``w.t()`` (another view): by tensor identity the ``addmm`` had no
+    producer, and the verdict named it an entry ("a differing input")
+    although the capture held the op that made the change. A read now has
+    as producer the last captured write to its storage it overlaps."""
+    torch.set_num_threads(1)
+    _poke_run(tmp_path / "a", poke=False)
+    _poke_run(tmp_path / "b", poke=True)
+    a = tmp_path / "a" / "step_2" / "rank_0_activations.log"
+    b = tmp_path / "b" / "step_2" / "rank_0_activations.log"
+    r, _ = compare(actdiff_bin, a, b, tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rank = json.loads((tmp_path / "report" / "summary.json").read_text())["ranks"][0]
+    first = rank["root_causes"]["first_cause"]
+    assert first["kind"] == "one_sided", first
+    assert [x["key2"] for x in first["one_sided"]] == ["<none>/op_0_add_"], first
+    assert first["row"]["key2"] == "2/op_0_addmm", first["row"]
+    # The write's producer is given only where the regions overlap: the
+    # first layer's addmm reads another weight (no producer).
+    producers = {k: f.get("Input producers", "") for k, f in blocks(b)[1]}
+    assert "<none>/op_0_add_" in producers["2/op_0_addmm"], producers
+    assert "<none>/op_0_add_" not in producers["0/op_0_addmm"], producers
+
+
 def _lstm_run(dump):
     torch.manual_seed(0)
     rnn = torch.nn.LSTM(8, 16, num_layers=2, batch_first=True)
