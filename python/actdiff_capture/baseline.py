@@ -85,11 +85,12 @@ def baseline_log(baseline: str, step: int, rank: int, series: bool) -> str:
     return path
 
 
-def _compare_quietly(native, args: list, said: set) -> int:
+def _compare_quietly(native, args: list, said: set) -> tuple[int, list[str]]:
     """``native.compare(args)`` with its stderr taken: each ``warning:``
     line not in ``said`` (the profiler's: each text once a profiler) is
-    said as a UserWarning (:data:`BASELINE_WARNING`) and added; any other
-    line goes back to stderr."""
+    said as a UserWarning (:data:`BASELINE_WARNING`) and added. Returns
+    the exit status and the other lines (the caller says them: in the
+    error it raises, or on stderr)."""
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as err:
@@ -110,9 +111,7 @@ def _compare_quietly(native, args: list, said: set) -> int:
                 warnings.warn(BASELINE_WARNING.format(message), stacklevel=6)
         elif line.strip():
             rest.append(line)
-    if rest:
-        print("\n".join(rest), file=sys.stderr)
-    return status
+    return status, rest
 
 
 def check(
@@ -133,18 +132,29 @@ def check(
     base = baseline_log(baseline, step, rank, series)
     out = os.path.join(dump_dir, "divergence", f"step_{step}_rank_{rank}")
     args = [base, log_path, "-o", out, "-q", "--name1", "baseline", "--name2", "this run", *map(str, tolerances)]
-    status = _compare_quietly(_native, args, set() if said is None else said)
+    status, rest = _compare_quietly(_native, args, set() if said is None else said)
+    if status in (0, 1) and rest:
+        print("\n".join(rest), file=sys.stderr)
     summary_path = os.path.join(out, "summary.json")
     try:
         with open(summary_path) as f:
             s = json.load(f)
     except OSError as e:
         raise BaselineError(
-            f"step {step}, rank {rank}: the comparison wrote no summary (exit status {status}): {e}", step, rank
+            f"step {step}, rank {rank}: the comparison wrote no summary (exit status {status}): "
+            + "; ".join([str(e), *rest]),
+            step,
+            rank,
         ) from e
     if status not in (0, 1):
+        # The engine's error lines, once: in the message (the verdict says
+        # most of them already), not also on stderr.
+        said_ = "; ".join(s.get("verdict", []))
+        extra = [ln for ln in rest if ln.removeprefix("error: ") not in said_]
         raise BaselineError(
-            f"step {step}, rank {rank}: not compared with the baseline: {'; '.join(s.get('verdict', []))}", step, rank
+            f"step {step}, rank {rank}: not compared with the baseline: {'; '.join([said_, *extra] if said_ else extra)}",
+            step,
+            rank,
         )
     paired = sum(r["counts"].get("match", 0) + r["counts"].get("diff", 0) for r in s["ranks"])
     if paired == 0:

@@ -652,15 +652,18 @@ def test_baseline_warn_goes_on_and_stop_capturing_disarms(tmp_path, caplog):
     assert prof.diverged.step == 2 and set(prof.paths) == {1, 2} and not prof.armed
 
 
-def test_a_baseline_that_does_not_match_is_an_error(tmp_path):
+def test_a_baseline_that_does_not_match_is_an_error(tmp_path, capfd):
     run(tmp_path / "blessed", steps=2)
     with pytest.raises(actdiff_capture.BaselineError, match="no log for step 3") as e:
         run_with_baseline(tmp_path / "longer", tmp_path / "blessed", steps=3)
     assert (e.value.step, e.value.rank) == (3, 0)
     with pytest.raises(actdiff_capture.BaselineError, match=r"capture_steps=\[2\] \(a list\)"):
         run_with_baseline(tmp_path / "int", tmp_path / "blessed", steps=2, schedule=2)
+    capfd.readouterr()
     with pytest.raises(actdiff_capture.BaselineError, match="level=ops capture"):
         run_with_baseline(tmp_path / "m", tmp_path / "blessed", steps=1, level="modules")
+    # The engine's error is said once, in the exception, not also on stderr.
+    assert "level=ops capture" not in capfd.readouterr().err
     with pytest.raises(actdiff_capture.BaselineError, match="no such folder"):
         actdiff_capture.Profiler(TinyGPT(), tmp_path / "x", baseline=tmp_path / "nowhere")
 
