@@ -323,6 +323,39 @@ mod tests {
     }
 
     #[test]
+    fn a_one_sided_cause_is_not_traced_back_through_a_recomputation() {
+        // Run 2 checkpoints conv + batch norm: the recomputed conv repeats
+        // its forward value; the recomputed batch norm updates its running
+        // statistics again (another value), which the batch norm's
+        // backward reads. The cause is that batch norm, not the conv.
+        let blk = |k: &str, h: &str, ins: &str, prods: &str, bwd: bool| {
+            let phase = if bwd { "  Phase: backward\n" } else { "" };
+            format!("[{k}]\n  Output hash: {h}\n  Input hashes: {ins}\n  Input producers: {prods}\n{phase}\n")
+        };
+        let fwd = blk("c/op_0_conv", "1.0", "0.5", "", false)
+            + &blk("n/op_0_bn", "2.0", "1.0", "c/op_0_conv", false);
+        let a = fwd.clone() + &blk("n/op_1_bnb", "3.0", "7.0, 2.0", ";n/op_0_bn", true);
+        let b = fwd
+            + &blk("c/op_1_conv", "1.0", "0.5", "", true)
+            + &blk("n/op_1_bn", "2.5", "1.0", "c/op_1_conv", true)
+            + &blk("n/op_2_bnb", "3.5", "7.0, 2.5", ";n/op_1_bn", true);
+        let m = compare(&a, &b);
+        let c = m
+            .causes
+            .causes
+            .iter()
+            .find(|c| !c.one_sided.is_empty())
+            .expect("a one-sided cause");
+        let b_table = parse_bytes(b.as_bytes().to_vec(), "b.log");
+        let chain: Vec<String> = c
+            .one_sided
+            .iter()
+            .map(|&i| b_table.key_str(m.rows[i].r2().unwrap()).into_owned())
+            .collect();
+        assert_eq!(chain, ["n/op_1_bn"], "{c:?}");
+    }
+
+    #[test]
     fn repeats_by_value_are_flagged_among_other_one_sided_rows() {
         // Two recomputed values and one backward op that repeats nothing:
         // the two are flagged, the other gates.

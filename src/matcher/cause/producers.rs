@@ -9,7 +9,7 @@ use ahash::AHashMap;
 use rayon::prelude::*;
 
 use super::super::compare::split_tokens;
-use super::super::{MatchRow, Sides};
+use super::super::{MatchRow, Sides, ROW_RECOMPUTED};
 use super::inputs::{producer_keys, Pending};
 use super::MAX_ONE_SIDED_CHAIN;
 use crate::parser::{Field, OpTable};
@@ -125,12 +125,15 @@ struct OneSidedOps<'a> {
     by_key: AHashMap<&'a [u8], Vec<usize>>,
     /// Chains found so far, by their last one-sided row ([`Self::chain`]).
     chains: AHashMap<usize, Vec<usize>>,
+    /// The one-sided rows flagged [`ROW_RECOMPUTED`] (table rows): a chain
+    /// does not go back through them.
+    recomputed: ahash::AHashSet<usize>,
 }
 
 impl<'a> OneSidedOps<'a> {
     /// Run `side`'s (0: run 1, 1: run 2) one-sided rows among `rows`.
     fn new(t: &'a OpTable, rows: &[MatchRow], side: usize) -> OneSidedOps<'a> {
-        let only = rows
+        let only: AHashMap<usize, usize> = rows
             .iter()
             .enumerate()
             .filter_map(|(i, r)| match (r.sides(), side) {
@@ -139,11 +142,17 @@ impl<'a> OneSidedOps<'a> {
                 _ => None,
             })
             .collect();
+        let recomputed = only
+            .iter()
+            .filter(|(_, &i)| rows[i].has(ROW_RECOMPUTED))
+            .map(|(&r, _)| r)
+            .collect();
         OneSidedOps {
             t,
             only,
             by_key: AHashMap::new(),
             chains: AHashMap::new(),
+            recomputed,
         }
     }
 
@@ -199,7 +208,11 @@ impl<'a> OneSidedOps<'a> {
     /// From one-sided row `start` back through its run's one-sided
     /// producers (breadth first, at most [`MAX_ONE_SIDED_CHAIN`] rows): the
     /// table rows from the earliest one-sided op reached to `start`, each
-    /// producing an input of the next.
+    /// producing an input of the next. A recomputation (activation
+    /// checkpointing's repeat of a forward op) is not gone back through: a
+    /// batch norm recomputed in backward that updates its running
+    /// statistics a second time is the op that changed them, not the
+    /// recomputed convolution before it.
     fn chain(&mut self, start: usize) -> Vec<usize> {
         if let Some(c) = self.chains.get(&start) {
             return c.clone();
@@ -219,6 +232,7 @@ impl<'a> OneSidedOps<'a> {
                         continue;
                     };
                     if p != start
+                        && !self.recomputed.contains(&p)
                         && !feeds.contains_key(&p)
                         && feeds.len() + 1 < MAX_ONE_SIDED_CHAIN
                     {
