@@ -6,7 +6,7 @@
 //! twice, a run without it once. Their values cannot differ unseen: the
 //! backward ops that read them are paired and judged.
 
-use super::keys::fuzzy_key;
+use super::keys::{self, fuzzy_key};
 use super::passes::Pairing;
 use super::{MatchRow, ROW_RECOMPUTED};
 use crate::logformat::Phase;
@@ -118,27 +118,29 @@ pub(super) fn hold_one_sided_repeats(p: &mut Pairing, t1: &OpTable, t2: &OpTable
     let keys = |s: usize| {
         repeats[s]
             .iter()
-            .map(|(_, k)| k.as_slice())
-            .collect::<ahash::AHashSet<&[u8]>>()
+            .map(|&(_, k)| k)
+            .collect::<ahash::AHashSet<u64>>()
     };
     let keys = [keys(0), keys(1)];
-    let mut held = Vec::new();
+    let mut held = 0;
     for side in 0..2 {
-        for (r, k) in &repeats[side] {
-            if !keys[1 - side].contains(k.as_slice()) {
-                held.push((side, *r));
+        for &(r, k) in &repeats[side] {
+            if !keys[1 - side].contains(&k) {
+                p.hold(side, r);
+                held += 1;
             }
         }
     }
-    for &(side, r) in &held {
-        p.hold(side, r);
-    }
-    held.len()
+    held
 }
 
 /// The backward-phase rows of `t` whose fuzzy key and [`value_key`] are a
-/// forward row's, with their fuzzy keys.
-fn value_repeats(t: &OpTable) -> Vec<(usize, Vec<u8>)> {
+/// forward row's, with their fuzzy keys' hashes
+/// ([`keys::fuzzy_key_hash`]). Rows are compared by 64-bit hashes (a
+/// large log keeps one number per forward row of the op types concerned,
+/// not its texts; a collision holds one row too many, shown as
+/// recomputed).
+fn value_repeats(t: &OpTable) -> Vec<(usize, u64)> {
     let mut ops = vec![false; t.op_types()];
     let mut any = false;
     for r in (0..t.len()).filter(|&r| t.is_backward(r)) {
@@ -148,20 +150,25 @@ fn value_repeats(t: &OpTable) -> Vec<(usize, Vec<u8>)> {
     if !any {
         return Vec::new();
     }
+    let hasher = ahash::RandomState::with_seeds(1, 2, 3, 4);
+    // (fuzzy key hash, value hash): the op name is in the fuzzy key.
     let with_key = |r: usize| {
-        let k = fuzzy_key(t.key(r));
-        let v = value_key(t, r, &k)?;
-        Some((k, v))
+        let hash = t.field(r, Field::OutputHash);
+        if hash.is_empty() {
+            return None;
+        }
+        let k = keys::fuzzy_key_hash(t.key(r));
+        Some((k, hasher.hash_one((k, t.field(r, Field::Shape), hash))))
     };
-    let forward: ahash::AHashSet<(Vec<u8>, Vec<u8>)> = (0..t.len())
+    let forward: ahash::AHashSet<u64> = (0..t.len())
         .filter(|&r| ops[t.op_type(r) as usize] && t.phase_kind(r) == Phase::Forward)
-        .filter_map(with_key)
+        .filter_map(|r| Some(with_key(r)?.1))
         .collect();
     (0..t.len())
         .filter(|&r| t.is_backward(r))
         .filter_map(|r| {
-            let kv = with_key(r)?;
-            forward.contains(&kv).then_some((r, kv.0))
+            let (k, v) = with_key(r)?;
+            forward.contains(&v).then_some((r, k))
         })
         .collect()
 }
