@@ -313,22 +313,46 @@ pub(super) fn mark_optimizer_rows(t: &mut OpTable) {
     }
 }
 
+/// The files of `torch/optim/` whose ops are an optimizer step's.
+const TORCH_OPTIM_FILES: &[&[u8]] = &[
+    b"optimizer.py",
+    b"_functional.py",
+    b"_adafactor.py",
+    b"_muon.py",
+    b"adadelta.py",
+    b"adagrad.py",
+    b"adam.py",
+    b"adamax.py",
+    b"adamw.py",
+    b"asgd.py",
+    b"lbfgs.py",
+    b"nadam.py",
+    b"radam.py",
+    b"rmsprop.py",
+    b"rprop.py",
+    b"sgd.py",
+    b"sparse_adam.py",
+    b"swa_utils.py",
+];
+
 /// Whether a Location (`optim/adamw.py:254`, as the tracer shortens a
 /// path to its last two parts, or a longer path) is in torch's optimizers
-/// (`torch/optim/`), gradient clipping (`torch/nn/utils/clip_grad.py`) or
-/// loss scaling's unscale and step (`torch/amp/grad_scaler.py`).
+/// (a file of `torch/optim/` by name, [`TORCH_OPTIM_FILES`]: a project's
+/// own `optim/lossfn.py` is not), gradient clipping
+/// (`torch/nn/utils/clip_grad.py`) or loss scaling's unscale and step
+/// (`torch/amp/grad_scaler.py`).
 pub(super) fn is_optimizer_location(loc: &[u8]) -> bool {
     let path = match loc.iter().rposition(|&b| b == b':') {
         Some(i) => &loc[..i],
         None => loc,
     };
-    if path.ends_with(b"clip_grad.py") || path.ends_with(b"grad_scaler.py") {
+    if path.ends_with(b"utils/clip_grad.py") || path.ends_with(b"amp/grad_scaler.py") {
         return true;
     }
-    // The folder holding the file is `optim`.
+    // The folder holding the file is `optim`, and the file is torch's.
     let Some(slash) = path.iter().rposition(|&b| b == b'/') else {
         return false;
     };
-    let dir = &path[..slash];
-    dir == b"optim" || dir.ends_with(b"/optim")
+    let (dir, file) = (&path[..slash], &path[slash + 1..]);
+    (dir == b"optim" || dir.ends_with(b"/optim")) && TORCH_OPTIM_FILES.contains(&file)
 }
