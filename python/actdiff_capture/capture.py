@@ -239,15 +239,19 @@ class _Writes:
     an excluded op, or the parameter a view of it was written through) gets
     the latest captured write that overlaps it as its producer. An entry
     holds a weak reference to the written tensor's base, so a storage freed
-    and reused is not taken for the one written."""
+    and reused is not taken for the one written; a parameter's storage
+    (``params``, by storage) needs none: it lives the whole step, and a
+    write through ``w.data[3, 5]`` or ``w.detach()[3, 5]`` has as base an
+    alias that is gone at once."""
 
-    __slots__ = ("d",)
+    __slots__ = ("d", "params")
 
     #: Writes remembered per storage (the latest ones).
     KEEP = 64
 
-    def __init__(self):
+    def __init__(self, params=frozenset()):
         self.d: dict = {}
+        self.params = params
 
     def note(self, t, oid: int) -> None:
         k = _storage_key(t)
@@ -255,8 +259,9 @@ class _Writes:
         if r is None:
             return
         base = t._base if t._base is not None else t
+        ref = None if k in self.params else weakref.ref(base)
         lst = self.d.setdefault(k, [])
-        lst.append((r[0], r[1], oid, weakref.ref(base)))
+        lst.append((r[0], r[1], oid, ref))
         if len(lst) > self.KEEP:
             del lst[0]
 
@@ -273,6 +278,8 @@ class _Writes:
             return 0
         for lo, hi, oid, ref in reversed(lst):
             if lo < r[1] and r[0] < hi:
+                if ref is None:
+                    return oid
                 b = ref()
                 return oid if b is not None and _storage_key(b) == k else 0
         return 0
@@ -480,7 +487,11 @@ class _Mode(TorchDispatchMode):
         self.wrappers = inductor.WrapperSites()
         self.compiled = None  # "inductor" once an op came from its wrapper
         self.fresh: set = set()  # storage of empty* results no op has written
-        self.writes = _Writes()  # regions captured in-place and out= ops wrote
+        # Regions captured in-place and out= ops wrote; the parameters'
+        # storage lives the whole step.
+        model = getattr(prof, "model", None)
+        params = model.parameters() if isinstance(model, torch.nn.Module) else ()
+        self.writes = _Writes({_storage_key(p) for p in params} - {0})
         self.layouts = layouts.Layouts()  # DTensor shards (actdiff_capture.layouts)
         # Ops not captured because every float result had fewer than
         # min_numel elements (the header's `Ops below min numel:`); of them

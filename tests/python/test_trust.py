@@ -430,16 +430,16 @@ def test_a_weight_poked_through_a_view_under_no_grad_does_not_stop_training(actd
             assert "add_" in ops and "addmm" in ops, (name, ops)
 
 
-def _poke_run(dump, poke: bool):
+def _poke_run(dump, poke):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     g = torch.Generator().manual_seed(1)
     prof = actdiff_capture.Profiler(model, str(dump), capture_steps=[2], min_numel=0, **FULL)
     for step in (1, 2):
-        if poke and step == 2:
+        if poke is not None and step == 2:
             with torch.no_grad():
-                model[2].weight[3, 5] += 1e-3
+                poke(model[2].weight)
         model(torch.randn(2, 8, generator=g)).square().mean().backward()
         opt.step()
         opt.zero_grad()
@@ -454,22 +454,29 @@ def test_a_weight_poked_through_a_view_is_named_as_the_cause(actdiff_bin, tmp_pa
     although the capture held the op that made the change. A read now has
     as producer the last captured write to its storage it overlaps."""
     torch.set_num_threads(1)
-    _poke_run(tmp_path / "a", poke=False)
-    _poke_run(tmp_path / "b", poke=True)
+    _poke_run(tmp_path / "a", poke=None)
     a = tmp_path / "a" / "step_2" / "rank_0_activations.log"
-    b = tmp_path / "b" / "step_2" / "rank_0_activations.log"
-    r, _ = compare(actdiff_bin, a, b, tmp_path)
-    assert r.returncode == 1, r.stdout + r.stderr
-    rank = json.loads((tmp_path / "report" / "summary.json").read_text())["ranks"][0]
-    first = rank["root_causes"]["first_cause"]
-    assert first["kind"] == "one_sided", first
-    assert [x["key2"] for x in first["one_sided"]] == ["<none>/op_0_add_"], first
-    assert first["row"]["key2"] == "2/op_0_addmm", first["row"]
-    # The write's producer is given only where the regions overlap: the
-    # first layer's addmm reads another weight (no producer).
-    producers = {k: f.get("Input producers", "") for k, f in blocks(b)[1]}
-    assert "<none>/op_0_add_" in producers["2/op_0_addmm"], producers
-    assert "<none>/op_0_add_" not in producers["0/op_0_addmm"], producers
+    pokes = {
+        "view": lambda w: w[3, 5].add_(1e-3),
+        # through an alias that is gone at once
+        "data": lambda w: w.data[3, 5].add_(1e-3),
+        "detach": lambda w: w.detach()[3, 5].add_(1e-3),
+    }
+    for name, poke in pokes.items():
+        _poke_run(tmp_path / name, poke=poke)
+        b = tmp_path / name / "step_2" / "rank_0_activations.log"
+        r, _ = compare(actdiff_bin, a, b, tmp_path / f"c_{name}")
+        assert r.returncode == 1, r.stdout + r.stderr
+        rank = json.loads((tmp_path / f"c_{name}" / "report" / "summary.json").read_text())["ranks"][0]
+        first = rank["root_causes"]["first_cause"]
+        assert first["kind"] == "one_sided", (name, first)
+        assert [x["key2"] for x in first["one_sided"]] == ["<none>/op_0_add_"], (name, first)
+        assert first["row"]["key2"] == "2/op_0_addmm", (name, first["row"])
+        # The write's producer is given only where the regions overlap: the
+        # first layer's addmm reads another weight (no producer).
+        producers = {k: f.get("Input producers", "") for k, f in blocks(b)[1]}
+        assert "<none>/op_0_add_" in producers["2/op_0_addmm"], (name, producers)
+        assert "<none>/op_0_add_" not in producers["0/op_0_addmm"], (name, producers)
 
 
 def _lstm_run(dump):
