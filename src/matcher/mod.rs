@@ -615,6 +615,7 @@ pub fn match_tables_indexed(
     let mut exact = passes::pass_exact(&mut p, t1, t2, opts.layer_offset, indexes);
     if opts.shape_tie_break {
         exact -= passes::release_drifted_pairs(&mut p, t1, t2, opts.layer_offset);
+        exact -= passes::release_input_drifted_pairs(&mut p, t1, t2, opts.layer_offset);
     }
     let fuzzy_keys = passes::FuzzyKeys::of_unpaired(&p, t1, t2, opts.layer_offset);
     let fuzzy = passes::pass_fuzzy(&mut p, t1, t2, &fuzzy_keys, opts.shape_tie_break);

@@ -613,6 +613,74 @@ pub(super) fn release_drifted_pairs<'t>(
     released
 }
 
+/// Undoes the exact pairs whose Input hashes differ (both present) when a
+/// row of the other run with the same fuzzy key, phase and Shape read
+/// exactly what one of the two rows read (the same Input hashes and Input
+/// digests text): an op one run alone has (a frozen parameter's optimizer
+/// update) moves the counters after it, so `op_9` is paired with another
+/// parameter's `op_9` of the same Shape, while its own update, `op_8`
+/// there, read the same tensors. Left to the fuzzy pass, whose first
+/// round pairs same-input rows. Looked for only when the two logs have
+/// different numbers of rows (an op of one run only). Returns the number
+/// of pairs undone.
+pub(super) fn release_input_drifted_pairs<'t>(
+    p: &mut Pairing,
+    t1: &'t OpTable,
+    t2: &'t OpTable,
+    layer_offset: [i64; 2],
+) -> u64 {
+    if t1.len() == t2.len() {
+        return 0;
+    }
+    fn ins(t: &OpTable, r: usize) -> &[u8] {
+        t.field(r, Field::InputHashes)
+    }
+    let odd: Vec<(usize, usize)> = (0..p.pair1.len())
+        .filter(|&r1| p.strat1[r1] == Strategy::Exact)
+        .map(|r1| (r1, p.pair1[r1] as usize))
+        .filter(|&(r1, r2)| {
+            let (a, b) = (ins(t1, r1), ins(t2, r2));
+            !a.is_empty() && !b.is_empty() && a != b
+        })
+        .collect();
+    if odd.is_empty() {
+        return 0;
+    }
+    let phase = PhaseRule::of(t1, t2);
+    let hasher = ahash::RandomState::with_seeds(5, 6, 7, 8);
+    // A row's (fuzzy key, phase, Shape, inputs), hashed.
+    let key = |t: &OpTable, s: usize, r: usize| {
+        let k = keys::with_layer_offset(t.key(r), layer_offset[s], t.layer_lists());
+        hasher.hash_one((
+            keys::fuzzy_key_hash(&k),
+            phase.phase(s, r),
+            t.field(r, Field::Shape),
+            ins(t, r),
+            t.field(r, Field::InputDigests),
+        ))
+    };
+    // Every row of the op types concerned, per side.
+    let reads = |t: &OpTable, s: usize, ops: AHashSet<u32>| -> AHashSet<u64> {
+        (0..t.len())
+            .filter(|&r| ops.contains(&t.op_type(r)) && !ins(t, r).is_empty())
+            .map(|r| key(t, s, r))
+            .collect()
+    };
+    let ops1 = odd.iter().map(|&(r1, _)| t1.op_type(r1)).collect();
+    let ops2 = odd.iter().map(|&(_, r2)| t2.op_type(r2)).collect();
+    let (reads1, reads2) = (reads(t1, 0, ops1), reads(t2, 1, ops2));
+    let mut released = 0;
+    for (r1, r2) in odd {
+        if reads2.contains(&key(t1, 0, r1)) || reads1.contains(&key(t2, 1, r2)) {
+            p.pair1[r1] = NO_ROW;
+            p.pair2[r2] = NO_ROW;
+            p.strat1[r1] = Strategy::None;
+            released += 1;
+        }
+    }
+    released
+}
+
 /// Pass 2: equal fuzzy keys (op counters removed), in the same phase
 /// ([`PhaseRule`]). With `shape_tie_break`, two rounds come first (the
 /// reference has neither):

@@ -546,9 +546,11 @@ fn optimizer_ops_before_a_later_backward_are_found_by_their_location() {
     );
     // A project's own `optim/` folder is not torch's (a loss computed in
     // `optim/lossfn.py` between micro-batches' backward ops).
-    let t = table("[m/op_0_mm]\n  Output hash: 1\n  Phase: backward\n\n\
+    let t = table(
+        "[m/op_0_mm]\n  Output hash: 1\n  Phase: backward\n\n\
                    [<none>/op_0_pow]\n  Output hash: 1\n  Location: optim/lossfn.py:2\n\n\
-                   [m/op_1_mm]\n  Output hash: 1\n  Phase: backward\n\n");
+                   [m/op_1_mm]\n  Output hash: 1\n  Phase: backward\n\n",
+    );
     assert_eq!(t.phase_kind(1), Forward);
     // Before the first backward op a Location says nothing.
     let t = table(

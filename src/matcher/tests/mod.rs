@@ -824,6 +824,50 @@ fn a_frozen_parameter_leaves_each_update_paired_with_its_own_parameter() {
 }
 
 #[test]
+fn a_frozen_parameter_among_same_shaped_ones_leaves_the_others_paired() {
+    // Four same-shaped parameters' updates; run 2 froze the second, so its
+    // updates of the third and fourth carry the counters of run 1's second
+    // and third: same key, same Shape, other inputs. The update that read
+    // the same tensors is the same parameter's.
+    let bwd = "Shape: torch.Size([8, 8])\nOutput hash: 9.0\nPhase: backward";
+    let add = |i: usize| {
+        format!("Shape: torch.Size([8, 8])\nOutput hash: {i}.5\nInput hashes: {i}.0, 1{i}.0")
+    };
+    let mut a = vec![("b/op_0_mm".to_string(), bwd.to_string())];
+    let mut b = a.clone();
+    for i in 0..4 {
+        a.push((format!("<none>/op_{i}_add_"), add(i)));
+    }
+    for (n, i) in [0, 2, 3].into_iter().enumerate() {
+        b.push((format!("<none>/op_{n}_add_"), add(i)));
+    }
+    let borrow = |v: &[(String, String)]| -> OpTable {
+        log(&v
+            .iter()
+            .map(|(k, x)| (k.as_str(), x.as_str()))
+            .collect::<Vec<_>>())
+    };
+    let (a, b) = (borrow(&a), borrow(&b));
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let s = summary(&m, &a, &b);
+    let c = m.counts();
+    assert_eq!((c.diff, c.only1, c.only2), (0, 1, 0), "{s:?}");
+    assert!(
+        s.contains(&("<none>/op_1_add_".into(), String::new(), "only1", None)),
+        "{s:?}"
+    );
+    assert!(
+        s.contains(&(
+            "<none>/op_3_add_".into(),
+            "<none>/op_2_add_".into(),
+            "match",
+            Some("fuzzy")
+        )),
+        "{s:?}"
+    );
+}
+
+#[test]
 fn one_root_op_more_does_not_pair_each_parameter_update_with_another() {
     // An optimizer's per-parameter loop over 20 same-shaped parameters;
     // run 2 has one root-scope op more (a logging metric) before it, so
