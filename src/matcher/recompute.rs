@@ -80,7 +80,7 @@ pub(super) fn mark_recomputed(
             && repeats.len() * 10 >= one_sided.len() * 9;
         let flagged: Vec<_> = repeats
             .into_iter()
-            .filter(|(_, _, _, by_value)| *by_value || by_name_too)
+            .filter(|(_, r, _, by_value)| *by_value || (by_name_too && !is_random(t, *r)))
             .collect();
         let Some(&(_, first, forward, _)) = flagged.first() else {
             continue;
@@ -95,6 +95,39 @@ pub(super) fn mark_recomputed(
         });
     }
     out
+}
+
+/// Ops that draw random numbers: recomputed with another value than its
+/// forward op's (checkpointing with `preserve_rng_state=False`), one of
+/// them gives the backward another dropout mask than the forward's, a
+/// change; a repeat by name alone is not flagged.
+const RANDOM_OPS: &[&[u8]] = &[
+    b"bernoulli",
+    b"bernoulli_",
+    b"native_dropout",
+    b"dropout",
+    b"rand",
+    b"rand_like",
+    b"randn",
+    b"randn_like",
+    b"randint",
+    b"randint_like",
+    b"randperm",
+    b"normal",
+    b"normal_",
+    b"uniform_",
+    b"random_",
+    b"exponential_",
+    b"geometric_",
+    b"cauchy_",
+    b"log_normal_",
+    b"multinomial",
+    b"poisson",
+];
+
+/// Whether row `r` of `t` is an op of [`RANDOM_OPS`].
+fn is_random(t: &OpTable, r: usize) -> bool {
+    RANDOM_OPS.contains(&&*t.op_names[t.op_type(r) as usize])
 }
 
 /// Before pairing: holds out of every pass ([`Pairing::hold`]) the
@@ -360,6 +393,37 @@ mod tests {
             .map(|&i| b_table.key_str(m.rows[i].r2().unwrap()).into_owned())
             .collect();
         assert_eq!(chain, ["n/op_1_bn"], "{c:?}");
+    }
+
+    #[test]
+    fn a_random_op_recomputed_with_another_value_is_not_flagged() {
+        // Five recomputed ops by name (another value each, the name rule),
+        // one of them a dropout mask drawn again (checkpointing with
+        // `preserve_rng_state=False`): the mask differs from the forward's,
+        // a change; it gates.
+        let fwd = (0..5)
+            .map(|i| format!("[m{i}/op_0_{}]\n  Output hash: {i}.0\n\n", op(i)))
+            .collect::<String>();
+        fn op(i: usize) -> &'static str {
+            if i == 2 {
+                "bernoulli_"
+            } else {
+                "addmm"
+            }
+        }
+        let bwd = (0..5)
+            .map(|i| {
+                format!(
+                    "[m{i}/op_1_{}]\n  Output hash: 2{i}.0\n  Phase: backward\n\n",
+                    op(i)
+                )
+            })
+            .collect::<String>();
+        let m = compare(&fwd, &(fwd.clone() + &bwd));
+        assert_eq!(recomputed_gating(&m), (4, 1));
+        let first = m.first_divergence().expect("the mask gates");
+        let b = parse_bytes((fwd + &bwd).into_bytes(), "b.log");
+        assert_eq!(b.key_str(m.rows[first].r2().unwrap()), "m2/op_1_bernoulli_");
     }
 
     #[test]
