@@ -59,13 +59,13 @@ pub(super) fn classify(
     prods: &Producers<'_>,
     rows: &[MatchRow],
     known: &Tally<'_>,
-    optimizer: bool,
+    gradient_collective: bool,
 ) -> Class {
     match inputs {
         None => Class::new(CauseKind::Unsynced, None),
         Some((p, _)) if p.bad.is_empty() && !p.explained => Class::new(CauseKind::Origin, None),
         Some((p, _)) if p.bad.is_empty() => below_print(i, p, prods, known),
-        Some((p, source)) => differing(i, p, source, prods, rows, known, optimizer),
+        Some((p, source)) => differing(i, p, source, prods, rows, known, gradient_collective),
     }
 }
 
@@ -92,10 +92,11 @@ fn below_print(i: usize, p: &Pending<'_>, prods: &Producers<'_>, known: &Tally<'
 /// producer; else fed by a one-sided op; else an entry grouped with an
 /// earlier entry that read the same differing values; else via an unsynced
 /// collective; else attributed to the latest divergence before it; else,
-/// in the optimizer phase after a collective captured before it completed
-/// (DDP's gradient all-reduce, hashed as this rank's own bucket: it
-/// agrees, and the reduced gradients reach `.grad` through copies the
-/// capture excludes), via that collective; else a new entry.
+/// in the optimizer phase after a collective of the backward phase
+/// captured before it completed (`gradient_collective`: DDP's gradient
+/// all-reduce, hashed as this rank's own bucket, so it agrees, and the
+/// reduced gradients reach `.grad` through copies the capture excludes),
+/// via that collective; else a new entry.
 fn differing(
     i: usize,
     p: &Pending<'_>,
@@ -103,7 +104,7 @@ fn differing(
     prods: &Producers<'_>,
     rows: &[MatchRow],
     known: &Tally<'_>,
-    optimizer: bool,
+    gradient_collective: bool,
 ) -> Class {
     let (mut untraced, mut inherited_from, mut via) = (false, None, false);
     let mut read = None;
@@ -142,7 +143,7 @@ fn differing(
         match known.upstream(i) {
             Upstream::Root(r) => Class::new(CauseKind::Untraced, Some(r)),
             Upstream::Collective => Class::new(CauseKind::ViaCollective, None),
-            Upstream::Nothing if optimizer && untraced && known.unsynced_before(i) => {
+            Upstream::Nothing if gradient_collective && untraced => {
                 Class::new(CauseKind::ViaCollective, None)
             }
             Upstream::Nothing => Class::new(CauseKind::Entry, None),

@@ -35,7 +35,8 @@
 //!   unsynced collective (from another rank): a differing input comes from
 //!   one, or the only earlier divergence is one, or (the optimizer phase,
 //!   nothing diverging before it) a differing input with no captured
-//!   producer comes after one that agrees (DDP's all-reduce).
+//!   producer comes after one of the backward phase that agrees (DDP's
+//!   gradient all-reduce).
 //! - [`CauseKind::Unsynced`]: the row is itself an unsynced collective.
 //!
 //! The causes a rank reports are its origins, its entries (one per changed
@@ -62,7 +63,7 @@ mod tally;
 use serde::Serialize;
 
 use super::compare::{worst_difference, CompareOptions};
-use super::{Counts, MatchRow, Sides, Status, ROW_NONFINITE1, ROW_NONFINITE2};
+use super::{Counts, MatchRow, Sides, Status, ROW_NONFINITE1, ROW_NONFINITE2, ROW_UNSYNCED};
 use crate::parser::{FieldSet, OpTable};
 
 pub use print::{print_explains, PRINT_AMPLIFICATION};
@@ -287,15 +288,26 @@ pub fn analyse<'a>(
     // Steps 3 and 4: classify in dispatch order, and tally.
     let mut tally = tally::Tally::new(rows, rc);
     let mut pend = pending.into_iter().zip(sources).peekable();
+    // The collectives captured before they completed in the backward
+    // phase (DDP's gradient all-reduce runs from autograd's hooks), in
+    // result order.
+    let backward_unsynced: Vec<usize> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.has(ROW_UNSYNCED) && r.r1().is_some_and(|a| t1.is_backward(a)))
+        .map(|(i, _)| i)
+        .collect();
     for &(i, r1, _) in &diff_rows {
         let inputs = pend.next_if(|(p, _)| p.i == i);
+        let gradient_collective = t1.phase_kind(r1) == crate::logformat::Phase::Optimizer
+            && tally::latest_before(&backward_unsynced, i).is_some();
         let class = classify::classify(
             i,
             inputs.as_ref().map(|(p, s)| (p, s.as_deref())),
             &prods,
             rows,
             &tally,
-            t1.phase_kind(r1) == crate::logformat::Phase::Optimizer,
+            gradient_collective,
         );
         match inputs {
             Some((p, _)) => tally.record(rows, i, class, p.bad, &p.links),

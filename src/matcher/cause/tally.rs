@@ -84,12 +84,6 @@ impl<'a> Tally<'a> {
         self.fed_by.get(&op).copied()
     }
 
-    /// Whether a collective captured before it completed (agreeing or not)
-    /// comes before row `i`.
-    pub(super) fn unsynced_before(&self, i: usize) -> bool {
-        latest_before(&self.unsynced, i).is_some()
-    }
-
     /// Where row `i`'s divergence comes from when no producer says: the
     /// latest own divergence, else an unsynced collective before it.
     pub(super) fn upstream(&self, i: usize) -> Upstream {

@@ -232,13 +232,22 @@ fn an_optimizer_entry_after_an_agreeing_all_reduce_arrives_through_it() {
     // and the reduced gradients reach `.grad` through excluded copies, so
     // the optimizer's differing input has no producer; the change arrived
     // through the collective, from another rank.
-    let rows = |collective: bool| {
-        let mut v = vec![(
+    let rows = |collective: Option<&'static str>| {
+        let mut v = Vec::new();
+        if collective == Some("forward") {
+            // A loss metric all-reduced in forward: no gradient's way.
+            v.push((
+                "<none>/op_0_allreduce_",
+                "Output hash: 3.0\nInput hashes: 3.0",
+                "Output hash: 3.0\nInput hashes: 3.0",
+            ));
+        }
+        v.push((
             "m/op_0_mm",
             "Output hash: 1.0\nInput hashes: 5.0\nPhase: backward",
             "Output hash: 1.0\nInput hashes: 5.0\nPhase: backward",
-        )];
-        if collective {
+        ));
+        if collective == Some("backward") {
             v.push((
                 "m/op_1_allreduce_",
                 "Output hash: 3.0\nInput hashes: 3.0\nPhase: backward",
@@ -252,16 +261,20 @@ fn an_optimizer_entry_after_an_agreeing_all_reduce_arrives_through_it() {
         ));
         v
     };
-    let (a, b) = pair(&rows(true));
+    let (a, b) = pair(&rows(Some("backward")));
     let m = match_tables(&a, &b, &MatchOptions::default());
     assert_eq!(m.cause_kinds, vec![None, None, Some(ViaCollective)]);
     assert!(m.causes.via_collective_only);
     assert_eq!(m.causes.cause_count, 0);
-    // Without the collective, the optimizer's input changed on this rank.
-    let (a, b) = pair(&rows(false));
+    // Without the collective, or with one outside backward, the
+    // optimizer's input changed on this rank.
+    let (a, b) = pair(&rows(None));
     let m = match_tables(&a, &b, &MatchOptions::default());
     assert_eq!(m.cause_kinds, vec![None, Some(Entry)]);
     assert!(!m.causes.via_collective_only);
+    let (a, b) = pair(&rows(Some("forward")));
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert_eq!(m.cause_kinds, vec![None, None, Some(Entry)]);
 }
 
 #[test]
