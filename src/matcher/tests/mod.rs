@@ -22,6 +22,14 @@ fn log(blocks: &[(&str, &str)]) -> OpTable {
     parse_bytes(s.into_bytes(), "t.log")
 }
 
+/// [`log`] of blocks built as owned strings.
+fn log_owned(blocks: &[(String, String)]) -> OpTable {
+    log(&blocks
+        .iter()
+        .map(|(k, x)| (k.as_str(), x.as_str()))
+        .collect::<Vec<_>>())
+}
+
 fn summary(
     m: &MatchTable,
     a: &OpTable,
@@ -841,13 +849,7 @@ fn a_frozen_parameter_among_same_shaped_ones_leaves_the_others_paired() {
     for (n, i) in [0, 2, 3].into_iter().enumerate() {
         b.push((format!("<none>/op_{n}_add_"), add(i)));
     }
-    let borrow = |v: &[(String, String)]| -> OpTable {
-        log(&v
-            .iter()
-            .map(|(k, x)| (k.as_str(), x.as_str()))
-            .collect::<Vec<_>>())
-    };
-    let (a, b) = (borrow(&a), borrow(&b));
+    let (a, b) = (log_owned(&a), log_owned(&b));
     let m = match_tables(&a, &b, &MatchOptions::default());
     let s = summary(&m, &a, &b);
     let c = m.counts();
@@ -886,13 +888,7 @@ fn one_root_op_more_does_not_pair_each_parameter_update_with_another() {
         a.push((format!("<none>/op_{i}_mul_"), mul(i)));
         b.push((format!("<none>/op_{}_mul_", i + 1), mul(i)));
     }
-    let borrow = |v: &[(String, String)]| -> OpTable {
-        log(&v
-            .iter()
-            .map(|(k, x)| (k.as_str(), x.as_str()))
-            .collect::<Vec<_>>())
-    };
-    let (a, b) = (borrow(&a), borrow(&b));
+    let (a, b) = (log_owned(&a), log_owned(&b));
     let m = match_tables(&a, &b, &MatchOptions::default());
     let c = m.counts();
     assert_eq!(
