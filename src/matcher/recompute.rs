@@ -147,7 +147,8 @@ pub(super) fn hold_one_sided_repeats(p: &mut Pairing, t1: &OpTable, t2: &OpTable
     if backward(t1) == backward(t2) {
         return 0;
     }
-    let repeats = [value_repeats(t1), value_repeats(t2)];
+    let repeats = rayon::join(|| value_repeats(t1), || value_repeats(t2));
+    let repeats = [repeats.0, repeats.1];
     let keys = |s: usize| {
         repeats[s]
             .iter()
@@ -172,35 +173,53 @@ pub(super) fn hold_one_sided_repeats(p: &mut Pairing, t1: &OpTable, t2: &OpTable
 /// ([`keys::fuzzy_key_hash`]). Rows are compared by 64-bit hashes (a
 /// large log keeps one number per forward row of the op types concerned,
 /// not its texts; a collision holds one row too many, shown as
-/// recomputed).
+/// recomputed). A first look by op type and Output hash text alone (no
+/// key walked, no Shape read) leaves the rows that can repeat: only they
+/// are hashed in full.
 fn value_repeats(t: &OpTable) -> Vec<(usize, u64)> {
     let mut ops = vec![false; t.op_types()];
-    let mut any = false;
-    for r in (0..t.len()).filter(|&r| t.is_backward(r)) {
+    let backward: Vec<usize> = (0..t.len()).filter(|&r| t.is_backward(r)).collect();
+    for &r in &backward {
         ops[t.op_type(r) as usize] = true;
-        any = true;
     }
-    if !any {
+    if backward.is_empty() {
         return Vec::new();
     }
     let hasher = ahash::RandomState::with_seeds(1, 2, 3, 4);
+    // (op type, Output hash text): the cheap look.
+    let quick = |r: usize| {
+        let hash = t.field(r, Field::OutputHash);
+        (!hash.is_empty()).then(|| hasher.hash_one((t.op_type(r), hash)))
+    };
     // (fuzzy key hash, value hash): the op name is in the fuzzy key.
     let with_key = |r: usize| {
-        let hash = t.field(r, Field::OutputHash);
-        if hash.is_empty() {
-            return None;
-        }
         let k = keys::fuzzy_key_hash(t.key(r));
-        Some((k, hasher.hash_one((k, t.field(r, Field::Shape), hash))))
+        let value = (k, t.field(r, Field::Shape), t.field(r, Field::OutputHash));
+        (k, hasher.hash_one(value))
     };
-    let forward: ahash::AHashSet<u64> = (0..t.len())
+    let forward_rows: Vec<(usize, u64)> = (0..t.len())
         .filter(|&r| ops[t.op_type(r) as usize] && t.phase_kind(r) == Phase::Forward)
-        .filter_map(|r| Some(with_key(r)?.1))
+        .filter_map(|r| Some((r, quick(r)?)))
         .collect();
-    (0..t.len())
-        .filter(|&r| t.is_backward(r))
-        .filter_map(|r| {
-            let (k, v) = with_key(r)?;
+    let forward_quick: ahash::AHashSet<u64> = forward_rows.iter().map(|&(_, q)| q).collect();
+    let candidates: Vec<(usize, u64)> = backward
+        .into_iter()
+        .filter_map(|r| Some((r, quick(r)?)))
+        .filter(|(_, q)| forward_quick.contains(q))
+        .collect();
+    if candidates.is_empty() {
+        return Vec::new();
+    }
+    let candidate_quick: ahash::AHashSet<u64> = candidates.iter().map(|&(_, q)| q).collect();
+    let forward: ahash::AHashSet<u64> = forward_rows
+        .into_iter()
+        .filter(|(_, q)| candidate_quick.contains(q))
+        .map(|(r, _)| with_key(r).1)
+        .collect();
+    candidates
+        .into_iter()
+        .filter_map(|(r, _)| {
+            let (k, v) = with_key(r);
             forward.contains(&v).then_some((r, k))
         })
         .collect()
