@@ -1764,3 +1764,37 @@ fn bitwise_on_printed_logs_is_said_once_for_a_series() {
     let r = compare_into([&a, &b], &["-q"], d.path().join("p"), 0);
     assert!(!r.stderr.contains("--bitwise"), "{}", r.stderr);
 }
+
+/// A step that could not be compared (here run 2's step 2 is another
+/// capture level: an input error) before the first step found diverging
+/// leaves the first diverging step unknown: the verdict says the runs may
+/// part there first, and `summary.json` lists it in `steps_not_compared`
+/// (trial 10: "the runs agree from step 1 through step 1; step 3 diverges
+/// first" was said with step 2 never compared).
+#[test]
+fn a_step_not_compared_before_the_first_diverging_one_is_said() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 4, 3);
+    for rank in 0..2 {
+        let log = b.join(format!("step_2/rank_{rank}_activations.log"));
+        let text = std::fs::read_to_string(&log).unwrap();
+        let (first, rest) = text.split_once('\n').unwrap();
+        std::fs::write(&log, format!("{first}\nLevel: modules\n{rest}")).unwrap();
+    }
+    let out = d.path().join("out");
+    let r = compare_into([&a, &b], &[], &out, 2);
+    let s = summary(&out);
+    assert_eq!(s["steps_not_compared"], serde_json::json!([2]), "{s:#}");
+    assert_eq!(s["first_diverging_step"], 3);
+    let said = "step 3 diverges first of the steps judged (step 2 before it could not be compared, so the runs may part there first)";
+    assert!(r.stdout.contains(said), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("3 steps compared (1 agree); 1 not compared"),
+        "{}",
+        r.stdout
+    );
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(index.contains("could not be compared, so the runs may part there first"));
+}

@@ -114,12 +114,23 @@ def _compare_quietly(native, args: list, said: set) -> tuple[int, list[str]]:
     return status, rest
 
 
+def _discard(out: str) -> None:
+    """Removes a report folder of a step that did not diverge (it agreed,
+    or could not be compared), and ``divergence/`` above it when empty."""
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        os.rmdir(os.path.dirname(out))
+    except OSError:
+        pass  # not empty: an earlier divergence's report is kept
+
+
 def check(
     baseline: str, log_path: str, step: int, rank: int, series: bool, dump_dir: str, tolerances, said: set | None = None
 ) -> Diverged | None:
     """Compares ``log_path`` with the baseline's log of the same step and
     rank. The engine's warnings not in ``said`` are said as UserWarnings
-    and added to it. Returns None when they agree (the report folder removed), a
+    and added to it. Returns None when they agree (the report folder removed; removed too
+    when it raises), a
     :class:`Diverged` (not raised) when they do not, with the report kept
     under ``{dump_dir}/divergence/step_S_rank_R``.
 
@@ -140,6 +151,7 @@ def check(
         with open(summary_path) as f:
             s = json.load(f)
     except OSError as e:
+        _discard(out)
         raise BaselineError(
             f"step {step}, rank {rank}: the comparison wrote no summary (exit status {status}): "
             + "; ".join([str(e), *rest]),
@@ -151,6 +163,7 @@ def check(
         # most of them already), not also on stderr.
         said_ = "; ".join(s.get("verdict", []))
         extra = [ln for ln in rest if ln.removeprefix("error: ") not in said_]
+        _discard(out)
         raise BaselineError(
             f"step {step}, rank {rank}: not compared with the baseline: {'; '.join([said_, *extra] if said_ else extra)}",
             step,
@@ -158,13 +171,12 @@ def check(
         )
     paired = sum(r["counts"].get("match", 0) + r["counts"].get("diff", 0) for r in s["ranks"])
     if paired == 0:
+        _discard(out)
         raise BaselineError(
             f"step {step}, rank {rank}: no op pairs with the baseline's {base}: another model or capture", step, rank
         )
     if status == 0:
-        shutil.rmtree(out, ignore_errors=True)
-        if not os.listdir(os.path.dirname(out)):
-            os.rmdir(os.path.dirname(out))
+        _discard(out)
         return None
     r = s["ranks"][0]
     cause = (r.get("root_causes") or {}).get("first_cause")
@@ -173,6 +185,6 @@ def check(
     what = f"first cause `{key}`" if cause else f"first divergence `{key}`"
     message = (
         f"step {step} diverges from the baseline on rank {rank}: {what} "
-        f"({r['counts'].get('gating', 0)} gating rows); report: {os.path.join(out, 'index.html')}"
+        f"({r['counts'].get('gating', 0)} gating rows); report: {out} (open its index.html)"
     )
     return Diverged(message, step, rank, key, out)

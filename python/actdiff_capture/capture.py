@@ -104,6 +104,15 @@ COMPILED_BEFORE = (
     "call (docs/capture.md, compiled graphs)."
 )
 
+#: The warning of a step folder whose log, from an earlier capture, is of
+#: another level than the one that replaces it (a per-op re-capture of one
+#: step written into the module-level series' dump_dir).
+REPLACES_OTHER_LEVEL = (
+    "actdiff_capture: {path} held a level={old} capture of step {step}; this level={new} capture "
+    "replaces it, so {dump_dir} now mixes levels, and a compare of that step with a level={old} "
+    "run is an input error. Re-capture one step into another dump_dir (docs/capture.md, step series)."
+)
+
 #: The warning of per-op options given to a module-level profiler.
 OPS_ONLY_OPTIONS = (
     "actdiff_capture: {names} {verb} to level='ops' only: level='modules' records every module's "
@@ -843,6 +852,23 @@ def _schedule(capture_step, capture_steps):
     return True, steps
 
 
+def _log_level(path: str):
+    """The capture level of the log at ``path`` (its ``Level:`` header line,
+    ``"ops"`` without one), or None when there is no such log or it cannot
+    be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    for line in head.split(b"\n"):
+        if line.startswith(b"["):
+            break
+        if line.startswith(b"Level:"):
+            return line[len(b"Level:") :].strip().decode("ascii", "replace")
+    return "ops"
+
+
 def _check_loss(loss) -> None:
     """Raises ValueError for a loss that is no real number (a Python or
     NumPy scalar) nor a one-element tensor or array (before anything is
@@ -982,6 +1008,7 @@ class Profiler:
         if baseline is not None and not os.path.isdir(baseline):
             raise _baseline.BaselineError(f"baseline {baseline}: no such folder")
         self.level = level
+        self._warned_level = False  # REPLACES_OTHER_LEVEL said
         self.baseline = None if baseline is None else os.fspath(baseline)
         self.tolerances = tuple(tolerances)
         self.on_divergence = on_divergence
@@ -1122,6 +1149,16 @@ class Profiler:
         return os.path.join(self.dump_dir, name)
 
     def _new_capture(self, path: str):
+        if self.series and not self._warned_level:
+            old = _log_level(path)
+            if old is not None and old != self.level:
+                self._warned_level = True
+                warnings.warn(
+                    REPLACES_OTHER_LEVEL.format(
+                        path=path, old=old, new=self.level, step=self._armed_step, dump_dir=self.dump_dir
+                    ),
+                    stacklevel=3,
+                )
         kw = {"device_path": self.device_path}
         if self.precision is not None or self.digests:
             kw["precision"] = self.precision or "default"

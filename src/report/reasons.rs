@@ -116,6 +116,9 @@ pub enum Reason {
         agree: Vec<u64>,
         /// Steps before it that `--steps` left out (not compared).
         not_selected_before: usize,
+        /// Steps before it that could not be judged (input errors,
+        /// incomplete input): the runs may part first there.
+        not_compared_before: Vec<u64>,
         /// The step.
         step: u64,
         /// Where the step diverges first, as its headline says it.
@@ -493,6 +496,7 @@ impl fmt::Display for Reason {
             Reason::FirstDivergingStep {
                 agree,
                 not_selected_before,
+                not_compared_before,
                 step,
                 headline,
                 report,
@@ -512,6 +516,15 @@ impl fmt::Display for Reason {
                         f,
                         " of the steps compared ({n} earlier step{} left out by --steps)",
                         plural(n)
+                    )?;
+                }
+                if !not_compared_before.is_empty() {
+                    let n = not_compared_before.len() as u64;
+                    write!(
+                        f,
+                        " of the steps judged (step{} {} before it could not be compared, so the runs may part there first)",
+                        plural(n),
+                        messages::fmt_steps(not_compared_before)
                     )?;
                 }
                 if let Some(h) = headline {
@@ -720,6 +733,7 @@ mod tests {
                 Reason::FirstDivergingStep {
                     agree: vec![3],
                     not_selected_before: 0,
+                    not_compared_before: vec![],
                     step: 4,
                     headline: Some("rank 1 diverges first at `x`.".into()),
                     report: "step_4/index.html".into(),
@@ -802,11 +816,23 @@ mod tests {
                 Reason::FirstDivergingStep {
                     agree: vec![],
                     not_selected_before: 4,
+                    not_compared_before: vec![],
                     step: 5,
                     headline: None,
                     report: "step_5/index.html".into(),
                 },
                 "step 5 diverges first of the steps compared (4 earlier steps left out by --steps) (report: step_5/index.html)",
+            ),
+            (
+                Reason::FirstDivergingStep {
+                    agree: vec![1, 2, 3, 4],
+                    not_selected_before: 0,
+                    not_compared_before: vec![5],
+                    step: 6,
+                    headline: None,
+                    report: "step_6/index.html".into(),
+                },
+                "the runs agree from step 1 through step 4; step 6 diverges first of the steps judged (step 5 before it could not be compared, so the runs may part there first) (report: step_6/index.html)",
             ),
         ];
         for (r, words) in cases {

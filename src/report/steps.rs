@@ -28,8 +28,15 @@ pub struct StepSeries {
     /// verdict covers the compared steps only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps_not_selected: Vec<u64>,
+    /// Compared steps that could not be judged in full (an input error or
+    /// incomplete input, and no gating row found): nothing is known of
+    /// whether they agree. One that comes before `first_diverging_step`
+    /// may be where the runs part first: the verdict says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps_not_compared: Vec<u64>,
     /// The first step, in step order, with a gating row on some rank;
-    /// `null` when every compared step agrees.
+    /// `null` when every compared step agrees (or could not be judged:
+    /// `steps_not_compared`).
     pub first_diverging_step: Option<u64>,
     /// Each rank's own first diverging step (ranks that never diverge are
     /// absent), by run-1 rank.
@@ -363,6 +370,12 @@ pub fn first_step_sentence(series: &StepSeries) -> Option<Reason> {
             .iter()
             .filter(|s| **s < first)
             .count(),
+        not_compared_before: series
+            .steps_not_compared
+            .iter()
+            .copied()
+            .filter(|s| *s < first)
+            .collect(),
         step: first,
         headline: r.headline.clone(),
         report: r.report.clone(),
@@ -407,15 +420,11 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
         r.exit_status == exit_codes::INPUT_ERROR && r.gating == 0 && r.diverging == 0
     };
     let refused = shown.iter().filter(|r| not_compared(r)).count();
+    let compared = series.step_results.len() - refused;
     let _ = writeln!(
         out,
-        "{} step{} compared ({agree} agree{}){}",
-        series.step_results.len() - refused,
-        if series.step_results.len() - refused == 1 {
-            ""
-        } else {
-            "s"
-        },
+        "{compared} step{} compared ({agree} agree){}{}",
+        if compared == 1 { "" } else { "s" },
         if refused > 0 {
             format!("; {refused} not compared: input errors, on stderr")
         } else {

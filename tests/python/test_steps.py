@@ -627,6 +627,15 @@ def test_a_module_level_log_is_not_compared_with_a_per_op_one(actdiff_bin, tmp_p
     )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "level=modules capture" in r.stderr and "level=ops" in r.stderr, r.stderr
+    # A per-op re-capture of one step written into the module-level
+    # series' folder replaces that step's log: a warning says the folder
+    # now mixes levels (trial 10).
+    run(tmp_path / "s", steps=2, level="modules")
+    with pytest.warns(UserWarning, match=r"held a level=modules capture of step 2; this level=ops capture replaces it"):
+        run(tmp_path / "s", steps=2, schedule=[2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        run(tmp_path / "s", steps=2, schedule=[2])  # the same level again: nothing to say
 
 
 def test_baseline_raises_at_the_first_diverging_step(tmp_path):
@@ -662,6 +671,8 @@ def test_a_baseline_that_does_not_match_is_an_error(tmp_path, capfd):
     capfd.readouterr()
     with pytest.raises(actdiff_capture.BaselineError, match="level=ops capture"):
         run_with_baseline(tmp_path / "m", tmp_path / "blessed", steps=1, level="modules")
+    # Nothing diverged: no divergence/ report is left behind (trial 10).
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["step_1"]
     # The engine's error is said once, in the exception, not also on stderr.
     assert "level=ops capture" not in capfd.readouterr().err
     with pytest.raises(actdiff_capture.BaselineError, match="no such folder"):

@@ -678,9 +678,17 @@ fn join(
     let mut status = exit_codes::OK;
     // Each step's warnings, said once with the steps they concern.
     let mut step_warnings: Vec<(u64, Message)> = Vec::new();
+    let mut not_compared = Vec::new();
     for d in done {
         let dir = format!("{STEP_DIR_PREFIX}{}", d.step);
         let s = d.summary;
+        let failed_input = matches!(
+            s.exit_status,
+            exit_codes::INPUT_ERROR | exit_codes::INCOMPLETE
+        );
+        if failed_input && !diverges(&s) {
+            not_compared.push(d.step);
+        }
         results.push(StepResult::of(d.step, &dir, &s));
         status = worse(status, s.exit_status);
         errors.extend(s.input_errors.iter().map(|e| Message::AtStep {
@@ -731,6 +739,7 @@ fn join(
         steps_only1,
         steps_only2,
         steps_not_selected,
+        steps_not_compared: not_compared,
         first_diverging_step: first,
         first_diverging_step_by_rank: rank_first
             .into_iter()
