@@ -2245,3 +2245,88 @@ fn an_entry_beside_a_fusing_compiler_says_fused_ops_were_not_captured() {
     r.expect(1).stdout_has("(a differing input)");
     assert!(!r.stdout.contains("fuses ops"), "{}", r.stdout);
 }
+
+/// A module-level log (`Level: modules`): one module's forward output, its
+/// weight's gradient (backward) and the weight after the optimizer, with
+/// the given Output hashes.
+fn modules_log(output: &str, grad: &str, weight: &str) -> String {
+    let block = |key: &str, hash: &str, phase: &str| {
+        format!(
+            "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n{phase}\n"
+        )
+    };
+    format!(
+        "Total captured activations: 3\nExcluded ops dispatched: (none)\nLevel: modules\n{}\n\n{}\n{}\n{}",
+        "=".repeat(80),
+        block("lin/op_0_output", output, ""),
+        block("lin/op_1_weight_grad", grad, "  Phase: backward\n"),
+        block("lin/op_2_weight", weight, ""),
+    )
+}
+
+/// At `level=modules` a differing record is no origin (inputs are not
+/// recorded): `summary.json` and the index say "record", not "origin"
+/// (trial 10 F1). In a DDP job, a rank whose records differ only after
+/// the optimizer (its forward and its own gradients agree) while another
+/// rank's forward differs receives the change through the gradient
+/// collective, which module-level logs do not record: it is named so,
+/// after the rank with the change (trial 10 F2); alone, such a rank keeps
+/// its first differing record (a learning rate changed).
+#[test]
+fn module_level_records_are_no_origins_and_optimizer_only_ranks_receive_the_change() {
+    let tmp = TempDir::new().unwrap();
+    let same = modules_log("1.0", "2.0", "3.0");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for rank in 0..2 {
+        write(&a, &format!("rank_{rank}_activations.log"), same.as_bytes());
+    }
+    write(
+        &b,
+        "rank_0_activations.log",
+        modules_log("1.0", "2.0", "3.5").as_bytes(),
+    );
+    write(
+        &b,
+        "rank_1_activations.log",
+        modules_log("1.5", "2.5", "3.5").as_bytes(),
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    let s = r.summary();
+    let rank = |n: usize| &s["ranks"][n]["root_causes"];
+    assert_eq!(rank(1)["first_cause"]["kind"], "record", "{s:#}");
+    assert_eq!(rank(1)["kinds"]["record"], 3);
+    assert_eq!(rank(1)["kinds"]["origin"], 0);
+    assert_eq!(rank(0)["via_collective_only"], true, "{s:#}");
+    assert_eq!(rank(0)["see_ranks"], serde_json::json!([1]));
+    assert!(rank(0)["first_cause"].is_null());
+    assert!(
+        r.stdout.contains("rank 1 diverges first at `lin/op_0_output` (the first differing record; inputs are not recorded at level=modules), and rank 0 receives that change through a collective."),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("rank 0: its forward outputs and its own gradients (recorded before the gradient collective) match, only its parameters after the optimizer differ"),
+        "{}",
+        r.stdout
+    );
+    let index = std::fs::read_to_string(tmp.path().join("out/index.html")).unwrap();
+    assert!(index.contains(r#"<b class="bd cause">differing record</b>"#));
+    assert!(!index.contains(r#"<b class="bd cause">origin</b>"#));
+    // Rank 0 alone: its first differing record, after the optimizer.
+    let (a0, b0) = (tmp.path().join("a0"), tmp.path().join("b0"));
+    write(&a0, "rank_0_activations.log", same.as_bytes());
+    write(
+        &b0,
+        "rank_0_activations.log",
+        modules_log("1.0", "2.0", "3.5").as_bytes(),
+    );
+    let r = compare(&tmp, &a0, &b0, &[]);
+    r.expect(1);
+    let s = r.summary();
+    assert_eq!(
+        s["ranks"][0]["root_causes"]["first_cause"]["kind"], "record",
+        "{s:#}"
+    );
+    assert_eq!(s["ranks"][0]["root_causes"]["via_collective_only"], false);
+}

@@ -105,9 +105,14 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
                 )
             },
         );
+        let own = if r.run1.level == crate::logformat::CaptureLevel::Modules {
+            "its forward outputs and its own gradients (recorded before the gradient collective) match, only its parameters after the optimizer differ"
+        } else {
+            "its own forward matches"
+        };
         let _ = writeln!(
             out,
-            "{rank}: its own forward matches; the change arrives through {via}; see {}",
+            "{rank}: {own}; the change arrives through {via}; see {}",
             if rc.see_ranks.is_empty() {
                 "the other ranks".to_string()
             } else {

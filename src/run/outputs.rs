@@ -63,6 +63,7 @@ pub struct RunOutputs {
 /// The summary of the whole comparison: ranks linked across collectives,
 /// grouped, counted, and the exit status with its verdict lines.
 pub fn summarise(meta: &RunMeta, mut ranks: Vec<RankSummary>) -> Summary {
+    Summary::link_optimizer_only_ranks(&mut ranks);
     Summary::link_collective_ranks(&mut ranks);
     let (exit_status, verdict) = verdict(meta, &ranks);
     Summary {

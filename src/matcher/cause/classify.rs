@@ -40,6 +40,12 @@ pub(super) struct Class {
 }
 
 impl Class {
+    /// A differing record of a module-level log, counted under the rank's
+    /// first (`first`; `None`: it is the first).
+    pub(super) fn record(first: Option<usize>) -> Class {
+        Class::new(CauseKind::Record, first)
+    }
+
     fn new(kind: CauseKind, under: Option<usize>) -> Class {
         Class {
             kind,

@@ -38,6 +38,10 @@
 //!   producer comes after one of the backward phase that agrees (DDP's
 //!   gradient all-reduce).
 //! - [`CauseKind::Unsynced`]: the row is itself an unsynced collective.
+//! - [`CauseKind::Record`]: a differing record of a module-level capture
+//!   (`Level: modules`), which records no inputs: nothing tells where its
+//!   difference starts. The first is the rank's one cause; every later one
+//!   is counted under it, as neither inherited nor read.
 //!
 //! The causes a rank reports are its origins, its entries (one per changed
 //! input), its one-sided ops and its entries via collective; every other
@@ -92,12 +96,15 @@ pub enum CauseKind {
     ViaCollective,
     /// The row is an unsynced collective (never a cause).
     Unsynced,
+    /// A differing record of a module-level log (no inputs recorded: not
+    /// known to start or to carry on a divergence).
+    Record,
 }
 
 impl CauseKind {
     /// Every kind, in declaration order (the Parquet `cause` column's
     /// dictionary order).
-    pub const ALL: [CauseKind; 8] = [
+    pub const ALL: [CauseKind; 9] = [
         CauseKind::Origin,
         CauseKind::Entry,
         CauseKind::OneSided,
@@ -106,6 +113,7 @@ impl CauseKind {
         CauseKind::Untraced,
         CauseKind::ViaCollective,
         CauseKind::Unsynced,
+        CauseKind::Record,
     ];
 
     /// The name in `summary.json`, `--rows` and Parquet (the serde name:
@@ -120,6 +128,7 @@ impl CauseKind {
             CauseKind::Untraced => "inherited_untraced",
             CauseKind::ViaCollective => "via_collective",
             CauseKind::Unsynced => "unsynced",
+            CauseKind::Record => "record",
         }
     }
 
@@ -134,6 +143,7 @@ impl CauseKind {
             CauseKind::Untraced => "inherited through an uncaptured op",
             CauseKind::ViaCollective => "entry via collective",
             CauseKind::Unsynced => "unsynced collective",
+            CauseKind::Record => "differing record",
         }
     }
     /// Whether the row carries on a divergence that started elsewhere.
@@ -206,6 +216,9 @@ pub struct KindCounts {
     pub via_collective: u64,
     /// Unsynced collectives.
     pub unsynced: u64,
+    /// Differing records of a module-level log.
+    #[serde(default)]
+    pub record: u64,
 }
 
 /// The largest gating difference of a rank.
@@ -297,8 +310,14 @@ pub fn analyse<'a>(
         .filter(|(_, r)| r.has(ROW_UNSYNCED) && r.r1().is_some_and(|a| t1.is_backward(a)))
         .map(|(i, _)| i)
         .collect();
+    let records = t1.header().level == crate::logformat::CaptureLevel::Modules;
     for &(i, r1, _) in &diff_rows {
         let inputs = pend.next_if(|(p, _)| p.i == i);
+        if records {
+            let first = tally.first_cause();
+            tally.record(rows, i, classify::Class::record(first), Vec::new(), &[]);
+            continue;
+        }
         let gradient_collective = t1.phase_kind(r1) == crate::logformat::Phase::Optimizer
             && tally::latest_before(&backward_unsynced, i).is_some();
         let class = classify::classify(

@@ -175,6 +175,7 @@ impl<'a> Tally<'a> {
             CauseKind::Untraced => k.inherited_untraced += 1,
             CauseKind::ViaCollective => k.via_collective += 1,
             CauseKind::Unsynced => k.unsynced += 1,
+            CauseKind::Record => k.record += 1,
         }
     }
 
@@ -202,6 +203,7 @@ impl<'a> Tally<'a> {
         let c = &mut self.rc.causes[s];
         match kind {
             CauseKind::Entry | CauseKind::OneSided | CauseKind::ViaCollective => c.reads += 1,
+            CauseKind::Record => {}
             _ => {
                 c.inherited += 1;
                 if kind == CauseKind::BelowPrint {
@@ -214,6 +216,11 @@ impl<'a> Tally<'a> {
         if c.chain.len() < MAX_CHAIN {
             c.chain.push(i);
         }
+    }
+
+    /// The rank's first cause so far (result row index).
+    pub(super) fn first_cause(&self) -> Option<usize> {
+        self.rc.first_cause
     }
 
     /// The kinds (indexed like the result rows) and the rank's causes.

@@ -143,8 +143,8 @@ pub(super) fn cause_link(o: &mut String, c: &CauseLink<'_>, name1: &str, name2: 
     if c.count > 1 {
         let _ = write!(
             o,
-            " <span class=mut>· {} origins/entries in all</span>",
-            c.count
+            " <span class=mut>· {} {} in all</span>",
+            c.count, c.counted
         );
     }
 }
@@ -272,6 +272,7 @@ mod tests {
             fed_by: Some(link("p.html#r0", "", (None, None))),
             inherited: 1,
             count: 3,
+            counted: "origins/entries",
             via_collectives: String::new(),
         };
         let o = cause_link_html(&c, "a", "b");
@@ -290,6 +291,7 @@ mod tests {
             fed_by: None,
             inherited: 0,
             count: 0,
+            counted: "origins/entries",
             via_collectives: "rank 1, 2".into(),
         };
         assert_eq!(

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::matcher::cause::CauseKind;
 use crate::matcher::{Counts, Status};
 use crate::report::summary::{CausesSummary, RowRef};
 use crate::report::RankSummary;
@@ -88,8 +89,12 @@ pub(super) struct CauseLink<'a> {
     pub(super) fed_by: Option<RowLink<'a>>,
     /// Diverging rows whose chain leads back to it.
     pub(super) inherited: u64,
-    /// Origins and entries in the rank.
+    /// Origins and entries in the rank (at `level=modules`, its
+    /// differing records).
     pub(super) count: u64,
+    /// What `count` counts, in words: `origins/entries`, `differing
+    /// records`.
+    pub(super) counted: &'static str,
     /// The divergence only enters through unsynced collectives: the ranks
     /// with causes of their own (comma-separated).
     pub(super) via_collectives: String,
@@ -106,7 +111,14 @@ pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
             kind: f.cause.kind.as_str(),
             fed_by: f.one_sided.first().map(row_link),
             inherited: f.cause.inherited,
-            count: c.cause_count,
+            count: match f.cause.kind {
+                CauseKind::Record => c.kinds.record,
+                _ => c.cause_count,
+            },
+            counted: match f.cause.kind {
+                CauseKind::Record => "differing records",
+                _ => "origins/entries",
+            },
             via_collectives: String::new(),
         }),
         None if c.via_collective_only => Some(CauseLink {
@@ -115,6 +127,7 @@ pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
             fed_by: None,
             inherited: 0,
             count: 0,
+            counted: "",
             via_collectives: if c.see_ranks.is_empty() {
                 "another rank".into()
             } else {

@@ -448,6 +448,48 @@ impl Summary {
         }
     }
 
+    /// Module-level ranks whose records differ only after the optimizer
+    /// step (forward outputs and gradients agree) while another rank's
+    /// forward or backward records differ: their change arrives through
+    /// the gradient collective (DDP's all-reduce, FSDP's reduce-scatter),
+    /// which a module-level log does not record, since its gradient
+    /// records are each rank's own, read as backward accumulates them. They
+    /// are marked as receiving it ([`CausesSummary::via_collective_only`],
+    /// no cause of their own). A rank alone, or every rank optimizer-only
+    /// (a learning rate changed everywhere), keeps its first differing
+    /// record.
+    pub fn link_optimizer_only_ranks(ranks: &mut [RankSummary]) {
+        let modules = |r: &RankSummary| r.run1.level == crate::logformat::CaptureLevel::Modules;
+        let earlier = |r: &RankSummary| {
+            let rc = &r.root_causes;
+            rc.first_divergence_forward.is_some() || rc.first_divergence_backward.is_some()
+        };
+        let with_own: Vec<u32> = ranks
+            .iter()
+            .filter(|r| modules(r) && earlier(r))
+            .map(|r| r.rank)
+            .collect();
+        if with_own.is_empty() {
+            return;
+        }
+        for r in ranks.iter_mut() {
+            let rc = &mut r.root_causes;
+            let optimizer_only = rc.first_divergence_optimizer.is_some()
+                && rc.first_divergence_forward.is_none()
+                && rc.first_divergence_backward.is_none()
+                && rc
+                    .first_cause
+                    .as_ref()
+                    .is_some_and(|c| c.cause.kind == crate::matcher::cause::CauseKind::Record);
+            if r.run1.level == crate::logformat::CaptureLevel::Modules && optimizer_only {
+                rc.first_cause = None;
+                rc.cause_count = 0;
+                rc.via_collective_only = true;
+                rc.see_ranks = with_own.clone();
+            }
+        }
+    }
+
     /// Points ranks whose divergence only arrives through collectives at the
     /// ranks that have origins or entries of their own.
     pub fn link_collective_ranks(ranks: &mut [RankSummary]) {
