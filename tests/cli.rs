@@ -2330,3 +2330,46 @@ fn module_level_records_are_no_origins_and_optimizer_only_ranks_receive_the_chan
     );
     assert_eq!(s["ranks"][0]["root_causes"]["via_collective_only"], false);
 }
+
+/// An op of one run only that feeds the first diverging row: the headline
+/// names that row, as the `first divergence:` line and `summary.json` do,
+/// with the one-sided op as its first cause (trial 10 F5: the headline
+/// said "diverges first at `<none>/op_0_add_`" while `first divergence:`
+/// said `lin/op_0_mm`).
+#[test]
+fn the_headline_names_the_first_divergence_a_one_sided_op_feeds() {
+    let tmp = TempDir::new().unwrap();
+    let block = |key: &str, hash: &str, inputs: &str, producers: &str| {
+        format!(
+            "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n  Input hashes: {inputs}\n  Input producers: {producers}\n\n"
+        )
+    };
+    let header = |n: usize| {
+        format!(
+            "Total captured activations: {n}\nExcluded ops dispatched: (none)\n{}\n\n",
+            "=".repeat(80)
+        )
+    };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let log1 = header(2)
+        + &block("lin/op_0_mm", "5.0", "2.0, 3.0", ";")
+        + &block("lin/op_1_relu", "4.0", "5.0", "lin/op_0_mm");
+    let log2 = header(3)
+        + &block("<none>/op_0_add_", "3.5", "3.0", "")
+        + &block("lin/op_0_mm", "5.5", "2.0, 3.5", ";<none>/op_0_add_")
+        + &block("lin/op_1_relu", "4.5", "5.5", "lin/op_0_mm");
+    write(&a, "rank_0_activations.log", log1.as_bytes());
+    write(&b, "rank_0_activations.log", log2.as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    assert!(
+        r.stdout.contains("rank 0 diverges first at `lin/op_0_mm` (differs; first cause `<none>/op_0_add_`, an op only in b that feeds it)."),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("first divergence: lin/op_0_mm"),
+        "{}",
+        r.stdout
+    );
+}

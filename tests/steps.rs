@@ -722,6 +722,14 @@ fn sharded_step_series_merge_to_the_single_compare() {
             p.join("step_5/part.json").is_file(),
             "every step has its part"
         );
+        // A part's step is no whole report (trial 10: an empty unit's
+        // index said "exit status 2, nothing compared").
+        for s in 1..=5 {
+            for f in ["index.html", "summary.json"] {
+                let file = p.join(format!("step_{s}/{f}"));
+                assert!(!file.exists(), "{}", file.display());
+            }
+        }
     }
     let out = d.path().join("merged");
     let junit = d.path().join("junit.xml");

@@ -645,15 +645,25 @@ mod tests {
         // The mark is at the last step, the right edge: its label ends
         // left of it, inside the picture.
         assert!(
-            svg.contains("<text x=606.0 y=12 text-anchor=end class=mut>step 2</text>"),
+            svg.contains("<text x=620.0 y=12 text-anchor=end class=mut>step 2</text>"),
             "{svg}"
         );
         s.first_diverging_step = Some(1);
         let svg = crate::report::html::loss_svg(&s);
         assert!(
-            svg.contains("<text x=34.0 y=12 text-anchor=start class=mut>step 1</text>"),
+            svg.contains("<text x=88.0 y=12 text-anchor=start class=mut>step 1</text>"),
             "{svg}"
         );
+        // Axes: the steps below, the losses' range on the left (trial 10:
+        // the plot had neither).
+        for tick in [
+            "<text x=84.0 y=190.0 text-anchor=middle class=mut>1</text>",
+            "<text x=624.0 y=190.0 text-anchor=middle class=mut>2</text>",
+            "text-anchor=end class=mut>1.000000</text>",
+            "text-anchor=end class=mut>2.500000</text>",
+        ] {
+            assert!(svg.contains(tick), "{tick} in {svg}");
+        }
         for r in &mut s.step_results {
             r.loss1 = None;
             r.loss2 = None;

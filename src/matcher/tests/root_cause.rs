@@ -586,6 +586,7 @@ fn cause_kind_all_lists_every_kind_once_in_order() {
         K::Untraced => 5,
         K::ViaCollective => 6,
         K::Unsynced => 7,
+        K::Record => 8,
     };
     for (n, k) in K::ALL.iter().enumerate() {
         assert_eq!(ordinal(*k), n, "{k:?}");

@@ -427,14 +427,17 @@ pub fn loss_svg(series: &StepSeries) -> String {
     if all.is_empty() {
         return String::new();
     }
-    let (w, hgt, pad) = (640.0, 200.0, 30.0);
-    let smin = all.iter().map(|p| p.0).min().unwrap_or(0) as f64;
-    let smax = all.iter().map(|p| p.0).max().unwrap_or(0) as f64;
+    // The plot area, with room on the left for the loss labels and below
+    // for the step labels and the caption.
+    let (w, hgt) = (640.0, 220.0);
+    let (left, right, top, bottom) = (84.0, 16.0, 18.0, 44.0);
+    let smin = all.iter().map(|p| p.0).min().unwrap_or(0);
+    let smax = all.iter().map(|p| p.0).max().unwrap_or(0);
     let lmin = all.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
     let lmax = all.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
     let scale = |v: f64, lo: f64, hi: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
-    let x = |s: f64| pad + (w - 2.0 * pad) * scale(s, smin, smax);
-    let y = |l: f64| hgt - pad - (hgt - 2.0 * pad) * scale(l, lmin, lmax);
+    let x = |s: f64| left + (w - left - right) * scale(s, smin as f64, smax as f64);
+    let y = |l: f64| hgt - bottom - (hgt - top - bottom) * scale(l, lmin, lmax);
     let line = |p: &[(u64, f64)]| {
         p.iter()
             .map(|(s, l)| format!("{:.1},{:.1}", x(*s as f64), y(*l)))
@@ -443,6 +446,43 @@ pub fn loss_svg(series: &StepSeries) -> String {
     };
     let mut svg =
         format!("<svg class=loss width={w} height={hgt} role=img aria-label='loss per step'>");
+    // Axes: loss at the top and bottom of its range on the left, steps
+    // below (the first, the last and up to four between, whole steps).
+    let (x0, y0) = (left, hgt - bottom);
+    let _ = write!(
+        svg,
+        "<line class=axis x1={x0:.1} x2={x0:.1} y1={top:.1} y2={y0:.1} /><line class=axis x1={x0:.1} x2={:.1} y1={y0:.1} y2={y0:.1} />",
+        w - right
+    );
+    let mut loss_ticks = vec![lmin];
+    if lmax > lmin {
+        loss_ticks.push(lmax);
+    }
+    for l in loss_ticks {
+        let _ = write!(
+            svg,
+            "<text x={:.1} y={:.1} text-anchor=end class=mut>{l:.6}</text>",
+            x0 - 4.0,
+            y(l) + 4.0
+        );
+    }
+    let span = smax - smin;
+    let every = span.div_ceil(5).max(1);
+    let mut steps: Vec<u64> = (smin..=smax).step_by(every as usize).collect();
+    if steps.last() != Some(&smax) {
+        if steps.len() > 1 && smax - steps[steps.len() - 1] < every / 2 {
+            steps.pop();
+        }
+        steps.push(smax);
+    }
+    for st in steps {
+        let _ = write!(
+            svg,
+            "<text x={:.1} y={:.1} text-anchor=middle class=mut>{st}</text>",
+            x(st as f64),
+            y0 + 14.0
+        );
+    }
     if let Some(f) = series.first_diverging_step {
         let fx = x(f as f64);
         // The label beside the mark, on the side with room (a mark at the
@@ -454,7 +494,7 @@ pub fn loss_svg(series: &StepSeries) -> String {
         };
         let _ = write!(
             svg,
-            "<line x1={fx:.1} x2={fx:.1} y1=0 y2={hgt} class=mark /><text x={tx:.1} y=12 text-anchor={anchor} class=mut>step {f}</text>"
+            "<line x1={fx:.1} x2={fx:.1} y1=0 y2={y0:.1} class=mark /><text x={tx:.1} y=12 text-anchor={anchor} class=mut>step {f}</text>"
         );
     }
     let _ = write!(
@@ -465,7 +505,7 @@ pub fn loss_svg(series: &StepSeries) -> String {
     );
     let _ = write!(
         svg,
-        "<text x={pad} y={} class=mut>loss {lmin:.6} … {lmax:.6}; run 1 blue, run 2 orange</text></svg>",
+        "<text x={x0:.1} y={} class=mut>loss (left) per step (below); run 1 blue, run 2 orange</text></svg>",
         hgt - 8.0
     );
     svg

@@ -353,7 +353,23 @@ impl Summary {
                     },
                 ),
             };
+            // The sentence names the first divergence; a cause elsewhere
+            // (a one-sided op feeding that very row included) follows it.
+            let one_sided = cause_key != c.row.key();
             Some(match &r.first_divergence {
+                Some(f) if one_sided && f.index == c.row.index => format!(
+                    "`{}` ({}; first cause `{cause_key}`, an op only in {} that feeds it)",
+                    f.key(),
+                    status_words(f.status, name1, name2),
+                    if c.one_sided
+                        .first()
+                        .is_some_and(|o| o.status == Status::Only1)
+                    {
+                        name1
+                    } else {
+                        name2
+                    },
+                ),
                 Some(f) if f.index != c.row.index && f.key() != cause_key => format!(
                     "`{}` ({}; first cause `{cause_key}`, {cause})",
                     f.key(),

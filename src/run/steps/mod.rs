@@ -270,8 +270,9 @@ fn step_config(
 }
 
 /// Compares one step into `OUT/step_S/` and writes that step's own
-/// `summary.json` and `index.html` (a complete single-step report). With
-/// `kept`, offers its ranks' tables there.
+/// `summary.json` and `index.html` (a complete single-step report; for a
+/// part of a sharded series, its `part.json` only). With `kept`, offers
+/// its ranks' tables there.
 fn compare_step(
     cfg: &CompareConfig,
     s: u64,
@@ -298,7 +299,14 @@ fn compare_step(
             .warnings
             .push(Message::StepWithoutPages { step: s });
     }
-    let (meta, summary) = super::outputs::finish_step(compared.meta, compared.ranks);
+    // A part's step is a part (its part.json): no index or summary.json
+    // that would read as a whole report of that step.
+    let (meta, summary) = if c.shard.is_some() {
+        let summary = super::outputs::summarise(&compared.meta, compared.ranks);
+        (compared.meta, summary)
+    } else {
+        super::outputs::finish_step(compared.meta, compared.ranks)
+    };
     StepDone {
         step: s,
         summary,
