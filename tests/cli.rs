@@ -2373,3 +2373,24 @@ fn the_headline_names_the_first_divergence_a_one_sided_op_feeds() {
         r.stdout
     );
 }
+
+/// An empty log against a module-level one is the empty log's error only,
+/// not also "a level=modules capture and a level=ops one" (trial 11: an
+/// empty, binary or text file was taken for a per-op capture).
+#[test]
+fn an_empty_log_is_not_said_to_be_of_another_level() {
+    let tmp = TempDir::new().unwrap();
+    let a = write(
+        tmp.path(),
+        "a/rank_0_activations.log",
+        modules_log("1.0", "2.0", "3.0").as_bytes(),
+    );
+    let b = write(tmp.path(), "b/rank_0_activations.log", b"");
+    let r = compare(&tmp, &a, &b, &[]);
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("capture both runs at one level"),
+        "{}",
+        r.stderr
+    );
+}

@@ -1608,9 +1608,16 @@ fn a_series_says_per_step_what_one_sided_failed_and_cut_ranks_are() {
     );
     let s = summary(&d.path().join("o"));
     assert_eq!(s["first_diverging_step"], 4, "{}", r.stdout);
+    // Steps 2 (rank 1's log empty) and 3 (rank 0's cut short) could not
+    // be judged in full: the runs may part there first.
+    assert!(
+        r.stdout.contains("the runs agree at step 1; step 4 diverges first of the steps judged (steps 2-3 before it could not be compared, so the runs may part there first): rank 1 only in a"),
+        "{}",
+        r.stdout
+    );
     assert!(
         r.stdout
-            .contains("the runs agree at step 1; step 4 diverges first: rank 1 only in a"),
+            .contains("  step 3: not compared (incomplete input)"),
         "{}",
         r.stdout
     );
@@ -1805,4 +1812,28 @@ fn a_step_not_compared_before_the_first_diverging_one_is_said() {
     );
     let index = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(index.contains("could not be compared, so the runs may part there first"));
+}
+
+/// A step whose log is cut short (exit 3) before the first diverging step:
+/// the merge of a sharded series names the same first diverging step as
+/// one compare, not the cut step (trial 11: the merge said "step 2
+/// diverges first" at the rows the truncation lost, one compare step 3).
+#[test]
+fn a_merge_does_not_take_a_cut_step_for_the_first_diverging_one() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 4, 3);
+    let log = b.join("step_2/rank_0_activations.log");
+    let text = std::fs::read(&log).unwrap();
+    std::fs::write(&log, &text[..text.len() / 3]).unwrap();
+    let full = d.path().join("full");
+    compare_into([&a, &b], &["-q"], &full, 3);
+    let parts: Vec<_> = (0..2).map(|k| part(d.path(), &a, &b, k, 2)).collect();
+    let merged = d.path().join("merged");
+    merge_parts(&parts, &merged, 3);
+    let (f, m) = (summary(&full), summary(&merged));
+    assert_eq!(f["first_diverging_step"], 3, "{f:#}");
+    for k in ["first_diverging_step", "steps_not_compared", "verdict"] {
+        assert_eq!(f[k], m[k], "{k}");
+    }
 }

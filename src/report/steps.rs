@@ -415,20 +415,24 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
         .filter(|r| r.exit_status != exit_codes::OK)
         .collect();
     let agree = series.step_results.len() - shown.len();
-    // Steps whose every unit had an input error were not compared at all.
-    let not_compared = |r: &StepResult| {
-        r.exit_status == exit_codes::INPUT_ERROR && r.gating == 0 && r.diverging == 0
-    };
-    let refused = shown.iter().filter(|r| not_compared(r)).count();
-    let compared = series.step_results.len() - refused;
+    // Steps that could not be judged (input errors, incomplete input):
+    // neither agreeing nor diverging.
+    let not_compared = |r: &StepResult| series.steps_not_compared.contains(&r.step);
+    let refused = &series.steps_not_compared;
+    let compared = series.step_results.len() - refused.len();
     let _ = writeln!(
         out,
         "{compared} step{} compared ({agree} agree){}{}",
         if compared == 1 { "" } else { "s" },
-        if refused > 0 {
-            format!("; {refused} not compared: input errors, on stderr")
-        } else {
+        if refused.is_empty() {
             String::new()
+        } else {
+            format!(
+                "; {} not compared: step{} {} (an input error or incomplete input, on stderr)",
+                refused.len(),
+                if refused.len() == 1 { "" } else { "s" },
+                crate::report::messages::fmt_steps(refused)
+            )
         },
         not_selected_note(series)
             .map(|n| format!("; {n}"))
@@ -436,7 +440,12 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
     );
     for r in shown.iter().take(20) {
         if not_compared(r) {
-            let _ = writeln!(out, "  step {}: not compared (input error)", r.step);
+            let why = if r.exit_status == exit_codes::INCOMPLETE {
+                "incomplete input"
+            } else {
+                "input error"
+            };
+            let _ = writeln!(out, "  step {}: not compared ({why})", r.step);
             continue;
         }
         let _ = writeln!(

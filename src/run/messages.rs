@@ -194,8 +194,12 @@ pub fn check_usable(t: &OpTable, side: Side, allow_duplicates: bool) -> Result<(
 }
 
 /// The error for logs of two capture levels (`Level: modules` against a
-/// per-op log).
+/// per-op log). A log with no block (empty, not a log: its own error says
+/// so) has no level to compare.
 pub fn level_mismatch(t1: &OpTable, t2: &OpTable) -> Option<Message> {
+    if t1.is_empty() || t2.is_empty() {
+        return None;
+    }
     let (l1, l2) = (t1.header().level, t2.header().level);
     (l1 != l2).then(|| Message::LevelMismatch {
         run1: (t1.path().display().to_string(), l1.name()),

@@ -372,7 +372,9 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
     // Full pages for the first diverging step only (but with --steps
     // all), as one compare writes them: a part's pages of a later step
     // (its own units' first divergence) are not the report's.
-    // A rank one run lacks at a step diverges there, as it gates.
+    // A rank one run lacks at a step diverges there, as it gates; a rank
+    // whose log is cut short diverges only under --allow-incomplete (the
+    // rows past its end are not compared: [`judged_divergence`]).
     let diverges = |read: &[crate::run::merge::ReadPart]| {
         read.iter().any(|p| {
             let run = &p.manifest.run;
@@ -382,7 +384,9 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
                     .results
                     .iter()
                     .filter_map(|r| r.summary.as_ref())
-                    .any(|r| r.first_divergence.is_some())
+                    .any(|r| {
+                        r.first_divergence.is_some() && (run.allow_incomplete || !r.incomplete())
+                    })
         })
     };
     let first_step = checked
