@@ -2313,6 +2313,39 @@ fn module_level_records_are_no_origins_and_optimizer_only_ranks_receive_the_chan
     let index = std::fs::read_to_string(tmp.path().join("out/index.html")).unwrap();
     assert!(index.contains(r#"<b class="bd cause">differing record</b>"#));
     assert!(!index.contains(r#"<b class="bd cause">origin</b>"#));
+    // No replicas (two processes without a gradient collective: run 1's
+    // ranks hold other parameters), or a rank 0 whose update in run 2 is
+    // not rank 1's (its own learning rate): rank 0 keeps its own record
+    // (trial 11).
+    for (a1, b0) in [("3.1", "3.6"), ("3.0", "3.7")] {
+        let (a2, b2) = (
+            tmp.path().join(format!("a{a1}{b0}")),
+            tmp.path().join(format!("b{a1}{b0}")),
+        );
+        write(
+            &a2,
+            "rank_0_activations.log",
+            modules_log("1.0", "2.0", a1).as_bytes(),
+        );
+        write(&a2, "rank_1_activations.log", same.as_bytes());
+        write(
+            &b2,
+            "rank_0_activations.log",
+            modules_log("1.0", "2.0", b0).as_bytes(),
+        );
+        write(
+            &b2,
+            "rank_1_activations.log",
+            modules_log("1.5", "2.5", "3.5").as_bytes(),
+        );
+        let r = compare(&tmp, &a2, &b2, &[]);
+        r.expect(1);
+        let s = r.summary();
+        let rc = &s["ranks"][0]["root_causes"];
+        assert_eq!(rc["via_collective_only"], false, "{a1} {b0}: {s:#}");
+        assert_eq!(rc["first_cause"]["kind"], "record");
+        assert!(!r.stdout.contains("receives"), "{}", r.stdout);
+    }
     // Rank 0 alone: its first differing record, after the optimizer.
     let (a0, b0) = (tmp.path().join("a0"), tmp.path().join("b0"));
     write(&a0, "rank_0_activations.log", same.as_bytes());

@@ -96,6 +96,12 @@ pub struct SideSummary {
     /// The header's `Loss: x` (the step's training loss), if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub loss: Option<f64>,
+    /// At `level=modules`, a fingerprint (16 hex digits) of the records
+    /// after the optimizer step, their keys and Output hash texts: the
+    /// ranks of a data-parallel job hold equal ones (replicas); absent for
+    /// a per-op log ([`parameters_fingerprint`]).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub parameters: Option<String>,
     /// The header's `Capture filter:` (`min_numel=1000, ...`), if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub capture_filter: Option<String>,
@@ -164,6 +170,29 @@ fn unreadable_values(t: &OpTable, path: &str) -> Option<Message> {
     Some(Message::UnreadableValues { count, first })
 }
 
+/// [`SideSummary::parameters`] of `t`: FNV-1a over the key and Output
+/// hash text of each optimizer-phase record, in log order; `None` unless
+/// `t` is a module-level log with such records.
+pub fn parameters_fingerprint(t: &OpTable) -> Option<String> {
+    if t.header().level != crate::logformat::CaptureLevel::Modules {
+        return None;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes.iter().chain(&[0u8]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    let mut any = false;
+    for r in (0..t.len()).filter(|&r| t.phase_kind(r) == crate::logformat::Phase::Optimizer) {
+        eat(t.key(r));
+        eat(t.field(r, crate::parser::Field::OutputHash));
+        any = true;
+    }
+    any.then(|| format!("{h:016x}"))
+}
+
 impl SideSummary {
     fn build(t: &OpTable, paired: u64, other: &OpTable) -> SideSummary {
         let path = t.path().display().to_string();
@@ -201,6 +230,7 @@ impl SideSummary {
             step: t.header().step,
             level: t.header().level,
             loss: t.header().loss,
+            parameters: parameters_fingerprint(t),
             capture_filter: t.header().filter.clone(),
             below_min_numel: t.header().below_min_numel,
             declared: t.header().total,

@@ -466,29 +466,48 @@ impl Summary {
 
     /// Module-level ranks whose records differ only after the optimizer
     /// step (forward outputs and gradients agree) while another rank's
-    /// forward or backward records differ: their change arrives through
-    /// the gradient collective (DDP's all-reduce, FSDP's reduce-scatter),
-    /// which a module-level log does not record, since its gradient
-    /// records are each rank's own, read as backward accumulates them. They
-    /// are marked as receiving it ([`CausesSummary::via_collective_only`],
-    /// no cause of their own). A rank alone, or every rank optimizer-only
-    /// (a learning rate changed everywhere), keeps its first differing
-    /// record.
+    /// forward or backward records differ, and that hold that rank's
+    /// parameters after the optimizer in both runs (equal
+    /// [`SideSummary::parameters`]: data-parallel replicas, whose update
+    /// is the shared one): their change arrives through the gradient
+    /// collective (DDP's all-reduce), which a module-level log does not
+    /// record, since its gradient records are each rank's own, read as
+    /// backward accumulates them. They are marked as receiving it
+    /// ([`CausesSummary::via_collective_only`], no cause of their own). A
+    /// rank alone, every rank optimizer-only (a learning rate changed
+    /// everywhere), ranks that are no replicas (no gradient collective;
+    /// sharded parameters) and a rank whose update in run 2 is not its
+    /// replica's (a change of its own, such as its learning rate) keep
+    /// their first differing record.
     pub fn link_optimizer_only_ranks(ranks: &mut [RankSummary]) {
         let modules = |r: &RankSummary| r.run1.level == crate::logformat::CaptureLevel::Modules;
         let earlier = |r: &RankSummary| {
             let rc = &r.root_causes;
             rc.first_divergence_forward.is_some() || rc.first_divergence_backward.is_some()
         };
-        let with_own: Vec<u32> = ranks
+        let with_own: Vec<(u32, [Option<String>; 2])> = ranks
             .iter()
             .filter(|r| modules(r) && earlier(r))
-            .map(|r| r.rank)
+            .map(|r| {
+                (
+                    r.rank,
+                    [r.run1.parameters.clone(), r.run2.parameters.clone()],
+                )
+            })
             .collect();
         if with_own.is_empty() {
             return;
         }
         for r in ranks.iter_mut() {
+            let mine = [r.run1.parameters.clone(), r.run2.parameters.clone()];
+            let replica_of: Vec<u32> = with_own
+                .iter()
+                .filter(|(_, p)| p[0].is_some() && p[1].is_some() && *p == mine)
+                .map(|(rank, _)| *rank)
+                .collect();
+            if replica_of.is_empty() {
+                continue;
+            }
             let rc = &mut r.root_causes;
             let optimizer_only = rc.first_divergence_optimizer.is_some()
                 && rc.first_divergence_forward.is_none()
@@ -501,7 +520,7 @@ impl Summary {
                 rc.first_cause = None;
                 rc.cause_count = 0;
                 rc.via_collective_only = true;
-                rc.see_ranks = with_own.clone();
+                rc.see_ranks = replica_of;
             }
         }
     }
