@@ -2405,6 +2405,22 @@ fn the_headline_names_the_first_divergence_a_one_sided_op_feeds() {
         "{}",
         r.stdout
     );
+    // The same with no producer named (an excluded view between the
+    // one-sided op and the row: `Input producers` empty there): the
+    // one-sided op whose Output hash is the input's value (trial 11: an
+    // extra dropout was not named, the row was "a differing input").
+    let log2 = header(3)
+        + &block("<none>/op_0_add_", "3.5", "3.0", "")
+        + &block("lin/op_0_mm", "5.5", "2.0, 3.5", ";")
+        + &block("lin/op_1_relu", "4.5", "5.5", "lin/op_0_mm");
+    write(&b, "rank_0_activations.log", log2.as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    assert!(
+        r.stdout.contains("rank 0 diverges first at `lin/op_0_mm` (differs; first cause `<none>/op_0_add_`, an op only in b that feeds it)."),
+        "{}",
+        r.stdout
+    );
 }
 
 /// An empty log against a module-level one is the empty log's error only,

@@ -128,6 +128,9 @@ struct OneSidedOps<'a> {
     /// The one-sided rows flagged [`ROW_RECOMPUTED`] (table rows): a chain
     /// does not go back through them.
     recomputed: ahash::AHashSet<usize>,
+    /// Table rows (ascending) of the one-sided rows by each value of their
+    /// Output hash, built at the first look by value.
+    by_value: Option<AHashMap<&'a [u8], Vec<usize>>>,
 }
 
 impl<'a> OneSidedOps<'a> {
@@ -153,7 +156,38 @@ impl<'a> OneSidedOps<'a> {
             by_key: AHashMap::new(),
             chains: AHashMap::new(),
             recomputed,
+            by_value: None,
         }
+    }
+
+    /// The one-sided row that produced an input of table row `r` whose
+    /// producer the log does not name (an excluded view between them:
+    /// `Input producers` empty there): the latest one-sided row before `r`
+    /// with the input's `value` among its Output hash values.
+    fn producer_by_value(&mut self, r: usize, value: &[u8]) -> Option<usize> {
+        if value.is_empty() || self.only.is_empty() {
+            return None;
+        }
+        let t = self.t;
+        let only = &self.only;
+        let index = self.by_value.get_or_insert_with(|| {
+            let mut rows: Vec<usize> = only.keys().copied().collect();
+            rows.sort_unstable();
+            let mut m: AHashMap<&'a [u8], Vec<usize>> = AHashMap::new();
+            for row in rows {
+                let hash = t.field(row, crate::parser::Field::OutputHash);
+                for v in hash.split(|&b| b == b',') {
+                    let v = v.trim_ascii();
+                    if !v.is_empty() {
+                        m.entry(v).or_default().push(row);
+                    }
+                }
+            }
+            m
+        });
+        let occ = index.get(value.trim_ascii())?;
+        let k = occ.partition_point(|&j| j < r);
+        Some(occ[k.checked_sub(1)?])
     }
 
     /// Records the rows of the keys not looked up yet, in one scan of the
@@ -255,7 +289,8 @@ impl<'a> OneSidedOps<'a> {
 }
 
 /// For each pending `diff` row with differing inputs: whether a differing
-/// input is produced, in run 1's or run 2's own `Input producers`, by an op
+/// input is produced, in run 1's or run 2's own `Input producers` (or,
+/// where these name none, by the Output hash value of the input), by an op
 /// of that run only. If so, the chain of that run's one-sided ops feeding
 /// it ([`OneSidedOps::chain`]) as result row indexes, earliest first. The
 /// inputs are tried in position order, run 1's producer before run 2's.
@@ -289,10 +324,19 @@ pub(super) fn one_sided_sources<'a>(
                 return None;
             }
             let (r1, r2) = (rows[p.i].r1()?, rows[p.i].r2()?);
+            // A producer the log names, else (none named: an excluded view
+            // between them) the one-sided op whose output has the value.
             let (s, o) = p.links.iter().find_map(|l| {
-                [(0, r1, l.prod), (1, r2, l.prod2)]
+                [(0, r1, l.prod, l.value), (1, r2, l.prod2, l.value2)]
                     .into_iter()
-                    .find_map(|(s, r, k)| Some((s, sides[s].producer(r, k)?)))
+                    .find_map(|(s, r, k, v)| {
+                        let o = if k.is_empty() {
+                            sides[s].producer_by_value(r, v)
+                        } else {
+                            sides[s].producer(r, k)
+                        };
+                        Some((s, o?))
+                    })
             })?;
             let side = &mut sides[s];
             let chain = side.chain(o);
