@@ -1812,6 +1812,13 @@ fn a_step_not_compared_before_the_first_diverging_one_is_said() {
     );
     let index = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(index.contains("could not be compared, so the runs may part there first"));
+    // A step one run lacks (its capture did not finish) is not judged
+    // either (trial 11: "step 3 diverges first" was said unqualified).
+    std::fs::remove_dir_all(b.join("step_2")).unwrap();
+    let out = d.path().join("out2");
+    let r = compare_into([&a, &b], &[], &out, 1);
+    assert!(r.stdout.contains(said), "{}", r.stdout);
+    assert_eq!(summary(&out)["steps_only1"], serde_json::json!([2]));
 }
 
 /// A step whose log is cut short (exit 3) before the first diverging step:

@@ -117,7 +117,8 @@ pub enum Reason {
         /// Steps before it that `--steps` left out (not compared).
         not_selected_before: usize,
         /// Steps before it that could not be judged (input errors,
-        /// incomplete input): the runs may part first there.
+        /// incomplete input, one run lacks them): the runs may part first
+        /// there.
         not_compared_before: Vec<u64>,
         /// The step.
         step: u64,

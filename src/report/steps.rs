@@ -370,12 +370,21 @@ pub fn first_step_sentence(series: &StepSeries) -> Option<Reason> {
             .iter()
             .filter(|s| **s < first)
             .count(),
-        not_compared_before: series
-            .steps_not_compared
-            .iter()
-            .copied()
-            .filter(|s| *s < first)
-            .collect(),
+        // Steps before it not judged: their comparison failed, or one run
+        // lacks them (a capture that did not finish).
+        not_compared_before: {
+            let mut v: Vec<u64> = series
+                .steps_not_compared
+                .iter()
+                .chain(&series.steps_only1)
+                .chain(&series.steps_only2)
+                .copied()
+                .filter(|s| *s < first)
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        },
         step: first,
         headline: r.headline.clone(),
         report: r.report.clone(),
