@@ -1844,3 +1844,23 @@ fn a_merge_does_not_take_a_cut_step_for_the_first_diverging_one() {
         assert_eq!(f[k], m[k], "{k}");
     }
 }
+
+/// Under `--allow-incomplete` a cut-short log's lost rows are judged (one
+/// run only, gating): the series' verdict says which step's input was
+/// incomplete, so its "first diverging step" is read as what it is
+/// (trial 11: nothing on stdout named the truncation).
+#[test]
+fn allow_incomplete_on_a_series_names_the_cut_step() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 3, 99);
+    let log = b.join("step_2/rank_0_activations.log");
+    let text = std::fs::read(&log).unwrap();
+    std::fs::write(&log, &text[..text.len() / 3]).unwrap();
+    let r = compare_into([&a, &b], &["--allow-incomplete"], d.path().join("o"), 1);
+    assert!(
+        r.stdout.contains("step 2: incomplete input: rank 0 run2"),
+        "{}",
+        r.stdout
+    );
+}

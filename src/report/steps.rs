@@ -229,11 +229,18 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
             });
         }
     }
+    // Steps with an input error or incomplete input, judged or not (under
+    // --allow-incomplete a cut log's lost rows are one-sided and gate:
+    // the step says why).
     let bad = series
         .step_results
         .iter()
         .filter(|r| {
-            r.exit_status == exit_codes::INPUT_ERROR || r.exit_status == exit_codes::INCOMPLETE
+            r.exit_status == exit_codes::INPUT_ERROR
+                || r.exit_status == exit_codes::INCOMPLETE
+                || r.verdict
+                    .iter()
+                    .any(|v| matches!(v, Reason::Incomplete { .. }))
         })
         .map(|r| Reason::AtStep {
             step: r.step,
