@@ -219,10 +219,21 @@ pub fn filter_mismatch(t1: &OpTable, t2: &OpTable) -> Option<Message> {
 }
 
 /// The warning for fields that only one log of a rank has (they are not
-/// compared), if there are any.
+/// compared), if there are any. Fields a cut-short log lacks are not
+/// named: the rows it lost may have held them (its incomplete input says
+/// so).
 pub fn one_sided_fields(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<Message> {
-    let run1 = t1.schema().minus(t2.schema());
-    let run2 = t2.schema().minus(t1.schema());
+    let cut = |t: &OpTable| {
+        t.truncated_rows() > 0 || t.header().total.is_some_and(|n| n != t.len() as u64)
+    };
+    let only = |a: &OpTable, b: &OpTable| {
+        if cut(b) {
+            Vec::new()
+        } else {
+            a.schema().minus(b.schema())
+        }
+    };
+    let (run1, run2) = (only(t1, t2), only(t2, t1));
     (!run1.is_empty() || !run2.is_empty()).then(|| Message::OneSidedFields {
         rank,
         run1: run1.into_iter().collect(),
