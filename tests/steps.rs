@@ -1755,6 +1755,18 @@ fn a_capture_that_did_not_finish_is_said_where_its_log_is_missing() {
     std::fs::copy(a.join("step_2/rank_1_activations.log"), &log).unwrap();
     let r = compare_into([&a, &b], &["-q"], d.path().join("q"), 0);
     assert!(!r.stderr.contains("did not finish"), "{}", r.stderr);
+    // A temporary file newer than the log: a later capture (a re-capture
+    // into the same folder) did not finish, and the log is an earlier
+    // capture's (trial 11).
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(&tmp, b"").unwrap();
+    let r = compare_into([&a, &b], &["-q"], d.path().join("s"), 0);
+    assert!(
+        r.stderr
+            .contains("the rank's log beside it is an earlier capture's, not this one's"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// `--bitwise` on logs printed with 7 digits (the reference's) compares the

@@ -108,9 +108,10 @@ COMPILED_BEFORE = (
 #: another level than the one that replaces it (a per-op re-capture of one
 #: step written into the module-level series' dump_dir).
 REPLACES_OTHER_LEVEL = (
-    "actdiff_capture: {path} held a level={old} capture of step {step}; this level={new} capture "
-    "replaces it, so {dump_dir} now mixes levels, and a compare of that step with a level={old} "
-    "run is an input error. Re-capture one step into another dump_dir (docs/capture.md, step series)."
+    "actdiff_capture: {path} holds a level={old} capture of step {step}; this level={new} capture "
+    "replaces it when the step's log is written, so {dump_dir} will mix levels, and a compare of that "
+    "step with a level={old} run is an input error. Re-capture one step into another dump_dir "
+    "(docs/capture.md, step series)."
 )
 
 #: The warning of per-op options given to a module-level profiler.

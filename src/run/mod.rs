@@ -155,11 +155,13 @@ impl RunInput {
 /// log when it finishes).
 const CAPTURE_TMP_SUFFIXES: [&str; 2] = [".body.tmp", ".tmp"];
 
-/// The capture agent's files in run folder `path` (or its `numerics/`)
-/// whose rank log is not there: a rank whose capture did not finish (the
-/// process was stopped before it wrote its log). Empty for a file, or a
-/// folder that cannot be read.
-pub fn unfinished_captures(path: &Path) -> Vec<PathBuf> {
+/// The capture agent's files in run folder `path` (or its `numerics/`):
+/// a rank whose capture did not finish (the process was stopped before it
+/// wrote its log), each with whether its rank log is there too, older
+/// than it (an earlier capture's; a temporary file older than the log is
+/// stale and not returned). Empty for a file, or a folder that cannot be
+/// read.
+pub fn unfinished_captures(path: &Path) -> Vec<(PathBuf, bool)> {
     let mut out = Vec::new();
     for dir in [path.to_path_buf(), path.join("numerics")] {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -173,8 +175,15 @@ pub fn unfinished_captures(path: &Path) -> Vec<PathBuf> {
                 .find_map(|s| name.strip_suffix(s))
                 .filter(|log| rank_of_file_name(log).is_some());
             if let Some(log) = log {
-                if !dir.join(log).exists() {
-                    out.push(e.path());
+                let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+                match modified(&dir.join(log)) {
+                    None => out.push((e.path(), false)),
+                    // Newer than the log beside it: a later capture that
+                    // did not finish (an older one is stale, and said not).
+                    Some(t) if modified(&e.path()).is_some_and(|m| m > t) => {
+                        out.push((e.path(), true))
+                    }
+                    Some(_) => {}
                 }
             }
         }

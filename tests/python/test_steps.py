@@ -631,7 +631,7 @@ def test_a_module_level_log_is_not_compared_with_a_per_op_one(actdiff_bin, tmp_p
     # series' folder replaces that step's log: a warning says the folder
     # now mixes levels (trial 10).
     run(tmp_path / "s", steps=2, level="modules")
-    with pytest.warns(UserWarning, match=r"held a level=modules capture of step 2; this level=ops capture replaces it"):
+    with pytest.warns(UserWarning, match=r"holds a level=modules capture of step 2; this level=ops capture replaces it when"):
         run(tmp_path / "s", steps=2, schedule=[2])
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)

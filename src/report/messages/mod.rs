@@ -128,10 +128,13 @@ pub enum Message {
         header: u64,
     },
     /// A rank's capture that did not finish: the agent's temporary file is
-    /// there and its log is not (a warning; the rank is missing there).
+    /// there (a warning). Without its log the rank is missing there; with
+    /// it (`beside_log`), the log is an earlier capture's.
     UnfinishedCapture {
         /// The temporary file.
         path: String,
+        /// The rank's log is there too.
+        beside_log: bool,
     },
     /// Run 1 and run 2 are one file or folder (a warning): every row
     /// matches itself, so a pass says nothing.

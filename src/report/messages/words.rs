@@ -37,9 +37,19 @@ impl Message {
                 f,
                 "{path}: its header says Step: {header}, and it is in the folder of step {folder}: compared as step {folder} (was the folder renamed or the log copied?)"
             ),
-            Message::UnfinishedCapture { path } => write!(
+            Message::UnfinishedCapture {
+                path,
+                beside_log: false,
+            } => write!(
                 f,
                 "{path}: a capture that did not finish (its process stopped before it wrote the rank's log): that rank has no log here"
+            ),
+            Message::UnfinishedCapture {
+                path,
+                beside_log: true,
+            } => write!(
+                f,
+                "{path}: a capture that did not finish (its process stopped before it wrote the rank's log): the rank's log beside it is an earlier capture's, not this one's"
             ),
             Message::SameRun { path } => write!(
                 f,

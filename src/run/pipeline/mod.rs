@@ -579,8 +579,9 @@ fn run_level(cfg: &CompareConfig, plan: &RankPlan, input_errors: Vec<Message>) -
         warnings: [&cfg.run1, &cfg.run2]
             .into_iter()
             .flat_map(|r| super::unfinished_captures(r))
-            .map(|p| Message::UnfinishedCapture {
+            .map(|(p, beside_log)| Message::UnfinishedCapture {
                 path: p.display().to_string(),
+                beside_log,
             })
             .collect(),
     }
