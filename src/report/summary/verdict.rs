@@ -468,12 +468,12 @@ impl Summary {
     /// step (forward outputs and gradients agree) while another rank's
     /// forward or backward records differ, and that hold that rank's
     /// parameters after the optimizer in both runs (equal
-    /// [`SideSummary::parameters`]: data-parallel replicas, whose update
+    /// [`SideSummary::parameters`](crate::report::summary::SideSummary::parameters): data-parallel replicas, whose update
     /// is the shared one): their change arrives through the gradient
     /// collective (DDP's all-reduce), which a module-level log does not
     /// record, since its gradient records are each rank's own, read as
     /// backward accumulates them. They are marked as receiving it
-    /// ([`CausesSummary::via_collective_only`], no cause of their own). A
+    /// ([`CausesSummary::via_collective_only`](crate::report::summary::CausesSummary::via_collective_only), no cause of their own). A
     /// rank alone, every rank optimizer-only (a learning rate changed
     /// everywhere), ranks that are no replicas (no gradient collective;
     /// sharded parameters) and a rank whose update in run 2 is not its
