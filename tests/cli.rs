@@ -2469,3 +2469,39 @@ fn a_cut_log_names_no_fields_only_the_other_has() {
     );
     assert!(r.stdout.contains("incomplete input"), "{}", r.stdout);
 }
+
+/// At `level=modules`, a module only run 2 runs before the first differing
+/// record (result order lists run 2's one-sided rows after run 1's, as the
+/// reference does) is named in the headline and in `summary.json`
+/// (`first_only2_before`; trial 11: an extra `nn.Dropout` module was not
+/// mentioned).
+#[test]
+fn a_module_only_run_2_runs_before_the_first_differing_record_is_named() {
+    let tmp = TempDir::new().unwrap();
+    let a = write(
+        tmp.path(),
+        "a/rank_0_activations.log",
+        modules_log("1.0", "2.0", "3.0").as_bytes(),
+    );
+    let extra = "[drop/op_0_output]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: 0.5\n\n";
+    let text = modules_log("1.5", "2.0", "3.0")
+        .replace(
+            "Total captured activations: 3",
+            "Total captured activations: 4",
+        )
+        .replace("[lin/op_0_output]", &format!("{extra}[lin/op_0_output]"));
+    let b = write(tmp.path(), "b/rank_0_activations.log", text.as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    assert!(
+        r.stdout
+            .contains("before it, `drop/op_0_output` is only in b"),
+        "{}",
+        r.stdout
+    );
+    let s = r.summary();
+    assert_eq!(
+        s["ranks"][0]["root_causes"]["first_only2_before"]["key2"], "drop/op_0_output",
+        "{s:#}"
+    );
+}

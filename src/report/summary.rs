@@ -603,6 +603,13 @@ pub struct CausesSummary {
     pub via_collective_only: bool,
     /// For such a rank: the ranks with origins or entries of their own.
     pub see_ranks: Vec<u32>,
+    /// The first gating row only run 2 has that comes before the first
+    /// divergence in run 2's own order (result order puts run 2's
+    /// one-sided rows after run 1's rows, as the reference does, so such a
+    /// row is never the first divergence): at `level=modules`, a module
+    /// only run 2 runs before the first differing record. Absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_only2_before: Option<RowRef>,
     /// First gating divergence in the forward phase (tolerance-aware).
     pub first_divergence_forward: Option<RowRef>,
     /// First gating divergence in the backward phase (tolerance-aware).
@@ -644,6 +651,26 @@ fn first_nonfinite_only(rows: &[MatchRow], this: u16, other: u16) -> Option<usiz
     })
 }
 
+/// [`CausesSummary::first_only2_before`] (a result row index): the gating
+/// `only2` row with the lowest run-2 row below the first divergence's
+/// run-2 row, when the first divergence is a pair.
+fn first_only2_before(rows: &[MatchRow]) -> Option<usize> {
+    use crate::matcher::Sides;
+    let first = rows.iter().position(|r| r.gates())?;
+    let Sides::Both(_, at) = rows[first].sides() else {
+        return None;
+    };
+    rows.iter()
+        .enumerate()
+        .filter(|(_, r)| r.gates())
+        .filter_map(|(i, r)| match r.sides() {
+            Sides::Only2(b) if b < at => Some((b, i)),
+            _ => None,
+        })
+        .min()
+        .map(|(_, i)| i)
+}
+
 impl CausesSummary {
     fn build(rc: &RankComparison<'_>, plan: &PagePlan) -> CausesSummary {
         let c = &rc.matches.causes;
@@ -667,6 +694,7 @@ impl CausesSummary {
             kinds: c.kinds,
             via_collective_only: c.via_collective_only,
             see_ranks: Vec::new(),
+            first_only2_before: first_only2_before(&rc.matches.rows).map(r),
             first_divergence_forward: rc.matches.first_gating(rc.t1, rc.t2, Phase::Forward).map(r),
             first_divergence_backward: rc
                 .matches

@@ -341,8 +341,16 @@ impl Summary {
                         // A module-level log records no inputs: its first
                         // differing record is all that is known.
                         _ if r.run1.level == crate::logformat::CaptureLevel::Modules => {
-                            "the first differing record; inputs are not recorded at level=modules"
-                                .to_string()
+                            let mut w = "the first differing record; inputs are not recorded at level=modules".to_string();
+                            // A module only run 2 runs before it (after run
+                            // 1's rows in result order).
+                            if let Some(o) = &r.root_causes.first_only2_before {
+                                w.push_str(&format!(
+                                    "; before it, `{}` is only in {name2}",
+                                    o.key()
+                                ));
+                            }
+                            w
                         }
                         CauseKind::Entry => match crate::report::reasons::entry_caveats(r) {
                             Some(w) => format!("a differing input; {w}"),
