@@ -170,13 +170,19 @@ def _compiled_itself(m: nn.Module) -> bool:
 
 
 def _strided(ts: list) -> list:
-    """``ts`` as tensors the recorder reads: a sparse COO tensor (the
+    """``ts`` as tensors the recorder reads: a DTensor (a tensor-parallel
+    parameter, its gradient, a module's sharded output) as this rank's
+    local shard (its Shape is the shard's), a sparse COO tensor (the
     gradient of ``nn.Embedding(sparse=True)``) as its coalesced values and
     indices (two tensors: the values' Shape and statistics, a hash and
     digest each, in index order), any other layout (CSR, ...) as its dense
     values."""
     out = []
     for t in ts:
+        if type(t) not in (torch.Tensor, nn.Parameter):
+            local = getattr(t, "_local_tensor", None)
+            if local is not None:
+                t = local.detach()
         if t.layout is torch.sparse_coo:
             c = t.coalesce()
             out += [c.values(), c.indices()]

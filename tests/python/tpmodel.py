@@ -156,6 +156,7 @@ def main() -> None:
     ap.add_argument("--dp", type=int, default=1, help="FSDP2 over this many data-parallel ranks (the rest tensor parallel)")
     ap.add_argument("--plan", choices=("tp", "sp"), default="tp", help="sp: sequence parallelism too (TorchTitan's plan)")
     ap.add_argument("--series", action="store_true", help="capture every step as a step series (step_S/)")
+    ap.add_argument("--level", default="ops", choices=("ops", "modules"), help="the capture level")
     ap.add_argument("--perturb-rank", type=int, default=None, help="scale layers.1.ffn_norm.weight (replicated) on this rank only")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -193,7 +194,7 @@ def main() -> None:
     from actdiff_capture import Profiler
 
     when = {"capture_steps": range(1, args.steps + 1)} if args.series else {"capture_step": args.steps}
-    with Profiler(model, args.dump, rank=rank, precision=args.precision, **when) as prof:
+    with Profiler(model, args.dump, rank=rank, precision=args.precision, level=args.level, **when) as prof:
         for _ in range(args.steps):
             tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
             logits = model(tokens)
