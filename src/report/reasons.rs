@@ -551,7 +551,7 @@ impl fmt::Display for Reason {
             } => {
                 write!(
                     f,
-                    "step {step} is the first step not bitwise identical ({identical} of {with_digests} paired rows with digests); "
+                    "step {step} is the first step not bitwise identical ({identical} of {with_digests} paired rows with digests are); "
                 )?;
                 let kinds = "unsynced collectives, ignored or fused-away ops";
                 if *nongating == 0 {
@@ -769,7 +769,7 @@ mod tests {
                     with_digests: 12,
                     nongating: 0,
                 },
-                "step 1 is the first step not bitwise identical (10 of 12 paired rows with digests); it agrees within the tolerance (--bitwise gates on it; shown, not gating)",
+                "step 1 is the first step not bitwise identical (10 of 12 paired rows with digests are); it agrees within the tolerance (--bitwise gates on it; shown, not gating)",
             ),
             (
                 Reason::NotBitwiseFrom {
@@ -778,7 +778,7 @@ mod tests {
                     with_digests: 798,
                     nongating: 1,
                 },
-                "step 1 is the first step not bitwise identical (797 of 798 paired rows with digests); the row that differs does not gate (unsynced collectives, ignored or fused-away ops; shown, not gating)",
+                "step 1 is the first step not bitwise identical (797 of 798 paired rows with digests are); the row that differs does not gate (unsynced collectives, ignored or fused-away ops; shown, not gating)",
             ),
             (
                 Reason::NotBitwiseFrom {
@@ -787,7 +787,7 @@ mod tests {
                     with_digests: 12,
                     nongating: 1,
                 },
-                "step 1 is the first step not bitwise identical (9 of 12 paired rows with digests); 1 of them does not gate (unsynced collectives, ignored or fused-away ops), the rest agree within the tolerance (--bitwise gates on them; shown, not gating)",
+                "step 1 is the first step not bitwise identical (9 of 12 paired rows with digests are); 1 of them does not gate (unsynced collectives, ignored or fused-away ops), the rest agree within the tolerance (--bitwise gates on them; shown, not gating)",
             ),
             (
                 Reason::LossesDiffer {
