@@ -2505,3 +2505,38 @@ fn a_module_only_run_2_runs_before_the_first_differing_record_is_named() {
         "{s:#}"
     );
 }
+
+/// An autocast (bfloat16) run against a float32 one: a pair whose Shape
+/// line differs only in its dtype agrees under `--dtype-tolerance` when
+/// its values are within run 2's dtype's default (the dtype change is
+/// expected; its note still says it); without the option the Shape text
+/// differs, as in the reference (trial 12: every such row gated on Shape
+/// whatever the tolerance).
+#[test]
+fn dtype_tolerance_lets_a_dtype_change_pass_within_the_dtype_default() {
+    let tmp = TempDir::new().unwrap();
+    let log = |dtype: &str, hash: &str| {
+        format!(
+            "Total captured activations: 1\nExcluded ops dispatched: (none)\n{}\n\n[lin/op_0_mm]\n  Shape: torch.Size([4, 8]), Dtype: torch.{dtype}\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.5\n  Output hash: {hash}\n  Input hashes: 2.0\n\n",
+            "=".repeat(80)
+        )
+    };
+    let a = write(
+        tmp.path(),
+        "a/rank_0_activations.log",
+        log("float32", "5.0").as_bytes(),
+    );
+    let b = write(
+        tmp.path(),
+        "b/rank_0_activations.log",
+        log("bfloat16", "5.01").as_bytes(),
+    );
+    compare(&tmp, &a, &b, &[]).expect(1);
+    let r = compare(&tmp, &a, &b, &["--dtype-tolerance"]);
+    r.expect(0);
+    assert!(r.stdout.contains("float32 → bfloat16"), "{}", r.stdout);
+    // Another size is still a difference.
+    let c = log("bfloat16", "5.01").replace("Size([4, 8])", "Size([8, 4])");
+    let c = write(tmp.path(), "c/rank_0_activations.log", c.as_bytes());
+    compare(&tmp, &a, &c, &["--dtype-tolerance"]).expect(1);
+}

@@ -69,6 +69,12 @@ pub fn read_shape(text: &[u8]) -> ShapeText<'_> {
 }
 
 impl<'a> ShapeText<'a> {
+    /// Whether `self` and `other` have the same dims text (both read),
+    /// whatever their dtypes: `Size([2, 64])` in float32 and in bfloat16.
+    pub fn same_size(&self, other: &ShapeText<'_>) -> bool {
+        self.size.is_some() && self.size == other.size
+    }
+
     /// The dims (`[2, 64]`; `[]` for a 0-d tensor), or `None` when they do
     /// not read as integers.
     pub fn dims(&self) -> Option<Vec<i64>> {

@@ -75,6 +75,12 @@ pub struct CompareOptions {
     pub nan_equal: bool,
     /// Whether differing Input hashes make a row `diff` (the reference: yes).
     pub gate_inputs: bool,
+    /// Whether a Shape line that differs only in its dtype leaves the
+    /// output agreeing: a pair of two dtypes judged under a per-dtype
+    /// default (`--dtype-tolerance`, `[dtype.X]`: a dtype change expected,
+    /// an autocast run against a float32 one; the dtype note still says
+    /// it). The reference: no.
+    pub dtype_free: bool,
 }
 
 impl CompareOptions {
@@ -91,6 +97,7 @@ impl Default for CompareOptions {
             stats: None,
             nan_equal: true,
             gate_inputs: true,
+            dtype_free: false,
         }
     }
 }
@@ -454,7 +461,10 @@ pub fn judge_values(
     }
     let (s1, s2) = (x[0], y[0]);
     let shape_text_differs = s1 != s2 && !s1.is_empty() && !s2.is_empty();
-    let shape_differs = compared.contains(Field::Shape) && s1 != s2;
+    let shape_differs = compared.contains(Field::Shape)
+        && s1 != s2
+        && !(opts.dtype_free
+            && crate::logformat::read_shape(s1).same_size(&crate::logformat::read_shape(s2)));
     let has_out = compared.contains(Field::OutputHash);
     let output_missing = has_out && t1.has(r1, Field::OutputHash) != t2.has(r2, Field::OutputHash);
     let output_differs =

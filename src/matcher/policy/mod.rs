@@ -313,6 +313,19 @@ impl Policy {
             .iter()
             .enumerate()
             .find(|(_, (name, _))| name == d2);
+        // Two dtypes under a per-dtype default: the change is expected.
+        let d1 = dtype_of(t1.field(r1, crate::parser::Field::Shape));
+        let rp = if d1 != d2 && (matches!(rp.source, Source::Dtype(_)) || other.is_some()) {
+            RowPolicy {
+                opts: CompareOptions {
+                    dtype_free: true,
+                    ..rp.opts
+                },
+                ..rp
+            }
+        } else {
+            rp
+        };
         let run2_default = match (rp.source, other) {
             (Source::Dtype(i), Some((j, (_, t)))) if t.rtol > self.dtype[i as usize].1.rtol => {
                 Some((j, t))
