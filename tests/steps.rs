@@ -1876,3 +1876,25 @@ fn allow_incomplete_on_a_series_names_the_cut_step() {
         r.stdout
     );
 }
+
+/// A dtype change at some (step, rank) is said once by the series'
+/// terminal (trial 12: a single-step compare said "dtype changed in 11
+/// paired rows", the series said nothing).
+#[test]
+fn a_series_says_where_a_dtype_changed() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 2, 99);
+    for rank in 0..2 {
+        let log = b.join(format!("step_2/rank_{rank}_activations.log"));
+        let text = std::fs::read_to_string(&log).unwrap();
+        std::fs::write(&log, text.replace("torch.float32", "torch.bfloat16")).unwrap();
+    }
+    let r = compare_into([&a, &b], &[], d.path().join("o"), 1);
+    assert!(
+        r.stdout.contains("step 2 rank 0: dtype changed in ")
+            && r.stdout.contains("(and in 1 more (step, rank) unit)"),
+        "{}",
+        r.stdout
+    );
+}

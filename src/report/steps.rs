@@ -483,6 +483,35 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
             shown.len() - 20
         );
     }
+    // A dtype change (an autocast run against a float32 one) is said once,
+    // at the first (step, rank) that has one: per rank it is a detail line
+    // of a single-step compare, which a series does not print.
+    let changed: Vec<&RankSummary> = s
+        .ranks
+        .iter()
+        .filter(|r| r.dtype_changes.is_some())
+        .collect();
+    if let Some(r) = changed.first() {
+        let more = changed.len() - 1;
+        let _ = writeln!(
+            out,
+            "step {} rank {}: {}{}",
+            r.step.unwrap_or(0),
+            r.rank,
+            r.dtype_changes
+                .as_ref()
+                .map(|d| d.describe())
+                .unwrap_or_default(),
+            if more > 0 {
+                format!(
+                    " (and in {more} more (step, rank) unit{})",
+                    if more == 1 { "" } else { "s" }
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     super::terminal::closing_lines(&mut out, s, report);
     out
 }
