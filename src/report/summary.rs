@@ -603,6 +603,14 @@ pub struct CausesSummary {
     pub via_collective_only: bool,
     /// For such a rank: the ranks with origins or entries of their own.
     pub see_ranks: Vec<u32>,
+    /// With `--layouts`, when a combined run's replicas differ: the first
+    /// replicated result that differs on one of its ranks. A combined row
+    /// keeps the group's first rank's replica, so a change on another
+    /// rank's replica shows downstream, where shards meet, as an origin
+    /// whose inputs agree: the headline names it beside the first cause.
+    /// Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas_differ: Option<crate::layout::ReplicaMismatch>,
     /// The first gating row only run 2 has that comes before the first
     /// divergence in run 2's own order (result order puts run 2's
     /// one-sided rows after run 1's rows, as the reference does, so such a
@@ -694,6 +702,7 @@ impl CausesSummary {
             kinds: c.kinds,
             via_collective_only: c.via_collective_only,
             see_ranks: Vec::new(),
+            replicas_differ: None,
             first_only2_before: first_only2_before(&rc.matches.rows).map(r),
             first_divergence_forward: rc.matches.first_gating(rc.t1, rc.t2, Phase::Forward).map(r),
             first_divergence_backward: rc

@@ -63,6 +63,17 @@ pub struct RunOutputs {
 /// The summary of the whole comparison: ranks linked across collectives,
 /// grouped, counted, and the exit status with its verdict lines.
 pub fn summarise(meta: &RunMeta, mut ranks: Vec<RankSummary>) -> Summary {
+    // A combined run whose replicas differ: every rank with a cause names
+    // the first such replica beside it (the combined rows kept another
+    // rank's value).
+    if let Some(m) = meta.layouts.iter().find_map(|l| l.mismatches.first()) {
+        for r in ranks
+            .iter_mut()
+            .filter(|r| r.root_causes.first_cause.is_some())
+        {
+            r.root_causes.replicas_differ = Some(m.clone());
+        }
+    }
     Summary::link_optimizer_only_ranks(&mut ranks);
     Summary::link_collective_ranks(&mut ranks);
     let (exit_status, verdict) = verdict(meta, &ranks);

@@ -124,6 +124,13 @@ def test_a_replica_perturbed_on_one_rank_names_that_rank(runs, actdiff_bin, tmp_
     assert first["key"].startswith("layers.1.ffn_norm/"), first
     assert any(v.startswith("replicas differ in tp2_replica") for v in s["verdict"]), s["verdict"]
     assert "rank 1's replica of `layers.1.ffn_norm/" in r.stdout
+    # The headline names the replica beside the first cause: the combined
+    # run kept rank 0's replica, so the change shows downstream as an
+    # origin whose inputs agree (trial 12).
+    headline = r.stdout.splitlines()[[i for i, ln in enumerate(r.stdout.splitlines()) if "diverges first at" in ln][0]]
+    assert "but rank 1's replica of `layers.1.ffn_norm/" in headline and "the change may start there" in headline, headline
+    rank = s["ranks"][0]["root_causes"]
+    assert rank["replicas_differ"]["rank"] == 1, rank
 
 
 def test_no_combine_compares_shards_rank_by_rank(runs, actdiff_bin, tmp_path):

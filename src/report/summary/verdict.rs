@@ -361,6 +361,15 @@ impl Summary {
                     },
                 ),
             };
+            // A combined run's replica that differs on another rank: the
+            // change may start there, not where the shards meet.
+            let cause = match &r.root_causes.replicas_differ {
+                Some(m) => format!(
+                    "{cause}; but rank {}'s replica of `{}` differs from rank {}'s, which the combined run kept: the change may start there",
+                    m.rank, m.key, m.against
+                ),
+                None => cause,
+            };
             // The sentence names the first divergence; a cause elsewhere
             // (a one-sided op feeding that very row included) follows it.
             let one_sided = cause_key != c.row.key();
