@@ -23,7 +23,11 @@ through module and tensor hooks,
 - each persistent buffer (BatchNorm's running statistics, its batch
   count) as the step left it (``{module fqn}/op_N_{buffer}``, after the
   parameters, when ``prof.step()`` is called: a buffer of a module run
-  under activation checkpointing may be updated twice).
+  under activation checkpointing may be updated twice); when a forward
+  runs after the optimizer step (an evaluation pass), they are read
+  before its first output, so that they come before its records in the
+  log, and again at ``prof.step()`` if a module of that forward ran in
+  training mode (a BatchNorm then updates them again).
 
 Gradients are recorded as backward leaves them: with loss scaling
 (``GradScaler``) they are the scaled gradients, so runs with different
@@ -232,6 +236,10 @@ class ModuleRecorder:
         # rearm()), and the parameters (ids) recorded this step.
         self.active = True
         self._params_read: set = set()
+        # The buffers were read this step (before a forward after the
+        # optimizer step), and whether a module ran in training mode since.
+        self._buffers_read = False
+        self._trained_since_buffers = False
         # Each recorded parameter's version counter when it was read: one
         # changed in place after the optimizer's step (a clamp, an EMA) is
         # recorded again at finish().
@@ -277,6 +285,15 @@ class ModuleRecorder:
         for m in dict.fromkeys(m for _, m in model.named_modules()):
             fqn = names.get(id(m))
             self.handles.append(m.register_forward_hook(self._output_hook(fqn)))
+
+        def before_forward(module, args):
+            # A forward after the optimizer step (an evaluation pass): the
+            # buffers as the training step left them, before any of its
+            # modules runs (and its records).
+            if not torch.compiler.is_compiling() and self._after_optimizer() and not self._buffers_read:
+                self._read_buffers_here()
+
+        self.handles.append(model.register_forward_pre_hook(before_forward))
         # Each module's persistent buffers (``(module fqn, module, name)``,
         # looked up at finish(): a module may replace a buffer's tensor).
         self.buffers = [
@@ -318,6 +335,8 @@ class ModuleRecorder:
         self._out_n = 0
         self.active = True
         self._params_read.clear()
+        self._buffers_read = False
+        self._trained_since_buffers = False
         self._versions.clear()
         self._ran.clear()
         self._grad_owners.clear()
@@ -347,6 +366,14 @@ class ModuleRecorder:
                 self._ran_compiled.append(fqn)
                 return
             self._ran.add(id(module))
+            if self._after_optimizer():
+                # A forward after the optimizer step (an evaluation pass),
+                # a module of it called alone (the root's pre-hook read the
+                # buffers otherwise); one in training mode may update them.
+                if not self._buffers_read:
+                    self._read_buffers_here()
+                if module.training:
+                    self._trained_since_buffers = True
             ts = _tensors(output, [])
             if not ts:
                 return
@@ -431,7 +458,8 @@ class ModuleRecorder:
         self._read_params(
             [x for x in self.params if id(x[2]) not in self._params_read or x[2]._version != versions[id(x[2])]]
         )
-        self._read_buffers()
+        if not self._buffers_read or self._trained_since_buffers:
+            self._read_buffers()
         self.active = False
         if self.worker is not None:
             # This step's output buffers (reused next step) have been read
@@ -455,6 +483,24 @@ class ModuleRecorder:
                 continue
             seen.add(id(b))
             self._record(fqn, bname, b, 0)
+
+    def _after_optimizer(self) -> bool:
+        """Whether this step is recorded and an optimizer step has run in
+        it, with no gradient since (a forward now follows the update)."""
+        return self.active and bool(self._params_read) and not self.grads_since_optimizer
+
+    def _read_buffers_here(self) -> None:
+        """:meth:`_read_buffers` on the training thread, now: the forward
+        this runs in may update them in place next."""
+        self._buffers_read = True
+        if self.worker is None:
+            self._read_buffers()
+            return
+        self.cap.defer_host(None)
+        try:
+            self._read_buffers()
+        finally:
+            self.cap.defer_host(self.worker)
 
     def _read_params(self, params: list) -> None:
         """Records ``params`` (``(fqn, name, parameter)``) as they are now,

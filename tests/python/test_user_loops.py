@@ -80,7 +80,7 @@ def train(dump, steps=4, *, perturb_at=None, lr_change_at=None, eval_forward=Fal
     element of step S's batch (before the loop: no op of it is captured);
     ``lr_change_at=S`` raises the learning rate before step S;
     ``eval_forward`` runs a forward under ``torch.no_grad()`` after each
-    optimizer step; ``checkpointed`` trains :class:`Checkpointed`;
+    optimizer step (``"eval"``: in eval mode); ``checkpointed`` trains :class:`Checkpointed`;
     ``model`` trains that model instead. Returns the profiler's warnings."""
     torch.set_num_threads(1)
     if model is None:
@@ -105,7 +105,12 @@ def train(dump, steps=4, *, perturb_at=None, lr_change_at=None, eval_forward=Fal
             loss.backward()
             opt.step()
             opt.zero_grad()
-            if eval_forward:
+            if eval_forward == "eval":
+                model.eval()
+                with torch.no_grad():
+                    model(x)
+                model.train()
+            elif eval_forward:
                 with torch.no_grad():
                     model(x)
             prof.step(loss=loss)
@@ -393,6 +398,34 @@ def test_batchnorm_statistics_updated_twice_by_checkpointing_are_found_at_module
     first = step_result(s, 1)
     assert "diverges first at `norms.0/op_5_running_mean`" in first["headline"], first
     assert first["loss1"] == first["loss2"], first
+
+
+def test_buffers_are_recorded_before_an_evaluation_pass_after_the_optimizer(actdiff_bin, tmp_path):
+    """A BatchNorm's momentum changed, with an evaluation pass (eval mode,
+    ``no_grad``) after each optimizer step: the running statistics the
+    training forward left are recorded before the evaluation's outputs, so
+    the first differing record is a running statistic, not the evaluation
+    forward's BatchNorm output (trial 12). A forward in training mode
+    after the optimizer updates them again: they are read again at
+    ``prof.step()``."""
+    kw = {"level": "modules"}
+    moved = Normed()
+    moved.norms[0].momentum = 0.2
+    train(tmp_path / "a", steps=2, model=Normed(), eval_forward="eval", **kw)
+    train(tmp_path / "b", steps=2, model=moved, eval_forward="eval", **kw)
+    _, bs = blocks(tmp_path / "a" / "step_1" / "rank_0_activations.log")
+    keys = [k for k, _ in bs]
+    stats = [i for i, k in enumerate(keys) if k.endswith("_running_mean")]
+    evals = [i for i, (k, f) in enumerate(bs) if k.endswith("_output") and f.get("Phase") == "forward"]
+    assert len(stats) == 2 and evals and max(stats) < min(evals), keys
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab")
+    assert r.returncode == 1, r.stdout + r.stderr
+    first = step_result(s, 1)
+    assert "diverges first at `norms.0/op_" in first["headline"] and "_running_mean`" in first["headline"], first
+    # In training mode (no model.eval()), read again at prof.step().
+    train(tmp_path / "c", steps=1, model=Normed(), eval_forward=True, **kw)
+    _, cs = blocks(tmp_path / "c" / "step_1" / "rank_0_activations.log")
+    assert len([k for k, _ in cs if k.endswith("_running_mean")]) == 4, [k for k, _ in cs]
 
 
 def test_sparse_gradients_are_recorded_at_module_level(actdiff_bin, tmp_path):
