@@ -2364,6 +2364,48 @@ fn module_level_records_are_no_origins_and_optimizer_only_ranks_receive_the_chan
     assert_eq!(s["ranks"][0]["root_causes"]["via_collective_only"], false);
 }
 
+/// Many replicas: each optimizer-only rank names the ranks with a change of
+/// their own, the first 16 of them and their count (not the whole list:
+/// `summary.json` would grow with the square of the rank count), and the
+/// terminal says how many there are.
+#[test]
+fn optimizer_only_ranks_name_at_most_sixteen_replicas_and_count_them_all() {
+    let tmp = TempDir::new().unwrap();
+    let same = modules_log("1.0", "2.0", "3.0");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for rank in 0..40 {
+        write(&a, &format!("rank_{rank}_activations.log"), same.as_bytes());
+        let changed = if rank < 20 {
+            modules_log("1.0", "2.0", "3.5")
+        } else {
+            modules_log("1.5", "2.5", "3.5")
+        };
+        write(
+            &b,
+            &format!("rank_{rank}_activations.log"),
+            changed.as_bytes(),
+        );
+    }
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    let s = r.summary();
+    for n in 0..20 {
+        let rc = &s["ranks"][n]["root_causes"];
+        assert_eq!(rc["via_collective_only"], true, "rank {n}: {s:#}");
+        let want: Vec<u32> = (20..36).collect();
+        assert_eq!(rc["see_ranks"], serde_json::json!(want), "rank {n}");
+        assert_eq!(rc["see_ranks_total"], 20, "rank {n}");
+    }
+    assert_eq!(s["ranks"][20]["root_causes"]["see_ranks_total"], 0);
+    assert!(
+        r.stdout.contains(
+            "rank 0: its forward outputs and its own gradients (recorded before the gradient collective) match, only its parameters after the optimizer differ; the change arrives through a collective; see ranks 20–35, … (20 ranks)"
+        ),
+        "{}",
+        r.stdout
+    );
+}
+
 /// An op of one run only that feeds the first diverging row: the headline
 /// names that row, as the `first divergence:` line and `summary.json` do,
 /// with the one-sided op as its first cause (trial 10 F5: the headline

@@ -16,7 +16,8 @@ use crate::parser::{duplicate_keys, Field, OpTable, Phase, WarningKind};
 
 mod verdict;
 pub use verdict::{
-    collective_words, rank_ranges, rank_word, RankGroup, Verdict, GROUPED_ABOVE_RANKS,
+    collective_words, rank_ranges, rank_word, see_rank_word, RankGroup, Verdict,
+    GROUPED_ABOVE_RANKS, SEE_RANKS_MAX,
 };
 
 /// Version of the `summary.json` layout; bumped on incompatible changes.
@@ -601,8 +602,14 @@ pub struct CausesSummary {
     pub kinds: crate::matcher::cause::KindCounts,
     /// [`RootCauses::via_collective_only`].
     pub via_collective_only: bool,
-    /// For such a rank: the ranks with origins or entries of their own.
+    /// For such a rank: the ranks with origins or entries of their own (at
+    /// module level: the replicas whose forward or backward records differ),
+    /// ascending, at most the first
+    /// [`SEE_RANKS_MAX`] (16).
     pub see_ranks: Vec<u32>,
+    /// How many ranks `see_ranks` would list uncut (0 when it is empty).
+    #[serde(default)]
+    pub see_ranks_total: u64,
     /// With `--layouts`, when a combined run's replicas differ: the first
     /// replicated result that differs on one of its ranks. A combined row
     /// keeps the group's first rank's replica, so a change on another
@@ -702,6 +709,7 @@ impl CausesSummary {
             kinds: c.kinds,
             via_collective_only: c.via_collective_only,
             see_ranks: Vec::new(),
+            see_ranks_total: 0,
             replicas_differ: None,
             first_only2_before: first_only2_before(&rc.matches.rows).map(r),
             first_divergence_forward: rc.matches.first_gating(rc.t1, rc.t2, Phase::Forward).map(r),

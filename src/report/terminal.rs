@@ -116,15 +116,7 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
             if rc.see_ranks.is_empty() {
                 "the other ranks".to_string()
             } else {
-                format!(
-                    "rank{} {}",
-                    if rc.see_ranks.len() == 1 { "" } else { "s" },
-                    rc.see_ranks
-                        .iter()
-                        .map(u32::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                crate::report::summary::see_rank_word(&rc.see_ranks, rc.see_ranks_total)
             }
         );
     }

@@ -101,10 +101,6 @@ pub(super) struct CauseLink<'a> {
 }
 
 pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
-    let ranks = || {
-        let r: Vec<String> = c.see_ranks.iter().map(u32::to_string).collect();
-        r.join(", ")
-    };
     match &c.first_cause {
         Some(f) => Some(CauseLink {
             row: Some(row_link(&f.row)),
@@ -131,7 +127,7 @@ pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
             via_collectives: if c.see_ranks.is_empty() {
                 "another rank".into()
             } else {
-                format!("rank {}", ranks())
+                crate::report::summary::see_rank_word(&c.see_ranks, c.see_ranks_total)
             },
         }),
         None => None,

@@ -231,6 +231,31 @@ fn and_list(v: &[u32]) -> String {
     }
 }
 
+/// At most this many ranks are listed in a rank's
+/// [`CausesSummary::see_ranks`](crate::report::summary::CausesSummary::see_ranks):
+/// every collective-only rank would otherwise carry the whole list of ranks
+/// with causes, and `summary.json` would grow with the square of the rank
+/// count.
+pub const SEE_RANKS_MAX: usize = 16;
+
+/// The first [`SEE_RANKS_MAX`] of ascending `ranks`.
+fn see_list(ranks: &[u32]) -> Vec<u32> {
+    ranks[..ranks.len().min(SEE_RANKS_MAX)].to_vec()
+}
+
+/// `see` (the first ranks of `total`, ascending) in words, as [`rank_word`]
+/// does, with `…` and the count when `see` is only the first of them: `rank
+/// 1`, `ranks 0–15, … (4095 ranks)`.
+pub fn see_rank_word(see: &[u32], total: u64) -> String {
+    if total as usize <= see.len() {
+        return rank_word(see);
+    }
+    format!(
+        "ranks {}, … ({total} ranks)",
+        rank_ranges(see, 3).join(", ")
+    )
+}
+
 /// Ascending ranks with their word: `rank 3`, `ranks 0, 2 and 5`, `ranks
 /// 0–13, 15–17, … (1900 ranks)` (at most `RANK_LIST_PARTS` (6) parts).
 pub fn rank_word(v: &[u32]) -> String {
@@ -497,48 +522,53 @@ impl Summary {
     /// replica's (a change of its own, such as its learning rate) keep
     /// their first differing record.
     pub fn link_optimizer_only_ranks(ranks: &mut [RankSummary]) {
-        let modules = |r: &RankSummary| r.run1.level == crate::logformat::CaptureLevel::Modules;
-        let earlier = |r: &RankSummary| {
-            let rc = &r.root_causes;
-            rc.first_divergence_forward.is_some() || rc.first_divergence_backward.is_some()
+        use crate::logformat::CaptureLevel;
+        use std::collections::HashMap;
+        let fingerprint = |r: &RankSummary| match (&r.run1.parameters, &r.run2.parameters) {
+            (Some(a), Some(b)) => Some((a.clone(), b.clone())),
+            _ => None,
         };
-        let with_own: Vec<(u32, [Option<String>; 2])> = ranks
+        // The ranks with forward or backward differences of their own, by
+        // their (run 1, run 2) fingerprints: one pass, then one lookup per
+        // optimizer-only rank (not every pair of ranks).
+        let mut with_own: HashMap<(String, String), Vec<u32>> = HashMap::new();
+        for r in ranks
             .iter()
-            .filter(|r| modules(r) && earlier(r))
-            .map(|r| {
-                (
-                    r.rank,
-                    [r.run1.parameters.clone(), r.run2.parameters.clone()],
-                )
-            })
-            .collect();
+            .filter(|r| r.run1.level == CaptureLevel::Modules)
+        {
+            let rc = &r.root_causes;
+            if rc.first_divergence_forward.is_some() || rc.first_divergence_backward.is_some() {
+                if let Some(f) = fingerprint(r) {
+                    with_own.entry(f).or_default().push(r.rank);
+                }
+            }
+        }
         if with_own.is_empty() {
             return;
         }
         for r in ranks.iter_mut() {
-            let mine = [r.run1.parameters.clone(), r.run2.parameters.clone()];
-            let replica_of: Vec<u32> = with_own
-                .iter()
-                .filter(|(_, p)| p[0].is_some() && p[1].is_some() && *p == mine)
-                .map(|(rank, _)| *rank)
-                .collect();
-            if replica_of.is_empty() {
-                continue;
-            }
-            let rc = &mut r.root_causes;
-            let optimizer_only = rc.first_divergence_optimizer.is_some()
+            let rc = &r.root_causes;
+            let optimizer_only = r.run1.level == CaptureLevel::Modules
+                && rc.first_divergence_optimizer.is_some()
                 && rc.first_divergence_forward.is_none()
                 && rc.first_divergence_backward.is_none()
                 && rc
                     .first_cause
                     .as_ref()
                     .is_some_and(|c| c.cause.kind == crate::matcher::cause::CauseKind::Record);
-            if r.run1.level == crate::logformat::CaptureLevel::Modules && optimizer_only {
-                rc.first_cause = None;
-                rc.cause_count = 0;
-                rc.via_collective_only = true;
-                rc.see_ranks = replica_of;
+            if !optimizer_only {
+                continue;
             }
+            let Some(replica_of) = fingerprint(r).and_then(|f| with_own.get(&f)) else {
+                continue;
+            };
+            let (see, total) = (see_list(replica_of), replica_of.len() as u64);
+            let rc = &mut r.root_causes;
+            rc.first_cause = None;
+            rc.cause_count = 0;
+            rc.via_collective_only = true;
+            rc.see_ranks = see;
+            rc.see_ranks_total = total;
         }
     }
 
@@ -550,9 +580,11 @@ impl Summary {
             .filter(|r| r.root_causes.cause_count > 0 && !r.root_causes.via_collective_only)
             .map(|r| r.rank)
             .collect();
+        let see = see_list(&with_causes);
         for r in ranks.iter_mut() {
             if r.root_causes.via_collective_only {
-                r.root_causes.see_ranks = with_causes.clone();
+                r.root_causes.see_ranks = see.clone();
+                r.root_causes.see_ranks_total = with_causes.len() as u64;
             }
         }
     }
