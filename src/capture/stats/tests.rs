@@ -8,7 +8,7 @@ use super::*;
 fn split_points_are_block_aligned_and_proper() {
     for n in [BLOCK + 1, 2 * BLOCK, 2 * BLOCK + 1, 1000, 1 << 20] {
         let s = split(n);
-        assert!(s > 0 && s < n && s % BLOCK == 0, "{n} {s}");
+        assert!(s > 0 && s < n && s.is_multiple_of(BLOCK), "{n} {s}");
     }
 }
 
@@ -68,6 +68,22 @@ fn simd_and_plain_blocks_agree_bitwise() {
                 moments_block_avx2(&b, at, dg),
                 moments_block_body(&b, at, dg),
             );
+            if simd512() {
+                for n in [x.len(), 16, 17, 31, 15, 0] {
+                    same(
+                        moments_block_avx512(&x[..n], at, dg),
+                        moments_block_body(&x[..n], at, dg),
+                    );
+                }
+                same(
+                    moments_block_avx512(&h, at, dg),
+                    moments_block_body(&h, at, dg),
+                );
+                same(
+                    moments_block_avx512(&b, at, dg),
+                    moments_block_body(&b, at, dg),
+                );
+            }
         }
         assert_eq!(l1_block_avx2(&x).to_bits(), l1_block_body(&x).to_bits());
         assert_eq!(l1_block_avx2(&h).to_bits(), l1_block_body(&h).to_bits());
@@ -165,5 +181,54 @@ fn one_pass_equals_the_statistics_and_the_digest_apart() {
             (l1.to_bits(), s),
             (fused_l1(&d, false).0.to_bits(), digest::host_sum(&d))
         );
+    }
+}
+
+/// Throughput of the moments-and-digest pass, one thread, per kernel
+/// (plain, AVX2, AVX-512 where the CPU has them) on float32 buffers of 16 K
+/// to 4 M elements: the best of 60 alternating rounds, in ns an element.
+/// A benchmark, not a test of speed: run it with
+/// `RAYON_NUM_THREADS=1 cargo test --release --features capture --lib
+/// microbench_moments -- --ignored --nocapture` (benches/README.md). It
+/// checks that the kernels agree on its input.
+#[test]
+#[ignore]
+fn microbench_moments() {
+    type Kernel = fn(&[f32], usize) -> Acc;
+    let mut kernels: Vec<(&str, Kernel)> = vec![("plain", |b, at| moments_block_body(b, at, true))];
+    if simd() {
+        // SAFETY: simd() checked the CPU features.
+        kernels.push(("avx2", |b, at| unsafe { moments_block_avx2(b, at, true) }));
+    }
+    if simd512() {
+        // SAFETY: simd512() checked the CPU features.
+        kernels.push(("avx512", |b, at| unsafe {
+            moments_block_avx512(b, at, true)
+        }));
+    }
+    for n in [1usize << 14, 1 << 16, 1 << 20, 1 << 22] {
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 1000) as f32 * 0.001 - 0.5)
+            .collect();
+        let reps = ((1usize << 22) / n).max(1);
+        let mut best = vec![f64::MAX; kernels.len()];
+        let mut sums = vec![0u64; kernels.len()];
+        for _ in 0..60 {
+            for (k, (_, kernel)) in kernels.iter().enumerate() {
+                let t = std::time::Instant::now();
+                for _ in 0..reps {
+                    let a = pairwise(std::hint::black_box(&x[..]), 0, kernel, &Acc::merge);
+                    sums[k] = a.dsum ^ a.l1.to_bits() ^ a.sq.to_bits() ^ a.sum.to_bits();
+                }
+                best[k] = best[k].min(t.elapsed().as_secs_f64());
+            }
+        }
+        assert!(sums.iter().all(|s| *s == sums[0]), "the kernels disagree");
+        let line: Vec<String> = kernels
+            .iter()
+            .zip(&best)
+            .map(|((name, _), b)| format!("{name} {:.3}", b * 1e9 / (reps * n) as f64))
+            .collect();
+        eprintln!("{n} elements, ns an element: {}", line.join(", "));
     }
 }
