@@ -327,10 +327,15 @@ UNMARKED_WRITES = {
 
 #: Results that are a kernel's scratch memory, by op and output position:
 #: oneDNN's RNN workspace, cuDNN's and MIOpen's reserve space, the batch
-#: norms' reserve. Their bytes are not defined values (two runs of the
-#: same seeded LSTM differ there), so they are not hashed, and a later op
-#: reading them (the RNN's backward) does not hash them as an input.
+#: norms' reserve, and FSDP2's all-gather buffer as ``all_gather_copy_in``
+#: returns it (an ``empty`` buffer of which only this rank's slice, its
+#: output 0, is written yet: the collective fills the rest). Their bytes
+#: are not defined values (two runs of the same seeded LSTM, or of one
+#: FSDP2 job, differ there), so they are not hashed, and a later op reading
+#: them before any op writes them (the RNN's backward) does not hash them
+#: as an input.
 WORKSPACE_OUTPUTS = {
+    "all_gather_copy_in": frozenset({1}),
     "mkldnn_rnn_layer": frozenset({3}),
     "_cudnn_rnn": frozenset({3}),
     "miopen_rnn": frozenset({3}),

@@ -11,7 +11,11 @@ through module and tensor hooks,
   ``Phase: forward`` line, so a reader does not take it as the
   optimizer's);
 - each parameter's gradient as backward accumulates it
-  (``{module fqn}/op_N_{param}_grad``, phase backward);
+  (``{module fqn}/op_N_{param}_grad``, phase backward): the rank's own,
+  before DDP's all-reduce; under FSDP2 (``fully_shard``) the whole
+  parameter's, read at once from the unsharded parameter, before FSDP's
+  reduce-scatter (the shard's hooks, which FSDP calls with the reduced
+  shard, record nothing);
 - each parameter after the optimizer step (``{module fqn}/op_N_{param}``,
   after the last backward record: the optimizer phase), read when a
   ``torch.optim`` optimizer's ``step()`` returns (a global step post-hook:
@@ -211,6 +215,29 @@ def _tensors(x, out: list) -> list:
     return out
 
 
+def _fsdp_params(model: nn.Module) -> dict:
+    """FSDP2's parameters of ``model`` (``fully_shard``): ``(id(module),
+    parameter name)`` → its ``FSDPParam`` (empty without FSDP2). Reads
+    FSDP2's private state (``_get_fsdp_state``, ``_fsdp_param_groups``,
+    ``_module_info``), the same in torch 2.13 to 2.15; anything else gives
+    an empty map (gradients are then recorded after the reduce-scatter)."""
+    out = {}
+    for m in model.modules():
+        get = getattr(m, "_get_fsdp_state", None)
+        if get is None:
+            continue
+        try:
+            state = get()
+        except Exception:
+            continue
+        for group in getattr(state, "_fsdp_param_groups", None) or ():
+            for fp in getattr(group, "fsdp_params", ()) or ():
+                info = getattr(fp, "_module_info", None)
+                if info is not None:
+                    out[(id(info.module), info.param_name)] = fp
+    return out
+
+
 class ModuleRecorder:
     """Hooks of one captured step at module level, recording into ``cap``
     (a ``_native.Capture``); :meth:`finish` records the parameters after
@@ -307,6 +334,19 @@ class ModuleRecorder:
             if p.requires_grad:
                 owner = id(self._owner[id(p)])
                 self.handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname, owner)))
+        # FSDP2 (``fully_shard``): each parameter above is this rank's shard,
+        # and FSDP calls its hooks with the gradient after the
+        # reduce-scatter (every rank's sum). The rank's own gradient is the
+        # unsharded parameter's, which exists from its first all-gather on:
+        # its hook is registered after the module's first forward, and the
+        # shard's hook then records nothing.
+        fsdp = _fsdp_params(model)
+        self._fsdp_pending = {
+            id(p): (fp, fqn, pname, id(self._owner[id(p)]))
+            for fqn, pname, p in self.params
+            if p.requires_grad and (fp := fsdp.get((id(self._owner[id(p)]), pname))) is not None
+        }
+        self._fsdp_own: set = set()  # ids of the shards whose unsharded parameter is hooked
 
     def _record(self, fqn, role: str, t: torch.Tensor, phase: int) -> None:
         """Records ``t`` as ``{fqn}/op_N_{role}``; ``phase`` is
@@ -314,7 +354,8 @@ class ModuleRecorder:
         place after backward), 1 a gradient, 2 a module's output (forward,
         said as such when it comes after backward: an eval forward)."""
         ts = _strided([t.detach()])
-        primary = 0 if ts and ts[0].is_floating_point() and ts[0].numel() > 0 else None
+        # An empty one (a rank's empty FSDP shard) gets its Shape and hash.
+        primary = 0 if ts and ts[0].is_floating_point() else None
         self.cap.record(fqn, role, phase, None, primary, ts, [], [], [])
 
     def _record_output(self, fqn, ts: list) -> None:
@@ -324,7 +365,8 @@ class ModuleRecorder:
         (activation checkpointing's recomputation of the module's forward)
         is in the backward phase, as the per-op level records its ops."""
         ts = _strided([t.detach() for t in ts])
-        primary = next((i for i, t in enumerate(ts) if t.is_floating_point() and t.numel() > 0), None)
+        floating = [i for i, t in enumerate(ts) if t.is_floating_point()]
+        primary = next((i for i in floating if ts[i].numel() > 0), floating[0] if floating else None)
         phase = 1 if torch._C._current_autograd_node() is not None else 2
         self.cap.record(fqn, "output", phase, None, primary, ts, [], [], [])
 
@@ -366,6 +408,8 @@ class ModuleRecorder:
                 self._ran_compiled.append(fqn)
                 return
             self._ran.add(id(module))
+            if self._fsdp_pending:
+                self._hook_fsdp_unsharded()
             if self._after_optimizer():
                 # A forward after the optimizer step (an evaluation pass),
                 # a module of it called alone (the root's pre-hook read the
@@ -398,11 +442,34 @@ class ModuleRecorder:
 
         return hook
 
-    def _grad_hook(self, fqn, pname, owner: int):
+    def _hook_fsdp_unsharded(self) -> None:
+        """Registers the gradient hook of each FSDP2 parameter's unsharded
+        parameter that exists by now (after its group's first all-gather):
+        it records the rank's own gradient, read at once (FSDP's
+        reduce-scatter consumes and frees it before backward ends)."""
+        for key, (fp, fqn, pname, owner) in list(self._fsdp_pending.items()):
+            u = getattr(fp, "_unsharded_param", None)
+            if u is None:
+                continue
+            del self._fsdp_pending[key]
+            if u.requires_grad:
+                self.handles.append(u.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname, owner, now=True)))
+                self._fsdp_own.add(key)
+
+    def _grad_hook(self, fqn, pname, owner: int, now: bool = False):
         def hook(p):
+            if id(p) in self._fsdp_own:
+                return  # an FSDP2 shard after the reduce-scatter: its unsharded parameter's hook recorded it
             if p.grad is not None:
                 self.grads_since_optimizer = True
                 self._grad_owners.add(owner)
+                if now and self.worker is not None:
+                    self.cap.defer_host(None)
+                    try:
+                        self._record(fqn, f"{pname}_grad", p.grad, 1)
+                    finally:
+                        self.cap.defer_host(self.worker)
+                    return
                 self._record(fqn, f"{pname}_grad", p.grad, 1)
                 if self.worker is not None and not self._waits_queued:
                     # The gradients stay unchanged until the worker read

@@ -257,3 +257,55 @@ def test_module_level_records_a_tensor_parallel_model_by_its_shards(actdiff_bin,
     r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep", "--bitwise")
     assert r.returncode == 0, r.stdout + r.stderr
     assert s["first_diverging_step"] is None
+
+
+def test_two_identical_fsdp2_runs_are_bitwise_equal(actdiff_bin, tmp_path):
+    """FSDP2 alone (two processes), the same seeded run captured twice at
+    full precision: every row is bitwise equal (trial 13 F1).
+    ``all_gather_copy_in``'s second result is the all-gather's whole
+    buffer, made by ``empty`` and written only in this rank's slice (its
+    first result) before the collective: it held whatever the allocator's
+    memory did, and hashing it made two identical runs differ, and a change
+    on one rank was filed under it. It is not hashed (its first result is)."""
+    capture(tmp_path / "a", 2, "--dp", "2", "--precision", "full")
+    capture(tmp_path / "b", 2, "--dp", "2", "--precision", "full")
+    log = (tmp_path / "a" / "rank_0_activations.log").read_text()
+    blocks = [b for b in log.split("\n\n[") if "_all_gather_copy_in]" in b.split("\n", 1)[0]]
+    assert blocks, "no all_gather_copy_in record"
+    for b in blocks:
+        out = [ln for ln in b.splitlines() if ln.strip().startswith("Output hash:")]
+        assert len(out) == 1 and "," not in out[0], b
+    rows = tmp_path / "rows.jsonl"
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep", "--bitwise", "--rows", str(rows))
+    assert r.returncode == 0, r.stdout + r.stderr
+    # What still differs: the asynchronous collectives' outputs, hashed
+    # while gloo's thread fills them (unsynced: shown, never gating).
+    differ = [json.loads(x) for x in rows.read_text().splitlines()]
+    differ = [x["key1"] for x in differ if x["status"] != "match"]
+    assert all(re.search(r"/op_\d+__(allgather|reduce_scatter)_base_$", k) for k in differ), differ
+
+
+def test_fsdp2_module_level_records_each_rank_own_gradient(actdiff_bin, tmp_path):
+    """``level="modules"`` under FSDP2 (two processes, each with its own
+    batches): a gradient record is the rank's own gradient of the whole
+    parameter, as backward accumulates it into the unsharded parameter,
+    before the reduce-scatter (trial 13 F2: it was the shard after it,
+    every rank's sum, so a rank whose data did not change diverged at its
+    gradients). One token of rank 1's last batch changed: rank 0's forward
+    outputs and gradients agree, only its parameter shards after the
+    optimizer (updated with the reduced gradient) differ."""
+    capture(tmp_path / "a", 2, "--dp", "2", "--level", "modules", "--precision", "full", "--steps", "2")
+    capture(tmp_path / "b", 2, "--dp", "2", "--level", "modules", "--precision", "full", "--steps", "2", "--token-rank", "1")
+    log = (tmp_path / "a" / "rank_0_activations.log").read_text()
+    blocks = {b.split("]")[0]: b for b in log.split("\n[")[1:]}
+    grad = next(b for k, b in blocks.items() if k.startswith("layers.0.feed_forward.w1/") and k.endswith("_weight_grad"))
+    assert "Shape: torch.Size([128, 64])" in grad, grad
+    shard = next(b for k, b in blocks.items() if k.startswith("layers.0.feed_forward.w1/") and k.endswith("_weight"))
+    assert "Shape: torch.Size([64, 64])" in shard, shard
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep", "--bitwise")
+    assert r.returncode == 1, r.stdout + r.stderr
+    ranks = {x["rank"]: x["root_causes"] for x in s["ranks"]}
+    assert ranks[1]["first_divergence_forward"] is not None
+    assert ranks[0]["first_divergence_forward"] is None, ranks[0]
+    assert ranks[0]["first_divergence_backward"] is None, ranks[0]["first_divergence_backward"]
+    assert ranks[0]["first_divergence_optimizer"] is not None

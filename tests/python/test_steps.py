@@ -388,6 +388,26 @@ def test_module_level_says_when_no_optimizer_step_followed_backward(tmp_path):
     assert "Only torch.optim optimizers are seen" in said[0], said
 
 
+def test_module_level_writes_the_shape_of_an_empty_parameter(tmp_path):
+    """An empty tensor (a rank's empty FSDP2 shard of a small parameter;
+    here a ``Linear(8, 0)``) is recorded with its Shape and hash, as the
+    per-op level records an empty output (trial 13 F8: the Shape was left
+    out, and the record read as a real, agreeing value)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 0))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with actdiff_capture.Profiler(model, tmp_path, capture_step=1, level="modules") as prof:
+        model(torch.randn(4, 8)).sum().backward()
+        opt.step()
+        prof.step()
+    _, bl = blocks(tmp_path / "rank_0_activations.log")
+    empty = {k: f for k, f in bl if k.startswith("1/")}
+    assert empty, list(bl)
+    for k, f in empty.items():
+        assert "Shape" in f, (k, f)
+    assert empty["1/op_3_weight"]["Shape"].startswith("torch.Size([0, 8])"), empty
+
+
 @pytest.mark.parametrize("level", ["ops", "modules"])
 def test_close_ends_a_capture_without_a_with_block(tmp_path, level):
     """A loop without ``with Profiler(...)`` ends the capture with

@@ -8,7 +8,8 @@ process, no DTensor) or ``torchrun --nproc_per_node 2 tpmodel.py DUMP`` for
 TP=2. ``--eps`` changes the first norm's eps (a change made in one run);
 ``--perturb-rank R`` scales a replicated norm weight on rank R only;
 ``--precision full`` captures at full precision; ``--steps N`` trains N
-steps and captures the last (``--series``: every one, in ``step_S/``). Deterministic for a seed (one thread)."""
+steps and captures the last (``--series``: every one, in ``step_S/``);
+``--token-rank R`` changes one token of rank R's last batch. Deterministic for a seed (one thread)."""
 
 from __future__ import annotations
 
@@ -158,6 +159,7 @@ def main() -> None:
     ap.add_argument("--series", action="store_true", help="capture every step as a step series (step_S/)")
     ap.add_argument("--level", default="ops", choices=("ops", "modules"), help="the capture level")
     ap.add_argument("--perturb-rank", type=int, default=None, help="scale layers.1.ffn_norm.weight (replicated) on this rank only")
+    ap.add_argument("--token-rank", type=int, default=None, help="change one token of this rank's batch at the last step")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -195,8 +197,10 @@ def main() -> None:
 
     when = {"capture_steps": range(1, args.steps + 1)} if args.series else {"capture_step": args.steps}
     with Profiler(model, args.dump, rank=rank, precision=args.precision, level=args.level, **when) as prof:
-        for _ in range(args.steps):
+        for step in range(1, args.steps + 1):
             tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+            if step == args.steps and args.token_rank == rank:
+                tokens[0, 3] = (tokens[0, 3] + 1) % VOCAB
             logits = model(tokens)
             loss = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
             loss.backward()
