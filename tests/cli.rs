@@ -2582,3 +2582,37 @@ fn dtype_tolerance_lets_a_dtype_change_pass_within_the_dtype_default() {
     let c = write(tmp.path(), "c/rank_0_activations.log", c.as_bytes());
     compare(&tmp, &a, &c, &["--dtype-tolerance"]).expect(1);
 }
+
+/// A row whose inputs 0 and 2 differ: its note names both and the largest
+/// relative difference, not only the first (a small one) (trial 13 F5: a
+/// `topk` whose indices changed read "output 0 of 2 differs").
+#[test]
+fn a_note_names_every_differing_value_and_the_largest() {
+    let tmp = TempDir::new().unwrap();
+    let log = |name: &str, inputs: &str, outputs: &str| {
+        let text = format!(
+            "Total captured activations: 1\nExcluded ops dispatched: (none)\n{}\n\n\
+             [moe/op_0_index]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {outputs}\n  Input hashes: {inputs}\n\n",
+            "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let a = log("a", "32.0, 191.0, 9.0", "21.7, 100.0");
+    let b = log("b", "32.1, 191.0, 8.0", "21.5, 99.0");
+    let rows = tmp.path().join("rows.jsonl");
+    let r = compare(&tmp, &a, &b, &["--rows", rows.to_str().unwrap()]);
+    r.expect(1);
+    let notes = read_rows(&rows)[0]["notes"].to_string();
+    assert!(
+        notes.contains("inputs 0 and 2 of 3 differ (largest rel 1.1e-1, input 2)"),
+        "{notes}"
+    );
+    assert!(
+        notes.contains("outputs 0 and 1 of 2 differ (largest rel 1.0e-2, output 1)"),
+        "{notes}"
+    );
+}

@@ -226,7 +226,7 @@ fn contains_nan(list: &[u8]) -> bool {
 }
 
 /// Compares one token pair: (relative difference for the intensity, agrees).
-fn compare_token(ta: &[u8], tb: &[u8], tol: Tolerance, nan_equal: bool) -> (f64, bool) {
+pub(super) fn compare_token(ta: &[u8], tb: &[u8], tol: Tolerance, nan_equal: bool) -> (f64, bool) {
     match (token_list(ta), token_list(tb)) {
         (Some(la), Some(lb)) => {
             let c = compare_hashes(la, lb, tol, nan_equal);
