@@ -682,7 +682,9 @@ class _Mode(TorchDispatchMode):
             if stack:
                 fqn = stack[-1]
             elif node is not None:
-                fqn = self.p._grad_fn_to_module.get(node)
+                fqn = _recomputing_module(self.p._module_names)
+                if fqn is None:
+                    fqn = self.p._grad_fn_to_module.get(node)
         phase = _current_phase_override.get()
         if phase is not None:
             backward = phase == "backward"
@@ -791,6 +793,44 @@ class _Mode(TorchDispatchMode):
         if fxc is not None and fxc[1] is not None:
             return fxc[1]
         return live
+
+
+def _recomputing_module(names: dict):
+    """While non-reentrant activation checkpointing (``use_reentrant=False``)
+    recomputes a checkpointed method of a module (``checkpoint(self.inner,
+    x)``) in backward: that module's FQN, for the recomputed ops outside
+    its submodules (whose own hooks name them). Else None. Without it,
+    those ops took the module whose backward asked for the recomputation
+    (``blocks.0.fc2/op_1_gelu`` for ``blocks.0``'s own gelu; trial 13 F4);
+    reentrant checkpointing recomputes inside its own autograd node, made
+    in the block's forward, which names the block.
+
+    Reads torch.utils.checkpoint's private state (the saved-tensor hooks on
+    top: ``_recomputation_hook``'s pack hook, its ``target_frame_ref``, the
+    frame's ``recompute_fn`` and its ``fn``; the same in torch 2.13 to
+    2.15); anything else gives None (the old naming)."""
+    try:
+        hooks = torch._C._autograd._top_saved_tensors_default_hooks(False)
+        if not hooks:
+            return None
+        pack = hooks[0]
+        while hasattr(pack, "__wrapped__"):
+            pack = pack.__wrapped__
+        if not getattr(pack, "__qualname__", "").startswith("_recomputation_hook."):
+            return None
+        code = pack.__code__
+        frame = pack.__closure__[code.co_freevars.index("target_frame_ref")].cell_contents()
+        rf = frame.recompute_fn
+        fn = rf.__closure__[rf.__code__.co_freevars.index("fn")].cell_contents
+        while hasattr(fn, "func") and hasattr(fn, "args"):  # functools.partial
+            fn = fn.func
+        module = getattr(fn, "__self__", None)
+        if not isinstance(module, torch.nn.Module):
+            return None
+        name = names.get(id(module))
+        return None if name is None else fx.clean_fqn(name)
+    except Exception:
+        return None
 
 
 def _grad_fn(t):
@@ -1068,6 +1108,7 @@ class Profiler:
         self._handles: list = []
         self._stack: list = []
         self._grad_fn_to_module: dict = {}
+        self._module_names: dict = {}  # id(module) -> its FQN (the per-op level's hooks)
 
     @property
     def path(self) -> str | None:
@@ -1197,6 +1238,7 @@ class Profiler:
             self._modules = rec
             return
         names = {id(m): name for name, m in self.model.named_modules()}
+        self._module_names = names
         stack = self._stack
         g2m = self._grad_fn_to_module
         pending: dict = {}

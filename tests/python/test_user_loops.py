@@ -7,6 +7,7 @@ Each test fails without the change it guards."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import warnings
 
@@ -480,3 +481,40 @@ def test_sparse_gradients_are_recorded_at_module_level(actdiff_bin, tmp_path):
     )
     assert "rank 0: first differing record: emb/op_0_output" in r.stdout, r.stdout
     assert "more cause" not in r.stdout and "trace back to it" not in r.stdout, r.stdout
+
+
+class MethodCheckpointed(torch.nn.Module):
+    """A block that checkpoints a method of its own (``checkpoint(self.inner,
+    x)``), whose gelu runs outside any submodule."""
+
+    def __init__(self, reentrant: bool):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.fc2 = torch.nn.Linear(32, 16)
+        self.reentrant = reentrant
+
+    def inner(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(self.inner, x, use_reentrant=self.reentrant) + x
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_recomputed_ops_of_a_checkpointed_method_keep_its_module(tmp_path, reentrant):
+    """Recomputed by activation checkpointing, an op of the block itself
+    (the gelu between ``fc1`` and ``fc2``) is filed under the block, as in
+    its forward, with either ``use_reentrant`` (trial 13 F4: without
+    reentrance it was filed under ``blocks.0.fc2``, the module whose
+    backward asked for the recomputation)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(MethodCheckpointed(reentrant), torch.nn.Linear(16, 4))
+    with actdiff_capture.Profiler(model, tmp_path, capture_step=1, min_numel=0) as prof:
+        model(torch.randn(4, 16, requires_grad=True)).sum().backward()
+        prof.step()
+    text = (tmp_path / "rank_0_activations.log").read_text()
+    gelus = re.findall(r"^\[([^\]]*/op_\d+_gelu)\]$", text, re.M)
+    assert len(gelus) == 2, gelus  # the forward's and the recomputation's
+    assert all(k.startswith("0/op_") for k in gelus), gelus
