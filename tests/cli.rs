@@ -2616,3 +2616,51 @@ fn a_note_names_every_differing_value_and_the_largest() {
         "{notes}"
     );
 }
+
+/// FSDP at module level: each rank's gradient record holds the whole
+/// parameter ([4, 8]) and its parameter record the rank's shard ([2, 8]):
+/// no replicas, but each shard's update reads every rank's gradient, so a
+/// rank whose records differ only after the optimizer receives the change
+/// of the rank whose forward differs (trial 13 F2: it was named as
+/// diverging first on its own).
+#[test]
+fn an_fsdp_rank_whose_shard_alone_differs_receives_the_change() {
+    let tmp = TempDir::new().unwrap();
+    let log = |output: &str, weight: &str, rank: u32| {
+        let block = |key: &str, shape: &str, hash: &str, phase: &str| {
+            format!(
+                "[{key}]\n  Shape: torch.Size([{shape}]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n{phase}\n"
+            )
+        };
+        format!(
+            "Total captured activations: 3\nExcluded ops dispatched: (none)\nLevel: modules\n{}\n\n{}\n{}\n{}",
+            "=".repeat(80),
+            block("lin/op_0_output", "4, 8", output, ""),
+            block("lin/op_1_weight_grad", "4, 8", "2.0", "  Phase: backward\n"),
+            block("lin/op_2_weight", "2, 8", &format!("{weight}{rank}"), ""),
+        )
+    };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    for rank in 0..2 {
+        write(
+            &a,
+            &format!("rank_{rank}_activations.log"),
+            log("1.0", "3.", rank).as_bytes(),
+        );
+    }
+    write(&b, "rank_0_activations.log", log("1.0", "4.", 0).as_bytes());
+    write(&b, "rank_1_activations.log", log("1.5", "4.", 1).as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    let s = r.summary();
+    let rc = |n: usize| &s["ranks"][n]["root_causes"];
+    assert_eq!(s["ranks"][0]["run1"]["parameters_sharded"], true, "{s:#}");
+    assert_eq!(rc(0)["via_collective_only"], true, "{s:#}");
+    assert_eq!(rc(0)["see_ranks"], serde_json::json!([1]));
+    assert!(
+        r.stdout
+            .contains("rank 1 diverges first at `lin/op_0_output`"),
+        "{}",
+        r.stdout
+    );
+}

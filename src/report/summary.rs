@@ -103,6 +103,12 @@ pub struct SideSummary {
     /// a per-op log ([`parameters_fingerprint`]).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub parameters: Option<String>,
+    /// At `level=modules`: the parameters are shards whose gradient
+    /// records hold the whole parameter (FSDP: each rank updates its shard
+    /// with the reduce-scattered gradient of every rank;
+    /// [`parameters_sharded`]). Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub parameters_sharded: bool,
     /// The header's `Capture filter:` (`min_numel=1000, ...`), if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub capture_filter: Option<String>,
@@ -194,6 +200,45 @@ pub fn parameters_fingerprint(t: &OpTable) -> Option<String> {
     any.then(|| format!("{h:016x}"))
 }
 
+/// [`SideSummary::parameters_sharded`] of `t`: a module-level log with a
+/// parameter whose record after the optimizer (`{fqn}/op_M_{name}`) has
+/// other dims than its gradient's (`{fqn}/op_N_{name}_grad`): under FSDP2
+/// the agent records each rank's own gradient of the whole parameter and
+/// the rank's shard of the parameter.
+pub fn parameters_sharded(t: &OpTable) -> bool {
+    use crate::logformat::Phase;
+    if t.header().level != crate::logformat::CaptureLevel::Modules {
+        return false;
+    }
+    // (module FQN, role) of a key `fqn/op_N_role`.
+    let split = |k: &[u8]| -> Option<(Vec<u8>, Vec<u8>)> {
+        let at = k.windows(4).rposition(|w| w == b"/op_")?;
+        let rest = &k[at + 4..];
+        let role = &rest[rest.iter().position(|&b| b == b'_')? + 1..];
+        Some((k[..at].to_vec(), role.to_vec()))
+    };
+    let dims = |r: usize| {
+        let s = t.field(r, Field::Shape);
+        let end = s.iter().position(|&b| b == b']').unwrap_or(s.len());
+        s[..end].to_vec()
+    };
+    let mut grads = ahash::AHashMap::new();
+    for r in (0..t.len()).filter(|&r| t.phase_kind(r) == Phase::Backward) {
+        if let Some((fqn, role)) = split(t.key(r)) {
+            if let Some(name) = role.strip_suffix(b"_grad") {
+                grads.insert((fqn, name.to_vec()), dims(r));
+            }
+        }
+    }
+    (0..t.len())
+        .filter(|&r| t.phase_kind(r) == Phase::Optimizer)
+        .any(|r| {
+            split(t.key(r))
+                .and_then(|k| grads.get(&k))
+                .is_some_and(|g| !g.is_empty() && *g != dims(r))
+        })
+}
+
 impl SideSummary {
     fn build(t: &OpTable, paired: u64, other: &OpTable) -> SideSummary {
         let path = t.path().display().to_string();
@@ -232,6 +277,7 @@ impl SideSummary {
             level: t.header().level,
             loss: t.header().loss,
             parameters: parameters_fingerprint(t),
+            parameters_sharded: parameters_sharded(t),
             capture_filter: t.header().filter.clone(),
             below_min_numel: t.header().below_min_numel,
             declared: t.header().total,

@@ -293,7 +293,8 @@ def test_fsdp2_module_level_records_each_rank_own_gradient(actdiff_bin, tmp_path
     every rank's sum, so a rank whose data did not change diverged at its
     gradients). One token of rank 1's last batch changed: rank 0's forward
     outputs and gradients agree, only its parameter shards after the
-    optimizer (updated with the reduced gradient) differ."""
+    optimizer (updated with the reduced gradient) differ: it receives the
+    change through a collective."""
     capture(tmp_path / "a", 2, "--dp", "2", "--level", "modules", "--precision", "full", "--steps", "2")
     capture(tmp_path / "b", 2, "--dp", "2", "--level", "modules", "--precision", "full", "--steps", "2", "--token-rank", "1")
     log = (tmp_path / "a" / "rank_0_activations.log").read_text()
@@ -309,3 +310,6 @@ def test_fsdp2_module_level_records_each_rank_own_gradient(actdiff_bin, tmp_path
     assert ranks[0]["first_divergence_forward"] is None, ranks[0]
     assert ranks[0]["first_divergence_backward"] is None, ranks[0]["first_divergence_backward"]
     assert ranks[0]["first_divergence_optimizer"] is not None
+    # Its shards read rank 1's gradient through the reduce-scatter.
+    assert ranks[0]["via_collective_only"] is True and ranks[0]["see_ranks"] == [1], ranks[0]
+    assert "rank 0 receives that change through a collective" in r.stdout, r.stdout

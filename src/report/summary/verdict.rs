@@ -517,10 +517,15 @@ impl Summary {
     /// backward accumulates them. They are marked as receiving it
     /// ([`CausesSummary::via_collective_only`](crate::report::summary::CausesSummary::via_collective_only), no cause of their own). A
     /// rank alone, every rank optimizer-only (a learning rate changed
-    /// everywhere), ranks that are no replicas (no gradient collective;
-    /// sharded parameters) and a rank whose update in run 2 is not its
-    /// replica's (a change of its own, such as its learning rate) keep
-    /// their first differing record.
+    /// everywhere), ranks that are no replicas (no gradient collective)
+    /// and a rank whose update in run 2 is not its replica's (a change of
+    /// its own, such as its learning rate) keep their first differing
+    /// record. Under FSDP
+    /// ([`SideSummary::parameters_sharded`](crate::report::summary::SideSummary::parameters_sharded)
+    /// on both sides of both ranks) there are no replicas: each rank's
+    /// shard is updated with every rank's gradient, so an optimizer-only
+    /// rank is linked to the sharded ranks with a change of their own (a
+    /// change of its own optimizer cannot be told apart there).
     pub fn link_optimizer_only_ranks(ranks: &mut [RankSummary]) {
         use crate::logformat::CaptureLevel;
         use std::collections::HashMap;
@@ -531,7 +536,9 @@ impl Summary {
         // The ranks with forward or backward differences of their own, by
         // their (run 1, run 2) fingerprints: one pass, then one lookup per
         // optimizer-only rank (not every pair of ranks).
+        let sharded = |r: &RankSummary| r.run1.parameters_sharded && r.run2.parameters_sharded;
         let mut with_own: HashMap<(String, String), Vec<u32>> = HashMap::new();
+        let mut with_own_sharded: Vec<u32> = Vec::new();
         for r in ranks
             .iter()
             .filter(|r| r.run1.level == CaptureLevel::Modules)
@@ -541,9 +548,12 @@ impl Summary {
                 if let Some(f) = fingerprint(r) {
                     with_own.entry(f).or_default().push(r.rank);
                 }
+                if sharded(r) {
+                    with_own_sharded.push(r.rank);
+                }
             }
         }
-        if with_own.is_empty() {
+        if with_own.is_empty() && with_own_sharded.is_empty() {
             return;
         }
         for r in ranks.iter_mut() {
@@ -559,8 +569,13 @@ impl Summary {
             if !optimizer_only {
                 continue;
             }
-            let Some(replica_of) = fingerprint(r).and_then(|f| with_own.get(&f)) else {
-                continue;
+            // Replicas (DDP: one update), or FSDP shards on both sides (each
+            // rank's shard updated with every rank's reduce-scattered
+            // gradient).
+            let replica_of = match fingerprint(r).and_then(|f| with_own.get(&f)) {
+                Some(v) => v,
+                None if sharded(r) && !with_own_sharded.is_empty() => &with_own_sharded,
+                None => continue,
             };
             let (see, total) = (see_list(replica_of), replica_of.len() as u64);
             let rc = &mut r.root_causes;
