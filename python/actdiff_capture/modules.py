@@ -346,7 +346,9 @@ class ModuleRecorder:
             for fqn, pname, p in self.params
             if p.requires_grad and (fp := fsdp.get((id(self._owner[id(p)]), pname))) is not None
         }
-        self._fsdp_own: set = set()  # ids of the shards whose unsharded parameter is hooked
+        # Ids of the shards whose unsharded parameter's gradient was recorded
+        # since FSDP last called the shard's hooks.
+        self._fsdp_seen: set = set()
 
     def _record(self, fqn, role: str, t: torch.Tensor, phase: int) -> None:
         """Records ``t`` as ``{fqn}/op_N_{role}``; ``phase`` is
@@ -383,6 +385,7 @@ class ModuleRecorder:
         self._ran.clear()
         self._grad_owners.clear()
         self._ran_compiled.clear()
+        self._fsdp_seen.clear()
         if self.worker is not None:
             cap.defer_host(self.worker)
 
@@ -453,12 +456,22 @@ class ModuleRecorder:
                 continue
             del self._fsdp_pending[key]
             if u.requires_grad:
-                self.handles.append(u.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname, owner, now=True)))
-                self._fsdp_own.add(key)
+                self.handles.append(u.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname, owner, shard=key)))
 
-    def _grad_hook(self, fqn, pname, owner: int, now: bool = False):
+    def _grad_hook(self, fqn, pname, owner: int, shard=None):
+        """The hook recording a parameter's gradient. ``shard``: the hook
+        of an FSDP2 unsharded parameter, for the shard of that id: it reads
+        at once, and the shard's own hook (which FSDP calls after the
+        reduce-scatter) then records nothing; it does record when the
+        unsharded one did not run (FSDP made another unsharded parameter),
+        rather than lose the record."""
+        now = shard is not None
+
         def hook(p):
-            if id(p) in self._fsdp_own:
+            if now:
+                self._fsdp_seen.add(shard)
+            elif id(p) in self._fsdp_seen:
+                self._fsdp_seen.discard(id(p))
                 return  # an FSDP2 shard after the reduce-scatter: its unsharded parameter's hook recorded it
             if p.grad is not None:
                 self.grads_since_optimizer = True
