@@ -276,13 +276,55 @@ def test_two_identical_fsdp2_runs_are_bitwise_equal(actdiff_bin, tmp_path):
         out = [ln for ln in b.splitlines() if ln.strip().startswith("Output hash:")]
         assert len(out) == 1 and "," not in out[0], b
     rows = tmp_path / "rows.jsonl"
+    assert_bitwise_equal(actdiff_bin, tmp_path, ("_allgather_base_", "_reduce_scatter_base_"))
+
+
+def assert_bitwise_equal(actdiff_bin, tmp_path, collectives):
+    """``compare --bitwise`` of ``tmp_path/a`` and ``tmp_path/b`` exits 0
+    and every paired row is ``match``, the asynchronous ``collectives``
+    (recorded in run a's rank 0) included: their results are hashed once
+    the collective has written them (trial 13 F7: they were hashed when the
+    op returned, while gloo's thread still filled them, and two identical
+    runs were "not bitwise identical" there)."""
+    log = (tmp_path / "a" / "rank_0_activations.log").read_text()
+    for op in collectives:
+        assert re.search(rf"/op_\d+_{op}\]", log), f"no {op} record"
+    rows = tmp_path / "rows.jsonl"
     r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep", "--bitwise", "--rows", str(rows))
     assert r.returncode == 0, r.stdout + r.stderr
-    # What still differs: the asynchronous collectives' outputs, hashed
-    # while gloo's thread fills them (unsynced: shown, never gating).
     differ = [json.loads(x) for x in rows.read_text().splitlines()]
     differ = [x["key1"] for x in differ if x["status"] != "match"]
-    assert all(re.search(r"/op_\d+__(allgather|reduce_scatter)_base_$", k) for k in differ), differ
+    assert differ == [], differ
+    assert "not bitwise identical" not in r.stdout, r.stdout
+
+
+def test_two_identical_ddp_runs_are_bitwise_equal(actdiff_bin, tmp_path):
+    """DistributedDataParallel (two processes), the same seeded run
+    captured twice at full precision: every row is bitwise equal, DDP's
+    gradient all-reduce (``allreduce_`` of a bucket) included."""
+    capture(tmp_path / "a", 2, "--ddp", "--precision", "full")
+    capture(tmp_path / "b", 2, "--ddp", "--precision", "full")
+    assert_bitwise_equal(actdiff_bin, tmp_path, ("allreduce_",))
+
+
+def test_a_ddp_rank_receives_a_change_through_the_all_reduce(actdiff_bin, tmp_path):
+    """DDP, one token of rank 1's batch changed: rank 1's first cause is
+    the embedding that reads the batch; rank 0's forward and its own
+    backward agree, the all-reduce's result (the bucket reduced over both
+    ranks, read once the collective wrote it) is where its divergence
+    enters: it receives the change through a collective, from rank 1."""
+    capture(tmp_path / "a", 2, "--ddp", "--precision", "full")
+    capture(tmp_path / "b", 2, "--ddp", "--precision", "full", "--token-rank", "1")
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 1, r.stdout + r.stderr
+    by_rank = {x["rank"]: x for x in s["ranks"]}
+    ranks = {r: x["root_causes"] for r, x in by_rank.items()}
+    assert ranks[1]["first_cause"]["row"]["key1"].startswith("module.tok/op_0_embedding"), ranks[1]["first_cause"]
+    assert ranks[0]["first_divergence_forward"] is None, ranks[0]["first_divergence_forward"]
+    assert ranks[0]["first_divergence_backward"] is None, ranks[0]["first_divergence_backward"]
+    assert ranks[0]["via_collective_only"] is True and ranks[0]["see_ranks"] == [1], ranks[0]
+    first = by_rank[0]["first_nongating_difference"]
+    assert first is not None and first["key1"].endswith("_allreduce_"), first
 
 
 def test_fsdp2_module_level_records_each_rank_own_gradient(actdiff_bin, tmp_path):

@@ -9,7 +9,9 @@ TP=2. ``--eps`` changes the first norm's eps (a change made in one run);
 ``--perturb-rank R`` scales a replicated norm weight on rank R only;
 ``--precision full`` captures at full precision; ``--steps N`` trains N
 steps and captures the last (``--series``: every one, in ``step_S/``);
-``--token-rank R`` changes one token of rank R's last batch. Deterministic for a seed (one thread)."""
+``--token-rank R`` changes one token of rank R's last batch; ``--dp N``
+shards with FSDP2 over N data-parallel ranks, ``--ddp`` wraps the model in
+DistributedDataParallel instead (every rank data parallel). Deterministic for a seed (one thread)."""
 
 from __future__ import annotations
 
@@ -155,6 +157,7 @@ def main() -> None:
     ap.add_argument("--precision", default=None)
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--dp", type=int, default=1, help="FSDP2 over this many data-parallel ranks (the rest tensor parallel)")
+    ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel over every rank (no tensor parallelism)")
     ap.add_argument("--plan", choices=("tp", "sp"), default="tp", help="sp: sequence parallelism too (TorchTitan's plan)")
     ap.add_argument("--series", action="store_true", help="capture every step as a step series (step_S/)")
     ap.add_argument("--level", default="ops", choices=("ops", "modules"), help="the capture level")
@@ -175,7 +178,10 @@ def main() -> None:
 
         dist.init_process_group("gloo")
         rank = dist.get_rank()
-        if args.dp > 1:
+        if args.ddp:
+            model = nn.parallel.DistributedDataParallel(model)
+            dp_rank = rank
+        elif args.dp > 1:
             from torch.distributed.fsdp import fully_shard
 
             tp = world // args.dp
@@ -190,7 +196,7 @@ def main() -> None:
             parallelize(model, init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)), args.plan)
     if args.perturb_rank is not None and args.perturb_rank == rank:
         with torch.no_grad():
-            model.layers[1].ffn_norm.weight.mul_(1.001)
+            getattr(model, "module", model).layers[1].ffn_norm.weight.mul_(1.001)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(1 + dp_rank)  # each data-parallel rank its own batches
     from actdiff_capture import Profiler
