@@ -202,9 +202,13 @@ pub fn parameters_fingerprint(t: &OpTable) -> Option<String> {
 
 /// [`SideSummary::parameters_sharded`] of `t`: a module-level log with a
 /// parameter whose record after the optimizer (`{fqn}/op_M_{name}`) has
-/// other dims than its gradient's (`{fqn}/op_N_{name}_grad`): under FSDP2
-/// the agent records each rank's own gradient of the whole parameter and
-/// the rank's shard of the parameter.
+/// fewer rows (dim 0) than its gradient's (`{fqn}/op_N_{name}_grad`) and
+/// the same other dims: under FSDP2 the agent records each rank's own
+/// gradient of the whole parameter and the rank's shard of the parameter
+/// (dim 0 split across the data-parallel ranks; an empty shard has 0
+/// rows). A sparse gradient (`nn.Embedding(sparse=True)`) is recorded as
+/// its coalesced values, `[nnz, dim]` with nnz at most the parameter's
+/// rows: it is never read as a shard.
 pub fn parameters_sharded(t: &OpTable) -> bool {
     use crate::logformat::Phase;
     if t.header().level != crate::logformat::CaptureLevel::Modules {
@@ -217,11 +221,7 @@ pub fn parameters_sharded(t: &OpTable) -> bool {
         let role = &rest[rest.iter().position(|&b| b == b'_')? + 1..];
         Some((k[..at].to_vec(), role.to_vec()))
     };
-    let dims = |r: usize| {
-        let s = t.field(r, Field::Shape);
-        let end = s.iter().position(|&b| b == b']').unwrap_or(s.len());
-        s[..end].to_vec()
-    };
+    let dims = |r: usize| crate::logformat::read_shape(t.field(r, Field::Shape)).dims();
     let mut grads = ahash::AHashMap::new();
     for r in (0..t.len()).filter(|&r| t.phase_kind(r) == Phase::Backward) {
         if let Some((fqn, role)) = split(t.key(r)) {
@@ -235,7 +235,12 @@ pub fn parameters_sharded(t: &OpTable) -> bool {
         .any(|r| {
             split(t.key(r))
                 .and_then(|k| grads.get(&k))
-                .is_some_and(|g| !g.is_empty() && *g != dims(r))
+                .is_some_and(|g| match (g, dims(r)) {
+                    (Some(g), Some(p)) => {
+                        !g.is_empty() && g.len() == p.len() && p[0] < g[0] && g[1..] == p[1..]
+                    }
+                    _ => false,
+                })
         })
 }
 
@@ -1008,5 +1013,34 @@ mod tests {
             .all(|m| matches!(m, Message::Read(_))));
         assert_eq!(back, s);
         assert_eq!(serde_json::to_value(&back).unwrap(), v);
+    }
+
+    /// A module-level log of one parameter: its gradient's and its own
+    /// (after the optimizer) dims.
+    fn module_log(grad: &str, param: &str) -> OpTable {
+        let block = |key: &str, dims: &str, phase: &str| {
+            format!("[{key}]\n  Shape: torch.Size([{dims}]), Dtype: torch.float32\n  Output hash: 1.0\n{phase}\n")
+        };
+        let log = format!(
+            "Total captured activations: 2\nLevel: modules\n{}\n\n{}\n{}",
+            "=".repeat(80),
+            block("emb/op_0_weight_grad", grad, "  Phase: backward\n"),
+            block("emb/op_1_weight", param, ""),
+        );
+        parse_bytes(log.into_bytes(), "r/rank_0_activations.log")
+    }
+
+    #[test]
+    fn a_shard_has_fewer_rows_than_its_gradient_and_a_sparse_gradient_is_no_shard() {
+        // FSDP2: the rank's shard of dim 0, an empty shard included.
+        assert!(parameters_sharded(&module_log("128, 64", "64, 64")));
+        assert!(parameters_sharded(&module_log("128, 64", "0, 64")));
+        // The same dims: not sharded.
+        assert!(!parameters_sharded(&module_log("128, 64", "128, 64")));
+        // nn.Embedding(sparse=True): the gradient's coalesced values, 5 of
+        // the 100 rows.
+        assert!(!parameters_sharded(&module_log("5, 8", "100, 8")));
+        // Other dims differ: not a dim-0 shard.
+        assert!(!parameters_sharded(&module_log("128, 64", "64, 32")));
     }
 }
