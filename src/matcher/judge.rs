@@ -9,7 +9,7 @@ use super::passes::Pairing;
 use super::{
     compare, CompiledAway, Counts, MatchRow, Policy, RowPolicy, Source, Status, Strategy, NO_ROW,
     ROW_BITWISE, ROW_DIGEST_ONLY, ROW_FUSED, ROW_IGNORED, ROW_NONFINITE1, ROW_NONFINITE2,
-    ROW_OUT_DIFF, ROW_SAME_TEXT, ROW_SHAPE_TEXT_DIFF, ROW_UNSYNCED,
+    ROW_OUT_DIFF, ROW_SAME_TEXT, ROW_SHAPE_TEXT_DIFF, ROW_STATS_DIFF, ROW_UNSYNCED,
 };
 use crate::parser::{Field, FieldSet, OpTable, Phase};
 
@@ -302,6 +302,21 @@ fn pair_status(
     } else {
         Status::Diff
     };
+    // A diff whose output seems to agree: do its statistics see a change
+    // the hash cannot (root cause reads it; only diff rows pay for it)?
+    if status == Status::Diff
+        && flags & ROW_OUT_DIFF == 0
+        && !compare::stats_agree(
+            t1,
+            r1,
+            t2,
+            r2,
+            rp.opts.stats.unwrap_or(rp.opts.hash),
+            rp.opts.nan_equal,
+        )
+    {
+        flags |= ROW_STATS_DIFF;
+    }
     (status, flags)
 }
 

@@ -15,7 +15,9 @@
 //! a row of unknown phase pairs as in the reference); and with the Shape
 //! tie-break ([`MatchOptions::shape_tie_break`]), exact pairs that op-counter
 //! drift made (differing Shapes, each side with a same-Shape candidate of
-//! the same fuzzy key) are left to the fuzzy pass, and after judging, ops
+//! the same fuzzy key) are left to the fuzzy pass, the rows of modules
+//! whose row counts differ (a loop one run ran fewer times) are re-paired
+//! by their dataflow ([`lineage`]), and after judging, ops
 //! of one fuzzy key, phase and Shape that the passes paired in the wrong
 //! order (a compiler's reordering) are re-paired by value where that makes
 //! more pairs agree ([`repair`]).
@@ -25,7 +27,8 @@
 //!
 //! ```text
 //! OpTable ×2 ─ passes.rs: pass_override → pass_exact (→ release_drifted_pairs)
-//!                          → pass_fuzzy → pass_stats ───────────────────────────▶ Pairing
+//!                          → pass_fuzzy → pass_stats
+//!              (→ lineage.rs: repair_by_lineage) ────────────────────────────────▶ Pairing
 //! Pairing ──── judge.rs: judge_rows (status, flags, tolerance source)
 //!              (→ repair.rs: repair_swapped_pairs)
 //!              → recompute.rs: mark_recomputed, tally ───────────────────────────▶ [MatchRow]
@@ -44,6 +47,7 @@ pub mod cause;
 pub mod compare;
 mod judge;
 pub mod keys;
+pub mod lineage;
 mod names;
 pub mod notes;
 pub mod overrides;
@@ -205,6 +209,13 @@ pub const ROW_FUSED: u16 = 512;
 /// the backward phase: activation checkpointing's recomputation, in that
 /// run only ([`recompute`]). Shown, never gating, never a cause.
 pub const ROW_RECOMPUTED: u16 = 1024;
+/// Row flag: a `diff` pair whose Output hash agrees (or is compared
+/// bitwise-blind) while its output's printed statistics (L1/L2 norm, min,
+/// max, mean) differ beyond the row's tolerance: the hash cannot see the
+/// change (a softmax's L1 norm is its row count whatever its values). Root
+/// cause reads such a row's output as differing ([`cause`]); the status is
+/// the reference's.
+pub const ROW_STATS_DIFF: u16 = 2048;
 
 /// Which one-sided rows of a run the other run's compiled code can leave
 /// unrecorded ([`compiled_away`]).
@@ -513,6 +524,10 @@ pub struct MatchTable {
     /// The result rows (run-1 rows, by index) whose pair the value
     /// re-pairing made ([`repair`]), sorted; empty without it.
     pub repaired: Vec<u32>,
+    /// The result rows (run-1 rows, by index) whose pair the lineage
+    /// re-pairing made ([`lineage`]: a module whose op counters drifted),
+    /// sorted; empty without it.
+    pub relinked: Vec<u32>,
     /// The runs whose one-sided rows are activation checkpointing's
     /// recomputation ([`ROW_RECOMPUTED`]), at most one entry per run.
     pub recomputed: Vec<recompute::Recomputed>,
@@ -622,12 +637,26 @@ pub fn match_tables_indexed(
     let stats = passes::pass_stats(&mut p, t1, t2, &fuzzy_keys);
     drop(fuzzy_keys);
     p.release_held();
+    let relinked = if opts.shape_tie_break {
+        lineage::repair_by_lineage(&mut p, t1, t2)
+    } else {
+        Vec::new()
+    };
     let mut strategies = StrategyCounts {
         overridden,
         exact,
         fuzzy,
         stats,
     };
+    if !relinked.is_empty() {
+        let n = |s: Strategy| p.strat1.iter().filter(|&&x| x == s).count() as u64;
+        strategies = StrategyCounts {
+            overridden: n(Strategy::Override),
+            exact: n(Strategy::Exact),
+            fuzzy: n(Strategy::Fuzzy),
+            stats: n(Strategy::Stats),
+        };
+    }
     let unused_overrides = passes::unused_overrides(&p, t1, &opts.overrides);
 
     // Judging. A field that one log never records is not compared (old
@@ -665,6 +694,7 @@ pub fn match_tables_indexed(
         compared,
         exact_keys_equal: passes::exact_pairs_have_equal_keys(t1, t2, opts.layer_offset),
         repaired,
+        relinked,
         recomputed,
     }
 }

@@ -261,6 +261,9 @@ impl NoteRow<'_> {
         if m.repaired.binary_search(&(index as u32)).is_ok() {
             out.push(K::Repaired, "re-paired by value");
         }
+        if m.relinked.binary_search(&(index as u32)).is_ok() {
+            out.push(K::Repaired, "re-paired by the ops that read it");
+        }
         if row.status == Status::Truncated {
             let side = if t1.is_truncated(r1) {
                 self.names.0

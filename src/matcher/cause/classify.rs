@@ -5,11 +5,13 @@
 //! it; it changes nothing, so the rules of the module doc read here in one
 //! piece.
 
-use super::super::{MatchRow, Status, ROW_OUT_DIFF, ROW_UNSYNCED};
+use super::super::compare::split_tokens;
+use super::super::{MatchRow, Status, ROW_OUT_DIFF, ROW_STATS_DIFF, ROW_UNSYNCED};
 use super::inputs::Pending;
-use super::producers::Producers;
+use super::producers::{Heads, Producers};
 use super::tally::Tally;
 use super::CauseKind;
+use crate::parser::{Field, OpTable};
 
 /// Where an untraced or below-print row's divergence comes from: the latest
 /// diverging row before it, preferring the rank's own divergence to an
@@ -21,6 +23,16 @@ pub(super) enum Upstream {
     Collective,
     /// Nothing diverges before it.
     Nothing,
+}
+
+/// What [`classify`] reads besides a row's own inputs: run 1's producers
+/// of the inputs asked about, every result row, run 1's log, and the
+/// inputs of the one-sided ops that start a chain.
+pub(super) struct Evidence<'e, 'a> {
+    pub(super) prods: &'e Producers<'a>,
+    pub(super) rows: &'e [MatchRow],
+    pub(super) t1: &'e OpTable,
+    pub(super) heads: &'e Heads<'a>,
 }
 
 /// What [`classify`] decided for one diverging row.
@@ -62,17 +74,68 @@ impl Class {
 pub(super) fn classify(
     i: usize,
     inputs: Option<(&Pending<'_>, Option<&[usize]>)>,
-    prods: &Producers<'_>,
-    rows: &[MatchRow],
+    ev: &Evidence<'_, '_>,
     known: &Tally<'_>,
     gradient_collective: bool,
 ) -> Class {
     match inputs {
         None => Class::new(CauseKind::Unsynced, None),
-        Some((p, _)) if p.bad.is_empty() && !p.explained => Class::new(CauseKind::Origin, None),
-        Some((p, _)) if p.bad.is_empty() => below_print(i, p, prods, known),
-        Some((p, source)) => differing(i, p, source, prods, rows, known, gradient_collective),
+        Some((p, _)) if p.bad.is_empty() && !p.explained => match hidden_input(i, p, ev, known) {
+            Some(r) => Class::new(CauseKind::Inherited, Some(r)),
+            None => Class::new(CauseKind::Origin, None),
+        },
+        Some((p, _)) if p.bad.is_empty() => below_print(i, p, ev.prods, known),
+        Some((p, source)) => differing(i, p, source, ev, known, gradient_collective),
     }
+}
+
+/// For a row whose inputs all agree by their hashes (an origin unless
+/// this finds one): the cause of an input whose captured producer is a
+/// diverging row whose Output hash agrees while its statistics differ
+/// ([`ROW_STATS_DIFF`]), the input being that producer's first output
+/// (the one its statistics describe). The hash, an L1 norm, is blind to
+/// the change (a softmax's rows each sum to 1: its L1 norm is its row
+/// count), so the input differs and the row inherits the divergence (trial
+/// 13: a router's `topk` was named an origin below the `softmax` whose
+/// min and max had changed).
+fn hidden_input(
+    i: usize,
+    p: &Pending<'_>,
+    ev: &Evidence<'_, '_>,
+    known: &Tally<'_>,
+) -> Option<usize> {
+    let (prods, rows, t1) = (ev.prods, ev.rows, ev.t1);
+    p.links.iter().find_map(|l| {
+        if l.prod.is_empty() {
+            return None;
+        }
+        let j = prods.before(i, l.prod, l.value)?;
+        let row = &rows[j];
+        if row.status != Status::Diff || !row.has(ROW_STATS_DIFF) {
+            return None;
+        }
+        let first = split_tokens(t1.field(row.r1()?, Field::OutputHash)).next()?;
+        (first == l.value).then(|| known.root_of(j)).flatten()
+    })
+}
+
+/// The cause of a diverging row that the one-sided op `head` (the first of
+/// a chain of ops of one run only) reads, by the producer keys its own log
+/// names, else by value ([`super::producers::head_producers`]), looked up
+/// in run 1: a paired `diff` row whose output differs and whose cause is
+/// known.
+fn diverging_head_input(head: usize, ev: &Evidence<'_, '_>, known: &Tally<'_>) -> Option<usize> {
+    let (prods, rows) = (ev.prods, ev.rows);
+    ev.heads.get(&head)?.iter().find_map(|&(k, v)| {
+        if k.is_empty() && v.is_empty() {
+            return None;
+        }
+        let j = prods.before(head, k, v)?;
+        let row = &rows[j];
+        (row.status == Status::Diff && (row.has(ROW_OUT_DIFF) || row.has(ROW_STATS_DIFF)))
+            .then(|| known.root_of(j))
+            .flatten()
+    })
 }
 
 /// A row whose inputs agree and whose output difference print rounding
@@ -107,11 +170,11 @@ fn differing(
     i: usize,
     p: &Pending<'_>,
     source: Option<&[usize]>,
-    prods: &Producers<'_>,
-    rows: &[MatchRow],
+    ev: &Evidence<'_, '_>,
     known: &Tally<'_>,
     gradient_collective: bool,
 ) -> Class {
+    let (prods, rows) = (ev.prods, ev.rows);
     let (mut untraced, mut inherited_from, mut via) = (false, None, false);
     let mut read = None;
     for l in &p.links {
@@ -119,7 +182,7 @@ fn differing(
             Some(j) if rows[j].has(ROW_UNSYNCED) => via = true,
             Some(j)
                 if rows[j].status == Status::Diff
-                    && rows[j].has(ROW_OUT_DIFF)
+                    && (rows[j].has(ROW_OUT_DIFF) || rows[j].has(ROW_STATS_DIFF))
                     && known.root_of(j).is_some() =>
             {
                 inherited_from = inherited_from.or(known.root_of(j));
@@ -133,6 +196,11 @@ fn differing(
         }
     }
     if let Some(r) = inherited_from {
+        Class::new(CauseKind::Inherited, Some(r))
+    } else if let Some(r) = source.and_then(|c| diverging_head_input(c[0], ev, known)) {
+        // The one-sided ops feeding it read a diverging row themselves (an
+        // MoE expert that only one run's changed routing ran): they carry
+        // on that divergence, they do not start one.
         Class::new(CauseKind::Inherited, Some(r))
     } else if let Some(chain) = source {
         // An op of one run only feeds a differing input: one cause per

@@ -30,7 +30,11 @@ pub(super) struct Pending<'a> {
     pub(super) i: usize,
     /// 0-based positions of the differing inputs.
     pub(super) bad: Vec<usize>,
-    /// Per differing input (or, when none differs, per input).
+    /// Per differing input; when none differs, per input (print rounding
+    /// may explain the output, or a hash blind to the change may hide a
+    /// differing input, see [`super::classify`]), except that with
+    /// digests on both sides (exact: the inputs are bitwise equal) there
+    /// are none.
     pub(super) links: Vec<Link<'a>>,
     /// When no input differs: whether print rounding explains the output.
     pub(super) explained: bool,
@@ -89,7 +93,7 @@ pub(super) fn differing_inputs<'a>(
                 value: at(&inputs, p),
                 value2: at(&inputs2, p),
             };
-            let links = if explained {
+            let links = if explained || (bad.is_empty() && !exact) {
                 (0..inputs.len()).map(link).collect()
             } else {
                 bad.iter().map(|&p| link(p)).collect()

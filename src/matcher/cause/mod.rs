@@ -8,7 +8,11 @@
 //!
 //! - [`CauseKind::Origin`]: every input agrees, and the output differs by
 //!   more than print rounding of the inputs can explain (see
-//!   [`print_explains`]): the divergence starts here.
+//!   [`print_explains`]): the divergence starts here. An input whose hash
+//!   agrees but whose captured producer is a `diff` row whose statistics
+//!   differ while its Output hash agrees ([`super::ROW_STATS_DIFF`]: a
+//!   softmax's L1 norm is its row count) differs all the same: the row is
+//!   [`CauseKind::Inherited`] from it.
 //! - [`CauseKind::BelowPrint`]: every input agrees as printed, and the
 //!   output differs by no more than a sub-print difference of those inputs
 //!   could produce: the row carries on a difference the log's digits hide.
@@ -25,7 +29,12 @@
 //!   run applies: that op is the cause. It is followed back through that
 //!   run's one-sided producers to the earliest one-sided op of the chain
 //!   (the dropout's `bernoulli_`), named in [`CauseEntry::one_sided`].
-//!   Later rows fed by the same one-sided op are grouped under it.
+//!   Later rows fed by the same one-sided op are grouped under it. When
+//!   that earliest op repeats an op the other run runs in that module too
+//!   (the same fuzzy key) and reads a diverging row, it is one more
+//!   iteration of a loop the other run ran fewer times (an MoE expert only
+//!   one run's routing reached): the row is [`CauseKind::Inherited`] from
+//!   that row.
 //! - [`CauseKind::Inherited`]: a differing input comes from a captured
 //!   diverging row.
 //! - [`CauseKind::Untraced`]: a differing input has no captured producer
@@ -296,8 +305,16 @@ pub fn analyse<'a>(
     let pending = inputs::differing_inputs(t1, t2, rows, &diff_rows, opts, prec);
     // Step 2: the producers those rows ask about, in one scan of run 1,
     // and the differing inputs that ops of one run only produce.
-    let prods = producers::Producers::scan(t1, rows, &pending);
     let sources = producers::one_sided_sources(t1, t2, rows, &pending);
+    let heads = producers::head_producers(t1, t2, rows, &sources);
+    let more: Vec<producers::HeadInput> = heads.values().flatten().copied().collect();
+    let prods = producers::Producers::scan(t1, rows, &pending, &more);
+    let ev = classify::Evidence {
+        prods: &prods,
+        rows,
+        t1,
+        heads: &heads,
+    };
     // Steps 3 and 4: classify in dispatch order, and tally.
     let mut tally = tally::Tally::new(rows, rc);
     let mut pend = pending.into_iter().zip(sources).peekable();
@@ -323,8 +340,7 @@ pub fn analyse<'a>(
         let class = classify::classify(
             i,
             inputs.as_ref().map(|(p, s)| (p, s.as_deref())),
-            &prods,
-            rows,
+            &ev,
             &tally,
             gradient_collective,
         );

@@ -27,13 +27,24 @@ pub(super) struct Producers<'a> {
 impl<'a> Producers<'a> {
     /// Scans run 1 once, recording only the keys and Output hash values that
     /// are asked about (memory stays proportional to the diverging rows).
+    /// Also recorded: the (key, value) inputs in `more` (those of the
+    /// one-sided ops that start a chain, [`head_producers`]), by key, or
+    /// by value where no key is named.
     pub(super) fn scan(
         t1: &'a OpTable,
         rows: &[MatchRow],
         pending: &[Pending<'a>],
+        more: &[HeadInput<'a>],
     ) -> Producers<'a> {
         let mut by_key: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
         let mut by_value: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
+        for &(k, v) in more {
+            if !k.is_empty() {
+                by_key.entry(k).or_default();
+            } else if !v.is_empty() {
+                by_value.entry(v).or_default();
+            }
+        }
         for p in pending {
             for l in &p.links {
                 if !l.prod.is_empty() {
@@ -112,6 +123,85 @@ impl<'a> Producers<'a> {
         let k = occ.partition_point(|&j| j < i);
         (k > 0).then(|| occ[k - 1])
     }
+}
+
+/// One input of a one-sided op that starts a chain: its `Input
+/// producers` key and its Input hashes value (each maybe empty).
+pub(super) type HeadInput<'a> = (&'a [u8], &'a [u8]);
+
+/// The inputs of the one-sided ops that start a chain, by result row
+/// ([`head_producers`]).
+pub(super) type Heads<'a> = AHashMap<usize, Vec<HeadInput<'a>>>;
+
+/// The inputs of the one-sided op that starts each chain of `sources`
+/// (the earliest, `chain[0]`), read in its own run's log: (result row of
+/// the head, (`Input producers` key, Input hashes value) per input). Only
+/// heads whose op the other run also runs in that module (the same fuzzy
+/// key: one more iteration of a loop the other run runs fewer times, such
+/// as an MoE expert only one run's routing reached) are listed; an op the
+/// other run never runs there (a dropout one run adds) is a change of its
+/// own.
+pub(super) fn head_producers<'a>(
+    t1: &'a OpTable,
+    t2: &'a OpTable,
+    rows: &[MatchRow],
+    sources: &[Option<Vec<usize>>],
+) -> Heads<'a> {
+    let mut heads: Vec<usize> = sources
+        .iter()
+        .flatten()
+        .filter_map(|c| c.first().copied())
+        .collect();
+    heads.sort_unstable();
+    heads.dedup();
+    let side = |h: usize| match rows[h].sides() {
+        Sides::Only1(r) => Some((0, r)),
+        Sides::Only2(r) => Some((1, r)),
+        Sides::Both(..) => None,
+    };
+    let tables = [t1, t2];
+    // Per side, the fuzzy keys of the other side's rows of the heads' op
+    // names (one scan of each other table, only when it has heads).
+    let mut fuzzy_in_other: [ahash::AHashSet<Vec<u8>>; 2] = Default::default();
+    for s in 0..2 {
+        let names: ahash::AHashSet<&[u8]> = heads
+            .iter()
+            .filter_map(|&h| side(h))
+            .filter(|&(hs, _)| hs == s)
+            .map(|(_, r)| tables[s].op_name(tables[s].op_type(r)))
+            .collect();
+        if names.is_empty() {
+            continue;
+        }
+        let o = tables[1 - s];
+        let ids: ahash::AHashSet<u32> = (0..o.op_types() as u32)
+            .filter(|&id| names.contains(o.op_name(id)))
+            .collect();
+        fuzzy_in_other[s] = (0..o.len())
+            .filter(|&r| ids.contains(&o.op_type(r)))
+            .map(|r| super::super::keys::fuzzy_key(o.key(r)))
+            .collect();
+    }
+    heads
+        .into_iter()
+        .filter_map(|h| {
+            let (s, r) = side(h)?;
+            let t = tables[s];
+            if !fuzzy_in_other[s].contains(&super::super::keys::fuzzy_key(t.key(r))) {
+                return None;
+            }
+            let mut keys = producer_keys(t, r).into_iter();
+            let mut values = split_tokens(t.field(r, Field::InputHashes));
+            let mut inputs = Vec::new();
+            loop {
+                match (keys.next(), values.next()) {
+                    (None, None) => break,
+                    (k, v) => inputs.push((k.unwrap_or_default(), v.unwrap_or_default())),
+                }
+            }
+            Some((h, inputs))
+        })
+        .collect()
 }
 
 /// The ops of one run that the other run lacks (its `only1` or `only2`

@@ -253,3 +253,103 @@ fn a_small_group_beside_a_large_one_is_re_paired_alone() {
         ("op_201_mm:fuzzy".into(), "op_300_mm".into(), "match")
     );
 }
+
+/// An MoE layer whose router sends no token to expert 2 in run 2: the
+/// loop skips it, and `moe`'s later counters shift by one. Every
+/// `moe/op_N_index` reads the same input (`x`), so neither value, Shape
+/// nor producer tells them apart; the experts that read them do
+/// (`moe.experts.N.w`, a module whose counters did not drift). Expert 3's
+/// `index` is `op_2` in run 1 and `op_1` in run 2 (new-user trial 13 F3:
+/// the exact pass paired expert 2's with expert 3's).
+fn moe_runs() -> (OpTable, OpTable) {
+    let row = |key: &str, out: &str, input: &str, prod: &str| {
+        (
+            key.to_string(),
+            format!(
+                "Shape: torch.Size([2, 8]), Dtype: torch.float32\nOutput hash: {out}\nInput hashes: {input}\nInput producers: {prod}"
+            ),
+        )
+    };
+    let x = row("x/op_0_mm", "10.0", "1.0", "");
+    let a = log_owned(&[
+        x.clone(),
+        row("moe/op_0_index", "1.0", "10.0", "x/op_0_mm"),
+        row("moe.experts.1.w/op_0_mm", "2.0", "1.0", "moe/op_0_index"),
+        row("moe/op_1_index", "3.0", "10.0", "x/op_0_mm"),
+        row("moe.experts.2.w/op_0_mm", "4.0", "3.0", "moe/op_1_index"),
+        row("moe/op_2_index", "5.0", "10.0", "x/op_0_mm"),
+        row("moe.experts.3.w/op_0_mm", "6.0", "5.0", "moe/op_2_index"),
+    ]);
+    let b = log_owned(&[
+        x,
+        row("moe/op_0_index", "1.0", "10.0", "x/op_0_mm"),
+        row("moe.experts.1.w/op_0_mm", "2.0", "1.0", "moe/op_0_index"),
+        // Expert 3 got the token expert 2 had: other values.
+        row("moe/op_1_index", "5.5", "10.0", "x/op_0_mm"),
+        row("moe.experts.3.w/op_0_mm", "6.5", "5.5", "moe/op_1_index"),
+    ]);
+    (a, b)
+}
+
+#[test]
+fn ops_of_a_module_whose_counters_drifted_pair_by_the_ops_that_read_them() {
+    let (a, b) = moe_runs();
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let s = summary(&m, &a, &b);
+    assert_eq!(
+        s,
+        vec![
+            (
+                "x/op_0_mm".into(),
+                "x/op_0_mm".into(),
+                "match",
+                Some("exact")
+            ),
+            (
+                "moe/op_0_index".into(),
+                "moe/op_0_index".into(),
+                "match",
+                Some("exact")
+            ),
+            (
+                "moe.experts.1.w/op_0_mm".into(),
+                "moe.experts.1.w/op_0_mm".into(),
+                "match",
+                Some("exact")
+            ),
+            ("moe/op_1_index".into(), "".into(), "only1", None),
+            ("moe.experts.2.w/op_0_mm".into(), "".into(), "only1", None),
+            (
+                "moe/op_2_index".into(),
+                "moe/op_1_index".into(),
+                "diff",
+                Some("fuzzy")
+            ),
+            (
+                "moe.experts.3.w/op_0_mm".into(),
+                "moe.experts.3.w/op_0_mm".into(),
+                "diff",
+                Some("exact")
+            ),
+        ]
+    );
+    assert_eq!(m.relinked, vec![5]);
+    assert!(notes::row_notes(&a, &b, &m, 5, ("a", "b"))
+        .contains(&"re-paired by the ops that read it".to_string()));
+    // The counts of pairs per pass follow the new pairs.
+    assert_eq!(
+        (m.strategy_counts().exact, m.strategy_counts().fuzzy),
+        (4, 1)
+    );
+    // The reference's rule (no Shape tie-break): the counters pair them.
+    let plain = match_tables(
+        &a,
+        &b,
+        &MatchOptions {
+            shape_tie_break: false,
+            ..Default::default()
+        },
+    );
+    assert!(plain.relinked.is_empty());
+    assert_eq!(summary(&plain, &a, &b)[3].1, "moe/op_1_index");
+}

@@ -596,3 +596,90 @@ fn cause_kind_all_lists_every_kind_once_in_order() {
         );
     }
 }
+
+/// A router's softmax and the topk that reads it (new-user trial 13 F5):
+/// `softmax`'s L1 norm is its row count whatever its values, so its Output
+/// hash agrees while its statistics differ, and topk's Input hash agrees.
+/// `stats` gives the softmax's statistics in run 2.
+fn softmax_topk(stats: &str) -> (OpTable, OpTable) {
+    let rows = |router: &str, stats: &str, topk: &str| {
+        log_owned(&[
+            ("moe.router/op_0_mm".into(), format!("Output hash: {router}\nInput hashes: 5.0")),
+            (
+                "moe/op_0__softmax".into(),
+                format!(
+                    "Shape: torch.Size([4, 6]), Dtype: torch.float32\n{stats}\nOutput hash: 4.0\nInput hashes: {router}\nInput producers: moe.router/op_0_mm"
+                ),
+            ),
+            (
+                "moe/op_1_topk".into(),
+                format!("Output hash: {topk}\nInput hashes: 4.0\nInput producers: moe/op_0__softmax"),
+            ),
+        ])
+    };
+    (
+        rows("3.0", "L2 norm: 1.0\nMin: 0.1\nMax: 0.5", "2.0, 9.0"),
+        rows("3.5", stats, "2.5, 9.5"),
+    )
+}
+
+#[test]
+fn an_input_whose_hash_cannot_see_the_change_is_known_by_its_producer() {
+    use cause::CauseKind::*;
+    let (a, b) = softmax_topk("L2 norm: 1.2\nMin: 0.05\nMax: 0.6");
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    // The softmax's statistics see the change its hash cannot.
+    assert!(m.rows[1].has(ROW_STATS_DIFF) && !m.rows[1].has(ROW_OUT_DIFF));
+    // topk inherits it: one cause, the router's matmul.
+    assert_eq!(
+        m.cause_kinds,
+        vec![Some(Origin), Some(Inherited), Some(Inherited)]
+    );
+    assert_eq!(m.causes.cause_count, 1);
+    // Statistics that agree: nothing says topk's input differs, and its
+    // own output does: an origin.
+    let (a, b) = softmax_topk("L2 norm: 1.0\nMin: 0.1\nMax: 0.5");
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    assert!(!m.rows[1].has(ROW_STATS_DIFF));
+    assert_eq!(m.cause_kinds[2], Some(Origin));
+}
+
+/// Run 1 runs one more iteration of a module's loop (an MoE expert that
+/// only its routing reached): its extra `moe/op_1_<op>` reads the
+/// diverging `x` and feeds `y`. The one-sided op carries on `x`'s
+/// divergence when run 2 runs that op in that module too (`index`), and
+/// is a change of its own when run 2 never does (`clamp`, as a dropout
+/// one run adds).
+#[test]
+fn a_one_sided_op_repeating_the_other_runs_op_carries_on_the_divergence_it_reads() {
+    use cause::CauseKind::*;
+    let runs = |extra: &str| {
+        let a = log_owned(&[
+            ("x/op_0_mm".into(), "Output hash: 1.0\nInput hashes: 5.0".into()),
+            ("moe/op_0_index".into(), "Output hash: 2.0\nInput hashes: 1.0\nInput producers: x/op_0_mm".into()),
+            (format!("moe/op_1_{extra}"), "Output hash: 3.0\nInput hashes: 1.0\nInput producers: x/op_0_mm".into()),
+            ("w/op_0_mm".into(), "Output hash: 7.0\nInput hashes: 6.0".into()),
+            (
+                "y/op_0_add".into(),
+                format!("Output hash: 10.0\nInput hashes: 7.0, 3.0\nInput producers: w/op_0_mm;moe/op_1_{extra}"),
+            ),
+        ]);
+        let b = log(&[
+            ("x/op_0_mm", "Output hash: 1.5\nInput hashes: 5.0"),
+            (
+                "moe/op_0_index",
+                "Output hash: 2.5\nInput hashes: 1.5\nInput producers: x/op_0_mm",
+            ),
+            ("w/op_0_mm", "Output hash: 7.0\nInput hashes: 6.0"),
+            (
+                "y/op_0_add",
+                "Output hash: 7.0\nInput hashes: 7.0, 0.0\nInput producers: w/op_0_mm;",
+            ),
+        ]);
+        let m = match_tables(&a, &b, &MatchOptions::default());
+        let y = m.rows.iter().position(|r| r.r1() == Some(4)).unwrap();
+        (m.cause_kinds[y], m.causes.cause_count)
+    };
+    assert_eq!(runs("index"), (Some(Inherited), 1));
+    assert_eq!(runs("clamp"), (Some(OneSided), 2));
+}

@@ -1,0 +1,483 @@
+//! Lineage re-pairing: after the passes, re-pairs the ops of modules whose
+//! op counters drifted by what they read and what reads them (an actdiff
+//! extension over the reference, on with the Shape tie-break, off under
+//! `--no-shape-tie-break`).
+//!
+//! Keys count ops per module (`moe/op_14_index`). When one run runs a
+//! module's code path fewer times (an MoE expert that no token is routed
+//! to in one run: the router's loop skips it), every later counter of that
+//! module shifts, and the exact pass pairs each later op with another
+//! iteration's: expert 4's `index` in run 1 with expert 5's in run 2, whose
+//! values and statistics differ as a genuine change's would. Value
+//! re-pairing cannot help (the runs differ), nor can Shape (every expert's
+//! tokens are shaped alike). The dataflow can: expert 5's
+//! `moe.experts.5.w1/op_0_addmm` is in a module whose counters did not
+//! drift and is paired with its namesake, and in each run it read (`Input
+//! producers`) that run's `index` of expert 5.
+//!
+//! The rule (`repair_by_lineage`):
+//!
+//! - Only when the logs have different numbers of rows. A *drifted* module
+//!   has a different number of rows in the two logs; only its rows are
+//!   re-paired. Rows of other modules keep the passes' pairs (or none) and
+//!   are the evidence.
+//! - A row of a drifted module is scored against each row of the other run
+//!   with the same fuzzy key and phase, in a drifted module and still
+//!   undecided: +1 for each input whose producers are known to be a pair,
+//!   −1 for each whose producer is known to pair otherwise (or to be of
+//!   one run only); and the same for each reader whose pair is known (+1
+//!   when the reader's partner reads the candidate at the same input).
+//! - In rounds, a row whose best candidate scores above 0, above every
+//!   other candidate, and above every other row's score for that candidate,
+//!   is decided paired with it; a row whose every candidate scores below 0
+//!   (or that has none) is decided one-sided. Decisions are evidence for
+//!   the next round; rounds stop when none is made (at most
+//!   [`MAX_ROUNDS`]). A group with more than [`MAX_GROUP`] rows on a side
+//!   is left as the passes paired it.
+//! - Decided pairs replace the passes' pairs; a row decided one-sided loses
+//!   its pair. Undecided rows keep the passes' partner when it is free,
+//!   and the rest are paired with each other by fuzzy key and phase in
+//!   file order (each side's, as the fuzzy pass).
+//! - A re-paired row reports the fuzzy strategy, and the note "re-paired
+//!   by the ops that read it".
+//!
+//! Changes no golden row (`tests/conformance.rs`).
+
+use ahash::{AHashMap, AHashSet};
+
+use super::compare::split_tokens;
+use super::passes::Pairing;
+use super::{keys, Strategy, NO_ROW};
+use crate::parser::{Field, OpTable, Phase};
+
+/// Rounds of decisions at most.
+pub const MAX_ROUNDS: usize = 32;
+
+/// The most rows of one fuzzy key and phase, per side, that are re-paired.
+pub const MAX_GROUP: usize = 256;
+
+/// The module FQN of a key (the text before its last `/op_`), or the
+/// whole key when it has none.
+fn module_of(key: &[u8]) -> &[u8] {
+    key.windows(4)
+        .rposition(|w| w == b"/op_")
+        .map_or(key, |at| &key[..at])
+}
+
+/// One log, as the lineage reads it: each row's producer rows and readers.
+struct Lineage {
+    /// Per row, the producer row of each input (`None`: not named, or no
+    /// earlier row has the key).
+    inputs: Vec<Vec<Option<u32>>>,
+    /// Per row, its readers: (reader row, input position).
+    readers: Vec<Vec<(u32, u16)>>,
+}
+
+impl Lineage {
+    fn new(t: &OpTable) -> Lineage {
+        let mut by_key: AHashMap<&[u8], Vec<u32>> = AHashMap::new();
+        // Each Output hash value, with the one row that has it (u32::MAX:
+        // several rows have it).
+        let mut by_value: AHashMap<&[u8], u32> = AHashMap::new();
+        for r in 0..t.len() {
+            by_key.entry(t.key(r)).or_default().push(r as u32);
+            for v in split_tokens(t.field(r, Field::OutputHash)) {
+                by_value
+                    .entry(v)
+                    .and_modify(|x| *x = u32::MAX)
+                    .or_insert(r as u32);
+            }
+        }
+        let mut inputs = Vec::with_capacity(t.len());
+        let mut readers: Vec<Vec<(u32, u16)>> = vec![Vec::new(); t.len()];
+        for r in 0..t.len() {
+            let mut values = split_tokens(t.field(r, Field::InputHashes));
+            let mut named = t
+                .field(r, Field::InputProducers)
+                .split(|b| *b == b';')
+                .map(crate::parser::trim);
+            let mut ins: Vec<Option<u32>> = Vec::new();
+            // A producer the log names, else (none named: an excluded op
+            // between them, such as the `t` and copies that make `.grad`)
+            // the one row whose Output hash has the input's value.
+            loop {
+                let (k, v) = (named.next(), values.next());
+                if k.is_none() && v.is_none() {
+                    break;
+                }
+                let by_name = k.filter(|k| !k.is_empty()).and_then(|k| {
+                    let rows = by_key.get(k)?;
+                    let n = rows.partition_point(|&j| (j as usize) < r);
+                    (n > 0).then(|| rows[n - 1])
+                });
+                let by_val = || {
+                    let j = *by_value.get(v?)?;
+                    ((j as usize) < r).then_some(j)
+                };
+                ins.push(by_name.or_else(by_val));
+            }
+            for (q, p) in ins.iter().enumerate() {
+                if let Some(p) = p {
+                    readers[*p as usize].push((r as u32, q.min(u16::MAX as usize) as u16));
+                }
+            }
+            inputs.push(ins);
+        }
+        Lineage { inputs, readers }
+    }
+
+    fn input(&self, r: usize, q: usize) -> Option<u32> {
+        self.inputs[r].get(q).copied().flatten()
+    }
+}
+
+/// What is known of a row's partner.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// A drifted row not decided yet.
+    Undecided,
+    /// Paired with this row of the other log.
+    Pair(u32),
+    /// Of its own run only.
+    OneSided,
+}
+
+/// Both logs' lineage and what is known of every row's partner.
+struct State<'a> {
+    t: [&'a OpTable; 2],
+    lin: [&'a Lineage; 2],
+    known: [Vec<Known>; 2],
+}
+
+impl State<'_> {
+    /// The score of pairing row `a` of side `s` with row `b` of the other
+    /// side (see the module doc).
+    fn score(&self, s: usize, a: usize, b: usize) -> i32 {
+        let o = 1 - s;
+        let (la, lb) = (self.lin[s], self.lin[o]);
+        let mut score = 0;
+        for (q, pa) in la.inputs[a].iter().enumerate() {
+            let Some(pa) = pa else { continue };
+            let pb = lb.input(b, q);
+            // (No producer known on the other side: no evidence.)
+            let Some(pb) = pb else { continue };
+            match self.known[s][*pa as usize] {
+                Known::Undecided => {}
+                Known::Pair(x) => score += if x == pb { 1 } else { -1 },
+                Known::OneSided => score -= 1,
+            }
+        }
+        for &(c, q) in &la.readers[a] {
+            // A reader of one run only is no evidence: an extra op may read
+            // a tensor both runs have.
+            if let Known::Pair(c2) = self.known[s][c as usize] {
+                match lb.input(c2 as usize, q as usize) {
+                    Some(x) if x == b as u32 => score += 1,
+                    Some(_) => score -= 1,
+                    None => {}
+                }
+            }
+        }
+        score
+    }
+}
+
+/// Re-pairs the rows of drifted modules by their lineage (see the module
+/// doc). Returns the run-1 rows whose partner changed to another row,
+/// sorted; `p`'s strategies say `Fuzzy` for them.
+pub(super) fn repair_by_lineage(p: &mut Pairing, t1: &OpTable, t2: &OpTable) -> Vec<u32> {
+    if t1.len() == t2.len() {
+        return Vec::new();
+    }
+    fn count(t: &OpTable) -> AHashMap<&[u8], u32> {
+        let mut n: AHashMap<&[u8], u32> = AHashMap::new();
+        for r in 0..t.len() {
+            *n.entry(module_of(t.key(r))).or_insert(0) += 1;
+        }
+        n
+    }
+    let (n1, n2) = (count(t1), count(t2));
+    let drifted: AHashSet<&[u8]> = n1
+        .iter()
+        .filter(|(m, &c)| n2.get(*m).is_some_and(|&c2| c2 != c))
+        .map(|(m, _)| *m)
+        .collect();
+    if drifted.is_empty() {
+        return Vec::new();
+    }
+    // The groups: rows of drifted modules by (fuzzy key, phase), per side.
+    let tables = [t1, t2];
+    let mut groups: AHashMap<(Vec<u8>, Phase), [Vec<u32>; 2]> = AHashMap::new();
+    for (s, t) in tables.iter().enumerate() {
+        for r in 0..t.len() {
+            if drifted.contains(module_of(t.key(r))) {
+                let k = (keys::fuzzy_key(t.key(r)), t.phase_kind(r));
+                groups.entry(k).or_default()[s].push(r as u32);
+            }
+        }
+    }
+    groups.retain(|_, g| g.iter().all(|v| v.len() <= MAX_GROUP));
+    // A pair made across groups (the stats pass pairs other fuzzy keys) or
+    // by an override stays as it is, and is evidence.
+    let mut member: [AHashMap<u32, usize>; 2] = [AHashMap::new(), AHashMap::new()];
+    for (i, g) in groups.values().enumerate() {
+        for s in 0..2 {
+            for &r in &g[s] {
+                member[s].insert(r, i);
+            }
+        }
+    }
+    let mut fixed: [AHashSet<u32>; 2] = [AHashSet::new(), AHashSet::new()];
+    for (&a, &i) in &member[0] {
+        let b = p.pair1[a as usize];
+        if b != NO_ROW
+            && (p.strat1[a as usize] == Strategy::Override || member[1].get(&b) != Some(&i))
+        {
+            fixed[0].insert(a);
+            fixed[1].insert(b);
+        }
+    }
+    for (&b, &i) in &member[1] {
+        let a = p.pair2[b as usize];
+        if a != NO_ROW && member[0].get(&a) != Some(&i) {
+            fixed[0].insert(a);
+            fixed[1].insert(b);
+        }
+    }
+    for g in groups.values_mut() {
+        for s in 0..2 {
+            g[s].retain(|r| !fixed[s].contains(r));
+        }
+    }
+    groups.retain(|_, g| g.iter().any(|v| !v.is_empty()));
+    if groups.is_empty() {
+        return Vec::new();
+    }
+    let (l1, l2) = rayon::join(|| Lineage::new(t1), || Lineage::new(t2));
+    let known = |pair: &[u32]| -> Vec<Known> {
+        pair.iter()
+            .map(|&x| {
+                if x == NO_ROW {
+                    Known::OneSided
+                } else {
+                    Known::Pair(x)
+                }
+            })
+            .collect()
+    };
+    let mut st = State {
+        t: [t1, t2],
+        lin: [&l1, &l2],
+        known: [known(&p.pair1), known(&p.pair2)],
+    };
+    for g in groups.values() {
+        for (s, rows) in g.iter().enumerate() {
+            for &r in rows {
+                st.known[s][r as usize] = Known::Undecided;
+            }
+        }
+    }
+    let mut groups: Vec<[Vec<u32>; 2]> = groups.into_values().collect();
+    groups.sort_unstable_by_key(|g| g[0].first().or(g[1].first()).copied());
+    for _ in 0..MAX_ROUNDS {
+        let mut decided = 0;
+        for g in &mut groups {
+            decided += decide(&mut st, g);
+        }
+        if decided == 0 {
+            break;
+        }
+    }
+    apply(p, t1, t2, &st, &groups)
+}
+
+/// One round over one group: the decisions it could make (see the module
+/// doc), made at once so that later rows see them. Returns how many.
+fn decide(st: &mut State<'_>, g: &mut [Vec<u32>; 2]) -> usize {
+    let undecided = |st: &State<'_>, s: usize, v: &[u32]| -> Vec<u32> {
+        v.iter()
+            .copied()
+            .filter(|&r| st.known[s][r as usize] == Known::Undecided)
+            .collect()
+    };
+    let mut made = 0;
+    for s in 0..2 {
+        let o = 1 - s;
+        for a in undecided(st, s, &g[s]) {
+            if st.known[s][a as usize] != Known::Undecided {
+                continue;
+            }
+            let cands = undecided(st, o, &g[o]);
+            let mut scores: Vec<i32> = cands
+                .iter()
+                .map(|&b| st.score(s, a as usize, b as usize))
+                .collect();
+            same_values(st, s, a, &cands, &mut scores);
+            let Some((best_at, &best)) = scores
+                .iter()
+                .enumerate()
+                .max_by_key(|(i, v)| (**v, -(*i as i64)))
+            else {
+                st.known[s][a as usize] = Known::OneSided;
+                made += 1;
+                continue;
+            };
+            if best < 0 {
+                st.known[s][a as usize] = Known::OneSided;
+                made += 1;
+                continue;
+            }
+            if best == 0 || scores.iter().filter(|&&v| v == best).count() > 1 {
+                continue;
+            }
+            let b = cands[best_at];
+            // Nobody else of this side has as good a claim on `b`.
+            let rivals = undecided(st, s, &g[s]);
+            let mut claims: Vec<i32> = rivals
+                .iter()
+                .map(|&a2| st.score(o, b as usize, a2 as usize))
+                .collect();
+            same_values(st, o, b, &rivals, &mut claims);
+            if rivals
+                .iter()
+                .zip(&claims)
+                .any(|(&a2, &c)| a2 != a && c >= best)
+            {
+                continue;
+            }
+            st.known[s][a as usize] = Known::Pair(b);
+            st.known[o][b as usize] = Known::Pair(a);
+            made += 1;
+        }
+    }
+    made
+}
+
+/// Adds to each candidate's score 1 for every input it reads with the very
+/// value (Input hashes text) row `a` of side `s` reads there, when no other
+/// candidate reads that value there: the same tensor (an optimizer's update
+/// of one parameter reads that parameter, equal in both runs until they
+/// part, while every parameter's `lerp_` reads the same zeros at step 1).
+fn same_values(st: &State<'_>, s: usize, a: u32, cands: &[u32], scores: &mut [i32]) {
+    let o = 1 - s;
+    let field = |side: usize, r: u32| st.t[side].field(r as usize, Field::InputHashes);
+    let mine: Vec<&[u8]> = split_tokens(field(s, a)).collect();
+    if mine.is_empty() || cands.is_empty() {
+        return;
+    }
+    let theirs: Vec<Vec<&[u8]>> = cands
+        .iter()
+        .map(|&b| split_tokens(field(o, b)).collect())
+        .collect();
+    for (q, v) in mine.iter().enumerate() {
+        if v.is_empty() {
+            continue;
+        }
+        let mut hit = None;
+        let mut n = 0;
+        for (i, t) in theirs.iter().enumerate() {
+            if t.get(q) == Some(v) {
+                hit = Some(i);
+                n += 1;
+            }
+        }
+        if let (Some(i), 1) = (hit, n) {
+            scores[i] += 1;
+        }
+    }
+}
+
+/// Writes the decisions into `p`; undecided rows keep a free partner of
+/// the passes, the rest are paired in file order. Returns the run-1 rows
+/// whose partner changed to another row, sorted.
+fn apply(
+    p: &mut Pairing,
+    t1: &OpTable,
+    t2: &OpTable,
+    st: &State<'_>,
+    groups: &[[Vec<u32>; 2]],
+) -> Vec<u32> {
+    let before = p.pair1.clone();
+    let mut loose: [Vec<u32>; 2] = [Vec::new(), Vec::new()];
+    // Unpair every row of the groups, then pair the decided ones.
+    for g in groups {
+        for &a in &g[0] {
+            let b = p.pair1[a as usize];
+            if b != NO_ROW {
+                p.pair2[b as usize] = NO_ROW;
+            }
+            p.pair1[a as usize] = NO_ROW;
+        }
+        for &b in &g[1] {
+            let a = p.pair2[b as usize];
+            if a != NO_ROW {
+                p.pair1[a as usize] = NO_ROW;
+            }
+            p.pair2[b as usize] = NO_ROW;
+        }
+    }
+    for g in groups {
+        for &a in &g[0] {
+            if let Known::Pair(b) = st.known[0][a as usize] {
+                p.pair1[a as usize] = b;
+                p.pair2[b as usize] = a;
+            }
+        }
+    }
+    // Undecided rows: the passes' partner when it is undecided too and
+    // free; else loose.
+    for g in groups {
+        for &a in &g[0] {
+            if st.known[0][a as usize] != Known::Undecided {
+                continue;
+            }
+            let b = before[a as usize];
+            if b != NO_ROW
+                && st.known[1][b as usize] == Known::Undecided
+                && p.pair2[b as usize] == NO_ROW
+            {
+                p.pair1[a as usize] = b;
+                p.pair2[b as usize] = a;
+            } else {
+                loose[0].push(a);
+            }
+        }
+        for &b in &g[1] {
+            if st.known[1][b as usize] == Known::Undecided && p.pair2[b as usize] == NO_ROW {
+                loose[1].push(b);
+            }
+        }
+    }
+    let phase_key =
+        |t: &OpTable, r: u32| (keys::fuzzy_key(t.key(r as usize)), t.phase_kind(r as usize));
+    for l in &mut loose {
+        l.sort_unstable();
+    }
+    for &a in &loose[0] {
+        let k = phase_key(t1, a);
+        if let Some(&b) = loose[1]
+            .iter()
+            .find(|&&b| p.pair2[b as usize] == NO_ROW && phase_key(t2, b) == k)
+        {
+            p.pair1[a as usize] = b;
+            p.pair2[b as usize] = a;
+        }
+    }
+    // Strategies, and the rows whose partner changed.
+    let mut changed = Vec::new();
+    for g in groups {
+        for &a in &g[0] {
+            let (old, new) = (before[a as usize], p.pair1[a as usize]);
+            if new == NO_ROW {
+                p.strat1[a as usize] = Strategy::None;
+            } else if old != new {
+                p.strat1[a as usize] = Strategy::Fuzzy;
+                changed.push(a);
+            }
+        }
+    }
+    // (A group's rows were paired only within their group: every other
+    // pair is outside the groups and kept.)
+    changed.sort_unstable();
+    changed
+}
