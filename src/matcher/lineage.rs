@@ -64,70 +64,98 @@ fn module_of(key: &[u8]) -> &[u8] {
         .map_or(key, |at| &key[..at])
 }
 
-/// One log, as the lineage reads it: each row's producer rows and readers.
+/// No producer: an input whose `Input producers` names none, or names a
+/// key no earlier row has.
+const NONE: u32 = u32::MAX;
+
+/// One log, as the lineage reads it: each row's producer rows and readers,
+/// in flat arrays (a row's slice is `off[r]..off[r + 1]`), built in one
+/// pass over the rows with the latest row of each key so far (a producer
+/// comes before its readers).
 struct Lineage {
-    /// Per row, the producer row of each input (`None`: not named, or no
-    /// earlier row has the key).
-    inputs: Vec<Vec<Option<u32>>>,
+    in_off: Vec<u32>,
+    /// Per input of each row, its producer row, or [`NONE`].
+    inputs: Vec<u32>,
+    rd_off: Vec<u32>,
     /// Per row, its readers: (reader row, input position).
-    readers: Vec<Vec<(u32, u16)>>,
+    readers: Vec<(u32, u16)>,
 }
 
 impl Lineage {
     fn new(t: &OpTable) -> Lineage {
-        let mut by_key: AHashMap<&[u8], Vec<u32>> = AHashMap::new();
-        // Each Output hash value, with the one row that has it (u32::MAX:
-        // several rows have it).
-        let mut by_value: AHashMap<&[u8], u32> = AHashMap::new();
+        let hasher = crate::parser::key::hasher();
+        // The latest row so far of each key (by its hash, as the parser
+        // computed it).
+        let mut latest: AHashMap<u64, u32> = AHashMap::with_capacity(t.len());
+        let mut in_off = Vec::with_capacity(t.len() + 1);
+        let mut inputs: Vec<u32> = Vec::with_capacity(t.len() * 2);
+        let mut counts = vec![0u32; t.len() + 1];
+        in_off.push(0);
         for r in 0..t.len() {
-            by_key.entry(t.key(r)).or_default().push(r as u32);
-            for v in split_tokens(t.field(r, Field::OutputHash)) {
-                by_value
-                    .entry(v)
-                    .and_modify(|x| *x = u32::MAX)
-                    .or_insert(r as u32);
-            }
-        }
-        let mut inputs = Vec::with_capacity(t.len());
-        let mut readers: Vec<Vec<(u32, u16)>> = vec![Vec::new(); t.len()];
-        for r in 0..t.len() {
-            let mut values = split_tokens(t.field(r, Field::InputHashes));
-            let mut named = t
+            for k in t
                 .field(r, Field::InputProducers)
                 .split(|b| *b == b';')
-                .map(crate::parser::trim);
-            let mut ins: Vec<Option<u32>> = Vec::new();
-            // A producer the log names, else (none named: an excluded op
-            // between them, such as the `t` and copies that make `.grad`)
-            // the one row whose Output hash has the input's value.
-            loop {
-                let (k, v) = (named.next(), values.next());
-                if k.is_none() && v.is_none() {
-                    break;
-                }
-                let by_name = k.filter(|k| !k.is_empty()).and_then(|k| {
-                    let rows = by_key.get(k)?;
-                    let n = rows.partition_point(|&j| (j as usize) < r);
-                    (n > 0).then(|| rows[n - 1])
-                });
-                let by_val = || {
-                    let j = *by_value.get(v?)?;
-                    ((j as usize) < r).then_some(j)
+                .map(crate::parser::trim)
+            {
+                let p = if k.is_empty() {
+                    NONE
+                } else {
+                    let h = crate::parser::key::key_hash(&hasher, k);
+                    match latest.get(&h) {
+                        Some(&j) if t.key(j as usize) == k => j,
+                        _ => NONE,
+                    }
                 };
-                ins.push(by_name.or_else(by_val));
+                if p != NONE {
+                    counts[p as usize] += 1;
+                }
+                inputs.push(p);
             }
-            for (q, p) in ins.iter().enumerate() {
-                if let Some(p) = p {
-                    readers[*p as usize].push((r as u32, q.min(u16::MAX as usize) as u16));
+            in_off.push(inputs.len() as u32);
+            latest.insert(t.key_hash(r), r as u32);
+        }
+        drop(latest);
+        // Readers: counted above, placed by a prefix sum.
+        let mut rd_off = Vec::with_capacity(t.len() + 1);
+        let mut sum = 0u32;
+        for c in &counts[..t.len()] {
+            rd_off.push(sum);
+            sum += c;
+        }
+        rd_off.push(sum);
+        let mut fill = rd_off.clone();
+        let mut readers = vec![(0u32, 0u16); sum as usize];
+        for r in 0..t.len() {
+            let ins = &inputs[in_off[r] as usize..in_off[r + 1] as usize];
+            for (q, &p) in ins.iter().enumerate() {
+                if p != NONE {
+                    let at = &mut fill[p as usize];
+                    readers[*at as usize] = (r as u32, q.min(u16::MAX as usize) as u16);
+                    *at += 1;
                 }
             }
-            inputs.push(ins);
         }
-        Lineage { inputs, readers }
+        Lineage {
+            in_off,
+            inputs,
+            rd_off,
+            readers,
+        }
     }
 
+    /// Row `r`'s producer rows, one per input ([`NONE`] where unknown).
+    fn inputs_of(&self, r: usize) -> &[u32] {
+        &self.inputs[self.in_off[r] as usize..self.in_off[r + 1] as usize]
+    }
+
+    /// The producer row of row `r`'s input `q`, if known.
     fn input(&self, r: usize, q: usize) -> Option<u32> {
-        self.inputs[r].get(q).copied().flatten()
+        self.inputs_of(r).get(q).copied().filter(|&p| p != NONE)
+    }
+
+    /// Row `r`'s readers: (reader row, input position).
+    fn readers_of(&self, r: usize) -> &[(u32, u16)] {
+        &self.readers[self.rd_off[r] as usize..self.rd_off[r + 1] as usize]
     }
 }
 
@@ -156,18 +184,20 @@ impl State<'_> {
         let o = 1 - s;
         let (la, lb) = (self.lin[s], self.lin[o]);
         let mut score = 0;
-        for (q, pa) in la.inputs[a].iter().enumerate() {
-            let Some(pa) = pa else { continue };
+        for (q, &pa) in la.inputs_of(a).iter().enumerate() {
+            if pa == NONE {
+                continue;
+            }
             let pb = lb.input(b, q);
             // (No producer known on the other side: no evidence.)
             let Some(pb) = pb else { continue };
-            match self.known[s][*pa as usize] {
+            match self.known[s][pa as usize] {
                 Known::Undecided => {}
                 Known::Pair(x) => score += if x == pb { 1 } else { -1 },
                 Known::OneSided => score -= 1,
             }
         }
-        for &(c, q) in &la.readers[a] {
+        for &(c, q) in la.readers_of(a) {
             // A reader of one run only is no evidence: an extra op may read
             // a tensor both runs have.
             if let Known::Pair(c2) = self.known[s][c as usize] {

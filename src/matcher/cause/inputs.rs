@@ -7,7 +7,7 @@
 use rayon::prelude::*;
 
 use super::super::compare::{differing_positions, split_tokens, CompareOptions};
-use super::super::{MatchRow, ROW_UNSYNCED};
+use super::super::{MatchRow, ROW_STATS_DIFF, ROW_UNSYNCED};
 use super::print::print_explains;
 use crate::logformat::Precision;
 use crate::parser::{Field, OpTable};
@@ -30,11 +30,11 @@ pub(super) struct Pending<'a> {
     pub(super) i: usize,
     /// 0-based positions of the differing inputs.
     pub(super) bad: Vec<usize>,
-    /// Per differing input; when none differs, per input (print rounding
-    /// may explain the output, or a hash blind to the change may hide a
-    /// differing input, see [`super::classify`]), except that with
-    /// digests on both sides (exact: the inputs are bitwise equal) there
-    /// are none.
+    /// Per differing input; when none differs, per input where print
+    /// rounding may explain the output, or where a hash blind to a change
+    /// may hide a differing input (some row of the rank has
+    /// [`ROW_STATS_DIFF`], see [`super::classify`]) and no digests on both
+    /// sides say the inputs are bitwise equal.
     pub(super) links: Vec<Link<'a>>,
     /// When no input differs: whether print rounding explains the output.
     pub(super) explained: bool,
@@ -63,6 +63,10 @@ pub(super) fn differing_inputs<'a>(
     opts: &(dyn Fn(usize) -> CompareOptions + Sync),
     prec: Precision,
 ) -> Vec<Pending<'a>> {
+    // Inputs that agree are linked to their producers only when some row's
+    // hash is blind to a change its statistics see (the only use of such
+    // links, besides print rounding's).
+    let blind = rows.iter().any(|r| r.has(ROW_STATS_DIFF));
     let pending: Vec<Option<Pending>> = diff_rows
         .par_iter()
         .map(|&(i, r1, r2)| {
@@ -93,7 +97,7 @@ pub(super) fn differing_inputs<'a>(
                 value: at(&inputs, p),
                 value2: at(&inputs2, p),
             };
-            let links = if explained || (bad.is_empty() && !exact) {
+            let links = if explained || (blind && bad.is_empty() && !exact) {
                 (0..inputs.len()).map(link).collect()
             } else {
                 bad.iter().map(|&p| link(p)).collect()
