@@ -172,9 +172,10 @@ enum Known {
 
 /// Both logs' lineage and what is known of every row's partner.
 struct State<'a> {
-    t: [&'a OpTable; 2],
     lin: [&'a Lineage; 2],
     known: [Vec<Known>; 2],
+    /// The Input hashes values of every group row, per side (read once).
+    values: [AHashMap<u32, Vec<&'a [u8]>>; 2],
 }
 
 impl State<'_> {
@@ -296,14 +297,16 @@ pub(super) fn repair_by_lineage(p: &mut Pairing, t1: &OpTable, t2: &OpTable) -> 
             .collect()
     };
     let mut st = State {
-        t: [t1, t2],
         lin: [&l1, &l2],
         known: [known(&p.pair1), known(&p.pair2)],
+        values: [AHashMap::new(), AHashMap::new()],
     };
     for g in groups.values() {
         for (s, rows) in g.iter().enumerate() {
             for &r in rows {
                 st.known[s][r as usize] = Known::Undecided;
+                let v = split_tokens(tables[s].field(r as usize, Field::InputHashes)).collect();
+                st.values[s].insert(r, v);
             }
         }
     }
@@ -390,23 +393,19 @@ fn decide(st: &mut State<'_>, g: &mut [Vec<u32>; 2]) -> usize {
 /// part, while every parameter's `lerp_` reads the same zeros at step 1).
 fn same_values(st: &State<'_>, s: usize, a: u32, cands: &[u32], scores: &mut [i32]) {
     let o = 1 - s;
-    let field = |side: usize, r: u32| st.t[side].field(r as usize, Field::InputHashes);
-    let mine: Vec<&[u8]> = split_tokens(field(s, a)).collect();
+    let values = |side: usize, r: u32| st.values[side].get(&r).map_or(&[][..], |v| v.as_slice());
+    let mine = values(s, a);
     if mine.is_empty() || cands.is_empty() {
         return;
     }
-    let theirs: Vec<Vec<&[u8]>> = cands
-        .iter()
-        .map(|&b| split_tokens(field(o, b)).collect())
-        .collect();
     for (q, v) in mine.iter().enumerate() {
         if v.is_empty() {
             continue;
         }
         let mut hit = None;
         let mut n = 0;
-        for (i, t) in theirs.iter().enumerate() {
-            if t.get(q) == Some(v) {
+        for (i, &b) in cands.iter().enumerate() {
+            if values(o, b).get(q) == Some(v) {
                 hit = Some(i);
                 n += 1;
             }
