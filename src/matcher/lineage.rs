@@ -71,7 +71,9 @@ const NONE: u32 = u32::MAX;
 /// One log, as the lineage reads it: each row's producer rows and readers,
 /// in flat arrays (a row's slice is `off[r]..off[r + 1]`), built in one
 /// pass over the rows with the latest row of each key so far (a producer
-/// comes before its readers).
+/// comes before its readers); an input whose producer is not named is
+/// linked to the one earlier row whose Output hash has its value, if only
+/// one row of the log has it.
 struct Lineage {
     in_off: Vec<u32>,
     /// Per input of each row, its producer row, or [`NONE`].
@@ -87,18 +89,35 @@ impl Lineage {
         // The latest row so far of each key (by its hash, as the parser
         // computed it).
         let mut latest: AHashMap<u64, u32> = AHashMap::with_capacity(t.len());
+        // Each Output hash value with the one row that has it (NONE: several
+        // rows have it), for inputs whose producer is not named (a view or
+        // copy the capture excludes between them: `topv[rows, slot]`).
+        let mut by_value: AHashMap<&[u8], u32> = AHashMap::new();
+        for r in 0..t.len() {
+            for v in split_tokens(t.field(r, Field::OutputHash)) {
+                by_value
+                    .entry(v)
+                    .and_modify(|x| *x = NONE)
+                    .or_insert(r as u32);
+            }
+        }
         let mut in_off = Vec::with_capacity(t.len() + 1);
         let mut inputs: Vec<u32> = Vec::with_capacity(t.len() * 2);
         let mut counts = vec![0u32; t.len() + 1];
         in_off.push(0);
         for r in 0..t.len() {
+            let mut values = split_tokens(t.field(r, Field::InputHashes));
             for k in t
                 .field(r, Field::InputProducers)
                 .split(|b| *b == b';')
                 .map(crate::parser::trim)
             {
+                let v = values.next().unwrap_or_default();
                 let p = if k.is_empty() {
-                    NONE
+                    match by_value.get(v) {
+                        Some(&j) if !v.is_empty() && (j as usize) < r => j,
+                        _ => NONE,
+                    }
                 } else {
                     let h = crate::parser::key::key_hash(&hasher, k);
                     match latest.get(&h) {
@@ -114,7 +133,7 @@ impl Lineage {
             in_off.push(inputs.len() as u32);
             latest.insert(t.key_hash(r), r as u32);
         }
-        drop(latest);
+        drop((latest, by_value));
         // Readers: counted above, placed by a prefix sum.
         let mut rd_off = Vec::with_capacity(t.len() + 1);
         let mut sum = 0u32;

@@ -209,12 +209,12 @@ pub const ROW_FUSED: u16 = 512;
 /// the backward phase: activation checkpointing's recomputation, in that
 /// run only ([`recompute`]). Shown, never gating, never a cause.
 pub const ROW_RECOMPUTED: u16 = 1024;
-/// Row flag: a `diff` pair whose Output hash agrees (or is compared
-/// bitwise-blind) while its output's printed statistics (L1/L2 norm, min,
-/// max, mean) differ beyond the row's tolerance: the hash cannot see the
-/// change (a softmax's L1 norm is its row count whatever its values). Root
-/// cause reads such a row's output as differing ([`cause`]); the status is
-/// the reference's.
+/// Row flag: a `diff` or `match` pair whose Output hash agrees while its
+/// output's printed statistics (L1/L2 norm, min, max, mean) differ beyond
+/// the row's tolerance: the hash cannot see the change (a softmax's L1
+/// norm is its row count whatever its values; an Adam moment's mean moved
+/// by 1e-6 where its hash moved by less than 1e-8). Root cause reads such
+/// a row's output as differing ([`cause`]); the status is the reference's.
 pub const ROW_STATS_DIFF: u16 = 2048;
 
 /// Which one-sided rows of a run the other run's compiled code can leave

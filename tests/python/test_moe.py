@@ -42,3 +42,12 @@ def test_an_expert_one_run_skips_is_no_cause_of_its_own(actdiff_bin, tmp_path):
     experts = {k for k in only1 if k.startswith("moe.experts.")}
     assert experts and all(re.match(rf"moe\.experts\.{min(skipped)}[./]", k) for k in experts), (skipped, experts)
     assert s["ranks"][0]["counts"]["only2"] == 0
+    # The other way round (the run with the skipped expert as run 1), the
+    # same verdict (new-user trial 14 F2: a second, one-sided cause).
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(tmp_path / "b"), str(tmp_path / "a"), "-o", str(tmp_path / "rep2")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stdout + r.stderr
+    rc = json.loads((tmp_path / "rep2" / "summary.json").read_text())["ranks"][0]["root_causes"]
+    assert rc["cause_count"] == 1 and rc["kinds"]["one_sided"] == 0, rc["causes"]

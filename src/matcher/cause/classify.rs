@@ -80,20 +80,21 @@ pub(super) fn classify(
 ) -> Class {
     match inputs {
         None => Class::new(CauseKind::Unsynced, None),
-        Some((p, _)) if p.bad.is_empty() && !p.explained => match hidden_input(i, p, ev, known) {
-            Some(r) => Class::new(CauseKind::Inherited, Some(r)),
-            None => Class::new(CauseKind::Origin, None),
-        },
+        Some((p, _)) if p.bad.is_empty() && !p.explained => {
+            hidden_input(i, p, ev, known).unwrap_or_else(|| Class::new(CauseKind::Origin, None))
+        }
         Some((p, _)) if p.bad.is_empty() => below_print(i, p, ev.prods, known),
         Some((p, source)) => differing(i, p, source, ev, known, gradient_collective),
     }
 }
 
 /// For a row whose inputs all agree by their hashes (an origin unless
-/// this finds one): the cause of an input whose captured producer is a
-/// diverging row whose Output hash agrees while its statistics differ
-/// ([`ROW_STATS_DIFF`]), the input being that producer's first output
-/// (the one its statistics describe). The hash, an L1 norm, is blind to
+/// this finds one): the class of a row one of whose inputs is the first
+/// output (the one its statistics describe) of a captured producer whose
+/// Output hash agrees while its statistics differ ([`ROW_STATS_DIFF`]):
+/// inherited from that producer when it is `diff`; when it is a `match`
+/// (within the hash tolerance), carried on below print precision from the
+/// latest divergence before the row, if any. The hash, an L1 norm, is blind to
 /// the change (a softmax's rows each sum to 1: its L1 norm is its row
 /// count), so the input differs and the row inherits the divergence (trial
 /// 13: a router's `topk` was named an origin below the `softmax` whose
@@ -103,7 +104,7 @@ fn hidden_input(
     p: &Pending<'_>,
     ev: &Evidence<'_, '_>,
     known: &Tally<'_>,
-) -> Option<usize> {
+) -> Option<Class> {
     let (prods, rows, t1) = (ev.prods, ev.rows, ev.t1);
     p.links.iter().find_map(|l| {
         if l.prod.is_empty() {
@@ -111,11 +112,24 @@ fn hidden_input(
         }
         let j = prods.before(i, l.prod, l.value)?;
         let row = &rows[j];
-        if row.status != Status::Diff || !row.has(ROW_STATS_DIFF) {
+        if !row.has(ROW_STATS_DIFF) {
             return None;
         }
         let first = split_tokens(t1.field(row.r1()?, Field::OutputHash)).next()?;
-        (first == l.value).then(|| known.root_of(j)).flatten()
+        if first != l.value {
+            return None;
+        }
+        match row.status {
+            Status::Diff => Some(Class::new(CauseKind::Inherited, Some(known.root_of(j)?))),
+            // A producer within the hash tolerance whose statistics moved
+            // (an Adam moment): the row carries on a difference the hashes
+            // cannot show, from the latest divergence before it (AdamW's
+            // first update, about lr * sign(g), magnifies it).
+            _ => match known.upstream(i) {
+                Upstream::Root(r) => Some(Class::new(CauseKind::BelowPrint, Some(r))),
+                _ => None,
+            },
+        }
     })
 }
 
@@ -126,11 +140,12 @@ fn hidden_input(
 /// known.
 fn diverging_head_input(head: usize, ev: &Evidence<'_, '_>, known: &Tally<'_>) -> Option<usize> {
     let (prods, rows) = (ev.prods, ev.rows);
-    ev.heads.get(&head)?.iter().find_map(|&(k, v)| {
-        if k.is_empty() && v.is_empty() {
-            return None;
-        }
-        let j = prods.before(head, k, v)?;
+    ev.heads.get(&head)?.iter().find_map(|inp| {
+        let j = match inp.row {
+            Some(j) => j,
+            None if inp.key.is_empty() && inp.value.is_empty() => return None,
+            None => prods.before(head, inp.key, inp.value)?,
+        };
         let row = &rows[j];
         (row.status == Status::Diff && (row.has(ROW_OUT_DIFF) || row.has(ROW_STATS_DIFF)))
             .then(|| known.root_of(j))

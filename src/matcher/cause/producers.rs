@@ -38,7 +38,10 @@ impl<'a> Producers<'a> {
     ) -> Producers<'a> {
         let mut by_key: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
         let mut by_value: AHashMap<&[u8], Vec<usize>> = AHashMap::new();
-        for &(k, v) in more {
+        for &HeadInput {
+            key: k, value: v, ..
+        } in more
+        {
             if !k.is_empty() {
                 by_key.entry(k).or_default();
             } else if !v.is_empty() {
@@ -125,9 +128,22 @@ impl<'a> Producers<'a> {
     }
 }
 
-/// One input of a one-sided op that starts a chain: its `Input
-/// producers` key and its Input hashes value (each maybe empty).
-pub(super) type HeadInput<'a> = (&'a [u8], &'a [u8]);
+/// One input of a one-sided op that starts a chain.
+#[derive(Clone, Copy)]
+pub(super) struct HeadInput<'a> {
+    /// For a head of run 1: its `Input producers` key (maybe empty), looked
+    /// up in run 1 ([`Producers`]).
+    pub(super) key: &'a [u8],
+    /// For a head of run 1: its Input hashes value, looked up in run 1
+    /// where no key is named.
+    pub(super) value: &'a [u8],
+    /// For a head of run 2: the result row of its producer, found in run
+    /// 2's own log (by key, else by value) and mapped to its pair.
+    pub(super) row: Option<usize>,
+}
+
+/// How far back in run 2's log a head's producer is looked for.
+const MAX_LOOK_BACK: usize = 1 << 16;
 
 /// The inputs of the one-sided ops that start a chain, by result row
 /// ([`head_producers`]).
@@ -182,6 +198,31 @@ pub(super) fn head_producers<'a>(
             .map(|r| super::super::keys::fuzzy_key(o.key(r)))
             .collect();
     }
+    // Run 2's rows by their result row, for heads of run 2 only.
+    let result_of: AHashMap<usize, usize> =
+        if heads.iter().any(|&h| side(h).is_some_and(|(s, _)| s == 1)) {
+            rows.iter()
+                .enumerate()
+                .filter_map(|(i, row)| Some((row.r2()?, i)))
+                .collect()
+        } else {
+            AHashMap::new()
+        };
+    // A head of run 2: its producer in run 2's own log (the latest row
+    // before it with the key, or whose Output hash has the value; run 1's
+    // rows of that key or value may be another op, or hold other values),
+    // as a result row.
+    let in_run2 = |r: usize, k: &[u8], v: &[u8]| -> Option<usize> {
+        let from = r.saturating_sub(MAX_LOOK_BACK);
+        let j = (from..r).rev().find(|&j| {
+            if !k.is_empty() {
+                t2.key(j) == k
+            } else {
+                !v.is_empty() && split_tokens(t2.field(j, Field::OutputHash)).any(|x| x == v)
+            }
+        })?;
+        result_of.get(&j).copied()
+    };
     heads
         .into_iter()
         .filter_map(|h| {
@@ -194,10 +235,23 @@ pub(super) fn head_producers<'a>(
             let mut values = split_tokens(t.field(r, Field::InputHashes));
             let mut inputs = Vec::new();
             loop {
-                match (keys.next(), values.next()) {
+                let (k, v) = match (keys.next(), values.next()) {
                     (None, None) => break,
-                    (k, v) => inputs.push((k.unwrap_or_default(), v.unwrap_or_default())),
-                }
+                    (k, v) => (k.unwrap_or_default(), v.unwrap_or_default()),
+                };
+                inputs.push(if s == 0 {
+                    HeadInput {
+                        key: k,
+                        value: v,
+                        row: None,
+                    }
+                } else {
+                    HeadInput {
+                        key: &[],
+                        value: &[],
+                        row: in_run2(r, k, v),
+                    }
+                });
             }
             Some((h, inputs))
         })
