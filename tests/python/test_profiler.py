@@ -120,3 +120,52 @@ def test_disabled_and_context_manager(tmp_path):
     assert not p.armed
     _, bl = blocks(tmp_path / "y" / "rank_0_activations.log")
     assert [k for k, _ in bl][0] == "<none>/op_0_addmm"  # the root module's own op
+
+
+def test_a_profiler_never_closed_lets_go_of_the_model_at_exit(tmp_path):
+    """A script that never closes its Profiler (no ``with``, no
+    ``close()``): at interpreter exit the agent closes it and lets go of
+    the model, its recorders and their native state while torch is still
+    whole. They sat in reference cycles that Python frees only in its last
+    collection, and a DDP job at ``level="modules"`` then aborted in 2 runs
+    of 30 ("terminate called without an active exception", new-user trial
+    14 F1). The check is an exit handler registered before the agent's, so
+    it runs after it: the model must be gone by then."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = tmp_path / "never_closed.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import atexit, weakref, torch
+
+            ref = []
+
+            def check():
+                print("model alive at exit:", ref[0]() is not None)
+
+            atexit.register(check)  # before the agent's: runs after it
+            import actdiff_capture
+
+            def make():
+                m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+                ref.append(weakref.ref(m))
+                opt = torch.optim.SGD(m.parameters(), lr=0.1)
+                prof = actdiff_capture.Profiler(m, {str(tmp_path / "dump")!r}, capture_steps=[1, 2], level="modules")
+                for _ in range(3):
+                    m(torch.randn(4, 8)).sum().backward()
+                    opt.step()
+                    opt.zero_grad()
+                    prof.step()
+                return prof
+
+            prof = make()  # kept, never closed
+            """
+        )
+    )
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "model alive at exit: False" in r.stdout, r.stdout + r.stderr
+    assert (tmp_path / "dump" / "step_2" / "rank_0_activations.log").exists()
