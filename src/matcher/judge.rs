@@ -274,6 +274,12 @@ fn pair_status(
     if v.same_text {
         flags |= ROW_SAME_TEXT;
     }
+    // Whether the statistics differ beyond the row's tolerance (read only
+    // where a rule below asks).
+    let stats_differ = || {
+        let tol = rp.opts.stats.unwrap_or(rp.opts.hash);
+        !compare::stats_agree(t1, r1, t2, r2, tol, rp.opts.nan_equal)
+    };
     // With digests on both sides: identical digests are a bitwise match;
     // differing ones are a `diff` under `--bitwise`, and when every printed
     // value agrees (only the digests can tell).
@@ -291,16 +297,7 @@ fn pair_status(
         } else if agrees && compare::printed_equal(t1, r1, t2, r2) {
             agrees = false;
             flags |= ROW_DIGEST_ONLY | ROW_OUT_DIFF;
-        } else if agrees
-            && !compare::stats_agree(
-                t1,
-                r1,
-                t2,
-                r2,
-                rp.opts.stats.unwrap_or(rp.opts.hash),
-                rp.opts.nan_equal,
-            )
-        {
+        } else if agrees && stats_differ() {
             // The digests say the tensors differ and the statistics see it
             // beyond the tolerance, while the Output hash (an L1 norm) moved
             // less: a change whose signs cancel in the sum (new-user trial
@@ -327,14 +324,7 @@ fn pair_status(
     // pays for it)?
     if matches!(status, Status::Diff | Status::Match)
         && flags & (ROW_OUT_DIFF | ROW_SAME_TEXT | ROW_BITWISE) == 0
-        && !compare::stats_agree(
-            t1,
-            r1,
-            t2,
-            r2,
-            rp.opts.stats.unwrap_or(rp.opts.hash),
-            rp.opts.nan_equal,
-        )
+        && stats_differ()
     {
         flags |= ROW_STATS_DIFF;
     }
