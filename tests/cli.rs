@@ -2664,3 +2664,49 @@ fn an_fsdp_rank_whose_shard_alone_differs_receives_the_change() {
         r.stdout
     );
 }
+
+/// A rank with several causes names the ones after the first in the
+/// terminal (at most three, then "…"): "1 more cause" alone read as the
+/// whole story (new-user trial 14).
+#[test]
+fn the_terminal_names_a_ranks_other_causes() {
+    let tmp = TempDir::new().unwrap();
+    let log = |name: &str, outs: &[&str]| {
+        let mut text = format!(
+            "Total captured activations: {}\nExcluded ops dispatched: (none)\n{}\n\n",
+            outs.len(),
+            "=".repeat(80)
+        );
+        for (i, o) in outs.iter().enumerate() {
+            text.push_str(&format!(
+                "[m{i}/op_0_mm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {o}\n  Input hashes: 5.0\n\n"
+            ));
+        }
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let a = log("a", &["1.0", "2.0", "3.0", "4.0", "5.0", "6.0"]);
+    let b = log("b", &["1.0", "2.5", "3.0", "4.5", "5.0", "6.0"]);
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    assert!(
+        r.stdout.contains(
+            "first origin: m1/op_0_mm (log line 10), 1 more cause: m3/op_0_mm (origin)\n"
+        ),
+        "{}",
+        r.stdout
+    );
+    // Five independent origins: three named after the first, then "…".
+    let c = log("c", &["1.5", "2.5", "3.5", "4.5", "5.5", "6.0"]);
+    let r = compare(&tmp, &a, &c, &[]);
+    assert!(
+        r.stdout.contains(
+            "4 more causes: m1/op_0_mm (origin), m2/op_0_mm (origin), m3/op_0_mm (origin), …\n"
+        ),
+        "{}",
+        r.stdout
+    );
+}

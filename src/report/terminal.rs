@@ -38,6 +38,37 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
     detail_lines(out, s, r);
 }
 
+/// The rank's causes after the first, named (at most three, in dispatch
+/// order; "…" when there are more): `: b/op_0_mm (origin), …`. A rank's
+/// other causes were only counted here, and a reader took "1 more cause"
+/// for the whole story (new-user trial 14).
+fn more_causes(s: &Summary, r: &RankSummary, more: u64) -> String {
+    let rc = &r.root_causes;
+    let first = rc.first_cause.as_ref().map(|f| f.row.index);
+    let named: Vec<String> = rc
+        .causes
+        .iter()
+        .filter(|c| Some(c.row.index) != first && c.cause.kind != CauseKind::ViaCollective)
+        .take(3)
+        .map(|c| {
+            format!(
+                "{} ({})",
+                c.subject((&s.name1, &s.name2)),
+                c.cause.kind.as_str()
+            )
+        })
+        .collect();
+    if named.is_empty() {
+        return String::new();
+    }
+    let rest = if more as usize > named.len() {
+        ", …"
+    } else {
+        ""
+    };
+    format!(": {}{rest}", named.join(", "))
+}
+
 /// The rank's first cause and what traces back to it, or the collective
 /// its change arrives through.
 fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
@@ -66,7 +97,11 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
                 ""
             },
             if more > 0 {
-                format!(", {more} more cause{}", if more == 1 { "" } else { "s" },)
+                format!(
+                    ", {more} more cause{}{}",
+                    if more == 1 { "" } else { "s" },
+                    more_causes(s, r, more)
+                )
             } else {
                 String::new()
             }
