@@ -360,11 +360,7 @@ fn decide(st: &mut State<'_>, g: &mut [Vec<u32>; 2]) -> usize {
                 continue;
             }
             let cands = undecided(st, o, &g[o]);
-            let mut scores: Vec<i32> = cands
-                .iter()
-                .map(|&b| st.score(s, a as usize, b as usize))
-                .collect();
-            same_values(st, s, a, &cands, &mut scores);
+            let scores = scores_of(st, s, a, &cands);
             let Some((best_at, &best)) = scores
                 .iter()
                 .enumerate()
@@ -385,11 +381,7 @@ fn decide(st: &mut State<'_>, g: &mut [Vec<u32>; 2]) -> usize {
             let b = cands[best_at];
             // Nobody else of this side has as good a claim on `b`.
             let rivals = undecided(st, s, &g[s]);
-            let mut claims: Vec<i32> = rivals
-                .iter()
-                .map(|&a2| st.score(o, b as usize, a2 as usize))
-                .collect();
-            same_values(st, o, b, &rivals, &mut claims);
+            let claims = scores_of(st, o, b, &rivals);
             if rivals
                 .iter()
                 .zip(&claims)
@@ -403,6 +395,17 @@ fn decide(st: &mut State<'_>, g: &mut [Vec<u32>; 2]) -> usize {
         }
     }
     made
+}
+
+/// The score of row `a` of side `s` against each of `cands` (rows of the
+/// other side): [`State::score`] plus [`same_values`].
+fn scores_of(st: &State<'_>, s: usize, a: u32, cands: &[u32]) -> Vec<i32> {
+    let mut scores: Vec<i32> = cands
+        .iter()
+        .map(|&b| st.score(s, a as usize, b as usize))
+        .collect();
+    same_values(st, s, a, cands, &mut scores);
+    scores
 }
 
 /// Adds to each candidate's score 1 for every input it reads with the very
