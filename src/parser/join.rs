@@ -274,11 +274,22 @@ fn layers_of_chunks(parts: &[Partial<'_>]) -> (layer::LayerLists, Vec<Vec<u32>>)
 ///   Only a run's first row is looked up otherwise (a row between backward
 ///   ops is usually a recomputed forward or an FSDP gather).
 ///
-/// A log without backward ops keeps the reference's `forward` for every
-/// row without the line.
+/// A log without backward ops (a small model whose backward ops all fall
+/// under the capture's `min_numel`) has its optimizer step found by
+/// Location alone: from the first row without a Phase line whose Location
+/// is torch's optimizers', clipping or loss scaling's, every later row
+/// without the line. A log without such a row (a forward-only capture)
+/// keeps the reference's `forward` for every row without the line.
 pub(super) fn mark_optimizer_rows(t: &mut OpTable) {
     let flags = &t.flags;
     let Some(last) = flags.iter().rposition(|f| f & FLAG_BACKWARD != 0) else {
+        let start = (0..flags.len()).find(|&r| {
+            flags[r] & FLAG_PHASE_LINE == 0
+                && is_optimizer_location(t.trailing_field(r, Field::Location))
+        });
+        if let Some(start) = start {
+            mark_unlined_from(&mut t.flags, start);
+        }
         return;
     };
     let first = flags
@@ -306,7 +317,13 @@ pub(super) fn mark_optimizer_rows(t: &mut OpTable) {
     for r in before_last {
         t.flags[r] |= FLAG_OPTIMIZER;
     }
-    for f in &mut t.flags[last + 1..] {
+    mark_unlined_from(&mut t.flags, last + 1);
+}
+
+/// Flags as [`FLAG_OPTIMIZER`] every row from `start` on that has no
+/// `Phase:` line.
+fn mark_unlined_from(flags: &mut [u8], start: usize) {
+    for f in &mut flags[start..] {
         if *f & FLAG_PHASE_LINE == 0 {
             *f |= FLAG_OPTIMIZER;
         }

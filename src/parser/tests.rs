@@ -514,13 +514,33 @@ fn ops_after_the_last_backward_op_are_the_optimizer_step() {
         let got: Vec<Phase> = (0..par.len()).map(|r| par.phase_kind(r)).collect();
         assert_eq!(got, want, "chunk target {target}");
     }
-    // Without backward ops every row keeps the reference's forward.
+    // Without backward ops and without an optimizer's Location every row
+    // keeps the reference's forward.
     let fwd = table("[a/op_0_mm]\n  Output hash: 1\n\n[<none>/op_1_lerp_]\n  Output hash: 1\n\n");
     assert!((0..fwd.len()).all(|r| fwd.phase_kind(r) == Phase::Forward));
     // `Phase: optimizer` is read as written.
     let opt = table("[a/op_0_mm]\n  Output hash: 1\n  Phase: optimizer\n\n");
     assert_eq!(opt.phase_kind(0), Phase::Optimizer);
     assert_eq!(opt.phase(0), "optimizer");
+}
+
+#[test]
+fn without_backward_ops_the_optimizer_step_starts_at_its_first_location() {
+    // A small model at the default `min_numel` leaves no backward op in
+    // its log (trial 14 F5): the optimizer step starts at the first row
+    // torch.optim's Location names, and runs to the end.
+    let log = "[m/op_0_add_]\n  Output hash: 1\n  Location: moe.py:22\n\n\
+               [<none>/op_0_mul_]\n  Output hash: 1\n  Location: optim/adam.py:415\n\n\
+               [<none>/op_1_lerp_]\n  Output hash: 1\n  Location: optim/adam.py:420\n\n\
+               [<none>/op_2_add_]\n  Output hash: 1\n\n\
+               [<none>/op_3_add_]\n  Output hash: 1\n  Location: train.py:9\n  Phase: forward\n\n";
+    let t = table(log);
+    let got: Vec<Phase> = (0..t.len()).map(|r| t.phase_kind(r)).collect();
+    use Phase::*;
+    assert_eq!(got, [Forward, Optimizer, Optimizer, Optimizer, Forward]);
+    // A forward-only log whose rows no optimizer wrote keeps forward.
+    let t = table("[m/op_0_add_]\n  Output hash: 1\n  Location: optim/lossfn.py:2\n\n");
+    assert_eq!(t.phase_kind(0), Forward);
 }
 
 #[test]
