@@ -585,6 +585,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 layout: None,
                 in_module: true,
                 digest_index: Default::default(),
+                parameters: String::new(),
             },
             Some(0),
             &[&y],
@@ -607,6 +608,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 layout: None,
                 in_module: true,
                 digest_index: Default::default(),
+                parameters: String::new(),
             },
             Some(0),
             &[&nan],
@@ -629,6 +631,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 layout: None,
                 in_module: true,
                 digest_index: Default::default(),
+                parameters: String::new(),
             },
             None,
             &[&small],
@@ -649,6 +652,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 layout: None,
                 in_module: true,
                 digest_index: Default::default(),
+                parameters: String::new(),
             },
             Some(0),
             &[&s],
@@ -822,6 +826,7 @@ fn a_forward_in_a_module_after_backward_says_its_phase() {
             location: None,
             layout: None,
             digest_index: Default::default(),
+            parameters: String::new(),
         };
         let id = i as u64 + 1;
         cap.record(meta, Some(0), &[&x], Inputs::Tensors(&[]), &[], &[id])

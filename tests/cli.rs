@@ -2710,3 +2710,75 @@ fn the_terminal_names_a_ranks_other_causes() {
         r.stdout
     );
 }
+
+#[test]
+fn optimizer_rows_name_the_parameters_their_parameters_lines_give() {
+    // The capture agent's `Parameters:` line on the ops of
+    // `optimizer.step()` (trial 14 F6: a per-op optimizer row's key names
+    // no module, so a changed parameter group was not named).
+    let tmp = TempDir::new().unwrap();
+    let log = |name: &str, muls: [&str; 2]| {
+        let opt = |i: usize, out: &str, params: &str| {
+            format!(
+                "[<none>/op_{i}_mul_]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {out}\n  Input hashes: 5.0\n  Location: optim/adam.py:40{i}\n  Parameters: {params}\n\n"
+            )
+        };
+        let text = format!(
+            "Total captured activations: 5\nExcluded ops dispatched: (none)\n{}\n\n\
+             [lin/op_0_mm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 1.0\n  Input hashes: 5.0\n\n\
+             [lin/op_1_mm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 2.0\n  Input hashes: 5.0\n  Phase: backward\n\n{}{}{}",
+            "=".repeat(80),
+            opt(0, "3.0", "lin.weight"),
+            opt(1, muls[0], "head.weight, head.bias"),
+            opt(2, muls[1], "head.bias"),
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let a = log("a", ["4.0", "6.0"]);
+    let b = log("b", ["4.5", "6.5"]);
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    // A known line: no warning.
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    assert!(
+        r.stdout.contains(
+            "rank 0 diverges first at `<none>/op_1_mul_` (inputs agree, the output differs; parameters head.weight and head.bias)."
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(
+            "only the optimizer step differs, whose updates are computed apart, so one changed setting (a learning rate, weight decay, clipping) is a cause in each; the updates of parameters head.weight and head.bias differ\n"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("first divergence (optimizer): <none>/op_1_mul_ (parameters head.weight and head.bias)\n"),
+        "{}",
+        r.stdout
+    );
+    let s = r.summary();
+    let rc = &s["ranks"][0]["root_causes"];
+    assert_eq!(
+        rc["first_divergence_optimizer"]["parameters"],
+        "head.weight, head.bias"
+    );
+    assert_eq!(rc["causes"][1]["row"]["parameters"], "head.bias");
+    assert_eq!(
+        s["ranks"][0]["first_divergence"]["parameters"],
+        "head.weight, head.bias"
+    );
+    assert!(rc["first_divergence_forward"].is_null());
+    let page = std::fs::read_to_string(tmp.path().join("out/rank0-page1.html")).unwrap();
+    assert!(
+        page.contains("parameters head.weight and head.bias"),
+        "the row's notes name them"
+    );
+}

@@ -606,6 +606,11 @@ class _Mode(TorchDispatchMode):
         # Ops in inductor code without actdiff's comments (compiled before
         # the Profiler was made): COMPILED_BEFORE.
         self.unnamed_compiled = 0
+        # Inside an optimizer's step(): storage of a parameter, its gradient
+        # and its state -> its FQN; else None (``enter_optimizer``).
+        self.param_names = None
+        # Storage an optimizer-step op wrote -> the FQNs it was computed from.
+        self.derived: dict = {}
         layouts.install()
         layouts.arm(self.layouts)
 
@@ -811,6 +816,7 @@ class _Mode(TorchDispatchMode):
             o_index = [lay.digest_index(t) for t in raw]
             if any(x is not None for x in o_index + in_index):
                 digest_index = (o_index, in_index)
+        params = self.parameters_of(ins, outs) if self.param_names is not None else None
         self.cap.record(
             fqn,
             info.name,
@@ -823,8 +829,71 @@ class _Mode(TorchDispatchMode):
             out_ids,
             layout,
             digest_index,
+            params,
         )
         return out
+
+    def enter_optimizer(self, optimizer, model) -> None:
+        """Called as ``optimizer.step()`` starts: maps the storage of each
+        of its parameters, their gradients and their state tensors to the
+        parameter's FQN in ``model``, for the ``Parameters:`` lines of the
+        step's ops (a per-op optimizer row's key names no module). State an
+        optimizer creates in its first step is named through the ops that
+        write it (:meth:`parameters_of`)."""
+        named = model.named_parameters() if isinstance(model, torch.nn.Module) else ()
+        fqn = {id(p): n for n, p in named}
+        keys: dict = {}
+        state = getattr(optimizer, "state", {})
+        for group in getattr(optimizer, "param_groups", ()):
+            for p in group.get("params", ()):
+                name = fqn.get(id(p))
+                if name is None:
+                    continue
+                ts = [p, p.grad]
+                st = state.get(p)
+                if isinstance(st, dict):
+                    ts.extend(v for v in st.values() if isinstance(v, torch.Tensor))
+                for t in ts:
+                    t = _local(t) if isinstance(t, torch.Tensor) else None
+                    k = _storage_key(t) if t is not None else 0
+                    if k:
+                        keys.setdefault(k, (name,))
+        self.param_names = keys
+        self.derived = {}
+
+    def leave_optimizer(self) -> None:
+        """Called as ``optimizer.step()`` returns."""
+        self.param_names = None
+        self.derived = {}
+
+    def parameters_of(self, ins: list, outs: list):
+        """The ``Parameters:`` text of an optimizer-step op reading ``ins``
+        and writing ``outs`` (local tensors): the FQNs of the parameters
+        whose tensors it reads or writes, or whose values the tensors it
+        reads were computed from, in first-seen order; None when none.
+        Its outputs' storage remembers those names. A result's storage is
+        looked up only among the parameters' own tensors: a new result may
+        reuse a freed temporary's memory."""
+        direct = self.param_names
+        derived = self.derived
+        names: dict = {}
+        for t in ins:
+            k = _storage_key(t)
+            got = direct.get(k) or derived.get(k)
+            if got:
+                names.update(dict.fromkeys(got))
+        for t in outs:
+            got = direct.get(_storage_key(t))
+            if got:
+                names.update(dict.fromkeys(got))
+        if not names:
+            return None
+        found = tuple(names)
+        for t in outs:
+            k = _storage_key(t)
+            if k and k not in direct:
+                derived[k] = found
+        return ", ".join(found)
 
     def in_generated_code(self) -> bool:
         """True when the running op was called by compiled code (a
@@ -1394,6 +1463,21 @@ class Profiler:
             # forward hook (its output redistribution) to the parent.
             self._handles.append(m.register_forward_pre_hook(pre_hook, prepend=True))
             self._handles.append(m.register_forward_hook(post_hook, always_call=True, prepend=True))
+        # Every optimizer's step: its ops' Parameters lines.
+        ref = weakref.ref(self)
+
+        def optimizer_starts(optimizer, args, kwargs):
+            p = ref()
+            if p is not None and p._mode is not None:
+                p._mode.enter_optimizer(optimizer, p.model)
+
+        def optimizer_ends(optimizer, args, kwargs):
+            p = ref()
+            if p is not None and p._mode is not None:
+                p._mode.leave_optimizer()
+
+        self._handles.append(_optimizer.register_optimizer_step_pre_hook(optimizer_starts))
+        self._handles.append(_optimizer.register_optimizer_step_post_hook(optimizer_ends))
         self._armed_path = path
         self._mode = _Mode(self, cap, names)
         self._mode.__enter__()

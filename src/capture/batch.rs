@@ -11,7 +11,7 @@
 //! let x = Tensor::from_slice(&[1.0f32; 64 * 64], &[64, 64]).unwrap();
 //! let w = Tensor::from_slice(&[0.5f32; 64 * 64], &[64, 64]).unwrap();
 //! let y = Tensor::from_slice(&[32.0f32; 64 * 64], &[64, 64]).unwrap(); // x @ w
-//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, in_module: true, location: None, layout: None, digest_index: Default::default() };
+//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, in_module: true, location: None, layout: None, digest_index: Default::default(), parameters: String::new() };
 //! // inputs' tensor ids 1, 2; output id 3 (any ids, stable while the tensors live)
 //! cap.record(meta, Some(0), &[&y], (&[&x, &w][..]).into(), &[1, 2], &[3]).unwrap();
 //! cap.note_excluded("t");
@@ -629,6 +629,9 @@ pub struct OpRecord<'a> {
     pub layout: Option<crate::logformat::BlockLayout>,
     /// The digest index of its outputs and inputs (default: all whole).
     pub digest_index: DigestIndexes,
+    /// The parameters an optimizer-step op reads or writes, `, `-joined
+    /// FQNs (empty: none; [`crate::logformat::PARAMETERS_LABEL`]).
+    pub parameters: String,
 }
 
 /// One capture: records go through a [`StatsBatch`] to a [`LogWriter`].
@@ -809,6 +812,7 @@ impl Capture {
             phase: meta.phase,
             explicit_phase,
             layout: meta.layout,
+            parameters: meta.parameters,
             ..Default::default()
         };
         self.batch

@@ -168,7 +168,9 @@ impl Capture {
     /// `digest_index` is `None` or `(outputs, inputs)`, each a list of
     /// `None` (a whole tensor) or `(run, stride, offset)` (a shard:
     /// `digest::Index`).
-    #[pyo3(signature = (fqn, op, phase, location, primary, outputs, inputs, input_ids, output_ids, layout = None, digest_index = None))]
+    /// `parameters` is the `, `-joined FQNs of the parameters an
+    /// optimizer-step op reads or writes (`Parameters:` line), or None.
+    #[pyo3(signature = (fqn, op, phase, location, primary, outputs, inputs, input_ids, output_ids, layout = None, digest_index = None, parameters = None))]
     fn record(
         &self,
         fqn: Option<&str>,
@@ -182,6 +184,7 @@ impl Capture {
         output_ids: Vec<u64>,
         layout: Option<(Option<String>, Vec<String>, Vec<String>)>,
         digest_index: Option<(Vec<PyIndex>, Vec<PyIndex>)>,
+        parameters: Option<String>,
     ) -> PyResult<String> {
         if phase > 2 {
             return Err(PyValueError::new_err(format!(
@@ -214,6 +217,7 @@ impl Capture {
                     inputs: indexes(Some(i)),
                 })
                 .unwrap_or_default(),
+            parameters: parameters.unwrap_or_default(),
         };
         if let Ok(pre) = inputs.cast::<PreHashes>() {
             let h = pre

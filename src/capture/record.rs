@@ -73,6 +73,9 @@ pub struct Record {
     /// The layout lines of an op on DTensors or their shards (`None`: a
     /// plain op, no lines).
     pub layout: Option<crate::logformat::BlockLayout>,
+    /// The parameters an optimizer-step op reads or writes, `, `-joined
+    /// FQNs ([`crate::logformat::PARAMETERS_LABEL`]); empty: no line.
+    pub parameters: String,
 }
 
 pub use crate::logformat::push_shape;
@@ -125,6 +128,7 @@ pub fn write_block(out: &mut Vec<u8>, r: &Record, precision: Precision) {
     } else {
         lf::phase_line(out, r.phase);
     }
+    lf::parameters_line(out, &r.parameters);
     if let Some(l) = &r.layout {
         lf::layout_lines(out, l);
     }
@@ -172,11 +176,38 @@ mod tests {
             phase: Phase::Forward,
             explicit_phase: false,
             layout: None,
+            parameters: String::new(),
         };
         assert_eq!(
             text(&r),
             "[layers.0.attention_norm/op_2_mul]\n  Shape: torch.Size([2, 64, 256]), Dtype: torch.float32\n  L2 norm: 1.810183e+02\n  Min: -2.287835e+00\n  Max: 2.287835e+00\n  Mean: 2.222862e-03\n  Output hash: 2.663224e+04\n  Input hashes: 2.553141e+04, 1.337287e+02\n  Input producers: tok_embeddings/op_0_embedding;\n  Location: llama3/model.py:152\n\n"
         );
+    }
+
+    #[test]
+    fn parameters_line_follows_the_location_and_reads_back() {
+        let r = Record {
+            key: "<none>/op_3_lerp_".into(),
+            input_hashes: vec![1.0],
+            location: Some("optim/adam.py:420".into()),
+            parameters: "l1.weight, l2.bias".into(),
+            ..Default::default()
+        };
+        let block = text(&r);
+        assert_eq!(
+            block,
+            "[<none>/op_3_lerp_]\n  Input hashes: 1.000000e+00\n  Location: optim/adam.py:420\n  Parameters: l1.weight, l2.bias\n\n"
+        );
+        let log = format!("Total captured activations: 1\n\n{block}");
+        let t = crate::parser::parse_bytes(log.into_bytes(), "p.log");
+        assert_eq!(t.parameters(0), "l1.weight, l2.bias");
+        assert!(t.warnings().is_empty(), "{:?}", t.warnings());
+        // No names: no line.
+        let r = Record {
+            parameters: String::new(),
+            ..r
+        };
+        assert!(!text(&r).contains("Parameters"));
     }
 
     #[test]

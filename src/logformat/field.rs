@@ -215,16 +215,25 @@ pub const OUTPUT_LAYOUTS_LABEL: &str = "Output layouts";
 /// The label of a block's line of placement tokens, one per input hash.
 pub const INPUT_LAYOUTS_LABEL: &str = "Input layouts";
 
+/// The label of the capture agent's line naming the parameters an
+/// optimizer-step op reads or writes (the parameter, its gradient, its
+/// optimizer state, or a value computed from them), by their FQN in the
+/// model, `, `-joined in the optimizer's order
+/// (`Parameters: layers.0.wq.weight, layers.0.wk.weight`): a per-op
+/// optimizer row's key (`<none>/op_12_lerp_`) names no module.
+pub const PARAMETERS_LABEL: &str = "Parameters";
+
 /// The labels of the lines a block may hold that are no [`Field`]s: known,
 /// not compared, and ignored by the reference comparator (they contain none
 /// of its labels). The parser reads a line that starts with one of them
 /// and a `:` as such a line.
-pub const EXTRA_LABELS: [&str; 5] = [
+pub const EXTRA_LABELS: [&str; 6] = [
     NAN_COUNT_LABEL,
     INF_COUNT_LABEL,
     LAYOUT_LABEL,
     OUTPUT_LAYOUTS_LABEL,
     INPUT_LAYOUTS_LABEL,
+    PARAMETERS_LABEL,
 ];
 
 /// A set of [`Field`]s, as a bit mask. Used for a log's schema: which fields

@@ -54,7 +54,7 @@ pub mod shape;
 
 pub use field::{
     Field, FieldSet, Phase, EXTRA_LABELS, INF_COUNT_LABEL, INPUT_LAYOUTS_LABEL, LAYOUT_LABEL,
-    NAN_COUNT_LABEL, N_FIELDS, OUTPUT_LAYOUTS_LABEL,
+    NAN_COUNT_LABEL, N_FIELDS, OUTPUT_LAYOUTS_LABEL, PARAMETERS_LABEL,
 };
 pub use header::{
     compiled_line, filter_min_numel, is_count_line, write_header, BackendName, CaptureLevel,
@@ -315,6 +315,14 @@ pub fn text_line(out: &mut Vec<u8>, field: Field, text: &[u8]) {
 pub fn phase_line(out: &mut Vec<u8>, phase: Phase) {
     if phase == Phase::Backward {
         text_line(out, Field::Phase, phase.as_str().as_bytes());
+    }
+}
+
+/// Appends `  Parameters: a.weight, b.bias` and a newline
+/// ([`PARAMETERS_LABEL`]); nothing for an empty list.
+pub fn parameters_line(out: &mut Vec<u8>, names: &str) {
+    if !names.is_empty() {
+        labelled_line(out, PARAMETERS_LABEL, names.as_bytes());
     }
 }
 

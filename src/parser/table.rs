@@ -403,6 +403,32 @@ impl OpTable {
         }
         &[]
     }
+    /// The trimmed text of row `row`'s capture-agent line labelled `label`
+    /// (one of [`crate::logformat::EXTRA_LABELS`]: `Parameters`, `Layout`,
+    /// …), read from the block; the last occurrence wins, as for a field.
+    /// Empty when the block has no such line.
+    pub fn extra_field(&self, row: usize, label: &str) -> &[u8] {
+        let mut found: &[u8] = &[];
+        for raw in self.block_fields(row).split(|b| *b == b'\n') {
+            let line = raw.strip_suffix(b"\r").unwrap_or(raw);
+            if line.first() == Some(&b'[') {
+                break;
+            }
+            if super::line::classify(line) == super::line::LineKind::Extra {
+                if let Some(v) = crate::logformat::labelled(crate::logformat::trim(line), label) {
+                    found = v;
+                }
+            }
+        }
+        found
+    }
+    /// The FQNs of row `row`'s `Parameters:` line (the parameters an
+    /// optimizer-step op of the capture agent reads or writes,
+    /// [`crate::logformat::PARAMETERS_LABEL`]), `, `-joined as written;
+    /// empty when the block has none.
+    pub fn parameters(&self, row: usize) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(self.extra_field(row, crate::logformat::PARAMETERS_LABEL))
+    }
     /// Finds a non-column field by re-reading the block, with the parser's
     /// rules (the last occurrence wins).
     fn scan_block(&self, row: usize, field: Field) -> &[u8] {

@@ -340,8 +340,10 @@ pub fn entry_caveats(r: &RankSummary) -> Option<String> {
 /// (no gating row in the forward or backward phase, more than one
 /// cause): `the forward and backward agree; only the optimizer step
 /// differs, whose updates are computed apart, so one changed setting (a
-/// learning rate, weight decay, clipping) is a cause in each`. `None`
-/// otherwise. Said under the terminal's cause line.
+/// learning rate, weight decay, clipping) is a cause in each`, then the
+/// parameters whose updates differ when the causes' rows name them
+/// (`Parameters:` lines: `; the updates of parameters 2.weight and 2.bias
+/// differ`). `None` otherwise. Said under the terminal's cause line.
 pub fn optimizer_only_words(r: &RankSummary) -> Option<String> {
     let c = &r.root_causes;
     let only = c.cause_count > 1
@@ -349,7 +351,27 @@ pub fn optimizer_only_words(r: &RankSummary) -> Option<String> {
         && c.first_divergence_backward.is_none()
         && c.first_divergence_optimizer.is_some();
     only.then(|| {
-        "the forward and backward agree; only the optimizer step differs, whose updates are computed apart, so one changed setting (a learning rate, weight decay, clipping) is a cause in each".to_string()
+        let mut w = "the forward and backward agree; only the optimizer step differs, whose updates are computed apart, so one changed setting (a learning rate, weight decay, clipping) is a cause in each".to_string();
+        let mut names: Vec<&str> = Vec::new();
+        for p in c.causes.iter().filter_map(|e| e.row.parameters.as_deref()) {
+            for n in p.split(", ") {
+                if !names.contains(&n) {
+                    names.push(n);
+                }
+            }
+        }
+        if !names.is_empty() {
+            let more = if c.cause_count > c.causes.len() as u64 {
+                " (of the first causes)"
+            } else {
+                ""
+            };
+            w.push_str(&format!(
+                "; the updates of {}{more} differ",
+                crate::report::summary::parameter_words(&names)
+            ));
+        }
+        w
     })
 }
 

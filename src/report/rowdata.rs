@@ -304,6 +304,20 @@ fn row_chips(
         }
     }
     let mut text: Vec<String> = Vec::new();
+    // An optimizer-step op's parameters (its `Parameters:` line; looked
+    // for in optimizer-phase rows only, where the capture agent writes it).
+    let (t, r) = match row.sides().first() {
+        (0, i) => (rc.t1, i),
+        (_, j) => (rc.t2, j),
+    };
+    if t.phase_kind(r) == crate::logformat::Phase::Optimizer {
+        let p = t.parameters(r);
+        if !p.is_empty() {
+            text.push(crate::report::summary::parameter_words(
+                &p.split(", ").collect::<Vec<_>>(),
+            ));
+        }
+    }
     for n in notes::row_notes_with_kind(rc.t1, rc.t2, rc.matches, index, names) {
         match note_place(n.kind, cause_chip, dtype_chip) {
             NotePlace::Said => {}

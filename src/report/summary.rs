@@ -47,6 +47,12 @@ pub struct RowRef {
     pub page: String,
     /// The row's anchor on that page (`rank0-row12`).
     pub anchor: String,
+    /// The parameters an optimizer-step op reads or writes, from its
+    /// `Parameters:` line (run 1's side, else run 2's), `, `-joined FQNs;
+    /// absent for a row without the line (the capture agent writes it for
+    /// the ops inside `optimizer.step()`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub parameters: Option<String>,
 }
 
 impl RowRef {
@@ -70,12 +76,51 @@ impl RowRef {
                 .map(|p| files::page(rc.rank1, p))
                 .unwrap_or_default(),
             anchor: files::anchor(rc.rank1, index),
+            parameters: Some(match r.sides().first() {
+                (0, i) => rc.t1.parameters(i).into_owned(),
+                (_, j) => rc.t2.parameters(j).into_owned(),
+            })
+            .filter(|p| !p.is_empty()),
         }
     }
     /// The key to show: run 1's, else run 2's.
     pub fn key(&self) -> &str {
         self.key1.as_deref().or(self.key2.as_deref()).unwrap_or("")
     }
+    /// The row's parameters in words, `parameter 2.weight` or
+    /// `parameters 2.weight, 2.bias` (at most [`PARAMETERS_SHOWN`] names,
+    /// then `and N more`); `None` without a `Parameters:` line.
+    pub fn parameter_words(&self) -> Option<String> {
+        let p = self.parameters.as_deref()?;
+        Some(parameter_words(&p.split(", ").collect::<Vec<_>>()))
+    }
+}
+
+/// At most this many parameter names are written in a sentence
+/// ([`parameter_words`]); `summary.json` keeps every name.
+pub const PARAMETERS_SHOWN: usize = 4;
+
+/// `names` in words: `parameter a`, `parameters a, b and c`, or the first
+/// [`PARAMETERS_SHOWN`] then `and N more`.
+pub fn parameter_words(names: &[&str]) -> String {
+    let noun = if names.len() == 1 {
+        "parameter"
+    } else {
+        "parameters"
+    };
+    let list = if names.len() > PARAMETERS_SHOWN {
+        format!(
+            "{} and {} more",
+            names[..PARAMETERS_SHOWN].join(", "),
+            names.len() - PARAMETERS_SHOWN
+        )
+    } else {
+        match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => names.join(""),
+        }
+    };
+    format!("{noun} {list}")
 }
 
 /// One side of a rank.

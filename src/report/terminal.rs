@@ -230,7 +230,11 @@ fn first_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         ("optimizer", &rc.first_divergence_optimizer),
     ] {
         if let Some(f) = f {
-            let _ = writeln!(out, "  first divergence ({phase}): {}", f.key());
+            let params = f
+                .parameter_words()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "  first divergence ({phase}): {}{params}", f.key());
         }
     }
     // Only where finiteness differs between the runs: a row non-finite in

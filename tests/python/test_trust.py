@@ -554,3 +554,62 @@ def test_a_batch_norm_momentum_change_is_an_origin_at_the_batch_norm(actdiff_bin
     assert r.returncode == 1, r.stdout + r.stderr
     first = next(x for x in rows if x["status"] == "diff")
     assert first["key1"] == key and "origin" in first["notes"], first
+
+
+def _train_groups(dirname, steps, head_lr, foreach):
+    """Trains an MLP with two AdamW parameter groups (``0.*`` at lr 1e-3,
+    ``2.*`` at ``head_lr``) for ``steps`` steps, capturing every step at
+    ``min_numel=0``."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    groups = [{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": head_lr}]
+    opt = torch.optim.AdamW(groups, lr=1e-3, foreach=foreach)
+    x, y = torch.randn(8, 16), torch.randn(8, 4)
+    with actdiff_capture.Profiler(model, dirname, capture_steps=range(1, steps + 1), min_numel=0) as prof:
+        for _ in range(steps):
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+
+
+@pytest.mark.parametrize("foreach", [False, True])
+def test_optimizer_ops_name_their_parameters(actdiff_bin, tmp_path, foreach):
+    """Each op of ``optimizer.step()`` carries a ``Parameters:`` line with
+    the FQNs of the parameters it updates (a per-op optimizer row's key,
+    ``<none>/op_N_…``, names no module), at the first step (state created
+    inside the step) and later ones; and a learning rate changed for one
+    parameter group names that group's parameters (trial 14 F6)."""
+    _train_groups(tmp_path / "a", 2, 1e-3, foreach)
+    for step in (1, 2):
+        rows = blocks(tmp_path / "a" / f"step_{step}" / "rank_0_activations.log")[1]
+        named = [(split_key(k)[2], f["Parameters"]) for k, f in rows if "Parameters" in f]
+        # Forward and backward ops carry no line.
+        assert all(split_key(k)[0] == "<none>" for k, f in rows if "Parameters" in f)
+        updates = [p for op, p in named if op.endswith("addcdiv_")]
+        if foreach:
+            assert updates == ["0.weight, 0.bias", "2.weight, 2.bias"], named
+        else:
+            assert updates == ["0.weight", "0.bias", "2.weight", "2.bias"], named
+        # Every op of the step names one group's parameters.
+        groups = {"0.weight, 0.bias", "2.weight, 2.bias"} if foreach else {"0.weight", "0.bias", "2.weight", "2.bias"}
+        assert {p for _, p in named} <= groups, named
+        assert len(named) >= 8, named
+        # The reference comparator ignores the line: it holds none of its
+        # labels (spec/log-format.md).
+        ref = ("Location:", "Phase:", "Output hash:", "Input hashes:", "Input producers:", "Shape:", "norm:", "Min:", "Max:", "Mean:")
+        assert not any(label in "Parameters: " + p for _, p in named for label in ref)
+    _train_groups(tmp_path / "b", 1, 2e-3, foreach)
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(tmp_path / "a" / "step_1"), str(tmp_path / "b" / "step_1"), "-o", str(tmp_path / "rep")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    rank = json.loads((tmp_path / "rep" / "summary.json").read_text())["ranks"][0]
+    rc = rank["root_causes"]
+    assert rc["first_divergence_forward"] is None and rc["first_divergence_backward"] is None, rc
+    causes = [c["row"].get("parameters") for c in rc["causes"]]
+    assert causes and all(p in ("2.weight", "2.bias", "2.weight, 2.bias") for p in causes), causes
+    assert rc["first_divergence_optimizer"]["parameters"].startswith("2."), rc
+    assert "parameter" in r.stdout.splitlines()[1], r.stdout

@@ -386,6 +386,11 @@ impl Summary {
                     },
                 ),
             };
+            // An optimizer-step op names the parameters it updates.
+            let cause = match c.row.parameter_words() {
+                Some(w) => format!("{cause}; {w}"),
+                None => cause,
+            };
             // A combined run's replica that differs on another rank: the
             // change may start there, not where the shards meet.
             let cause = match &r.root_causes.replicas_differ {
