@@ -283,11 +283,7 @@ fn layers_of_chunks(parts: &[Partial<'_>]) -> (layer::LayerLists, Vec<Vec<u32>>)
 pub(super) fn mark_optimizer_rows(t: &mut OpTable) {
     let flags = &t.flags;
     let Some(last) = flags.iter().rposition(|f| f & FLAG_BACKWARD != 0) else {
-        let start = (0..flags.len()).find(|&r| {
-            flags[r] & FLAG_PHASE_LINE == 0
-                && is_optimizer_location(t.trailing_field(r, Field::Location))
-        });
-        if let Some(start) = start {
+        if let Some(start) = first_optimizer_row(t) {
             mark_unlined_from(&mut t.flags, start);
         }
         return;
@@ -318,6 +314,19 @@ pub(super) fn mark_optimizer_rows(t: &mut OpTable) {
         t.flags[r] |= FLAG_OPTIMIZER;
     }
     mark_unlined_from(&mut t.flags, last + 1);
+}
+
+/// The first row without a `Phase:` line whose Location is an optimizer's
+/// ([`is_optimizer_location`]), or `None`. Only rows keyed `<none>/…`
+/// are looked at: `optimizer.step()` runs outside every module's forward,
+/// and a log without backward ops is most often a forward whose rows all
+/// name modules, whose Locations are then not read one by one.
+fn first_optimizer_row(t: &OpTable) -> Option<usize> {
+    (0..t.len()).find(|&r| {
+        t.flags[r] & FLAG_PHASE_LINE == 0
+            && t.key(r).starts_with(b"<none>/")
+            && is_optimizer_location(t.trailing_field(r, Field::Location))
+    })
 }
 
 /// Flags as [`FLAG_OPTIMIZER`] every row from `start` on that has no

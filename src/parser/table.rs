@@ -408,8 +408,13 @@ impl OpTable {
     /// …), read from the block; the last occurrence wins, as for a field.
     /// Empty when the block has no such line.
     pub fn extra_field(&self, row: usize, label: &str) -> &[u8] {
+        let body = self.block_fields(row);
         let mut found: &[u8] = &[];
-        for raw in self.block_fields(row).split(|b| *b == b'\n') {
+        // Most blocks have no such line: one SIMD search says so.
+        if memchr::memmem::find(body, label.as_bytes()).is_none() {
+            return found;
+        }
+        for raw in body.split(|b| *b == b'\n') {
             let line = raw.strip_suffix(b"\r").unwrap_or(raw);
             if line.first() == Some(&b'[') {
                 break;

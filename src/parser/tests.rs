@@ -530,6 +530,7 @@ fn without_backward_ops_the_optimizer_step_starts_at_its_first_location() {
     // its log (trial 14 F5): the optimizer step starts at the first row
     // torch.optim's Location names, and runs to the end.
     let log = "[m/op_0_add_]\n  Output hash: 1\n  Location: moe.py:22\n\n\
+               [m/op_1_mul]\n  Output hash: 1\n  Location: proj/optim/lossfn.py:3\n\n\
                [<none>/op_0_mul_]\n  Output hash: 1\n  Location: optim/adam.py:415\n\n\
                [<none>/op_1_lerp_]\n  Output hash: 1\n  Location: optim/adam.py:420\n\n\
                [<none>/op_2_add_]\n  Output hash: 1\n\n\
@@ -537,7 +538,10 @@ fn without_backward_ops_the_optimizer_step_starts_at_its_first_location() {
     let t = table(log);
     let got: Vec<Phase> = (0..t.len()).map(|r| t.phase_kind(r)).collect();
     use Phase::*;
-    assert_eq!(got, [Forward, Optimizer, Optimizer, Optimizer, Forward]);
+    assert_eq!(
+        got,
+        [Forward, Forward, Optimizer, Optimizer, Optimizer, Forward]
+    );
     // A forward-only log whose rows no optimizer wrote keeps forward.
     let t = table("[m/op_0_add_]\n  Output hash: 1\n  Location: optim/lossfn.py:2\n\n");
     assert_eq!(t.phase_kind(0), Forward);
