@@ -89,6 +89,19 @@ fn names_the_first_diverging_step_and_each_ranks_own() {
         .iter()
         .find(|r| r["step"] == 3 && r["rank"] == 1)
         .unwrap();
+    // The first diverging (step, rank) gets a single-step compare's
+    // per-phase lines (trial 14), and no other unit does.
+    let mut said = 0;
+    for phase in ["forward", "backward", "optimizer"] {
+        let f = &step3["root_causes"][format!("first_divergence_{phase}")];
+        if let Some(k) = f["key1"].as_str().or(f["key2"].as_str()) {
+            let line = format!("step 3 rank 1: first divergence ({phase}): {k}\n");
+            assert!(stdout.contains(&line), "{line} in {stdout}");
+            said += 1;
+        }
+    }
+    assert!(said > 0, "{step3}");
+    assert!(!stdout.contains("step 4 rank"), "{stdout}");
     let page = step3["first_divergence"]["page"].as_str().unwrap();
     assert!(page.starts_with("step_3/"), "{page}");
     assert!(out.join(page).is_file(), "{page}");

@@ -483,6 +483,25 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
             shown.len() - 20
         );
     }
+    // The first diverging step's first gating rank, in the words of a
+    // single-step compare: its first divergence per phase and, when only
+    // its optimizer step differs, why it has several causes (trial 14).
+    let first = series.first_diverging_step.and_then(|step| {
+        s.ranks
+            .iter()
+            .filter(|r| r.step == Some(step) && r.gates())
+            .min_by_key(|r| r.rank)
+    });
+    if let Some(r) = first {
+        let at = format!("step {} rank {}", r.step.unwrap_or(0), r.rank);
+        let lines = super::terminal::phase_lines(&r.root_causes);
+        for line in lines
+            .into_iter()
+            .chain(super::reasons::optimizer_only_words(r))
+        {
+            let _ = writeln!(out, "{at}: {line}");
+        }
+    }
     // A dtype change (an autocast run against a float32 one) is said once,
     // at the first (step, rank) that has one: per rank it is a detail line
     // of a single-step compare, which a series does not print.

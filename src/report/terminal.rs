@@ -224,18 +224,8 @@ fn first_lines(out: &mut String, s: &Summary, r: &RankSummary) {
             f.index
         );
     }
-    for (phase, f) in [
-        ("forward", &rc.first_divergence_forward),
-        ("backward", &rc.first_divergence_backward),
-        ("optimizer", &rc.first_divergence_optimizer),
-    ] {
-        if let Some(f) = f {
-            let params = f
-                .parameter_words()
-                .map(|w| format!(" ({w})"))
-                .unwrap_or_default();
-            let _ = writeln!(out, "  first divergence ({phase}): {}{params}", f.key());
-        }
+    for line in phase_lines(rc) {
+        let _ = writeln!(out, "  {line}");
     }
     // Only where finiteness differs between the runs: a row non-finite in
     // both (a causal mask's `masked_fill` with `-inf`) is no news.
@@ -419,4 +409,26 @@ pub(crate) fn closing_lines(out: &mut String, s: &Summary, report: &str) {
         let _ = writeln!(out, "{left_out}");
     }
     let _ = writeln!(out, "report: {report} (exit status {})", s.exit_status);
+}
+
+/// A rank's first divergence per phase, one line each
+/// (`first divergence (optimizer): <none>/op_9_lerp_ (parameter 2.weight)`),
+/// for the phases that have one: said for each rank of a single-step
+/// compare, and for a step series' first diverging (step, rank).
+pub(super) fn phase_lines(rc: &super::summary::CausesSummary) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (phase, f) in [
+        ("forward", &rc.first_divergence_forward),
+        ("backward", &rc.first_divergence_backward),
+        ("optimizer", &rc.first_divergence_optimizer),
+    ] {
+        if let Some(f) = f {
+            let params = f
+                .parameter_words()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default();
+            lines.push(format!("first divergence ({phase}): {}{params}", f.key()));
+        }
+    }
+    lines
 }
