@@ -501,6 +501,14 @@ def _writes_a_read(args, kwargs, info, read) -> bool:
     return bool(written) and any(_storage_key(t) in written for t in read)
 
 
+def _address(t) -> int:
+    """``t``'s data address (0 when it has none to give)."""
+    try:
+        return t.data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
 def _storage_key(t) -> int:
     try:
         return t.untyped_storage().data_ptr()
@@ -606,10 +614,11 @@ class _Mode(TorchDispatchMode):
         # Ops in inductor code without actdiff's comments (compiled before
         # the Profiler was made): COMPILED_BEFORE.
         self.unnamed_compiled = 0
-        # Inside an optimizer's step(): storage of a parameter, its gradient
-        # and its state -> its FQN; else None (``enter_optimizer``).
+        # Inside an optimizer's step(): the data address of a parameter, its
+        # gradient and its state -> its FQN; else None (``enter_optimizer``).
         self.param_names = None
-        # Storage an optimizer-step op wrote -> the FQNs it was computed from.
+        # The id (``_Ids``) of a result of an optimizer-step op -> the FQNs
+        # it was computed from.
         self.derived: dict = {}
         layouts.install()
         layouts.arm(self.layouts)
@@ -816,7 +825,7 @@ class _Mode(TorchDispatchMode):
             o_index = [lay.digest_index(t) for t in raw]
             if any(x is not None for x in o_index + in_index):
                 digest_index = (o_index, in_index)
-        params = self.parameters_of(ins, outs) if self.param_names is not None else None
+        params = self.parameters_of(ins, outs, in_ids, out_ids) if self.param_names is not None else None
         self.cap.record(
             fqn,
             info.name,
@@ -834,10 +843,13 @@ class _Mode(TorchDispatchMode):
         return out
 
     def enter_optimizer(self, optimizer, model) -> None:
-        """Called as ``optimizer.step()`` starts: maps the storage of each
-        of its parameters, their gradients and their state tensors to the
-        parameter's FQN in ``model``, for the ``Parameters:`` lines of the
-        step's ops (a per-op optimizer row's key names no module). State an
+        """Called as ``optimizer.step()`` starts: maps the data address of
+        each of its parameters, their gradients and their state tensors to
+        the parameter's FQN in ``model``, for the ``Parameters:`` lines of
+        the step's ops (a per-op optimizer row's key names no module). The
+        address, not the storage: FSDP2's gradients (DDP's, a flat
+        parameter's) are views of one buffer. These tensors live through
+        the step, so no other tensor takes their address. State an
         optimizer creates in its first step is named through the ops that
         write it (:meth:`parameters_of`)."""
         named = model.named_parameters() if isinstance(model, torch.nn.Module) else ()
@@ -855,7 +867,7 @@ class _Mode(TorchDispatchMode):
                     ts.extend(v for v in st.values() if isinstance(v, torch.Tensor))
                 for t in ts:
                     t = _local(t) if isinstance(t, torch.Tensor) else None
-                    k = _storage_key(t) if t is not None else 0
+                    k = _address(t) if t is not None else 0
                     if k:
                         keys.setdefault(k, (name,))
         self.param_names = keys
@@ -866,33 +878,30 @@ class _Mode(TorchDispatchMode):
         self.param_names = None
         self.derived = {}
 
-    def parameters_of(self, ins: list, outs: list):
+    def parameters_of(self, ins: list, outs: list, in_ids: list, out_ids: list):
         """The ``Parameters:`` text of an optimizer-step op reading ``ins``
-        and writing ``outs`` (local tensors): the FQNs of the parameters
-        whose tensors it reads or writes, or whose values the tensors it
-        reads were computed from, in first-seen order; None when none.
-        Its outputs' storage remembers those names. A result's storage is
-        looked up only among the parameters' own tensors: a new result may
-        reuse a freed temporary's memory."""
+        and writing ``outs`` (local tensors, with their ``_Ids``): the FQNs
+        of the parameters whose tensors it reads or writes (by data
+        address), or whose values the tensors it reads were computed from
+        in the step (by tensor identity, which a freed tensor's memory
+        does not inherit), in first-seen order; None when none. Its
+        results remember those names."""
         direct = self.param_names
         derived = self.derived
         names: dict = {}
-        for t in ins:
-            k = _storage_key(t)
-            got = direct.get(k) or derived.get(k)
+        for t, i in zip(ins, in_ids):
+            got = direct.get(_address(t)) or derived.get(i)
             if got:
                 names.update(dict.fromkeys(got))
         for t in outs:
-            got = direct.get(_storage_key(t))
+            got = direct.get(_address(t))
             if got:
                 names.update(dict.fromkeys(got))
         if not names:
             return None
         found = tuple(names)
-        for t in outs:
-            k = _storage_key(t)
-            if k and k not in direct:
-                derived[k] = found
+        for i in out_ids:
+            derived[i] = found
         return ", ".join(found)
 
     def in_generated_code(self) -> bool:

@@ -277,6 +277,30 @@ def test_two_identical_fsdp2_runs_are_bitwise_equal(actdiff_bin, tmp_path):
         assert len(out) == 1 and "," not in out[0], b
     rows = tmp_path / "rows.jsonl"
     assert_bitwise_equal(actdiff_bin, tmp_path, ("_allgather_base_", "_reduce_scatter_base_"))
+    assert_optimizer_rows_name_one_parameter_each(log)
+
+
+def assert_optimizer_rows_name_one_parameter_each(log: str):
+    """The single-tensor AdamW of ``tpmodel.py`` updates one parameter at a
+    time: every op of its step names one parameter (``Parameters:``), the
+    one the next ``addcdiv_`` (the update) names, and each parameter is
+    updated once. FSDP2's gradients are views of one reduce-scattered
+    buffer: named by storage, they all took one name."""
+    named = []
+    for b in log.split("\n\n["):
+        key = b.split("]", 1)[0].lstrip("[")
+        lines = [ln.strip() for ln in b.splitlines() if ln.strip().startswith("Parameters:")]
+        if lines:
+            named.append((key, lines[0].split(": ", 1)[1]))
+    assert all(key.startswith("<none>/") and ", " not in p for key, p in named), named
+    updates = [p for key, p in named if key.endswith("_addcdiv_")]
+    assert len(updates) == len(set(updates)) >= 10, updates
+    pending = []
+    for key, p in named:
+        pending.append((key, p))
+        if key.endswith("_addcdiv_"):
+            assert all(q == p for _, q in pending), pending
+            pending = []
 
 
 def assert_bitwise_equal(actdiff_bin, tmp_path, collectives):
@@ -305,6 +329,7 @@ def test_two_identical_ddp_runs_are_bitwise_equal(actdiff_bin, tmp_path):
     capture(tmp_path / "a", 2, "--ddp", "--precision", "full")
     capture(tmp_path / "b", 2, "--ddp", "--precision", "full")
     assert_bitwise_equal(actdiff_bin, tmp_path, ("allreduce_",))
+    assert_optimizer_rows_name_one_parameter_each((tmp_path / "a" / "rank_1_activations.log").read_text())
 
 
 def test_a_ddp_rank_receives_a_change_through_the_all_reduce(actdiff_bin, tmp_path):
