@@ -853,7 +853,9 @@ class _Mode(TorchDispatchMode):
         optimizer creates in its first step is named through the ops that
         write it (:meth:`parameters_of`)."""
         named = model.named_parameters() if isinstance(model, torch.nn.Module) else ()
-        fqn = {id(p): n for n, p in named}
+        # As keys spell FQNs: no activation-checkpoint wrapper, no
+        # ``torch.compile``'s ``_orig_mod``.
+        fqn = {id(p): fx.clean_fqn(n) or n for n, p in named}
         keys: dict = {}
         state = getattr(optimizer, "state", {})
         for group in getattr(optimizer, "param_groups", ()):

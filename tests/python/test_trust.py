@@ -620,3 +620,24 @@ def test_optimizer_ops_name_their_parameters(actdiff_bin, tmp_path, foreach):
     assert causes and all(p in ("2.weight", "2.bias", "2.weight, 2.bias") for p in causes), causes
     assert rc["first_divergence_optimizer"]["parameters"].startswith("2."), rc
     assert any(ln.startswith("step 1 diverges first: rank 0 diverges first at `<none>/") and "parameter" in ln for ln in r.stdout.splitlines()), r.stdout
+
+
+def test_optimizer_parameters_are_spelled_as_keys_spell_modules(tmp_path):
+    """A model wrapped for activation checkpointing and compiled (the
+    Profiler given the compiled module): its parameters are named without
+    ``_checkpoint_wrapped_module`` and ``_orig_mod``, as its keys name
+    modules."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(checkpoint_wrapper(torch.nn.Linear(16, 16)), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    run = torch.compile(model, backend="eager")
+    opt = torch.optim.AdamW(run.parameters(), lr=1e-3, foreach=False)
+    x, y = torch.randn(8, 16), torch.randn(8, 4)
+    with actdiff_capture.Profiler(run, tmp_path, capture_step=1, min_numel=0) as prof:
+        ((run(x) - y) ** 2).mean().backward()
+        opt.step()
+        prof.step()
+    rows = blocks(tmp_path / "rank_0_activations.log")[1]
+    named = {f["Parameters"] for _, f in rows if "Parameters" in f}
+    assert named == {"0.weight", "0.bias", "2.weight", "2.bias"}, named
