@@ -85,6 +85,9 @@ struct RankRow<'a> {
     shown_note: String,
     /// Origins and entries, in dispatch order.
     causes: Vec<CauseRow>,
+    /// Why the rank has several causes, when that needs saying
+    /// ([`crate::report::reasons::optimizer_only_words`]); "" otherwise.
+    causes_note: String,
     /// Origins and entries not listed.
     more_causes: u64,
     /// The rank's heatmap, read from its overview page (written with the
@@ -132,6 +135,11 @@ fn cause_rows(c: &CausesSummary, (n1, n2): (&str, &str)) -> Vec<CauseRow> {
                     o.push_str(" <span class=mut>feeds</span> ");
                 }
                 markup::row_link(&mut o, &row_link(&e.row), n1, n2);
+                // An optimizer-step op: the parameters it updates.
+                if let Some(w) = e.row.parameter_words() {
+                    use std::fmt::Write;
+                    let _ = write!(o, " <span class=mut>({})</span>", engine::Esc(&w));
+                }
                 o
             },
             inputs: e
@@ -564,6 +572,11 @@ fn rank_row<'a>(
             0
         },
         detail: !causes.is_empty() || !overview.is_empty(),
+        causes_note: if causes.is_empty() {
+            String::new()
+        } else {
+            crate::report::reasons::optimizer_only_words(r).unwrap_or_default()
+        },
         causes,
         overview,
         keys: key_index(&opts.out_dir, r.rank),
