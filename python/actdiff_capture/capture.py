@@ -617,6 +617,10 @@ class _Mode(TorchDispatchMode):
         # Inside an optimizer's step(): the data address of a parameter, its
         # gradient and its state -> its FQN; else None (``enter_optimizer``).
         self.param_names = None
+        self.optimizer = None
+        self.fqn: dict = {}  # id(parameter) -> its FQN
+        self.mapped: dict = {}
+        self.signature = (0, 0)
         # The id (``_Ids``) of a result of an optimizer-step op -> the FQNs
         # it was computed from.
         self.derived: dict = {}
@@ -682,6 +686,17 @@ class _Mode(TorchDispatchMode):
         if info.excluded:
             self.excluded.add(info.name)
             out = func(*args, **kwargs)
+            if self.param_names is not None:
+                # A view or copy (``_to_copy``: a gradient cast to float32)
+                # of a parameter's tensors carries its names on.
+                ins_p: list = []
+                _leaves(args, ins_p)
+                outs_p: list = []
+                _leaves(out, outs_p)
+                ins_p = [_local(t) for t in ins_p]
+                outs_p = [_local(t) for t in outs_p]
+                if all(t is not None for t in ins_p + outs_p):
+                    self.parameters_of(ins_p, outs_p)
             if dtensors or lay.tags:
                 ins_l: list = []
                 _leaves(args, ins_l)
@@ -738,6 +753,15 @@ class _Mode(TorchDispatchMode):
             written, flag = info.unmarked
             if len(args) > flag and args[flag] is True:
                 raw.extend(a for a in (args[i] for i in written) if isinstance(a, torch.Tensor))
+        # An op that writes arguments it reads and returns none of them
+        # (``_foreach_lerp_``, ``_fused_adamw_``, GradScaler's unscale): its
+        # written arguments, as it left them, are its outputs (hashes only;
+        # the reference records its inputs alone, so a foreach or fused
+        # optimizer's update went unseen until the next step's forward).
+        written_only = False
+        if not raw and info.pre_hash and info.unmarked is None:
+            raw = _written_leaves(args, kwargs, info.schema)
+            written_only = bool(raw)
         outs = [_local(t) for t in raw]
         if not all(t is not None for t in outs):
             readable = False
@@ -745,7 +769,7 @@ class _Mode(TorchDispatchMode):
         forward_like = node is None or bool(stack)  # forward, or recomputed (AC)
 
         primary = None
-        if readable and info.wanted:
+        if readable and info.wanted and not written_only:
             mn = self.min_numel
             small = False
             for i, t in enumerate(outs):
@@ -762,6 +786,8 @@ class _Mode(TorchDispatchMode):
         # own flag is not set yet down here).
         grads = forward_like and bool(raw) and any(t.requires_grad for t in raw_ins)
         if not (captured or grads):
+            if self.param_names is not None and readable:
+                self.parameters_of(ins, outs)  # names pass through it
             return out
 
         frames = _current_stack_frames.get()
@@ -825,7 +851,7 @@ class _Mode(TorchDispatchMode):
             o_index = [lay.digest_index(t) for t in raw]
             if any(x is not None for x in o_index + in_index):
                 digest_index = (o_index, in_index)
-        params = self.parameters_of(ins, outs, in_ids, out_ids) if self.param_names is not None else None
+        params = self.parameters_of(ins, outs) if self.param_names is not None else None
         self.cap.record(
             fqn,
             info.name,
@@ -845,54 +871,93 @@ class _Mode(TorchDispatchMode):
     def enter_optimizer(self, optimizer, model) -> None:
         """Called as ``optimizer.step()`` starts: maps the data address of
         each of its parameters, their gradients and their state tensors to
-        the parameter's FQN in ``model``, for the ``Parameters:`` lines of
-        the step's ops (a per-op optimizer row's key names no module). The
-        address, not the storage: FSDP2's gradients (DDP's, a flat
-        parameter's) are views of one buffer. These tensors live through
-        the step, so no other tensor takes their address. State an
-        optimizer creates in its first step is named through the ops that
-        write it (:meth:`parameters_of`)."""
+        the parameter's FQN in ``model`` (spelled as keys spell modules),
+        for the ``Parameters:`` lines of the step's ops (a per-op optimizer
+        row's key names no module). The address, not the storage: FSDP2's
+        gradients (DDP's, a flat parameter's) are views of one buffer.
+        These tensors live through the step, so no other tensor takes their
+        address. State the step creates (its first) is mapped once the
+        optimizer's state has grown (:meth:`parameters_of`)."""
         named = model.named_parameters() if isinstance(model, torch.nn.Module) else ()
         # As keys spell FQNs: no activation-checkpoint wrapper, no
         # ``torch.compile``'s ``_orig_mod``.
-        fqn = {id(p): fx.clean_fqn(n) or n for n, p in named}
-        keys: dict = {}
+        self.fqn = {id(p): fx.clean_fqn(n) or n for n, p in named}
+        self.optimizer = optimizer
+        self.param_names = {}
+        self.derived = {}
+        self.mapped: dict = {}  # id(parameter) -> its state's size when mapped
+        self.map_parameters()
+
+    def state_signature(self) -> tuple:
+        """(how many parameters have state, the size of the newest one's):
+        it changes whenever the optimizer adds state."""
+        state = getattr(self.optimizer, "state", None)
+        if not isinstance(state, dict) or not state:
+            return (0, 0)
+        newest = next(reversed(state.values()))
+        return (len(state), len(newest) if isinstance(newest, dict) else 0)
+
+    def map_parameters(self) -> None:
+        """Adds the addresses of the optimizer's parameters, gradients and
+        state tensors to ``param_names`` (a parameter whose state has not
+        grown since it was mapped is skipped); notes the state's
+        signature."""
+        keys = self.param_names
+        mapped = self.mapped
+        optimizer = self.optimizer
         state = getattr(optimizer, "state", {})
         for group in getattr(optimizer, "param_groups", ()):
             for p in group.get("params", ()):
-                name = fqn.get(id(p))
+                st = state.get(p)
+                size = len(st) if isinstance(st, dict) else 0
+                if mapped.get(id(p)) == size:
+                    continue
+                mapped[id(p)] = size
+                name = self.fqn.get(id(p))
                 if name is None:
                     continue
                 ts = [p, p.grad]
-                st = state.get(p)
-                if isinstance(st, dict):
+                if size:
                     ts.extend(v for v in st.values() if isinstance(v, torch.Tensor))
                 for t in ts:
                     t = _local(t) if isinstance(t, torch.Tensor) else None
                     k = _address(t) if t is not None else 0
                     if k:
                         keys.setdefault(k, (name,))
-        self.param_names = keys
-        self.derived = {}
+        self.signature = self.state_signature()
 
     def leave_optimizer(self) -> None:
         """Called as ``optimizer.step()`` returns."""
         self.param_names = None
         self.derived = {}
+        self.optimizer = None
 
-    def parameters_of(self, ins: list, outs: list, in_ids: list, out_ids: list):
+    def parameters_of(self, ins: list, outs: list):
         """The ``Parameters:`` text of an optimizer-step op reading ``ins``
-        and writing ``outs`` (local tensors, with their ``_Ids``): the FQNs
-        of the parameters whose tensors it reads or writes (by data
-        address), or whose values the tensors it reads were computed from
-        in the step (by tensor identity, which a freed tensor's memory
-        does not inherit), in first-seen order; None when none. Its
-        results remember those names."""
+        and writing ``outs`` (local tensors): the FQNs of the parameters
+        whose tensors it reads or writes (by data address), or whose values
+        the tensors it reads were computed from in the step (by tensor
+        identity, which a freed tensor's memory does not pass on), in
+        first-seen order; None when none. Its results remember those names.
+        Called for every op of the step, captured or not (below
+        ``min_numel``, a view), so that names pass through the ops a
+        capture leaves out. State made from nothing (a step counter,
+        ``torch.zeros(())``) is mapped at the first op that reads a tensor
+        not known yet after the state grew: an optimizer creates a group's
+        state before it computes with it."""
+        grew = self.state_signature() != self.signature
         direct = self.param_names
         derived = self.derived
         names: dict = {}
-        for t, i in zip(ins, in_ids):
-            got = direct.get(_address(t)) or derived.get(i)
+        for t in ins:
+            got = direct.get(_address(t))
+            if got is None and grew:
+                self.map_parameters()
+                grew = False
+                got = direct.get(_address(t))
+            if got is None:
+                e = derived.get(id(t))
+                got = e[1] if e is not None and e[0]() is t else None
             if got:
                 names.update(dict.fromkeys(got))
         for t in outs:
@@ -902,8 +967,8 @@ class _Mode(TorchDispatchMode):
         if not names:
             return None
         found = tuple(names)
-        for i in out_ids:
-            derived[i] = found
+        for t in outs:
+            derived[id(t)] = (weakref.ref(t), found)
         return ", ".join(found)
 
     def in_generated_code(self) -> bool:

@@ -18,7 +18,8 @@ SEPARATOR = "=" * 80 + "\n\n"
 
 def blocks(path):
     """(header lines, [(key, {label: value})]) of a log, parsed naively."""
-    text = open(path).read()
+    with open(path) as f:
+        text = f.read()
     head, sep, body = text.partition(SEPARATOR)
     assert sep, f"{path}: no ==== line"
     out = []

@@ -556,16 +556,18 @@ def test_a_batch_norm_momentum_change_is_an_origin_at_the_batch_norm(actdiff_bin
     assert first["key1"] == key and "origin" in first["notes"], first
 
 
-def _train_groups(dirname, steps, head_lr, foreach):
+def _train_groups(dirname, steps, head_lr, impl, min_numel=0):
     """Trains an MLP with two AdamW parameter groups (``0.*`` at lr 1e-3,
-    ``2.*`` at ``head_lr``) for ``steps`` steps, capturing every step at
-    ``min_numel=0``."""
+    ``2.*`` at ``head_lr`` without weight decay, so that its lr enters only
+    the update itself) for ``steps`` steps, capturing every step; ``impl``
+    is ``single``, ``foreach`` or ``fused``."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-    groups = [{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": head_lr}]
-    opt = torch.optim.AdamW(groups, lr=1e-3, foreach=foreach)
+    groups = [{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": head_lr, "weight_decay": 0.0}]
+    kind = {"single": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
+    opt = torch.optim.AdamW(groups, lr=1e-3, **kind)
     x, y = torch.randn(8, 16), torch.randn(8, 4)
-    with actdiff_capture.Profiler(model, dirname, capture_steps=range(1, steps + 1), min_numel=0) as prof:
+    with actdiff_capture.Profiler(model, dirname, capture_steps=range(1, steps + 1), min_numel=min_numel) as prof:
         for _ in range(steps):
             ((model(x) - y) ** 2).mean().backward()
             opt.step()
@@ -573,33 +575,45 @@ def _train_groups(dirname, steps, head_lr, foreach):
             prof.step()
 
 
-@pytest.mark.parametrize("foreach", [False, True])
-def test_optimizer_ops_name_their_parameters(actdiff_bin, tmp_path, foreach):
+def _optimizer_rows(log):
+    """(op, Parameters text or None) of each row torch.optim's code ran."""
+    return [(split_key(k)[2], f.get("Parameters")) for k, f in blocks(log)[1] if f.get("Location", "").startswith("optim/")]
+
+
+@pytest.mark.parametrize("impl", ["single", "foreach", "fused"])
+def test_optimizer_ops_name_their_parameters(actdiff_bin, tmp_path, impl):
     """Each op of ``optimizer.step()`` carries a ``Parameters:`` line with
     the FQNs of the parameters it updates (a per-op optimizer row's key,
     ``<none>/op_N_…``, names no module), at the first step (state created
-    inside the step) and later ones; and a learning rate changed for one
-    parameter group names that group's parameters (trial 14 F6)."""
-    _train_groups(tmp_path / "a", 2, 1e-3, foreach)
+    inside the step) and later ones, at ``min_numel=0`` and at the default
+    (names pass through the ops it leaves out); and a learning rate changed
+    for one parameter group names that group's parameters (trial 14 F6).
+    A foreach or fused update returns nothing: the parameters it wrote are
+    its Output hash (trial 15 F1: without it the lr change went unseen)."""
+    _train_groups(tmp_path / "a", 2, 1e-3, impl)
+    per_group = impl != "single"
+    groups = {"0.weight, 0.bias", "2.weight, 2.bias"} if per_group else {"0.weight", "0.bias", "2.weight", "2.bias"}
     for step in (1, 2):
-        rows = blocks(tmp_path / "a" / f"step_{step}" / "rank_0_activations.log")[1]
-        named = [(split_key(k)[2], f["Parameters"]) for k, f in rows if "Parameters" in f]
+        log = tmp_path / "a" / f"step_{step}" / "rank_0_activations.log"
+        rows = blocks(log)[1]
         # Forward and backward ops carry no line.
         assert all(split_key(k)[0] == "<none>" for k, f in rows if "Parameters" in f)
-        updates = [p for op, p in named if op.endswith("addcdiv_")]
-        if foreach:
-            assert updates == ["0.weight, 0.bias", "2.weight, 2.bias"], named
-        else:
-            assert updates == ["0.weight", "0.bias", "2.weight", "2.bias"], named
-        # Every op of the step names one group's parameters.
-        groups = {"0.weight, 0.bias", "2.weight, 2.bias"} if foreach else {"0.weight", "0.bias", "2.weight", "2.bias"}
-        assert {p for _, p in named} <= groups, named
-        assert len(named) >= 8, named
+        named = _optimizer_rows(log)
+        assert len(named) >= 2 and all(p in groups for _, p in named), named
+        update = "_fused_adamw_" if impl == "fused" else "addcdiv_"
+        updates = [p for op, p in named if op.endswith(update)]
+        assert updates == sorted(groups, key=["0.weight", "0.bias", "2.weight", "2.bias", "0.weight, 0.bias", "2.weight, 2.bias"].index), named
         # The reference comparator ignores the line: it holds none of its
         # labels (spec/log-format.md).
         ref = ("Location:", "Phase:", "Output hash:", "Input hashes:", "Input producers:", "Shape:", "norm:", "Min:", "Max:", "Mean:")
         assert not any(label in "Parameters: " + p for _, p in named for label in ref)
-    _train_groups(tmp_path / "b", 2, 2e-3, foreach)
+    # At the default min_numel, every optimizer row is still named (the
+    # forward, all below it, is said to be left out).
+    with pytest.warns(UserWarning, match="min_numel=1000"):
+        _train_groups(tmp_path / "d", 1, 1e-3, impl, min_numel=1000)
+    named = _optimizer_rows(tmp_path / "d" / "step_1" / "rank_0_activations.log")
+    assert named and all(p in groups for _, p in named), named
+    _train_groups(tmp_path / "b", 2, 2e-3, impl)
     r = subprocess.run(
         [actdiff_bin, "compare", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "rep")],
         capture_output=True,
@@ -607,14 +621,14 @@ def test_optimizer_ops_name_their_parameters(actdiff_bin, tmp_path, foreach):
     )
     assert r.returncode == 1, r.stdout + r.stderr
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
-    assert summary["first_diverging_step"] == 1
+    assert summary["first_diverging_step"] == 1, r.stdout
     (rank,) = [u for u in summary["ranks"] if u["step"] == 1]
     rc = rank["root_causes"]
     # The series' terminal says it in a single-step compare's words.
     said = [ln for ln in r.stdout.splitlines() if ln.startswith("step 1 rank 0: ")]
     assert any(ln.startswith("step 1 rank 0: first divergence (optimizer): <none>/") and "(parameter" in ln for ln in said), r.stdout
     if rc["cause_count"] > 1:
-        assert any("only the optimizer step differs" in ln and "parameters 2.weight and 2.bias differ" in ln for ln in said), r.stdout
+        assert any("only the optimizer step differs" in ln and "2.weight and 2.bias differ" in ln for ln in said), r.stdout
     assert rc["first_divergence_forward"] is None and rc["first_divergence_backward"] is None, rc
     causes = [c["row"].get("parameters") for c in rc["causes"]]
     assert causes and all(p in ("2.weight", "2.bias", "2.weight, 2.bias") for p in causes), causes
