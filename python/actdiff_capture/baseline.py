@@ -183,6 +183,12 @@ def check(
     row = cause["row"] if cause else r.get("first_divergence")
     key = (row or {}).get("key2") or (row or {}).get("key1")
     what = f"first cause `{key}`" if cause else f"first divergence `{key}`"
+    # An optimizer-step op names the parameters it updates (its
+    # `Parameters:` line), as the compare's own sentence does.
+    names = [n for n in ((row or {}).get("parameters") or "").split(", ") if n]
+    if names:
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        what += f" ({'parameter' if len(names) == 1 else 'parameters'} {shown})"
     message = (
         f"step {step} diverges from the baseline on rank {rank}: {what} "
         f"({r['counts'].get('gating', 0)} gating rows); report: {out} (open its index.html)"

@@ -686,7 +686,7 @@ class _Mode(TorchDispatchMode):
         if info.excluded:
             self.excluded.add(info.name)
             out = func(*args, **kwargs)
-            if self.param_names is not None:
+            if self.param_names is not None and not stack and torch._C._current_autograd_node() is None:
                 # A view or copy (``_to_copy``: a gradient cast to float32)
                 # of a parameter's tensors carries its names on.
                 ins_p: list = []
@@ -786,7 +786,7 @@ class _Mode(TorchDispatchMode):
         # own flag is not set yet down here).
         grads = forward_like and bool(raw) and any(t.requires_grad for t in raw_ins)
         if not (captured or grads):
-            if self.param_names is not None and readable:
+            if self.param_names is not None and readable and node is None and not stack:
                 self.parameters_of(ins, outs)  # names pass through it
             return out
 
@@ -851,7 +851,9 @@ class _Mode(TorchDispatchMode):
             o_index = [lay.digest_index(t) for t in raw]
             if any(x is not None for x in o_index + in_index):
                 digest_index = (o_index, in_index)
-        params = self.parameters_of(ins, outs) if self.param_names is not None else None
+        # Only the step's own ops: a closure's forward (in a module) and
+        # backward (``optimizer.step(closure)``) update no parameter.
+        params = self.parameters_of(ins, outs) if self.param_names is not None and code == 0 else None
         self.cap.record(
             fqn,
             info.name,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import warnings
 
@@ -670,6 +671,18 @@ def test_baseline_raises_at_the_first_diverging_step(tmp_path):
     assert (tmp_path / "b" / "divergence" / "step_3_rank_0" / "index.html").is_file()
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["divergence", "step_1", "step_2", "step_3"]
     assert "step 3 diverges from the baseline on rank 0: first cause `tok/op_0_embedding`" in str(d)
+
+
+def test_baseline_names_the_parameters_of_an_optimizer_cause(tmp_path):
+    """A learning rate changed at step 2: the first cause is an op of the
+    optimizer step, and the message names the parameter it updates, as the
+    compare does (trial 16 F3)."""
+    run(tmp_path / "blessed", steps=2)
+    with pytest.raises(actdiff_capture.Diverged) as e:
+        run_with_baseline(tmp_path / "b", tmp_path / "blessed", steps=2, lr_change_at=2)
+    d = e.value
+    assert d.step == 2 and d.key.startswith("<none>/"), str(d)
+    assert re.search(r"first cause `<none>/op_\d+_\w+` \(parameter [\w.]+\)", str(d)), str(d)
 
 
 def test_baseline_warn_goes_on_and_stop_capturing_disarms(tmp_path, caplog):

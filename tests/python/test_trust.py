@@ -655,3 +655,31 @@ def test_optimizer_parameters_are_spelled_as_keys_spell_modules(tmp_path):
     rows = blocks(tmp_path / "rank_0_activations.log")[1]
     named = {f["Parameters"] for _, f in rows if "Parameters" in f}
     assert named == {"0.weight", "0.bias", "2.weight", "2.bias"}, named
+
+
+def test_a_closures_forward_and_backward_name_no_parameters(tmp_path):
+    """``optimizer.step(closure)`` runs the model's forward and backward
+    inside the step: those ops update no parameter, so they carry no
+    ``Parameters:`` line (trial 16 F2: they were named as updates); the
+    update's ops do."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9, foreach=True)
+    x, y = torch.randn(8, 16), torch.randn(8, 4)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    with actdiff_capture.Profiler(model, tmp_path, capture_step=2, min_numel=0) as prof:
+        for _ in range(2):
+            opt.step(closure)
+            prof.step()
+    rows = blocks(tmp_path / "rank_0_activations.log")[1]
+    named = [(k, f) for k, f in rows if "Parameters" in f]
+    assert named and all(split_key(k)[0] == "<none>" and f.get("Phase") != "backward" for k, f in named), named
+    assert all(f.get("Location", "").startswith("optim/") for _, f in named), named
+    # The closure's loss (outside every module) is no update either.
+    assert any(split_key(k)[0] == "<none>" and "Parameters" not in f for k, f in rows)
