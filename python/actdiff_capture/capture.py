@@ -615,7 +615,8 @@ class _Mode(TorchDispatchMode):
         # the Profiler was made): COMPILED_BEFORE.
         self.unnamed_compiled = 0
         # Inside an optimizer's step(): the data address of a parameter, its
-        # gradient and its state -> its FQN; else None (``enter_optimizer``).
+        # gradient and its state -> (its FQN as a 1-tuple, a weak reference
+        # to the tensor); else None (``enter_optimizer``).
         self.param_names = None
         self.optimizer = None
         self.fqn: dict = {}  # id(parameter) -> its FQN
@@ -876,9 +877,9 @@ class _Mode(TorchDispatchMode):
         the parameter's FQN in ``model`` (spelled as keys spell modules),
         for the ``Parameters:`` lines of the step's ops (a per-op optimizer
         row's key names no module). The address, not the storage: FSDP2's
-        gradients (DDP's, a flat parameter's) are views of one buffer.
-        These tensors live through the step, so no other tensor takes their
-        address. State the step creates (its first) is mapped once the
+        gradients (DDP's, a flat parameter's) are views of one buffer. An
+        entry holds while its tensor lives (a closure's ``zero_grad`` frees
+        the gradients, whose memory a later tensor may take). State the step creates (its first) is mapped once the
         optimizer's state has grown (:meth:`parameters_of`)."""
         named = model.named_parameters() if isinstance(model, torch.nn.Module) else ()
         # As keys spell FQNs: no activation-checkpoint wrapper, no
@@ -925,8 +926,17 @@ class _Mode(TorchDispatchMode):
                     t = _local(t) if isinstance(t, torch.Tensor) else None
                     k = _address(t) if t is not None else 0
                     if k:
-                        keys.setdefault(k, (name,))
+                        # With the tensor: its memory, once freed (a
+                        # closure's zero_grad), may hold another.
+                        if k not in keys or keys[k][1]() is None:
+                            keys[k] = ((name,), weakref.ref(t))
         self.signature = self.state_signature()
+
+    def known(self, t):
+        """The FQN (a 1-tuple) of the parameter whose tensor (or a view at
+        its address) ``t`` is, while that tensor lives; else None."""
+        e = self.param_names.get(_address(t))
+        return e[0] if e is not None and e[1]() is not None else None
 
     def leave_optimizer(self) -> None:
         """Called as ``optimizer.step()`` returns."""
@@ -948,22 +958,22 @@ class _Mode(TorchDispatchMode):
         not known yet after the state grew: an optimizer creates a group's
         state before it computes with it."""
         grew = self.state_signature() != self.signature
-        direct = self.param_names
+        known = self.known
         derived = self.derived
         names: dict = {}
         for t in ins:
-            got = direct.get(_address(t))
+            got = known(t)
             if got is None and grew:
                 self.map_parameters()
                 grew = False
-                got = direct.get(_address(t))
+                got = known(t)
             if got is None:
                 e = derived.get(id(t))
                 got = e[1] if e is not None and e[0]() is t else None
             if got:
                 names.update(dict.fromkeys(got))
         for t in outs:
-            got = direct.get(_address(t))
+            got = known(t)
             if got:
                 names.update(dict.fromkeys(got))
         if not names:
