@@ -586,6 +586,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 in_module: true,
                 digest_index: Default::default(),
                 parameters: String::new(),
+                output_parameters: Vec::new(),
             },
             Some(0),
             &[&y],
@@ -609,6 +610,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 in_module: true,
                 digest_index: Default::default(),
                 parameters: String::new(),
+                output_parameters: Vec::new(),
             },
             Some(0),
             &[&nan],
@@ -632,6 +634,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 in_module: true,
                 digest_index: Default::default(),
                 parameters: String::new(),
+                output_parameters: Vec::new(),
             },
             None,
             &[&small],
@@ -653,6 +656,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 in_module: true,
                 digest_index: Default::default(),
                 parameters: String::new(),
+                output_parameters: Vec::new(),
             },
             Some(0),
             &[&s],
@@ -827,6 +831,7 @@ fn a_forward_in_a_module_after_backward_says_its_phase() {
             layout: None,
             digest_index: Default::default(),
             parameters: String::new(),
+            output_parameters: Vec::new(),
         };
         let id = i as u64 + 1;
         cap.record(meta, Some(0), &[&x], Inputs::Tensors(&[]), &[], &[id])

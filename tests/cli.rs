@@ -2782,3 +2782,51 @@ fn optimizer_rows_name_the_parameters_their_parameters_lines_give() {
         "the row's notes name them"
     );
 }
+
+#[test]
+fn a_foreach_row_names_the_parameters_whose_outputs_differ() {
+    // A foreach op's list (trial 16 F1): its `Output parameters:` line
+    // gives each Output hash value's parameter, so a change in one
+    // parameter's update names that one, not the whole list.
+    let tmp = TempDir::new().unwrap();
+    let log = |name: &str, outs: &str| {
+        let text = format!(
+            "Total captured activations: 2\nExcluded ops dispatched: (none)\n{}\n\n\
+             [lin/op_0_mm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 1.0\n  Input hashes: 5.0\n  Phase: backward\n\n\
+             [<none>/op_0__foreach_lerp_]\n  Output hash: {outs}\n  Input hashes: 1.0, 2.0, 3.0\n  Location: optim/adam.py:420\n  \
+             Parameters: lin.weight, lin.bias, head.weight\n  Output parameters: lin.weight; lin.bias; head.weight\n\n",
+            "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let a = log("a", "1.0, 2.0, 3.0");
+    let b = log("b", "1.0, 2.5, 3.0");
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    assert!(
+        r.stdout
+            .contains("first divergence (optimizer): <none>/op_0__foreach_lerp_ (parameter lin.bias, 1 of the op's 3)\n"),
+        "{}",
+        r.stdout
+    );
+    let s = r.summary();
+    let f = &s["ranks"][0]["first_divergence"];
+    assert_eq!(f["parameters"], "lin.weight, lin.bias, head.weight");
+    assert_eq!(f["parameters_changed"], "lin.bias");
+    // Every value differs: the whole list, no subset.
+    let c = log("c", "1.5, 2.5, 3.5");
+    let r = compare(&tmp, &a, &c, &[]);
+    let f = &r.summary()["ranks"][0]["first_divergence"];
+    assert!(f.get("parameters_changed").is_none(), "{f}");
+    assert!(
+        r.stdout
+            .contains("(parameters lin.weight, lin.bias and head.weight)"),
+        "{}",
+        r.stdout
+    );
+}

@@ -185,7 +185,8 @@ def check(
     what = f"first cause `{key}`" if cause else f"first divergence `{key}`"
     # An optimizer-step op names the parameters it updates (its
     # `Parameters:` line), as the compare's own sentence does.
-    names = [n for n in ((row or {}).get("parameters") or "").split(", ") if n]
+    row_ = row or {}
+    names = [n for n in (row_.get("parameters_changed") or row_.get("parameters") or "").split(", ") if n]
     if names:
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         what += f" ({'parameter' if len(names) == 1 else 'parameters'} {shown})"

@@ -622,9 +622,11 @@ class _Mode(TorchDispatchMode):
         self.fqn: dict = {}  # id(parameter) -> its FQN
         self.mapped: dict = {}
         self.signature = (0, 0)
-        # The id (``_Ids``) of a result of an optimizer-step op -> the FQNs
-        # it was computed from.
+        # id() of a result of an optimizer-step op -> (a weak reference to
+        # it, the FQNs it was computed from).
         self.derived: dict = {}
+        # The last ``parameters_of``'s names per output, when they differ.
+        self.output_names = None
         layouts.install()
         layouts.arm(self.layouts)
 
@@ -855,6 +857,7 @@ class _Mode(TorchDispatchMode):
         # Only the step's own ops: a closure's forward (in a module) and
         # backward (``optimizer.step(closure)``) update no parameter.
         params = self.parameters_of(ins, outs) if self.param_names is not None and code == 0 else None
+        out_params = self.output_names if params is not None else None
         self.cap.record(
             fqn,
             info.name,
@@ -868,6 +871,7 @@ class _Mode(TorchDispatchMode):
             layout,
             digest_index,
             params,
+            out_params,
         )
         return out
 
@@ -950,7 +954,11 @@ class _Mode(TorchDispatchMode):
         whose tensors it reads or writes (by data address), or whose values
         the tensors it reads were computed from in the step (by tensor
         identity, which a freed tensor's memory does not pass on), in
-        first-seen order; None when none. Its results remember those names.
+        first-seen order; None when none. Its results remember those names:
+        each its own parameter's where it is a parameter's tensor (a
+        foreach or fused op's list), else all; ``output_names`` is then
+        the names per output when they differ from output to output (the
+        ``Output parameters:`` line), else None.
         Called for every op of the step, captured or not (below
         ``min_numel``, a view), so that names pass through the ops a
         capture leaves out. State made from nothing (a step counter,
@@ -972,15 +980,24 @@ class _Mode(TorchDispatchMode):
                 got = e[1] if e is not None and e[0]() is t else None
             if got:
                 names.update(dict.fromkeys(got))
+        # Each output's own parameters where it is one of theirs (a foreach
+        # or fused op writes one list entry per parameter), else all.
+        own = []
         for t in outs:
             got = known(t)
+            own.append(got)
             if got:
                 names.update(dict.fromkeys(got))
         if not names:
+            self.output_names = None
             return None
         found = tuple(names)
-        for t in outs:
-            derived[id(t)] = (weakref.ref(t), found)
+        per_output = [got or found for got in own]
+        for t, got in zip(outs, per_output):
+            derived[id(t)] = (weakref.ref(t), got)
+        # Said only where outputs differ in their parameters: a compare
+        # can then name the parameters whose outputs differ.
+        self.output_names = [", ".join(g) for g in per_output] if len(set(per_output)) > 1 else None
         return ", ".join(found)
 
     def in_generated_code(self) -> bool:

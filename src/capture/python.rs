@@ -169,8 +169,10 @@ impl Capture {
     /// `None` (a whole tensor) or `(run, stride, offset)` (a shard:
     /// `digest::Index`).
     /// `parameters` is the `, `-joined FQNs of the parameters an
-    /// optimizer-step op reads or writes (`Parameters:` line), or None.
-    #[pyo3(signature = (fqn, op, phase, location, primary, outputs, inputs, input_ids, output_ids, layout = None, digest_index = None, parameters = None))]
+    /// optimizer-step op reads or writes (`Parameters:` line), or None;
+    /// `output_parameters` the parameters of each output when they differ
+    /// from output to output (`Output parameters:` line), or None.
+    #[pyo3(signature = (fqn, op, phase, location, primary, outputs, inputs, input_ids, output_ids, layout = None, digest_index = None, parameters = None, output_parameters = None))]
     fn record(
         &self,
         fqn: Option<&str>,
@@ -185,6 +187,7 @@ impl Capture {
         layout: Option<(Option<String>, Vec<String>, Vec<String>)>,
         digest_index: Option<(Vec<PyIndex>, Vec<PyIndex>)>,
         parameters: Option<String>,
+        output_parameters: Option<Vec<String>>,
     ) -> PyResult<String> {
         if phase > 2 {
             return Err(PyValueError::new_err(format!(
@@ -218,6 +221,7 @@ impl Capture {
                 })
                 .unwrap_or_default(),
             parameters: parameters.unwrap_or_default(),
+            output_parameters: output_parameters.unwrap_or_default(),
         };
         if let Ok(pre) = inputs.cast::<PreHashes>() {
             let h = pre

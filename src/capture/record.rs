@@ -76,6 +76,10 @@ pub struct Record {
     /// The parameters an optimizer-step op reads or writes, `, `-joined
     /// FQNs ([`crate::logformat::PARAMETERS_LABEL`]); empty: no line.
     pub parameters: String,
+    /// The parameters of each Output hash value, when they differ from
+    /// value to value ([`crate::logformat::OUTPUT_PARAMETERS_LABEL`]);
+    /// empty: no line.
+    pub output_parameters: Vec<String>,
 }
 
 pub use crate::logformat::push_shape;
@@ -129,6 +133,7 @@ pub fn write_block(out: &mut Vec<u8>, r: &Record, precision: Precision) {
         lf::phase_line(out, r.phase);
     }
     lf::parameters_line(out, &r.parameters);
+    lf::output_parameters_line(out, &r.output_parameters);
     if let Some(l) = &r.layout {
         lf::layout_lines(out, l);
     }
@@ -177,6 +182,7 @@ mod tests {
             explicit_phase: false,
             layout: None,
             parameters: String::new(),
+            output_parameters: Vec::new(),
         };
         assert_eq!(
             text(&r),
@@ -202,9 +208,19 @@ mod tests {
         let t = crate::parser::parse_bytes(log.into_bytes(), "p.log");
         assert_eq!(t.parameters(0), "l1.weight, l2.bias");
         assert!(t.warnings().is_empty(), "{:?}", t.warnings());
+        // A foreach op's outputs, one parameter each: the line after it.
+        let r = Record {
+            output_hashes: vec![1.0, 2.0],
+            output_parameters: vec!["l1.weight".into(), "l2.bias".into()],
+            ..r
+        };
+        assert!(text(&r).ends_with(
+            "  Parameters: l1.weight, l2.bias\n  Output parameters: l1.weight; l2.bias\n\n"
+        ));
         // No names: no line.
         let r = Record {
             parameters: String::new(),
+            output_parameters: Vec::new(),
             ..r
         };
         assert!(!text(&r).contains("Parameters"));

@@ -222,18 +222,24 @@ pub const INPUT_LAYOUTS_LABEL: &str = "Input layouts";
 /// (`Parameters: layers.0.wq.weight, layers.0.wk.weight`): a per-op
 /// optimizer row's key (`<none>/op_12_lerp_`) names no module.
 pub const PARAMETERS_LABEL: &str = "Parameters";
+/// The label of the capture agent's line naming, for an optimizer-step op
+/// whose outputs update different parameters (a foreach or fused op's
+/// list), the parameters of each `Output hash` value: one `, `-joined
+/// entry per value, `; `-separated (`Output parameters: 0.weight; 0.bias`).
+pub const OUTPUT_PARAMETERS_LABEL: &str = "Output parameters";
 
 /// The labels of the lines a block may hold that are no [`Field`]s: known,
 /// not compared, and ignored by the reference comparator (they contain none
 /// of its labels). The parser reads a line that starts with one of them
 /// and a `:` as such a line.
-pub const EXTRA_LABELS: [&str; 6] = [
+pub const EXTRA_LABELS: [&str; 7] = [
     NAN_COUNT_LABEL,
     INF_COUNT_LABEL,
     LAYOUT_LABEL,
     OUTPUT_LAYOUTS_LABEL,
     INPUT_LAYOUTS_LABEL,
     PARAMETERS_LABEL,
+    OUTPUT_PARAMETERS_LABEL,
 ];
 
 /// A set of [`Field`]s, as a bit mask. Used for a log's schema: which fields

@@ -54,7 +54,7 @@ pub mod shape;
 
 pub use field::{
     Field, FieldSet, Phase, EXTRA_LABELS, INF_COUNT_LABEL, INPUT_LAYOUTS_LABEL, LAYOUT_LABEL,
-    NAN_COUNT_LABEL, N_FIELDS, OUTPUT_LAYOUTS_LABEL, PARAMETERS_LABEL,
+    NAN_COUNT_LABEL, N_FIELDS, OUTPUT_LAYOUTS_LABEL, OUTPUT_PARAMETERS_LABEL, PARAMETERS_LABEL,
 };
 pub use header::{
     compiled_line, filter_min_numel, is_count_line, write_header, BackendName, CaptureLevel,
@@ -323,6 +323,15 @@ pub fn phase_line(out: &mut Vec<u8>, phase: Phase) {
 pub fn parameters_line(out: &mut Vec<u8>, names: &str) {
     if !names.is_empty() {
         labelled_line(out, PARAMETERS_LABEL, names.as_bytes());
+    }
+}
+
+/// Appends `  Output parameters: a; b, c` and a newline
+/// ([`OUTPUT_PARAMETERS_LABEL`]): one entry per Output hash value; nothing
+/// for an empty list.
+pub fn output_parameters_line(out: &mut Vec<u8>, entries: &[String]) {
+    if !entries.is_empty() {
+        labelled_line(out, OUTPUT_PARAMETERS_LABEL, entries.join("; ").as_bytes());
     }
 }
 

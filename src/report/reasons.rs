@@ -353,7 +353,7 @@ pub fn optimizer_only_words(r: &RankSummary) -> Option<String> {
     only.then(|| {
         let mut w = "the forward and backward agree; only the optimizer step differs, whose updates are computed apart, so one changed setting (a learning rate, weight decay, clipping) is a cause in each".to_string();
         let mut names: Vec<&str> = Vec::new();
-        for p in c.causes.iter().filter_map(|e| e.row.parameters.as_deref()) {
+        for p in c.causes.iter().filter_map(|e| e.row.named_parameters()) {
             for n in p.split(", ") {
                 if !names.contains(&n) {
                     names.push(n);

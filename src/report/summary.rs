@@ -53,6 +53,13 @@ pub struct RowRef {
     /// the ops inside `optimizer.step()`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub parameters: Option<String>,
+    /// Of `parameters`, those whose outputs differ between the runs, when
+    /// that is fewer than all (a foreach or fused op's list of which one
+    /// parameter's update changed): its `Output parameters:` line's
+    /// entries at the Output hash values that differ under the row's
+    /// tolerance, `, `-joined; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub parameters_changed: Option<String>,
 }
 
 impl RowRef {
@@ -81,6 +88,7 @@ impl RowRef {
                 (_, j) => rc.t2.parameters(j).into_owned(),
             })
             .filter(|p| !p.is_empty()),
+            parameters_changed: changed_parameters(rc, index),
         }
     }
     /// The key to show: run 1's, else run 2's.
@@ -89,11 +97,79 @@ impl RowRef {
     }
     /// The row's parameters in words, `parameter 2.weight` or
     /// `parameters 2.weight, 2.bias` (at most [`PARAMETERS_SHOWN`] names,
-    /// then `and N more`); `None` without a `Parameters:` line.
+    /// then `and N more`), or those whose outputs differ when fewer
+    /// (`parameter l1.bias, 1 of the op's 6`); `None` without a
+    /// `Parameters:` line.
     pub fn parameter_words(&self) -> Option<String> {
         let p = self.parameters.as_deref()?;
-        Some(parameter_words(&p.split(", ").collect::<Vec<_>>()))
+        let all: Vec<&str> = p.split(", ").collect();
+        Some(match self.parameters_changed.as_deref() {
+            Some(c) => {
+                let changed: Vec<&str> = c.split(", ").collect();
+                format!(
+                    "{}, {} of the op's {}",
+                    parameter_words(&changed),
+                    changed.len(),
+                    all.len()
+                )
+            }
+            None => parameter_words(&all),
+        })
     }
+    /// The parameters to name for this row: those whose outputs differ
+    /// when known, else all of its `Parameters:` line.
+    pub fn named_parameters(&self) -> Option<&str> {
+        self.parameters_changed
+            .as_deref()
+            .or(self.parameters.as_deref())
+    }
+}
+
+/// Of row `index`'s parameters, those whose outputs differ
+/// ([`RowRef::parameters_changed`]): both sides' `Output parameters:`
+/// entries at the Output hash values that differ under the row's
+/// tolerance. `None` without the line on both sides, when no value
+/// differs, or when every parameter's does.
+fn changed_parameters(rc: &RankComparison<'_>, index: usize) -> Option<String> {
+    let crate::matcher::Sides::Both(i, j) = rc.matches.rows[index].sides() else {
+        return None;
+    };
+    let label = crate::logformat::OUTPUT_PARAMETERS_LABEL;
+    let (e1, e2) = (rc.t1.extra_field(i, label), rc.t2.extra_field(j, label));
+    if e1.is_empty() || e1 != e2 {
+        return None;
+    }
+    let opts = rc.matches.row_policy(rc.t1, rc.t2, index).opts;
+    let differ = crate::matcher::compare::differing_positions(
+        rc.t1.field(i, Field::OutputHash),
+        rc.t2.field(j, Field::OutputHash),
+        opts.hash,
+        opts.nan_equal,
+    );
+    let entries: Vec<&[u8]> = e1
+        .split(|b| *b == b';')
+        .map(crate::logformat::trim)
+        .collect();
+    let mut names: Vec<&[u8]> = Vec::new();
+    let mut all: Vec<&[u8]> = Vec::new();
+    for (k, e) in entries.iter().enumerate() {
+        for n in e.split(|b| *b == b',').map(crate::logformat::trim) {
+            if !all.contains(&n) {
+                all.push(n);
+            }
+            if differ.contains(&k) && !names.contains(&n) {
+                names.push(n);
+            }
+        }
+    }
+    if names.is_empty() || names.len() == all.len() || differ.iter().any(|&k| k >= entries.len()) {
+        return None;
+    }
+    let names: Vec<String> = names
+        .iter()
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect();
+    Some(names.join(", "))
 }
 
 /// At most this many parameter names are written in a sentence

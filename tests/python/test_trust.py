@@ -683,3 +683,44 @@ def test_a_closures_forward_and_backward_name_no_parameters(tmp_path):
     assert all(f.get("Location", "").startswith("optim/") for _, f in named), named
     # The closure's loss (outside every module) is no update either.
     assert any(split_key(k)[0] == "<none>" and "Parameters" not in f for k, f in rows)
+
+
+@pytest.mark.parametrize("impl", ["foreach", "fused"])
+def test_a_foreach_update_names_the_one_parameter_that_changed(actdiff_bin, tmp_path, impl):
+    """One parameter's Adam moment nudged after step 1 in run B: at step 2
+    the foreach (or fused) update differs in that parameter's outputs
+    only, and the compare names it, not the op's whole list (trial 16
+    F1): the ``Output parameters:`` line gives each Output hash value's
+    parameter."""
+
+    def train(dump, nudge):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        kind = {"foreach": {"foreach": True}, "fused": {"fused": True}}[impl]
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, **kind)
+        x, y = torch.randn(8, 16), torch.randn(8, 4)
+        with actdiff_capture.Profiler(model, dump, capture_step=2, min_numel=0) as prof:
+            for step in (1, 2):
+                ((model(x) - y) ** 2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+                if step == 1 and nudge:
+                    with torch.no_grad():
+                        opt.state[model[2].bias]["exp_avg"].add_(1e-4)
+                prof.step()
+
+    train(tmp_path / "a", False)
+    train(tmp_path / "b", True)
+    rows = blocks(tmp_path / "a" / "rank_0_activations.log")[1]
+    lists = [f["Output parameters"] for _, f in rows if "Output parameters" in f]
+    assert "0.weight; 0.bias; 2.weight; 2.bias" in lists, lists
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "rep")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    rc = json.loads((tmp_path / "rep" / "summary.json").read_text())["ranks"][0]["root_causes"]
+    f = rc["first_divergence_optimizer"]
+    assert f["parameters_changed"] == "2.bias", f
+    assert "(parameter 2.bias, 1 of the op's 4)" in r.stdout, r.stdout
