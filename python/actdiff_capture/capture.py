@@ -889,6 +889,11 @@ class _Mode(TorchDispatchMode):
         # As keys spell FQNs: no activation-checkpoint wrapper, no
         # ``torch.compile``'s ``_orig_mod``.
         self.fqn = {id(p): fx.clean_fqn(n) or n for n, p in named}
+        params = [p for g in getattr(optimizer, "param_groups", ()) for p in g.get("params", ())]
+        unnamed = sum(id(p) not in self.fqn for p in params)
+        if unnamed and not self.p._warned_unnamed_parameters:
+            self.p._warned_unnamed_parameters = True
+            warnings.warn(UNNAMED_PARAMETERS.format(n=unnamed, total=len(params)), stacklevel=2)
         self.optimizer = optimizer
         self.param_names = {}
         self.derived = {}
@@ -1123,6 +1128,14 @@ def _default_rank() -> int:
 
 #: The warning of a schedule without any step (nothing will be captured).
 EMPTY_SCHEDULE = "actdiff_capture: capture_steps={!r} holds no step: this profiler captures nothing"
+
+#: Said once per profiler when an optimizer steps parameters the model
+#: given to the Profiler does not hold (new-user trial 16 F4).
+UNNAMED_PARAMETERS = (
+    "actdiff_capture: the optimizer updates {n} of its {total} parameters that the Profiler's model does not "
+    "hold (a submodule given?): the ops that update only them carry no 'Parameters:' line; give the Profiler "
+    "the model the optimizer trains to have them named"
+)
 
 
 def _schedule(capture_step, capture_steps):
@@ -1368,6 +1381,7 @@ class Profiler:
         # before step() returns.
         self._spare_modules: modules.ModuleRecorder | None = None
         self._warned_no_optimizer_step = False  # modules.NO_OPTIMIZER_STEP said once
+        self._warned_unnamed_parameters = False  # UNNAMED_PARAMETERS said once
         self._warned_below_min_numel = False  # BELOW_MIN_NUMEL said once
         self._warned_compiled_before = False  # COMPILED_BEFORE said once
         self._warned_outputs: set = set()  # modules.COMPILED_OUTPUTS / UNEXPLAINED_OUTPUTS said

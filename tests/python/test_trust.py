@@ -724,3 +724,31 @@ def test_a_foreach_update_names_the_one_parameter_that_changed(actdiff_bin, tmp_
     f = rc["first_divergence_optimizer"]
     assert f["parameters_changed"] == "2.bias", f
     assert "(parameter 2.bias, 1 of the op's 4)" in r.stdout, r.stdout
+
+
+def test_a_profiler_of_a_submodule_says_which_parameters_go_unnamed(tmp_path):
+    """The Profiler given a submodule, the optimizer over the whole model:
+    the parameters outside it cannot be named, and a warning says so once
+    (trial 16 F4: they silently had no line); the submodule's own are
+    named relative to it."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)
+    x, y = torch.randn(8, 16), torch.randn(8, 4)
+    with pytest.warns(UserWarning, match="updates 2 of its 4 parameters that the Profiler's model does not hold") as w:
+        with actdiff_capture.Profiler(model[2], tmp_path, capture_steps=[1, 2], min_numel=0) as prof:
+            for _ in range(2):
+                ((model(x) - y) ** 2).mean().backward()
+                opt.step()
+                opt.zero_grad()
+                prof.step()
+    assert sum("does not hold" in str(x.message) for x in w) == 1
+    named = {f["Parameters"] for _, f in blocks(tmp_path / "step_1" / "rank_0_activations.log")[1] if "Parameters" in f}
+    assert named == {"weight", "bias"}, named
+    # The whole model given: nothing to say.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*does not hold")
+        with actdiff_capture.Profiler(model, tmp_path / "whole", capture_step=1, min_numel=0) as prof:
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+            prof.step()
