@@ -883,8 +883,9 @@ class _Mode(TorchDispatchMode):
         row's key names no module). The address, not the storage: FSDP2's
         gradients (DDP's, a flat parameter's) are views of one buffer. An
         entry holds while its tensor lives (a closure's ``zero_grad`` frees
-        the gradients, whose memory a later tensor may take). State the step creates (its first) is mapped once the
-        optimizer's state has grown (:meth:`parameters_of`)."""
+        the gradients, whose memory a later tensor may take). State the
+        step creates (its first) is mapped once the optimizer's state has
+        grown (:meth:`parameters_of`)."""
         named = model.named_parameters() if isinstance(model, torch.nn.Module) else ()
         # As keys spell FQNs: no activation-checkpoint wrapper, no
         # ``torch.compile``'s ``_orig_mod``.

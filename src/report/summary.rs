@@ -150,14 +150,16 @@ fn changed_parameters(rc: &RankComparison<'_>, index: usize) -> Option<String> {
         .split(|b| *b == b';')
         .map(crate::logformat::trim)
         .collect();
+    // `differ` is ascending; the sets keep a fused op over thousands of
+    // parameters linear.
     let mut names: Vec<&[u8]> = Vec::new();
-    let mut all: Vec<&[u8]> = Vec::new();
+    let mut named: ahash::AHashSet<&[u8]> = ahash::AHashSet::new();
+    let mut all: ahash::AHashSet<&[u8]> = ahash::AHashSet::new();
     for (k, e) in entries.iter().enumerate() {
+        let differs = differ.binary_search(&k).is_ok();
         for n in e.split(|b| *b == b',').map(crate::logformat::trim) {
-            if !all.contains(&n) {
-                all.push(n);
-            }
-            if differ.contains(&k) && !names.contains(&n) {
+            all.insert(n);
+            if differs && named.insert(n) {
                 names.push(n);
             }
         }
