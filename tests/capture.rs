@@ -845,3 +845,49 @@ fn a_forward_in_a_module_after_backward_says_its_phase() {
     let phases: Vec<String> = (0..4).map(|r| t.phase(r).into_owned()).collect();
     assert_eq!(phases, ["forward", "backward", "optimizer", "forward"]);
 }
+
+/// An optimizer record (clipping, the step) before any backward record
+/// (every backward op under `min_numel`) says its phase: no backward block
+/// tells a reader where the optimizer's part starts. After a backward
+/// record it keeps the reference's absent line (trial 15 F2).
+#[test]
+fn an_optimizer_record_before_any_backward_one_says_its_phase() {
+    let x = t32(&[1.5; 2048], &[2048]);
+    for with_backward in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("rank_0_activations.log");
+        let mut cap = Capture::create(&log, StatsPath::Auto).unwrap();
+        let mut steps = vec![(Some("fc"), "addmm", Phase::Forward, true)];
+        if with_backward {
+            steps.push((Some("fc"), "mm", Phase::Backward, false));
+        }
+        steps.push((None, "_foreach_mul_", Phase::Optimizer, false));
+        steps.push((None, "lerp_", Phase::Optimizer, false));
+        let n = steps.len();
+        for (i, (fqn, op, phase, in_module)) in steps.into_iter().enumerate() {
+            let meta = OpRecord {
+                fqn,
+                op,
+                phase,
+                in_module,
+                location: None,
+                layout: None,
+                digest_index: Default::default(),
+                parameters: String::new(),
+                output_parameters: Vec::new(),
+            };
+            let id = i as u64 + 1;
+            cap.record(meta, Some(0), &[&x], Inputs::Tensors(&[]), &[], &[id])
+                .unwrap();
+        }
+        cap.finish().unwrap();
+        let bytes = std::fs::read(&log).unwrap();
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let lines = text.matches("  Phase: optimizer\n").count();
+        assert_eq!(lines, if with_backward { 0 } else { 2 }, "{text}");
+        let t = parse_bytes(bytes, &log);
+        let phases: Vec<String> = (0..n).map(|r| t.phase(r).into_owned()).collect();
+        assert_eq!(phases[n - 2..], ["optimizer", "optimizer"], "{text}");
+        assert_eq!(phases[0], "forward");
+    }
+}

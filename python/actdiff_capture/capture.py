@@ -610,6 +610,14 @@ class _Mode(TorchDispatchMode):
         # and of the captured ops, those run in a module's forward.
         self.below_min_numel = 0
         self.below_in_modules = 0
+        # Whether a backward op ran (captured or not) since the last
+        # forward op inside a module; then the data addresses of the
+        # model's gradients (None: not looked up yet). An op outside every
+        # module that reads or writes a gradient then is the optimizer's
+        # (gradient clipping, loss scaling), as every op of
+        # ``optimizer.step()`` is; the next micro-batch's data is not.
+        self.after_backward = False
+        self.grad_addresses = None
         self.captured_in_modules = 0
         # Ops in inductor code without actdiff's comments (compiled before
         # the Profiler was made): COMPILED_BEFORE.
@@ -770,6 +778,11 @@ class _Mode(TorchDispatchMode):
             readable = False
         node = torch._C._current_autograd_node()
         forward_like = node is None or bool(stack)  # forward, or recomputed (AC)
+        if node is not None:
+            self.after_backward = True
+            self.grad_addresses = None
+        elif stack:
+            self.after_backward = False
 
         primary = None
         if readable and info.wanted and not written_only:
@@ -827,8 +840,18 @@ class _Mode(TorchDispatchMode):
         # Capture.record's phase: 1 backward; 2 forward inside a module's
         # forward (an eager module, or a compiled graph's module), which
         # keeps its phase after a backward (an eval forward after the
-        # optimizer step); 0 forward outside any module.
-        code = 1 if backward else (2 if stack or (fxc is not None and fxc[0] is not None) else 0)
+        # optimizer step); 3 the optimizer's (an op of its step, or one
+        # outside every module that touches a gradient after a backward:
+        # clipping, loss scaling), written as such while no backward op
+        # was captured (all under min_numel); 0 forward outside any module.
+        if backward:
+            code = 1
+        elif stack or (fxc is not None and fxc[0] is not None):
+            code = 2
+        elif self.param_names is not None or (self.after_backward and self.touches_a_gradient(ins, outs)):
+            code = 3
+        else:
+            code = 0
 
         ids = self.ids
         writes = self.writes
@@ -856,7 +879,7 @@ class _Mode(TorchDispatchMode):
                 digest_index = (o_index, in_index)
         # Only the step's own ops: a closure's forward (in a module) and
         # backward (``optimizer.step(closure)``) update no parameter.
-        params = self.parameters_of(ins, outs) if self.param_names is not None and code == 0 else None
+        params = self.parameters_of(ins, outs) if self.param_names is not None and code in (0, 3) else None
         out_params = self.output_names if params is not None else None
         self.cap.record(
             fqn,
@@ -909,6 +932,23 @@ class _Mode(TorchDispatchMode):
             return (0, 0)
         newest = next(reversed(state.values()))
         return (len(state), len(newest) if isinstance(newest, dict) else 0)
+
+    def touches_a_gradient(self, ins: list, outs: list) -> bool:
+        """Whether a tensor of ``ins`` or ``outs`` is (its data address) a
+        gradient of the Profiler's model's parameters, as they are after
+        the last backward op."""
+        grads = self.grad_addresses
+        if grads is None:
+            model = getattr(self.p, "model", None)
+            params = model.parameters() if isinstance(model, torch.nn.Module) else ()
+            grads = self.grad_addresses = set()
+            for p in params:
+                g = p.grad
+                g = _local(g) if g is not None else None
+                if g is not None:
+                    grads.add(_address(g))
+            grads.discard(0)
+        return any(_address(t) in grads for t in ins) or any(_address(t) in grads for t in outs)
 
     def map_parameters(self) -> None:
         """Adds the addresses of the optimizer's parameters, gradients and

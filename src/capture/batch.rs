@@ -615,7 +615,12 @@ pub struct OpRecord<'a> {
     pub fqn: Option<&'a str>,
     /// ATen op name (`mm`, `add_`, `_fused_adamw_`).
     pub op: &'a str,
-    /// Forward or backward.
+    /// Forward, backward, or optimizer: an op outside every module after
+    /// a backward (clipping, loss scaling, the step). An optimizer record
+    /// gets a `Phase: optimizer` line only while no backward record has
+    /// been written (the reference writes none, and a reader takes the
+    /// rows after the last backward block as the optimizer's; a log whose
+    /// backward ops all fell under `min_numel` has no such block).
     pub phase: Phase,
     /// A forward record made inside a module's forward (an op of it, or
     /// its output at level=modules). After a backward record its
@@ -803,7 +808,11 @@ impl Capture {
                     .unwrap_or_default()
             })
             .collect();
-        let explicit_phase = meta.phase == Phase::Forward && meta.in_module && self.seen_backward;
+        let explicit_phase = match meta.phase {
+            Phase::Forward => meta.in_module && self.seen_backward,
+            Phase::Optimizer => !self.seen_backward,
+            Phase::Backward => false,
+        };
         self.seen_backward |= meta.phase == Phase::Backward;
         let rec = Record {
             key: key.clone(),

@@ -157,9 +157,9 @@ impl Capture {
     }
 
     /// Records one op; returns its key. `phase` is 0 (forward, outside any
-    /// module: an optimizer op after backward), 1 (backward) or 2 (forward
-    /// inside a module's forward: `OpRecord::in_module`); a bool reads as
-    /// 0 or 1. `primary` indexes `outputs` (the
+    /// module), 1 (backward), 2 (forward inside a module's forward:
+    /// `OpRecord::in_module`) or 3 (outside any module after a backward:
+    /// the optimizer's, `Phase::Optimizer`); a bool reads as 0 or 1. `primary` indexes `outputs` (the
     /// output whose Shape and stats are written) or is None (hash-only).
     /// `inputs` is a list of tensors (hashed now) or a `PreHashes`.
     #[allow(clippy::too_many_arguments)]
@@ -189,9 +189,9 @@ impl Capture {
         parameters: Option<String>,
         output_parameters: Option<Vec<String>>,
     ) -> PyResult<String> {
-        if phase > 2 {
+        if phase > 3 {
             return Err(PyValueError::new_err(format!(
-                "phase must be 0 (forward), 1 (backward) or 2 (forward in a module), got {phase}"
+                "phase must be 0 (forward), 1 (backward), 2 (forward in a module) or 3 (optimizer), got {phase}"
             )));
         }
         let outs = tensors(&outputs, "outputs")?;
@@ -202,10 +202,10 @@ impl Capture {
         let meta = OpRecord {
             fqn,
             op,
-            phase: if phase == 1 {
-                Phase::Backward
-            } else {
-                Phase::Forward
+            phase: match phase {
+                1 => Phase::Backward,
+                3 => Phase::Optimizer,
+                _ => Phase::Forward,
             },
             in_module: phase == 2,
             location,

@@ -58,11 +58,13 @@ pub struct Record {
     pub input_producers: Vec<String>,
     /// `<short/path.py>:<line>`.
     pub location: Option<String>,
-    /// Forward or backward (the capture writes no optimizer phase: a
-    /// reader takes it from the block's position).
+    /// Forward, backward or optimizer (an optimizer phase is written only
+    /// as `explicit_phase` says: a reader takes it from the block's
+    /// position).
     pub phase: Phase,
-    /// Whether the `Phase:` line is written for a forward record too (a
-    /// forward record after a backward one: `OpRecord::in_module`).
+    /// Whether the `Phase:` line is written for a forward or optimizer
+    /// record too (a forward record in a module after a backward one; an
+    /// optimizer record before any backward one: `OpRecord::phase`).
     pub explicit_phase: bool,
     /// Content digest per tensor output ([`crate::capture::digest`]),
     /// aligned with `output_hashes`; empty: no `Output digest` line.

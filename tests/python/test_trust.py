@@ -752,3 +752,52 @@ def test_a_profiler_of_a_submodule_says_which_parameters_go_unnamed(tmp_path):
             ((model(x) - y) ** 2).mean().backward()
             opt.step()
             prof.step()
+
+
+def _tiny_clipped(dirname, max_norm, micro=1):
+    """Trains a model whose every op is below the default ``min_numel``
+    (none of its backward ops is captured) one step of ``micro``
+    micro-batches, then clips and steps (trial 15 F2)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # min_numel leaves the model out
+        with actdiff_capture.Profiler(model, dirname, capture_step=1, precision="full") as prof:
+            for _ in range(micro):
+                # The micro-batch, outside every module: big enough to be
+                # captured (the second after the first one's backward).
+                x, y = torch.randn(64, 32, generator=g), torch.randint(0, 4, (8,), generator=g)
+                torch.nn.functional.cross_entropy(model(x[:8, :8]), y).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+            opt.step()
+            prof.step()
+    return dirname / "rank_0_activations.log"
+
+
+def test_clipping_without_captured_backward_ops_is_the_optimizers(actdiff_bin, tmp_path):
+    """With every backward op below ``min_numel``, no backward block tells
+    a reader where the optimizer's part starts, and clipping's ``_foreach``
+    ops carry the user's Location (torch.nn's frames are left out): a
+    changed ``max_norm`` was read as a forward divergence (trial 15 F2).
+    The agent writes ``Phase: optimizer`` on the ops that touch a gradient
+    outside every module after a backward (and on the step's), while no
+    backward block was written."""
+    a = _tiny_clipped(tmp_path / "a", 0.1)
+    phases = [(split_key(k)[2], f.get("Phase")) for k, f in blocks(a)[1]]
+    assert not any(p == "backward" for _, p in phases), phases
+    clip = [p for op, p in phases if op.startswith("_foreach")]
+    assert clip and all(p == "optimizer" for p in clip), phases
+    assert [p for op, p in phases if op == "randn"] == [None], phases
+    # Gradient accumulation: the second micro-batch, made after the first
+    # one's backward (not captured) but touching no gradient, is forward.
+    two = _tiny_clipped(tmp_path / "two", 0.1, micro=2)
+    phases = [(split_key(k)[2], f.get("Phase")) for k, f in blocks(two)[1]]
+    assert [p for op, p in phases if op == "randn"] == [None, None], phases
+    b = _tiny_clipped(tmp_path / "b", 0.05)
+    r, _ = compare(actdiff_bin, a, b, tmp_path)
+    assert r.returncode == 1, r.stdout
+    rc = json.loads((tmp_path / "report" / "summary.json").read_text())["ranks"][0]["root_causes"]
+    assert rc["first_divergence_forward"] is None, rc
+    assert split_key(rc["first_divergence_optimizer"]["key1"])[2].startswith("_foreach"), rc
