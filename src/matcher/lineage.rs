@@ -223,6 +223,19 @@ impl State<'_> {
             if let Known::Pair(c2) = self.known[s][c as usize] {
                 match lb.input(c2 as usize, q as usize) {
                     Some(x) if x == b as u32 => score += 1,
+                    // The partner reads, there, an op of its run paired
+                    // with none (`x[0, 0] += 0.5` in one run only): if it
+                    // read the candidate, the same lineage; if what it
+                    // read is unknown (the edit's input came through
+                    // `clone`, which is not captured), no evidence.
+                    Some(x) if !matches!(self.known[o][x as usize], Known::Pair(_)) => {
+                        let ins = lb.inputs_of(x as usize);
+                        if ins.contains(&(b as u32)) {
+                            score += 1;
+                        } else if ins.iter().any(|&p| p != NONE) {
+                            score -= 1;
+                        }
+                    }
                     Some(_) => score -= 1,
                     None => {}
                 }

@@ -771,3 +771,47 @@ def test_a_loop_that_raises_mid_step_exits_with_its_error_not_an_abort(tmp_path)
         assert r.returncode == 1, (i, r.returncode, r.stderr[-2000:])
         assert "boom in step 2" in r.stderr
         assert "terminate called" not in r.stderr
+
+
+def _edited_input_run(dump, edit_at=None, **prof_kw):
+    """Three SGD steps of an MLP, every step captured with every op; at
+    step ``edit_at`` the input is edited in place after a ``clone`` (one
+    ``add_`` of this run only, whose input has no captured producer)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(1)
+    prof = actdiff_capture.Profiler(model, dump, capture_steps=range(1, 4), precision="full", min_numel=0, **prof_kw)
+    for step in range(1, 4):
+        x, y = torch.randn(8, 8, generator=g), torch.randn(8, 1, generator=g)
+        if step == edit_at:
+            x = x.clone()
+            x[0, 0] += 0.5
+        loss = F.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        prof.step(loss=loss)
+    prof.close()
+    return prof
+
+
+def test_an_input_edited_in_place_in_one_run_is_the_cause(actdiff_bin, tmp_path):
+    """The edit's ``add_`` is named as the first cause, in both orders, by
+    the compare and by the baseline check; the ``randn`` it edited, equal
+    in both runs, stays a pair (trial 17 H1: it was split into two
+    one-sided rows and named as the cause)."""
+    _edited_input_run(tmp_path / "a")
+    _edited_input_run(tmp_path / "b", edit_at=2)
+    for x, y, side in (("a", "b", "key2"), ("b", "a", "key1")):
+        r, s = compare(actdiff_bin, tmp_path / x, tmp_path / y, tmp_path / f"rep_{x}")
+        assert s["first_diverging_step"] == 2, r.stdout
+        (rank,) = [u for u in s["ranks"] if u["step"] == 2]
+        assert rank["counts"].get("only1", 0) + rank["counts"].get("only2", 0) == 1, rank["counts"]
+        cause = rank["root_causes"]["first_cause"]
+        assert re.fullmatch(r"<none>/op_\d+_add_", cause["one_sided"][0][side] or ""), cause
+    with pytest.raises(actdiff_capture.Diverged) as e:
+        _edited_input_run(tmp_path / "c", edit_at=2, baseline=tmp_path / "a")
+    d = e.value
+    assert d.step == 2 and re.fullmatch(r"<none>/op_\d+_add_", d.key), str(d)
+    assert "(an op only in this run, feeding `0/op_" in str(d), str(d)
