@@ -183,6 +183,13 @@ def check(
     row = cause["row"] if cause else r.get("first_divergence")
     key = (row or {}).get("key2") or (row or {}).get("key1")
     what = f"first cause `{key}`" if cause else f"first divergence `{key}`"
+    # A cause that is an op of one run only (an in-place edit this run
+    # alone made) is named, not the row it feeds (the compare's sentence).
+    one = (cause or {}).get("one_sided") or []
+    if one:
+        fed, key = key, one[0].get("key2") or one[0].get("key1")
+        side = "this run" if one[0].get("key2") else "the baseline"
+        what = f"first cause `{key}` (an op only in {side}, feeding `{fed}`)"
     # An optimizer-step op names the parameters it updates (its
     # `Parameters:` line), as the compare's own sentence does.
     row_ = row or {}
