@@ -583,7 +583,6 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Forward,
                 location: Some("llama3/model.py:10".into()),
                 layout: None,
-                in_module: true,
                 digest_index: Default::default(),
                 parameters: String::new(),
                 output_parameters: Vec::new(),
@@ -607,7 +606,6 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Forward,
                 location: None,
                 layout: None,
-                in_module: true,
                 digest_index: Default::default(),
                 parameters: String::new(),
                 output_parameters: Vec::new(),
@@ -631,7 +629,6 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Backward,
                 location: None,
                 layout: None,
-                in_module: true,
                 digest_index: Default::default(),
                 parameters: String::new(),
                 output_parameters: Vec::new(),
@@ -653,7 +650,6 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 phase: Phase::Backward,
                 location: Some("a/b.py:1".into()),
                 layout: None,
-                in_module: true,
                 digest_index: Default::default(),
                 parameters: String::new(),
                 output_parameters: Vec::new(),
@@ -804,29 +800,30 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
     }
 }
 
-/// A forward record inside a module after a backward one (an eval forward
-/// after the optimizer step) gets its `Phase: forward` line, so a reader
-/// does not take it as the optimizer's; one outside any module (an
-/// optimizer op) keeps the reference's absent line, read as the optimizer's
-/// by position; a forward record before any backward one writes no line.
+/// A forward record after a backward one (an eval forward after the
+/// optimizer step, in a module or its loss outside any) gets its `Phase:
+/// forward` line, so a reader does not take it as the optimizer's; an
+/// optimizer record after a backward one keeps the reference's absent
+/// line, read as the optimizer's by position; a forward record before any
+/// backward one writes no line.
 #[test]
-fn a_forward_in_a_module_after_backward_says_its_phase() {
+fn a_forward_record_after_backward_says_its_phase() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("rank_0_activations.log");
     let mut cap = Capture::create(&log, StatsPath::Auto).unwrap();
     let x = t32(&[1.5; 2048], &[2048]);
     let steps = [
-        (Some("fc"), "addmm", Phase::Forward, true),
-        (Some("fc"), "mm", Phase::Backward, false),
-        (None, "add_", Phase::Forward, false),
-        (Some("fc"), "addmm", Phase::Forward, true),
+        (Some("fc"), "addmm", Phase::Forward),
+        (Some("fc"), "mm", Phase::Backward),
+        (None, "add_", Phase::Optimizer),
+        (Some("fc"), "addmm", Phase::Forward),
+        (None, "mse_loss", Phase::Forward),
     ];
-    for (i, (fqn, op, phase, in_module)) in steps.into_iter().enumerate() {
+    for (i, (fqn, op, phase)) in steps.into_iter().enumerate() {
         let meta = OpRecord {
             fqn,
             op,
             phase,
-            in_module,
             location: None,
             layout: None,
             digest_index: Default::default(),
@@ -840,10 +837,14 @@ fn a_forward_in_a_module_after_backward_says_its_phase() {
     cap.finish().unwrap();
     let bytes = std::fs::read(&log).unwrap();
     let text = String::from_utf8_lossy(&bytes).into_owned();
-    assert_eq!(text.matches("  Phase: forward\n").count(), 1, "{text}");
+    assert_eq!(text.matches("  Phase: forward\n").count(), 2, "{text}");
+    assert!(!text.contains("Phase: optimizer"), "{text}");
     let t = parse_bytes(bytes, &log);
-    let phases: Vec<String> = (0..4).map(|r| t.phase(r).into_owned()).collect();
-    assert_eq!(phases, ["forward", "backward", "optimizer", "forward"]);
+    let phases: Vec<String> = (0..5).map(|r| t.phase(r).into_owned()).collect();
+    assert_eq!(
+        phases,
+        ["forward", "backward", "optimizer", "forward", "forward"]
+    );
 }
 
 /// An optimizer record (clipping, the step) before any backward record
@@ -857,19 +858,18 @@ fn an_optimizer_record_before_any_backward_one_says_its_phase() {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("rank_0_activations.log");
         let mut cap = Capture::create(&log, StatsPath::Auto).unwrap();
-        let mut steps = vec![(Some("fc"), "addmm", Phase::Forward, true)];
+        let mut steps = vec![(Some("fc"), "addmm", Phase::Forward)];
         if with_backward {
-            steps.push((Some("fc"), "mm", Phase::Backward, false));
+            steps.push((Some("fc"), "mm", Phase::Backward));
         }
-        steps.push((None, "_foreach_mul_", Phase::Optimizer, false));
-        steps.push((None, "lerp_", Phase::Optimizer, false));
+        steps.push((None, "_foreach_mul_", Phase::Optimizer));
+        steps.push((None, "lerp_", Phase::Optimizer));
         let n = steps.len();
-        for (i, (fqn, op, phase, in_module)) in steps.into_iter().enumerate() {
+        for (i, (fqn, op, phase)) in steps.into_iter().enumerate() {
             let meta = OpRecord {
                 fqn,
                 op,
                 phase,
-                in_module,
                 location: None,
                 layout: None,
                 digest_index: Default::default(),

@@ -114,6 +114,36 @@ def _compare_quietly(native, args: list, said: set) -> tuple[int, list[str]]:
     return status, rest
 
 
+def tolerance_args(tolerances) -> tuple:
+    """``tolerances=`` as ``actdiff compare`` arguments: a string is split
+    as a shell would (``"--rtol 1e-4"``), an iterable taken item by item.
+    The engine parses them at once, on two one-op logs, so that a bad
+    option fails when the profiler is made, not after the first step
+    trained.
+
+    Raises:
+        ValueError: an option ``actdiff compare`` refuses (its message).
+    """
+    import shlex
+
+    from . import _native
+
+    args = tuple(shlex.split(tolerances)) if isinstance(tolerances, str) else tuple(map(str, tolerances))
+    if not args:
+        return args
+    with tempfile.TemporaryDirectory() as d:
+        logs = []
+        for name in ("a", "b"):
+            path = os.path.join(d, f"{name}.log")
+            with open(path, "w") as f:
+                f.write("Total captured activations: 1\n" + "=" * 80 + "\n\n[m/op_0_mm]\n  Output hash: 1.0\n\n")
+            logs.append(path)
+        status, rest = _compare_quietly(_native, [*logs, "-o", os.path.join(d, "out"), "-q", *args], set())
+    if status not in (0, 1):
+        raise ValueError(f"tolerances={tolerances!r}: " + "; ".join(rest or [f"actdiff compare exited {status}"]))
+    return args
+
+
 def _discard(out: str) -> None:
     """Removes a report folder of a step that did not diverge (it agreed,
     or could not be compared), and ``divergence/`` above it when empty."""
@@ -154,7 +184,7 @@ def check(
         _discard(out)
         raise BaselineError(
             f"step {step}, rank {rank}: the comparison wrote no summary (exit status {status}): "
-            + "; ".join([str(e), *rest]),
+            + "; ".join([*rest, str(e)]),
             step,
             rank,
         ) from e

@@ -501,6 +501,27 @@ def _writes_a_read(args, kwargs, info, read) -> bool:
     return bool(written) and any(_storage_key(t) in written for t in read)
 
 
+# Ops of the optimizer's part that touch neither a parameter nor a
+# gradient: GradScaler's update of its scale after ``scaler.step``.
+_OPTIMIZER_OPS = frozenset({"_amp_update_scale_", "_amp_update_scale"})
+
+
+def _note(noted: dict, ts) -> None:
+    """Notes tensors ``ts`` in ``noted`` (id -> weak reference: a tensor's
+    ``==`` is elementwise, so no WeakSet)."""
+    for t in ts:
+        noted[id(t)] = weakref.ref(t)
+
+
+def _any_noted(noted: dict, ts) -> bool:
+    """Whether a tensor of ``ts`` is one ``_note`` noted and still alive."""
+    for t in ts:
+        r = noted.get(id(t))
+        if r is not None and r() is t:
+            return True
+    return False
+
+
 def _address(t) -> int:
     """``t``'s data address (0 when it has none to give)."""
     try:
@@ -612,12 +633,19 @@ class _Mode(TorchDispatchMode):
         self.below_in_modules = 0
         # Whether a backward op ran (captured or not) since the last
         # forward op inside a module; then the data addresses of the
-        # model's gradients (None: not looked up yet). An op outside every
-        # module that reads or writes a gradient then is the optimizer's
-        # (gradient clipping, loss scaling), as every op of
-        # ``optimizer.step()`` is; the next micro-batch's data is not.
+        # model's parameters and gradients (None: not looked up yet). An op
+        # outside every module that reads or writes one of them then is the
+        # optimizer's (gradient clipping, loss scaling, an EMA or a clamp
+        # after the step), as every op of ``optimizer.step()`` is, and so
+        # is one that reads what such an op computed (``is_optimizer_op``);
+        # the next micro-batch's or an eval batch's data and a loss total
+        # are not.
         self.after_backward = False
         self.grad_addresses = None
+        # Results of the optimizer's ops outside the step (clipping's
+        # norms and coefficient, GradScaler's found-inf): an op that reads
+        # one is the optimizer's too.
+        self.optimizer_results: dict = {}  # id -> weak reference
         self.captured_in_modules = 0
         # Ops in inductor code without actdiff's comments (compiled before
         # the Profiler was made): COMPILED_BEFORE.
@@ -697,6 +725,15 @@ class _Mode(TorchDispatchMode):
         if info.excluded:
             self.excluded.add(info.name)
             out = func(*args, **kwargs)
+            if self.after_backward and self.optimizer_results and not stack:
+                # A view of clipping's norms (``stack``'s ``unsqueeze``) is
+                # the optimizer's too.
+                ins_o: list = []
+                _leaves(args, ins_o)
+                if _any_noted(self.optimizer_results, ins_o):
+                    outs_o: list = []
+                    _leaves(out, outs_o)
+                    _note(self.optimizer_results, outs_o)
             if self.param_names is not None and not stack and torch._C._current_autograd_node() is None:
                 # A view or copy (``_to_copy``: a gradient cast to float32)
                 # of a parameter's tensors carries its names on.
@@ -804,6 +841,8 @@ class _Mode(TorchDispatchMode):
         if not (captured or grads):
             if self.param_names is not None and readable and node is None and not stack:
                 self.parameters_of(ins, outs)  # names pass through it
+            elif self.after_backward and readable and node is None and not stack:
+                self.is_optimizer_op(info, ins, outs)  # clipping's small norms
             return out
 
         frames = _current_stack_frames.get()
@@ -838,17 +877,20 @@ class _Mode(TorchDispatchMode):
         else:
             backward = node is not None or (fxc is not None and fxc[2])
         # Capture.record's phase: 1 backward; 2 forward inside a module's
-        # forward (an eager module, or a compiled graph's module), which
-        # keeps its phase after a backward (an eval forward after the
-        # optimizer step); 3 the optimizer's (an op of its step, or one
-        # outside every module that touches a gradient after a backward:
-        # clipping, loss scaling), written as such while no backward op
-        # was captured (all under min_numel); 0 forward outside any module.
+        # forward (an eager module, or a compiled graph's module); 3 the
+        # optimizer's: an op of its step, or one outside every module after
+        # a backward that touches the model's parameters or gradients
+        # (clipping, loss scaling, an EMA) or is GradScaler's update; 0
+        # forward outside any module (the loss, the next micro-batch's or
+        # an eval batch's data, a loss total, an eval loss). A forward
+        # record after a backward one says so (``Phase: forward``); an
+        # optimizer record, only while no backward op was captured (all
+        # under min_numel: no backward block marks where it starts).
         if backward:
             code = 1
         elif stack or (fxc is not None and fxc[0] is not None):
             code = 2
-        elif self.param_names is not None or (self.after_backward and self.touches_a_gradient(ins, outs)):
+        elif self.param_names is not None or (self.after_backward and self.is_optimizer_op(info, ins, outs)):
             code = 3
         else:
             code = 0
@@ -933,22 +975,33 @@ class _Mode(TorchDispatchMode):
         newest = next(reversed(state.values()))
         return (len(state), len(newest) if isinstance(newest, dict) else 0)
 
-    def touches_a_gradient(self, ins: list, outs: list) -> bool:
+    def is_optimizer_op(self, info, ins: list, outs: list) -> bool:
+        """Whether an op outside every module after a backward is the
+        optimizer's: GradScaler's update, or one that touches the model's
+        parameters or gradients or reads an earlier such op's result (then
+        its results are noted as such)."""
+        marked = self.optimizer_results
+        if not (info.name in _OPTIMIZER_OPS or self.touches_the_model(ins, outs) or _any_noted(marked, ins)):
+            return False
+        _note(marked, outs)
+        return True
+
+    def touches_the_model(self, ins: list, outs: list) -> bool:
         """Whether a tensor of ``ins`` or ``outs`` is (its data address) a
-        gradient of the Profiler's model's parameters, as they are after
-        the last backward op."""
-        grads = self.grad_addresses
-        if grads is None:
+        parameter of the Profiler's model or its gradient, as they are
+        after the last backward op."""
+        known = self.grad_addresses
+        if known is None:
             model = getattr(self.p, "model", None)
             params = model.parameters() if isinstance(model, torch.nn.Module) else ()
-            grads = self.grad_addresses = set()
+            known = self.grad_addresses = set()
             for p in params:
-                g = p.grad
-                g = _local(g) if g is not None else None
-                if g is not None:
-                    grads.add(_address(g))
-            grads.discard(0)
-        return any(_address(t) in grads for t in ins) or any(_address(t) in grads for t in outs)
+                for t in (p, p.grad):
+                    t = _local(t) if t is not None else None
+                    if t is not None:
+                        known.add(_address(t))
+            known.discard(0)
+        return any(_address(t) in known for t in ins) or any(_address(t) in known for t in outs)
 
     def map_parameters(self) -> None:
         """Adds the addresses of the optimizer's parameters, gradients and
@@ -1179,18 +1232,39 @@ UNNAMED_PARAMETERS = (
 )
 
 
+UNREACHED_STEPS = (
+    "actdiff_capture: {n} scheduled step{s} ({steps}) {were} never reached (the last step was {last}): "
+    "no log was written for them"
+)
+
+
+def _unreached(steps, last: int) -> tuple[int, list]:
+    """The scheduled steps after step ``last``: how many, and the first
+    three."""
+    if isinstance(steps, range):
+        if not len(steps) or steps[-1] <= last:
+            return 0, []
+        rest = steps[0 if steps[0] > last else (last - steps[0]) // steps.step + 1 :]
+        return len(rest), list(rest[:3])
+    rest = sorted(s for s in steps if s > last)
+    return len(rest), rest[:3]
+
+
 def _schedule(capture_step, capture_steps):
     """The steps to capture: ``(series, steps)``. ``series`` is False for one
     step given as an int (the reference's layout: ``{dump_dir}/rank_R...``),
     True for an iterable (``{dump_dir}/step_S/rank_R...``). ``steps`` is a
     ``range`` (kept as is: membership costs nothing however long) or a
     frozenset of 1-based step numbers."""
+    name = "capture_steps"
     if capture_steps is None:
+        name = "capture_step"
         capture_steps = 1 if capture_step is None else capture_step
     elif capture_step is not None:
         raise ValueError("give capture_step or capture_steps, not both")
     if isinstance(capture_steps, (bool, str, bytes)):
-        raise ValueError(f"capture_steps must be an int or an iterable of ints, got {capture_steps!r}")
+        kind = "an int" if name == "capture_step" else "an int or an iterable of ints"
+        raise ValueError(f"{name} must be {kind}, got {capture_steps!r}")
     if isinstance(capture_steps, int) or (
         isinstance(capture_steps, torch.Tensor) and capture_steps.dim() == 0
     ):
@@ -1307,7 +1381,9 @@ class Profiler:
             ``{dump_dir}/divergence/``, a line is logged, and
             ``on_divergence`` applies.
         tolerances: ``actdiff compare`` options for that check
-            (``["--rtol", "1e-4"]``); default: identical.
+            (``["--rtol", "1e-4"]``, or one string split as a shell would:
+            ``"--rtol 1e-4"``); default: identical. Checked when the
+            profiler is made (``ValueError`` with the engine's message).
         on_divergence: ``"raise"`` (default) raises
             :class:`actdiff_capture.Diverged` (``step``, ``rank``, ``key``,
             ``report``) from ``step()``; ``"warn"`` logs and goes on;
@@ -1375,7 +1451,7 @@ class Profiler:
         self.level = level
         self._warned_level = False  # REPLACES_OTHER_LEVEL said
         self.baseline = None if baseline is None else os.fspath(baseline)
-        self.tolerances = tuple(tolerances)
+        self.tolerances = _baseline.tolerance_args(tolerances) if baseline is not None else tuple(tolerances)
         self.on_divergence = on_divergence
         self.diverged: _baseline.Diverged | None = None  # the first divergence found
         self._baseline_said: set = set()  # the baseline check's engine warnings said
@@ -1464,10 +1540,25 @@ class Profiler:
         dispatch mode are removed, and a step armed but not reached is
         dropped with its folder. Later ``step()`` calls only count steps.
         Calling it again does nothing."""
+        first = not self._done
         self._done = True
         try:
             self._complete()
         finally:
+            if first and self.enabled and (self.diverged is None or self.on_divergence == "warn"):
+                n, shown = _unreached(self.steps, self._step)
+                if n:
+                    more = f" and {n - len(shown)} more" if n > len(shown) else ""
+                    warnings.warn(
+                        UNREACHED_STEPS.format(
+                            n=n,
+                            s="" if n == 1 else "s",
+                            steps=", ".join(map(str, shown)) + more,
+                            last=self._step,
+                            were="was" if n == 1 else "were",
+                        ),
+                        stacklevel=2,
+                    )
             self._release_worker()
             armed = self.armed
             self._disarm()  # the unwritten capture is dropped: its temporary file goes

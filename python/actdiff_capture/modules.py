@@ -352,9 +352,11 @@ class ModuleRecorder:
 
     def _record(self, fqn, role: str, t: torch.Tensor, phase: int) -> None:
         """Records ``t`` as ``{fqn}/op_N_{role}``; ``phase`` is
-        ``Capture.record``'s: 0 a parameter (the optimizer's phase, by its
-        place after backward), 1 a gradient, 2 a module's output (forward,
-        said as such when it comes after backward: an eval forward)."""
+        ``Capture.record``'s: 3 a parameter or buffer after the step (the
+        optimizer's phase, by its place after backward; said as such in a
+        log with no backward record), 1 a gradient, 2 a module's output
+        (forward, said as such when it comes after backward: an eval
+        forward)."""
         ts = _strided([t.detach()])
         # An empty one (a rank's empty FSDP shard) gets its Shape and hash.
         primary = 0 if ts and ts[0].is_floating_point() else None
@@ -562,7 +564,7 @@ class ModuleRecorder:
             if b is None or id(b) in seen:
                 continue
             seen.add(id(b))
-            self._record(fqn, bname, b, 0)
+            self._record(fqn, bname, b, 3)
 
     def _after_optimizer(self) -> bool:
         """Whether this step is recorded and an optimizer step has run in
@@ -590,7 +592,7 @@ class ModuleRecorder:
         w = self.worker
         if w is None:
             for fqn, pname, p in params:
-                self._record(fqn, pname, p, 0)
+                self._record(fqn, pname, p, 3)
             return
         # The loop may change a parameter in place once step() returns (a
         # clamp or a weight norm at the start of a step): the worker takes
@@ -604,7 +606,7 @@ class ModuleRecorder:
                     helped = True
                     self.cap.defer_host(self._helper)
                 done += p.numel()
-                self._record(fqn, pname, p, 0)
+                self._record(fqn, pname, p, 3)
         finally:
             if helped:
                 self.cap.defer_host(w)

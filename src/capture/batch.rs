@@ -11,7 +11,7 @@
 //! let x = Tensor::from_slice(&[1.0f32; 64 * 64], &[64, 64]).unwrap();
 //! let w = Tensor::from_slice(&[0.5f32; 64 * 64], &[64, 64]).unwrap();
 //! let y = Tensor::from_slice(&[32.0f32; 64 * 64], &[64, 64]).unwrap(); // x @ w
-//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, in_module: true, location: None, layout: None, digest_index: Default::default(), parameters: String::new(), output_parameters: Vec::new() };
+//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, location: None, layout: None, digest_index: Default::default(), parameters: String::new(), output_parameters: Vec::new() };
 //! // inputs' tensor ids 1, 2; output id 3 (any ids, stable while the tensors live)
 //! cap.record(meta, Some(0), &[&y], (&[&x, &w][..]).into(), &[1, 2], &[3]).unwrap();
 //! cap.note_excluded("t");
@@ -615,19 +615,15 @@ pub struct OpRecord<'a> {
     pub fqn: Option<&'a str>,
     /// ATen op name (`mm`, `add_`, `_fused_adamw_`).
     pub op: &'a str,
-    /// Forward, backward, or optimizer: an op outside every module after
-    /// a backward (clipping, loss scaling, the step). An optimizer record
-    /// gets a `Phase: optimizer` line only while no backward record has
-    /// been written (the reference writes none, and a reader takes the
-    /// rows after the last backward block as the optimizer's; a log whose
-    /// backward ops all fell under `min_numel` has no such block).
+    /// Forward, backward, or optimizer (an op of the step, clipping, loss
+    /// scaling). A forward record after a backward one gets its `Phase:
+    /// forward` line (an eval forward, the next micro-batch, a loss
+    /// total: a reader takes a block without one after the step's last
+    /// backward block as the optimizer's). An optimizer record gets a
+    /// `Phase: optimizer` line only while no backward record has been
+    /// written (the reference writes none; a log whose backward ops all
+    /// fell under `min_numel` has no backward block to place it by).
     pub phase: Phase,
-    /// A forward record made inside a module's forward (an op of it, or
-    /// its output at level=modules). After a backward record its
-    /// `Phase: forward` line is written: a reader takes a block without one
-    /// after the step's last backward block as the optimizer's (an eval
-    /// forward after `optimizer.step()` is no optimizer op).
-    pub in_module: bool,
     /// `<short/path.py>:<line>`.
     pub location: Option<String>,
     /// The layout lines of an op on DTensors or their shards.
@@ -659,7 +655,7 @@ pub struct Capture {
     pub flush_every: usize,
     recorded: u64,
     /// Whether a backward record was recorded (a later forward record
-    /// inside a module gets its `Phase: forward` line written).
+    /// gets its `Phase: forward` line written, an optimizer record none).
     seen_backward: bool,
 }
 
@@ -809,7 +805,7 @@ impl Capture {
             })
             .collect();
         let explicit_phase = match meta.phase {
-            Phase::Forward => meta.in_module && self.seen_backward,
+            Phase::Forward => self.seen_backward,
             Phase::Optimizer => !self.seen_backward,
             Phase::Backward => false,
         };

@@ -157,9 +157,8 @@ impl Capture {
     }
 
     /// Records one op; returns its key. `phase` is 0 (forward, outside any
-    /// module), 1 (backward), 2 (forward inside a module's forward:
-    /// `OpRecord::in_module`) or 3 (outside any module after a backward:
-    /// the optimizer's, `Phase::Optimizer`); a bool reads as 0 or 1. `primary` indexes `outputs` (the
+    /// module), 1 (backward), 2 (forward inside a module's forward) or 3
+    /// (the optimizer's: `Phase::Optimizer`); a bool reads as 0 or 1. `primary` indexes `outputs` (the
     /// output whose Shape and stats are written) or is None (hash-only).
     /// `inputs` is a list of tensors (hashed now) or a `PreHashes`.
     #[allow(clippy::too_many_arguments)]
@@ -207,7 +206,6 @@ impl Capture {
                 3 => Phase::Optimizer,
                 _ => Phase::Forward,
             },
-            in_module: phase == 2,
             location,
             layout: layout.map(|(stats, outputs, inputs)| crate::logformat::BlockLayout {
                 stats,

@@ -63,8 +63,8 @@ pub struct Record {
     /// position).
     pub phase: Phase,
     /// Whether the `Phase:` line is written for a forward or optimizer
-    /// record too (a forward record in a module after a backward one; an
-    /// optimizer record before any backward one: `OpRecord::phase`).
+    /// record too (a forward record after a backward one; an optimizer
+    /// record before any backward one: `OpRecord::phase`).
     pub explicit_phase: bool,
     /// Content digest per tensor output ([`crate::capture::digest`]),
     /// aligned with `output_hashes`; empty: no `Output digest` line.

@@ -815,3 +815,45 @@ def test_an_input_edited_in_place_in_one_run_is_the_cause(actdiff_bin, tmp_path)
     d = e.value
     assert d.step == 2 and re.fullmatch(r"<none>/op_\d+_add_", d.key), str(d)
     assert "(an op only in this run, feeding `0/op_" in str(d), str(d)
+
+
+def test_scheduled_steps_never_reached_are_warned_about_at_close(tmp_path):
+    """``capture_steps=[10, 20]`` in an 8-step job wrote nothing, silently,
+    until the compare found no folder (trial 17 M2): ``close()`` says
+    which steps were never reached."""
+    model = torch.nn.Linear(4, 4)
+    prof = actdiff_capture.Profiler(model, tmp_path / "d", capture_steps=[10, 20], level="modules")
+    for _ in range(8):
+        prof.step()
+    with pytest.warns(UserWarning, match=r"2 scheduled steps \(10, 20\) were never reached \(the last step was 8\)"):
+        prof.close()
+    prof = actdiff_capture.Profiler(model, tmp_path / "r", capture_steps=range(1, 1001), level="modules")
+    for _ in range(3):
+        model(torch.ones(4)).sum().backward()
+        prof.step()
+    with pytest.warns(UserWarning, match=r"997 scheduled steps \(4, 5, 6 and 994 more\) were never reached"):
+        prof.close()
+    # A schedule the job reached says nothing.
+    prof = actdiff_capture.Profiler(model, tmp_path / "q", capture_steps=[1], level="modules")
+    model(torch.ones(4)).sum().backward()
+    prof.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prof.close()
+
+
+def test_baseline_tolerances_are_checked_when_the_profiler_is_made(tmp_path):
+    """A bad ``tolerances=`` failed only after step 1 trained, behind an
+    unrelated missing-file error, and a string was split into characters
+    (trial 17 M3); ``capture_step="5"`` was said to be a bad
+    ``capture_steps`` (L1)."""
+    run(tmp_path / "blessed", steps=1)
+    model = torch.nn.Linear(4, 4)
+    with pytest.raises(ValueError, match=r"invalid value 'abc' for '--rtol"):
+        actdiff_capture.Profiler(model, tmp_path / "x", capture_steps=[1], baseline=tmp_path / "blessed", tolerances=["--rtol", "abc"])
+    prof = actdiff_capture.Profiler(model, tmp_path / "y", capture_steps=[1], baseline=tmp_path / "blessed", tolerances="--rtol 1e-4 --atol 1e-6")
+    assert prof.tolerances == ("--rtol", "1e-4", "--atol", "1e-6")
+    with pytest.warns(UserWarning, match="never reached"):
+        prof.close()
+    with pytest.raises(ValueError, match=r"^capture_step must be an int, got '5'"):
+        actdiff_capture.Profiler(model, tmp_path / "z", capture_step="5")

@@ -801,3 +801,68 @@ def test_clipping_without_captured_backward_ops_is_the_optimizers(actdiff_bin, t
     rc = json.loads((tmp_path / "report" / "summary.json").read_text())["ranks"][0]["root_causes"]
     assert rc["first_divergence_forward"] is None, rc
     assert split_key(rc["first_divergence_optimizer"]["key1"])[2].startswith("_foreach"), rc
+
+
+def _eval_after_step(dirname, eval_seed, scaler=False):
+    """One captured step of two micro-batches (a loss total kept outside
+    the model), clipping, the optimizer step (through GradScaler when
+    ``scaler``), then an evaluation under ``torch.no_grad()`` on a batch
+    drawn with ``eval_seed`` (trial 17 M1)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    amp = torch.amp.GradScaler("cpu") if scaler else None
+    g = torch.Generator().manual_seed(1)
+    with actdiff_capture.Profiler(model, dirname, capture_step=1, precision="full", min_numel=0) as prof:
+        total = torch.zeros(())
+        for _ in range(2):
+            x, y = torch.randn(16, 8, generator=g), torch.randn(16, 1, generator=g)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            (amp.scale(loss) if amp else loss).backward()
+            total += loss.detach()
+        if amp:
+            amp.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if amp:
+            amp.step(opt)
+            amp.update()
+        else:
+            opt.step()
+        with torch.no_grad():
+            ge = torch.Generator().manual_seed(eval_seed)
+            xe, ye = torch.randn(16, 8, generator=ge), torch.randn(16, 1, generator=ge)
+            torch.nn.functional.mse_loss(model(xe), ye)
+        prof.step()
+    return dirname / "rank_0_activations.log"
+
+
+@pytest.mark.parametrize("scaler", [False, True])
+def test_eval_data_and_loss_totals_after_backward_are_forward(actdiff_bin, tmp_path, scaler):
+    """Ops outside every module after a backward were all read as the
+    optimizer's: an eval batch, the eval loss, a loss total over
+    micro-batches. Only ops that touch the model's parameters or
+    gradients there (clipping, the step, loss scaling) and GradScaler's
+    update are; the rest say ``Phase: forward``, and a change in the eval
+    batch alone is a forward divergence (trial 17 M1)."""
+    a = _eval_after_step(tmp_path / "a", 2, scaler)
+    rows = [(split_key(k), f.get("Phase")) for k, f in blocks(a)[1]]
+    last_backward = max(i for i, (_, p) in enumerate(rows) if p == "backward")
+    after = [(k[0], k[2], p) for k, p in rows[last_backward + 1 :] if k[0] == "<none>"]
+    optimizer = {op for _, op, p in after if p is None}
+    forward = {op for _, op, p in after if p == "forward"}
+    assert {"_foreach_norm", "add_"} <= optimizer, after  # clipping, SGD's update
+    # Clipping's own norms and coefficient are the optimizer's: they read
+    # the gradients' norms.
+    assert forward == {"randn", "mse_loss", "add_"}, after  # add_: the loss total
+    if scaler:
+        assert {"_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_"} <= optimizer, after
+    # The second micro-batch's loss total is forward (before the last
+    # backward block, read as forward by position too).
+    totals = [p for k, p in rows if k[0] == "<none>" and k[2] == "add_"][:2]
+    assert totals[1] == "forward", rows
+    b = _eval_after_step(tmp_path / "b", 3, scaler)
+    r, _ = compare(actdiff_bin, a, b, tmp_path)
+    assert r.returncode == 1, r.stdout
+    rc = json.loads((tmp_path / "report" / "summary.json").read_text())["ranks"][0]["root_causes"]
+    assert rc["first_divergence_optimizer"] is None, rc
+    assert split_key(rc["first_divergence_forward"]["key1"])[2] == "randn", rc
