@@ -1003,7 +1003,9 @@ fn corrupt_gzip_exit_2_names_file() {
 }
 
 /// The origin line's count agrees with its verb: "1 diverging row traces
-/// back to it", "2 diverging rows trace back to it".
+/// back to it", "2 diverging rows trace back to it"; an origin that is the
+/// only diverging row says so, not "0 diverging rows trace back to it"
+/// (new-user trial 17 L2).
 #[test]
 fn inherited_count_agrees_with_its_verb() {
     let tmp = TempDir::new().unwrap();
@@ -1036,6 +1038,21 @@ fn inherited_count_agrees_with_its_verb() {
     one.expect(1)
         .stdout_has("first origin: m/op_0_mm")
         .stdout_has("  1 diverging row traces back to it (");
+    let alone = compare(
+        &tmp,
+        &log("a0.log", std::slice::from_ref(&a0)),
+        &log("b0.log", std::slice::from_ref(&b0)),
+        &[],
+    );
+    alone
+        .expect(1)
+        .stdout_has("first origin: m/op_0_mm")
+        .stdout_has("  no other diverging row traces back to it\n");
+    assert!(
+        !alone.stdout.contains("0 diverging rows"),
+        "{}",
+        alone.context()
+    );
     let two = compare(
         &tmp,
         &log("a2.log", &[a0, a1, a2]),

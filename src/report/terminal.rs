@@ -116,11 +116,17 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
         }
         let _ = writeln!(
             out,
-            "  {} diverging row{} back to it ({} below print precision, {} through uncaptured ops){}",
-            f.cause.inherited,
-            if f.cause.inherited == 1 { " traces" } else { "s trace" },
-            f.cause.below_print,
-            f.cause.untraced,
+            "  {}{}",
+            match f.cause.inherited {
+                // The cause is the only diverging row of its chain.
+                0 => "no other diverging row traces back to it".to_string(),
+                n => format!(
+                    "{n} diverging row{} back to it ({} below print precision, {} through uncaptured ops)",
+                    if n == 1 { " traces" } else { "s trace" },
+                    f.cause.below_print,
+                    f.cause.untraced,
+                ),
+            },
             if f.cause.reads > 0 && f.cause.kind == CauseKind::OneSided {
                 format!("; {} more fed by the same one-sided op", f.cause.reads)
             } else if f.cause.reads > 0 {
