@@ -1911,3 +1911,33 @@ fn a_series_says_where_a_dtype_changed() {
         r.stdout
     );
 }
+
+/// Every step of a series refused for the same kind of input error (one
+/// run's logs empty): the steps line names them once, "4 not compared:
+/// steps 1-4 (input errors, on stderr)", and no line a step repeats it
+/// ("step 1: not compared (input error)", "step 1: input error: 1 error,
+/// printed on stderr": three lines a step for one mistake, new-user
+/// trial 17 L4); the errors themselves are on stderr, one a step.
+#[test]
+fn a_series_refused_step_by_step_says_so_once() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 4, 5);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    for s in 1..=4 {
+        for r in 0..2 {
+            std::fs::write(b.join(format!("step_{s}/rank_{r}_activations.log")), b"").unwrap();
+        }
+    }
+    let r = compare_into([&a, &b], &[], d.path().join("o"), 2);
+    assert!(
+        r.stdout.contains(
+            "0 steps compared (0 agree); 4 not compared: steps 1-4 (input errors, on stderr)"
+        ),
+        "{}",
+        r.stdout
+    );
+    for s in 1..=4 {
+        assert!(!r.stdout.contains(&format!("step {s}: ")), "{}", r.stdout);
+        assert!(r.stderr.contains(&format!("step {s}: ")), "{}", r.stderr);
+    }
+}

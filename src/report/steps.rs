@@ -231,7 +231,15 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
     }
     // Steps with an input error or incomplete input, judged or not (under
     // --allow-incomplete a cut log's lost rows are one-sided and gate:
-    // the step says why).
+    // the step says why). A step not compared for input errors alone is
+    // left to the steps line ("4 not compared: steps 1-4") and the
+    // errors' own lines on stderr (trial 17 L4: three lines a step).
+    let errors_only = |r: &StepResult| {
+        series.steps_not_compared.contains(&r.step)
+            && r.verdict
+                .iter()
+                .all(|v| matches!(v, Reason::InputError { .. }))
+    };
     let bad = series
         .step_results
         .iter()
@@ -242,6 +250,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
                     .iter()
                     .any(|v| matches!(v, Reason::Incomplete { .. }))
         })
+        .filter(|r| !errors_only(r))
         .map(|r| Reason::AtStep {
             step: r.step,
             reasons: r.verdict.clone(),
@@ -436,6 +445,21 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
     let not_compared = |r: &StepResult| series.steps_not_compared.contains(&r.step);
     let refused = &series.steps_not_compared;
     let compared = series.step_results.len() - refused.len();
+    let incomplete = |r: &&StepResult| r.exit_status == exit_codes::INCOMPLETE;
+    let refused_why = match (
+        shown
+            .iter()
+            .filter(|r| not_compared(r))
+            .any(|r| incomplete(&r)),
+        shown
+            .iter()
+            .filter(|r| not_compared(r))
+            .all(|r| incomplete(&r)),
+    ) {
+        (true, true) => "incomplete input",
+        (true, false) => "input errors or incomplete input",
+        (false, _) => "input errors",
+    };
     let _ = writeln!(
         out,
         "{compared} step{} compared ({agree} agree){}{}",
@@ -444,17 +468,21 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
             String::new()
         } else {
             format!(
-                "; {} not compared: step{} {} (an input error or incomplete input, on stderr)",
+                "; {} not compared: step{} {} ({}, on stderr)",
                 refused.len(),
                 if refused.len() == 1 { "" } else { "s" },
-                crate::report::messages::fmt_steps(refused)
+                crate::report::messages::fmt_steps(refused),
+                refused_why
             )
         },
         not_selected_note(series)
             .map(|n| format!("; {n}"))
             .unwrap_or_default()
     );
-    for r in shown.iter().take(20) {
+    // The steps not compared are named on the line above; each with its
+    // kind only when the kinds are mixed.
+    let mixed = refused_why == "input errors or incomplete input";
+    for r in shown.iter().filter(|r| mixed || !not_compared(r)).take(20) {
         if not_compared(r) {
             let why = if r.exit_status == exit_codes::INCOMPLETE {
                 "incomplete input"
