@@ -1459,6 +1459,8 @@ class Profiler:
             precision = None
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be None or 'full', got {precision!r}")
+        if not callable(getattr(model, "named_modules", None)):
+            raise TypeError(f"model must be a torch.nn.Module (its module FQNs name the ops), got {type(model).__name__}")
         self.model = model
         self.dump_dir = os.fspath(dump_dir)
         self.rank = rank
@@ -1467,6 +1469,8 @@ class Profiler:
         self.capture_step = min(self.steps) if len(self.steps) else 0
         self._last = max(self.steps) if len(self.steps) else 0
         self.min_numel = int(min_numel)
+        if self.min_numel < 0:
+            raise ValueError(f"min_numel must be 0 or more (0 captures every op), got {min_numel!r}")
         self.op_filter = set(op_filter) if op_filter else None
         self.excluded_ops = frozenset(EXCLUDED_OPS if excluded_ops is None else excluded_ops)
         self.enabled = bool(enabled)

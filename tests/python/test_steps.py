@@ -857,3 +857,7 @@ def test_baseline_tolerances_are_checked_when_the_profiler_is_made(tmp_path):
         prof.close()
     with pytest.raises(ValueError, match=r"^capture_step must be an int, got '5'"):
         actdiff_capture.Profiler(model, tmp_path / "z", capture_step="5")
+    with pytest.raises(ValueError, match=r"^min_numel must be 0 or more"):
+        actdiff_capture.Profiler(model, tmp_path / "z", min_numel=-1)
+    with pytest.raises(TypeError, match=r"^model must be a torch.nn.Module .*got NoneType"):
+        actdiff_capture.Profiler(None, tmp_path / "z")
