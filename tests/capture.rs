@@ -864,6 +864,8 @@ fn an_optimizer_record_before_any_backward_one_says_its_phase() {
         }
         steps.push((None, "_foreach_mul_", Phase::Optimizer));
         steps.push((None, "lerp_", Phase::Optimizer));
+        // An eval batch drawn after the step: forward, said so.
+        steps.push((None, "randn", Phase::Forward));
         let n = steps.len();
         for (i, (fqn, op, phase)) in steps.into_iter().enumerate() {
             let meta = OpRecord {
@@ -885,9 +887,14 @@ fn an_optimizer_record_before_any_backward_one_says_its_phase() {
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let lines = text.matches("  Phase: optimizer\n").count();
         assert_eq!(lines, if with_backward { 0 } else { 2 }, "{text}");
+        assert_eq!(text.matches("  Phase: forward\n").count(), 1, "{text}");
         let t = parse_bytes(bytes, &log);
         let phases: Vec<String> = (0..n).map(|r| t.phase(r).into_owned()).collect();
-        assert_eq!(phases[n - 2..], ["optimizer", "optimizer"], "{text}");
+        assert_eq!(
+            phases[n - 3..],
+            ["optimizer", "optimizer", "forward"],
+            "{text}"
+        );
         assert_eq!(phases[0], "forward");
     }
 }

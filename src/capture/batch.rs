@@ -616,8 +616,8 @@ pub struct OpRecord<'a> {
     /// ATen op name (`mm`, `add_`, `_fused_adamw_`).
     pub op: &'a str,
     /// Forward, backward, or optimizer (an op of the step, clipping, loss
-    /// scaling). A forward record after a backward one gets its `Phase:
-    /// forward` line (an eval forward, the next micro-batch, a loss
+    /// scaling). A forward record after a backward or optimizer one gets
+    /// its `Phase: forward` line (an eval forward, the next micro-batch, a loss
     /// total: a reader takes a block without one after the step's last
     /// backward block as the optimizer's). An optimizer record gets a
     /// `Phase: optimizer` line only while no backward record has been
@@ -657,6 +657,10 @@ pub struct Capture {
     /// Whether a backward record was recorded (a later forward record
     /// gets its `Phase: forward` line written, an optimizer record none).
     seen_backward: bool,
+    /// Whether an optimizer record was (a later forward record gets its
+    /// line too: a reader takes the rows after a log's first optimizer
+    /// row as the optimizer's when it has no backward row).
+    seen_optimizer: bool,
 }
 
 impl Capture {
@@ -684,6 +688,7 @@ impl Capture {
             flush_every: 1 << 14,
             recorded: 0,
             seen_backward: false,
+            seen_optimizer: false,
         })
     }
 
@@ -805,11 +810,12 @@ impl Capture {
             })
             .collect();
         let explicit_phase = match meta.phase {
-            Phase::Forward => self.seen_backward,
+            Phase::Forward => self.seen_backward || self.seen_optimizer,
             Phase::Optimizer => !self.seen_backward,
             Phase::Backward => false,
         };
         self.seen_backward |= meta.phase == Phase::Backward;
+        self.seen_optimizer |= meta.phase == Phase::Optimizer;
         let rec = Record {
             key: key.clone(),
             stats: None,
