@@ -951,10 +951,16 @@ class _Mode(TorchDispatchMode):
         the gradients, whose memory a later tensor may take). State the
         step creates (its first) is mapped once the optimizer's state has
         grown (:meth:`parameters_of`)."""
-        named = model.named_parameters() if isinstance(model, torch.nn.Module) else ()
+        named = model.named_parameters(remove_duplicate=False) if isinstance(model, torch.nn.Module) else ()
         # As keys spell FQNs: no activation-checkpoint wrapper, no
-        # ``torch.compile``'s ``_orig_mod``.
-        self.fqn = {id(p): fx.clean_fqn(n) or n for n, p in named}
+        # ``torch.compile``'s ``_orig_mod``. A tied parameter goes by all
+        # of its names (``tok.weight = head.weight``).
+        fqn: dict = {}
+        for n, p in named:
+            n = fx.clean_fqn(n) or n
+            prev = fqn.get(id(p))
+            fqn[id(p)] = n if prev is None or n in prev.split(" = ") else f"{prev} = {n}"
+        self.fqn = fqn
         params = [p for g in getattr(optimizer, "param_groups", ()) for p in g.get("params", ())]
         unnamed = sum(id(p) not in self.fqn for p in params)
         if unnamed and not self.p._warned_unnamed_parameters:

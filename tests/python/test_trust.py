@@ -866,3 +866,30 @@ def test_eval_data_and_loss_totals_after_backward_are_forward(actdiff_bin, tmp_p
     rc = json.loads((tmp_path / "report" / "summary.json").read_text())["ranks"][0]["root_causes"]
     assert rc["first_divergence_optimizer"] is None, rc
     assert split_key(rc["first_divergence_forward"]["key1"])[2] == "randn", rc
+
+
+def test_a_tied_parameter_is_named_by_all_of_its_names(tmp_path):
+    """An embedding tied to the output head is one parameter: its update
+    names both (trial 15 F6: only the first, ``emb.weight``)."""
+
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(16, 8)
+            self.mid = torch.nn.Linear(8, 8)
+            self.head = torch.nn.Linear(8, 16, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, idx):
+            return self.head(torch.tanh(self.mid(self.emb(idx))))
+
+    torch.manual_seed(0)
+    model = Tied()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    idx = torch.randint(0, 16, (4, 6))
+    with actdiff_capture.Profiler(model, tmp_path / "d", capture_step=1, min_numel=0) as prof:
+        torch.nn.functional.cross_entropy(model(idx).reshape(-1, 16), idx.reshape(-1)).backward()
+        opt.step()
+        prof.step()
+    named = {f.get("Parameters") for _, f in blocks(tmp_path / "d" / "rank_0_activations.log")[1]} - {None}
+    assert named == {"emb.weight = head.weight", "mid.weight", "mid.bias"}, named
