@@ -60,11 +60,30 @@ impl<'a> Group<'a> {
         out: &'a mut Combined,
     ) -> Result<Group<'a>, String> {
         let (r0, t0) = tables[0];
+        // A log cut short first: the ranks' logs then part where it ends,
+        // and the error would name the whole one (trial 18 M1).
+        for (_, t) in tables {
+            let declared = t.header().total.filter(|&n| n != t.len() as u64);
+            let cut = t.len() > 0 && t.is_truncated(t.len() - 1);
+            if declared.is_some() || cut {
+                return Err(format!(
+                    "{}: incomplete ({}): the shards cannot be combined",
+                    t.path().display(),
+                    match declared {
+                        Some(n) => format!(
+                            "its header declares {n} ops, {} were read: truncated?",
+                            t.len()
+                        ),
+                        None => "its last block is cut short: truncated?".to_string(),
+                    }
+                ));
+            }
+        }
         for (r, t) in &tables[1..] {
             let n = t.len().min(t0.len());
             if let Some(row) = (0..n).find(|&i| t.key(i) != t0.key(i)) {
                 return Err(format!(
-                    "{}:{}: rank {r} records `{}` where rank {r0} records `{}` ({}:{}); the shards cannot be combined (compare rank by rank with --no-combine)",
+                    "{}:{}: rank {r} records `{}` where rank {r0} records `{}` ({}:{}): the ranks of one group ran different ops (a change on one rank?), so their shards cannot be combined; compare this run with a run of its own layout",
                     t.path().display(),
                     t.line(row),
                     t.key_str(row),
@@ -75,7 +94,7 @@ impl<'a> Group<'a> {
             }
             if t.len() != t0.len() {
                 return Err(format!(
-                    "{}: rank {r} records {} ops, rank {r0} {} ({}); the shards cannot be combined (compare rank by rank with --no-combine)",
+                    "{}: rank {r} records {} ops, rank {r0} {} ({}): the ranks of one group ran different ops (a change on one rank?), so their shards cannot be combined; compare this run with a run of its own layout",
                     t.path().display(),
                     t.len(),
                     t0.len(),

@@ -136,6 +136,28 @@ pub fn layouts_at_reference_tolerance(
         .then_some(Message::LayoutsAtReferenceTolerance { runs: combined })
 }
 
+/// The warning that two `level="modules"` runs of different rank counts
+/// differ in Shape ([`Message::ModulesAcrossLayouts`]). `None` otherwise.
+pub fn modules_across_layouts(
+    cfg: &super::pipeline::CompareConfig,
+    c: &super::pipeline::Compared,
+) -> Option<Message> {
+    let modules = |l: crate::logformat::CaptureLevel| l == crate::logformat::CaptureLevel::Modules;
+    let both = c.ranks.len() + c.meta.ranks_failed.len();
+    let n1 = both + c.meta.ranks_only1.len();
+    let n2 = both + c.meta.ranks_only2.len();
+    let shapes = c
+        .ranks
+        .iter()
+        .any(|r| modules(r.run1.level) && modules(r.run2.level) && r.shape_mismatches.is_some());
+    (n1 != n2 && shapes).then(|| Message::ModulesAcrossLayouts {
+        runs: [
+            (cfg.report.name1.clone(), n1),
+            (cfg.report.name2.clone(), n2),
+        ],
+    })
+}
+
 /// The warning when `run1` and `run2` name one file or folder (symbolic
 /// links and `.`/`..` resolved): a compare of a run with itself passes
 /// whatever the run holds, a typo a CI gate would not see.

@@ -161,6 +161,18 @@ def test_step_series_of_two_layouts_combine_step_by_step(actdiff_bin, tmp_path):
         step_summary = json.loads((tmp_path / "rep" / f"step_{step}" / "summary.json").read_text())
         assert step_summary["layouts"][0]["ranks"][0]["ranks"] == [0, 1]
         assert (tmp_path / "rep" / f"step_{step}" / "combined" / "run2" / "rank_0_activations.log").is_file()
+    # At step 2 rank 1 alone edits its shard in place: the ranks' logs part
+    # there and cannot be combined. That step is not compared (its shard
+    # logs against whole tensors named a `diverging` op of another module
+    # and a rank "only in" the TP=2 run: trial 18 H1); the error says why.
+    capture(tmp_path / "tp2_edit", 2, "--steps", "2", "--series", "--edit-rank", "1")
+    r, s = compare(actdiff_bin, tmp_path / "tp1", tmp_path / "tp2_edit", tmp_path / "rep_edit", *LAYOUT_TOL)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert s["first_diverging_step"] is None and "diverges first" not in r.stdout, r.stdout
+    assert "1 step compared (1 agree); 1 not compared: step 2 (input errors, on stderr)" in r.stdout, r.stdout
+    assert "rank 1 records" in r.stderr and "ran different ops" in r.stderr, r.stderr
+    step2 = json.loads((tmp_path / "rep_edit" / "step_2" / "summary.json").read_text())
+    assert step2["ranks"] == [] and step2["ranks_only2"] == [], step2
 
 
 def test_shard_digests_combine_to_the_whole_tensors_on_both_paths():
@@ -257,6 +269,13 @@ def test_module_level_records_a_tensor_parallel_model_by_its_shards(actdiff_bin,
     r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep", "--bitwise")
     assert r.returncode == 0, r.stdout + r.stderr
     assert s["first_diverging_step"] is None
+    # Against TP=1 at module level, the shards are not combined: a warning
+    # says why every sharded record differs (trial 18 H2: exit 1, silent).
+    capture(tmp_path / "one", 1, "--level", "modules", "--precision", "full", "--series", "--steps", "2")
+    r, s = compare(actdiff_bin, tmp_path / "one", tmp_path / "a", tmp_path / "rep1", *LAYOUT_TOL)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "are level=modules captures whose records differ in Shape" in r.stderr, r.stderr
+    assert "compare such runs with level=\"ops\" captures" in r.stderr, r.stderr
 
 
 def test_two_identical_fsdp2_runs_are_bitwise_equal(actdiff_bin, tmp_path):

@@ -163,6 +163,7 @@ def main() -> None:
     ap.add_argument("--level", default="ops", choices=("ops", "modules"), help="the capture level")
     ap.add_argument("--perturb-rank", type=int, default=None, help="scale layers.1.ffn_norm.weight (replicated) on this rank only")
     ap.add_argument("--token-rank", type=int, default=None, help="change one token of this rank's batch at the last step")
+    ap.add_argument("--edit-rank", type=int, default=None, help="at the last step, this rank alone edits its shard of layers.0.feed_forward.w1.weight in place (an op of one rank)")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -207,6 +208,10 @@ def main() -> None:
             tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
             if step == args.steps and args.token_rank == rank:
                 tokens[0, 3] = (tokens[0, 3] + 1) % VOCAB
+            if step == args.steps and args.edit_rank == rank:
+                w = getattr(model, "module", model).layers[0].feed_forward.w1.weight
+                with torch.no_grad():
+                    (w.to_local() if hasattr(w, "to_local") else w).add_(0.05)
             logits = model(tokens)
             loss = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
             loss.backward()

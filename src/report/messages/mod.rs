@@ -263,6 +263,15 @@ pub enum Message {
         /// The combined runs' display names.
         runs: Vec<String>,
     },
+    /// Two `level="modules"` runs of different rank counts whose records
+    /// differ in Shape: most likely two parallel layouts (TP=2 against
+    /// TP=1), whose module outputs and parameters are shards in one run
+    /// and whole in the other; a module-level log says no layout, so the
+    /// shards are not combined (trial 18 H2).
+    ModulesAcrossLayouts {
+        /// Each run's display name and rank count.
+        runs: [(String, usize); 2],
+    },
     /// A negative `--layer-offset` that would number layers below 0.
     NegativeLayers {
         /// Run 1's rank.
@@ -573,6 +582,7 @@ impl fmt::Display for Message {
             Message::BitwiseMixedPrecision { .. }
             | Message::BitwisePrinted
             | Message::LayoutsAtReferenceTolerance { .. }
+            | Message::ModulesAcrossLayouts { .. }
             | Message::MixedPrecision { .. }
             | Message::NegativeLayers { .. }
             | Message::UnusedOverride { .. }

@@ -187,6 +187,12 @@ impl Message {
                 "{} combined from shards into whole tensors and compared at the reference's tolerance (relative 1e-8): across parallel layouts a row-parallel sum adds in another order, and shard statistics printed with 7 digits combine to values that differ in the last digit, so rows can differ where the tensors agree; compare across layouts with --layouts (rtol 1e-4, atol 1e-6), and capture both runs with precision=\"full\" to see which rows are bitwise equal (--bitwise)",
                 runs.join(" and ")
             ),
+            Message::ModulesAcrossLayouts { runs: [(n1, r1), (n2, r2)] } => write!(
+                f,
+                "{n1} ({r1} rank{}) and {n2} ({r2} rank{}) are level=modules captures whose records differ in Shape: if their parallel layouts differ (TP=2 against TP=1), module outputs and parameters are shards in one and whole in the other, which a module-level log cannot combine; compare such runs with level=\"ops\" captures (their shards are combined), and level=\"modules\" captures within one layout",
+                if *r1 == 1 { "" } else { "s" },
+                if *r2 == 1 { "" } else { "s" }
+            ),
             Message::MixedPrecision { rank, full, rtol } => write!(
                 f,
                 "rank {rank}: {full} is a full-precision log and the other is printed with 7 digits: values are compared to print precision (the default tolerances' rtol raised to {rtol:e}); capture both runs at one precision for a bitwise check"

@@ -821,6 +821,9 @@ pub fn compare_layouts(cfg: &CompareConfig) -> Result<Compared, String> {
     c.meta
         .warnings
         .extend(messages::layouts_at_reference_tolerance(cfg, &c));
+    c.meta
+        .warnings
+        .extend(messages::modules_across_layouts(cfg, &c));
     Ok(c)
 }
 
