@@ -2054,7 +2054,7 @@ fn the_opening_sentence_stays_short_with_many_rank_groups() {
     );
     let line = r.stdout.lines().nth(1).unwrap();
     assert_eq!(line.matches(" first at ").count(), 3, "{line}");
-    let rest = format!("and {} more groups (", groups - 3);
+    let rest = format!("and {} more groups that diverge (", groups - 3);
     assert!(
         line.contains(&rest) && line.ends_with("summary.json `groups`)."),
         "{line}"
@@ -2064,6 +2064,51 @@ fn the_opening_sentence_stays_short_with_many_rank_groups() {
         index.contains(&rest),
         "the index opens with the same sentence"
     );
+    // Ranks without a gating difference are counted apart, so that the
+    // sentence's counts add up to the ranks compared (trial 18 L1).
+    let tmp = TempDir::new().unwrap();
+    let (d1, d2) = gen_runs(
+        &tmp,
+        &[
+            "--ops",
+            "300",
+            "--ranks",
+            "100",
+            "--perturb-count",
+            "1",
+            "--seed",
+            "2",
+        ],
+    );
+    let r = compare(&tmp, &d1, &d2, &[]);
+    r.expect(1);
+    let s = r.summary();
+    let quiet = s["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["counts"]["gating"] == 0)
+        .count();
+    assert!(quiet > 0, "the test needs ranks that do not diverge");
+    let line = r.stdout.lines().nth(1).unwrap();
+    assert!(
+        line.ends_with(&format!("summary.json `groups`); {quiet} ranks do not.")),
+        "{line}"
+    );
+    let counted: usize = line
+        .split(" more groups that diverge (")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    // The named clauses' ranks: `ranks 34, 42 and 47 diverge first at`.
+    let named: usize = line
+        .split(" first at ")
+        .map(|piece| piece.rsplit("), ").next().unwrap_or(piece))
+        .filter_map(|c| c.strip_suffix(" diverges").or(c.strip_suffix(" diverge")))
+        .map(|c| c.replace(" and ", ", ").split(", ").count())
+        .sum();
+    assert_eq!(named + counted + quiet, 100, "{line}");
 }
 
 /// Issue 26: the HTML budget is the report's, shared out over its ranks:
