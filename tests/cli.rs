@@ -2892,3 +2892,25 @@ fn a_foreach_row_names_the_parameters_whose_outputs_differ() {
         r.stdout
     );
 }
+
+/// A log cut at a block boundary: the rows past its end are only in the
+/// other run, and the opening sentence says the log is incomplete instead
+/// of naming the first of them as a plain divergence (new-user trial 18
+/// M4: "rank 1 diverges first at `2/op_4_mul` (only in a)").
+#[test]
+fn a_cut_logs_first_missing_row_is_said_to_be_past_its_end() {
+    let tmp = TempDir::new().unwrap();
+    let (d1, d2) = gen_runs(&tmp, &["--ops", "40", "--ranks", "2", "--seed", "4"]);
+    let log = d2.join("rank_1_activations.log");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let cut = text.match_indices("\n\n[").nth(20).unwrap().0 + 2;
+    std::fs::write(&log, &text[..cut]).unwrap();
+    let r = compare(&tmp, &d1, &d2, &[]);
+    r.expect(3);
+    let line = r.stdout.lines().nth(1).unwrap();
+    assert!(
+        line.starts_with("rank 1 diverges first at `")
+            && line.ends_with("(only in a; b's log is incomplete: cut short?)."),
+        "{line}"
+    );
+}

@@ -453,10 +453,25 @@ impl Summary {
             } else if let Some(v) = g.verdict.via() {
                 via.push((g.ranks.clone(), format!("through {v}")));
             } else if let Some(f) = &first.first_divergence {
+                // A row only one run has, where the other run's log is
+                // incomplete: most likely past its end (trial 18 M4: a cut
+                // log read as "diverges first at `2/op_4_mul` (only in a)").
+                let cut = |s: &crate::report::summary::SideSummary, name: &str| {
+                    (!s.incomplete.is_empty())
+                        .then(|| format!("; {name}'s log is incomplete: cut short?"))
+                        .unwrap_or_default()
+                };
                 let only = match f.status {
-                    Status::Only1 | Status::Only2 => {
-                        format!(" ({})", status_words(f.status, name1, name2))
-                    }
+                    Status::Only1 => format!(
+                        " ({}{})",
+                        status_words(f.status, name1, name2),
+                        cut(&first.run2, name2)
+                    ),
+                    Status::Only2 => format!(
+                        " ({}{})",
+                        status_words(f.status, name1, name2),
+                        cut(&first.run1, name1)
+                    ),
                     _ => String::new(),
                 };
                 other.push(first_at(format!("`{}`{only}", f.key())));
