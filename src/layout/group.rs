@@ -64,7 +64,7 @@ impl<'a> Group<'a> {
         // and the error would name the whole one (trial 18 M1).
         for (_, t) in tables {
             let declared = t.header().total.filter(|&n| n != t.len() as u64);
-            let cut = t.len() > 0 && t.is_truncated(t.len() - 1);
+            let cut = !t.is_empty() && t.is_truncated(t.len() - 1);
             if declared.is_some() || cut {
                 return Err(format!(
                     "{}: incomplete ({}): the shards cannot be combined",

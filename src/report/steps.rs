@@ -445,17 +445,12 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
     let not_compared = |r: &StepResult| series.steps_not_compared.contains(&r.step);
     let refused = &series.steps_not_compared;
     let compared = series.step_results.len() - refused.len();
-    let incomplete = |r: &&StepResult| r.exit_status == exit_codes::INCOMPLETE;
-    let refused_why = match (
-        shown
-            .iter()
-            .filter(|r| not_compared(r))
-            .any(|r| incomplete(&r)),
-        shown
-            .iter()
-            .filter(|r| not_compared(r))
-            .all(|r| incomplete(&r)),
-    ) {
+    let kinds: Vec<bool> = shown
+        .iter()
+        .filter(|r| not_compared(r))
+        .map(|r| r.exit_status == exit_codes::INCOMPLETE)
+        .collect();
+    let refused_why = match (kinds.iter().any(|&k| k), kinds.iter().all(|&k| k)) {
         (true, true) => "incomplete input",
         (true, false) => "input errors or incomplete input",
         (false, _) => "input errors",

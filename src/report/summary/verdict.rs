@@ -457,9 +457,11 @@ impl Summary {
                 // incomplete: most likely past its end (trial 18 M4: a cut
                 // log read as "diverges first at `2/op_4_mul` (only in a)").
                 let cut = |s: &crate::report::summary::SideSummary, name: &str| {
-                    (!s.incomplete.is_empty())
-                        .then(|| format!("; {name}'s log is incomplete: cut short?"))
-                        .unwrap_or_default()
+                    if s.incomplete.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; {name}'s log is incomplete: cut short?")
+                    }
                 };
                 let only = match f.status {
                     Status::Only1 => format!(
