@@ -37,7 +37,9 @@ class Diverged(RuntimeError):
         step: the step (1-based).
         rank: the rank.
         key: run 2's (this run's) key of the first cause, else of the first
-            divergence.
+            divergence; for a cause that is an op only one run ran (an
+            in-place edit of this run's), that op's key (the baseline's
+            when only the baseline ran it).
         report: the report folder of that step (``index.html`` in it).
     """
 
