@@ -800,26 +800,14 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
     }
 }
 
-/// A forward record after a backward one (an eval forward after the
-/// optimizer step, in a module or its loss outside any) gets its `Phase:
-/// forward` line, so a reader does not take it as the optimizer's; an
-/// optimizer record after a backward one keeps the reference's absent
-/// line, read as the optimizer's by position; a forward record before any
-/// backward one writes no line.
-#[test]
-fn a_forward_record_after_backward_says_its_phase() {
+/// Records one 2048-element tensor per `(module, op, phase)` of `steps`
+/// into a fresh log; returns its text and its parsed table.
+fn phase_log(steps: &[(Option<&str>, &str, Phase)]) -> (String, actdiff::parser::OpTable) {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("rank_0_activations.log");
     let mut cap = Capture::create(&log, StatsPath::Auto).unwrap();
     let x = t32(&[1.5; 2048], &[2048]);
-    let steps = [
-        (Some("fc"), "addmm", Phase::Forward),
-        (Some("fc"), "mm", Phase::Backward),
-        (None, "add_", Phase::Optimizer),
-        (Some("fc"), "addmm", Phase::Forward),
-        (None, "mse_loss", Phase::Forward),
-    ];
-    for (i, (fqn, op, phase)) in steps.into_iter().enumerate() {
+    for (i, &(fqn, op, phase)) in steps.iter().enumerate() {
         let meta = OpRecord {
             fqn,
             op,
@@ -837,12 +825,33 @@ fn a_forward_record_after_backward_says_its_phase() {
     cap.finish().unwrap();
     let bytes = std::fs::read(&log).unwrap();
     let text = String::from_utf8_lossy(&bytes).into_owned();
+    (text, parse_bytes(bytes, &log))
+}
+
+/// The phase of every row of `t`.
+fn phases(t: &actdiff::parser::OpTable) -> Vec<String> {
+    (0..t.len()).map(|r| t.phase(r).into_owned()).collect()
+}
+
+/// A forward record after a backward one (an eval forward after the
+/// optimizer step, in a module or its loss outside any) gets its `Phase:
+/// forward` line, so a reader does not take it as the optimizer's; an
+/// optimizer record after a backward one keeps the reference's absent
+/// line, read as the optimizer's by position; a forward record before any
+/// backward one writes no line.
+#[test]
+fn a_forward_record_after_backward_says_its_phase() {
+    let (text, t) = phase_log(&[
+        (Some("fc"), "addmm", Phase::Forward),
+        (Some("fc"), "mm", Phase::Backward),
+        (None, "add_", Phase::Optimizer),
+        (Some("fc"), "addmm", Phase::Forward),
+        (None, "mse_loss", Phase::Forward),
+    ]);
     assert_eq!(text.matches("  Phase: forward\n").count(), 2, "{text}");
     assert!(!text.contains("Phase: optimizer"), "{text}");
-    let t = parse_bytes(bytes, &log);
-    let phases: Vec<String> = (0..5).map(|r| t.phase(r).into_owned()).collect();
     assert_eq!(
-        phases,
+        phases(&t),
         ["forward", "backward", "optimizer", "forward", "forward"]
     );
 }
@@ -853,11 +862,7 @@ fn a_forward_record_after_backward_says_its_phase() {
 /// record it keeps the reference's absent line (trial 15 F2).
 #[test]
 fn an_optimizer_record_before_any_backward_one_says_its_phase() {
-    let x = t32(&[1.5; 2048], &[2048]);
     for with_backward in [false, true] {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("rank_0_activations.log");
-        let mut cap = Capture::create(&log, StatsPath::Auto).unwrap();
         let mut steps = vec![(Some("fc"), "addmm", Phase::Forward)];
         if with_backward {
             steps.push((Some("fc"), "mm", Phase::Backward));
@@ -866,30 +871,12 @@ fn an_optimizer_record_before_any_backward_one_says_its_phase() {
         steps.push((None, "lerp_", Phase::Optimizer));
         // An eval batch drawn after the step: forward, said so.
         steps.push((None, "randn", Phase::Forward));
-        let n = steps.len();
-        for (i, (fqn, op, phase)) in steps.into_iter().enumerate() {
-            let meta = OpRecord {
-                fqn,
-                op,
-                phase,
-                location: None,
-                layout: None,
-                digest_index: Default::default(),
-                parameters: String::new(),
-                output_parameters: Vec::new(),
-            };
-            let id = i as u64 + 1;
-            cap.record(meta, Some(0), &[&x], Inputs::Tensors(&[]), &[], &[id])
-                .unwrap();
-        }
-        cap.finish().unwrap();
-        let bytes = std::fs::read(&log).unwrap();
-        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let (text, t) = phase_log(&steps);
         let lines = text.matches("  Phase: optimizer\n").count();
         assert_eq!(lines, if with_backward { 0 } else { 2 }, "{text}");
         assert_eq!(text.matches("  Phase: forward\n").count(), 1, "{text}");
-        let t = parse_bytes(bytes, &log);
-        let phases: Vec<String> = (0..n).map(|r| t.phase(r).into_owned()).collect();
+        let phases = phases(&t);
+        let n = phases.len();
         assert_eq!(
             phases[n - 3..],
             ["optimizer", "optimizer", "forward"],

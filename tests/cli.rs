@@ -2806,25 +2806,10 @@ fn optimizer_rows_name_the_parameters_their_parameters_lines_give() {
     r.expect(1);
     // A known line: no warning.
     assert!(!r.stderr.contains("warning"), "{}", r.stderr);
-    assert!(
-        r.stdout.contains(
-            "rank 0 diverges first at `<none>/op_1_mul_` (inputs agree, the output differs; parameters head.weight and head.bias)."
-        ),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout.contains(
-            "only the optimizer step differs, whose updates are computed apart, so one changed setting (a learning rate, weight decay, clipping) is a cause in each; the updates of parameters head.weight and head.bias differ\n"
-        ),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout
-            .contains("first divergence (optimizer): <none>/op_1_mul_ (parameters head.weight and head.bias)\n"),
-        "{}",
-        r.stdout
+    r.stdout_has("rank 0 diverges first at `<none>/op_1_mul_` (inputs agree, the output differs; parameters head.weight and head.bias).");
+    r.stdout_has("only the optimizer step differs, whose updates are computed apart, so one changed setting (a learning rate, weight decay, clipping) is a cause in each; the updates of parameters head.weight and head.bias differ\n");
+    r.stdout_has(
+        "first divergence (optimizer): <none>/op_1_mul_ (parameters head.weight and head.bias)\n",
     );
     let s = r.summary();
     let rc = &s["ranks"][0]["root_causes"];
@@ -2870,12 +2855,7 @@ fn a_foreach_row_names_the_parameters_whose_outputs_differ() {
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(1);
     assert!(!r.stderr.contains("warning"), "{}", r.stderr);
-    assert!(
-        r.stdout
-            .contains("first divergence (optimizer): <none>/op_0__foreach_lerp_ (parameter lin.bias, 1 of the op's 3)\n"),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("first divergence (optimizer): <none>/op_0__foreach_lerp_ (parameter lin.bias, 1 of the op's 3)\n");
     let s = r.summary();
     let f = &s["ranks"][0]["first_divergence"];
     assert_eq!(f["parameters"], "lin.weight, lin.bias, head.weight");
@@ -2885,12 +2865,7 @@ fn a_foreach_row_names_the_parameters_whose_outputs_differ() {
     let r = compare(&tmp, &a, &c, &[]);
     let f = &r.summary()["ranks"][0]["first_divergence"];
     assert!(f.get("parameters_changed").is_none(), "{f}");
-    assert!(
-        r.stdout
-            .contains("(parameters lin.weight, lin.bias and head.weight)"),
-        "{}",
-        r.stdout
-    );
+    r.stdout_has("(parameters lin.weight, lin.bias and head.weight)");
 }
 
 /// A log cut at a block boundary: the rows past its end are only in the
