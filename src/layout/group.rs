@@ -53,32 +53,14 @@ pub(super) struct Group<'a> {
 
 impl<'a> Group<'a> {
     /// Checks that every rank records the same ops (keys, row by row).
-    /// Errors name the file and line where they part.
+    /// Errors name the file and line where they part. The logs are whole
+    /// (a log cut short is refused before: `run::layouts::prepare`).
     pub(super) fn new(
         tables: &'a [(u32, &'a OpTable)],
         combined: &'a [String],
         out: &'a mut Combined,
     ) -> Result<Group<'a>, String> {
         let (r0, t0) = tables[0];
-        // A log cut short first: the ranks' logs then part where it ends,
-        // and the error would name the whole one (trial 18 M1).
-        for (_, t) in tables {
-            let declared = t.header().total.filter(|&n| n != t.len() as u64);
-            let cut = !t.is_empty() && t.is_truncated(t.len() - 1);
-            if declared.is_some() || cut {
-                return Err(format!(
-                    "{}: incomplete ({}): the shards cannot be combined",
-                    t.path().display(),
-                    match declared {
-                        Some(n) => format!(
-                            "its header declares {n} ops, {} were read: truncated?",
-                            t.len()
-                        ),
-                        None => "its last block is cut short: truncated?".to_string(),
-                    }
-                ));
-            }
-        }
         for (r, t) in &tables[1..] {
             let n = t.len().min(t0.len());
             if let Some(row) = (0..n).find(|&i| t.key(i) != t0.key(i)) {

@@ -292,7 +292,11 @@ fn cases(s: &Summary) -> Vec<Case> {
             name: "input".into(),
             order: u64::from(u32::MAX) + 1,
             outcome: Outcome::Error {
-                ty: "InputError",
+                ty: if s.exit_status == exit_codes::INCOMPLETE && !s.input_errors.is_empty() {
+                    "IncompleteInput"
+                } else {
+                    "InputError"
+                },
                 message: format!(
                     "exit status {}: {}",
                     s.exit_status,

@@ -213,6 +213,17 @@ pub fn fmt_ranks(r: &[u32]) -> String {
     format!("[{}]", v.join(", "))
 }
 
+/// What [`Reason::InputError`]'s errors are called: `incomplete input`
+/// when every one is ([`Message::is_incomplete_input`]), else `input
+/// error`.
+fn input_error_words(errors: &[Message]) -> &'static str {
+    if errors.iter().all(Message::is_incomplete_input) {
+        "incomplete input"
+    } else {
+        "input error"
+    }
+}
+
 /// `1 error, printed on stderr` (`3 errors, ...`): how the terminal
 /// summary counts the input errors it does not repeat.
 pub fn on_stderr(count: usize) -> String {
@@ -227,7 +238,9 @@ impl Reason {
     /// step's reasons. `summary.json`, the index and JUnit keep them.
     pub fn terminal_line(&self) -> String {
         match self {
-            Reason::InputError { errors } => format!("input error: {}", on_stderr(errors.len())),
+            Reason::InputError { errors } => {
+                format!("{}: {}", input_error_words(errors), on_stderr(errors.len()))
+            }
             Reason::AtStep { step, reasons } => {
                 let said: Vec<String> = reasons.iter().map(Reason::terminal_line).collect();
                 format!("step {step}: {}", said.join("; "))
@@ -436,9 +449,12 @@ impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Reason::Read(s) => f.write_str(s),
-            Reason::InputError { errors } => {
-                write!(f, "input error: {}", messages::join(errors, "; "))
-            }
+            Reason::InputError { errors } => write!(
+                f,
+                "{}: {}",
+                input_error_words(errors),
+                messages::join(errors, "; ")
+            ),
             Reason::NoRankInBoth => f.write_str("nothing compared: no rank is present in both runs"),
             Reason::Incomplete {
                 rank,

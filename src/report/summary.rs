@@ -367,38 +367,47 @@ pub fn parameters_sharded(t: &OpTable) -> bool {
         })
 }
 
+/// Why the log `t` is incomplete, one message a reason (empty: it is
+/// complete): a header op count other than the blocks parsed, a last block
+/// cut short, values that are no number, gzip data cut short. Each such
+/// log makes a compare exit 3 ([`crate::exit_codes::INCOMPLETE`]).
+pub fn incomplete_of(t: &OpTable) -> Vec<Message> {
+    let path = t.path().display().to_string();
+    let mut incomplete = Vec::new();
+    if let Some(n) = t.header().total {
+        if n != t.len() as u64 {
+            incomplete.push(Message::CountMismatch {
+                declared: n,
+                parsed: t.len(),
+            });
+        }
+    }
+    let truncated = |gzip: bool| {
+        t.warnings().iter().find(move |w| {
+            w.kind == WarningKind::Truncated && (w.label == crate::parser::GZIP_CUT_LABEL) == gzip
+        })
+    };
+    // The parser's own words: a missing final newline, or a count header
+    // whose last block lacks its empty line.
+    let why = truncated(false).map(|w| w.message.clone());
+    if t.truncated_rows() > 0 && (why.is_some() || !t.gzip_cut()) {
+        incomplete.push(Message::TruncatedLog { why });
+    }
+    if let Some(why) = unreadable_values(t, &path) {
+        incomplete.push(why);
+    }
+    if t.gzip_cut() {
+        incomplete.push(Message::GzipCut {
+            why: truncated(true).map(|w| w.message.clone()),
+        });
+    }
+    incomplete
+}
+
 impl SideSummary {
     fn build(t: &OpTable, paired: u64, other: &OpTable) -> SideSummary {
         let path = t.path().display().to_string();
-        let mut incomplete = Vec::new();
-        if let Some(n) = t.header().total {
-            if n != t.len() as u64 {
-                incomplete.push(Message::CountMismatch {
-                    declared: n,
-                    parsed: t.len(),
-                });
-            }
-        }
-        let truncated = |gzip: bool| {
-            t.warnings().iter().find(move |w| {
-                w.kind == WarningKind::Truncated
-                    && (w.label == crate::parser::GZIP_CUT_LABEL) == gzip
-            })
-        };
-        // The parser's own words: a missing final newline, or a count header
-        // whose last block lacks its empty line.
-        let why = truncated(false).map(|w| w.message.clone());
-        if t.truncated_rows() > 0 && (why.is_some() || !t.gzip_cut()) {
-            incomplete.push(Message::TruncatedLog { why });
-        }
-        if let Some(why) = unreadable_values(t, &path) {
-            incomplete.push(why);
-        }
-        if t.gzip_cut() {
-            incomplete.push(Message::GzipCut {
-                why: truncated(true).map(|w| w.message.clone()),
-            });
-        }
+        let incomplete = incomplete_of(t);
         SideSummary {
             entries: t.len(),
             step: t.header().step,

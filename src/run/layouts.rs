@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use super::pipeline::CompareConfig;
 use super::RunInput;
 use crate::layout::{self, Combined};
+use crate::report::messages::Message;
 
 /// The `Mesh:` value the first rank log of `path` declares, read from its
 /// header only (`None`: no such line, no log, or a pipe, which only the
@@ -59,8 +60,9 @@ pub struct Prepared {
 
 /// Combines the runs of `cfg` whose layouts differ (see the module doc);
 /// `no_combine` keeps them as they are. Errors (logs that cannot be read
-/// or combined) name the file.
-pub fn prepare(cfg: &CompareConfig, no_combine: bool) -> Result<Prepared, String> {
+/// or combined) name the file: [`Message::ShardLogIncomplete`] for a shard
+/// log cut short (exit 3), [`Message::Text`] for the others (exit 2).
+pub fn prepare(cfg: &CompareConfig, no_combine: bool) -> Result<Prepared, Message> {
     let unchanged = || Prepared {
         cfg: cfg.clone(),
         combined: Vec::new(),
@@ -78,7 +80,7 @@ pub fn prepare(cfg: &CompareConfig, no_combine: bool) -> Result<Prepared, String
             continue;
         }
         let path = if side == 1 { &cfg.run1 } else { &cfg.run2 };
-        let input = RunInput::discover(path).map_err(|e| e.to_string())?;
+        let input = RunInput::discover(path).map_err(|e| Message::Text(e.to_string()))?;
         let logs: Vec<(u32, crate::parser::OpTable)> = input
             .ranks
             .par_iter()
@@ -91,6 +93,20 @@ pub fn prepare(cfg: &CompareConfig, no_combine: bool) -> Result<Prepared, String
         let Some(mesh) = layout::mesh_of(&logs)? else {
             continue;
         };
+        // A log cut short first: the ranks' logs would part where it ends,
+        // and the combined log would look whole (trial 18 M1: the error
+        // blamed the intact log beside it, exit 2).
+        if let Some((rank, t, why)) = logs.iter().find_map(|(r, t)| {
+            let why = crate::report::summary::incomplete_of(t);
+            (!why.is_empty()).then_some((*r, t, why))
+        }) {
+            return Err(Message::ShardLogIncomplete {
+                path: t.path().display().to_string(),
+                side: if side == 1 { "run1" } else { "run2" },
+                rank,
+                why,
+            });
+        }
         // No dimension to combine (FSDP alone): each rank is its own
         // group, only the layout's communication is left out, so that the
         // run pairs with the other layout's combined logs.

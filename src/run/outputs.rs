@@ -311,7 +311,13 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<Reason>) {
         reasons.push(Reason::InputError {
             errors: errors.clone(),
         });
-        status = exit_codes::INPUT_ERROR;
+        // Stopped by incomplete input alone (a shard log cut short): 3,
+        // with --allow-incomplete too, as nothing was judged.
+        status = if errors.iter().all(Message::is_incomplete_input) {
+            exit_codes::INCOMPLETE
+        } else {
+            exit_codes::INPUT_ERROR
+        };
     }
     if ranks.is_empty() && errors.is_empty() {
         reasons.push(Reason::NoRankInBoth);

@@ -140,6 +140,29 @@ def test_no_combine_compares_shards_rank_by_rank(runs, actdiff_bin, tmp_path):
     assert s["ranks_only2"] == [1] and "layouts" not in s
 
 
+def test_a_shard_log_cut_short_is_incomplete_input_named_by_its_file(runs, actdiff_bin, tmp_path):
+    """Trial 18 M1: TP=2's rank 0 log cut in half gave exit 2 and an error
+    naming rank 1's intact log, pointing at --no-combine."""
+    d, _ = runs
+    cut = tmp_path / "tp2_cut"
+    cut.mkdir()
+    for rank in (0, 1):
+        text = (d / "tp2" / f"rank_{rank}_activations.log").read_text()
+        if rank == 0:
+            text = text[: text.index("\n[", len(text) // 2) + 1]
+        (cut / f"rank_{rank}_activations.log").write_text(text)
+    junit = tmp_path / "j.xml"
+    for extra in ([], ["--allow-incomplete"]):
+        r, s = compare(actdiff_bin, d / "tp1", cut, tmp_path / "rep", *LAYOUT_TOL, "--junit", str(junit), *extra)
+        assert r.returncode == 3, r.stdout + r.stderr
+        (err,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]
+        assert err.startswith(f"error: {cut / 'rank_0_activations.log'}: run2 rank 0's log is incomplete (declares "), err
+        assert "rank_1_activations.log" not in err and "--no-combine" not in err, err
+        assert s["ranks"] == [] and s["exit_status"] == 3, s
+        assert "incomplete input: 1 error, printed on stderr" in r.stdout, r.stdout
+        assert 'type="IncompleteInput"' in junit.read_text()
+
+
 def test_tp2_against_tp2_at_full_precision_is_bitwise_equal(actdiff_bin, tmp_path):
     capture(tmp_path / "a", 2, "--precision", "full")
     capture(tmp_path / "b", 2, "--precision", "full")

@@ -195,6 +195,20 @@ pub enum Message {
         /// last block without its empty line).
         why: Option<String>,
     },
+    /// A shard log of a run whose shards are combined (`--layouts`) is
+    /// incomplete: its group cannot be combined, so nothing is compared
+    /// (incomplete input: exit 3, `--allow-incomplete` or not).
+    ShardLogIncomplete {
+        /// The log.
+        path: String,
+        /// Its run.
+        side: Side,
+        /// Its rank.
+        rank: u32,
+        /// Why it is incomplete ([`Message::CountMismatch`],
+        /// [`Message::TruncatedLog`], ...: `report::summary::incomplete_of`).
+        why: Vec<Message>,
+    },
     /// Values that are no number (or no 16-digit digest): not compared,
     /// so the side is incomplete.
     UnreadableValues {
@@ -575,6 +589,7 @@ impl fmt::Display for Message {
             | Message::ParseWarning { .. }
             | Message::CountMismatch { .. }
             | Message::TruncatedLog { .. }
+            | Message::ShardLogIncomplete { .. }
             | Message::UnreadableValues { .. }
             | Message::GzipCut { .. }
             | Message::MoreLogWarnings { .. }
@@ -629,6 +644,14 @@ impl Message {
     /// variant is all there is to look at.)
     pub fn is_step_without_pages(&self) -> bool {
         matches!(self, Message::StepWithoutPages { .. })
+    }
+
+    /// An error that stops a comparison because its input is incomplete,
+    /// not unreadable ([`Message::ShardLogIncomplete`]): exit 3
+    /// ([`crate::exit_codes::INCOMPLETE`]) rather than 2 when every error
+    /// is one.
+    pub fn is_incomplete_input(&self) -> bool {
+        matches!(self, Message::ShardLogIncomplete { .. })
     }
 }
 

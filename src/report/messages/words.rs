@@ -130,6 +130,16 @@ impl Message {
             Message::TruncatedLog { why } => {
                 f.write_str(why.as_deref().unwrap_or("last block possibly truncated"))
             }
+            Message::ShardLogIncomplete {
+                path,
+                side,
+                rank,
+                why,
+            } => write!(
+                f,
+                "{path}: {side} rank {rank}'s log is incomplete ({}): its shards cannot be combined with its group's, so the runs were not compared, even with --allow-incomplete (re-capture that run)",
+                super::join(why, "; ")
+            ),
             Message::UnreadableValues { count, first } => {
                 let what = if *count == 1 { "value" } else { "values" };
                 match first {

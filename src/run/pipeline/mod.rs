@@ -813,8 +813,9 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
 
 /// [`compare_runs`] after combining the shards of runs of different
 /// parallel layouts ([`super::layouts::prepare`]); the combination is in
-/// the result's `meta.layouts`. Errors: logs that cannot be combined.
-pub fn compare_layouts(cfg: &CompareConfig) -> Result<Compared, String> {
+/// the result's `meta.layouts`. Errors: logs that cannot be combined
+/// ([`super::layouts::prepare`]).
+pub fn compare_layouts(cfg: &CompareConfig) -> Result<Compared, Message> {
     let prepared = super::layouts::prepare(cfg, cfg.no_combine)?;
     let mut c = compare_runs(&prepared.cfg);
     c.meta.layouts = prepared.combined;
@@ -849,9 +850,7 @@ pub fn compare(cfg: &CompareConfig, outs: &RunOutputs) -> i32 {
     }
     let mut c = match compare_layouts(cfg) {
         Ok(c) => c,
-        Err(e) => {
-            return super::outputs::input_error(cfg.report.clone(), vec![Message::Text(e)], outs)
-        }
+        Err(e) => return super::outputs::input_error(cfg.report.clone(), vec![e], outs),
     };
     if let Some(w) = messages::same_run(&cfg.run1, &cfg.run2) {
         c.meta.warnings.insert(0, w);

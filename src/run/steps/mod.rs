@@ -291,7 +291,7 @@ fn compare_step(
         Err(e) => {
             let mut meta = super::outputs::RunMeta {
                 report: c.report.clone(),
-                errors: vec![Message::Text(e)],
+                errors: vec![e],
                 allow_incomplete: c.allow_incomplete,
                 ..Default::default()
             };
