@@ -5,7 +5,7 @@
 //! | 0 | compared; no divergence beyond tolerance |
 //! | 1 | compared; a divergence, or ops or ranks present on one side only |
 //! | 2 | usage or input error (missing, empty or unparseable input; bad option, rule or override file) |
-//! | 3 | incomplete input (a truncated log, a header count that does not match the blocks, or a value that is no number), unless `--allow-incomplete`; a shard log combined across layouts always (its group cannot be combined) |
+//! | 3 | incomplete input (a truncated log, a header count that does not match the blocks, a value that is no number, or a rank's log missing below its run's `World size:`), unless `--allow-incomplete`; a shard log combined across layouts always (its group cannot be combined) |
 
 /// Compared; no divergence beyond tolerance.
 pub const OK: i32 = 0;

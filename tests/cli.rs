@@ -2889,3 +2889,52 @@ fn a_cut_logs_first_missing_row_is_said_to_be_past_its_end() {
         "{line}"
     );
 }
+
+/// A rank one run lacks below the `World size:` its logs declare is a
+/// missing log: incomplete input (exit 3), not a divergence (trial 18 L5:
+/// a crashed DDP rank exited 1, "ranks only in ddp1: [1]"). A run whose
+/// world size is smaller is a run of fewer ranks: one-sided ranks, exit 1.
+#[test]
+fn a_rank_missing_below_the_declared_world_size_is_incomplete_input() {
+    let tmp = TempDir::new().unwrap();
+    let log = |world: u32| {
+        format!(
+            "Total captured activations: 1\nExcluded ops dispatched: (none)\nWorld size: {world}\n{}\n\n[lin/op_0_mm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 1.0\n  Input hashes: 5.0\n\n",
+            "=".repeat(80)
+        )
+    };
+    let run = |name: &str, ranks: &[u32], world: u32| {
+        for r in ranks {
+            write(
+                tmp.path(),
+                &format!("{name}/rank_{r}_activations.log"),
+                log(world).as_bytes(),
+            );
+        }
+        tmp.path().join(name)
+    };
+    let (full, cut, fewer) = (
+        run("full", &[0, 1], 2),
+        run("cut", &[0], 2),
+        run("one", &[0], 1),
+    );
+    let junit = tmp.path().join("j.xml");
+    let words = "incomplete input: cut has no log of rank 1, though its logs say `World size: 2`";
+    compare(&tmp, &full, &cut, &["--junit", junit.to_str().unwrap()])
+        .expect(3)
+        .stdout_has(words);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("type=\"IncompleteInput\"") && xml.contains(words),
+        "{xml}"
+    );
+    assert!(!xml.contains("OneSidedRank"), "{xml}");
+    compare(&tmp, &cut, &full, &["--allow-incomplete"])
+        .expect(1)
+        .stdout_has(words);
+    let r = compare(&tmp, &full, &fewer, &["--junit", junit.to_str().unwrap()]);
+    r.expect(1);
+    assert!(!r.stdout.contains("incomplete input"), "{}", r.stdout);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("OneSidedRank"), "{xml}");
+}

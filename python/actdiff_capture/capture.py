@@ -1226,6 +1226,12 @@ def _default_rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
+def _world_size():
+    """``torch.distributed``'s world size, or None without a process group."""
+    dist = torch.distributed
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else None
+
+
 #: The warning of a schedule without any step (nothing will be captured).
 EMPTY_SCHEDULE = "actdiff_capture: capture_steps={!r} holds no step: this profiler captures nothing"
 
@@ -1633,7 +1639,7 @@ class Profiler:
             kw["precision"] = self.precision or "default"
             kw["digests"] = self.digests
         try:
-            return Capture(path, **kw)
+            cap = Capture(path, **kw)
         except TypeError as e:
             if len(kw) > 1:
                 raise RuntimeError(
@@ -1641,6 +1647,12 @@ class Profiler:
                     f"digests={self.digests}: rebuild the extension from this checkout ({e})"
                 ) from e
             raise
+        # `World size: N`: a compare then knows a rank whose log is missing
+        # (a crashed rank) from a run of fewer ranks.
+        world = _world_size()
+        if world is not None:
+            cap.note_world_size(world)
+        return cap
 
     def _arm(self) -> None:
         if self._mode is not None or self._modules is not None:

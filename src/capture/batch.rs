@@ -744,6 +744,12 @@ impl Capture {
         self.notes.loss = Some(loss);
     }
 
+    /// Notes the processes of the distributed run this log is one rank
+    /// of: the header gets a `World size: N` line.
+    pub fn note_world_size(&mut self, n: u32) {
+        self.notes.world_size = Some(n);
+    }
+
     /// Notes the run's device mesh and this rank's coordinates: the header
     /// gets `Mesh:` and `Coords:` lines.
     pub fn note_mesh(&mut self, mesh: crate::logformat::Mesh) {

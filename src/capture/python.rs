@@ -356,6 +356,13 @@ impl Capture {
         self.core().note_loss(loss);
     }
 
+    /// `note_world_size(n: int) -> None`: notes the processes of the
+    /// distributed run (`torch.distributed.get_world_size()`): `finish()`
+    /// writes the header line `World size: N`.
+    fn note_world_size(&self, n: u32) {
+        self.core().note_world_size(n);
+    }
+
     /// `note_mesh(mesh: str, coords: str) -> None`: notes the run's device
     /// mesh (`"dp=2 tp=2"`) and this rank's coordinates (`"dp=0 tp=1"`):
     /// `finish()` writes the header lines `Mesh:` and `Coords:`.

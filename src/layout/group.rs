@@ -127,6 +127,11 @@ impl<'a> Group<'a> {
             level: h.level,
             step: h.step,
             loss: h.loss,
+            // The combined run: one rank a group.
+            world_size: h.world_size.and_then(|w| {
+                let g = self.tables.len() as u32;
+                (w % g == 0).then_some(w / g)
+            }),
             mesh: None,
             filter: h.filter.clone(),
             below_min_numel: h.below_min_numel,

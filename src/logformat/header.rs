@@ -135,6 +135,13 @@ pub fn compiled_line(out: &mut Vec<u8>, backend: &CompileBackend) {
 /// The reference comparator ignores it (a line before the first block).
 pub const STEP_LABEL: &str = "Step";
 
+/// The label of the header line with the number of processes of a
+/// distributed run (`World size: 8`, `torch.distributed`'s world size),
+/// written by the capture agent when the process group is initialized: a
+/// run whose logs declare it and lack a rank's log is incomplete (a rank
+/// that crashed before writing). Ignored by the reference comparator.
+pub const WORLD_SIZE_LABEL: &str = "World size";
+
 /// The label of the header line with the training loss of the captured
 /// step (`Loss: 2.3125`, float64 text that round-trips), when the training
 /// loop passed it (`prof.step(loss=...)`). Ignored by the reference.
@@ -203,6 +210,9 @@ pub struct HeaderNotes {
     pub step: Option<u64>,
     /// `Loss: x`, the step's training loss (`None`: no line).
     pub loss: Option<f64>,
+    /// `World size: N`, the processes of a distributed run (`None`: no
+    /// line).
+    pub world_size: Option<u32>,
     /// `Mesh:` and `Coords:`, the device mesh of a run with DTensors
     /// (`None`: no lines).
     pub mesh: Option<Mesh>,
@@ -353,6 +363,11 @@ pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precisio
     if precision == Precision::Full {
         header_line(out, PRECISION_LABEL, PRECISION_FULL.as_bytes());
     }
+    if let Some(n) = notes.world_size {
+        let mut v = Vec::new();
+        push_u64(&mut v, u64::from(n));
+        header_line(out, WORLD_SIZE_LABEL, &v);
+    }
     if let Some(m) = &notes.mesh {
         header_line(out, MESH_LABEL, m.dims_text().as_bytes());
         header_line(out, COORDS_LABEL, m.coords_text().as_bytes());
@@ -391,6 +406,9 @@ pub struct Header {
     pub step: Option<u64>,
     /// `Loss: x`: the step's training loss, when the loop gave it.
     pub loss: Option<f64>,
+    /// `World size: N`: the processes of the distributed run the log is
+    /// one rank of; `None` when absent (one process, the reference's logs).
+    pub world_size: Option<u32>,
     /// `Mesh:` then `Coords:`: the device mesh of a run with DTensors and
     /// this rank's place in it; `None` when absent (or unreadable: a
     /// warning says so).
@@ -492,6 +510,9 @@ impl Header {
         }
         if let Some(v) = labelled(t, LOSS_LABEL) {
             return self.read_loss(line, v);
+        }
+        if let Some(v) = labelled(t, WORLD_SIZE_LABEL) {
+            return self.read_world_size(line, v);
         }
         if let Some(v) = labelled(t, PRECISION_LABEL) {
             return self.read_precision(line, v);
@@ -595,6 +616,25 @@ impl Header {
         }
     }
 
+    /// `World size: N` (N ≥ 1).
+    fn read_world_size(&mut self, line: &[u8], v: &[u8]) -> Result<(), HeaderProblem> {
+        match std::str::from_utf8(v)
+            .ok()
+            .and_then(|s| s.parse::<u32>().ok())
+            .filter(|&n| n >= 1)
+        {
+            Some(n) => {
+                self.world_size = Some(n);
+                Ok(())
+            }
+            None => Err(HeaderProblem::of_value(
+                line,
+                v,
+                "world size `{}` is not a whole number of at least 1; read as none",
+            )),
+        }
+    }
+
     /// `Ops below min numel: N`.
     fn read_below_min_numel(&mut self, line: &[u8], v: &[u8]) -> Result<(), HeaderProblem> {
         match std::str::from_utf8(v).ok().and_then(|s| s.parse().ok()) {
@@ -690,6 +730,7 @@ mod tests {
             level: CaptureLevel::Modules,
             step: Some(7),
             loss: Some(0.1),
+            world_size: Some(4),
             mesh: Some(Mesh::parse("dp=2 tp=2", "dp=1 tp=0").unwrap()),
             filter: Some("min_numel=1000, op_filter=mm".into()),
             below_min_numel: Some(57),
@@ -707,6 +748,7 @@ mod tests {
             (CaptureLevel::Modules, Some(7), Some(0.1))
         );
         assert_eq!(h.mesh, notes.mesh);
+        assert_eq!(h.world_size, Some(4));
         assert_eq!(h.precision, Precision::Full);
         assert_eq!(
             (
@@ -738,7 +780,7 @@ mod tests {
     #[test]
     fn values_that_do_not_read_name_their_column() {
         let (h, problems) = read(
-            b"Total captured activations: x\nStep:  five\nLevel: ops\nPrecision: half\nMesh: dp=2\nCoords: tp=0\nhello",
+            b"Total captured activations: x\nStep:  five\nLevel: ops\nPrecision: half\nWorld size: 0\nMesh: dp=2\nCoords: tp=0\nhello",
         );
         let got: Vec<(u64, &str)> = problems
             .iter()
@@ -752,6 +794,10 @@ mod tests {
                 (
                     12,
                     "precision `half` is not `full`; read as the reference's 7 printed digits"
+                ),
+                (
+                    13,
+                    "world size `0` is not a whole number of at least 1; read as none"
                 ),
                 (
                     9,

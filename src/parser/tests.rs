@@ -727,6 +727,7 @@ fn compiled_header_line_round_trips_through_the_writer() {
             level: crate::logformat::CaptureLevel::Modules,
             step: Some(7),
             loss: Some(-0.1 / 3.0),
+            world_size: Some(2),
             mesh: Some(crate::logformat::Mesh::parse("tp=2", "tp=1").unwrap()),
             filter: Some("min_numel=0, op_filter=mm".into()),
             below_min_numel: Some(0),
@@ -735,7 +736,7 @@ fn compiled_header_line_round_trips_through_the_writer() {
         let t = parse_bytes(v, "t.log");
         assert!(t.warnings().is_empty(), "{name}: {:?}", t.warnings());
         assert_eq!(t.header().compiled.as_ref(), Some(&b));
-        assert_eq!(t.header().step, Some(7));
+        assert_eq!((t.header().step, t.header().world_size), (Some(7), Some(2)));
         assert_eq!(
             t.header().mesh.as_ref().map(|m| m.coords_text()),
             Some("tp=1".into())

@@ -23,6 +23,7 @@ use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;
 
 use super::messages::{self, Message};
+use super::reasons::Reason;
 use super::summary::{RankSummary, Summary};
 use crate::exit_codes;
 
@@ -171,27 +172,41 @@ fn cases(s: &Summary) -> Vec<Case> {
     let mut cases: Vec<Case> = s.ranks.iter().map(|r| compared_case(s, r)).collect();
     // One-sided ranks: per step in a series (a rank one run lacks at one
     // step is no rank only one run has), else per run.
-    let one_sided: Vec<(Option<u64>, &Vec<u32>, &Vec<u32>)> = match &s.series {
+    type OneSided<'a> = (Option<u64>, &'a Vec<u32>, &'a Vec<u32>, &'a [Reason]);
+    let one_sided: Vec<OneSided> = match &s.series {
         Some(series) => series
             .step_results
             .iter()
-            .map(|r| (Some(r.step), &r.ranks_only1, &r.ranks_only2))
+            .map(|r| (Some(r.step), &r.ranks_only1, &r.ranks_only2, &r.verdict[..]))
             .collect(),
-        None => vec![(None, &s.ranks_only1, &s.ranks_only2)],
+        None => vec![(None, &s.ranks_only1, &s.ranks_only2, &s.verdict[..])],
     };
-    for (step, only1, only2) in one_sided {
+    for (step, only1, only2, verdict) in one_sided {
         for (ranks, name, other) in [(only1, &s.name1, &s.name2), (only2, &s.name2, &s.name1)] {
             for rank in ranks {
                 let (case, at) = case_name(step, *rank);
                 let message = format!("{at}rank {rank} is only in {name}");
-                cases.push(Case {
-                    name: case,
-                    order: (step.unwrap_or(0) << 32) | u64::from(*rank),
-                    outcome: Outcome::Failure {
+                // The other run declares this rank (`World size:`): its log
+                // is missing, an error of the input, not a divergence.
+                let missing = verdict.iter().find(|v| {
+                    matches!(v, Reason::RanksMissing { name, ranks, .. } if name == other && ranks.contains(rank))
+                });
+                let outcome = match missing {
+                    Some(why) => Outcome::Error {
+                        ty: "IncompleteInput",
+                        message: format!("{at}{why}"),
+                        body: format!("{message}: {why}\n"),
+                    },
+                    None => Outcome::Failure {
                         ty: "OneSidedRank",
                         body: format!("{message}: {other} has no log of this rank\n"),
                         message,
                     },
+                };
+                cases.push(Case {
+                    name: case,
+                    order: (step.unwrap_or(0) << 32) | u64::from(*rank),
+                    outcome,
                 });
             }
         }

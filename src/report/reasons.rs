@@ -101,6 +101,17 @@ pub enum Reason {
         /// The runs' display names.
         names: (String, String),
     },
+    /// A run whose logs declare a world size lacks the logs of ranks
+    /// below it that the other run has: a rank crashed or its log was not
+    /// copied (incomplete input: exit 3, or 1 with `--allow-incomplete`).
+    RanksMissing {
+        /// The run's display name.
+        name: String,
+        /// The ranks it lacks.
+        ranks: Vec<u32>,
+        /// Its logs' `World size:`.
+        world_size: u32,
+    },
     /// Nothing diverges (exit 0).
     NoDivergence {
         /// Rows that match.
@@ -529,6 +540,20 @@ impl fmt::Display for Reason {
                 fmt_ranks(only1),
                 fmt_ranks(only2)
             ),
+            Reason::RanksMissing {
+                name,
+                ranks,
+                world_size,
+            } => write!(
+                f,
+                "incomplete input: {name} has no log of rank{} {}, though its logs say `World size: {world_size}`: a rank that crashed, or a log not copied?",
+                plural(ranks.len() as u64),
+                ranks
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             Reason::NoDivergence { matched } => {
                 write!(f, "no divergence beyond tolerance: {matched} rows match")
             }
@@ -753,6 +778,14 @@ mod tests {
                     names: names(),
                 },
                 "ranks on one side only: none only in A, [4, 5] only in B",
+            ),
+            (
+                Reason::RanksMissing {
+                    name: "A".into(),
+                    ranks: vec![1],
+                    world_size: 2,
+                },
+                "incomplete input: A has no log of rank 1, though its logs say `World size: 2`: a rank that crashed, or a log not copied?",
             ),
             (
                 Reason::NoDivergence { matched: 7 },

@@ -248,7 +248,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
                 || r.exit_status == exit_codes::INCOMPLETE
                 || r.verdict
                     .iter()
-                    .any(|v| matches!(v, Reason::Incomplete { .. }))
+                    .any(|v| matches!(v, Reason::Incomplete { .. } | Reason::RanksMissing { .. }))
         })
         .filter(|r| !errors_only(r))
         .map(|r| Reason::AtStep {

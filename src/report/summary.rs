@@ -239,6 +239,11 @@ pub struct SideSummary {
     /// every floating-point result was smaller than `min_numel`, if said.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub below_min_numel: Option<u64>,
+    /// The header's `World size: N`: the processes of the distributed run,
+    /// if said (a rank below it that the run lacks is a missing log:
+    /// incomplete input).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub world_size: Option<u32>,
     /// Op count declared by the header, if any.
     pub declared: Option<u64>,
     /// `Excluded ops dispatched`, sorted; `null` when the header line is absent.
@@ -417,6 +422,7 @@ impl SideSummary {
             parameters_sharded: parameters_sharded(t),
             capture_filter: t.header().filter.clone(),
             below_min_numel: t.header().below_min_numel,
+            world_size: t.header().world_size,
             declared: t.header().total,
             excluded_ops: t.header().excluded.clone(),
             compiled: t.header().compiled.as_ref().map(|b| b.name().to_string()),

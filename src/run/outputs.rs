@@ -353,6 +353,35 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<Reason>) {
             };
         }
     }
+    // A rank one run lacks below the world size its logs declare: a
+    // missing log, not a run of fewer ranks (trial 18 L5: a crashed DDP
+    // rank read as a divergence, exit 1).
+    let (name1, name2) = names();
+    for (name, lacking, world) in [
+        (name1, only2, ranks.iter().find_map(|r| r.run1.world_size)),
+        (name2, only1, ranks.iter().find_map(|r| r.run2.world_size)),
+    ] {
+        let Some(world_size) = world else { continue };
+        let missing: Vec<u32> = lacking
+            .iter()
+            .copied()
+            .filter(|&r| r < world_size)
+            .collect();
+        if !missing.is_empty() {
+            reasons.push(Reason::RanksMissing {
+                name,
+                ranks: missing,
+                world_size,
+            });
+            if status == exit_codes::OK {
+                status = if meta.allow_incomplete {
+                    exit_codes::DIVERGED
+                } else {
+                    exit_codes::INCOMPLETE
+                };
+            }
+        }
+    }
     for l in &meta.layouts {
         if l.mismatch_count > 0 {
             let (name1, name2) = names();

@@ -372,6 +372,14 @@ def test_two_identical_ddp_runs_are_bitwise_equal(actdiff_bin, tmp_path):
     capture(tmp_path / "b", 2, "--ddp", "--precision", "full")
     assert_bitwise_equal(actdiff_bin, tmp_path, ("allreduce_",))
     assert_optimizer_rows_name_one_parameter_each((tmp_path / "a" / "rank_1_activations.log").read_text())
+    # Each log says the world size, so a rank whose log is missing (a
+    # crashed rank) is incomplete input, exit 3, not a divergence (trial
+    # 18 L5: exit 1, "ranks only in ...").
+    assert "\nWorld size: 2\n" in (tmp_path / "a" / "rank_1_activations.log").read_text()
+    (tmp_path / "b" / "rank_1_activations.log").unlink()
+    r, _ = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep_missing")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "incomplete input: b has no log of rank 1, though its logs say `World size: 2`" in r.stdout, r.stdout
 
 
 def test_a_ddp_rank_receives_a_change_through_the_all_reduce(actdiff_bin, tmp_path):
