@@ -16,34 +16,56 @@ use super::RunInput;
 use crate::layout::{self, Combined};
 use crate::report::messages::Message;
 
-/// The `Mesh:` value the first rank log of `path` declares, read from its
-/// header only (`None`: no such line, no log, or a pipe, which only the
-/// comparison may read).
+/// The `Mesh:` value the run at `path` declares: that of its first rank
+/// log with a header (`None`: no such line, no log, or a pipe, which only
+/// the comparison may read). Logs without one (empty, binary, cut before
+/// the rule) are passed over, so that the layout decision does not hang on
+/// which logs could be read: with rank 0's log broken, the run read as one
+/// without a mesh, and the other run's FSDP collectives were left out
+/// against this run's kept (trial 19 F1: rank 1, byte-identical, was said
+/// to diverge).
 fn declared_mesh(path: &Path) -> Option<String> {
     let input = RunInput::discover(path).ok()?;
-    let (_, first) = input.ranks.first()?;
+    input
+        .ranks
+        .iter()
+        .find_map(|(_, log)| header_mesh(log))
+        .flatten()
+}
+
+/// The `Mesh:` value of the log at `log`: `Some(None)` when its header
+/// has no such line, `None` when it has no header to read (or is a pipe).
+fn header_mesh(log: &Path) -> Option<Option<String>> {
     // A pipe (`-`, process substitution) is read once, by the comparison.
-    if !std::fs::metadata(first).is_ok_and(|m| m.is_file()) {
+    if !std::fs::metadata(log).is_ok_and(|m| m.is_file()) {
         return None;
     }
-    if first.extension().is_some_and(|e| e == "gz") {
+    if log.extension().is_some_and(|e| e == "gz") {
         // A gzip log's header needs a decompression: read it whole.
-        let t = crate::parser::parse_path(first).ok()?;
-        return t.header().mesh.as_ref().map(|m| m.dims_text());
+        let t = crate::parser::parse_path(log).ok()?;
+        if !t.header().has_rule && t.header().total.is_none() {
+            return None;
+        }
+        return Some(t.header().mesh.as_ref().map(|m| m.dims_text()));
     }
     let mut head = vec![0u8; 8192];
-    let mut f = std::fs::File::open(first).ok()?;
+    let mut f = std::fs::File::open(log).ok()?;
     let n = f.read(&mut head).ok()?;
-    let text = String::from_utf8_lossy(&head[..n]);
+    let head = &head[..n];
+    if head.contains(&0) {
+        return None; // binary data, no activation log
+    }
+    let text = String::from_utf8_lossy(head);
+    let mut mesh = None;
     for line in text.lines() {
         if line.starts_with('[') || line.starts_with("====") {
-            break;
+            return Some(mesh);
         }
         if let Some(v) = line
             .strip_prefix(crate::logformat::MESH_LABEL)
             .and_then(|r| r.strip_prefix(':'))
         {
-            return Some(v.trim().to_string());
+            mesh = Some(v.trim().to_string());
         }
     }
     None
@@ -169,4 +191,46 @@ pub fn prepare(cfg: &CompareConfig, no_combine: bool) -> Result<Prepared, Messag
         out.combined.push(c);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::declared_mesh;
+
+    /// The run's mesh is read from its first log with a header: a rank 0
+    /// log that is binary or empty does not make the run one without a
+    /// mesh (trial 19 F1).
+    #[test]
+    fn the_mesh_comes_from_the_first_log_with_a_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = |mesh: &str| {
+            format!(
+                "Total captured activations: 0\n{mesh}{}\n\n",
+                "=".repeat(80)
+            )
+        };
+        let log = |rank: u32, bytes: &[u8]| {
+            std::fs::write(
+                dir.path().join(format!("rank_{rank}_activations.log")),
+                bytes,
+            )
+            .unwrap()
+        };
+        log(1, header("Mesh: dp=2\nCoords: dp=1\n").as_bytes());
+        for broken in [
+            &b"\x7fELF\x02\x01\x01\x00\x00"[..],
+            b"",
+            b"Total captured activations: 3\n",
+        ] {
+            log(0, broken);
+            assert_eq!(
+                declared_mesh(dir.path()).as_deref(),
+                Some("dp=2"),
+                "{broken:?}"
+            );
+        }
+        // A readable header without the line: no mesh, the later logs unread.
+        log(0, header("").as_bytes());
+        assert_eq!(declared_mesh(dir.path()), None);
+    }
 }
