@@ -212,7 +212,7 @@ fn activation_checkpointing_in_one_run_is_named_and_does_not_gate() {
     );
     assert!(
         text.contains(
-            "80 rows recomputed by activation checkpointing in one run only (shown, not gating)"
+            "80 rows recomputed in backward in one run only, by activation checkpointing or a layout gathering parameters again (shown, not gating)"
         ),
         "{text}"
     );

@@ -228,14 +228,23 @@ impl NoteRow<'_> {
             out.push(K::Fused, text);
         }
         if row.has(ROW_RECOMPUTED) {
-            let by = if r1.is_some() { n1 } else { n2 };
-            out.push(
-                K::Recomputed,
+            let (by, t, r) = match (r1, r2) {
+                (Some(r), _) => (n1, t1, r),
+                (None, Some(r)) => (n2, t2, r),
+                (None, None) => unreachable!("a recomputed row is one-sided"),
+            };
+            let text = if super::recompute::is_communication(t, r) {
+                format!(
+                    "gathered again in backward by {by}'s parallel layout (FSDP2's \
+                     reshard_after_forward; a repeat of a forward op): shown, not gating"
+                )
+            } else {
                 format!(
                     "recomputed in backward by {by}'s activation checkpointing (a repeat of a \
                      forward op): shown, not gating"
-                ),
-            );
+                )
+            };
+            out.push(K::Recomputed, text);
         }
         match (row.has(ROW_NONFINITE1), row.has(ROW_NONFINITE2)) {
             (true, true) => out.push(K::NonFinite, "non-finite in both runs"),

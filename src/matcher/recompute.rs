@@ -8,6 +8,7 @@
 
 use super::keys::{self, fuzzy_key};
 use super::passes::Pairing;
+use super::policy::DEFAULT_UNSYNCED_OPS;
 use super::{MatchRow, ROW_RECOMPUTED};
 use crate::logformat::Phase;
 use crate::parser::{Field, OpTable};
@@ -25,6 +26,11 @@ pub struct Recomputed {
     /// The first of them (a row of that run's table) and the forward row
     /// it repeats.
     pub example: (usize, usize),
+    /// They are the layout's communication ([`is_communication`]) that
+    /// repeats its forward communication by value: FSDP2 all-gathering
+    /// resharded parameters again in backward (`reshard_after_forward`),
+    /// not activation checkpointing.
+    pub communication: bool,
 }
 
 /// Flags the one-sided rows of each run that are its recomputation, and
@@ -55,6 +61,16 @@ pub(super) fn mark_recomputed(
             .filter_map(|(i, r)| Some((i, r.only_in(side)?)))
             .collect();
         let backward = |r: usize| t.phase_kind(r) == Phase::Backward;
+        // The layout's communication is no recomputation: FSDP2
+        // all-gathers a block's parameters again in backward when it
+        // reshards after forward (trial 19 F6: called checkpointing's).
+        // Its repeats by value are flagged on their own.
+        let (communication, one_sided): (Vec<_>, Vec<_>) = one_sided
+            .into_iter()
+            .partition(|(_, r)| is_communication(t, *r));
+        if let Some(r) = regathered(rows, t, side, &communication) {
+            out.push(r);
+        }
         if !one_sided.iter().any(|(_, r)| backward(*r)) {
             continue;
         }
@@ -92,9 +108,52 @@ pub(super) fn mark_recomputed(
             side,
             count: flagged.len(),
             example: (first, forward),
+            communication: false,
         });
     }
     out
+}
+
+/// Flags the one-sided backward-phase rows of `communication` (result
+/// row, row of `t`, run `side`) that repeat a forward communication op of
+/// their run by value ([`value_key`]: op name, Shape, Output hash): a
+/// parallel layout gathering the same parameters again. `None` when none.
+fn regathered(
+    rows: &mut [MatchRow],
+    t: &OpTable,
+    side: usize,
+    communication: &[(usize, usize)],
+) -> Option<Recomputed> {
+    let backward: Vec<(usize, usize)> = communication
+        .iter()
+        .copied()
+        .filter(|(_, r)| t.phase_kind(*r) == Phase::Backward)
+        .collect();
+    if backward.is_empty() {
+        return None;
+    }
+    let mut ops = vec![false; t.op_types()];
+    for (_, r) in &backward {
+        ops[t.op_type(*r) as usize] = true;
+    }
+    let [_, by_value] = forward_ops(t, &ops);
+    let flagged: Vec<(usize, usize, usize)> = backward
+        .into_iter()
+        .filter_map(|(i, r)| {
+            let v = value_key(t, r, &fuzzy_key(t.key(r)))?;
+            Some((i, r, *by_value.get(&v)?))
+        })
+        .collect();
+    let &(_, first, forward) = flagged.first()?;
+    for (i, _, _) in &flagged {
+        rows[*i].flags |= ROW_RECOMPUTED;
+    }
+    Some(Recomputed {
+        side,
+        count: flagged.len(),
+        example: (first, forward),
+        communication: true,
+    })
 }
 
 /// Ops that draw random numbers: recomputed with another value than its
@@ -124,6 +183,17 @@ const RANDOM_OPS: &[&[u8]] = &[
     b"multinomial",
     b"poisson",
 ];
+
+/// Whether row `r` of `t` is a collective or a parallel layout's own
+/// communication op ([`DEFAULT_UNSYNCED_OPS`],
+/// [`crate::layout::COMMUNICATION_OPS`]: FSDP2's copy-in buffers too).
+pub(crate) fn is_communication(t: &OpTable, r: usize) -> bool {
+    let op = &*t.op_names[t.op_type(r) as usize];
+    DEFAULT_UNSYNCED_OPS.iter().any(|o| o.as_bytes() == op)
+        || crate::layout::COMMUNICATION_OPS
+            .iter()
+            .any(|o| o.as_bytes() == op)
+}
 
 /// Whether row `r` of `t` is an op of [`RANDOM_OPS`].
 fn is_random(t: &OpTable, r: usize) -> bool {
@@ -178,7 +248,9 @@ pub(super) fn hold_one_sided_repeats(p: &mut Pairing, t1: &OpTable, t2: &OpTable
 /// are hashed in full.
 fn value_repeats(t: &OpTable) -> Vec<(usize, u64)> {
     let mut ops = vec![false; t.op_types()];
-    let backward: Vec<usize> = (0..t.len()).filter(|&r| t.is_backward(r)).collect();
+    let backward: Vec<usize> = (0..t.len())
+        .filter(|&r| t.is_backward(r) && !is_communication(t, r))
+        .collect();
     for &r in &backward {
         ops[t.op_type(r) as usize] = true;
     }
@@ -474,5 +546,49 @@ mod tests {
             let b = add("m0/op_0_add", "7.5", "") + &b + &log(6, 0, true);
             assert_eq!(recomputed_gating(&compare(&a, &b)), (0, 1));
         }
+    }
+
+    /// FSDP2 resharding after forward gathers a block's parameters again in
+    /// backward: those one-sided copy-in rows repeat a forward one by value
+    /// and are flagged as the layout's communication, with their own note;
+    /// they were called activation checkpointing's (trial 19 F6). A
+    /// communication row that repeats nothing still gates.
+    #[test]
+    fn parameters_gathered_again_in_backward_are_the_layouts_not_checkpointing() {
+        let gather = |m: &str, n: u32, hash: &str, phase: &str| {
+            format!(
+                "[{m}/op_{n}_all_gather_copy_in]\n  Shape: torch.Size([16]), Dtype: torch.float32\n  Output hash: {hash}\n{phase}\n"
+            )
+        };
+        let forward = gather("blocks.1", 0, "3.0", "") + &log(2, 0, true);
+        let again = gather("head", 1, "3.0", "  Phase: backward\n");
+        let (a, b) = (forward.clone() + &again, forward.clone());
+        let (ta, tb) = (
+            parse_bytes(a.as_bytes().to_vec(), "a.log"),
+            parse_bytes(b.as_bytes().to_vec(), "b.log"),
+        );
+        let m = match_tables(&ta, &tb, &MatchOptions::default());
+        assert_eq!((m.counts().only1, recomputed_gating(&m)), (1, (1, 0)));
+        let r = &m.recomputed[0];
+        assert!(r.communication && r.side == 0 && r.count == 1, "{r:?}");
+        let i = m
+            .rows
+            .iter()
+            .position(|r| r.status == Status::Only1)
+            .unwrap();
+        let notes = crate::matcher::notes::row_notes(&ta, &tb, &m, i, ("a", "b"));
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.starts_with("gathered again in backward by a's parallel layout")),
+            "{notes:?}"
+        );
+        assert!(
+            !notes.iter().any(|n| n.contains("checkpointing")),
+            "{notes:?}"
+        );
+        // Another value: not the same parameters, so it gates.
+        let other = forward + &gather("head", 1, "4.0", "  Phase: backward\n");
+        assert_eq!(recomputed_gating(&compare(&other, &b)), (0, 1));
     }
 }

@@ -336,13 +336,16 @@ pub fn compiled_away_words(count: u64, modules: bool, by: &str) -> String {
     }
 }
 
-/// The words for `count` rows of one run only that are its activation
-/// checkpointing's recomputation ([`crate::matcher::ROW_RECOMPUTED`]):
-/// `6 rows recomputed by activation checkpointing in one run only`. The
-/// verdict, the terminal and JUnit say it in these words.
+/// The words for `count` rows of one run only that repeat its forward ops
+/// in backward ([`crate::matcher::ROW_RECOMPUTED`]: activation
+/// checkpointing's recomputation, or a parallel layout gathering the same
+/// parameters again): `6 rows recomputed in backward in one run only
+/// (activation checkpointing, or parameters gathered again)`. The
+/// verdict, the terminal and JUnit say it in these words; the rows' notes
+/// and the warning say which.
 pub fn recomputed_words(count: u64) -> String {
     format!(
-        "{count} row{} recomputed by activation checkpointing in one run only",
+        "{count} row{} recomputed in backward in one run only, by activation checkpointing or a layout gathering parameters again",
         plural(count)
     )
 }

@@ -99,6 +99,7 @@ pub fn recomputed_ops(rank: u32, m: &MatchTable, t1: &OpTable, t2: &OpTable) -> 
                 side,
                 count: r.count,
                 example: Box::new((key(r.example.0), key(r.example.1))),
+                communication: r.communication,
             }
         })
         .collect()

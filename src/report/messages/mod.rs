@@ -116,6 +116,10 @@ pub enum Message {
         /// One of them (its key) and the forward op it repeats (boxed: a
         /// message stays small).
         example: Box<(String, String)>,
+        /// They are a parallel layout's communication gathering the same
+        /// parameters again (FSDP2's `reshard_after_forward`), not
+        /// activation checkpointing's recomputation.
+        communication: bool,
     },
     /// A log in a step folder whose `Step:` header names another step (a
     /// warning: the folder decides which step it is compared as).
