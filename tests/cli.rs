@@ -2938,3 +2938,21 @@ fn a_rank_missing_below_the_declared_world_size_is_incomplete_input() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("OneSidedRank"), "{xml}");
 }
+
+/// A stat line whose indentation was lost (`Min: 3.2.1` at column 1) is
+/// not read by the reference's rule, so its block lacks the stat: the
+/// input is incomplete (exit 3) at that file:line:column, not a pass
+/// (trial 19 F4: "unknown field `Min` ignored", exit 0).
+#[test]
+fn an_unindented_stat_line_is_incomplete_input() {
+    let tmp = TempDir::new().unwrap();
+    let plain = String::from_utf8(read_testdata(BUG_A)).unwrap();
+    let at = plain.find("  Min: ").unwrap();
+    let line = plain[..at].matches('\n').count() + 1;
+    let bad = format!("{}{}", &plain[..at], &plain[at + 2..]);
+    let path = write(tmp.path(), "bad.log", bad.as_bytes());
+    let r = compare(&tmp, &testdata(BUG_A), &path, &[]);
+    r.expect(3)
+        .stdout_has("incomplete input: rank 0 run2")
+        .stdout_has(&format!("bad.log:{line}:1: `Min: "));
+}

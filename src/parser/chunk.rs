@@ -332,6 +332,27 @@ impl<'a> Partial<'a> {
     fn unknown_line(&mut self, lineno: u64, line: &[u8], label_end: usize) {
         let label = lossy(trim(&line[..label_end]));
         let col = (line.len() - line.trim_ascii_start().len()) as u64 + 1;
+        // A stat's own label the reference's rule (`\s+Min:\s+value`)
+        // does not read: a damaged line, whose stat the block then lacks
+        // (trial 19 F4: `Min: 3.2.1 @@garbage` unindented passed, exit 0).
+        if let Some(f) = crate::logformat::field::STAT_FIELDS
+            .iter()
+            .find(|f| f.label() == label && label_end < line.len())
+        {
+            self.warn(
+                lineno,
+                col,
+                WarningKind::UnreadableStatLine,
+                f.label(),
+                format!(
+                    "`{}` line not read as the block's {}: a stat line is indented and has a value (`  {}: <value>`)",
+                    lossy(trim(line)),
+                    f.label(),
+                    f.label()
+                ),
+            );
+            return;
+        }
         self.warn(
             lineno,
             col,

@@ -75,6 +75,11 @@ pub enum WarningKind {
     /// A number (a stat, an Output hash or Input hashes value) that is not
     /// Python `float()` syntax: two dots, stray letters, an empty value.
     MalformedNumber,
+    /// A line inside a block with a stat's label (`Min:`, `Shape:`, ...)
+    /// that the reference's rules do not read as that stat (no indentation
+    /// before it, or no value after it): the block's stat is lost, so the
+    /// log is incomplete, as for a [`WarningKind::MalformedNumber`].
+    UnreadableStatLine,
 }
 
 /// [`OpTable::layer`]'s "no layer index" (also for one past `u32`).

@@ -186,6 +186,47 @@ fn count_mismatch_and_unknown_lines_warn_with_positions() {
         .any(|(k, l, n)| *k == WarningKind::UnknownField && l == "Call type" && *n == 1));
 }
 
+/// A line with a stat's label that the reference's rule does not read
+/// (its indentation lost, or no value): the block's stat is lost, so it is
+/// an unreadable value (the log incomplete), not an unknown field (trial
+/// 19 F4: `Min: 3.2.1 @@garbage` passed, exit 0).
+#[test]
+fn a_stat_line_the_rule_does_not_read_is_unreadable() {
+    let min = SAMPLE.find("  Min: ").unwrap();
+    let max = SAMPLE.find("  Max: ").unwrap();
+    let max_end = max + SAMPLE[max..].find('\n').unwrap();
+    let s = format!(
+        "{}Min: 3.2.1 @@garbage{}  Max:{}",
+        &SAMPLE[..min],
+        &SAMPLE[min + SAMPLE[min..].find('\n').unwrap()..max],
+        &SAMPLE[max_end..]
+    );
+    let t = table(&s);
+    let got: Vec<(u64, u64, &str)> = t
+        .warnings()
+        .iter()
+        .filter(|w| w.kind == WarningKind::UnreadableStatLine)
+        .map(|w| (w.line, w.column, w.label.as_str()))
+        .collect();
+    let line = |at: usize| SAMPLE[..at].matches('\n').count() as u64 + 1;
+    assert_eq!(
+        got,
+        [(line(min), 1, "Min"), (line(max), 3, "Max")],
+        "{:?}",
+        t.warnings()
+    );
+    assert!(!t
+        .warnings()
+        .iter()
+        .any(|w| w.kind == WarningKind::UnknownField));
+    // An unknown label is still only that.
+    let t = table(&SAMPLE.replace("  Min: ", "  Minimum: "));
+    assert!(t
+        .warnings()
+        .iter()
+        .all(|w| w.kind != WarningKind::UnreadableStatLine));
+}
+
 #[test]
 fn non_utf8_keys_are_kept_lossy_with_a_warning() {
     let mut bytes = b"[caf\xe9/op_0_mm]\n  Output hash: 1\n".to_vec();

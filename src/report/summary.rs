@@ -280,7 +280,9 @@ fn unreadable_values(t: &OpTable, path: &str) -> Option<Message> {
     let unreadable = |k: WarningKind| {
         matches!(
             k,
-            WarningKind::MalformedNumber | WarningKind::MalformedDigest
+            WarningKind::MalformedNumber
+                | WarningKind::MalformedDigest
+                | WarningKind::UnreadableStatLine
         )
     };
     let count: u64 = t
