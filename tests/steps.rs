@@ -396,7 +396,9 @@ fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
         "",
     );
     let stderr = &r.stderr;
-    r.expect(0);
+    // Step 9, named and reached by neither run, is an input error: a gate
+    // asked about it (trial 19 F3: exit 0 with a warning).
+    r.expect(2);
     assert!(
         stderr.contains("step_4: no rank_N_activations.log in it"),
         "{stderr}"
@@ -406,7 +408,7 @@ fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("--steps: step 9 in neither run"),
+        stderr.contains("error: --steps names step 9, which neither run has (their steps: 1-2): not compared, so nothing says it agrees"),
         "{stderr}"
     );
     let r = Run::of(
@@ -980,10 +982,17 @@ fn series_parts_say_no_step_only_without_steps_and_merges_warn_of_pages() {
     // The series itself does not repeat it, merged or not.
     assert!(!warns(&full) && !warns(&out));
     // A part that compared no step records what the merge then says.
-    let none = d.path().join("none");
+    // (Step 3 only in c, at a step a lacks.)
+    let (c, none) = (d.path().join("c"), d.path().join("none"));
+    for s in [1, 3] {
+        std::fs::create_dir_all(c.join(format!("step_{s}"))).unwrap();
+        let log = format!("step_{s}/rank_0_activations.log");
+        std::fs::copy(b.join(&log), c.join(&log)).unwrap();
+    }
+    std::fs::remove_dir_all(a.join("step_3")).unwrap();
     compare_into(
-        [&a, &b],
-        &["-q", "--steps", "9", "--shard", "0/1"],
+        [&a, &c],
+        &["-q", "--steps", "3", "--shard", "0/1"],
         &none,
         0,
     );
@@ -991,6 +1000,17 @@ fn series_parts_say_no_step_only_without_steps_and_merges_warn_of_pages() {
     assert!(rec.contains("no_step"), "{rec}");
     merge_parts([&none], d.path().join("none-merged"), 2)
         .stderr_has("--steps selects no step both runs have");
+    // A step no run reached, named: the part fails saying so, and the merge
+    // names it (trial 19 F3).
+    let beyond = d.path().join("beyond");
+    compare_into(
+        [&a, &b],
+        &["-q", "--steps", "9", "--shard", "0/1"],
+        &beyond,
+        2,
+    );
+    merge_parts([&beyond], d.path().join("beyond-merged"), 2)
+        .stderr_has("--steps names step 9, which neither run has");
 }
 
 /// A step series against a path that does not exist: the error names the

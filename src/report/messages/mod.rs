@@ -346,6 +346,15 @@ pub enum Message {
         /// long: `--steps 1-99999999999`).
         steps: Vec<(u64, u64)>,
     },
+    /// `--steps` named steps neither run has outside their schedule: a
+    /// step given alone, or steps before the runs' first or after their
+    /// last (an input error: a gate asked about steps no run reached).
+    StepsNotCaptured {
+        /// Those steps as inclusive ranges, ascending.
+        steps: Vec<(u64, u64)>,
+        /// The steps either run has.
+        present: Vec<u64>,
+    },
     /// No step compared (an input error): both runs have none in common,
     /// or (`Some`: each run's steps) `--steps` selects none both have.
     NoStep {
@@ -615,6 +624,7 @@ impl fmt::Display for Message {
             | Message::UnfinishedStep { .. }
             | Message::LogsBesideSteps { .. }
             | Message::StepsInNeither { .. }
+            | Message::StepsNotCaptured { .. }
             | Message::NoStep { .. }
             | Message::NotASeries { .. }
             | Message::AtSteps { .. } => self.fmt_step(f),

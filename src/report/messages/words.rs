@@ -309,6 +309,21 @@ impl Message {
                     .collect();
                 write!(f, "--steps: {word} {} in neither run", ranges.join(", "))
             }
+            Message::StepsNotCaptured { steps, present } => {
+                let one = matches!(steps.as_slice(), [(a, b)] if a == b);
+                let ranges: Vec<String> = steps
+                    .iter()
+                    .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") })
+                    .collect();
+                write!(
+                    f,
+                    "--steps names {} {}, which neither run has (their steps: {}): not compared, so nothing says {}",
+                    if one { "step" } else { "steps" },
+                    ranges.join(", "),
+                    super::fmt_steps(present),
+                    if one { "it agrees" } else { "they agree" }
+                )
+            }
             Message::NoStep { selected: None } => {
                 f.write_str("nothing compared: no step is in both runs")
             }

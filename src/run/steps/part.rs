@@ -102,6 +102,9 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
     let _ = std::fs::remove_file(out.join(SERIES_PART));
     let _ = std::fs::remove_file(out.join(shard::MANIFEST));
     let pairs = StepPairs::of(cfg, sel);
+    if !pairs.errors.is_empty() {
+        return fail(crate::report::messages::join(&pairs.errors, "; "));
+    }
     let mut plans = Vec::with_capacity(pairs.both.len());
     for (s, p1, p2) in &pairs.both {
         let mut errors = Vec::new();

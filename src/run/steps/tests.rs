@@ -115,3 +115,31 @@ fn steps_in_neither_run_are_ranges_of_any_length() {
         [(1, 2), (4, 4), (6, 9), (u64::MAX - 1, u64::MAX - 1)]
     );
 }
+
+/// `--steps` on steps neither run has: a range's gaps between the runs'
+/// first and last step (a sparse schedule) are a warning; a step named
+/// alone, or steps outside that span, are refused (trial 19 F3).
+#[test]
+fn steps_named_alone_or_beyond_the_runs_are_refused() {
+    let every_10: BTreeSet<u64> = [10, 20, 30].into_iter().collect();
+    // `1-30`: 1-9 before the first step; 11-19, 21-29 gaps.
+    assert_eq!(
+        split_absent(&[(1, 30)], &every_10),
+        (vec![(11, 19), (21, 29)], vec![(1, 9)])
+    );
+    assert_eq!(
+        split_absent(&[(10, 1000)], &every_10),
+        (vec![(11, 19), (21, 29)], vec![(31, 1000)])
+    );
+    // `10-30,15`: 15 named alone is refused, the rest of its gap is not.
+    assert_eq!(
+        split_absent(&[(10, 30), (15, 15)], &every_10),
+        (vec![(11, 14), (16, 19), (21, 29)], vec![(15, 15)])
+    );
+    let six: BTreeSet<u64> = (1..=6).collect();
+    assert_eq!(
+        split_absent(&[(1, 3), (9, 9)], &six),
+        (vec![], vec![(9, 9)])
+    );
+    assert_eq!(split_absent(&[(2, 5)], &six), (vec![], vec![]));
+}
