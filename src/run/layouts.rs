@@ -96,6 +96,15 @@ pub fn prepare(cfg: &CompareConfig, no_combine: bool) -> Result<Prepared, Messag
     if m1 == m2 {
         return Ok(unchanged());
     }
+    // A run without logs is the compare's input error; nothing is combined
+    // against it (trial 19 L1: the layout's lines, and a passing JUnit
+    // case for it, beside that error).
+    if [&cfg.run1, &cfg.run2]
+        .iter()
+        .any(|r| RunInput::discover(r).is_err())
+    {
+        return Ok(unchanged());
+    }
     let mut out = unchanged();
     for (side, mesh) in [(1u8, m1), (2u8, m2)] {
         if mesh.is_none() {
@@ -232,5 +241,28 @@ mod tests {
         // A readable header without the line: no mesh, the later logs unread.
         log(0, header("").as_bytes());
         assert_eq!(declared_mesh(dir.path()), None);
+    }
+
+    /// Nothing is combined against a run without logs: the compare says
+    /// that input error alone (trial 19 L1: run 1's layout lines and a
+    /// passing JUnit case beside it).
+    #[test]
+    fn nothing_is_combined_against_a_run_without_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (run1, run2) = (dir.path().join("a"), dir.path().join("empty"));
+        std::fs::create_dir_all(&run1).unwrap();
+        std::fs::create_dir_all(&run2).unwrap();
+        let log = format!(
+            "Total captured activations: 0\nMesh: dp=2\nCoords: dp=0\n{}\n\n",
+            "=".repeat(80)
+        );
+        std::fs::write(run1.join("rank_0_activations.log"), log).unwrap();
+        let cfg = crate::run::pipeline::CompareConfig {
+            run1,
+            run2: run2.clone(),
+            ..Default::default()
+        };
+        let p = super::prepare(&cfg, false).unwrap();
+        assert!(p.combined.is_empty() && p.cfg.run2 == run2);
     }
 }
