@@ -2956,3 +2956,32 @@ fn an_unindented_stat_line_is_incomplete_input() {
         .stdout_has("incomplete input: rank 0 run2")
         .stdout_has(&format!("bad.log:{line}:1: `Min: "));
 }
+
+/// A Shape value that does not read as a shape and a dtype, where the
+/// pair's Shape texts differ, is an unreadable value: incomplete input
+/// (exit 3) named at its file, line and column (trial 19 F5: the row was
+/// the first origin, "inputs agree, the output differs", exit 1, with no
+/// warning).
+#[test]
+fn an_unreadable_shape_is_incomplete_input() {
+    let tmp = TempDir::new().unwrap();
+    let plain = String::from_utf8(read_testdata(BUG_A)).unwrap();
+    let at = plain.find("  Shape: ").unwrap() + "  Shape: ".len();
+    let end = at + plain[at..].find('\n').unwrap();
+    let line = plain[..at].matches('\n').count() + 1;
+    let bad = format!(
+        "{}torch.Size([4, 1x6]), Dtype: ???{}",
+        &plain[..at],
+        &plain[end..]
+    );
+    let path = write(tmp.path(), "bad.log", bad.as_bytes());
+    compare(&tmp, &testdata(BUG_A), &path, &[])
+        .expect(3)
+        .stdout_has("incomplete input: rank 0 run2")
+        .stdout_has(&format!(
+            "bad.log:{line}:10: Shape value `torch.Size([4, 1x6]), Dtype: ???` does not read"
+        ));
+    // The same text on both sides decides nothing: no word of it.
+    let r = compare(&tmp, &path, &path, &[]);
+    r.expect(0);
+}

@@ -85,6 +85,18 @@ impl<'a> ShapeText<'a> {
         inner.split(',').map(|d| d.trim().parse().ok()).collect()
     }
 
+    /// Whether the value reads as a shape and a dtype, as every writer
+    /// prints it (`torch.Size([2, 64]), Dtype: torch.bfloat16`): integer
+    /// dims, and a dtype name of letters, digits and `_`.
+    pub fn reads(&self) -> bool {
+        self.dims().is_some()
+            && !self.dtype.is_empty()
+            && self
+                .dtype
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    }
+
     /// The dtype name without `torch.` (`bfloat16`), `""` when absent.
     pub fn dtype(&self) -> &'a str {
         self.dtype
@@ -94,6 +106,25 @@ impl<'a> ShapeText<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_only_a_shape_and_a_dtype() {
+        for ok in [
+            "torch.Size([2, 64]), Dtype: torch.bfloat16",
+            "torch.Size([]), Dtype: torch.float32",
+            "torch.Size([3]), Dtype: torch.float8_e4m3fn",
+        ] {
+            assert!(read_shape(ok.as_bytes()).reads(), "{ok}");
+        }
+        for bad in [
+            "torch.Size([4, 1x6]), Dtype: torch.float32",
+            "torch.Size([4, 16]), Dtype: ???",
+            "torch.Size([4, 16])",
+            "[4, 16], Dtype: torch.float32",
+        ] {
+            assert!(!read_shape(bad.as_bytes()).reads(), "{bad}");
+        }
+    }
 
     #[test]
     fn written_shapes_read_back() {

@@ -412,6 +412,61 @@ pub fn incomplete_of(t: &OpTable) -> Vec<Message> {
 }
 
 impl SideSummary {
+    /// Adds to [`SideSummary::incomplete`] the Shape values of run `side`
+    /// (0 or 1) that do not read as a shape and a dtype
+    /// ([`crate::logformat::ShapeText::reads`]), among the pairs whose
+    /// Shape texts differ (the only ones whose Shape decides anything; a
+    /// parse-time check of every block would cost every compare): counted
+    /// with the values that are no number, the first named at its file,
+    /// line and column (trial 19 F5: `torch.Size([4, 1x6]), Dtype: ???`
+    /// was the first origin, with no warning, exit 1).
+    fn with_unreadable_shapes(mut self, rc: &RankComparison<'_>, side: usize) -> SideSummary {
+        use crate::matcher::ROW_SHAPE_TEXT_DIFF;
+        let t = if side == 0 { rc.t1 } else { rc.t2 };
+        let mut bad = rc
+            .matches
+            .rows
+            .iter()
+            .filter(|r| r.has(ROW_SHAPE_TEXT_DIFF))
+            .filter_map(|r| if side == 0 { r.r1() } else { r.r2() })
+            .filter(|&r| !crate::logformat::read_shape(t.field(r, Field::Shape)).reads());
+        let Some(first) = bad.next() else {
+            return self;
+        };
+        let count = 1 + bad.count() as u64;
+        let (block, text) = (t.block(first), t.field(first, Field::Shape));
+        let at = text.as_ptr() as usize - block.as_ptr() as usize;
+        let before = &block[..at];
+        let line = t.line(first) + memchr::memchr_iter(b'\n', before).count() as u64;
+        let column = (at - memchr::memrchr(b'\n', before).map_or(0, |n| n + 1)) as u64 + 1;
+        let first = UnreadableValue {
+            path: self.path.clone(),
+            line,
+            column,
+            message: format!(
+                "Shape value `{}` does not read as a shape and a dtype (`torch.Size([2, 64]), Dtype: torch.float32`)",
+                String::from_utf8_lossy(text)
+            ),
+        };
+        match self
+            .incomplete
+            .iter_mut()
+            .find(|m| matches!(m, Message::UnreadableValues { .. }))
+        {
+            Some(Message::UnreadableValues { count: n, first: f }) => {
+                *n += count;
+                if f.as_ref().is_none_or(|f| f.line > line) {
+                    *f = Some(first);
+                }
+            }
+            _ => self.incomplete.push(Message::UnreadableValues {
+                count,
+                first: Some(first),
+            }),
+        }
+        self
+    }
+
     fn build(t: &OpTable, paired: u64, other: &OpTable) -> SideSummary {
         let path = t.path().display().to_string();
         let incomplete = incomplete_of(t);
@@ -943,8 +998,8 @@ impl RankSummary {
             step: None,
             rank: rc.rank1,
             rank2: rc.rank2,
-            run1: SideSummary::build(rc.t1, paired, rc.t2),
-            run2: SideSummary::build(rc.t2, paired, rc.t1),
+            run1: SideSummary::build(rc.t1, paired, rc.t2).with_unreadable_shapes(rc, 0),
+            run2: SideSummary::build(rc.t2, paired, rc.t1).with_unreadable_shapes(rc, 1),
             counts: c,
             strategy_counts: rc.matches.strategy_counts(),
             first_divergence: rc
