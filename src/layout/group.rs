@@ -29,6 +29,11 @@ struct Pending {
 pub(super) struct Group<'a> {
     tables: &'a [(u32, &'a OpTable)],
     combined: &'a [String],
+    /// The ranks whose shards of the parameters the optimizer rows combine
+    /// from, and the dimensions they differ in ([`Group::with_parameters`]);
+    /// swapped with `tables` and `combined` for those rows.
+    param_tables: &'a [(u32, &'a OpTable)],
+    param_combined: &'a [String],
     out: &'a mut Combined,
     records: Vec<Record>,
     /// Pending sums by record index.
@@ -87,6 +92,8 @@ impl<'a> Group<'a> {
         Ok(Group {
             tables,
             combined,
+            param_tables: &[],
+            param_combined: &[],
             out,
             records: Vec::with_capacity(t0.len()),
             pending: HashMap::new(),
@@ -100,6 +107,45 @@ impl<'a> Group<'a> {
         })
     }
 
+    /// Combines the optimizer rows over `tables` (every rank holding a
+    /// shard of the parameters, FSDP's) on the mesh dimensions `dims`: the
+    /// group's own rows stay its own. Errors when those ranks' logs differ
+    /// in their optimizer ops (row for row, by key).
+    pub(super) fn with_parameters(
+        mut self,
+        tables: &'a [(u32, &'a OpTable)],
+        dims: &'a [String],
+    ) -> Result<Group<'a>, String> {
+        let t0 = self.t0();
+        for (r, t) in tables {
+            if t.len() != t0.len() {
+                return Err(format!(
+                    "{}: rank {r} records {} ops, {} {} ({}): the optimizer's parameter shards cannot be combined",
+                    t.path().display(),
+                    t.len(),
+                    t0.path().display(),
+                    t0.len(),
+                    t0.path().display()
+                ));
+            }
+            let optimizer = |i: usize| t0.phase_kind(i) == crate::parser::Phase::Optimizer;
+            if let Some(row) = (0..t0.len()).find(|&i| optimizer(i) && t.key(i) != t0.key(i)) {
+                return Err(format!(
+                    "{}:{}: rank {r} records `{}` where {}:{} records `{}`: the ranks' optimizer steps ran different ops, so their parameter shards cannot be combined",
+                    t.path().display(),
+                    t.line(row),
+                    t.key_str(row),
+                    t0.path().display(),
+                    t0.line(row),
+                    t0.key_str(row)
+                ));
+            }
+        }
+        self.param_tables = tables;
+        self.param_combined = dims;
+        Ok(self)
+    }
+
     fn t0(&self) -> &'a OpTable {
         self.tables[0].1
     }
@@ -110,8 +156,19 @@ impl<'a> Group<'a> {
         for row in 0..t0.len() {
             let layout = row_layout(t0.block(row))
                 .map_err(|e| format!("{}:{}: {e}", t0.path().display(), t0.line(row)))?;
+            // An optimizer row: from every rank's shard of the parameters.
+            let param = !self.param_tables.is_empty()
+                && t0.phase_kind(row) == crate::parser::Phase::Optimizer;
+            if param {
+                std::mem::swap(&mut self.tables, &mut self.param_tables);
+                std::mem::swap(&mut self.combined, &mut self.param_combined);
+            }
             if !self.communication(row, &layout) {
                 self.op(row, &layout);
+            }
+            if param {
+                std::mem::swap(&mut self.tables, &mut self.param_tables);
+                std::mem::swap(&mut self.combined, &mut self.param_combined);
             }
         }
         for (i, r) in self.records.iter().enumerate() {
@@ -327,6 +384,17 @@ impl<'a> Group<'a> {
                 Phase::Forward
             },
             input_producers: producers,
+            // An optimizer op's parameters, as written (the compare names
+            // them).
+            parameters: t0.parameters(row).into_owned(),
+            output_parameters: {
+                let e = t0.extra_field(row, crate::logformat::OUTPUT_PARAMETERS_LABEL);
+                String::from_utf8_lossy(e)
+                    .split(';')
+                    .map(|p| p.trim().to_string())
+                    .filter(|_| !e.is_empty())
+                    .collect()
+            },
             ..Default::default()
         };
         let stats_ok = self.stats(row, layout, &key, &mut rec);

@@ -232,6 +232,11 @@ pub struct Combined {
     pub mesh: String,
     /// The combined mesh dimensions with their sizes (`tp=2`).
     pub combined: String,
+    /// The mesh dimensions (with their sizes, `dp=2`) over which the
+    /// optimizer's parameter shards were combined (FSDP alone: each rank's
+    /// optimizer rows hold whole parameters); empty when none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub parameters: String,
     /// The logical ranks.
     pub ranks: Vec<CombinedRank>,
     /// Where the combined logs were written.
@@ -316,6 +321,12 @@ impl Combined {
                 "s"
             }
         )];
+        if !self.parameters.is_empty() {
+            notes.push(format!(
+                "the optimizer's parameter shards combined over {} (each rank's optimizer rows hold whole parameters)",
+                self.parameters
+            ));
+        }
         if self.not_comparable > 0 {
             notes.push(format!(
                 "{} op{} without a whole-tensor value (a pending sum or a result not followed: paired, not compared)",
@@ -422,6 +433,33 @@ pub fn sharding_dims(logs: &[(u32, OpTable)], mesh: &Mesh) -> Result<Vec<String>
         .collect())
 }
 
+/// The mesh dimensions on which some optimizer-phase op's stats tensor is
+/// sharded: FSDP's, whose optimizer updates each rank's shard of every
+/// parameter. Errors name a layout line that does not read.
+pub fn parameter_dims(logs: &[(u32, OpTable)], mesh: &Mesh) -> Result<Vec<String>, String> {
+    let mut seen = BTreeSet::new();
+    if let Some((_, t)) = logs.first() {
+        for row in 0..t.len() {
+            if t.phase_kind(row) != crate::parser::Phase::Optimizer
+                || !t.block(row).windows(8).any(|w| w == b"Layout: ")
+            {
+                continue;
+            }
+            let l = row_layout(t.block(row))
+                .map_err(|e| format!("{}:{}: {e}", t.path().display(), t.line(row)))?;
+            if let Some((Placement::Shard(s), _)) = l.stats {
+                seen.extend(s.into_iter().map(|(d, _)| d));
+            }
+        }
+    }
+    Ok(mesh
+        .dims
+        .iter()
+        .map(|(d, _)| d.clone())
+        .filter(|d| seen.contains(d))
+        .collect())
+}
+
 /// The op name of a key (`a.b/op_3_all_reduce` → `all_reduce`).
 fn op_name(key: &str) -> &str {
     let tail = key.rsplit_once('/').map_or(key, |(_, t)| t);
@@ -477,6 +515,48 @@ pub fn combine(
 ) -> Result<Combined, String> {
     std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let is_combined = |d: &str| combined.iter().any(|c| c == d);
+    // FSDP alone (nothing combined): each rank keeps its own forward and
+    // backward, and its optimizer rows are combined from every rank's
+    // shard of the parameters, so that they compare with a run of whole
+    // parameters (DDP, one process; trial 19 F2: every update "differed",
+    // shard against whole). With tensor parallelism too, a parameter may
+    // be sharded over some of the dimensions and replicated over others:
+    // not combined (docs/capture.md).
+    let param_dims = if combined.is_empty() {
+        parameter_dims(logs, mesh)?
+    } else {
+        Vec::new()
+    };
+    let param_tables: Vec<(u32, &OpTable)> = if param_dims.is_empty() {
+        Vec::new()
+    } else {
+        let mut v: Vec<(Vec<u32>, usize)> = logs
+            .iter()
+            .enumerate()
+            .map(|(i, (_, t))| {
+                let m = t.header().mesh.as_ref().expect("mesh_of checked");
+                (m.coords.clone(), i)
+            })
+            .collect();
+        if v.len() as u32
+            != mesh
+                .dims
+                .iter()
+                .filter(|(d, _)| param_dims.contains(d))
+                .map(|(_, s)| *s)
+                .product::<u32>()
+            || mesh
+                .dims
+                .iter()
+                .any(|(d, size)| *size > 1 && !param_dims.contains(d))
+        {
+            // Other dimensions beside FSDP's (HSDP's replicas): its groups
+            // are not built here; the optimizer rows stay shards.
+            v.clear();
+        }
+        v.sort();
+        v.iter().map(|(_, i)| (logs[*i].0, &logs[*i].1)).collect()
+    };
     // Group by the coordinates not combined; order members by the others.
     let mut groups: std::collections::BTreeMap<Vec<u32>, Vec<(Vec<u32>, usize)>> =
         Default::default();
@@ -508,6 +588,7 @@ pub fn combine(
             .map(|(d, s)| format!("{d}={s}"))
             .collect::<Vec<_>>()
             .join(" "),
+        parameters: String::new(),
         ranks: Vec::new(),
         dir: out_dir.to_path_buf(),
         mismatches: Vec::new(),
@@ -543,7 +624,11 @@ pub fn combine(
             .iter()
             .map(|(_, i)| (logs[*i].0, &logs[*i].1))
             .collect();
-        let text = group::Group::new(&tables, combined, &mut out)?.combine()?;
+        let mut g = group::Group::new(&tables, combined, &mut out)?;
+        if !param_tables.is_empty() {
+            g = g.with_parameters(&param_tables, &param_dims)?;
+        }
+        let text = g.combine()?;
         let path = out_dir.join(format!("rank_{rank}_activations.log"));
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
         out.ranks.push(CombinedRank {
@@ -551,6 +636,15 @@ pub fn combine(
             name,
             ranks: member_ranks,
         });
+    }
+    if !param_tables.is_empty() {
+        out.parameters = mesh
+            .dims
+            .iter()
+            .filter(|(d, _)| param_dims.contains(d))
+            .map(|(d, s)| format!("{d}={s}"))
+            .collect::<Vec<_>>()
+            .join(" ");
     }
     out.ranks.sort_by_key(|g| g.rank);
     Ok(out)

@@ -275,6 +275,40 @@ def test_fsdp2_with_tp_against_fsdp2_alone_agrees_through_backward(actdiff_bin, 
     assert all("Output hash:" in b for b in blocks), [b.split("]")[0] for b in blocks if "Output hash:" not in b][:5]
 
 
+def test_fsdp2_against_one_process_compares_the_optimizer_on_whole_parameters(actdiff_bin, tmp_path):
+    """FSDP2 over 2 ranks, every rank given the one-process run's batches,
+    against that one process at full precision: each rank's forward and
+    backward are its own, and its optimizer rows are combined from both
+    ranks' parameter shards, so every row of rank 0 is bitwise equal,
+    the optimizer step included (trial 19 F2: every update "differed",
+    shard against whole, "a differing input; parameter inp.weight")."""
+    capture(tmp_path / "one", 1, "--precision", "full")
+    capture(tmp_path / "fsdp", 2, "--dp", "2", "--precision", "full", "--same-batch")
+    r, s = compare(actdiff_bin, tmp_path / "one", tmp_path / "fsdp", tmp_path / "rep", "--bitwise")
+    (rank,) = s["ranks"]
+    counts = rank["counts"]
+    assert (counts["diff"], counts["only1"], counts["only2"]) == (0, 0, 0), r.stdout + r.stderr
+    assert rank["bitwise"]["all"], r.stdout
+    # Rank 1 has no counterpart in a one-process run: one-sided, exit 1.
+    assert s["ranks_only2"] == [1] and r.returncode == 1, r.stdout
+    (lay,) = s["layouts"]
+    assert (lay["combined"], lay["parameters"]) == ("", "dp=2"), lay
+    assert "the optimizer's parameter shards combined over dp=2" in r.stdout, r.stdout
+
+    def optimizer_shapes(path):
+        blocks = path.read_text().split("\n\n[")[1:]
+        found = [re.search(r"Shape: (.*)", b) for b in blocks if "\n  Parameters: " in b]
+        return [m.group(1) for m in found if m]
+
+    want = optimizer_shapes(tmp_path / "one" / "rank_0_activations.log")
+    assert len(want) > 20
+    for k in (0, 1):
+        got = optimizer_shapes(tmp_path / "rep" / "combined" / "run2" / f"rank_{k}_activations.log")
+        assert got == want, (k, got[:3], want[:3])
+    # Each rank's own shards, as captured: half the rows of the embedding.
+    assert optimizer_shapes(tmp_path / "fsdp" / "rank_1_activations.log") != want
+
+
 def test_module_level_records_a_tensor_parallel_model_by_its_shards(actdiff_bin, tmp_path):
     """``level="modules"`` on a tensor-parallel model (2 ranks): its
     parameters, gradients and sharded outputs are DTensors, recorded as

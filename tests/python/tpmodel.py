@@ -11,7 +11,9 @@ TP=2. ``--eps`` changes the first norm's eps (a change made in one run);
 steps and captures the last (``--series``: every one, in ``step_S/``);
 ``--token-rank R`` changes one token of rank R's last batch; ``--dp N``
 shards with FSDP2 over N data-parallel ranks, ``--ddp`` wraps the model in
-DistributedDataParallel instead (every rank data parallel). Deterministic for a seed (one thread)."""
+DistributedDataParallel instead (every rank data parallel); ``--same-batch``
+gives every data-parallel rank rank 0's batches (so that FSDP2 over N ranks
+trains as one process does). Deterministic for a seed (one thread)."""
 
 from __future__ import annotations
 
@@ -162,6 +164,7 @@ def main() -> None:
     ap.add_argument("--series", action="store_true", help="capture every step as a step series (step_S/)")
     ap.add_argument("--level", default="ops", choices=("ops", "modules"), help="the capture level")
     ap.add_argument("--perturb-rank", type=int, default=None, help="scale layers.1.ffn_norm.weight (replicated) on this rank only")
+    ap.add_argument("--same-batch", action="store_true", help="every data-parallel rank draws rank 0's batches")
     ap.add_argument("--token-rank", type=int, default=None, help="change one token of this rank's batch at the last step")
     ap.add_argument("--edit-rank", type=int, default=None, help="at the last step, this rank alone edits its shard of layers.0.feed_forward.w1.weight in place (an op of one rank)")
     args = ap.parse_args()
@@ -199,7 +202,8 @@ def main() -> None:
         with torch.no_grad():
             getattr(model, "module", model).layers[1].ffn_norm.weight.mul_(1.001)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    g = torch.Generator().manual_seed(1 + dp_rank)  # each data-parallel rank its own batches
+    # Each data-parallel rank its own batches, unless --same-batch.
+    g = torch.Generator().manual_seed(1 + (0 if args.same_batch else dp_rank))
     from actdiff_capture import Profiler
 
     when = {"capture_steps": range(1, args.steps + 1)} if args.series else {"capture_step": args.steps}
