@@ -2985,3 +2985,33 @@ fn an_unreadable_shape_is_incomplete_input() {
     let r = compare(&tmp, &path, &path, &[]);
     r.expect(0);
 }
+
+/// An origin at a random op (inputs agree, the draw differs) says so:
+/// the runs' RNG seed or state differs (trial 19 L2: a reseeded dropout
+/// was named without a word of what it is). Another origin does not.
+#[test]
+fn an_origin_at_a_random_op_names_the_rng() {
+    let tmp = TempDir::new().unwrap();
+    let log = |name: &str, op: &str, out: &str| {
+        let text = format!(
+            "Total captured activations: 1\nExcluded ops dispatched: (none)\n{}\n\n[drop/op_0_{op}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {out}\n  Input hashes: 5.0\n\n",
+            "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let (a, b) = (
+        log("a", "bernoulli_", "16.0"),
+        log("b", "bernoulli_", "15.0"),
+    );
+    compare(&tmp, &a, &b, &[]).expect(1).stdout_has(
+        "rank 0 diverges first at `drop/op_0_bernoulli_` (inputs agree, the output differs: a random op, so the runs' RNG seed or state differs).",
+    );
+    let (a, b) = (log("c", "mul", "16.0"), log("d", "mul", "15.0"));
+    compare(&tmp, &a, &b, &[])
+        .expect(1)
+        .stdout_has("rank 0 diverges first at `drop/op_0_mul` (inputs agree, the output differs).");
+}

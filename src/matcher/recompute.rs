@@ -197,7 +197,13 @@ pub(crate) fn is_communication(t: &OpTable, r: usize) -> bool {
 
 /// Whether row `r` of `t` is an op of [`RANDOM_OPS`].
 fn is_random(t: &OpTable, r: usize) -> bool {
-    RANDOM_OPS.contains(&&*t.op_names[t.op_type(r) as usize])
+    is_random_op(&t.op_names[t.op_type(r) as usize])
+}
+
+/// Whether `op` (an op name, `bernoulli_`) draws random numbers
+/// ([`RANDOM_OPS`]): an origin there is a seed or RNG state that differs.
+pub fn is_random_op(op: &[u8]) -> bool {
+    RANDOM_OPS.contains(&op)
 }
 
 /// Before pairing: holds out of every pass ([`Pairing::hold`]) the

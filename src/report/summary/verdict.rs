@@ -381,6 +381,16 @@ impl Summary {
                             Some(w) => format!("a differing input; {w}"),
                             None => "a differing input".to_string(),
                         },
+                        // A random op whose inputs agree: its draw differs
+                        // (trial 19 L2: a reseeded dropout was named, not
+                        // what it is).
+                        CauseKind::Origin
+                            if crate::matcher::recompute::is_random_op(
+                                crate::parser::key::module_and_op(c.row.key().as_bytes()).1,
+                            ) =>
+                        {
+                            "inputs agree, the output differs: a random op, so the runs' RNG seed or state differs".to_string()
+                        }
                         CauseKind::Origin => "inputs agree, the output differs".to_string(),
                         _ => c.cause.kind.as_str().to_string(),
                     },
