@@ -156,6 +156,57 @@ def _discard(out: str) -> None:
         pass  # not empty: an earlier divergence's report is kept
 
 
+def _what_diverges(r: dict, step: int) -> tuple:
+    """The words naming where a rank's step parts from the baseline, and
+    the key of ``Diverged.key``, from the rank's entry of the compare's
+    ``summary.json`` (``r``), as the compare's own sentences say it: the
+    first cause with its phase and parameters; at ``level="modules"`` the
+    first differing record, which is no cause (inputs are not recorded);
+    for a rank whose own ops agree, the collective the change arrives
+    through (trial 20 F1, F2: both were called a "first cause")."""
+    rc = r.get("root_causes") or {}
+    cause = rc.get("first_cause")
+    row = (cause["row"] if cause else r.get("first_divergence")) or {}
+    key = row.get("key2") or row.get("key1")
+    phase = row.get("phase")
+    modules = (r.get("run2") or {}).get("level") == "modules"
+    world = (r.get("run2") or {}).get("world_size") or 1
+    if rc.get("via_collective_only"):
+        via = next((c["collective"] for c in rc.get("causes") or [] if c.get("collective")), None)
+        through = f"the collective `{via.get('key2') or via.get('key1')}`" if via else "a collective"
+        own = (
+            "its forward outputs and its own gradients agree, only its parameters after the optimizer differ"
+            if modules
+            else "its own ops agree until the change arrives"
+        )
+        return f"{own}: the change arrives through {through} from another rank, which diverges first (see its message)", key
+    if modules:
+        what = (
+            f"first differing record `{key}` ({phase}; inputs are not recorded at level=\"modules\": "
+            f"re-capture step {step} at level=\"ops\" for its cause"
+        )
+        if phase == "optimizer" and world > 1:
+            what += f"; with {world} ranks the change may arrive through the gradient all-reduce from another rank"
+        return what + ")", key
+    words = [phase] if phase else []
+    what = f"first cause `{key}`" if cause else f"first divergence `{key}`"
+    # A cause that is an op of one run only (an in-place edit this run
+    # alone made) is named, not the row it feeds (the compare's sentence).
+    one = (cause or {}).get("one_sided") or []
+    if one:
+        fed, key = key, one[0].get("key2") or one[0].get("key1")
+        side = "this run" if one[0].get("key2") else "the baseline"
+        what = f"first cause `{key}`"
+        words.insert(0, f"an op only in {side}, feeding `{fed}`")
+    # An optimizer-step op names the parameters it updates (its
+    # `Parameters:` line), as the compare's own sentence does.
+    names = [n for n in (row.get("parameters_changed") or row.get("parameters") or "").split(", ") if n]
+    if names:
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        words.append(f"{'parameter' if len(names) == 1 else 'parameters'} {shown}")
+    return (f"{what} ({'; '.join(words)})" if words else what), key
+
+
 def check(
     baseline: str, log_path: str, step: int, rank: int, series: bool, dump_dir: str, tolerances, said: set | None = None
 ) -> Diverged | None:
@@ -211,24 +262,7 @@ def check(
         _discard(out)
         return None
     r = s["ranks"][0]
-    cause = (r.get("root_causes") or {}).get("first_cause")
-    row = cause["row"] if cause else r.get("first_divergence")
-    key = (row or {}).get("key2") or (row or {}).get("key1")
-    what = f"first cause `{key}`" if cause else f"first divergence `{key}`"
-    # A cause that is an op of one run only (an in-place edit this run
-    # alone made) is named, not the row it feeds (the compare's sentence).
-    one = (cause or {}).get("one_sided") or []
-    if one:
-        fed, key = key, one[0].get("key2") or one[0].get("key1")
-        side = "this run" if one[0].get("key2") else "the baseline"
-        what = f"first cause `{key}` (an op only in {side}, feeding `{fed}`)"
-    # An optimizer-step op names the parameters it updates (its
-    # `Parameters:` line), as the compare's own sentence does.
-    row_ = row or {}
-    names = [n for n in (row_.get("parameters_changed") or row_.get("parameters") or "").split(", ") if n]
-    if names:
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        what += f" ({'parameter' if len(names) == 1 else 'parameters'} {shown})"
+    what, key = _what_diverges(r, step)
     message = (
         f"step {step} diverges from the baseline on rank {rank}: {what} "
         f"({r['counts'].get('gating', 0)} gating rows); report: {out} (open its index.html)"

@@ -682,7 +682,42 @@ def test_baseline_names_the_parameters_of_an_optimizer_cause(tmp_path):
         run_with_baseline(tmp_path / "b", tmp_path / "blessed", steps=2, lr_change_at=2)
     d = e.value
     assert d.step == 2 and d.key.startswith("<none>/"), str(d)
-    assert re.search(r"first cause `<none>/op_\d+_\w+` \(parameter [\w.]+\)", str(d)), str(d)
+    assert re.search(r"first cause `<none>/op_\d+_\w+` \(optimizer; parameter [\w.]+\)", str(d)), str(d)
+
+
+def test_baseline_at_module_level_names_the_first_differing_record_not_a_cause(tmp_path):
+    """At level="modules" the first differing record is no cause (inputs
+    are not recorded): the message says so, with its phase, and to
+    re-capture the step per op (trial 20 F1: "first cause
+    `blocks.1.ln2/op_0_output`")."""
+    run(tmp_path / "blessed", steps=3, level="modules")
+    with pytest.raises(actdiff_capture.Diverged) as e:
+        run_with_baseline(tmp_path / "b", tmp_path / "blessed", steps=3, level="modules", lr_change_at=2)
+    d = e.value
+    assert d.step == 2, str(d)
+    assert f"first differing record `{d.key}` (optimizer; inputs are not recorded at level=\"modules\"" in str(d), str(d)
+    assert 're-capture step 2 at level="ops" for its cause' in str(d) and "first cause" not in str(d), str(d)
+
+
+def test_a_rank_that_receives_the_change_through_a_collective_says_so():
+    """A rank whose own ops agree and whose change arrives through an
+    all-reduce (DDP: another rank's batch changed) names the collective,
+    not a local "first divergence" (trial 20 F2: `<none>/op_6__foreach_norm`)."""
+    from actdiff_capture.baseline import _what_diverges
+
+    coll = {"key1": "tok/op_4_allreduce_", "key2": "tok/op_4_allreduce_", "phase": "backward"}
+    first = {"key1": "<none>/op_6__foreach_norm", "key2": "<none>/op_6__foreach_norm", "phase": "optimizer"}
+    r = {
+        "run2": {"world_size": 2},
+        "first_divergence": first,
+        "root_causes": {"first_cause": None, "via_collective_only": True, "causes": [{"row": first, "collective": coll}]},
+    }
+    what, key = _what_diverges(r, 4)
+    assert what == (
+        "its own ops agree until the change arrives: the change arrives through the collective "
+        "`tok/op_4_allreduce_` from another rank, which diverges first (see its message)"
+    ), what
+    assert key == "<none>/op_6__foreach_norm"
 
 
 def test_baseline_warn_goes_on_and_stop_capturing_disarms(tmp_path, caplog):
