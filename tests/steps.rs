@@ -1961,3 +1961,67 @@ fn a_series_refused_step_by_step_says_so_once() {
         assert!(r.stderr.contains(&format!("step {s}: ")), "{}", r.stderr);
     }
 }
+
+/// The phase lines under a series' answer are the named rank's: rank 1
+/// diverges first, rank 0 only receives the change through the gradient
+/// collective (its parameters after the optimizer differ, nothing before
+/// them): rank 1's lines are printed, not rank 0's (trial 20 F3).
+#[test]
+fn the_series_phase_lines_are_the_named_ranks() {
+    let d = TempDir::new().unwrap();
+    let log = |output: &str, weight: &str| {
+        let block = |key: &str, hash: &str, phase: &str| {
+            format!(
+                "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n{phase}\n"
+            )
+        };
+        format!(
+            "Total captured activations: 3\nExcluded ops dispatched: (none)\nLevel: modules\nWorld size: 2\n{}\n\n{}\n{}\n{}",
+            "=".repeat(80),
+            block("lin/op_0_output", output, ""),
+            block("lin/op_1_weight_grad", "2.0", "  Phase: backward\n"),
+            block("lin/op_2_weight", weight, ""),
+        )
+    };
+    for (run, step, rank, output, weight) in [
+        ("a", 1, 0, "1.0", "3.0"),
+        ("a", 1, 1, "1.0", "3.0"),
+        ("b", 1, 0, "1.0", "3.0"),
+        ("b", 1, 1, "1.0", "3.0"),
+        ("a", 2, 0, "1.0", "3.0"),
+        ("a", 2, 1, "1.0", "3.0"),
+        ("b", 2, 0, "1.0", "4.0"),
+        ("b", 2, 1, "1.5", "4.0"),
+    ] {
+        let dir = d.path().join(format!("{run}/step_{step}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join(format!("rank_{rank}_activations.log")),
+            log(output, weight),
+        )
+        .unwrap();
+    }
+    let r = compare_into(
+        [d.path().join("a"), d.path().join("b")],
+        &[],
+        d.path().join("rep"),
+        1,
+    );
+    assert!(
+        r.stdout
+            .contains("rank 1 diverges first at `lin/op_0_output`"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("step 2 rank 1: first divergence (forward): lin/op_0_output"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("step 2 rank 0: first divergence"),
+        "{}",
+        r.stdout
+    );
+}

@@ -509,11 +509,20 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
     // The first diverging step's first gating rank, in the words of a
     // single-step compare: its first divergence per phase and, when only
     // its optimizer step differs, why it has several causes (trial 14).
+    // A rank that only receives the change through a collective is the
+    // headline's second clause, not its subject: the rank the headline
+    // names first (trial 20 F3: rank 0's lines under "rank 1 diverges
+    // first").
     let first = series.first_diverging_step.and_then(|step| {
-        s.ranks
-            .iter()
-            .filter(|r| r.step == Some(step) && r.gates())
+        let gating = || {
+            s.ranks
+                .iter()
+                .filter(move |r| r.step == Some(step) && r.gates())
+        };
+        gating()
+            .filter(|r| !r.root_causes.via_collective_only)
             .min_by_key(|r| r.rank)
+            .or_else(|| gating().min_by_key(|r| r.rank))
     });
     if let Some(r) = first {
         let at = format!("step {} rank {}", r.step.unwrap_or(0), r.rank);
