@@ -2024,4 +2024,12 @@ fn the_series_phase_lines_are_the_named_ranks() {
         "{}",
         r.stdout
     );
+    // The answer opens the summary, after the runs' line (trial 20 F4).
+    let second = r.stdout.lines().nth(1).unwrap_or_default();
+    assert!(
+        second.starts_with("the runs agree at step 1; step 2 diverges first: rank 1"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.stdout.matches("step 2 diverges first").count(), 1);
 }

@@ -421,9 +421,9 @@ pub fn not_selected_note(series: &StepSeries) -> Option<String> {
     })
 }
 
-/// The terminal summary of a series: the runs, the verdict lines (the
-/// first-step sentence first), one line per step that does not agree (at
-/// most 20), and where the report is.
+/// The terminal summary of a series: the runs, the first-step sentence,
+/// one line per step that does not agree (at most 20), the other verdict
+/// lines, and where the report is.
 pub fn render_terminal(s: &Summary, report: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -434,6 +434,16 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
     let Some(series) = &s.series else {
         return out;
     };
+    // The answer first ("the runs agree through step 4; step 5 diverges
+    // first ..."), as the index opens (trial 20 F4: it came after a line
+    // per step); the other verdict lines close the summary.
+    let (answer, rest): (Vec<&Reason>, Vec<&Reason>) = s
+        .verdict
+        .iter()
+        .partition(|v| matches!(v, Reason::FirstDivergingStep { .. }));
+    for v in answer {
+        let _ = writeln!(out, "{}", v.terminal_line());
+    }
     let shown: Vec<&StepResult> = series
         .step_results
         .iter()
@@ -563,7 +573,8 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
             }
         );
     }
-    super::terminal::closing_lines(&mut out, s, report);
+    let rest: Vec<Reason> = rest.into_iter().cloned().collect();
+    super::terminal::closing_lines_of(&mut out, s, &rest, report);
     out
 }
 

@@ -407,7 +407,18 @@ pub fn render(s: &Summary, report: &str) -> String {
 /// alike: the verdict's lines, what the HTML pages leave out, and the
 /// report's folder with the exit status.
 pub(crate) fn closing_lines(out: &mut String, s: &Summary, report: &str) {
-    for v in &s.verdict {
+    closing_lines_of(out, s, &s.verdict, report);
+}
+
+/// [`closing_lines`] with the verdict lines `verdict` (a step series says
+/// its answer first, not among them).
+pub(crate) fn closing_lines_of(
+    out: &mut String,
+    s: &Summary,
+    verdict: &[super::reasons::Reason],
+    report: &str,
+) {
+    for v in verdict {
         let _ = writeln!(out, "{}", v.terminal_line());
     }
     let left_out = super::html::left_out_note(&s.ranks);
