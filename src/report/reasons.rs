@@ -199,6 +199,10 @@ pub enum Reason {
         matched: u64,
         /// Steps the runs have that `--steps` left out (not compared).
         not_selected: usize,
+        /// Every matching row of every step is bitwise identical (both
+        /// logs' digests equal): said, as a single step's summary says it
+        /// (trial 20 F6).
+        bitwise: bool,
     },
 }
 
@@ -643,6 +647,7 @@ impl fmt::Display for Reason {
                 steps,
                 matched,
                 not_selected,
+                bitwise,
             } => {
                 write!(
                     f,
@@ -653,7 +658,11 @@ impl fmt::Display for Reason {
                     let n = *not_selected as u64;
                     write!(f, " ({n} more step{} left out by --steps)", plural(n))?;
                 }
-                write!(f, ": {matched} rows match")
+                write!(f, ": {matched} rows match")?;
+                if *bitwise {
+                    f.write_str(", every one bitwise identical")?;
+                }
+                Ok(())
             }
         }
     }
@@ -876,6 +885,7 @@ mod tests {
                     steps: 1,
                     matched: 9,
                     not_selected: 0,
+                    bitwise: false,
                 },
                 "no divergence beyond tolerance over 1 step: 9 rows match",
             ),
@@ -884,8 +894,9 @@ mod tests {
                     steps: 1,
                     matched: 9,
                     not_selected: 5,
+                    bitwise: true,
                 },
-                "no divergence beyond tolerance over 1 step (5 more steps left out by --steps): 9 rows match",
+                "no divergence beyond tolerance over 1 step (5 more steps left out by --steps): 9 rows match, every one bitwise identical",
             ),
             (
                 Reason::FirstDivergingStep {

@@ -260,10 +260,21 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
     lines.extend(not_bitwise_from(series));
     lines.extend(losses_differ(series));
     if s.exit_status == exit_codes::OK {
+        // Every matching row of every step bitwise identical: each step's
+        // digests all equal, and as many as the rows that match.
+        let identical: u64 = series
+            .step_results
+            .iter()
+            .map(|r| match r.bitwise {
+                Some([same, all]) if same == all => same,
+                _ => 0,
+            })
+            .sum();
         lines.push(Reason::NoDivergenceOverSteps {
             steps: series.steps.len(),
             matched: s.counts.matched,
             not_selected: series.steps_not_selected.len(),
+            bitwise: s.counts.matched > 0 && identical == s.counts.matched,
         });
     }
     lines

@@ -142,6 +142,8 @@ def test_identical_runs_are_bitwise_equal_over_every_step(actdiff_bin, tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert s["steps"] == [1, 2, 3, 4] and s["first_diverging_step"] is None
     assert all(rk["bitwise"]["all"] for rk in s["ranks"]), "every paired row bitwise identical"
+    # The series says so, as one step's summary does (trial 20 F6).
+    assert "rows match, every one bitwise identical" in r.stdout, r.stdout
 
 
 def test_a_changed_token_at_step_3_is_found_at_step_3(actdiff_bin, tmp_path):
