@@ -26,7 +26,7 @@ pub struct Recomputed {
     /// The first of them (a row of that run's table) and the forward row
     /// it repeats.
     pub example: (usize, usize),
-    /// They are the layout's communication ([`is_communication`]) that
+    /// They are the layout's communication (collectives, FSDP2's buffers) that
     /// repeats its forward communication by value: FSDP2 all-gathering
     /// resharded parameters again in backward (`reshard_after_forward`),
     /// not activation checkpointing.
@@ -201,7 +201,8 @@ fn is_random(t: &OpTable, r: usize) -> bool {
 }
 
 /// Whether `op` (an op name, `bernoulli_`) draws random numbers
-/// ([`RANDOM_OPS`]): an origin there is a seed or RNG state that differs.
+/// (bernoulli, dropout, rand, normal, ...): an origin there is a seed or
+/// RNG state that differs.
 pub fn is_random_op(op: &[u8]) -> bool {
     RANDOM_OPS.contains(&op)
 }
