@@ -1491,6 +1491,7 @@ class Profiler:
             # first call, usually a step before the captured one): extern
             # kernels of inductor's wrappers then carry their module FQN.
             inductor.install()
+            inductor.note_model(model)
         self.device_path = device_path
         self.precision = precision
         self.digests = (precision == "full") if digests is None else bool(digests)

@@ -32,11 +32,27 @@ from __future__ import annotations
 import json
 import linecache
 
+import torch
+
 from . import fx
 
 MARK = "actdiff:"
 
 _installed = False
+
+# id(module) -> FQN of the modules of every model a Profiler captures: a
+# kernel of a graph compiled for a submodule (``model.blocks[1].compile()``)
+# has module paths relative to it (``fc1``); its ids name it in the model
+# (``blocks.1.fc1``, trial 21 H1), as fx.GraphSites does for other graphs.
+_module_names: dict = {}
+
+
+def note_model(model) -> None:
+    """Adds ``model``'s modules to the names kernels' comments are given
+    (``model.named_modules()``, as keys spell FQNs)."""
+    if isinstance(model, torch.nn.Module):
+        for name, m in model.named_modules():
+            _module_names.setdefault(id(m), name)
 
 
 def _graph_order(node) -> int:
@@ -63,7 +79,7 @@ def origin_context(origins) -> dict | None:
     fqn = loc = None
     bwd = False
     for n in reversed(nodes):
-        f, l, b = fx.node_context(n, None)
+        f, l, b = fx.node_context(n, _module_names or None)
         bwd = bwd or b
         if fqn is None and f is not None:
             fqn = f

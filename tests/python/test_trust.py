@@ -148,6 +148,19 @@ def test_inductor_extern_kernels_carry_module_names(tmp_path, step):
         assert n_inputs(f) == (3 if k.endswith("_addmm") else 2), (k, f)
 
 
+def test_a_compiled_submodules_kernels_are_named_in_the_model(tmp_path):
+    """Only block 1 compiled (``model.blocks[1].compile()``, inductor): its
+    graph's module paths are relative to the block (``attn.qkv``); its
+    extern kernels are named in the model (``blocks.1.attn.qkv``), as eager
+    names them (trial 21 H1: ``fc1/op_0_addmm``, which paired with nothing
+    and read as another module)."""
+    log = capture(tmp_path / "c", step=2, dropout=0.0, model_hook=lambda m: m.blocks[1].compile())
+    head, bl = blocks(log)
+    mods = {split_key(k)[0] for k, _ in bl if split_key(k)[2] in ("mm", "addmm", "bmm")}
+    assert "blocks.1.attn.qkv" in mods and "blocks.0.attn.qkv" in mods, mods
+    assert not [m for m in mods if m.split(".")[0] in ("attn", "mlp")], mods
+
+
 @pytest.mark.parametrize("step", [1, 2], ids=["compiled-while-armed", "compiled-before"])
 def test_aot_eager_keys_carry_module_names(tmp_path, step):
     log = capture(tmp_path / "c", step=step, compile="aot_eager", dropout=0.0)
