@@ -3015,3 +3015,37 @@ fn an_origin_at_a_random_op_names_the_rng() {
         .expect(1)
         .stdout_has("rank 0 diverges first at `drop/op_0_mul` (inputs agree, the output differs).");
 }
+
+/// An op of the eager run that the compiled run's compiler fused away is
+/// no op that run lacks: it is never a cause, even where its Output hash
+/// is the value a diverging row reads (trial 21 H2: eager's
+/// `native_layer_norm`, "fused away ... not gating", was named "an op
+/// only in eager_ops" feeding the first divergence).
+#[test]
+fn an_op_fused_away_by_the_other_runs_compiler_is_never_a_cause() {
+    let tmp = TempDir::new().unwrap();
+    let up = |input: &str, output: &str| {
+        format!(
+            "[m.up/op_0_addmm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {output}\n  Input hashes: {input}, 3.0\n  Input producers: ;\n\n"
+        )
+    };
+    let norm = "[m.norm/op_0_native_layer_norm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 5.0\n  Input hashes: 1.0\n\n";
+    let log = |name: &str, header: &str, blocks: &str, n: usize| {
+        let text = format!(
+            "Total captured activations: {n}\n{header}{}\n\n{blocks}",
+            "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let a = log("eager", "", &format!("{norm}{}", up("5.0", "2.0")), 2);
+    let b = log("compiled", "Compiled: inductor\n", &up("5.5", "2.5"), 1);
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has(
+        "rank 0 diverges first at `m.up/op_0_addmm` (a differing input; inductor fuses ops",
+    );
+    assert!(!r.stdout.contains("an op only in"), "{}", r.stdout);
+}
