@@ -805,6 +805,51 @@ fn merge_refuses_parts_of_logs_that_changed_since() {
     );
 }
 
+/// A log written again with the same size (7 printed digits print alike
+/// from run to run) is a changed log too: by its modification time, after
+/// every part (the logs on disk are not those compared) and between
+/// parts (the parts compared different logs). Trial 21 H3: the merge took
+/// such parts, exit 1, with an answer no input gives.
+#[test]
+fn merge_refuses_parts_of_logs_written_again_with_the_same_size() {
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let all: Vec<&Path> = p.iter().map(|p| p.as_path()).collect();
+    let log = t.path().join("run2/rank_3_activations.log");
+    let then = std::fs::metadata(&log).unwrap().modified().unwrap();
+    let rewrite = |when: std::time::SystemTime| {
+        let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+        f.set_modified(when).unwrap();
+    };
+    rewrite(then - std::time::Duration::from_secs(60));
+    let o = merge(&all, &t.path().join("out"));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the logs changed since part 0/4")
+            && err.contains("the same size, but written again since)"),
+        "{err}"
+    );
+    // Part 3 again, on the log as it is now: the parts disagree.
+    let o = run(actdiff()
+        .args(["compare"])
+        .arg(t.path().join("run1"))
+        .arg(t.path().join("run2"))
+        .args(["--shard", "3/4", "-q", "-o"])
+        .arg(&p[3])
+        .arg("--rows")
+        .arg(p[3].join("rows.parquet")));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    rewrite(then);
+    let err = stderr(&merge(&all, &t.path().join("out")));
+    assert!(
+        err.contains(
+            "was written again between the parts (the same size, another modification time)"
+        ),
+        "{err}"
+    );
+}
+
 /// A part rerun without `--rows` removes the rows file its folder's
 /// earlier part recorded (and no other file), and a merge of parts with
 /// and without rows is exit 2 naming them.

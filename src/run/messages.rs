@@ -466,6 +466,13 @@ fn inputs_difference(a: &Inputs, b: &Inputs) -> InputsDifference {
                 for l in &x.logs {
                     match y.logs.iter().find(|m| m.rank == l.rank) {
                         None => return InputsDifference::RankInOne { side, rank: l.rank },
+                        Some(m) if m != l && m.file == l.file && m.bytes == l.bytes => {
+                            return InputsDifference::RankLogRewritten {
+                                side,
+                                rank: l.rank,
+                                file: l.file.display().to_string(),
+                            }
+                        }
                         Some(m) if m != l => {
                             return InputsDifference::RankLog {
                                 side,
@@ -648,7 +655,13 @@ fn logs_changed(p: &ReadPart) -> Option<Message> {
         .flat_map(|r| &r.logs)
         .filter_map(|l| {
             let now = match std::fs::metadata(&l.file) {
-                Ok(meta) if meta.len() == l.bytes => return None,
+                Ok(meta) if meta.len() == l.bytes => {
+                    let now = crate::run::shard::modified_secs(&meta);
+                    match (l.modified, now) {
+                        (Some(then), Some(now)) if then != now => LogNow::Rewritten,
+                        _ => return None,
+                    }
+                }
                 Ok(meta) => LogNow::Bytes(meta.len()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => LogNow::Missing,
                 Err(e) => LogNow::Unreadable(e.to_string()),

@@ -320,7 +320,7 @@ pub fn restrict(plan: &RankPlan, units: &[Unit]) -> RankPlan {
 }
 
 /// One log of an input run, as recorded in a manifest.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Eq, Serialize, Deserialize)]
 pub struct LogInput {
     /// Rank number.
     pub rank: u32,
@@ -329,6 +329,33 @@ pub struct LogInput {
     pub file: PathBuf,
     /// Its size in bytes when the part was compared.
     pub bytes: u64,
+    /// Its modification time when the part was compared, in whole seconds
+    /// since the Unix epoch ([`modified_secs`]); absent in older parts.
+    /// A log written again between parts keeps its size (7 printed digits
+    /// print alike), not its time (trial 21 H3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modified: Option<u64>,
+}
+
+/// Equal logs: the same rank, file and size, and the same modification
+/// time where both parts recorded one.
+impl PartialEq for LogInput {
+    fn eq(&self, o: &LogInput) -> bool {
+        self.rank == o.rank
+            && self.file == o.file
+            && self.bytes == o.bytes
+            && (self.modified.is_none() || o.modified.is_none() || self.modified == o.modified)
+    }
+}
+
+/// The modification time of `meta`'s file in whole seconds since the Unix
+/// epoch, if the system gives one.
+pub fn modified_secs(meta: &std::fs::Metadata) -> Option<u64> {
+    meta.modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs())
 }
 
 /// One input run, as recorded in a manifest.
@@ -353,10 +380,14 @@ impl RunRecord {
             logs: r
                 .ranks
                 .iter()
-                .map(|(rank, file)| LogInput {
-                    rank: *rank,
-                    file: recorded_path(file),
-                    bytes: std::fs::metadata(file).map(|m| m.len()).unwrap_or(0),
+                .map(|(rank, file)| {
+                    let meta = std::fs::metadata(file).ok();
+                    LogInput {
+                        rank: *rank,
+                        file: recorded_path(file),
+                        bytes: meta.as_ref().map_or(0, |m| m.len()),
+                        modified: meta.as_ref().and_then(modified_secs),
+                    }
                 })
                 .collect(),
         }

@@ -53,6 +53,16 @@ pub enum InputsDifference {
         /// The other's.
         other: (String, u64),
     },
+    /// A rank's log, the same file and size, written again between the
+    /// parts (another modification time).
+    RankLogRewritten {
+        /// The run.
+        side: Side,
+        /// The rank.
+        rank: u32,
+        /// The file.
+        file: String,
+    },
     /// A run's logs differ otherwise.
     Logs {
         /// The run.
@@ -86,6 +96,10 @@ impl fmt::Display for InputsDifference {
                 "{side} rank {rank}: {} ({} bytes) against {} ({} bytes)",
                 first.0, first.1, other.0, other.1
             ),
+            InputsDifference::RankLogRewritten { side, rank, file } => write!(
+                f,
+                "{side} rank {rank}: {file} was written again between the parts (the same size, another modification time)"
+            ),
             InputsDifference::Logs { side } => write!(f, "{side}'s logs differ"),
             InputsDifference::FoundByOne { side } => {
                 write!(f, "{side} was found by one and not by the other")
@@ -115,6 +129,9 @@ pub enum LogNow {
     Missing,
     /// It cannot be read: the system's words.
     Unreadable(String),
+    /// Of the recorded size, written again since (another modification
+    /// time).
+    Rewritten,
 }
 
 impl fmt::Display for ChangedLog {
@@ -124,6 +141,7 @@ impl fmt::Display for ChangedLog {
             LogNow::Bytes(n) => write!(f, "{n} bytes)"),
             LogNow::Missing => f.write_str("missing)"),
             LogNow::Unreadable(e) => write!(f, "{e})"),
+            LogNow::Rewritten => f.write_str("the same size, but written again since)"),
         }
     }
 }
