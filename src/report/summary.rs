@@ -95,6 +95,25 @@ impl RowRef {
     pub fn key(&self) -> &str {
         self.key1.as_deref().or(self.key2.as_deref()).unwrap_or("")
     }
+    /// The key in the numbering of the run a one-sided row of `status`
+    /// belongs to: run 2's beside an `only2` row (its ops are numbered in
+    /// run 2's log, where an extra op shifts the numbers: trial 21 named
+    /// "`blocks.1/op_30_mul` (an op only in bug2, feeding
+    /// `blocks.1/op_30_mul`)", bug2's extra op and run 1's key of the row
+    /// it feeds), else [`RowRef::key`].
+    pub fn key_beside(&self, status: crate::matcher::Status) -> &str {
+        match (status, self.key2.as_deref()) {
+            (crate::matcher::Status::Only2, Some(k)) => k,
+            _ => self.key(),
+        }
+    }
+    /// The log line of [`RowRef::key_beside`]'s row.
+    pub fn line_beside(&self, status: crate::matcher::Status) -> Option<u64> {
+        match (status, self.line2) {
+            (crate::matcher::Status::Only2, Some(l)) => Some(l),
+            _ => self.line1.or(self.line2),
+        }
+    }
     /// The row's parameters in words, `parameter 2.weight` or
     /// `parameters 2.weight, 2.bias` (at most [`PARAMETERS_SHOWN`] names,
     /// then `and N more`), or those whose outputs differ when fewer
@@ -815,7 +834,7 @@ impl CauseRef {
             "{}{} (only in {name}) feeds {}",
             first.key(),
             if self.one_sided.len() > 1 { "…" } else { "" },
-            self.row.key()
+            self.row.key_beside(first.status)
         )
     }
 }
@@ -1237,5 +1256,44 @@ mod tests {
         assert!(!parameters_sharded(&module_log("5, 8", "100, 8")));
         // Other dims differ: not a dim-0 shard.
         assert!(!parameters_sharded(&module_log("128, 64", "64, 32")));
+    }
+
+    /// A one-sided op of run 2 names the row it feeds by run 2's key and
+    /// line: an op only in run 2 shifts run 2's numbers (trial 21: "an op
+    /// only in bug2, feeding `blocks.1/op_30_mul`", run 1's key beside
+    /// bug2's own `blocks.1/op_30_mul`).
+    #[test]
+    fn a_one_sided_run_2_op_feeds_a_row_named_in_run_2s_numbering() {
+        let row = |v: serde_json::Value| -> RowRef { serde_json::from_value(v).unwrap() };
+        let fed = row(serde_json::json!({
+            "index": 66, "key1": "blocks.1/op_30_mul", "key2": "blocks.1/op_31_mul",
+            "status": "diff", "strategy": "fuzzy", "line1": 882, "line2": 896,
+            "phase": "backward", "page": "p.html", "anchor": "a"
+        }));
+        let only2 = row(serde_json::json!({
+            "index": 130, "key1": null, "key2": "blocks.1/op_30_mul", "status": "only2",
+            "strategy": null, "line1": null, "line2": 882, "phase": "backward",
+            "page": "p.html", "anchor": "a"
+        }));
+        use crate::matcher::Status;
+        assert_eq!(fed.key_beside(Status::Only2), "blocks.1/op_31_mul");
+        assert_eq!(fed.line_beside(Status::Only2), Some(896));
+        assert_eq!(fed.key_beside(Status::Only1), "blocks.1/op_30_mul");
+        assert_eq!(fed.line_beside(Status::Only1), Some(882));
+        let cause = CauseRef {
+            row: fed,
+            cause: serde_json::from_value(serde_json::json!({
+                "kind": "one_sided", "inputs": [0], "inherited": 0, "below_print": 0,
+                "untraced": 0, "reads": 0, "print_limited": false
+            }))
+            .unwrap(),
+            collective: None,
+            chain: Vec::new(),
+            one_sided: vec![only2],
+        };
+        assert_eq!(
+            cause.subject(("ref", "bug2")),
+            "blocks.1/op_30_mul (only in bug2) feeds blocks.1/op_31_mul"
+        );
     }
 }

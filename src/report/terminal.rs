@@ -90,7 +90,11 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
             "{rank}: first {}: {} (log line {}){}{}",
             f.cause.kind.as_str(),
             f.subject((&s.name1, &s.name2)),
-            f.row.line1.unwrap_or(0),
+            match f.one_sided.first() {
+                Some(o) => f.row.line_beside(o.status),
+                None => f.row.line1,
+            }
+            .unwrap_or(0),
             if f.cause.print_limited {
                 " (within print precision)"
             } else {

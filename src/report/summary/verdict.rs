@@ -357,7 +357,10 @@ impl Summary {
                     };
                     (
                         first.key(),
-                        format!("an op only in {run}, feeding `{}`", c.row.key()),
+                        format!(
+                            "an op only in {run}, feeding `{}`",
+                            c.row.key_beside(first.status)
+                        ),
                     )
                 }
                 _ => (
