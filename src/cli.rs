@@ -373,7 +373,9 @@ fn build_policy(a: &CompareArgs) -> Result<Policy, String> {
         p.default.nan_equal = false;
     }
     if a.dtype_tolerance {
-        policy::add_dtype_defaults(&mut p);
+        let given = (a.rtol.is_some() || a.atol.is_some()) && !a.bitwise;
+        let floor = given.then_some(p.default.hash);
+        policy::add_dtype_defaults(&mut p, floor);
     }
     p.ignore_ops.extend(a.ignore_ops.iter().cloned());
     p.exhaustive = a.rules_exhaustive;

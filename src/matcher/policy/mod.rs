@@ -580,8 +580,14 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
 /// `--dtype-tolerance`: per-dtype default tolerances for low-precision
 /// dtypes (relative: bfloat16 1e-2, float16 1e-3, float8_e4m3fn 1.25e-1,
 /// float8_e5m2 2.5e-1; absolute: [`F32_MIN_NORMAL`]), added to `p` for each
-/// dtype it has no default for (a config's `[dtype.X]` wins).
-pub fn add_dtype_defaults(p: &mut Policy) {
+/// dtype it has no default for (a config's `[dtype.X]` wins), each at least
+/// as loose as `floor` (the `--rtol`/`--atol` given beside it).
+pub fn add_dtype_defaults(p: &mut Policy, floor: Option<Tolerance>) {
+    // `--rtol`/`--atol` given beside it (`floor`): a per-dtype default is
+    // never tighter than what they ask (trial 21: `--dtype-tolerance --atol
+    // 1e-3` left bfloat16 rows without an absolute floor, so a LayerNorm's
+    // mean near zero could never agree).
+    let (rtol_floor, atol_floor) = floor.map_or((0.0, 0.0), |t| (t.rtol, t.atol));
     for (d, rtol) in [
         ("bfloat16", 1e-2),
         ("float16", 1e-3),
@@ -592,8 +598,8 @@ pub fn add_dtype_defaults(p: &mut Policy) {
             p.dtype.push((
                 d.to_string(),
                 Tolerance {
-                    rtol,
-                    atol: F32_MIN_NORMAL,
+                    rtol: f64::max(rtol, rtol_floor),
+                    atol: f64::max(F32_MIN_NORMAL, atol_floor),
                     both: false,
                 },
             ));
