@@ -3080,3 +3080,46 @@ fn dtype_defaults_are_no_tighter_than_the_tolerances_given_beside_them() {
         .expect(1)
         .stdout_has("diverges first at `norm/op_0_native_layer_norm`");
 }
+
+/// Module-level logs of a compiled forward: the first differing record
+/// says that the compiled modules' outputs are not recorded and that
+/// their gradients come in the compiled backward's order (trial 21:
+/// `inp`'s gradient was named first under `torch.compile(model)`).
+#[test]
+fn a_module_level_headline_says_when_modules_ran_compiled() {
+    let tmp = TempDir::new().unwrap();
+    let compiled = |text: String| {
+        text.replace(
+            "Level: modules\n",
+            "Compiled: torch.compile\nCompiled modules: <none>\nLevel: modules\n",
+        )
+    };
+    let a = write(
+        tmp.path(),
+        "a/rank_0_activations.log",
+        compiled(modules_log("1.0", "2.0", "3.0")).as_bytes(),
+    );
+    let b = write(
+        tmp.path(),
+        "b/rank_0_activations.log",
+        compiled(modules_log("1.0", "2.5", "3.5")).as_bytes(),
+    );
+    compare(&tmp, &a, &b, &[])
+        .expect(1)
+        .stdout_has("(the first differing record; inputs are not recorded at level=modules; modules ran compiled: their outputs are not recorded");
+    let (c, d) = (
+        write(
+            tmp.path(),
+            "c/rank_0_activations.log",
+            modules_log("1.0", "2.0", "3.0").as_bytes(),
+        ),
+        write(
+            tmp.path(),
+            "d/rank_0_activations.log",
+            modules_log("1.0", "2.5", "3.5").as_bytes(),
+        ),
+    );
+    let r = compare(&tmp, &c, &d, &[]);
+    r.expect(1);
+    assert!(!r.stdout.contains("ran compiled"), "{}", r.stdout);
+}

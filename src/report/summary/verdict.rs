@@ -370,6 +370,13 @@ impl Summary {
                         // differing record is all that is known.
                         _ if r.run1.level == crate::logformat::CaptureLevel::Modules => {
                             let mut w = "the first differing record; inputs are not recorded at level=modules".to_string();
+                            // Modules that ran compiled record no output,
+                            // and their gradients come in the compiled
+                            // backward's order (trial 21: `inp`'s gradient
+                            // first under torch.compile(model)).
+                            if r.run1.compiled.is_some() || r.run2.compiled.is_some() {
+                                w.push_str("; modules ran compiled: their outputs are not recorded and their gradients come in the compiled backward's order, so re-capture this step at level=\"ops\" to find where it starts");
+                            }
                             // A module only run 2 runs before it (after run
                             // 1's rows in result order).
                             if let Some(o) = &r.root_causes.first_only2_before {
