@@ -108,42 +108,17 @@ impl<'a> Group<'a> {
     }
 
     /// Combines the optimizer rows over `tables` (every rank holding a
-    /// shard of the parameters, FSDP's) on the mesh dimensions `dims`: the
-    /// group's own rows stay its own. Errors when those ranks' logs differ
-    /// in their optimizer ops (row for row, by key).
+    /// shard of the parameters, FSDP's, whose optimizer ops agree row by
+    /// row: [`parameter_rows_agree`]) on the mesh dimensions `dims`: the
+    /// group's own rows stay its own.
     pub(super) fn with_parameters(
         mut self,
         tables: &'a [(u32, &'a OpTable)],
         dims: &'a [String],
-    ) -> Result<Group<'a>, String> {
-        let t0 = self.t0();
-        for (r, t) in tables {
-            if t.len() != t0.len() {
-                return Err(format!(
-                    "{}: rank {r} records {} ops, {} {} ({}): the optimizer's parameter shards cannot be combined",
-                    t.path().display(),
-                    t.len(),
-                    t0.path().display(),
-                    t0.len(),
-                    t0.path().display()
-                ));
-            }
-            let optimizer = |i: usize| t0.phase_kind(i) == crate::parser::Phase::Optimizer;
-            if let Some(row) = (0..t0.len()).find(|&i| optimizer(i) && t.key(i) != t0.key(i)) {
-                return Err(format!(
-                    "{}:{}: rank {r} records `{}` where {}:{} records `{}`: the ranks' optimizer steps ran different ops, so their parameter shards cannot be combined",
-                    t.path().display(),
-                    t.line(row),
-                    t.key_str(row),
-                    t0.path().display(),
-                    t0.line(row),
-                    t0.key_str(row)
-                ));
-            }
-        }
+    ) -> Group<'a> {
         self.param_tables = tables;
         self.param_combined = dims;
-        Ok(self)
+        self
     }
 
     fn t0(&self) -> &'a OpTable {
@@ -516,6 +491,39 @@ impl<'a> Group<'a> {
         }
         ok.then_some(v)
     }
+}
+
+/// Whether the logs `tables` (the ranks holding shards of the same
+/// parameters) run the same optimizer ops, row by row (same length, same
+/// key at each optimizer-phase row): their optimizer rows can then be
+/// combined. Errors say where they part (a shard below `min_numel` on one
+/// rank only is left out there).
+pub(super) fn parameter_rows_agree(tables: &[(u32, &OpTable)]) -> Result<(), String> {
+    let Some(&(r0, t0)) = tables.first() else {
+        return Ok(());
+    };
+    for (r, t) in &tables[1..] {
+        if t.len() != t0.len() {
+            return Err(format!(
+                "rank {r} records {} ops, rank {r0} {} ({} and {})",
+                t.len(),
+                t0.len(),
+                t.path().display(),
+                t0.path().display()
+            ));
+        }
+        let optimizer = |i: usize| t0.phase_kind(i) == crate::parser::Phase::Optimizer;
+        if let Some(row) = (0..t0.len()).find(|&i| optimizer(i) && t.key(i) != t0.key(i)) {
+            return Err(format!(
+                "{}:{}: rank {r} records `{}` where rank {r0} records `{}`",
+                t.path().display(),
+                t.line(row),
+                t.key_str(row),
+                t0.key_str(row)
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl Group<'_> {

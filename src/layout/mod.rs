@@ -237,6 +237,10 @@ pub struct Combined {
     /// optimizer rows hold whole parameters); empty when none.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub parameters: String,
+    /// Why the optimizer's parameter shards were not combined though they
+    /// are sharded (the ranks' optimizer steps ran different ops).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters_refused: Option<String>,
     /// The logical ranks.
     pub ranks: Vec<CombinedRank>,
     /// Where the combined logs were written.
@@ -321,6 +325,11 @@ impl Combined {
                 "s"
             }
         )];
+        if let Some(why) = &self.parameters_refused {
+            notes.push(format!(
+                "the optimizer's parameter shards not combined (its rows compare shard against whole): the ranks' optimizer steps ran different ops: {why}"
+            ));
+        }
         if !self.parameters.is_empty() {
             notes.push(format!(
                 "the optimizer's parameter shards combined over {} (each rank's optimizer rows hold whole parameters)",
@@ -557,6 +566,17 @@ pub fn combine(
         v.sort();
         v.iter().map(|(_, i)| (logs[*i].0, &logs[*i].1)).collect()
     };
+    // Ranks whose optimizer steps ran different ops (a shard below
+    // min_numel on one rank only) keep their shards, and the layout's
+    // lines say why.
+    let mut parameters_refused = None;
+    let param_tables = match group::parameter_rows_agree(&param_tables) {
+        Ok(()) => param_tables,
+        Err(e) => {
+            parameters_refused = Some(e);
+            Vec::new()
+        }
+    };
     // Group by the coordinates not combined; order members by the others.
     let mut groups: std::collections::BTreeMap<Vec<u32>, Vec<(Vec<u32>, usize)>> =
         Default::default();
@@ -589,6 +609,7 @@ pub fn combine(
             .collect::<Vec<_>>()
             .join(" "),
         parameters: String::new(),
+        parameters_refused: None,
         ranks: Vec::new(),
         dir: out_dir.to_path_buf(),
         mismatches: Vec::new(),
@@ -626,7 +647,7 @@ pub fn combine(
             .collect();
         let mut g = group::Group::new(&tables, combined, &mut out)?;
         if !param_tables.is_empty() {
-            g = g.with_parameters(&param_tables, &param_dims)?;
+            g = g.with_parameters(&param_tables, &param_dims);
         }
         let text = g.combine()?;
         let path = out_dir.join(format!("rank_{rank}_activations.log"));
@@ -637,6 +658,7 @@ pub fn combine(
             ranks: member_ranks,
         });
     }
+    out.parameters_refused = parameters_refused;
     if !param_tables.is_empty() {
         out.parameters = mesh
             .dims

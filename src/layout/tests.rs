@@ -405,3 +405,100 @@ fn a_shard_over_dimensions_not_combined_is_the_same_on_every_rank_of_a_group() {
     assert!(!p("dp:S(0) tp:S(1)").is_same_over(&tp));
     assert!(!p("dp:P").is_same_over(&tp) && !p("?").is_same_over(&tp));
 }
+
+/// FSDP alone (`Mesh: dp=2`, nothing combined): each rank keeps its own
+/// forward and backward, and its optimizer rows are combined from both
+/// ranks' shards of the parameter (`dp:S(0)`): whole values on both
+/// combined ranks. When the ranks' optimizer steps ran different ops, the
+/// shards stay as they are and the layout's lines say why.
+#[test]
+fn fsdp_optimizer_rows_combine_from_every_ranks_shard() {
+    let dp = |rank: u32| Some(Mesh::parse("dp=2", &format!("dp={rank}")).unwrap());
+    let w = whole();
+    let rows_of = |rank: usize| -> Vec<f64> { w[rank * 8..rank * 8 + 8].to_vec() };
+    let records = |rank: usize, with_update: bool| {
+        let own: Vec<f64> = (0..4).map(|i| (i + rank) as f64).collect();
+        let s = rows_of(rank);
+        let mut v = vec![
+            Record {
+                key: "fc/op_0_mm".into(),
+                stats: Some(stats(&own, &[4])),
+                output_hashes: vec![l1(&own)],
+                input_hashes: vec![1.0],
+                ..Default::default()
+            },
+            Record {
+                key: "fc/op_1_mm".into(),
+                stats: Some(stats(&own, &[4])),
+                output_hashes: vec![l1(&own)],
+                input_hashes: vec![1.0],
+                phase: crate::parser::Phase::Backward,
+                ..Default::default()
+            },
+        ];
+        if with_update {
+            v.push(Record {
+                key: "<none>/op_0_add_".into(),
+                stats: Some(stats(&s, &[2, 4])),
+                output_hashes: vec![l1(&s)],
+                input_hashes: vec![l1(&s)],
+                parameters: "fc.weight".into(),
+                layout: layout(
+                    Some(&format!("dp:S(0) [4, 4] at [{}, 0]", 2 * rank)),
+                    &["dp:S(0)"],
+                    &["dp:S(0)"],
+                ),
+                ..Default::default()
+            });
+        }
+        v
+    };
+    let logs = |update1: bool| {
+        vec![
+            (
+                0,
+                parse_bytes(log(dp(0), &records(0, true)), "r/rank_0_activations.log"),
+            ),
+            (
+                1,
+                parse_bytes(log(dp(1), &records(1, update1)), "r/rank_1_activations.log"),
+            ),
+        ]
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let l = logs(true);
+    let mesh = mesh_of(&l).unwrap().unwrap();
+    assert_eq!(sharding_dims(&l, &mesh).unwrap(), Vec::<String>::new());
+    let c = combine(2, &l, &mesh, &[], dir.path()).unwrap();
+    assert_eq!((c.combined.as_str(), c.parameters.as_str()), ("", "dp=2"));
+    for rank in 0..2 {
+        let t = parse_path(&dir.path().join(format!("rank_{rank}_activations.log"))).unwrap();
+        let num = |row: usize, field: Field| t.text(row, field).parse::<f64>().unwrap();
+        assert_eq!(t.len(), 3);
+        // Its own forward, the whole parameter's update.
+        let own: Vec<f64> = (0..4).map(|i| (i + rank) as f64).collect();
+        assert!(close(num(0, Field::OutputHash), l1(&own)));
+        assert_eq!(
+            t.text(2, Field::Shape),
+            "torch.Size([4, 4]), Dtype: torch.float32"
+        );
+        assert!(close(num(2, Field::OutputHash), l1(&w)));
+        assert!(close(
+            num(2, Field::L2Norm),
+            stats(&w, &[4, 4]).moments.unwrap().l2
+        ));
+        assert_eq!(t.parameters(2), "fc.weight");
+    }
+    // Rank 1's step lacks the update: its shards are kept, and said.
+    let l = logs(false);
+    let dir = tempfile::tempdir().unwrap();
+    let c = combine(2, &l, &mesh, &[], dir.path()).unwrap();
+    assert!(c.parameters.is_empty(), "{c:?}");
+    assert!(
+        c.lines("b")
+            .iter()
+            .any(|x| x.contains("the optimizer's parameter shards not combined")),
+        "{:?}",
+        c.lines("b")
+    );
+}
