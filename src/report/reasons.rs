@@ -38,6 +38,14 @@ pub enum Reason {
         /// Why ([`crate::report::summary::SideSummary::incomplete`]).
         why: Message,
     },
+    /// Runs of different parallel layouts compared at the reference's
+    /// tolerance, whose every gating row is a `diff` within `--layouts`'
+    /// relative tolerance: summation order is the likely cause (still
+    /// exit 1: the rows differ as asked).
+    LayoutRounding {
+        /// The largest relative difference of a gating row, over the ranks.
+        largest: f64,
+    },
     /// Replicated results that differ across the ranks a run's shards were
     /// combined from (exit 1).
     ReplicasDiffer {
@@ -480,6 +488,11 @@ impl fmt::Display for Reason {
                 path,
                 why,
             } => write!(f, "incomplete input: rank {rank} {side} ({path}) {why}"),
+            Reason::LayoutRounding { largest } => write!(
+                f,
+                "every gating row differs by at most rel {largest:.1e}, within --layouts' tolerance (rtol {:e}): runs of different parallel layouts add in another order, so this is likely rounding; compare with --layouts to tell it from a change",
+                crate::layout::LAYOUT_RTOL
+            ),
             Reason::ReplicasDiffer { name, count, first } => write!(
                 f,
                 "replicas differ in {name}: {count} value{} of replicated results differ across the ranks combined; first rank {} at `{}` ({}, line {}) against rank {}",

@@ -382,6 +382,29 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<Reason>) {
             }
         }
     }
+    // Layouts compared at the reference's tolerance whose every gating row
+    // is a `diff` within --layouts' tolerance: said beside the divergence
+    // (trial 18 M3: identical TP=1 and TP=2 runs read as a real change).
+    let at_reference = meta
+        .warnings
+        .iter()
+        .any(|w| matches!(w, Message::LayoutsAtReferenceTolerance { .. }));
+    let gating: Vec<&RankSummary> = ranks.iter().filter(|r| r.counts.gating > 0).collect();
+    if at_reference && !gating.is_empty() {
+        let largest = gating
+            .iter()
+            .map(|r| {
+                let c = &r.counts;
+                match r.root_causes.largest_rel_diff {
+                    Some(rel) if c.only1 + c.only2 + c.missing + c.truncated == 0 => rel,
+                    _ => f64::INFINITY,
+                }
+            })
+            .fold(0.0, f64::max);
+        if largest <= crate::layout::LAYOUT_RTOL {
+            reasons.push(Reason::LayoutRounding { largest });
+        }
+    }
     for l in &meta.layouts {
         if l.mismatch_count > 0 {
             let (name1, name2) = names();

@@ -100,6 +100,13 @@ def test_tp2_against_tp1_agrees_up_to_summation_order(runs, actdiff_bin, tmp_pat
     assert hint in r.stderr and "--layouts (rtol 1e-4, atol 1e-6)" in r.stderr, r.stderr
     assert any(hint in w for w in s["warnings"]), s["warnings"]
     assert hint not in r.stderr.replace(hint, "", 1)  # said once
+    # ... and the verdict says every gating row is within --layouts'
+    # tolerance, which a real change is not (trial 18 M3: the same
+    # headline for both, a warning apart).
+    rounding = "within --layouts' tolerance (rtol 1e-4): runs of different parallel layouts add in another order"
+    assert rounding in r.stdout and any(rounding in v for v in s["verdict"]), r.stdout
+    r_eps, _ = compare(actdiff_bin, d / "tp1", d / "tp2_eps", tmp_path / "rep_eps0")
+    assert r_eps.returncode == 1 and rounding not in r_eps.stdout, r_eps.stdout
     r, s = compare(actdiff_bin, d / "tp1", d / "tp2", tmp_path / "rep5", "--rtol", "1e-5", "--atol", "1e-6")
     assert r.returncode == 0, r.stdout
     assert "combined from shards" not in r.stderr, r.stderr
