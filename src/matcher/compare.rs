@@ -88,6 +88,13 @@ impl CompareOptions {
     pub fn is_bitwise(&self) -> bool {
         self.hash.rtol == 0.0 && self.hash.atol == 0.0
     }
+    /// Whether the hash tolerance is looser than the reference's (a
+    /// `--rtol` above 1e-8, an `--atol` above the smallest normal float32:
+    /// `--layouts`, a rule, a per-dtype default): a difference only the
+    /// digests see, every printed value equal, is then within it.
+    pub fn is_loosened(&self) -> bool {
+        self.hash.rtol > Tolerance::REFERENCE.rtol || self.hash.atol > super::policy::F32_MIN_NORMAL
+    }
 }
 
 impl Default for CompareOptions {

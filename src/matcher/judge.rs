@@ -295,8 +295,16 @@ fn pair_status(
             agrees = false;
             flags |= ROW_OUT_DIFF;
         } else if agrees && compare::printed_equal(t1, r1, t2, r2) {
-            agrees = false;
-            flags |= ROW_DIGEST_ONLY | ROW_OUT_DIFF;
+            // Only the digests tell: a difference no printed value shows,
+            // at full precision. At the reference's tolerance that is a
+            // `diff` (digests promise identity); under a looser one it is
+            // within it (trial 22 H1: under --layouts such a row gated and
+            // was named the cause, while rows 1e-7 off passed).
+            flags |= ROW_DIGEST_ONLY;
+            if !rp.opts.is_loosened() {
+                agrees = false;
+                flags |= ROW_OUT_DIFF;
+            }
         } else if agrees && stats_differ() {
             // The digests say the tensors differ and the statistics see it
             // beyond the tolerance, while the Output hash (an L1 norm) moved

@@ -287,7 +287,11 @@ impl NoteRow<'_> {
         if row.has(super::ROW_DIGEST_ONLY) {
             out.push(
                 K::DigestsDiffer,
-                "digests differ while every printed value agrees",
+                if row.status == super::Status::Match {
+                    "digests differ while every printed value agrees: within the tolerance"
+                } else {
+                    "digests differ while every printed value agrees"
+                },
             );
         }
     }
