@@ -73,6 +73,7 @@ from __future__ import annotations
 import atexit
 import gc
 import numbers
+import operator
 import os
 import sys
 import threading
@@ -1262,6 +1263,22 @@ def _unreached(steps, last: int) -> tuple[int, list]:
     return len(rest), rest[:3]
 
 
+def _step_number(s, name: str) -> int:
+    """``s`` as a step number: an int (a numpy or 0-d torch integer too),
+    never a bool or a float, which ``int()`` would truncate (trial 22:
+    ``capture_steps=[2.5]`` captured step 2 without a word).
+
+    Raises:
+        ValueError: naming ``name`` and the value.
+    """
+    if not isinstance(s, bool):
+        try:
+            return operator.index(s)
+        except TypeError:
+            pass
+    raise ValueError(f"{name} must be whole step numbers (ints), got {s!r}")
+
+
 def _schedule(capture_step, capture_steps):
     """The steps to capture: ``(series, steps)``. ``series`` is False for one
     step given as an int (the reference's layout: ``{dump_dir}/rank_R...``),
@@ -1280,7 +1297,7 @@ def _schedule(capture_step, capture_steps):
     if isinstance(capture_steps, int) or (
         isinstance(capture_steps, torch.Tensor) and capture_steps.dim() == 0
     ):
-        step = int(capture_steps)
+        step = _step_number(capture_steps, name)
         if step < 1:
             raise ValueError(f"capture_step is 1-based, got {step}")
         return False, frozenset((step,))
@@ -1292,10 +1309,13 @@ def _schedule(capture_step, capture_steps):
         if not len(capture_steps):
             warnings.warn(EMPTY_SCHEDULE.format(capture_steps), stacklevel=3)
         return True, capture_steps
+    if name == "capture_step":
+        raise ValueError(f"capture_step must be an int, got {capture_steps!r}")
     try:
-        steps = frozenset(int(s) for s in capture_steps)
+        items = list(capture_steps)
     except TypeError as e:
         raise ValueError(f"capture_steps must be an int or an iterable of ints, got {capture_steps!r}") from e
+    steps = frozenset(_step_number(s, name) for s in items)
     if any(s < 1 for s in steps):
         raise ValueError(f"capture_steps are 1-based, got {min(steps)}")
     if not steps:

@@ -127,6 +127,15 @@ def test_bad_schedules_are_refused(tmp_path):
         actdiff_capture.Profiler(m, tmp_path, capture_steps=[0, 1])
     with pytest.raises(ValueError, match="iterable"):
         actdiff_capture.Profiler(m, tmp_path, capture_steps="12")
+    # A float or a bool among the steps is refused, not truncated (trial
+    # 22: [2.5] captured step 2, [True, 3] steps 1 and 3); each error names
+    # the argument given.
+    for steps, bad in (([2.5], "2.5"), ([2, 2.9], "2.9"), ([True, 3], "True")):
+        with pytest.raises(ValueError, match=rf"capture_steps must be whole step numbers \(ints\), got {bad}"):
+            actdiff_capture.Profiler(m, tmp_path, capture_steps=steps)
+    with pytest.raises(ValueError, match="capture_step must be an int, got 2.5"):
+        actdiff_capture.Profiler(m, tmp_path, capture_step=2.5)
+    assert actdiff_capture.Profiler(m, tmp_path / "t", capture_steps=[torch.tensor(3), 4]).series
     prof = actdiff_capture.Profiler(m, tmp_path / "x", capture_steps=[1])
     with pytest.raises(ValueError, match="one-element"):
         prof.step(loss=torch.ones(2))
