@@ -2033,3 +2033,27 @@ fn the_series_phase_lines_are_the_named_ranks() {
     );
     assert_eq!(r.stdout.matches("step 2 diverges first").count(), 1);
 }
+
+/// A merge of a step series' parts where one part's compare did not
+/// finish (killed: its step folders only) or has not started (an empty
+/// folder) names that part's folder and why, not "not a part of a sharded
+/// step series" (trial 22 M2).
+#[test]
+fn a_series_merge_names_a_part_that_did_not_finish() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 3, 2);
+    let p0 = part(d.path(), &a, &b, 0, 2);
+    let killed = d.path().join("p1");
+    std::fs::create_dir_all(killed.join("step_1")).unwrap();
+    merge_parts([&p0, &killed], d.path().join("m1"), 2).stderr_has(&format!(
+        "{}: a part of a step series whose compare did not finish (interrupted, or still running)",
+        killed.display()
+    ));
+    let empty = d.path().join("p2");
+    std::fs::create_dir_all(&empty).unwrap();
+    merge_parts([&p0, &empty], d.path().join("m2"), 2).stderr_has(&format!(
+        "{}: an empty folder: a part whose compare has not run yet",
+        empty.display()
+    ));
+}

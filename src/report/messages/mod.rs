@@ -387,6 +387,15 @@ pub enum Message {
         /// The part (`part 2/4 (parts/p2)`).
         part: PartName,
     },
+    /// A folder given as a part of a step series that holds no record of
+    /// one yet: its compare did not finish (`started`: its step folders
+    /// only) or has not started (empty).
+    SeriesPartUnfinished {
+        /// The folder.
+        dir: String,
+        /// It holds step folders.
+        started: bool,
+    },
     /// A part whose compare failed.
     PartFailed {
         /// The part.
@@ -632,6 +641,7 @@ impl fmt::Display for Message {
             | Message::PartIsReport { .. }
             | Message::PartTwice { .. }
             | Message::PartUnfinished { .. }
+            | Message::SeriesPartUnfinished { .. }
             | Message::PartFailed { .. }
             | Message::PartVersion { .. }
             | Message::PartsOfOtherSplits { .. }

@@ -363,6 +363,14 @@ impl Message {
                 f,
                 "{part}: its compare did not finish (interrupted, or still running)"
             ),
+            Message::SeriesPartUnfinished { dir, started: true } => write!(
+                f,
+                "{dir}: a part of a step series whose compare did not finish (interrupted, or still running): it holds step folders but no series-part.json"
+            ),
+            Message::SeriesPartUnfinished { dir, started: false } => write!(
+                f,
+                "{dir}: an empty folder: a part whose compare has not run yet (or could not write here)"
+            ),
             Message::PartFailed { part, message } => {
                 write!(f, "{part}: its compare failed: {message}")
             }
