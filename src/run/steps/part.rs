@@ -216,18 +216,6 @@ fn read_record(dir: &Path) -> Result<SeriesPart, Message> {
                     dir.display()
                 )));
             }
-            // No series-part.json and no part.json: a series part that has
-            // not finished (its step folders only) or not started (an empty
-            // folder), not some other folder (trial 22 M2: "not a part of a
-            // sharded step series" for a killed array task).
-            let steps = super::step_folders(dir).len() + super::unfinished_step_folders(dir).len();
-            let empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
-            if steps > 0 || empty {
-                return Err(Message::SeriesPartUnfinished {
-                    dir: dir.display().to_string(),
-                    started: steps > 0,
-                });
-            }
             match shard::Manifest::read(dir) {
                 Ok(m) => match m.status {
                     shard::PartStatus::Failed { message } => {
@@ -247,7 +235,22 @@ fn read_record(dir: &Path) -> Result<SeriesPart, Message> {
                         })
                     }
                 },
-                Err(_) => e.to_string(),
+                Err(_) => {
+                    // No series-part.json and no part.json: a series part that has
+                    // not finished (its step folders only) or not started (an empty
+                    // folder), not some other folder (trial 22 M2: "not a part of a
+                    // sharded step series" for a killed array task).
+                    let steps =
+                        super::step_folders(dir).len() + super::unfinished_step_folders(dir).len();
+                    let empty = std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none());
+                    if steps > 0 || empty {
+                        return Err(Message::SeriesPartUnfinished {
+                            dir: dir.display().to_string(),
+                            started: steps > 0,
+                        });
+                    }
+                    e.to_string()
+                }
             }
         }
         Err(e) => e.to_string(),
