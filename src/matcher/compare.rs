@@ -345,7 +345,15 @@ pub fn worst_difference(
             consider(f, c.intensity.unwrap_or(0.0));
         }
     }
-    if let Some(tol) = opts.stats {
+    // The stats gate under their tolerance, or, where the digests say the
+    // tensors differ, under the hash's (the judge's rule for a change whose
+    // signs cancel in the Output hash): their difference is then the row's
+    // (trial 22 M5: such rows had no number and the step strip shaded
+    // them darkest).
+    let stats = opts
+        .stats
+        .or_else(|| (bitwise_identical(t1, r1, t2, r2) == Some(false)).then_some(opts.hash));
+    if let Some(tol) = stats {
         for f in [Field::L2Norm, Field::Min, Field::Max, Field::Mean] {
             let (a, b) = (t1.field(r1, f), t2.field(r2, f));
             if a.is_empty() || b.is_empty() || a == b {
@@ -721,5 +729,31 @@ mod tests {
         assert!(!t.agrees(0.0, 0.0009), "abs holds, rel does not");
         assert!(!t.agrees(100.0, 100.005), "rel holds, abs does not");
         assert!(t.agrees(0.0, -0.0));
+    }
+
+    /// A row whose digests differ and whose stats differ beyond the hash's
+    /// tolerance while its Output hash agrees (the judge's rule for a
+    /// change whose signs cancel) has its stats' difference as its worst,
+    /// though the stats do not gate by default (trial 22 M5: no number, so
+    /// the step strip shaded the smallest change darkest). With equal
+    /// digests the stats are not looked at.
+    #[test]
+    fn differing_digests_make_the_stats_difference_the_rows() {
+        let log = |mean: &str, digest: &str| {
+            let text = format!(
+                "[m/op_0_mul]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  L2 norm: 1.5e+00\n  Min: -1.0e+00\n  Max: 1.0e+00\n  Mean: {mean}\n  Output hash: 3.0e+00\n  Input hashes: 2.0e+00\n  Output digest: {digest}\n  Input digests: 00000000000000bb\n\n"
+            );
+            crate::parser::parse_bytes(text.into_bytes(), "rank_0_activations.log")
+        };
+        let (a, b) = (
+            log("1.0e-03", "00000000000000aa"),
+            log("1.1e-03", "00000000000000cc"),
+        );
+        let all = a.schema();
+        let w = worst_difference(&a, 0, &b, 0, &CompareOptions::default(), all).unwrap();
+        assert_eq!(w.field, Field::Mean);
+        assert!((w.rel - 0.1 / 1.1).abs() < 1e-9, "{}", w.rel);
+        let c = log("1.1e-03", "00000000000000aa");
+        assert!(worst_difference(&a, 0, &c, 0, &CompareOptions::default(), all).is_none());
     }
 }

@@ -921,6 +921,12 @@ pub struct CausesSummary {
     pub largest_diff_field: Option<statics::Name>,
     /// That difference.
     pub largest_rel_diff: Option<f64>,
+    /// Every gating row is a pair whose digests alone differ (every
+    /// printed value equal: a difference below the printed digits), so
+    /// the rank has no relative difference to show: the step strip shades
+    /// it lightest, not darkest (trial 22 M5). Omitted when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub digests_only: bool,
 }
 
 /// The first paired row with flag `this` (a side's values hold NaN or
@@ -1004,6 +1010,10 @@ impl CausesSummary {
             largest_diff: c.largest_diff.map(|d| r(d.index)),
             largest_diff_field: c.largest_diff.map(|d| d.field),
             largest_rel_diff: c.largest_diff.map(|d| d.rel),
+            digests_only: {
+                let mut gating = rc.matches.rows.iter().filter(|r| r.gates()).peekable();
+                gating.peek().is_some() && gating.all(|r| r.has(crate::matcher::ROW_DIGEST_ONLY))
+            },
         }
     }
 }

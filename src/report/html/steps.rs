@@ -126,6 +126,9 @@ fn cell_title(r: Option<&RankSummary>) -> String {
             let c = &r.root_causes;
             let largest = match (c.largest_rel_diff, c.largest_diff_field) {
                 (Some(d), Some(f)) => format!("; largest relative difference {d:.1e} ({f})"),
+                _ if c.digests_only => {
+                    "; only their digests differ, below every printed digit".to_string()
+                }
                 _ => String::new(),
             };
             format!("{} gating rows{largest}", r.counts.gating)
@@ -154,7 +157,7 @@ fn rank_cell(step: u64, r: Option<&RankSummary>, only: Option<&str>) -> Cell {
         step,
         class: state.class(),
         style: match (state, r) {
-            (State::Gate, Some(r)) => gate_shade(r.root_causes.largest_rel_diff),
+            (State::Gate, Some(r)) => gate_shade(rank_difference(r)),
             _ => String::new(),
         },
         title: cell_title(r),
@@ -191,7 +194,7 @@ fn block_cell(step: u64, cells: &[Option<&RankSummary>], only: Option<&str>) -> 
         n[st as usize] += 1;
         worst = worst.max(st);
         if let (State::Gate, Some(r)) = (st, r) {
-            match r.root_causes.largest_rel_diff {
+            match rank_difference(r) {
                 Some(d) => largest = Some(largest.map_or(d, |l: f64| l.max(d))),
                 None => unnumbered = true,
             }
@@ -256,6 +259,15 @@ fn strip_line(rank: u32, cells: &[Option<&RankSummary>]) -> StripLine {
             })
             .collect(),
     }
+}
+
+/// The largest gating relative difference of rank summary `r` to shade
+/// its cell by: none for differences without a number (a one-sided row:
+/// darkest), zero when only digests differ (below every printed digit:
+/// lightest).
+fn rank_difference(r: &RankSummary) -> Option<f64> {
+    let c = &r.root_causes;
+    c.largest_rel_diff.or(c.digests_only.then_some(0.0))
 }
 
 /// The background of a diverging cell of largest gating relative
