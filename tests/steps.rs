@@ -2057,3 +2057,29 @@ fn a_series_merge_names_a_part_that_did_not_finish() {
         empty.display()
     ));
 }
+
+/// A step whose only gating rows differ in their digests alone (every
+/// printed value equal) is shaded lightest in the strip and says why,
+/// not darkest as a difference without a number was (trial 22 M5).
+#[test]
+fn a_digest_only_step_is_shaded_lightest() {
+    let d = TempDir::new().unwrap();
+    let log = |digest: &str| {
+        format!(
+            "Total captured activations: 1\nPrecision: full\nStep: 1\n{}\n\n[m/op_0_nll_loss_forward]\n  Shape: torch.Size([]), Dtype: torch.float32\n  L2 norm: 1.5e+00\n  Min: 1.5e+00\n  Max: 1.5e+00\n  Mean: 1.5e+00\n  Output hash: 1.5e+00\n  Input hashes: 2.5e+00\n  Output digest: 00000000000000aa\n  Input digests: {digest}\n\n",
+            "=".repeat(80)
+        )
+    };
+    for (run, digest) in [("a", "00000000000000bb"), ("b", "00000000000000cc")] {
+        let dir = d.path().join(run).join("step_1");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("rank_0_activations.log"), log(digest)).unwrap();
+    }
+    let out = d.path().join("rep");
+    compare_into([d.path().join("a"), d.path().join("b")], &["-q"], &out, 1);
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        index.contains("<td class=gate style=\"background:rgb(250,190,190)\"><a href=\"step_1/index.html\" title=\"step 1, rank 0: 1 gating rows; only their digests differ, below every printed digit\""),
+        "{index}"
+    );
+}
