@@ -66,6 +66,33 @@ class BaselineError(RuntimeError):
         self.rank = rank
 
 
+def level_of(baseline: str):
+    """The capture level of the baseline's logs (``"ops"`` or
+    ``"modules"``: the ``Level:`` header line of its first log, in step
+    order, of ``rank_0``, else of any rank), or None when it holds none."""
+    import glob
+    import re
+
+    def step(path: str) -> int:
+        m = re.search(r"step_(\d+)", path)
+        return int(m.group(1)) if m else 0
+
+    logs = sorted(glob.glob(os.path.join(baseline, "rank_*_activations.log")))
+    logs += sorted(glob.glob(os.path.join(baseline, "step_*", "rank_*_activations.log")), key=step)
+    for path in logs:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4096)
+        except OSError:
+            continue
+        for line in head.split(b"\n"):
+            if line.startswith(b"[") or line.startswith(b"===="):
+                return "ops"
+            if line.startswith(b"Level:"):
+                return line[len(b"Level:") :].strip().decode("ascii", "replace")
+    return None
+
+
 def baseline_log(baseline: str, step: int, rank: int, series: bool) -> str:
     """The baseline's log of ``step`` and ``rank``: ``baseline/step_S/...``
     for a step series, ``baseline/rank_R_activations.log`` for one step."""

@@ -1480,6 +1480,15 @@ class Profiler:
             raise ValueError(f"on_divergence must be one of {_baseline.ON_DIVERGENCE}, got {on_divergence!r}")
         if baseline is not None and not os.path.isdir(baseline):
             raise _baseline.BaselineError(f"baseline {baseline}: no such folder")
+        if baseline is not None:
+            # A baseline of the other level is refused now, not after the
+            # first captured step trained (trial 22 L1).
+            other = _baseline.level_of(os.fspath(baseline))
+            if other is not None and other != level:
+                raise _baseline.BaselineError(
+                    f"baseline {baseline} holds level={other!r} logs and this profiler captures "
+                    f"level={level!r}: capture both runs at one level"
+                )
         self.level = level
         self._warned_level = False  # REPLACES_OTHER_LEVEL said
         self.baseline = None if baseline is None else os.fspath(baseline)

@@ -748,12 +748,13 @@ def test_a_baseline_that_does_not_match_is_an_error(tmp_path, capfd):
     with pytest.raises(actdiff_capture.BaselineError, match=r"capture_steps=\[2\] \(a list\)"):
         run_with_baseline(tmp_path / "int", tmp_path / "blessed", steps=2, schedule=2)
     capfd.readouterr()
-    with pytest.raises(actdiff_capture.BaselineError, match="level=ops capture"):
-        run_with_baseline(tmp_path / "m", tmp_path / "blessed", steps=1, level="modules")
-    # Nothing diverged: no divergence/ report is left behind (trial 10).
-    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["step_1"]
-    # The engine's error is said once, in the exception, not also on stderr.
-    assert "level=ops capture" not in capfd.readouterr().err
+    # A baseline of the other level is refused when the profiler is made,
+    # before a step trains (trial 22 L1: after step 1), and nothing is
+    # written.
+    with pytest.raises(actdiff_capture.BaselineError, match="holds level='ops' logs and this profiler captures level='modules'"):
+        actdiff_capture.Profiler(TinyGPT(), tmp_path / "m", capture_steps=[1], level="modules", baseline=tmp_path / "blessed")
+    assert not (tmp_path / "m").exists()
+    assert "level=" not in capfd.readouterr().err
     with pytest.raises(actdiff_capture.BaselineError, match="no such folder"):
         actdiff_capture.Profiler(TinyGPT(), tmp_path / "x", baseline=tmp_path / "nowhere")
 
