@@ -182,6 +182,13 @@ pub struct CompareArgs {
     /// Compare run-1 rank A with run-2 rank B (`A:B`, repeatable or comma-separated).
     #[arg(long = "rank-map", value_name = "A:B")]
     pub rank_map: Vec<String>,
+    /// Compare only these run-1 ranks (`0`, `0,2-5`) and the run-2 ranks
+    /// they pair with; the other ranks of either run are left out, neither
+    /// compared nor one-sided: one process against a data-parallel run
+    /// (`--ranks 0`). Not with `--shard`.
+    #[arg(long, value_name = "LIST")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<String>,
     /// Compare truncated logs and logs whose header count does not match
     /// instead of exit 3: the rows are compared and shown, and the exit
     /// status is 1 (never 0: the input is incomplete) or 2.
@@ -561,6 +568,13 @@ fn compare_config(a: &CompareArgs, shard: Option<run::ShardPart>) -> Result<Comp
     let matching = match_options(a)?;
     let layer_offsets = run::pipeline::parse_layer_offsets(&a.layer_offsets)?;
     let rank_map = run::parse_rank_map(&a.rank_map).map_err(|e| e.to_string())?;
+    let ranks = match &a.ranks {
+        Some(_) if shard.is_some() => {
+            return Err("--ranks cannot be given with --shard: a part's ranks are the split's (compare every rank, or --ranks without parts)".into())
+        }
+        Some(list) => Some(run::parse_rank_list(list)?),
+        None => None,
+    };
     let steps = match &a.steps {
         Some(s) => Some(run::steps::StepSelection::parse(s)?),
         None => None,
@@ -574,6 +588,7 @@ fn compare_config(a: &CompareArgs, shard: Option<run::ShardPart>) -> Result<Comp
         matching,
         rows: a.rows.clone(),
         rank_map,
+        ranks,
         allow_incomplete: a.allow_incomplete,
         allow_duplicates: a.allow_duplicates,
         no_combine: a.no_combine,

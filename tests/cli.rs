@@ -3167,3 +3167,25 @@ fn a_digest_only_difference_is_within_a_loosened_tolerance() {
         "{row}"
     );
 }
+
+/// `--ranks` is refused with `--shard` (a part's ranks are the split's),
+/// and a list that does not read names its part.
+#[test]
+fn ranks_is_refused_with_shard_and_checked() {
+    let tmp = TempDir::new().unwrap();
+    let a = testdata(BUG_A);
+    let r = compare(&tmp, &a, &a, &["--ranks", "0", "--shard", "0/2"]);
+    r.expect(2);
+    assert!(
+        r.stderr.contains("--ranks cannot be given with --shard"),
+        "{}",
+        r.stderr
+    );
+    let r = compare(&tmp, &a, &a, &["--ranks", "0-x"]);
+    r.expect(2);
+    assert!(
+        r.stderr.contains("--ranks: `0-x` is no rank or range"),
+        "{}",
+        r.stderr
+    );
+}

@@ -576,7 +576,7 @@ pub fn split_problems(
     let by_part = split.unwrap_or_else(|| {
         let runs = (first.inputs.run1.as_ref(), first.inputs.run2.as_ref());
         let plan = match runs {
-            (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &first.run.rank_map),
+            (Some(a), Some(b)) => super::plan(&a.input(), &b.input(), &first.run.rank_map, None),
             _ => super::RankPlan::default(),
         };
         let sizes = first.inputs.sizes();

@@ -203,6 +203,28 @@ pub struct RankPlan {
     pub only2: Vec<u32>,
 }
 
+/// Parses `--ranks` (`0`, `0,2-5`): inclusive ranges of run-1 ranks.
+/// Errors name the part that is no rank or range.
+pub fn parse_rank_list(s: &str) -> Result<Vec<(u32, u32)>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        let num = |t: &str| {
+            t.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("--ranks: `{part}` is no rank or range (`0`, `2-5`)"))
+        };
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(part)?, num(part)?),
+        };
+        if a > b {
+            return Err(format!("--ranks: `{part}` runs backwards"));
+        }
+        out.push((a, b));
+    }
+    Ok(out)
+}
+
 /// Parses `--rank-map` entries `A:B` (run-1 rank A compares with run-2 rank B).
 pub fn parse_rank_map(entries: &[String]) -> Result<Vec<(u32, u32)>, RunError> {
     entries
@@ -228,7 +250,12 @@ pub fn parse_rank_map(entries: &[String]) -> Result<Vec<(u32, u32)>, RunError> {
 
 /// Pairs ranks by number, after applying `rank_map` (run-1 rank → run-2
 /// rank). Two single files always pair, whatever their rank numbers.
-pub fn plan(r1: &RunInput, r2: &RunInput, rank_map: &[(u32, u32)]) -> RankPlan {
+pub fn plan(
+    r1: &RunInput,
+    r2: &RunInput,
+    rank_map: &[(u32, u32)],
+    ranks: Option<&[(u32, u32)]>,
+) -> RankPlan {
     let mut p = RankPlan::default();
     if !r1.is_dir && !r2.is_dir {
         let (a, pa) = r1.ranks[0].clone();
@@ -243,8 +270,22 @@ pub fn plan(r1: &RunInput, r2: &RunInput, rank_map: &[(u32, u32)]) -> RankPlan {
             .map(|(_, y)| *y)
             .unwrap_or(a)
     };
-    let mut used2 = vec![false; r2.ranks.len()];
-    for (a, pa) in &r1.ranks {
+    let selected = |a: u32| ranks.is_none_or(|v| v.iter().any(|&(x, y)| (x..=y).contains(&a)));
+    // `--ranks`: the run-2 ranks the selected run-1 ranks pair with; the
+    // others of either run are left out (not one-sided).
+    let wanted2: Option<Vec<u32>> = ranks.map(|_| {
+        r1.ranks
+            .iter()
+            .filter(|(a, _)| selected(*a))
+            .map(|(a, _)| map(*a))
+            .collect()
+    });
+    let mut used2: Vec<bool> = r2
+        .ranks
+        .iter()
+        .map(|(b, _)| wanted2.as_ref().is_some_and(|w| !w.contains(b)))
+        .collect();
+    for (a, pa) in r1.ranks.iter().filter(|(a, _)| selected(*a)) {
         let want = map(*a);
         match r2.ranks.iter().position(|(b, _)| *b == want) {
             Some(i) if !used2[i] => {
@@ -287,17 +328,45 @@ mod tests {
 
     #[test]
     fn ranks_pair_by_number_and_map() {
-        let p = plan(&run(&[0, 1, 2, 10]), &run(&[0, 1, 2, 3]), &[]);
+        let p = plan(&run(&[0, 1, 2, 10]), &run(&[0, 1, 2, 3]), &[], None);
         assert_eq!(
             p.pairs.iter().map(|x| x.0).collect::<Vec<_>>(),
             vec![0, 1, 2]
         );
         assert_eq!((p.only1.clone(), p.only2.clone()), (vec![10], vec![3]));
         let m = parse_rank_map(&["10:3".into()]).unwrap();
-        let p = plan(&run(&[0, 1, 2, 10]), &run(&[0, 1, 2, 3]), &m);
+        let p = plan(&run(&[0, 1, 2, 10]), &run(&[0, 1, 2, 3]), &m, None);
         assert_eq!(p.pairs.len(), 4);
         assert_eq!((p.pairs[3].0, p.pairs[3].2), (10, 3));
         assert!(p.only1.is_empty() && p.only2.is_empty());
         assert!(parse_rank_map(&["x".into()]).is_err());
+    }
+
+    /// `--ranks`: only the listed run-1 ranks and the run-2 ranks they pair
+    /// with; the others of either run are left out, not one-sided (one
+    /// process against a data-parallel run: trial 22 M1, "rank 1 only in
+    /// fsdp" made every step diverge). A listed rank run 2 lacks is still
+    /// one-sided.
+    #[test]
+    fn ranks_compares_only_the_listed_ranks() {
+        let sel = parse_rank_list("0").unwrap();
+        let p = plan(&run(&[0]), &run(&[0, 1]), &[], Some(&sel));
+        assert_eq!(
+            p.pairs.iter().map(|x| (x.0, x.2)).collect::<Vec<_>>(),
+            vec![(0, 0)]
+        );
+        assert!(p.only1.is_empty() && p.only2.is_empty());
+        let sel = parse_rank_list("1-2, 7").unwrap();
+        assert_eq!(sel, vec![(1, 2), (7, 7)]);
+        let m = parse_rank_map(&["2:5".into()]).unwrap();
+        let p = plan(&run(&[0, 1, 2, 7]), &run(&[0, 1, 5, 6]), &m, Some(&sel));
+        assert_eq!(
+            p.pairs.iter().map(|x| (x.0, x.2)).collect::<Vec<_>>(),
+            vec![(1, 1), (2, 5)]
+        );
+        assert_eq!((p.only1.clone(), p.only2.clone()), (vec![7], vec![]));
+        for bad in ["x", "3-1", "1-", ""] {
+            assert!(parse_rank_list(bad).is_err(), "{bad}");
+        }
     }
 }

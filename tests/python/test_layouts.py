@@ -296,8 +296,11 @@ def test_fsdp2_against_one_process_compares_the_optimizer_on_whole_parameters(ac
     counts = rank["counts"]
     assert (counts["diff"], counts["only1"], counts["only2"]) == (0, 0, 0), r.stdout + r.stderr
     assert rank["bitwise"]["all"], r.stdout
-    # Rank 1 has no counterpart in a one-process run: one-sided, exit 1.
+    # Rank 1 has no counterpart in a one-process run: one-sided, exit 1;
+    # `--ranks 0` compares rank 0 alone (trial 22 M1).
     assert s["ranks_only2"] == [1] and r.returncode == 1, r.stdout
+    r0, s0 = compare(actdiff_bin, tmp_path / "one", tmp_path / "fsdp", tmp_path / "rep0", "--bitwise", "--ranks", "0")
+    assert r0.returncode == 0 and s0["ranks_only2"] == [], r0.stdout + r0.stderr
     (lay,) = s["layouts"]
     assert (lay["combined"], lay["parameters"]) == ("", "dp=2"), lay
     assert "the optimizer's parameter shards combined over dp=2" in r.stdout, r.stdout

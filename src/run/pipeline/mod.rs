@@ -39,6 +39,9 @@ pub struct CompareConfig {
     pub rows: Option<PathBuf>,
     /// `(run-1 rank, run-2 rank)` pairs that replace pairing by number.
     pub rank_map: Vec<(u32, u32)>,
+    /// `--ranks`: the run-1 ranks compared, as inclusive ranges (`None`:
+    /// every rank); the others of either run are left out.
+    pub ranks: Option<Vec<(u32, u32)>>,
     /// Exit 1 instead of 3 on truncated logs and header count mismatches.
     pub allow_incomplete: bool,
     /// Keep duplicate keys (paired by occurrence) instead of exiting 2.
@@ -410,7 +413,7 @@ pub(super) fn discover(
         run2: in2.as_ref().ok().map(shard::RunRecord::of),
     };
     let p = match (in1, in2) {
-        (Ok(in1), Ok(in2)) => plan(&in1, &in2, &cfg.rank_map),
+        (Ok(in1), Ok(in2)) => plan(&in1, &in2, &cfg.rank_map, cfg.ranks.as_deref()),
         (a, b) => {
             errors.extend(a.err().map(|e| Message::Text(e.to_string())));
             errors.extend(b.err().map(|e| Message::Text(e.to_string())));

@@ -353,7 +353,7 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
             }]
         })?;
         let plan = match (&m.inputs.run1, &m.inputs.run2) {
-            (Some(a), Some(b)) => crate::run::plan(&a.input(), &b.input(), &m.run.rank_map),
+            (Some(a), Some(b)) => crate::run::plan(&a.input(), &b.input(), &m.run.rank_map, None),
             _ => crate::run::RankPlan::default(),
         };
         plans.push((*s, plan, m.inputs));
