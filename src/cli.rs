@@ -540,6 +540,7 @@ fn report_options(a: &CompareArgs) -> ReportOptions {
         html_rows: a.html_rows.0,
         html_budget: html_budget(a.html_rows.0, a.html_budget_mb),
         rank_files: true,
+        series_index: None,
     }
 }
 

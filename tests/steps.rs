@@ -2032,6 +2032,10 @@ fn the_series_phase_lines_are_the_named_ranks() {
         r.stdout
     );
     assert_eq!(r.stdout.matches("step 2 diverges first").count(), 1);
+    // Each step's report links back to the series' index (trial 22 L2).
+    let step = std::fs::read_to_string(d.path().join("rep/step_2/index.html")).unwrap();
+    assert!(step.contains("<a href=\"../index.html\">&larr; the step series</a>"));
+    assert!(d.path().join("rep/step_2/../index.html").is_file());
 }
 
 /// A merge of a step series' parts where one part's compare did not

@@ -139,6 +139,10 @@ pub struct ReportOptions {
     /// per-rank files for one step only and nothing links to a file that
     /// is not there.
     pub rank_files: bool,
+    /// The index of the step series this report is a step of, relative to
+    /// its folder (`../index.html`), for a link back; `None` for a
+    /// comparison of its own.
+    pub series_index: Option<String>,
 }
 
 impl Default for ReportOptions {
@@ -153,6 +157,7 @@ impl Default for ReportOptions {
             html_rows: Some(DEFAULT_HTML_ROWS),
             html_budget: Some(DEFAULT_HTML_BUDGET_MB << 20),
             rank_files: true,
+            series_index: None,
         }
     }
 }

@@ -65,7 +65,7 @@ pub fn merge_parts_split(
     names: &[PathBuf],
 ) -> Result<Compared, MergeError> {
     let read = check_parts(parts, out, split, names)?;
-    join_parts(read, out, true)
+    join_parts(read, out, true, None)
 }
 
 /// The checks of [`merge_parts_split`]: the parts read, or every problem.
@@ -130,7 +130,12 @@ fn shown_path(spelled: &str, recorded: Option<&super::shard::RunRecord>) -> Stri
 /// ranks are joined as a compare without result pages writes them,
 /// [`crate::report::RankSummary::drop_pages`]: a later step of a step
 /// series), and assembles the run.
-pub fn join_parts(read: Vec<ReadPart>, out: &Path, pages: bool) -> Result<Compared, MergeError> {
+pub fn join_parts(
+    read: Vec<ReadPart>,
+    out: &Path,
+    pages: bool,
+    series_index: Option<String>,
+) -> Result<Compared, MergeError> {
     let run = read[0].manifest.run.clone();
     let inputs = &read[0].manifest.inputs;
     let opts = ReportOptions {
@@ -139,6 +144,7 @@ pub fn join_parts(read: Vec<ReadPart>, out: &Path, pages: bool) -> Result<Compar
         name2: run.name2.clone(),
         path1: shown_path(&run.path1, inputs.run1.as_ref()),
         path2: shown_path(&run.path2, inputs.run2.as_ref()),
+        series_index,
         ..Default::default()
     };
     super::outputs::prepare_report_folder(&opts)?;

@@ -264,6 +264,8 @@ struct IndexCtx<'a> {
     exit_status: i32,
     /// The opening sentence ([`Summary::headline`]).
     headline: Option<String>,
+    /// The step series' index, for a step's report ([`ReportOptions::series_index`]).
+    series_index: Option<&'a str>,
     verdict: &'a [Reason],
     counts: Vec<StatusCount>,
     /// Columns of the rank table after the rank number.
@@ -726,6 +728,7 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         tool: &summary.tool,
         exit_status: summary.exit_status,
         headline: Summary::headline(&summary.ranks, &summary.name1, &summary.name2),
+        series_index: opts.series_index.as_deref(),
         verdict: &summary.verdict,
         counts: status_counts(&summary.counts, n1, n2),
         rest_cols: status_counts(&summary.counts, n1, n2).len() + 3,

@@ -259,6 +259,7 @@ fn step_config(
     c.step = Some(s);
     c.rows = cfg.rows.as_ref().map(|r| step_rows(cfg, s, r));
     c.report.out_dir = cfg.report.out_dir.join(format!("{STEP_DIR_PREFIX}{s}"));
+    c.report.series_index = Some(format!("../{}", files::INDEX));
     c.report.path1 = p1.display().to_string();
     c.report.path2 = p2.display().to_string();
     if !pages {

@@ -414,8 +414,13 @@ fn merge_steps(parts: &[PathBuf], out: &Path) -> Result<(ReportOptions, Summary)
     let mut merged = Vec::with_capacity(checked.len());
     for (s, read) in checked {
         let pages = first.all_pages || Some(s) == first_step;
-        let c = crate::run::merge::join_parts(read, &step_dir(out, s), pages)
-            .map_err(|e| at_step(s, e))?;
+        let c = crate::run::merge::join_parts(
+            read,
+            &step_dir(out, s),
+            pages,
+            Some(format!("../{}", files::INDEX)),
+        )
+        .map_err(|e| at_step(s, e))?;
         merged.push((s, c));
     }
     // A diverging step other than the first has pages without rows (but
