@@ -410,23 +410,41 @@ pub fn mesh_of(logs: &[(u32, OpTable)]) -> Result<Option<Mesh>, String> {
     Ok(first.map(|(_, m)| m.clone()))
 }
 
+/// The stats placements of the rows of `t` in `phase` that have a
+/// `Layout:` line. Errors name a layout line that does not read (file and
+/// line).
+fn stats_placements(t: &OpTable, phase: crate::parser::Phase) -> Result<Vec<Placement>, String> {
+    let mut out = Vec::new();
+    for row in 0..t.len() {
+        if t.phase_kind(row) != phase || !t.block(row).windows(8).any(|w| w == b"Layout: ") {
+            continue;
+        }
+        let l = row_layout(t.block(row))
+            .map_err(|e| format!("{}:{}: {e}", t.path().display(), t.line(row)))?;
+        out.extend(l.stats.map(|(p, _)| p));
+    }
+    Ok(out)
+}
+
+/// The dimensions of `mesh` that `seen` holds, in mesh order.
+fn in_mesh_order(mesh: &Mesh, seen: &BTreeSet<String>) -> Vec<String> {
+    mesh.dims
+        .iter()
+        .map(|(d, _)| d.clone())
+        .filter(|d| seen.contains(d))
+        .collect()
+}
+
 /// The mesh dimensions on which some forward op's stats tensor is sharded
 /// or a pending sum, in mesh order. Errors name a layout line that does not
 /// read (file and line).
 pub fn sharding_dims(logs: &[(u32, OpTable)], mesh: &Mesh) -> Result<Vec<String>, String> {
     let mut seen = BTreeSet::new();
     for (_, t) in logs {
-        for row in 0..t.len() {
-            if t.phase_kind(row) != crate::parser::Phase::Forward
-                || !t.block(row).windows(8).any(|w| w == b"Layout: ")
-            {
-                continue;
-            }
-            let l = row_layout(t.block(row))
-                .map_err(|e| format!("{}:{}: {e}", t.path().display(), t.line(row)))?;
-            match l.stats {
-                Some((Placement::Shard(s), _)) => seen.extend(s.into_iter().map(|(d, _)| d)),
-                Some((Placement::Partial(dims), _)) => seen.extend(dims),
+        for p in stats_placements(t, crate::parser::Phase::Forward)? {
+            match p {
+                Placement::Shard(s) => seen.extend(s.into_iter().map(|(d, _)| d)),
+                Placement::Partial(dims) => seen.extend(dims),
                 _ => {}
             }
         }
@@ -434,12 +452,7 @@ pub fn sharding_dims(logs: &[(u32, OpTable)], mesh: &Mesh) -> Result<Vec<String>
             break; // every rank runs the same program
         }
     }
-    Ok(mesh
-        .dims
-        .iter()
-        .map(|(d, _)| d.clone())
-        .filter(|d| seen.contains(d))
-        .collect())
+    Ok(in_mesh_order(mesh, &seen))
 }
 
 /// The mesh dimensions on which some optimizer-phase op's stats tensor is
@@ -448,25 +461,13 @@ pub fn sharding_dims(logs: &[(u32, OpTable)], mesh: &Mesh) -> Result<Vec<String>
 pub fn parameter_dims(logs: &[(u32, OpTable)], mesh: &Mesh) -> Result<Vec<String>, String> {
     let mut seen = BTreeSet::new();
     if let Some((_, t)) = logs.first() {
-        for row in 0..t.len() {
-            if t.phase_kind(row) != crate::parser::Phase::Optimizer
-                || !t.block(row).windows(8).any(|w| w == b"Layout: ")
-            {
-                continue;
-            }
-            let l = row_layout(t.block(row))
-                .map_err(|e| format!("{}:{}: {e}", t.path().display(), t.line(row)))?;
-            if let Some((Placement::Shard(s), _)) = l.stats {
+        for p in stats_placements(t, crate::parser::Phase::Optimizer)? {
+            if let Placement::Shard(s) = p {
                 seen.extend(s.into_iter().map(|(d, _)| d));
             }
         }
     }
-    Ok(mesh
-        .dims
-        .iter()
-        .map(|(d, _)| d.clone())
-        .filter(|d| seen.contains(d))
-        .collect())
+    Ok(in_mesh_order(mesh, &seen))
 }
 
 /// The op name of a key (`a.b/op_3_all_reduce` → `all_reduce`).
