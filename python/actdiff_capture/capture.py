@@ -35,7 +35,9 @@ What is captured follows the reference tracer
 
   else ``<none>``;
 - phase ``backward`` when the FX phase override says so, when an autograd
-  node is running, or when the FX node is a backward node;
+  node is running or the backward's final callbacks are (FSDP2's last
+  reduce-scatter runs there: no node, yet the backward's graph task), or
+  when the FX node is a backward node;
 - ``Input producers``: the key of the captured op whose output was that very
   tensor object (identity, as DebugMode's tensor ids);
 - ``Location``: the FX context's stack frames, else the FX node's
@@ -523,6 +525,16 @@ def _any_noted(noted: dict, ts) -> bool:
     return False
 
 
+def _in_final_callbacks() -> bool:
+    """Whether the autograd engine runs a backward's final callbacks (no
+    node runs, yet a graph task does): FSDP2's post-backward of the root's
+    parameters reduce-scatters there."""
+    return _current_graph_task_id() != -1
+
+
+_current_graph_task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
+
+
 def _address(t) -> int:
     """``t``'s data address (0 when it has none to give)."""
     try:
@@ -876,7 +888,7 @@ class _Mode(TorchDispatchMode):
         if phase is not None:
             backward = phase == "backward"
         else:
-            backward = node is not None or (fxc is not None and fxc[2])
+            backward = node is not None or _in_final_callbacks() or (fxc is not None and fxc[2])
         # Capture.record's phase: 1 backward; 2 forward inside a module's
         # forward (an eager module, or a compiled graph's module); 3 the
         # optimizer's: an op of its step, or one outside every module after
@@ -1001,14 +1013,25 @@ class _Mode(TorchDispatchMode):
         if known is None:
             model = getattr(self.p, "model", None)
             params = model.parameters() if isinstance(model, torch.nn.Module) else ()
-            known = self.grad_addresses = set()
+            known = self.grad_addresses = {}
             for p in params:
                 for t in (p, p.grad):
                     t = _local(t) if t is not None else None
-                    if t is not None:
-                        known.add(_address(t))
-            known.discard(0)
-        return any(_address(t) in known for t in ins) or any(_address(t) in known for t in outs)
+                    k = _address(t) if t is not None else 0
+                    if k:
+                        known[k] = weakref.ref(t)
+        for t in (*ins, *outs):
+            r = known.get(_address(t))
+            # Only while that tensor lives and still holds that memory: an
+            # unsharded gradient FSDP2 freed after its copy-in left its
+            # address to the reduce-scatter's fresh output, and two
+            # identical runs filed that reduce-scatter under different
+            # phases, by the allocator's choice.
+            if r is not None:
+                held = r()
+                if held is not None and _address(held) == _address(t):
+                    return True
+        return False
 
     def map_parameters(self) -> None:
         """Adds the addresses of the optimizer's parameters, gradients and
@@ -1038,15 +1061,22 @@ class _Mode(TorchDispatchMode):
                     if k:
                         # With the tensor: its memory, once freed (a
                         # closure's zero_grad), may hold another.
-                        if k not in keys or keys[k][1]() is None:
+                        e = keys.get(k)
+                        held = e[1]() if e is not None else None
+                        if held is None or _address(held) != k:
                             keys[k] = ((name,), weakref.ref(t))
         self.signature = self.state_signature()
 
     def known(self, t):
         """The FQN (a 1-tuple) of the parameter whose tensor (or a view at
-        its address) ``t`` is, while that tensor lives; else None."""
-        e = self.param_names.get(_address(t))
-        return e[0] if e is not None and e[1]() is not None else None
+        its address) ``t`` is, while that tensor lives and holds that
+        memory; else None."""
+        k = _address(t)
+        e = self.param_names.get(k)
+        if e is None:
+            return None
+        held = e[1]()
+        return e[0] if held is not None and _address(held) == k else None
 
     def leave_optimizer(self) -> None:
         """Called as ``optimizer.step()`` returns."""
