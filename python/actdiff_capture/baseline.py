@@ -66,10 +66,29 @@ class BaselineError(RuntimeError):
         self.rank = rank
 
 
+def log_level(path: str):
+    """The capture level of the log at ``path``: its ``Level:`` header
+    line, ``"ops"`` when the header ends (the ``====`` line or a block)
+    without one; None when the file cannot be read or its first 4 KiB hold
+    neither (an empty log)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    for line in head.split(b"\n"):
+        if line.startswith(b"[") or line.startswith(b"===="):
+            return "ops"
+        if line.startswith(b"Level:"):
+            return line[len(b"Level:") :].strip().decode("ascii", "replace")
+    return None
+
+
 def level_of(baseline: str):
     """The capture level of the baseline's logs (``"ops"`` or
-    ``"modules"``: the ``Level:`` header line of its first log, in step
-    order, of ``rank_0``, else of any rank), or None when it holds none."""
+    ``"modules"``: :func:`log_level` of its first log that says one, in
+    step order, of ``rank_0``, else of any rank), or None when it holds
+    none."""
     import glob
     import re
 
@@ -80,16 +99,9 @@ def level_of(baseline: str):
     logs = sorted(glob.glob(os.path.join(baseline, "rank_*_activations.log")))
     logs += sorted(glob.glob(os.path.join(baseline, "step_*", "rank_*_activations.log")), key=step)
     for path in logs:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(4096)
-        except OSError:
-            continue
-        for line in head.split(b"\n"):
-            if line.startswith(b"[") or line.startswith(b"===="):
-                return "ops"
-            if line.startswith(b"Level:"):
-                return line[len(b"Level:") :].strip().decode("ascii", "replace")
+        level = log_level(path)
+        if level is not None:
+            return level
     return None
 
 

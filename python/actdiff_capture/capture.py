@@ -1353,23 +1353,6 @@ def _schedule(capture_step, capture_steps):
     return True, steps
 
 
-def _log_level(path: str):
-    """The capture level of the log at ``path`` (its ``Level:`` header line,
-    ``"ops"`` without one), or None when there is no such log or it cannot
-    be read."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
-    except OSError:
-        return None
-    for line in head.split(b"\n"):
-        if line.startswith(b"["):
-            break
-        if line.startswith(b"Level:"):
-            return line[len(b"Level:") :].strip().decode("ascii", "replace")
-    return "ops"
-
-
 def _check_loss(loss) -> None:
     """Raises ValueError for a loss that is no real number (a Python or
     NumPy scalar) nor a one-element tensor or array (before anything is
@@ -1685,7 +1668,7 @@ class Profiler:
 
     def _new_capture(self, path: str):
         if self.series and not self._warned_level:
-            old = _log_level(path)
+            old = _baseline.log_level(path)
             if old is not None and old != self.level:
                 self._warned_level = True
                 warnings.warn(
