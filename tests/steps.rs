@@ -151,6 +151,14 @@ fn names_the_first_diverging_step_and_each_ranks_own() {
     assert_eq!(x.matches("<testcase ").count(), 10, "{x}");
     assert!(x.contains("name=\"step 3 rank 1\">"), "{x}");
     assert!(x.contains("name=\"step 3 rank 0\"/>"), "{x}");
+    // Its causes name their log and line, in the step's folder (trial 19
+    // L3: "log line 767, row 56" and no file).
+    let a3 = d.path().join("a/step_3/rank_1_activations.log");
+    let place = format!("({}:", a3.display());
+    let case = &x[x.find("name=\"step 3 rank 1\"").unwrap()..];
+    let case = &case[..case.find("</testcase>").unwrap()];
+    assert!(case.contains(&place), "{place} in {case}");
+    assert!(!case.contains("log line"), "{case}");
 }
 
 #[test]

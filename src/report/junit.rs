@@ -24,7 +24,7 @@ use quick_xml::Writer;
 
 use super::messages::{self, Message};
 use super::reasons::Reason;
-use super::summary::{RankSummary, Summary};
+use super::summary::{RankSummary, RowRef, Summary};
 use crate::exit_codes;
 
 /// How one test case ended.
@@ -74,21 +74,34 @@ fn failure_text(s: &Summary, r: &RankSummary) -> String {
     );
     for c in &r.root_causes.causes {
         t.push_str(&format!(
-            "{}: {} (log line {}, row {})\n",
+            "{}: {} ({}, row {})\n",
             c.cause.kind.as_str(),
             c.subject((&s.name1, &s.name2)),
-            c.row.line1.unwrap_or(0),
+            log_place(r, &c.row),
             c.row.index
         ));
     }
     if let Some(f) = &r.first_divergence {
         t.push_str(&format!(
-            "first divergence: {} ({})\n",
+            "first divergence: {} ({}, {})\n",
             f.key(),
-            f.status.as_str()
+            f.status.as_str(),
+            log_place(r, f)
         ));
     }
     t
+}
+
+/// Where a row's block is, `PATH:LINE` of the log its key belongs to
+/// ([`RowRef::place_beside`]), so that a CI reader opens it from the
+/// failure text (a step series' logs are in `step_S` folders: trial 19
+/// L3 had only the line).
+fn log_place(r: &RankSummary, row: &RowRef) -> String {
+    match row.place_beside(row.status) {
+        Some((1, l)) => format!("{}:{l}", r.run1.path),
+        Some((_, l)) => format!("{}:{l}", r.run2.path),
+        None => "no log line".to_string(),
+    }
 }
 
 /// The test case of a compared rank.

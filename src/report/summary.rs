@@ -109,9 +109,14 @@ impl RowRef {
     }
     /// The log line of [`RowRef::key_beside`]'s row.
     pub fn line_beside(&self, status: crate::matcher::Status) -> Option<u64> {
-        match (status, self.line2) {
-            (crate::matcher::Status::Only2, Some(l)) => Some(l),
-            _ => self.line1.or(self.line2),
+        self.place_beside(status).map(|(_, line)| line)
+    }
+    /// The run (1 or 2) and log line of [`RowRef::key_beside`]'s row.
+    pub fn place_beside(&self, status: crate::matcher::Status) -> Option<(u8, u64)> {
+        match (status, self.line1, self.line2) {
+            (crate::matcher::Status::Only2, _, Some(l)) | (_, None, Some(l)) => Some((2, l)),
+            (_, Some(l), _) => Some((1, l)),
+            (_, None, None) => None,
         }
     }
     /// The row's parameters in words, `parameter 2.weight` or
