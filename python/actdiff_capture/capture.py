@@ -143,6 +143,7 @@ EXCLUDED_OPS = frozenset(
         "as_strided",
         "detach",
         "_pre_bucket_all_gather", "_pre_bucket_reduce_scatter",
+        "set_",
     }
 )  # fmt: skip
 
@@ -333,6 +334,7 @@ OVERWRITING_OPS = frozenset(
         "bernoulli_", "uniform_", "normal_", "random_", "exponential_",
         "geometric_", "cauchy_", "log_normal_",
         "fill_", "zero_", "copy_", "set_", "resize_", "resize_as_",
+        "_foreach_copy_",
     }
 )  # fmt: skip
 
@@ -555,7 +557,7 @@ class _OpInfo:
 
     __slots__ = (
         "name", "schema", "excluded", "mutable", "inplace", "wanted", "unread", "empty", "pre_hash", "workspace",
-        "unmarked", "awaits",
+        "unmarked", "awaits", "view",
     )  # fmt: skip
 
     def __init__(self, func, excluded_ops, op_filter):
@@ -564,6 +566,14 @@ class _OpInfo:
         schema = getattr(func, "_schema", None)
         self.schema = schema
         self.mutable = bool(schema is not None and schema.is_mutable)
+        # A view: every result aliases an argument, none is written
+        # (``split_with_sizes``): its results are the argument's memory.
+        self.view = bool(
+            schema is not None
+            and not self.mutable
+            and schema.returns
+            and all(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+        )
         self.inplace = self.name.endswith("_")
         self.wanted = op_filter is None or any(f in self.name for f in op_filter)
         self.unread = _unread_arguments(schema, self.name)
@@ -810,17 +820,24 @@ class _Mode(TorchDispatchMode):
             lay.follow(info.name, args, raw_ins, raw)
         if info.workspace is not None:
             raw = self.drop_workspace(raw, info.workspace)
+        if info.view and raw and self.fresh and all(_storage_key(t) in self.fresh for t in raw):
+            # Views of memory no op has written hold nothing defined: not
+            # recorded (FSDP2's mixed precision splits an ``empty`` buffer
+            # before ``_foreach_copy_`` fills it; hashed, its garbage made
+            # two identical runs differ: trial 23 F1).
+            return out
         if info.unmarked is not None:
             written, flag = info.unmarked
             if len(args) > flag and args[flag] is True:
                 raw.extend(a for a in (args[i] for i in written) if isinstance(a, torch.Tensor))
-        # An op that writes arguments it reads and returns none of them
-        # (``_foreach_lerp_``, ``_fused_adamw_``, GradScaler's unscale): its
+        # An op that writes arguments and returns none of them
+        # (``_foreach_lerp_``, ``_fused_adamw_``, GradScaler's unscale, and
+        # ``_foreach_copy_``, which overwrites without reading): its
         # written arguments, as it left them, are its outputs (hashes only;
         # the reference records its inputs alone, so a foreach or fused
         # optimizer's update went unseen until the next step's forward).
         written_only = False
-        if not raw and info.pre_hash and info.unmarked is None:
+        if not raw and (info.pre_hash or info.unread is not None) and info.unmarked is None:
             raw = _written_leaves(args, kwargs, info.schema)
             written_only = bool(raw)
         outs = [_local(t) for t in raw]
@@ -1179,9 +1196,12 @@ class _Mode(TorchDispatchMode):
 
     def mark_written(self, args, kwargs, info, out) -> None:
         """Forgets as fresh the storage an op wrote: its written arguments
-        and its results (a result reusing freed memory is written too)."""
+        and its results (a result reusing freed memory is written too), not
+        a view's (``split_with_sizes`` of an ``empty`` buffer, whose parts
+        FSDP2's mixed precision then fills with ``_foreach_copy_``)."""
         ts = _written_leaves(args, kwargs, info.schema)
-        _leaves(out, ts)
+        if not info.view:
+            _leaves(out, ts)
         fresh = self.fresh
         for t in ts:
             fresh.discard(_storage_key(t))

@@ -389,6 +389,27 @@ def assert_optimizer_rows_name_one_parameter_each(log: str):
             pending = []
 
 
+def test_two_identical_fsdp2_mixed_precision_runs_are_bitwise_equal(actdiff_bin, tmp_path):
+    """FSDP2 with a bfloat16 ``MixedPrecisionPolicy``: its all-gather input
+    is an ``empty`` buffer split by ``split_with_sizes`` and filled by
+    ``_foreach_copy_``. The split's parts were recorded (whatever the
+    memory held: NaN in one run, 1e39 in the other) and taken as written,
+    and ``_foreach_copy_``'s destinations hashed as its inputs: two
+    identical runs always differed (trial 23 F1). The parts are not
+    recorded, and the copy's outputs are the bfloat16 parameters."""
+    capture(tmp_path / "a", 2, "--dp", "2", "--mp", "--precision", "full")
+    capture(tmp_path / "b", 2, "--dp", "2", "--mp", "--precision", "full")
+    log = (tmp_path / "a" / "rank_0_activations.log").read_text()
+    assert not re.search(r"/op_\d+_split_with_sizes\]", log), "a view of unwritten memory was recorded"
+    copies = [b for b in log.split("\n\n[") if b.split("]", 1)[0].endswith("_foreach_copy_")]
+    assert copies, "no _foreach_copy_ record"
+    for b in copies:
+        fields = dict(ln.strip().split(": ", 1) for ln in b.splitlines()[1:] if ": " in ln)
+        n_in = len(fields["Input hashes"].split(", "))
+        assert len(fields["Output hash"].split(", ")) == n_in, b  # destinations are outputs only
+    assert_bitwise_equal(actdiff_bin, tmp_path, ("_allgather_base_", "_reduce_scatter_base_"))
+
+
 def assert_bitwise_equal(actdiff_bin, tmp_path, collectives):
     """``compare --bitwise`` of ``tmp_path/a`` and ``tmp_path/b`` exits 0
     and every paired row is ``match``, the asynchronous ``collectives``

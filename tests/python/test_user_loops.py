@@ -178,7 +178,7 @@ def test_a_model_below_min_numel_is_told_what_was_left_out(actdiff_bin, tmp_path
     r, s = compare(actdiff_bin, tmp_path / "a0", tmp_path / "b0", tmp_path / "ab0")
     assert s["first_diverging_step"] == 3, r.stdout
     headline = step_result(s, 3)["headline"]
-    assert "`inp/op_0_addmm` (a differing input)" in headline and "min_numel" not in headline, headline
+    assert "`inp/op_0_addmm` (a differing input: input 1)" in headline and "min_numel" not in headline, headline
 
 
 @pytest.mark.parametrize("level", ["modules", "ops"])
@@ -578,3 +578,49 @@ def test_a_freed_gradient_s_memory_is_not_the_model_s(monkeypatch):
     weight_view = torch.zeros(4)
     fake[id(weight_view)] = 100
     assert touches(mode, [weight_view], [])
+
+
+def test_a_batch_rebuilt_with_set_is_not_recorded(tmp_path):
+    """A DataLoader with workers rebuilds each batch it receives with
+    ``set_`` (``torch/_utils.py``'s ``_rebuild_tensor``), in whichever step
+    the batch arrives: prefetching put 0 to 6 ``set_`` rows in a step from
+    run to run, and two identical runs diverged at ``<none>/op_0_set_``
+    (trial 23 F2). ``set_`` computes nothing: it is left out with the
+    reference's infrastructure ops, and the batch is the input of the
+    first op that reads it."""
+    torch.manual_seed(0)
+    model = Small()
+    src = torch.randn(64, 16)
+    with actdiff_capture.Profiler(model, tmp_path, capture_step=1, min_numel=0) as prof:
+        x = torch.empty(0).set_(src.untyped_storage(), 0, src.shape, src.stride())
+        model(x).sum().backward()
+        prof.step()
+    head, rows = blocks(tmp_path / "rank_0_activations.log")
+    assert rows and not any(k.endswith("_set_") for k, _ in rows), [k for k, _ in rows]
+    first = rows[0]
+    assert first[0] == "inp/op_0_addmm", first
+    assert "set_" in next(h for h in head if h.startswith("Excluded ops dispatched:")), head
+
+
+def test_views_of_unwritten_memory_are_not_recorded(tmp_path):
+    """FSDP2's mixed precision all-gather input, in one process: an
+    ``empty`` buffer split by ``split_with_sizes`` and filled by
+    ``_foreach_copy_``. The parts held whatever the memory did and were
+    recorded; the copy's destinations were hashed as its inputs (trial 23
+    F1: two identical runs always differed). The parts are not recorded
+    and the copy reads only its sources."""
+    torch.manual_seed(0)
+    model = Small()
+    with actdiff_capture.Profiler(model, tmp_path, capture_step=1, min_numel=0) as prof:
+        params = [model.inp.weight.detach(), model.head.weight.detach()]
+        flat = torch.empty(sum(p.numel() for p in params), dtype=torch.bfloat16)
+        parts = torch.split(flat, [p.numel() for p in params])
+        torch._foreach_copy_(parts, [p.reshape(-1) for p in params])
+        model(torch.randn(4, 16)).sum().backward()
+        prof.step()
+    _, rows = blocks(tmp_path / "rank_0_activations.log")
+    keys = [k for k, _ in rows]
+    assert not any(k.endswith("_split_with_sizes") for k in keys), keys
+    (copy,) = [f for k, f in rows if k.endswith("_foreach_copy_")]
+    assert len(copy["Input hashes"].split(", ")) == 2, copy
+    assert len(copy["Output hash"].split(", ")) == 2, copy

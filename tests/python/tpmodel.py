@@ -159,6 +159,7 @@ def main() -> None:
     ap.add_argument("--precision", default=None)
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--dp", type=int, default=1, help="FSDP2 over this many data-parallel ranks (the rest tensor parallel)")
+    ap.add_argument("--mp", action="store_true", help="with --dp: FSDP2's MixedPrecisionPolicy (bfloat16 parameters, float32 reduction)")
     ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel over every rank (no tensor parallelism)")
     ap.add_argument("--plan", choices=("tp", "sp"), default="tp", help="sp: sequence parallelism too (TorchTitan's plan)")
     ap.add_argument("--series", action="store_true", help="capture every step as a step series (step_S/)")
@@ -192,9 +193,14 @@ def main() -> None:
             mesh = init_device_mesh("cpu", (args.dp, tp), mesh_dim_names=("dp", "tp"))
             if tp > 1:
                 parallelize(model, mesh["tp"], args.plan)
+            kw = {}
+            if args.mp:
+                from torch.distributed.fsdp import MixedPrecisionPolicy
+
+                kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
             for block in model.layers:
-                fully_shard(block, mesh=mesh["dp"])
-            fully_shard(model, mesh=mesh["dp"])
+                fully_shard(block, mesh=mesh["dp"], **kw)
+            fully_shard(model, mesh=mesh["dp"], **kw)
             dp_rank = mesh["dp"].get_local_rank()
         else:
             parallelize(model, init_device_mesh("cpu", (world,), mesh_dim_names=("tp",)), args.plan)
