@@ -319,7 +319,7 @@ fn index_shows_counts_and_first_divergence_per_rank() {
     );
     assert_eq!(
         headline,
-        "rank 1 diverges first at `tok_embeddings/op_2_embedding` (a differing input), \
+        "rank 1 diverges first at `tok_embeddings/op_2_embedding` (a differing input: input 1), \
          and ranks 0, 2 and 3 receive that change through the gradient reduce-scatter."
     );
     // A heatmap cell opens its row.

@@ -2297,14 +2297,14 @@ fn an_entry_beside_a_fusing_compiler_says_fused_ops_were_not_captured() {
     let b = log("b", "Compiled: inductor\n", "1.5", "2.5");
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(1)
-        .stdout_has(&format!("(a differing input; {words}"))
+        .stdout_has(&format!("(a differing input: input 0; {words}"))
         .stdout_has(&format!(
             "its differing input has no captured producer; {words}"
         ));
     let c = log("c", "", "1.0", "2.0");
     let d = log("d", "", "1.5", "2.5");
     let r = compare(&tmp, &c, &d, &[]);
-    r.expect(1).stdout_has("(a differing input)");
+    r.expect(1).stdout_has("(a differing input: input 0)");
     assert!(!r.stdout.contains("fuses ops"), "{}", r.stdout);
 }
 
@@ -3045,7 +3045,7 @@ fn an_op_fused_away_by_the_other_runs_compiler_is_never_a_cause() {
     let b = log("compiled", "Compiled: inductor\n", &up("5.5", "2.5"), 1);
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(1).stdout_has(
-        "rank 0 diverges first at `m.up/op_0_addmm` (a differing input; inductor fuses ops",
+        "rank 0 diverges first at `m.up/op_0_addmm` (a differing input: input 0; inductor fuses ops",
     );
     assert!(!r.stdout.contains("an op only in"), "{}", r.stdout);
 }

@@ -135,6 +135,11 @@ fn names_the_first_diverging_step_and_each_ranks_own() {
         "{index}"
     );
     assert!(index.contains("href=\"step_3/index.html\""));
+    // The answer's report is a link (trial 22 L2: plain text).
+    assert!(
+        index.contains("(report: <a href=\"step_3/index.html\">step_3/index.html</a>)</div>"),
+        "{index}"
+    );
     // A diverging cell is shaded by its largest gating relative difference,
     // and says it.
     let rd = own["ranks"][1]["root_causes"]["largest_rel_diff"]

@@ -129,7 +129,7 @@ fn multirank_fsdp_names_the_source_rank() {
     let second = text.lines().nth(1).unwrap();
     assert_eq!(
         second,
-        "rank 1 diverges first at `tok_embeddings/op_2_embedding` (a differing input), \
+        "rank 1 diverges first at `tok_embeddings/op_2_embedding` (a differing input: input 1), \
          and ranks 0, 2 and 3 receive that change through the gradient reduce-scatter."
     );
 }

@@ -362,6 +362,21 @@ pub fn recomputed_words(count: u64) -> String {
     )
 }
 
+/// An entry cause's differing inputs in words, by 0-based position in
+/// the op's `Input hashes` (the rows' notes count the same way): `a
+/// differing input: input 2`, `differing inputs: 0 and 2`, at most four
+/// positions (`differing inputs: 0, 1, 2, 3, …`); `a differing input`
+/// when none is listed (trial 19 L4: the headline did not say which).
+pub fn differing_input_words(inputs: &[usize]) -> String {
+    let shown: Vec<String> = inputs.iter().take(4).map(usize::to_string).collect();
+    match shown.as_slice() {
+        [] => "a differing input".to_string(),
+        [one] => format!("a differing input: input {one}"),
+        _ if inputs.len() > 4 => format!("differing inputs: {}, …", shown.join(", ")),
+        [rest @ .., last] => format!("differing inputs: {} and {last}", rest.join(", ")),
+    }
+}
+
 /// What an entry cause (a differing input with no captured producer) may
 /// come from that the logs left out, for the headline and the terminal:
 /// ops below `min_numel` ([`below_min_numel_words`]) and ops a compiler
@@ -692,6 +707,17 @@ written_as_words!(Reason, Reason::Read);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_says_which_inputs_differ() {
+        assert_eq!(differing_input_words(&[]), "a differing input");
+        assert_eq!(differing_input_words(&[2]), "a differing input: input 2");
+        assert_eq!(differing_input_words(&[0, 2]), "differing inputs: 0 and 2");
+        assert_eq!(
+            differing_input_words(&[0, 1, 2, 3, 7]),
+            "differing inputs: 0, 1, 2, 3, …"
+        );
+    }
 
     fn names() -> (String, String) {
         ("A".into(), "B".into())

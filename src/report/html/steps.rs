@@ -23,11 +23,37 @@ use crate::report::{files, RankSummary, ReportError, Summary};
 /// blocks at most.
 pub const STRIP_BLOCKS: usize = 64;
 
+/// A verdict line of the index: its words, and the report it names
+/// (`(report: step_5/index.html)`, a link here: trial 22 L2), else "".
+#[derive(Serialize)]
+struct VerdictLine {
+    text: String,
+    report: String,
+}
+
+impl VerdictLine {
+    fn of(v: &Reason) -> VerdictLine {
+        let text = v.to_string();
+        if let Reason::FirstDivergingStep { report, .. } = v {
+            if let Some(t) = text.strip_suffix(&format!(" (report: {report})")) {
+                return VerdictLine {
+                    text: t.to_string(),
+                    report: report.clone(),
+                };
+            }
+        }
+        VerdictLine {
+            text,
+            report: String::new(),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct View<'a> {
     name1: &'a str,
     name2: &'a str,
-    verdict: &'a [Reason],
+    verdict: Vec<VerdictLine>,
     steps: Vec<StepHead>,
     /// One row per rank, or (above [`INDEX_FULL_RANKS`] ranks) per block
     /// of consecutive ranks.
@@ -378,7 +404,7 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
     let view = View {
         name1: &s.name1,
         name2: &s.name2,
-        verdict: &s.verdict,
+        verdict: s.verdict.iter().map(VerdictLine::of).collect(),
         steps: columns
             .iter()
             .map(|st| StepHead {

@@ -387,10 +387,13 @@ impl Summary {
                             }
                             w
                         }
-                        CauseKind::Entry => match crate::report::reasons::entry_caveats(r) {
-                            Some(w) => format!("a differing input; {w}"),
-                            None => "a differing input".to_string(),
-                        },
+                        CauseKind::Entry => {
+                            let which = crate::report::reasons::differing_input_words(&c.cause.inputs);
+                            match crate::report::reasons::entry_caveats(r) {
+                                Some(w) => format!("{which}; {w}"),
+                                None => which,
+                            }
+                        }
                         // A random op whose inputs agree: its draw differs
                         // (trial 19 L2: a reseeded dropout was named, not
                         // what it is).
