@@ -237,3 +237,22 @@ fn steps_in_neither_run_say_step_or_steps() {
         "--steps: steps 6-8, 100, 102-99999999999 in neither run"
     );
 }
+
+#[test]
+fn recomputed_rows_say_whether_they_are_communication_or_checkpointing() {
+    let m = |count, communication| Message::RecomputedOps {
+        rank: 1,
+        side: "run2",
+        count,
+        example: Box::new(("b/op_9_x".into(), "b/op_2_x".into())),
+        communication,
+    };
+    assert_eq!(
+        m(1, true).to_string(),
+        "rank 1: 1 row only run2 has repeats its forward communication in the backward phase (`b/op_9_x` repeats `b/op_2_x`): a parallel layout gathering the same parameters again (FSDP2's reshard_after_forward) in run2 only; shown, not gating"
+    );
+    assert_eq!(
+        m(3, false).to_string(),
+        "rank 1: 3 rows only run2 has repeat its forward ops in the backward phase (`b/op_9_x` repeats `b/op_2_x`): activation checkpointing's recomputation in run2 only; shown, not gating (the backward ops that read the recomputed values are compared)"
+    );
+}

@@ -22,27 +22,30 @@ impl Message {
                 side,
                 count,
                 example,
-                communication: true,
-            } => write!(
-                f,
-                "rank {rank}: {count} row{} only {side} has repeat{} its forward communication in the backward phase (`{}` repeats `{}`): a parallel layout gathering the same parameters again (FSDP2's reshard_after_forward) in {side} only; shown, not gating",
-                if *count == 1 { "" } else { "s" },
-                if *count == 1 { "s" } else { "" },
-                example.0, example.1
-            ),
-            Message::RecomputedOps {
-                rank,
-                side,
-                count,
-                example,
-                communication: false,
-            } => write!(
-                f,
-                "rank {rank}: {count} row{} only {side} has repeat{} its forward ops in the backward phase (`{}` repeats `{}`): activation checkpointing's recomputation in {side} only; shown, not gating (the backward ops that read the recomputed values are compared)",
-                if *count == 1 { "" } else { "s" },
-                if *count == 1 { "s" } else { "" },
-                example.0, example.1
-            ),
+                communication,
+            } => {
+                let (what, why, after) = if *communication {
+                    (
+                        "communication",
+                        "a parallel layout gathering the same parameters again (FSDP2's reshard_after_forward)",
+                        "",
+                    )
+                } else {
+                    (
+                        "ops",
+                        "activation checkpointing's recomputation",
+                        " (the backward ops that read the recomputed values are compared)",
+                    )
+                };
+                write!(
+                    f,
+                    "rank {rank}: {count} row{} only {side} has repeat{} its forward {what} in the backward phase (`{}` repeats `{}`): {why} in {side} only; shown, not gating{after}",
+                    if *count == 1 { "" } else { "s" },
+                    if *count == 1 { "s" } else { "" },
+                    example.0,
+                    example.1
+                )
+            }
             Message::StepHeaderMismatch {
                 path,
                 folder,
