@@ -442,6 +442,9 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
         "actdiff: {} ({}) vs {} ({}), step series",
         s.name1, s.path1, s.name2, s.path2
     );
+    for l in s.layout_lines() {
+        let _ = writeln!(out, "{l}");
+    }
     let Some(series) = &s.series else {
         return out;
     };

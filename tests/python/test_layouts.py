@@ -187,6 +187,8 @@ def test_step_series_of_two_layouts_combine_step_by_step(actdiff_bin, tmp_path):
     r, s = compare(actdiff_bin, tmp_path / "tp1", tmp_path / "tp2", tmp_path / "rep", *LAYOUT_TOL)
     assert r.returncode == 0, r.stdout + r.stderr
     assert s["steps"] == [1, 2] and s["first_diverging_step"] is None
+    # The series says what it combined, as a single step does (trial 22 L2).
+    assert "tp2: ranks 0–1 combined as tp=2 (rank 0)" in r.stdout, r.stdout
     for step in (1, 2):
         step_summary = json.loads((tmp_path / "rep" / f"step_{step}" / "summary.json").read_text())
         assert step_summary["layouts"][0]["ranks"][0]["ranks"] == [0, 1]

@@ -773,9 +773,16 @@ fn join(
     // Each step's warnings, said once with the steps they concern.
     let mut step_warnings: Vec<(u64, Message)> = Vec::new();
     let mut not_compared = Vec::new();
+    // What was combined across layouts: the first diverging step's, else
+    // the first step's that combined any (the terminal's lines; trial 22
+    // L2: a series said none of them).
+    let mut layouts: Vec<crate::layout::Combined> = Vec::new();
     for d in done {
         let dir = format!("{STEP_DIR_PREFIX}{}", d.step);
         let s = d.summary;
+        if !s.layouts.is_empty() && (layouts.is_empty() || first == Some(d.step)) {
+            layouts = s.layouts.clone();
+        }
         let failed_input = matches!(
             s.exit_status,
             exit_codes::INPUT_ERROR | exit_codes::INCOMPLETE
@@ -860,7 +867,7 @@ fn join(
         exit_status: status,
         verdict: Vec::new(),
         series: None,
-        layouts: Vec::new(),
+        layouts,
     };
     if series.steps.is_empty() && s.input_errors.is_empty() {
         s.input_errors.push(no_step);
