@@ -3189,3 +3189,80 @@ fn ranks_is_refused_with_shard_and_checked() {
         r.stderr
     );
 }
+
+/// An agreeing compare of logs that left ops out by `min_numel` says so
+/// beside its verdict (trial 24 F2: a small model's BatchNorm momentum
+/// changed, 7 ops captured and 22 left out, "no divergence beyond
+/// tolerance: 7 rows match", exit 0, and nothing said the rest was not
+/// compared). Logs that left none out add nothing.
+#[test]
+fn an_agreeing_compare_says_how_many_ops_min_numel_left_out() {
+    let tmp = TempDir::new().unwrap();
+    let log = |name: &str, header: &str| {
+        let text = format!(
+            "Total captured activations: 1\n{header}{sep}\n\n\
+             [m/op_0_addmm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 2.0\n  Input hashes: 1.0\n  Input producers: \n\n",
+            sep = "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let a = log(
+        "a",
+        "Capture filter: min_numel=1000\nOps below min numel: 22\n",
+    );
+    let b = log(
+        "b",
+        "Capture filter: min_numel=1000\nOps below min numel: 21\n",
+    );
+    let said = "but 22 ops smaller than min_numel=1000 elements were not captured in a log that captured 1, so they were not compared (min_numel=0 captures every op)";
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(0).stdout_has(said);
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    assert!(
+        s["verdict"].as_array().unwrap().iter().any(|v| v == said),
+        "{s}"
+    );
+    let c = log(
+        "c",
+        "Capture filter: min_numel=1000\nOps below min numel: 0\n",
+    );
+    let r = compare(&tmp, &c, &c, &[]);
+    r.expect(0);
+    assert!(!r.stdout.contains("not captured"), "{}", r.stdout);
+}
+
+/// An entry beside rows whose dtype changed between the runs says its
+/// inputs may be casts, which the capture leaves out (trial 24 F3:
+/// autocast in one run read "differing inputs: 0, 1 and 2", as if the
+/// batch or the weights had changed).
+#[test]
+fn an_entry_beside_a_dtype_change_says_its_inputs_may_be_casts() {
+    let tmp = TempDir::new().unwrap();
+    let log = |name: &str, dtype: &str, input: &str| {
+        let text = format!(
+            "Total captured activations: 1\n{sep}\n\n\
+             [m/op_0_addmm]\n  Shape: torch.Size([4, 8]), Dtype: torch.{dtype}\n  Output hash: 2.0\n  Input hashes: {input}, 3.0\n  Input producers: ;\n\n",
+            sep = "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let a = log("a", "float32", "1.0");
+    let b = log("b", "bfloat16", "1.5");
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has(
+        "(a differing input: input 0; dtype changed in 1 paired row: float32 → bfloat16, and a cast (_to_copy) is an op the capture leaves out, so its inputs may be casts",
+    );
+    let c = log("c", "float32", "1.5");
+    let r = compare(&tmp, &a, &c, &[]);
+    r.expect(1).stdout_has("(a differing input: input 0)");
+}

@@ -97,7 +97,7 @@ DEFAULT_MIN_NUMEL = 1000
 #: out by ``min_numel`` than were captured (a small model: all of them).
 BELOW_MIN_NUMEL = (
     "actdiff_capture: step {step}: {below} ops of the model's forward were not captured because "
-    "every floating-point result had fewer than min_numel={n} elements ({captured} were captured): a compare can name "
+    "every floating-point result had fewer than min_numel={n} elements ({captured} captured): a compare can name "
     "only captured ops, so a difference that enters through one of these is named where it is "
     "first seen, later (the log's header says 'Ops below min numel'). min_numel=0 captures every op."
 )

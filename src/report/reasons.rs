@@ -125,6 +125,29 @@ pub enum Reason {
         /// Rows that match.
         matched: u64,
     },
+    /// A module-level series diverges first in a forward record right
+    /// after a step whose records agree: a change between the two that
+    /// the level does not record ([`crate::report::steps`]'s
+    /// `unseen_before`).
+    UnseenBefore {
+        /// The first diverging step.
+        step: u64,
+        /// The step before it, which agrees.
+        previous: u64,
+    },
+    /// Beside an agreeing verdict: the logs left ops out by `min_numel`
+    /// (the header's `Ops below min numel: N`), which were therefore not
+    /// compared ([`not_captured`]; trial 24 F2: a small model's changed
+    /// BatchNorm momentum exited 0 with 7 ops captured and 22 left out,
+    /// and only the capture process had said so).
+    NotCaptured {
+        /// The most ops one log left out.
+        below: u64,
+        /// That log's captured ops.
+        captured: u64,
+        /// `min_numel=1000 elements`, or `min_numel` when unknown.
+        limit: String,
+    },
     /// A step series: where it diverges first ("the runs agree through
     /// step 4; step 5 diverges first ...").
     FirstDivergingStep {
@@ -380,14 +403,32 @@ pub fn differing_input_words(inputs: &[usize]) -> String {
 /// What an entry cause (a differing input with no captured producer) may
 /// come from that the logs left out, for the headline and the terminal:
 /// ops below `min_numel` ([`below_min_numel_words`]) and ops a compiler
-/// fused into generated kernels ([`fused_entry_words`]), joined by `; `.
-/// `None` when neither log left any out.
+/// fused into generated kernels ([`fused_entry_words`]), and casts when
+/// paired rows' dtypes differ ([`cast_entry_words`]), joined by `; `.
+/// `None` when none applies.
 pub fn entry_caveats(r: &RankSummary) -> Option<String> {
-    let parts: Vec<String> = [below_min_numel_words(r), fused_entry_words(r)]
-        .into_iter()
-        .flatten()
-        .collect();
+    let parts: Vec<String> = [
+        below_min_numel_words(r),
+        fused_entry_words(r),
+        cast_entry_words(r),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// An entry beside paired rows whose dtypes differ (autocast or mixed
+/// precision in one run): `dtype changed in 11 paired rows: float32 →
+/// bfloat16, and a cast (_to_copy) is an op the capture leaves out, so
+/// its inputs may be casts` (trial 24 F3: "differing inputs: 0, 1 and 2"
+/// read as changed data or weights). `None` without dtype changes.
+pub fn cast_entry_words(r: &RankSummary) -> Option<String> {
+    let d = r.dtype_changes.as_ref()?;
+    Some(format!(
+        "{}, and a cast (_to_copy) is an op the capture leaves out, so its inputs may be casts (autocast or mixed precision in one run)",
+        d.describe()
+    ))
 }
 
 /// Why a rank has several causes when only its optimizer step differs
@@ -458,6 +499,34 @@ pub fn fused_entry_words(r: &RankSummary) -> Option<String> {
     ))
 }
 
+/// [`Reason::NotCaptured`] for ranks whose logs left ops out by
+/// `min_numel`: the log that left out the most; `None` when no log says
+/// it left any out.
+pub fn not_captured(ranks: &[RankSummary]) -> Option<Reason> {
+    let (below, side) = ranks
+        .iter()
+        .flat_map(|r| [&r.run1, &r.run2])
+        .filter_map(|s| Some((s.below_min_numel?, s)))
+        .max_by_key(|(n, _)| *n)?;
+    (below > 0).then(|| Reason::NotCaptured {
+        below,
+        captured: side.entries as u64,
+        limit: min_numel_limit(ranks),
+    })
+}
+
+/// `min_numel=1000 elements` from the ranks' `Capture filter:` lines,
+/// else `min_numel`.
+fn min_numel_limit(ranks: &[RankSummary]) -> String {
+    ranks
+        .iter()
+        .flat_map(|r| [&r.run1, &r.run2])
+        .find_map(|s| crate::logformat::filter_min_numel(s.capture_filter.as_deref()?))
+        .map_or("min_numel".to_string(), |n| {
+            format!("min_numel={n} elements")
+        })
+}
+
 /// The words for a rank whose logs left ops out by `min_numel` (the
 /// header's `Ops below min numel: N`, the larger of the two runs'), said
 /// where an input's difference has no captured producer (an entry cause):
@@ -473,12 +542,7 @@ pub fn below_min_numel_words(r: &RankSummary) -> Option<String> {
     if below == 0 {
         return None;
     }
-    let limit = [s1, s2]
-        .iter()
-        .find_map(|s| crate::logformat::filter_min_numel(s.capture_filter.as_deref()?))
-        .map_or("min_numel".to_string(), |n| {
-            format!("min_numel={n} elements")
-        });
+    let limit = min_numel_limit(std::slice::from_ref(r));
     Some(format!(
         "{below} op{} smaller than {limit} {} not captured: it may come from one (min_numel=0 captures every op)",
         plural(below),
@@ -592,6 +656,21 @@ impl fmt::Display for Reason {
             Reason::NoDivergence { matched } => {
                 write!(f, "no divergence beyond tolerance: {matched} rows match")
             }
+            Reason::UnseenBefore { step, previous } => write!(
+                f,
+                "step {previous}'s records agree, its parameters after the optimizer step included, and step {step} first differs in its forward: from step {step}'s batch or random state, or from a change to the parameters after step {previous}'s records that level=\"modules\" does not see (through `.data` after optimizer.step()); re-capture steps {previous} and {step} at level=\"ops\" to tell"
+            ),
+            Reason::NotCaptured {
+                below,
+                captured,
+                limit,
+            } => write!(
+                f,
+                "but {below} op{} smaller than {limit} {} not captured in a log that captured {captured}, so {} not compared (min_numel=0 captures every op)",
+                plural(*below),
+                if *below == 1 { "was" } else { "were" },
+                if *below == 1 { "it was" } else { "they were" }
+            ),
             Reason::FirstDivergingStep {
                 agree,
                 not_selected_before,

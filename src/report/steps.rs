@@ -209,6 +209,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
         });
     }
     lines.extend(first_step_sentence(series));
+    lines.extend(unseen_before(s, series));
     if !series.first_diverging_step_by_rank.is_empty() && s.ranks.iter().any(|r| r.rank != 0) {
         let mut compared: Vec<u32> = s.ranks.iter().map(|r| r.rank).collect();
         compared.sort_unstable();
@@ -276,6 +277,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
             not_selected: series.steps_not_selected.len(),
             bitwise: s.counts.matched > 0 && identical == s.counts.matched,
         });
+        lines.extend(super::reasons::not_captured(&s.ranks));
     }
     lines
 }
@@ -418,6 +420,29 @@ pub fn first_step_sentence(series: &StepSeries) -> Option<Reason> {
     })
 }
 
+/// [`Reason::UnseenBefore`]: a module-level series whose first diverging
+/// step first differs in a forward record, right after a compared step
+/// that agrees, parameters after its optimizer included. What changed
+/// them in between (a `.data` edit after `optimizer.step()`, trial 24
+/// F1) is not recorded at that level, and "agree through step 3" then
+/// hid a change made in step 3. `None` otherwise.
+fn unseen_before(s: &Summary, series: &StepSeries) -> Option<Reason> {
+    let step = series.first_diverging_step?;
+    let previous = step.checked_sub(1)?;
+    let agreed = series
+        .step_results
+        .iter()
+        .any(|r| r.step == previous && r.exit_status == exit_codes::OK);
+    let forward_first = s.ranks.iter().any(|r| {
+        r.step == Some(step)
+            && r.run1.level == crate::logformat::CaptureLevel::Modules
+            && r.first_divergence
+                .as_ref()
+                .is_some_and(|f| f.phase == "forward")
+    });
+    (agreed && forward_first).then_some(Reason::UnseenBefore { step, previous })
+}
+
 /// "5 steps left out by --steps (1-2, 4-6)", or `None` when `--steps` left
 /// none out: said by the terminal and the series index.
 pub fn not_selected_note(series: &StepSeries) -> Option<String> {
@@ -451,10 +476,12 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
     // The answer first ("the runs agree through step 4; step 5 diverges
     // first ..."), as the index opens (trial 20 F4: it came after a line
     // per step); the other verdict lines close the summary.
-    let (answer, rest): (Vec<&Reason>, Vec<&Reason>) = s
-        .verdict
-        .iter()
-        .partition(|v| matches!(v, Reason::FirstDivergingStep { .. }));
+    let (answer, rest): (Vec<&Reason>, Vec<&Reason>) = s.verdict.iter().partition(|v| {
+        matches!(
+            v,
+            Reason::FirstDivergingStep { .. } | Reason::UnseenBefore { .. }
+        )
+    });
     for v in answer {
         let _ = writeln!(out, "{}", v.terminal_line());
     }

@@ -442,6 +442,7 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<Reason>) {
     }
     if status == exit_codes::OK {
         reasons.push(Reason::NoDivergence { matched: c.matched });
+        reasons.extend(reasons::not_captured(ranks));
     }
     (status, reasons)
 }

@@ -76,13 +76,15 @@ class Normed(Small):
 
 
 def train(dump, steps=4, *, perturb_at=None, lr_change_at=None, eval_forward=False, checkpointed=False, model=None,
-          **prof_kw):
+          data_edit_at=None, **prof_kw):
     """``steps`` AdamW steps of :class:`Small`, every step captured at full
     precision (``prof_kw`` overrides). ``perturb_at=S`` changes one input
     element of step S's batch (before the loop: no op of it is captured);
     ``lr_change_at=S`` raises the learning rate before step S;
     ``eval_forward`` runs a forward under ``torch.no_grad()`` after each
-    optimizer step (``"eval"``: in eval mode); ``checkpointed`` trains :class:`Checkpointed`;
+    optimizer step (``"eval"``: in eval mode); ``data_edit_at=S`` scales
+    ``inp.weight`` through ``.data`` after step S's optimizer step (a hand-written
+    weight decay); ``checkpointed`` trains :class:`Checkpointed`;
     ``model`` trains that model instead. Returns the profiler's warnings."""
     torch.set_num_threads(1)
     if model is None:
@@ -107,6 +109,8 @@ def train(dump, steps=4, *, perturb_at=None, lr_change_at=None, eval_forward=Fal
             loss.backward()
             opt.step()
             opt.zero_grad()
+            if step == data_edit_at:
+                model.inp.weight.data.mul_(0.99)
             if eval_forward == "eval":
                 model.eval()
                 with torch.no_grad():
@@ -624,3 +628,29 @@ def test_views_of_unwritten_memory_are_not_recorded(tmp_path):
     (copy,) = [f for k, f in rows if k.endswith("_foreach_copy_")]
     assert len(copy["Input hashes"].split(", ")) == 2, copy
     assert len(copy["Output hash"].split(", ")) == 2, copy
+
+
+def test_a_module_level_series_says_what_it_cannot_see_before_its_first_step(actdiff_bin, tmp_path):
+    """At level="modules", a parameter scaled through ``.data`` after step
+    2's optimizer step is recorded by no hook: step 2's records agree and
+    step 3's forward differs first. The series said "the runs agree from
+    step 1 through step 2" and nothing else (trial 24 F1); it now says
+    what the level cannot see there and to re-capture both steps per op,
+    which finds step 2 (the ``mul_`` of ``.data`` is an op)."""
+    train(tmp_path / "a", level="modules")
+    train(tmp_path / "b", level="modules", data_edit_at=2)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab")
+    assert s["first_diverging_step"] == 3, r.stdout
+    said = "step 2's records agree, its parameters after the optimizer step included, and step 3 first differs in its forward"
+    lines = r.stdout.splitlines()
+    assert said in lines[2] and 're-capture steps 2 and 3 at level="ops"' in lines[2], r.stdout
+    train(tmp_path / "ao", steps=3, capture_steps=[2, 3])
+    train(tmp_path / "bo", steps=3, capture_steps=[2, 3], data_edit_at=2)
+    r, s = compare(actdiff_bin, tmp_path / "ao", tmp_path / "bo", tmp_path / "abo")
+    assert s["first_diverging_step"] == 2, r.stdout
+    assert "step 2 diverges first" in r.stdout and "mul_" in r.stdout and said[:20] not in r.stdout, r.stdout
+    # A batch changed at step 3 gets the same line (its batch is one of the
+    # causes it names); an agreeing run none.
+    train(tmp_path / "c", level="modules", perturb_at=3)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "ac")
+    assert s["first_diverging_step"] == 3 and "step 3's batch" in r.stdout, r.stdout
