@@ -2100,3 +2100,37 @@ fn a_digest_only_step_is_shaded_lightest() {
         "{index}"
     );
 }
+
+/// Two folders of one step in a run (`step_03` beside `step_3`): which
+/// is the step's is a guess, and the compare took one and dropped the
+/// other silently (trial 25: a diverging `step_03` beside an agreeing
+/// `step_3` exited 0, "3 steps compared (3 agree)"). It is an input
+/// error naming both, as two logs of one rank are.
+#[test]
+fn two_folders_of_one_step_are_an_input_error() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 3, 9);
+    let a = d.path().join("a");
+    std::fs::create_dir(a.join("step_03")).unwrap();
+    std::fs::copy(
+        a.join("step_3/rank_0_activations.log"),
+        a.join("step_03/rank_0_activations.log"),
+    )
+    .unwrap();
+    let out = d.path().join("rep");
+    let r = Run::of(
+        support::actdiff()
+            .arg("compare")
+            .arg(&a)
+            .arg(d.path().join("b"))
+            .arg("-o")
+            .arg(&out),
+        "",
+    );
+    r.expect(2);
+    let said = format!(
+        "{}: step 3 has two folders, step_03 and step_3; keep one",
+        a.display()
+    );
+    assert!(r.stderr.contains(&said), "{said} in {}", r.stderr);
+}

@@ -83,6 +83,28 @@ pub fn logs_beside_steps(path: &Path) -> Option<Message> {
     })
 }
 
+/// The error for a run folder with two folders of one step (`step_03`
+/// and `step_3`): which one is the step's is anyone's guess, and a
+/// compare took `step_3` and dropped the other silently (trial 25: a
+/// diverging `step_03` beside an agreeing `step_3` exited 0). `None`
+/// when every step has one folder.
+fn two_folders_of_a_step(path: &Path) -> Option<String> {
+    let steps = scan(path);
+    let pair = steps.windows(2).find(|w| w[0].0 == w[1].0)?;
+    let name = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    Some(format!(
+        "{}: step {} has two folders, {} and {}; keep one",
+        path.display(),
+        pair[0].0,
+        name(&pair[0].1),
+        name(&pair[1].1)
+    ))
+}
+
 /// `(step, folder, holds a rank log or cannot be read)` of every `step_S`
 /// folder, by step.
 fn scan(path: &Path) -> Vec<(u64, PathBuf, bool)> {
@@ -165,6 +187,11 @@ impl StepSelection {
 /// Whether `compare RUN1 RUN2` is a step-series compare: either run holds
 /// `step_S` folders. Both must; one alone is an input error, returned here.
 pub fn is_series(cfg: &CompareConfig) -> Result<bool, String> {
+    for run in [&cfg.run1, &cfg.run2] {
+        if let Some(e) = two_folders_of_a_step(run) {
+            return Err(e);
+        }
+    }
     let (s1, s2) = (step_folders(&cfg.run1), step_folders(&cfg.run2));
     match (s1.is_empty(), s2.is_empty()) {
         (true, true) => Ok(false),
