@@ -1907,6 +1907,30 @@ fn an_unreadable_value_is_incomplete_input() {
     assert_eq!(c["match"].as_u64().unwrap() as usize, BUG_OPS, "{c}");
 }
 
+/// An emptied `Output hash:` line: the reference reads it as absent, so
+/// the row is `missing`; it was that with no warning and exit 1 (trial
+/// 25), as if the numerics diverged. It is an unreadable value now:
+/// exit 3, naming file:line:column.
+#[test]
+fn an_empty_hash_value_is_incomplete_input() {
+    let tmp = TempDir::new().unwrap();
+    let plain = String::from_utf8(read_testdata(BUG_A)).unwrap();
+    let at = plain.find("  Output hash: ").unwrap() + "  Output hash: ".len();
+    let end = at + plain[at..].find('\n').unwrap();
+    let line = plain[..at].matches('\n').count() + 1;
+    let bad = format!("{}{}", &plain[..at], &plain[end..]);
+    let path = write(tmp.path(), "empty.log", bad.as_bytes());
+    let r = compare(&tmp, &testdata(BUG_A), &path, &[]);
+    let place = format!(
+        "empty.log:{line}:16: Output hash has no value; read as absent, as the reference does"
+    );
+    r.expect(3)
+        .stdout_has("incomplete input: rank 0 run2")
+        .stdout_has(&place);
+    let warned = format!("empty.log:{line}:16: run2: Output hash has no value");
+    assert!(r.stderr.contains(&warned), "{}", r.stderr);
+}
+
 // ------------------------------------------------------- compiled runs
 
 /// A one-rank log with `header` lines after the count: an attention

@@ -297,7 +297,21 @@ impl<'a> Partial<'a> {
     #[inline]
     fn check_value(&mut self, lineno: u64, field: Field, fs: usize, v: &[u8]) {
         if field.is_numeric() {
-            if let Some((at, bad)) = value::first_unreadable(v) {
+            if v.is_empty() {
+                // The reference reads it as absent; no writer leaves it
+                // empty (trial 25: an emptied Output hash became a
+                // `missing` row, exit 1, with no warning).
+                self.warn(
+                    lineno,
+                    (fs + 1) as u64,
+                    WarningKind::MalformedNumber,
+                    field.label(),
+                    format!(
+                        "{} has no value; read as absent, as the reference does",
+                        field.label()
+                    ),
+                );
+            } else if let Some((at, bad)) = value::first_unreadable(v) {
                 self.warn(
                     lineno,
                     (fs + at + 1) as u64,
