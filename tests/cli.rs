@@ -3005,6 +3005,13 @@ fn an_unreadable_shape_is_incomplete_input() {
         .stdout_has(&format!(
             "bad.log:{line}:10: Shape value `torch.Size([4, 1x6]), Dtype: ???` does not read"
         ));
+    // Said on stderr too, as a value that is no number is, so that `-q`
+    // says why it exits 3 (trial 25: nothing on stderr).
+    compare(&tmp, &testdata(BUG_A), &path, &["-q"])
+        .expect(3)
+        .stderr_has(&format!(
+            "bad.log:{line}:10: run2: Shape value `torch.Size([4, 1x6]), Dtype: ???` does not read"
+        ));
     // The same text on both sides decides nothing: no word of it.
     let r = compare(&tmp, &path, &path, &[]);
     r.expect(0);
@@ -3289,4 +3296,58 @@ fn an_entry_beside_a_dtype_change_says_its_inputs_may_be_casts() {
     let c = log("c", "float32", "1.5");
     let r = compare(&tmp, &a, &c, &[]);
     r.expect(1).stdout_has("(a differing input: input 0)");
+}
+
+/// The log of a rank only one run has is read as any log: an empty one
+/// is an input error (exit 2), a cut one incomplete input (exit 3), each
+/// naming the file; a complete one is an ordinary one-sided rank (exit
+/// 1). Trial 25: all were "rank 1 is only in R", exit 1, never read.
+#[test]
+fn a_one_sided_rank_s_log_is_read() {
+    let tmp = TempDir::new().unwrap();
+    let log = read_testdata(BUG_A);
+    write(tmp.path(), "b/rank_0_activations.log", &log);
+    let run = |name: &str, rank1: &[u8]| {
+        write(tmp.path(), &format!("{name}/rank_0_activations.log"), &log);
+        let p = write(tmp.path(), &format!("{name}/rank_1_activations.log"), rank1);
+        (p.parent().unwrap().to_path_buf(), p)
+    };
+    let b = tmp.path().join("b");
+    let (empty, path) = run("empty", b"");
+    compare(&tmp, &empty, &b, &[])
+        .expect(2)
+        .stderr_has(&format!(
+            "rank 1 is only in run1, and its log cannot be used: {}: run1 is empty (0 bytes)",
+            path.display()
+        ));
+    let (cut, path) = run("cut", &log[..log.len() / 3]);
+    compare(&tmp, &cut, &b, &[]).expect(3).stderr_has(&format!(
+        "rank 1 is only in run1, and its log {} is incomplete: declares",
+        path.display()
+    ));
+    let (whole, _) = run("whole", &log);
+    let r = compare(&tmp, &whole, &b, &[]);
+    r.expect(1);
+    assert!(!r.stderr.contains("rank 1 is only in"), "{}", r.stderr);
+}
+
+/// A `Phase:` value that is no phase is warned about at its line and
+/// column (trial 25: `Phase: sideways` split a row with no word).
+#[test]
+fn an_unknown_phase_value_is_warned_about() {
+    let tmp = TempDir::new().unwrap();
+    let plain = String::from_utf8(read_testdata(BUG_A)).unwrap();
+    let at = plain.find("  Phase: backward").unwrap() + "  Phase: ".len();
+    let line = plain[..at].matches('\n').count() + 1;
+    let bad = format!(
+        "{}sideways{}",
+        &plain[..at],
+        &plain[at + "backward".len()..]
+    );
+    let path = write(tmp.path(), "phase.log", bad.as_bytes());
+    compare(&tmp, &testdata(BUG_A), &path, &[])
+        .expect(1)
+        .stderr_has(&format!(
+            "phase.log:{line}:10: run2: Phase value `sideways` is none of forward, backward, optimizer; read as forward"
+        ));
 }

@@ -286,6 +286,19 @@ impl<'a> Partial<'a> {
             // The later Phase line wins, as in the reference.
             self.flags[row] &= !(FLAG_BACKWARD | FLAG_OPTIMIZER | FLAG_PHASE_LINE);
             self.flags[row] |= phase_flags(v);
+            if !v.is_empty() && Phase::from_name(v).is_none() {
+                // Trial 25: `Phase: sideways` split a row with no word.
+                self.warn(
+                    lineno,
+                    (fs + 1) as u64,
+                    WarningKind::UnknownPhase,
+                    field.label(),
+                    format!(
+                        "Phase value `{}` is none of forward, backward, optimizer; read as forward",
+                        lossy(v)
+                    ),
+                );
+            }
         }
         if len > 0 {
             self.schema.insert(field);

@@ -70,6 +70,9 @@ pub enum WarningKind {
     DuplicateKey,
     /// A field given twice in one block (the later one wins, as in the reference).
     RepeatedField,
+    /// A `Phase:` value that is none of `forward`, `backward`,
+    /// `optimizer` (read as forward with a phase line).
+    UnknownPhase,
     /// An `Output digest:` / `Input digests:` value that is not 16 hex digits.
     MalformedDigest,
     /// A number (a stat, an Output hash or Input hashes value) that is not

@@ -179,6 +179,54 @@ pub fn binary_at(bytes: &[u8]) -> Option<u64> {
     memchr::memchr(0, &bytes[..bytes.len().min(BINARY_PROBE)]).map(|i| i as u64)
 }
 
+/// A warning for each side whose first unreadable value is a Shape
+/// (found when the rank's summary is built, among the pairs whose Shape
+/// texts differ, after the parse warnings were said): on stderr as the
+/// parse's are (trial 25: exit 3 with nothing on stderr under `-q`).
+pub fn unreadable_shapes(s: &crate::report::RankSummary) -> Vec<Message> {
+    [(&s.run1, "run1"), (&s.run2, "run2")]
+        .into_iter()
+        .filter_map(|(side, name)| {
+            side.incomplete.iter().find_map(|m| match m {
+                Message::UnreadableValues { first: Some(u), .. }
+                    if u.message.starts_with("Shape value") =>
+                {
+                    Some(Message::LogWarning {
+                        path: u.path.clone(),
+                        at: Some((u.line, u.column)),
+                        side: name,
+                        what: crate::report::messages::LogWarning::Said {
+                            message: u.message.clone(),
+                            count: 1,
+                        },
+                    })
+                }
+                _ => None,
+            })
+        })
+        .collect()
+}
+
+/// The error for the log of a rank only one run has, read as any log
+/// is ([`check_usable`], [`crate::report::summary::incomplete_of`]):
+/// `None` when it is a complete, usable log. One-sided logs were never
+/// read, so an empty or cut one passed as an ordinary one-sided rank.
+pub fn one_sided_log(rank: u32, path: &Path, side: Side) -> Option<Message> {
+    let why: Vec<Message> = match crate::parser::parse_path(path) {
+        Err(e) => vec![Message::Text(e.to_string())],
+        Ok(t) => match check_usable(&t, side, true) {
+            Err(m) => vec![m],
+            Ok(()) => crate::report::summary::incomplete_of(&t),
+        },
+    };
+    (!why.is_empty()).then(|| Message::OneSidedLog {
+        path: path.display().to_string(),
+        side,
+        rank,
+        why,
+    })
+}
+
 /// Checks that a parsed log can be compared: not empty, has ops, has some
 /// comparable field, and (without `allow_duplicates`) no duplicate key.
 pub fn check_usable(t: &OpTable, side: Side, allow_duplicates: bool) -> Result<(), Message> {

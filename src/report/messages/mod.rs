@@ -213,6 +213,22 @@ pub enum Message {
         /// [`Message::TruncatedLog`], ...: `report::summary::incomplete_of`).
         why: Vec<Message>,
     },
+    /// A rank present in one run only whose log cannot be read, or is
+    /// incomplete: an input error (exit 2), or incomplete input (exit 3)
+    /// when every reason is one (trial 25: an empty, binary, cut or
+    /// dangling log of a one-sided rank was reported as an ordinary
+    /// one-sided rank, exit 1, never read).
+    OneSidedLog {
+        /// The log.
+        path: String,
+        /// Its run.
+        side: Side,
+        /// Its rank.
+        rank: u32,
+        /// Why ([`Message::EmptyLog`], [`Message::NoOps`], a parse error;
+        /// [`Message::CountMismatch`], [`Message::TruncatedLog`], ...).
+        why: Vec<Message>,
+    },
     /// Values that are no number (or no 16-digit digest): not compared,
     /// so the side is incomplete.
     UnreadableValues {
@@ -612,6 +628,7 @@ impl fmt::Display for Message {
             | Message::CountMismatch { .. }
             | Message::TruncatedLog { .. }
             | Message::ShardLogIncomplete { .. }
+            | Message::OneSidedLog { .. }
             | Message::UnreadableValues { .. }
             | Message::GzipCut { .. }
             | Message::MoreLogWarnings { .. }
@@ -675,7 +692,19 @@ impl Message {
     /// ([`crate::exit_codes::INCOMPLETE`]) rather than 2 when every error
     /// is one.
     pub fn is_incomplete_input(&self) -> bool {
-        matches!(self, Message::ShardLogIncomplete { .. })
+        match self {
+            Message::ShardLogIncomplete { .. } => true,
+            Message::OneSidedLog { why, .. } => why.iter().all(|w| {
+                matches!(
+                    w,
+                    Message::CountMismatch { .. }
+                        | Message::TruncatedLog { .. }
+                        | Message::UnreadableValues { .. }
+                        | Message::GzipCut { .. }
+                )
+            }),
+            _ => false,
+        }
     }
 }
 

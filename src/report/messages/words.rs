@@ -157,6 +157,21 @@ impl Message {
                 "{path}: {side} rank {rank}'s log is incomplete ({}): its shards cannot be combined with its group's, so the runs were not compared, even with --allow-incomplete (re-capture that run)",
                 super::join(why, "; ")
             ),
+            Message::OneSidedLog {
+                path,
+                side,
+                rank,
+                why,
+            } => {
+                // The unusable log's reasons name it; the incomplete one's
+                // do not.
+                if self.is_incomplete_input() {
+                    write!(f, "rank {rank} is only in {side}, and its log {path} is incomplete: ")?;
+                } else {
+                    write!(f, "rank {rank} is only in {side}, and its log cannot be used: ")?;
+                }
+                f.write_str(&super::join(why, "; "))
+            }
             Message::UnreadableValues { count, first } => {
                 let what = if *count == 1 { "value" } else { "values" };
                 match first {

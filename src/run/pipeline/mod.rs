@@ -383,7 +383,10 @@ fn compare_rank(
         },
     );
     match pages {
-        Ok(s) => done.summary = Some(s),
+        Ok(s) => {
+            done.warnings.extend(messages::unreadable_shapes(&s));
+            done.summary = Some(s);
+        }
         Err(e) => done.errors.push(Message::Text(e.to_string())),
     }
     done.errors.extend(parquet.err());
@@ -413,7 +416,17 @@ pub(super) fn discover(
         run2: in2.as_ref().ok().map(shard::RunRecord::of),
     };
     let p = match (in1, in2) {
-        (Ok(in1), Ok(in2)) => plan(&in1, &in2, &cfg.rank_map, cfg.ranks.as_deref()),
+        (Ok(in1), Ok(in2)) => {
+            let p = plan(&in1, &in2, &cfg.rank_map, cfg.ranks.as_deref());
+            // A one-sided rank's log is read too: its problems are the
+            // run's input errors (or incomplete input).
+            for (only, input, side) in [(&p.only1, &in1, "run1"), (&p.only2, &in2, "run2")] {
+                for (rank, path) in input.ranks.iter().filter(|(r, _)| only.contains(r)) {
+                    errors.extend(messages::one_sided_log(*rank, path, side));
+                }
+            }
+            p
+        }
         (a, b) => {
             errors.extend(a.err().map(|e| Message::Text(e.to_string())));
             errors.extend(b.err().map(|e| Message::Text(e.to_string())));
