@@ -604,6 +604,17 @@ fn compare_config(a: &CompareArgs, shard: Option<run::ShardPart>) -> Result<Comp
 }
 
 fn compare(a: CompareArgs) -> i32 {
+    // Before anything is written: no output may overwrite an input.
+    for (option, out) in [("--junit", &a.junit), ("--rows", &a.rows)] {
+        let runs = [a.run1.as_path(), a.run2.as_path()];
+        if let Some(e) = out
+            .as_deref()
+            .and_then(|o| run::outputs::output_overwrites_input(option, o, runs))
+        {
+            eprintln!("error: {e}");
+            return exit_codes::INPUT_ERROR;
+        }
+    }
     if let Some(spec) = a.shard {
         return compare_part(&a, spec);
     }

@@ -3351,3 +3351,29 @@ fn an_unknown_phase_value_is_warned_about() {
             "phase.log:{line}:10: run2: Phase value `sideways` is none of forward, backward, optimizer; read as forward"
         ));
 }
+
+/// `--junit` or `--rows` naming one of the runs' logs is refused before
+/// anything is written (trial 25: `--junit a.log --rows b.log` overwrote
+/// both logs, exit 1, no word). A new file beside them is written.
+#[test]
+fn an_output_file_that_is_an_input_log_is_refused() {
+    let tmp = TempDir::new().unwrap();
+    let log = read_testdata(BUG_A);
+    let a = write(tmp.path(), "a.log", &log);
+    let b_log = write(tmp.path(), "b/rank_0_activations.log", &log);
+    let b = b_log.parent().unwrap().to_path_buf();
+    let r = compare(&tmp, &a, &b, &["--junit", a.to_str().unwrap()]);
+    r.expect(2).stderr_has("--junit");
+    assert!(
+        r.stderr.contains("writing it would overwrite the input"),
+        "{}",
+        r.stderr
+    );
+    let r = compare(&tmp, &a, &b, &["--rows", b_log.to_str().unwrap()]);
+    r.expect(2).stderr_has("--rows");
+    assert_eq!(std::fs::read(&a).unwrap(), log);
+    assert_eq!(std::fs::read(&b_log).unwrap(), log);
+    let junit = tmp.path().join("j.xml");
+    compare(&tmp, &a, &b, &["--junit", junit.to_str().unwrap()]).expect(0);
+    assert!(junit.is_file());
+}

@@ -219,6 +219,37 @@ pub fn input_error(report: ReportOptions, errors: Vec<Message>, outs: &RunOutput
 /// The JUnit file of a command line the option parser rejected (before
 /// even the report folder is known): one `<error>` case, `input`, with
 /// `message`.
+/// The error for an output file (`--junit`, `--rows`) that is one of the
+/// runs' logs: a run given as that file, or a rank log in a run's folder
+/// (or a step folder of it). Writing it would destroy the input (trial
+/// 25: `--junit a.log --rows b.log` overwrote both logs, exit 1, no
+/// word). `None` for a path that does not exist yet or is no input.
+pub fn output_overwrites_input(
+    option: &str,
+    out: &std::path::Path,
+    runs: [&std::path::Path; 2],
+) -> Option<String> {
+    let o = std::fs::canonicalize(out).ok()?;
+    let is_log_name = o
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(super::rank_of_file_name)
+        .is_some();
+    runs.iter().find_map(|r| {
+        let c = std::fs::canonicalize(r).ok()?;
+        let inside = o.parent().is_some_and(|p| {
+            p == c || (p.parent() == Some(c.as_path()) && p.file_name().and_then(|n| n.to_str()).and_then(files::step_of_dir_name).is_some())
+        });
+        (o == c || (inside && is_log_name)).then(|| {
+            format!(
+                "{option} {}: that file is a log of the run {}; writing it would overwrite the input",
+                out.display(),
+                r.display()
+            )
+        })
+    })
+}
+
 pub fn usage_error_junit(path: &std::path::Path, message: &str) -> std::io::Result<()> {
     error_junit(path, vec![Message::Text(message.to_string())])
 }
