@@ -2551,6 +2551,90 @@ fn the_headline_names_the_first_divergence_a_one_sided_op_feeds() {
     );
 }
 
+/// A one-sided cause whose place the other run filled with another op
+/// (run b ran `leaky_relu_` where run a ran `relu_`: the same module FQN
+/// and op counter) names both ops, in the headline, the cause line, the
+/// index's cause and `summary.json` (trial 24 F5: only a's `relu_` was
+/// named). An op only added, with nothing at its place in the other run,
+/// names no replacement.
+#[test]
+fn a_replaced_op_names_the_op_the_other_run_ran_in_its_place() {
+    let tmp = TempDir::new().unwrap();
+    let block = |key: &str, hash: &str, inputs: &str, producers: &str| {
+        format!(
+            "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n  Input hashes: {inputs}\n  Input producers: {producers}\n\n"
+        )
+    };
+    let header = |n: usize| {
+        format!(
+            "Total captured activations: {n}\nExcluded ops dispatched: (none)\n{}\n\n",
+            "=".repeat(80)
+        )
+    };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let log = |op: &str, out: &str| {
+        header(3)
+            + &block("act/op_0_mm", "5.0", "2.0, 3.0", ";")
+            + &block(&format!("act/op_1_{op}"), out, "5.0", "act/op_0_mm")
+            + &block(
+                "act/op_2_add",
+                &format!("1{out}"),
+                out,
+                &format!("act/op_1_{op}"),
+            )
+    };
+    write(&a, "rank_0_activations.log", log("relu_", "4.0").as_bytes());
+    write(
+        &b,
+        "rank_0_activations.log",
+        log("leaky_relu_", "4.5").as_bytes(),
+    );
+    let out = tmp.path().join("out");
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    assert!(
+        r.stdout.contains("rank 0 diverges first at `act/op_1_relu_` (an op only in a, feeding `act/op_2_add`; b ran `act/op_1_leaky_relu_` in its place)."),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("first one-sided op: act/op_1_relu_ (only in a; b ran act/op_1_leaky_relu_ in its place) feeds act/op_2_add"),
+        "{}",
+        r.stdout
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let first = &summary["ranks"][0]["root_causes"]["first_cause"];
+    assert_eq!(
+        first["in_its_place"]["key2"], "act/op_1_leaky_relu_",
+        "{first}"
+    );
+    assert_eq!(first["in_its_place"]["status"], "only2", "{first}");
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        index.contains("(b ran</span> <a class=fdk"),
+        "no replacement in the index"
+    );
+    // An op b adds, with no op of a at its place (another module): no
+    // replacement named.
+    let added = header(4)
+        + &block("pre/op_0_mul_", "3.5", "3.0", "")
+        + &block("act/op_0_mm", "5.5", "2.0, 3.5", ";pre/op_0_mul_")
+        + &block("act/op_1_relu_", "4.5", "5.5", "act/op_0_mm")
+        + &block("act/op_2_add", "14.5", "4.5", "act/op_1_relu_");
+    write(&a, "rank_0_activations.log", log("relu_", "4.0").as_bytes());
+    write(&b, "rank_0_activations.log", added.as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    assert!(
+        r.stdout
+            .contains("pre/op_0_mul_ (only in b) feeds act/op_0_mm"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("in its place"), "{}", r.stdout);
+}
+
 /// An empty log against a module-level one is the empty log's error only,
 /// not also "a level=modules capture and a level=ops one" (trial 11: an
 /// empty, binary or text file was taken for a per-op capture).

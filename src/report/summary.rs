@@ -773,6 +773,10 @@ pub struct CauseRef {
     /// [`CauseEntry::one_sided`]'s rows (`[]` for other kinds).
     #[serde(default)]
     pub one_sided: Vec<RowRef>,
+    /// [`CauseEntry::in_its_place`]'s row: the op the other run ran where
+    /// the one-sided cause's op is (absent when none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_its_place: Option<RowRef>,
 }
 
 /// [`CauseRef`] as `summary.json` holds it, before the entry's row indexes
@@ -786,11 +790,20 @@ struct CauseRefRead {
     chain: Vec<String>,
     #[serde(default)]
     one_sided: Vec<RowRef>,
+    #[serde(default)]
+    in_its_place: Option<RowRef>,
 }
 
 impl From<CauseRefRead> for CauseRef {
     fn from(c: CauseRefRead) -> CauseRef {
-        CauseRef::new(c.row, c.cause, c.collective, c.chain, c.one_sided)
+        CauseRef::new(
+            c.row,
+            c.cause,
+            c.collective,
+            c.chain,
+            c.one_sided,
+            c.in_its_place,
+        )
     }
 }
 
@@ -803,11 +816,13 @@ impl CauseRef {
         collective: Option<RowRef>,
         chain: Vec<String>,
         one_sided: Vec<RowRef>,
+        in_its_place: Option<RowRef>,
     ) -> CauseRef {
         let cause = CauseEntry {
             index: row.index,
             collective: collective.as_ref().map(|r| r.index),
             one_sided: one_sided.iter().map(|r| r.index).collect(),
+            in_its_place: in_its_place.as_ref().map(|r| r.index),
             chain: Vec::new(),
             ..cause
         };
@@ -817,6 +832,7 @@ impl CauseRef {
             collective,
             chain,
             one_sided,
+            in_its_place,
         }
     }
 }
@@ -825,22 +841,40 @@ impl CauseRef {
     /// The cause in words, for the terminal, JUnit and the verdict: the
     /// row's key, or for a one-sided cause ``K… (only in NAME) feeds ROW``
     /// (`K` the earliest one-sided op, `…` when more one-sided ops follow
-    /// it; `names` are run 1's and run 2's display names).
+    /// it; `names` are run 1's and run 2's display names), with
+    /// ``; OTHER ran P in its place`` inside the brackets when the other
+    /// run has a one-sided op `P` at `K`'s place
+    /// ([`CauseRef::in_its_place`]).
     pub fn subject(&self, names: (&str, &str)) -> String {
         let Some(first) = self.one_sided.first() else {
             return self.row.key().to_string();
         };
-        let name = if first.status == crate::matcher::Status::Only1 {
-            names.0
-        } else {
-            names.1
-        };
         format!(
-            "{}{} (only in {name}) feeds {}",
+            "{}{} ({}) feeds {}",
             first.key(),
             if self.one_sided.len() > 1 { "…" } else { "" },
+            self.only_in_words(names),
             self.row.key_beside(first.status)
         )
+    }
+
+    /// For a one-sided cause: ``only in NAME`` (the run of its earliest
+    /// one-sided op), then ``; OTHER ran `P` in its place`` when the other
+    /// run ran op `P` there ([`CauseRef::in_its_place`], trial 24 F5);
+    /// empty for other causes.
+    pub fn only_in_words(&self, names: (&str, &str)) -> String {
+        let Some(first) = self.one_sided.first() else {
+            return String::new();
+        };
+        let (this, other) = if first.status == crate::matcher::Status::Only1 {
+            names
+        } else {
+            (names.1, names.0)
+        };
+        match &self.in_its_place {
+            Some(p) => format!("only in {this}; {other} ran {} in its place", p.key()),
+            None => format!("only in {this}"),
+        }
     }
 }
 
@@ -973,6 +1007,7 @@ impl CausesSummary {
                 e.collective.map(r),
                 e.chain.iter().map(|i| r(*i).key().to_string()).collect(),
                 e.one_sided.iter().map(|i| r(*i)).collect(),
+                e.in_its_place.map(r),
             )
         };
         CausesSummary {
@@ -1305,6 +1340,7 @@ mod tests {
             collective: None,
             chain: Vec::new(),
             one_sided: vec![only2],
+            in_its_place: None,
         };
         assert_eq!(
             cause.subject(("ref", "bug2")),

@@ -199,6 +199,11 @@ pub struct CauseEntry {
     /// [`MAX_ONE_SIDED_CHAIN`]. Empty for every other kind.
     #[serde(skip)]
     pub one_sided: Vec<usize>,
+    /// For a one-sided cause: the other run's one-sided op at the same
+    /// place (the same module FQN and op counter, another op), the op that run ran instead (result row index); `None` when
+    /// it has none (an op added or removed, not replaced).
+    #[serde(skip)]
+    pub in_its_place: Option<usize>,
     /// The first few rows counted under it (result indexes), in dispatch order.
     #[serde(skip)]
     pub chain: Vec<usize>,
@@ -350,10 +355,77 @@ pub fn analyse<'a>(
         }
     }
     let (kinds, mut rc) = tally.finish();
+    let places = OneSidedPlaces::new(t1, t2, rows, &rc.causes);
+    for c in &mut rc.causes {
+        if let Some(&op) = c.one_sided.first() {
+            c.in_its_place = places.in_its_place(t1, t2, rows, op);
+        }
+    }
     rc.largest_diff = largest_gating(t1, t2, rows, compared, &diff_rows, opts);
     rc.via_collective_only =
         rc.cause_count == 0 && rc.causes.iter().any(|c| c.kind == CauseKind::ViaCollective);
     (kinds, rc)
+}
+
+/// The place of a one-sided op in its run's dispatch: its key without the
+/// root class, up to and with its op counter (`b0/op_3_` of
+/// `b0/op_3_relu_`), and its side (1 or 2). `None` for a key without an
+/// op counter.
+fn one_sided_place<'t>(
+    t1: &'t OpTable,
+    t2: &'t OpTable,
+    row: &MatchRow,
+) -> Option<(u8, &'t [u8], &'t [u8])> {
+    let (side, key) = match row.sides() {
+        Sides::Only1(a) => (1, t1.key(a)),
+        Sides::Only2(b) => (2, t2.key(b)),
+        Sides::Both(..) => return None,
+    };
+    let key = crate::parser::key::strip_root_class(key);
+    let (_, op) = crate::parser::key::module_and_op(key);
+    if op.is_empty() {
+        return None;
+    }
+    let cut = key.len() - op.len();
+    Some((side, &key[..cut], op))
+}
+
+/// The one-sided ops of each run by place ([`one_sided_place`]), built
+/// only when a one-sided cause asks (most ranks have none).
+struct OneSidedPlaces<'t> {
+    /// (side, place) → the first result row there.
+    by_place: ahash::AHashMap<(u8, &'t [u8]), usize>,
+}
+
+impl<'t> OneSidedPlaces<'t> {
+    fn new(t1: &'t OpTable, t2: &'t OpTable, rows: &[MatchRow], causes: &[CauseEntry]) -> Self {
+        let mut by_place = ahash::AHashMap::new();
+        if causes.iter().any(|c| !c.one_sided.is_empty()) {
+            for (i, r) in rows.iter().enumerate() {
+                if let Some((side, place, _)) = one_sided_place(t1, t2, r) {
+                    by_place.entry((side, place)).or_insert(i);
+                }
+            }
+        }
+        OneSidedPlaces { by_place }
+    }
+
+    /// [`CauseEntry::in_its_place`] of one-sided op `op` (a result row):
+    /// the other run's one-sided op at the same module FQN and op counter
+    /// whose op differs (trial 24 F5: B's `b0/op_3_leaky_relu_` where A
+    /// ran `b0/op_3_relu_`).
+    fn in_its_place(
+        &self,
+        t1: &'t OpTable,
+        t2: &'t OpTable,
+        rows: &[MatchRow],
+        op: usize,
+    ) -> Option<usize> {
+        let (side, place, name) = one_sided_place(t1, t2, &rows[op])?;
+        let other = *self.by_place.get(&(3 - side, place))?;
+        let (_, _, other_name) = one_sided_place(t1, t2, &rows[other])?;
+        (other_name != name).then_some(other)
+    }
 }
 
 /// Records in `rc` the first rows that hold NaN or Inf: in run 1, in run

@@ -153,6 +153,7 @@ impl<'a> Tally<'a> {
                     collective,
                     chain: Vec::new(),
                     one_sided,
+                    in_its_place: None,
                 };
                 self.new_cause(entry);
             }

@@ -132,6 +132,8 @@ fn cause_rows(c: &CausesSummary, (n1, n2): (&str, &str)) -> Vec<CauseRow> {
                 let mut o = String::new();
                 if let Some(f) = e.one_sided.first() {
                     markup::row_link(&mut o, &row_link(f), n1, n2);
+                    let place = e.in_its_place.as_ref().map(row_link);
+                    markup::in_its_place(&mut o, place.as_ref(), n1, n2);
                     o.push_str(" <span class=mut>feeds</span> ");
                 }
                 markup::row_link(&mut o, &row_link(&e.row), n1, n2);

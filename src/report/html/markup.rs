@@ -125,6 +125,7 @@ pub(super) fn cause_link(o: &mut String, c: &CauseLink<'_>, name1: &str, name2: 
     let _ = write!(o, "<b class=\"bd cause\">{}</b> ", Esc(c.kind));
     if let Some(f) = &c.fed_by {
         row_link(o, f, name1, name2);
+        in_its_place(o, c.in_its_place.as_ref(), name1, name2);
         o.push_str(" <span class=mut>feeds</span> ");
     }
     row_link(o, row, name1, name2);
@@ -147,6 +148,20 @@ pub(super) fn cause_link(o: &mut String, c: &CauseLink<'_>, name1: &str, name2: 
             c.count, c.counted
         );
     }
+}
+
+/// After a one-sided cause's op: `(B ran OP in its place)`, the other
+/// run's op at its place ([`crate::report::summary::CauseRef::in_its_place`];
+/// `r` an `only1` or `only2` row, named by its own run); nothing when `r`
+/// is `None`.
+pub(super) fn in_its_place(o: &mut String, r: Option<&RowLink<'_>>, name1: &str, name2: &str) {
+    let Some(r) = r else {
+        return;
+    };
+    let run = if r.st == "only1" { name1 } else { name2 };
+    let _ = write!(o, " <span class=mut>({} ran</span> ", Esc(run));
+    row_link(o, r, name1, name2);
+    o.push_str(" <span class=mut>in its place)</span>");
 }
 
 /// A result page's place among its rank's pages, for [`pager`]: page
@@ -270,6 +285,7 @@ mod tests {
             row: Some(link("p.html#r1", "", (None, None))),
             kind: "one-sided op",
             fed_by: Some(link("p.html#r0", "", (None, None))),
+            in_its_place: None,
             inherited: 1,
             count: 3,
             counted: "origins/entries",
@@ -289,6 +305,7 @@ mod tests {
             row: None,
             kind: "",
             fed_by: None,
+            in_its_place: None,
             inherited: 0,
             count: 0,
             counted: "origins/entries",

@@ -87,6 +87,9 @@ pub(super) struct CauseLink<'a> {
     /// For a one-sided cause: the earliest op of one run only that feeds
     /// the row (the cause itself).
     pub(super) fed_by: Option<RowLink<'a>>,
+    /// For a one-sided cause: the op the other run ran in its place
+    /// ([`crate::report::summary::CauseRef::in_its_place`]).
+    pub(super) in_its_place: Option<RowLink<'a>>,
     /// Diverging rows whose chain leads back to it.
     pub(super) inherited: u64,
     /// Origins and entries in the rank (at `level=modules`, its
@@ -106,6 +109,7 @@ pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
             row: Some(row_link(&f.row)),
             kind: f.cause.kind.as_str(),
             fed_by: f.one_sided.first().map(row_link),
+            in_its_place: f.in_its_place.as_ref().map(row_link),
             inherited: f.cause.inherited,
             count: match f.cause.kind {
                 CauseKind::Record => c.kinds.record,
@@ -121,6 +125,7 @@ pub(super) fn cause_link(c: &CausesSummary) -> Option<CauseLink<'_>> {
             row: None,
             kind: "",
             fed_by: None,
+            in_its_place: None,
             inherited: 0,
             count: 0,
             counted: "",

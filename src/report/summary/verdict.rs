@@ -355,13 +355,16 @@ impl Summary {
                     } else {
                         name2
                     };
-                    (
-                        first.key(),
-                        format!(
-                            "an op only in {run}, feeding `{}`",
-                            c.row.key_beside(first.status)
-                        ),
-                    )
+                    let mut w = format!(
+                        "an op only in {run}, feeding `{}`",
+                        c.row.key_beside(first.status)
+                    );
+                    // The op the other run ran there (trial 24 F5).
+                    if let Some(p) = &c.in_its_place {
+                        let other = if run == name1 { name2 } else { name1 };
+                        w.push_str(&format!("; {other} ran `{}` in its place", p.key()));
+                    }
+                    (first.key(), w)
                 }
                 _ => (
                     c.row.key(),
