@@ -2635,6 +2635,59 @@ fn a_replaced_op_names_the_op_the_other_run_ran_in_its_place() {
     assert!(!r.stdout.contains("in its place"), "{}", r.stdout);
 }
 
+/// The first divergence of the backward phase whose outputs agree (only
+/// an input differs, as BatchNorm's backward is passed the running
+/// statistics, which it does not read in training) says so on its phase
+/// line and in `summary.json`, rather than reading as "the gradients
+/// diverge" (trial 24 F4). A backward row whose output differs does not.
+#[test]
+fn a_phase_line_says_when_only_the_inputs_of_its_row_differ() {
+    let tmp = TempDir::new().unwrap();
+    let header = |n: usize| {
+        format!(
+            "Total captured activations: {n}\nExcluded ops dispatched: (none)\n{}\n\n",
+            "=".repeat(80)
+        )
+    };
+    let log = |stat: &str, grad: &str| {
+        header(3)
+            + &op_block("bn/op_0_batch_norm", "4, 8", "5.0", "2.0", "", false)
+            + &op_block(
+                "bn/op_1_running_mean",
+                "8",
+                stat,
+                "5.0",
+                "bn/op_0_batch_norm",
+                false,
+            )
+            + &op_block(
+                "bn/op_2_batch_norm_backward",
+                "4, 8",
+                grad,
+                &format!("1.0, {stat}"),
+                ";bn/op_1_running_mean",
+                true,
+            )
+    };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write(&a, "rank_0_activations.log", log("0.5", "7.0").as_bytes());
+    write(&b, "rank_0_activations.log", log("0.7", "7.0").as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has(
+        "first divergence (backward): bn/op_2_batch_norm_backward (only its inputs differ; its outputs agree)",
+    );
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    let f = &summary["ranks"][0]["root_causes"]["first_divergence_backward"];
+    assert_eq!(f["only_inputs_differ"], true, "{f}");
+    // The gradient differs too: a plain phase line.
+    write(&b, "rank_0_activations.log", log("0.7", "7.5").as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1)
+        .stdout_has("first divergence (backward): bn/op_2_batch_norm_backward\n");
+}
+
 /// An empty log against a module-level one is the empty log's error only,
 /// not also "a level=modules capture and a level=ops one" (trial 11: an
 /// empty, binary or text file was taken for a per-op capture).

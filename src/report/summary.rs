@@ -60,6 +60,12 @@ pub struct RowRef {
     /// tolerance, `, `-joined; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub parameters_changed: Option<String>,
+    /// A `diff` pair whose outputs agree under its tolerance (Shape,
+    /// Output hash and statistics) while an input differs: a backward op
+    /// passed a tensor it does not read in training (BatchNorm's running
+    /// statistics, trial 24 F4) differs so. Absent when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub only_inputs_differ: bool,
 }
 
 impl RowRef {
@@ -89,6 +95,10 @@ impl RowRef {
             })
             .filter(|p| !p.is_empty()),
             parameters_changed: changed_parameters(rc, index),
+            only_inputs_differ: r.status == crate::matcher::Status::Diff
+                && !r.has(crate::matcher::ROW_OUT_DIFF)
+                && !r.has(crate::matcher::ROW_STATS_DIFF)
+                && !r.has(crate::matcher::ROW_DIGEST_ONLY),
         }
     }
     /// The key to show: run 1's, else run 2's.

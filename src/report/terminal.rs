@@ -433,7 +433,9 @@ pub(crate) fn closing_lines_of(
 }
 
 /// A rank's first divergence per phase, one line each
-/// (`first divergence (optimizer): <none>/op_9_lerp_ (parameter 2.weight)`),
+/// (`first divergence (optimizer): <none>/op_9_lerp_ (parameter 2.weight)`;
+/// a row whose outputs agree says `only its inputs differ; its outputs
+/// agree`),
 /// for the phases that have one: said for each rank of a single-step
 /// compare, and for a step series' first diverging (step, rank).
 pub(super) fn phase_lines(rc: &super::summary::CausesSummary) -> Vec<String> {
@@ -444,11 +446,19 @@ pub(super) fn phase_lines(rc: &super::summary::CausesSummary) -> Vec<String> {
         ("optimizer", &rc.first_divergence_optimizer),
     ] {
         if let Some(f) = f {
-            let params = f
-                .parameter_words()
-                .map(|w| format!(" ({w})"))
-                .unwrap_or_default();
-            lines.push(format!("first divergence ({phase}): {}{params}", f.key()));
+            let mut words: Vec<String> = f.parameter_words().into_iter().collect();
+            // Its outputs agree: only an input differs (trial 24 F4: a
+            // BatchNorm backward passed the running statistics read as
+            // "the gradients diverge").
+            if f.only_inputs_differ {
+                words.push("only its inputs differ; its outputs agree".into());
+            }
+            let words = if words.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", words.join("; "))
+            };
+            lines.push(format!("first divergence ({phase}): {}{words}", f.key()));
         }
     }
     lines
