@@ -25,8 +25,11 @@
 //!   with the same fuzzy key and phase, in a drifted module and still
 //!   undecided: +1 for each input whose producers are known to be a pair,
 //!   −1 for each whose producer is known to pair otherwise (or to be of
-//!   one run only); and the same for each reader whose pair is known (+1
-//!   when the reader's partner reads the candidate at the same input).
+//!   one run only), except that a producer of one run only that reads
+//!   the other producer's partner is an op that run inserted between
+//!   them, +1 (no evidence while it is undecided); and the same for each
+//!   reader whose pair is known (+1 when the reader's partner reads the
+//!   candidate at the same input).
 //! - In rounds, a row whose best candidate scores above 0, above every
 //!   other candidate, and above every other row's score for that candidate,
 //!   is decided paired with it; a row whose every candidate scores below 0
@@ -211,10 +214,29 @@ impl State<'_> {
             let pb = lb.input(b, q);
             // (No producer known on the other side: no evidence.)
             let Some(pb) = pb else { continue };
-            match self.known[s][pa as usize] {
-                Known::Undecided => {}
-                Known::Pair(x) => score += if x == pb { 1 } else { -1 },
-                Known::OneSided => score -= 1,
+            match (self.known[s][pa as usize], self.known[o][pb as usize]) {
+                (Known::Pair(x), _) if x == pb => score += 1,
+                // The candidate reads an op of its run that reads the
+                // partner of `a`'s producer: an op one run inserted between
+                // them (trial 26 F1: `logits + bias` in one run's MoE
+                // router, before its `div`) once that op is known to be of
+                // its run only, the same lineage; while it is undecided
+                // (it may be the other run's op of another iteration), no
+                // evidence yet.
+                (Known::Pair(x), Known::OneSided | Known::Undecided)
+                    if lb.inputs_of(pb as usize).contains(&x) =>
+                {
+                    if self.known[o][pb as usize] == Known::OneSided {
+                        score += 1;
+                    }
+                }
+                (Known::Pair(_), _) => score -= 1,
+                // The same, an op inserted in `a`'s run.
+                (Known::OneSided, Known::Pair(y)) if la.inputs_of(pa as usize).contains(&y) => {
+                    score += 1
+                }
+                (Known::Undecided, _) => {}
+                (Known::OneSided, _) => score -= 1,
             }
         }
         for &(c, q) in la.readers_of(a) {

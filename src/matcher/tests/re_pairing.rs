@@ -424,3 +424,59 @@ fn an_op_of_one_run_between_a_pair_and_its_reader_does_not_unpair_it() {
     assert_eq!(row_of("<none>/op_2_add_").2, "only2", "{s:?}");
     assert_eq!(s.iter().filter(|r| r.2 == "only1").count(), 0, "{s:?}");
 }
+
+/// Run 2 adds one op to an MoE router (`logits + bias` before the
+/// softmax's `div`): `moe`'s later counters shift by one, so every router
+/// op of run 1 meets run 2's op of the same name one counter later. The
+/// added op reads what run 1's `div` reads, and run 2's `div` reads the
+/// added op: once the added op is known to be of run 2 only, the `div`s
+/// are the same lineage, and so the ops after them (new-user trial 26
+/// F1: the whole router chain was left one-sided on both sides, and the
+/// cause named an expert's `index`, not the added op).
+#[test]
+fn an_op_one_run_inserts_does_not_unpair_the_ops_after_it() {
+    let row = |key: &str, out: &str, input: &str, prod: &str| {
+        (
+            key.to_string(),
+            format!(
+                "Shape: torch.Size([4, 4]), Dtype: torch.float32\nOutput hash: {out}\nInput hashes: {input}\nInput producers: {prod}"
+            ),
+        )
+    };
+    let a = log_owned(&[
+        row("moe.router/op_0_mm", "10.0", "1.0", ""),
+        row("moe/op_0_div", "5.0", "10.0", "moe.router/op_0_mm"),
+        row("moe/op_1__softmax", "4.0", "5.0", "moe/op_0_div"),
+        row("moe/op_2_topk", "3.0", "4.0", "moe/op_1__softmax"),
+        row("moe.experts.0.w/op_0_mm", "2.0", "3.0", "moe/op_2_topk"),
+    ]);
+    let b = log_owned(&[
+        row("moe.router/op_0_mm", "10.0", "1.0", ""),
+        row("moe/op_0_add", "10.5", "10.0", "moe.router/op_0_mm"),
+        row("moe/op_1_div", "5.25", "10.5", "moe/op_0_add"),
+        row("moe/op_2__softmax", "4.5", "5.25", "moe/op_1_div"),
+        row("moe/op_3_topk", "3.5", "4.5", "moe/op_2__softmax"),
+        row("moe.experts.0.w/op_0_mm", "2.5", "3.5", "moe/op_3_topk"),
+    ]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let s = summary(&m, &a, &b);
+    let pairs: Vec<(&str, &str)> = s.iter().map(|r| (r.0.as_str(), r.1.as_str())).collect();
+    assert_eq!(
+        pairs,
+        vec![
+            ("moe.router/op_0_mm", "moe.router/op_0_mm"),
+            ("moe/op_0_div", "moe/op_1_div"),
+            ("moe/op_1__softmax", "moe/op_2__softmax"),
+            ("moe/op_2_topk", "moe/op_3_topk"),
+            ("moe.experts.0.w/op_0_mm", "moe.experts.0.w/op_0_mm"),
+            ("", "moe/op_0_add"),
+        ],
+        "{s:?}"
+    );
+    // The added op is the cause.
+    let c = &m.causes;
+    let first = c
+        .first_cause
+        .and_then(|i| c.causes.iter().find(|e| e.index == i));
+    assert_eq!(first.map(|e| e.one_sided.clone()), Some(vec![5]), "{c:?}");
+}
