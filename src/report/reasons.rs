@@ -658,7 +658,7 @@ impl fmt::Display for Reason {
             }
             Reason::UnseenBefore { step, previous } => write!(
                 f,
-                "step {previous}'s records agree, its parameters after the optimizer step included, and step {step} first differs in its forward: from step {step}'s batch or random state, or from a change to the parameters after step {previous}'s records that level=\"modules\" does not see (through `.data` after optimizer.step()); re-capture steps {previous} and {step} at level=\"ops\" to tell"
+                "step {previous}'s records agree, its parameters after the optimizer step included, and step {step} first differs in its forward: from a change to the forward computation at step {step} (a setting or code path such as a temperature, an activation or a scale; an op inside a module is not recorded at level=\"modules\"), from step {step}'s batch or random state, or from a change to the parameters after step {previous}'s records that level=\"modules\" does not see (through `.data` after optimizer.step()); re-capture steps {previous} and {step} at level=\"ops\" to tell"
             ),
             Reason::NotCaptured {
                 below,

@@ -644,6 +644,10 @@ def test_a_module_level_series_says_what_it_cannot_see_before_its_first_step(act
     said = "step 2's records agree, its parameters after the optimizer step included, and step 3 first differs in its forward"
     lines = r.stdout.splitlines()
     assert said in lines[2] and 're-capture steps 2 and 3 at level="ops"' in lines[2], r.stdout
+    # A changed setting in the forward (a temperature, an activation) is
+    # named first among what the level cannot tell apart (trial 26 F3:
+    # only the batch, the random state and `.data` were).
+    assert "from a change to the forward computation at step 3" in lines[2], r.stdout
     train(tmp_path / "ao", steps=3, capture_steps=[2, 3])
     train(tmp_path / "bo", steps=3, capture_steps=[2, 3], data_edit_at=2)
     r, s = compare(actdiff_bin, tmp_path / "ao", tmp_path / "bo", tmp_path / "abo")
