@@ -2688,6 +2688,39 @@ fn a_phase_line_says_when_only_the_inputs_of_its_row_differ() {
         .stdout_has("first divergence (backward): bn/op_2_batch_norm_backward\n");
 }
 
+/// The cause line and the phase lines say where in the training code the
+/// op ran: its block's `Location:` line (trial 26 F7: a changed
+/// `clip_grad_norm_` limit was `<none>/op_10_mul`, with no source line
+/// though the log has one). A block without the line says nothing more.
+#[test]
+fn the_cause_and_phase_lines_name_the_source_line() {
+    let tmp = TempDir::new().unwrap();
+    let header = format!(
+        "Total captured activations: 2\nExcluded ops dispatched: (none)\n{}\n\n",
+        "=".repeat(80)
+    );
+    let log = |clip: &str, located: bool| {
+        let loc = if located { "  Location: train.py:164\n" } else { "" };
+        format!(
+            "{header}[lin/op_0_mm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 5.0\n  Input hashes: 2.0\n\n\
+             [<none>/op_0_mul]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {clip}\n  Input hashes: 5.0\n  Input producers: lin/op_0_mm\n{loc}\n"
+        )
+    };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write(&a, "rank_0_activations.log", log("1.0", true).as_bytes());
+    write(&b, "rank_0_activations.log", log("2.0", true).as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1)
+        .stdout_has("first origin: <none>/op_0_mul (log line 10, at train.py:164)")
+        .stdout_has("first divergence (forward): <none>/op_0_mul (at train.py:164)\n");
+    write(&a, "rank_0_activations.log", log("1.0", false).as_bytes());
+    write(&b, "rank_0_activations.log", log("2.0", false).as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1)
+        .stdout_has("first origin: <none>/op_0_mul (log line 10)")
+        .stdout_has("first divergence (forward): <none>/op_0_mul\n");
+}
+
 /// An empty log against a module-level one is the empty log's error only,
 /// not also "a level=modules capture and a level=ops one" (trial 11: an
 /// empty, binary or text file was taken for a per-op capture).
@@ -2970,7 +3003,7 @@ fn optimizer_rows_name_the_parameters_their_parameters_lines_give() {
     r.stdout_has("rank 0 diverges first at `<none>/op_1_mul_` (inputs agree, the output differs; parameters head.weight and head.bias).");
     r.stdout_has("only the optimizer step differs, whose updates are computed apart, so one changed setting (a learning rate, weight decay, clipping) is a cause in each; the updates of parameters head.weight and head.bias differ\n");
     r.stdout_has(
-        "first divergence (optimizer): <none>/op_1_mul_ (parameters head.weight and head.bias)\n",
+        "first divergence (optimizer): <none>/op_1_mul_ (parameters head.weight and head.bias; at optim/adam.py:401)\n",
     );
     let s = r.summary();
     let rc = &s["ranks"][0]["root_causes"];
@@ -3016,7 +3049,7 @@ fn a_foreach_row_names_the_parameters_whose_outputs_differ() {
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(1);
     assert!(!r.stderr.contains("warning"), "{}", r.stderr);
-    r.stdout_has("first divergence (optimizer): <none>/op_0__foreach_lerp_ (parameter lin.bias, 1 of the op's 3)\n");
+    r.stdout_has("first divergence (optimizer): <none>/op_0__foreach_lerp_ (parameter lin.bias, 1 of the op's 3; at optim/adam.py:420)\n");
     let s = r.summary();
     let f = &s["ranks"][0]["first_divergence"];
     assert_eq!(f["parameters"], "lin.weight, lin.bias, head.weight");
@@ -3026,7 +3059,7 @@ fn a_foreach_row_names_the_parameters_whose_outputs_differ() {
     let r = compare(&tmp, &a, &c, &[]);
     let f = &r.summary()["ranks"][0]["first_divergence"];
     assert!(f.get("parameters_changed").is_none(), "{f}");
-    r.stdout_has("(parameters lin.weight, lin.bias and head.weight)");
+    r.stdout_has("(parameters lin.weight, lin.bias and head.weight; at optim/adam.py:420)");
 }
 
 /// A log cut at a block boundary: the rows past its end are only in the

@@ -95,7 +95,12 @@ fn names_the_first_diverging_step_and_each_ranks_own() {
     for phase in ["forward", "backward", "optimizer"] {
         let f = &step3["root_causes"][format!("first_divergence_{phase}")];
         if let Some(k) = f["key1"].as_str().or(f["key2"].as_str()) {
-            let line = format!("step 3 rank 1: first divergence ({phase}): {k}\n");
+            // The row's source line follows (its block's `Location:`).
+            let at = match f["location"].as_str() {
+                Some(l) => format!(" (at {l})"),
+                None => String::new(),
+            };
+            let line = format!("step 3 rank 1: first divergence ({phase}): {k}{at}\n");
             assert!(stdout.contains(&line), "{line} in {stdout}");
             said += 1;
         }

@@ -66,6 +66,11 @@ pub struct RowRef {
     /// statistics, trial 24 F4) differs so. Absent when false.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub only_inputs_differ: bool,
+    /// The block's `Location:` line (run 1's side, else run 2's): the
+    /// source line that called the op (`train.py:164`); absent without
+    /// one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub location: Option<String>,
 }
 
 impl RowRef {
@@ -99,7 +104,21 @@ impl RowRef {
                 && !r.has(crate::matcher::ROW_OUT_DIFF)
                 && !r.has(crate::matcher::ROW_STATS_DIFF)
                 && !r.has(crate::matcher::ROW_DIGEST_ONLY),
+            location: Some(match r.sides().first() {
+                (0, i) => rc.t1.trailing_field(i, crate::parser::Field::Location),
+                (_, j) => rc.t2.trailing_field(j, crate::parser::Field::Location),
+            })
+            .filter(|l| !l.is_empty())
+            .map(|l| String::from_utf8_lossy(l).into_owned()),
         }
+    }
+    /// `, at LOCATION` for a row with a `Location:` line
+    /// ([`RowRef::location`]), else empty: said after a cause's log line.
+    pub fn at_location(&self) -> String {
+        self.location
+            .as_deref()
+            .map(|l| format!(", at {l}"))
+            .unwrap_or_default()
     }
     /// The key to show: run 1's, else run 2's.
     pub fn key(&self) -> &str {

@@ -87,7 +87,7 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
         let more = rc.cause_count.saturating_sub(1);
         let _ = writeln!(
             out,
-            "{rank}: first {}: {} (log line {}){}{}",
+            "{rank}: first {}: {} (log line {}{}){}{}",
             f.cause.kind.as_str(),
             f.subject((&s.name1, &s.name2)),
             match f.one_sided.first() {
@@ -95,6 +95,10 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
                 None => f.row.line1,
             }
             .unwrap_or(0),
+            // Where in the training code: the cause's own op (the
+            // one-sided op, for a one-sided cause; trial 26 F7: a changed
+            // clipping limit was `<none>/op_10_mul` with no source line).
+            f.one_sided.first().unwrap_or(&f.row).at_location(),
             if f.cause.print_limited {
                 " (within print precision)"
             } else {
@@ -433,7 +437,8 @@ pub(crate) fn closing_lines_of(
 }
 
 /// A rank's first divergence per phase, one line each
-/// (`first divergence (optimizer): <none>/op_9_lerp_ (parameter 2.weight)`;
+/// (`first divergence (optimizer): <none>/op_9_lerp_ (parameter 2.weight;
+/// at optim/adamw.py:254)`, the source line last when the block has one;
 /// a row whose outputs agree says `only its inputs differ; its outputs
 /// agree`),
 /// for the phases that have one: said for each rank of a single-step
@@ -453,6 +458,8 @@ pub(super) fn phase_lines(rc: &super::summary::CausesSummary) -> Vec<String> {
             if f.only_inputs_differ {
                 words.push("only its inputs differ; its outputs agree".into());
             }
+            // Where in the training code (trial 26 F7).
+            words.extend(f.location.iter().map(|l| format!("at {l}")));
             let words = if words.is_empty() {
                 String::new()
             } else {
