@@ -2700,7 +2700,11 @@ fn the_cause_and_phase_lines_name_the_source_line() {
         "=".repeat(80)
     );
     let log = |clip: &str, located: bool| {
-        let loc = if located { "  Location: train.py:164\n" } else { "" };
+        let loc = if located {
+            "  Location: train.py:164\n"
+        } else {
+            ""
+        };
         format!(
             "{header}[lin/op_0_mm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 5.0\n  Input hashes: 2.0\n\n\
              [<none>/op_0_mul]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {clip}\n  Input hashes: 5.0\n  Input producers: lin/op_0_mm\n{loc}\n"

@@ -627,9 +627,9 @@ pub fn match_tables_indexed(
     if opts.shape_tie_break {
         recompute::hold_one_sided_repeats(&mut p, t1, t2);
     }
-    let mut exact = passes::pass_exact(&mut p, t1, t2, opts.layer_offset, indexes);
+    let (mut exact, odd) = passes::pass_exact(&mut p, t1, t2, opts.layer_offset, indexes);
     if opts.shape_tie_break {
-        exact -= passes::release_drifted_pairs(&mut p, t1, t2, opts.layer_offset);
+        exact -= passes::release_drifted_pairs(&mut p, t1, t2, opts.layer_offset, odd);
         exact -= passes::release_input_drifted_pairs(&mut p, t1, t2, opts.layer_offset);
     }
     let fuzzy_keys = passes::FuzzyKeys::of_unpaired(&p, t1, t2, opts.layer_offset);

@@ -275,13 +275,20 @@ impl Pairing {
     /// distances ahead, then, one distance ahead, `ahead(r1, r2)` (which
     /// prefetches the two rows' key lines). Hints only: the result is the
     /// same without them.
+    ///
+    /// `mark` is asked of each pair made, where `same` has just read the
+    /// two rows (so what it reads near their key lines is in cache): the
+    /// pairs it holds for are returned, in run-1 order (the exact pass's
+    /// pairs whose Shape texts differ, [`release_drifted_pairs`]' input,
+    /// found without a second walk over every pair's blocks).
     pub(super) fn pass_by_index(
         &mut self,
         index1: KeyIndex,
         index2: &[(u64, u32)],
         same: impl Fn(usize, usize) -> bool + Sync,
+        mark: impl Fn(usize, usize) -> bool + Sync,
         ahead: impl Fn(usize, usize) + Sync,
-    ) -> u64 {
+    ) -> (u64, Vec<(usize, usize)>) {
         let n1 = self.pair1.len();
         // Merge: where each run-1 row's hash starts in index 2.
         let mut group: Vec<u32> = vec![NO_ROW; n1];
@@ -297,8 +304,11 @@ impl Pairing {
         drop(index1);
         // In parallel: each run-1 row's candidate (a position in index 2),
         // the first run-2 row of its hash with an equal key that no earlier
-        // pass paired, as if this pass had claimed nothing yet.
+        // pass paired, as if this pass had claimed nothing yet; with
+        // `mark`'s answer for the two in its top bit (when positions leave
+        // it free: below 2^31 rows, else `mark` is asked in the claims).
         let (pair1, pair2) = (&self.pair1, &self.pair2);
+        let in_top_bit = index2.len() < MARKED as usize;
         let candidate: Vec<u32> = (0..n1)
             .into_par_iter()
             .with_min_len(4096)
@@ -316,11 +326,19 @@ impl Pairing {
                     return NO_ROW;
                 }
                 let h = index2[g as usize].0;
-                index2[g as usize..]
+                let Some(k) = index2[g as usize..]
                     .iter()
                     .take_while(|(h2, _)| *h2 == h)
                     .position(|(_, r2)| pair2[*r2 as usize] == NO_ROW && same(r1, *r2 as usize))
-                    .map_or(NO_ROW, |k| g + k as u32)
+                else {
+                    return NO_ROW;
+                };
+                let k = g + k as u32;
+                if in_top_bit && mark(r1, index2[k as usize].1 as usize) {
+                    k | MARKED
+                } else {
+                    k
+                }
             })
             .collect();
         drop(group);
@@ -328,31 +346,48 @@ impl Pairing {
         // (equal keys on several rows), the next unclaimed row of the hash
         // with an equal key — exactly the sequential rule.
         let mut paired = 0;
+        let mut marked = Vec::new();
+        let position = |k: u32| if in_top_bit { k & !MARKED } else { k };
         for (r1, &k0) in candidate.iter().enumerate() {
             if let Some(&k) = candidate.get(r1 + PREFETCH_AHEAD) {
-                prefetch(index2, k as usize);
+                if k != NO_ROW {
+                    prefetch(index2, position(k) as usize);
+                }
             }
             if k0 == NO_ROW {
                 continue;
             }
-            let h = index2[k0 as usize].0;
-            let found = index2[k0 as usize..]
+            let at = position(k0) as usize;
+            let h = index2[at].0;
+            let found = index2[at..]
                 .iter()
                 .take_while(|(h2, _)| *h2 == h)
                 .enumerate()
                 .find(|(k, (_, r2))| {
                     self.pair2[*r2 as usize] == NO_ROW && (*k == 0 || same(r1, *r2 as usize))
                 });
-            if let Some((_, &(_, r2))) = found {
+            if let Some((k, &(_, r2))) = found {
                 self.pair1[r1] = r2;
                 self.pair2[r2 as usize] = r1 as u32;
                 self.strat1[r1] = Strategy::Exact;
                 paired += 1;
+                let is_marked = if in_top_bit && k == 0 {
+                    k0 & MARKED != 0
+                } else {
+                    mark(r1, r2 as usize)
+                };
+                if is_marked {
+                    marked.push((r1, r2 as usize));
+                }
             }
         }
-        paired
+        (paired, marked)
     }
 }
+
+/// The top bit of a candidate position in [`Pairing::pass_by_index`]:
+/// `mark` held for the pair. ([`NO_ROW`], all bits set, is no candidate.)
+const MARKED: u32 = 1 << 31;
 
 /// How many rows ahead [`Pairing::pass_by_index`] asks for what it will
 /// read (a memory latency is worth about that many rows of its work).
@@ -405,7 +440,7 @@ pub(super) fn pass_exact(
     t2: &OpTable,
     layer_offset: [i64; 2],
     indexes: (KeyIndex, KeyIndex),
-) -> u64 {
+) -> (u64, Option<Vec<(usize, usize)>>) {
     let phase = PhaseRule::of(t1, t2);
     let [off1, off2] = layer_offset;
     if off1 == 0 && off2 == 0 {
@@ -415,15 +450,17 @@ pub(super) fn pass_exact(
             keys::strip_root_class(t.key(r))
         }
         let (index1, index2) = indexes;
-        p.pass_by_index(
+        let (paired, odd) = p.pass_by_index(
             index1,
             &index2,
             |r1, r2| exact(t1, r1) == exact(t2, r2) && phase.allows(r1, r2),
+            |r1, r2| shape_texts_differ(t1, r1, t2, r2),
             |r1, r2| {
                 t1.prefetch(r1);
                 t2.prefetch(r2);
             },
-        )
+        );
+        (paired, Some(odd))
     } else {
         drop(indexes);
         // The offset shifts the layer its log's lists give the raw key;
@@ -435,13 +472,21 @@ pub(super) fn pass_exact(
                 Cow::Owned(k) => Cow::Owned(keys::strip_root_class(&k).to_vec()),
             }
         }
-        p.pass_phased(
+        let paired = p.pass_phased(
             Strategy::Exact,
             phase,
             |r| Some(key(t1, r, off1)),
             |r| Some(key(t2, r, off2)),
-        )
+        );
+        (paired, None)
     }
+}
+
+/// Whether rows `r1` of `t1` and `r2` of `t2` both have a Shape text and
+/// the texts differ: an exact pair [`release_drifted_pairs`] looks into.
+fn shape_texts_differ(t1: &OpTable, r1: usize, t2: &OpTable, r2: usize) -> bool {
+    let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
+    !s1.is_empty() && !s2.is_empty() && s1 != s2
 }
 
 /// Whether every pair [`pass_exact`] makes between `t1` and `t2` under
@@ -515,33 +560,37 @@ impl FuzzyKeys {
 /// extra op: fc2's input-gradient `mm` in a run whose fc1 trains, against
 /// one whose fc1 is frozen). A genuine Shape change has no such
 /// candidates and stays paired. Changes no golden row (no golden exact
-/// pair has differing Shapes). Returns the number of pairs undone.
+/// pair has differing Shapes). `odd` are the exact pairs whose Shape
+/// texts differ, when [`pass_exact`] found them (`None`: they are looked
+/// for here). Returns the number of pairs undone.
 pub(super) fn release_drifted_pairs<'t>(
     p: &mut Pairing,
     t1: &'t OpTable,
     t2: &'t OpTable,
     layer_offset: [i64; 2],
+    odd: Option<Vec<(usize, usize)>>,
 ) -> u64 {
     let (pair1, strat1) = (&p.pair1, &p.strat1);
     // Exact pairs whose Shape texts differ (both present); usually none.
-    let odd: Vec<(usize, usize)> = (0..pair1.len())
-        .into_par_iter()
-        .with_min_len(4096)
-        .filter_map(|r1| {
-            if let Some(&r2) = pair1.get(r1 + PREFETCH_AHEAD) {
-                t1.prefetch(r1 + PREFETCH_AHEAD);
-                if r2 != NO_ROW {
-                    t2.prefetch(r2 as usize);
+    let odd: Vec<(usize, usize)> = odd.unwrap_or_else(|| {
+        (0..pair1.len())
+            .into_par_iter()
+            .with_min_len(4096)
+            .filter_map(|r1| {
+                if let Some(&r2) = pair1.get(r1 + PREFETCH_AHEAD) {
+                    t1.prefetch(r1 + PREFETCH_AHEAD);
+                    if r2 != NO_ROW {
+                        t2.prefetch(r2 as usize);
+                    }
                 }
-            }
-            if strat1[r1] != Strategy::Exact {
-                return None;
-            }
-            let r2 = pair1[r1] as usize;
-            let (s1, s2) = (t1.field(r1, Field::Shape), t2.field(r2, Field::Shape));
-            (!s1.is_empty() && !s2.is_empty() && s1 != s2).then_some((r1, r2))
-        })
-        .collect();
+                if strat1[r1] != Strategy::Exact {
+                    return None;
+                }
+                let r2 = pair1[r1] as usize;
+                shape_texts_differ(t1, r1, t2, r2).then_some((r1, r2))
+            })
+            .collect()
+    });
     if odd.is_empty() {
         return 0;
     }

@@ -228,7 +228,13 @@ fn exact_pass_by_index_survives_collisions() {
     let k2 = ["b", "a", "x", "a", "a"];
     let index = |n: usize| -> Vec<(u64, u32)> { (0..n as u32).map(|r| (7, r)).collect() };
     let mut p = Pairing::new(k1.len(), k2.len());
-    let paired = p.pass_by_index(index(4), &index(5), |r1, r2| k1[r1] == k2[r2], |_, _| {});
+    let (paired, _) = p.pass_by_index(
+        index(4),
+        &index(5),
+        |r1, r2| k1[r1] == k2[r2],
+        |_, _| false,
+        |_, _| {},
+    );
     assert_eq!(paired, 3);
     assert_eq!(p.pair1, vec![1, 0, 3, NO_ROW]);
     let mut q = Pairing::new(k1.len(), k2.len());
@@ -259,10 +265,12 @@ fn exact_pass_by_index_equals_the_plain_pass() {
     };
     let mut p = Pairing::new(k1.len(), k2.len());
     prepaired(&mut p);
-    let paired = p.pass_by_index(
+    // Every pair whose run-2 row is odd is marked.
+    let (paired, marked) = p.pass_by_index(
         index(&k1),
         &index(&k2),
         |r1, r2| k1[r1] == k2[r2],
+        |_, r2| r2 % 2 == 1,
         |_, _| {},
     );
     let mut q = Pairing::new(k1.len(), k2.len());
@@ -272,6 +280,9 @@ fn exact_pass_by_index_equals_the_plain_pass() {
     assert_eq!(p.pair1, q.pair1);
     assert_eq!(p.pair2, q.pair2);
     assert_eq!(p.pair1, vec![2, 0, 4, 1, NO_ROW, 7, 3]);
+    // Marked as asked, in run-1 order, row 5's partner (7) included though
+    // its candidate (row 0, claimed by row 1) was another row.
+    assert_eq!(marked, vec![(3, 1), (5, 7)]);
 }
 
 /// A full-precision log with digests (`Precision: full` header).
