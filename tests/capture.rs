@@ -586,6 +586,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 digest_index: Default::default(),
                 parameters: String::new(),
                 output_parameters: Vec::new(),
+                input_parameters: Vec::new(),
             },
             Some(0),
             &[&y],
@@ -609,6 +610,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 digest_index: Default::default(),
                 parameters: String::new(),
                 output_parameters: Vec::new(),
+                input_parameters: Vec::new(),
             },
             Some(0),
             &[&nan],
@@ -632,6 +634,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 digest_index: Default::default(),
                 parameters: String::new(),
                 output_parameters: Vec::new(),
+                input_parameters: Vec::new(),
             },
             None,
             &[&small],
@@ -653,6 +656,7 @@ fn capture_log_case(path: StatsPath, precision: Precision) {
                 digest_index: Default::default(),
                 parameters: String::new(),
                 output_parameters: Vec::new(),
+                input_parameters: Vec::new(),
             },
             Some(0),
             &[&s],
@@ -817,6 +821,7 @@ fn phase_log(steps: &[(Option<&str>, &str, Phase)]) -> (String, actdiff::parser:
             digest_index: Default::default(),
             parameters: String::new(),
             output_parameters: Vec::new(),
+            input_parameters: Vec::new(),
         };
         let id = i as u64 + 1;
         cap.record(meta, Some(0), &[&x], Inputs::Tensors(&[]), &[], &[id])

@@ -222,6 +222,20 @@ def _leaves(obj, out: list) -> None:
 _PLAIN = (torch.Tensor, nn.Parameter)
 
 
+def _parameter_fqns(model) -> dict:
+    """id(parameter) -> its FQN in ``model`` as keys spell FQNs (no
+    activation-checkpoint wrapper, no ``torch.compile``'s ``_orig_mod``);
+    a tied parameter goes by all of its names (``tok.weight =
+    head.weight``). Empty when ``model`` is no module."""
+    named = model.named_parameters(remove_duplicate=False) if isinstance(model, torch.nn.Module) else ()
+    fqn: dict = {}
+    for n, p in named:
+        n = fx.clean_fqn(n) or n
+        prev = fqn.get(id(p))
+        fqn[id(p)] = n if prev is None or n in prev.split(" = ") else f"{prev} = {n}"
+    return fqn
+
+
 def _local(t: torch.Tensor):
     """The tensor the Rust core reads: DTensor's local shard; None when it
     cannot be read (fake/meta tensors, other devices, sparse)."""
@@ -648,6 +662,10 @@ class _Mode(TorchDispatchMode):
         model = getattr(prof, "model", None)
         params = model.parameters() if isinstance(model, torch.nn.Module) else ()
         self.writes = _Writes({_storage_key(p) for p in params} - {0})
+        # id(parameter) -> its FQN, for the ``Input parameters:`` line of an
+        # op outside the optimizer step that reads one (or a view of one:
+        # a forward ``mm`` reads ``weight.t()``).
+        self.input_fqn = _parameter_fqns(model)
         self.layouts = layouts.Layouts()  # DTensor shards (actdiff_capture.layouts)
         # Ops not captured because every float result had fewer than
         # min_numel elements (the header's `Ops below min numel:`); of them
@@ -953,6 +971,20 @@ class _Mode(TorchDispatchMode):
         # backward (``optimizer.step(closure)``) update no parameter.
         params = self.parameters_of(ins, outs) if self.param_names is not None and code in (0, 3) else None
         out_params = self.output_names if params is not None else None
+        # Outside the optimizer step: which inputs are parameters (trial 26
+        # F5: an entry named "input 1", not the adapter it is).
+        in_params = None
+        if code != 3 and self.input_fqn:
+            fqns = self.input_fqn
+            names = []
+            for t in raw_ins:
+                n = fqns.get(id(t))
+                if n is None:
+                    b = t._base
+                    n = fqns.get(id(b)) if b is not None else None
+                names.append(n or "")
+            if any(names):
+                in_params = names
         self.cap.record(
             fqn,
             info.name,
@@ -967,6 +999,7 @@ class _Mode(TorchDispatchMode):
             digest_index,
             params,
             out_params,
+            in_params,
         )
         return out
 
@@ -981,16 +1014,7 @@ class _Mode(TorchDispatchMode):
         the gradients, whose memory a later tensor may take). State the
         step creates (its first) is mapped once the optimizer's state has
         grown (:meth:`parameters_of`)."""
-        named = model.named_parameters(remove_duplicate=False) if isinstance(model, torch.nn.Module) else ()
-        # As keys spell FQNs: no activation-checkpoint wrapper, no
-        # ``torch.compile``'s ``_orig_mod``. A tied parameter goes by all
-        # of its names (``tok.weight = head.weight``).
-        fqn: dict = {}
-        for n, p in named:
-            n = fx.clean_fqn(n) or n
-            prev = fqn.get(id(p))
-            fqn[id(p)] = n if prev is None or n in prev.split(" = ") else f"{prev} = {n}"
-        self.fqn = fqn
+        self.fqn = _parameter_fqns(model)
         params = [p for g in getattr(optimizer, "param_groups", ()) for p in g.get("params", ())]
         unnamed = sum(id(p) not in self.fqn for p in params)
         if unnamed and not self.p._warned_unnamed_parameters:

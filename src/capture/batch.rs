@@ -11,7 +11,7 @@
 //! let x = Tensor::from_slice(&[1.0f32; 64 * 64], &[64, 64]).unwrap();
 //! let w = Tensor::from_slice(&[0.5f32; 64 * 64], &[64, 64]).unwrap();
 //! let y = Tensor::from_slice(&[32.0f32; 64 * 64], &[64, 64]).unwrap(); // x @ w
-//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, location: None, layout: None, digest_index: Default::default(), parameters: String::new(), output_parameters: Vec::new() };
+//! let meta = OpRecord { fqn: Some("layers.0.wq"), op: "mm", phase: Phase::Forward, location: None, layout: None, digest_index: Default::default(), parameters: String::new(), output_parameters: Vec::new(), input_parameters: Vec::new() };
 //! // inputs' tensor ids 1, 2; output id 3 (any ids, stable while the tensors live)
 //! cap.record(meta, Some(0), &[&y], (&[&x, &w][..]).into(), &[1, 2], &[3]).unwrap();
 //! cap.note_excluded("t");
@@ -636,6 +636,10 @@ pub struct OpRecord<'a> {
     /// The parameters of each output, when they differ from output to
     /// output ([`crate::logformat::OUTPUT_PARAMETERS_LABEL`]; empty: none).
     pub output_parameters: Vec<String>,
+    /// The parameter FQN at each input, aligned with the inputs (empty
+    /// entries where an input is none;
+    /// [`crate::logformat::INPUT_PARAMETERS_LABEL`]; empty: none).
+    pub input_parameters: Vec<String>,
 }
 
 /// One capture: records go through a [`StatsBatch`] to a [`LogWriter`].
@@ -834,6 +838,7 @@ impl Capture {
             layout: meta.layout,
             parameters: meta.parameters,
             output_parameters: meta.output_parameters,
+            input_parameters: meta.input_parameters,
             ..Default::default()
         };
         self.batch

@@ -170,8 +170,11 @@ impl Capture {
     /// `parameters` is the `, `-joined FQNs of the parameters an
     /// optimizer-step op reads or writes (`Parameters:` line), or None;
     /// `output_parameters` the parameters of each output when they differ
-    /// from output to output (`Output parameters:` line), or None.
-    #[pyo3(signature = (fqn, op, phase, location, primary, outputs, inputs, input_ids, output_ids, layout = None, digest_index = None, parameters = None, output_parameters = None))]
+    /// from output to output (`Output parameters:` line), or None;
+    /// `input_parameters` the parameter FQN at each input of an op outside
+    /// the optimizer step, aligned with `inputs` ("" where an input is
+    /// none: `Input parameters:` line), or None.
+    #[pyo3(signature = (fqn, op, phase, location, primary, outputs, inputs, input_ids, output_ids, layout = None, digest_index = None, parameters = None, output_parameters = None, input_parameters = None))]
     fn record(
         &self,
         fqn: Option<&str>,
@@ -187,6 +190,7 @@ impl Capture {
         digest_index: Option<(Vec<PyIndex>, Vec<PyIndex>)>,
         parameters: Option<String>,
         output_parameters: Option<Vec<String>>,
+        input_parameters: Option<Vec<String>>,
     ) -> PyResult<String> {
         if phase > 3 {
             return Err(PyValueError::new_err(format!(
@@ -220,6 +224,7 @@ impl Capture {
                 .unwrap_or_default(),
             parameters: parameters.unwrap_or_default(),
             output_parameters: output_parameters.unwrap_or_default(),
+            input_parameters: input_parameters.unwrap_or_default(),
         };
         if let Ok(pre) = inputs.cast::<PreHashes>() {
             let h = pre

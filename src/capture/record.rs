@@ -82,6 +82,11 @@ pub struct Record {
     /// value to value ([`crate::logformat::OUTPUT_PARAMETERS_LABEL`]);
     /// empty: no line.
     pub output_parameters: Vec<String>,
+    /// The parameter at each input of an op outside the optimizer step,
+    /// aligned with its inputs (empty entries where an input is none;
+    /// [`crate::logformat::INPUT_PARAMETERS_LABEL`]); all empty or none:
+    /// no line.
+    pub input_parameters: Vec<String>,
 }
 
 pub use crate::logformat::push_shape;
@@ -136,6 +141,7 @@ pub fn write_block(out: &mut Vec<u8>, r: &Record, precision: Precision) {
     }
     lf::parameters_line(out, &r.parameters);
     lf::output_parameters_line(out, &r.output_parameters);
+    lf::input_parameters_line(out, &r.input_parameters);
     if let Some(l) = &r.layout {
         lf::layout_lines(out, l);
     }
@@ -185,6 +191,7 @@ mod tests {
             layout: None,
             parameters: String::new(),
             output_parameters: Vec::new(),
+            input_parameters: Vec::new(),
         };
         assert_eq!(
             text(&r),
@@ -226,6 +233,30 @@ mod tests {
             ..r
         };
         assert!(!text(&r).contains("Parameters"));
+        // A forward op reading a parameter: its place among the inputs,
+        // read back as an extra line (no warning).
+        let r = Record {
+            key: "blocks.1.fc1/op_0_mm".into(),
+            input_hashes: vec![1.0, 2.0],
+            location: None,
+            input_parameters: vec![String::new(), "blocks.1.fc1.lora_A".into()],
+            ..Default::default()
+        };
+        let block = text(&r);
+        assert!(
+            block.ends_with("  Input parameters: ;blocks.1.fc1.lora_A\n\n"),
+            "{block}"
+        );
+        let log = format!("Total captured activations: 1\n\n{block}");
+        let t = crate::parser::parse_bytes(log.into_bytes(), "p.log");
+        assert!(t.warnings().is_empty(), "{:?}", t.warnings());
+        assert_eq!(t.input_parameters(0), ";blocks.1.fc1.lora_A");
+        // No input a parameter: no line.
+        let r = Record {
+            input_parameters: vec![String::new(), String::new()],
+            ..r
+        };
+        assert!(!text(&r).contains("Input parameters"));
     }
 
     #[test]

@@ -227,12 +227,20 @@ pub const PARAMETERS_LABEL: &str = "Parameters";
 /// list), the parameters of each `Output hash` value: one `, `-joined
 /// entry per value, `; `-separated (`Output parameters: 0.weight; 0.bias`).
 pub const OUTPUT_PARAMETERS_LABEL: &str = "Output parameters";
+/// The label of the capture agent's line naming, for an op outside the
+/// optimizer step that reads a parameter (its tensor or a view of it: a
+/// forward `mm` reading `weight.t()`), the parameter's FQN at each such
+/// input, `;`-separated and aligned with `Input hashes` as `Input
+/// producers` is (empty where an input is no parameter:
+/// `Input parameters: ;blocks.1.fc1.lora_A`). Written only when some
+/// input is one.
+pub const INPUT_PARAMETERS_LABEL: &str = "Input parameters";
 
 /// The labels of the lines a block may hold that are no [`Field`]s: known,
 /// not compared, and ignored by the reference comparator (they contain none
 /// of its labels). The parser reads a line that starts with one of them
 /// and a `:` as such a line.
-pub const EXTRA_LABELS: [&str; 7] = [
+pub const EXTRA_LABELS: [&str; 8] = [
     NAN_COUNT_LABEL,
     INF_COUNT_LABEL,
     LAYOUT_LABEL,
@@ -240,6 +248,7 @@ pub const EXTRA_LABELS: [&str; 7] = [
     INPUT_LAYOUTS_LABEL,
     PARAMETERS_LABEL,
     OUTPUT_PARAMETERS_LABEL,
+    INPUT_PARAMETERS_LABEL,
 ];
 
 /// A set of [`Field`]s, as a bit mask. Used for a log's schema: which fields

@@ -53,8 +53,9 @@ pub mod number;
 pub mod shape;
 
 pub use field::{
-    Field, FieldSet, Phase, EXTRA_LABELS, INF_COUNT_LABEL, INPUT_LAYOUTS_LABEL, LAYOUT_LABEL,
-    NAN_COUNT_LABEL, N_FIELDS, OUTPUT_LAYOUTS_LABEL, OUTPUT_PARAMETERS_LABEL, PARAMETERS_LABEL,
+    Field, FieldSet, Phase, EXTRA_LABELS, INF_COUNT_LABEL, INPUT_LAYOUTS_LABEL,
+    INPUT_PARAMETERS_LABEL, LAYOUT_LABEL, NAN_COUNT_LABEL, N_FIELDS, OUTPUT_LAYOUTS_LABEL,
+    OUTPUT_PARAMETERS_LABEL, PARAMETERS_LABEL,
 };
 pub use header::{
     compiled_line, filter_min_numel, is_count_line, write_header, BackendName, CaptureLevel,
@@ -332,6 +333,15 @@ pub fn parameters_line(out: &mut Vec<u8>, names: &str) {
 pub fn output_parameters_line(out: &mut Vec<u8>, entries: &[String]) {
     if !entries.is_empty() {
         labelled_line(out, OUTPUT_PARAMETERS_LABEL, entries.join("; ").as_bytes());
+    }
+}
+
+/// Appends `  Input parameters: ;a.weight` and a newline
+/// ([`INPUT_PARAMETERS_LABEL`]): one entry per input, `;`-separated;
+/// nothing when every entry is empty.
+pub fn input_parameters_line(out: &mut Vec<u8>, names: &[String]) {
+    if names.iter().any(|n| !n.is_empty()) {
+        labelled_line(out, INPUT_PARAMETERS_LABEL, names.join(";").as_bytes());
     }
 }
 

@@ -442,6 +442,13 @@ impl OpTable {
     pub fn parameters(&self, row: usize) -> std::borrow::Cow<'_, str> {
         String::from_utf8_lossy(self.extra_field(row, crate::logformat::PARAMETERS_LABEL))
     }
+    /// The row's `Input parameters:` line as written (the capture agent's
+    /// parameter FQN at each input, `;`-separated, empty entries where an
+    /// input is none; [`crate::logformat::INPUT_PARAMETERS_LABEL`]), or
+    /// "" without one.
+    pub fn input_parameters(&self, row: usize) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(self.extra_field(row, crate::logformat::INPUT_PARAMETERS_LABEL))
+    }
     /// Finds a non-column field by re-reading the block, with the parser's
     /// rules (the last occurrence wins).
     fn scan_block(&self, row: usize, field: Field) -> &[u8] {

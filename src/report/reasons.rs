@@ -390,14 +390,38 @@ pub fn recomputed_words(count: u64) -> String {
 /// differing input: input 2`, `differing inputs: 0 and 2`, at most four
 /// positions (`differing inputs: 0, 1, 2, 3, …`); `a differing input`
 /// when none is listed (trial 19 L4: the headline did not say which).
-pub fn differing_input_words(inputs: &[usize]) -> String {
+/// `parameters` is the row's `Input parameters:` line
+/// ([`crate::report::summary::RowRef::input_parameters`]): a shown input
+/// that is a parameter is named (`a differing input: input 1, the
+/// parameter blocks.1.fc1.lora_A`; with several, `; input 2 is the
+/// parameter w` each; trial 26 F5).
+pub fn differing_input_words(inputs: &[usize], parameters: Option<&str>) -> String {
     let shown: Vec<String> = inputs.iter().take(4).map(usize::to_string).collect();
-    match shown.as_slice() {
+    let names: Vec<&str> = parameters
+        .map(|p| p.split(';').collect())
+        .unwrap_or_default();
+    let name = |q: usize| names.get(q).map(|n| n.trim()).filter(|n| !n.is_empty());
+    let mut w = match shown.as_slice() {
         [] => "a differing input".to_string(),
         [one] => format!("a differing input: input {one}"),
         _ if inputs.len() > 4 => format!("differing inputs: {}, …", shown.join(", ")),
         [rest @ .., last] => format!("differing inputs: {} and {last}", rest.join(", ")),
+    };
+    match inputs {
+        [one] => {
+            if let Some(n) = name(*one) {
+                w.push_str(&format!(", the parameter {n}"));
+            }
+        }
+        _ => {
+            for &q in inputs.iter().take(4) {
+                if let Some(n) = name(q) {
+                    w.push_str(&format!("; input {q} is the parameter {n}"));
+                }
+            }
+        }
     }
+    w
 }
 
 /// What an entry cause (a differing input with no captured producer) may
@@ -789,11 +813,31 @@ mod tests {
 
     #[test]
     fn an_entry_says_which_inputs_differ() {
-        assert_eq!(differing_input_words(&[]), "a differing input");
-        assert_eq!(differing_input_words(&[2]), "a differing input: input 2");
-        assert_eq!(differing_input_words(&[0, 2]), "differing inputs: 0 and 2");
+        assert_eq!(differing_input_words(&[], None), "a differing input");
         assert_eq!(
-            differing_input_words(&[0, 1, 2, 3, 7]),
+            differing_input_words(&[2], None),
+            "a differing input: input 2"
+        );
+        assert_eq!(
+            differing_input_words(&[0, 2], None),
+            "differing inputs: 0 and 2"
+        );
+        // Inputs that are parameters are named (their `Input parameters:`
+        // line), the others not.
+        assert_eq!(
+            differing_input_words(&[1], Some(";blocks.1.fc1.lora_A")),
+            "a differing input: input 1, the parameter blocks.1.fc1.lora_A"
+        );
+        assert_eq!(
+            differing_input_words(&[0], Some(";blocks.1.fc1.lora_A")),
+            "a differing input: input 0"
+        );
+        assert_eq!(
+            differing_input_words(&[0, 1, 2], Some(";w;b")),
+            "differing inputs: 0, 1 and 2; input 1 is the parameter w; input 2 is the parameter b"
+        );
+        assert_eq!(
+            differing_input_words(&[0, 1, 2, 3, 7], None),
             "differing inputs: 0, 1, 2, 3, …"
         );
     }

@@ -71,6 +71,12 @@ pub struct RowRef {
     /// one.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub location: Option<String>,
+    /// The block's `Input parameters:` line (run 1's side, else run 2's):
+    /// the parameter FQN at each input, `;`-separated, empty entries where
+    /// an input is none; absent without the line (the capture agent
+    /// writes it for ops outside the optimizer step that read one).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub input_parameters: Option<String>,
 }
 
 impl RowRef {
@@ -110,6 +116,11 @@ impl RowRef {
             })
             .filter(|l| !l.is_empty())
             .map(|l| String::from_utf8_lossy(l).into_owned()),
+            input_parameters: Some(match r.sides().first() {
+                (0, i) => rc.t1.input_parameters(i).into_owned(),
+                (_, j) => rc.t2.input_parameters(j).into_owned(),
+            })
+            .filter(|p| !p.is_empty()),
         }
     }
     /// `, at LOCATION` for a row with a `Location:` line

@@ -658,3 +658,24 @@ def test_a_module_level_series_says_what_it_cannot_see_before_its_first_step(act
     train(tmp_path / "c", level="modules", perturb_at=3)
     r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "ac")
     assert s["first_diverging_step"] == 3 and "step 3's batch" in r.stdout, r.stdout
+
+
+def test_an_entry_names_the_parameter_that_differs(actdiff_bin, tmp_path):
+    """A parameter initialised differently (one block's weight scaled)
+    enters the first op that reads it as a differing input: the verdict
+    names the parameter, from the capture's ``Input parameters:`` line
+    (trial 26 F5: "a differing input: input 1" and nothing about which
+    tensor it is). Ops that read no parameter carry no such line."""
+    train(tmp_path / "a", steps=1, min_numel=0)
+    scaled = Small()
+    with torch.no_grad():
+        scaled.blocks[1].weight.mul_(1.01)
+    train(tmp_path / "b", steps=1, min_numel=0, model=scaled)
+    _, rows = blocks(tmp_path / "a" / "step_1" / "rank_0_activations.log")
+    rows = dict(rows)
+    # addmm(bias, x, weight.t()): the bias, then the weight through its view.
+    assert rows["blocks.1/op_0_addmm"]["Input parameters"] == "blocks.1.bias;;blocks.1.weight"
+    assert "Input parameters" not in rows["<none>/op_0_relu"]
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab")
+    assert r.returncode == 1, r.stdout
+    assert "the parameter blocks.1.weight" in r.stdout.splitlines()[1], r.stdout

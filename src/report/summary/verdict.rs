@@ -391,7 +391,10 @@ impl Summary {
                             w
                         }
                         CauseKind::Entry => {
-                            let which = crate::report::reasons::differing_input_words(&c.cause.inputs);
+                            let which = crate::report::reasons::differing_input_words(
+                                &c.cause.inputs,
+                                c.row.input_parameters.as_deref(),
+                            );
                             match crate::report::reasons::entry_caveats(r) {
                                 Some(w) => format!("{which}; {w}"),
                                 None => which,
