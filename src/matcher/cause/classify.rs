@@ -192,8 +192,13 @@ fn differing(
     let (prods, rows) = (ev.prods, ev.rows);
     let (mut untraced, mut inherited_from, mut via) = (false, None, false);
     let mut read = None;
+    let mut agreed = 0;
     for l in &p.links {
         match prods.before(i, l.prod, l.value) {
+            // A difference the digests see, within the row's tolerance by
+            // the printed hashes, from a producer whose row agrees: the
+            // input agrees, as the producer's row does.
+            Some(j) if l.soft && rows[j].status == Status::Match => agreed += 1,
             Some(j) if rows[j].has(ROW_UNSYNCED) => via = true,
             Some(j)
                 if rows[j].status == Status::Diff
@@ -210,7 +215,11 @@ fn differing(
             }
         }
     }
-    if let Some(r) = inherited_from {
+    if agreed == p.links.len() {
+        // Every differing input agrees where it was made: inputs agree,
+        // the output differs.
+        hidden_input(i, p, ev, known).unwrap_or_else(|| Class::new(CauseKind::Origin, None))
+    } else if let Some(r) = inherited_from {
         Class::new(CauseKind::Inherited, Some(r))
     } else if let Some(r) = source.and_then(|c| diverging_head_input(c[0], ev, known)) {
         // The one-sided ops feeding it read a diverging row themselves (an

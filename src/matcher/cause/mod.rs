@@ -350,6 +350,10 @@ pub fn analyse<'a>(
             gradient_collective,
         );
         match inputs {
+            // An origin lists no differing input (its soft ones agreed).
+            Some((p, _)) if class.kind == CauseKind::Origin => {
+                tally.record(rows, i, class, Vec::new(), &p.links)
+            }
             Some((p, _)) => tally.record(rows, i, class, p.bad, &p.links),
             None => tally.record(rows, i, class, Vec::new(), &[]),
         }
