@@ -2323,7 +2323,7 @@ fn an_entry_beside_a_fusing_compiler_says_fused_ops_were_not_captured() {
     r.expect(1)
         .stdout_has(&format!("(a differing input: input 0; {words}"))
         .stdout_has(&format!(
-            "its differing input has no captured producer; {words}"
+            "its differing input has no captured producer that diverges; {words}"
         ));
     let c = log("c", "", "1.0", "2.0");
     let d = log("d", "", "1.5", "2.5");

@@ -119,7 +119,10 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
         }
         if f.cause.kind == CauseKind::Entry {
             if let Some(w) = super::reasons::entry_caveats(r) {
-                let _ = writeln!(out, "  its differing input has no captured producer; {w}");
+                let _ = writeln!(
+                    out,
+                    "  its differing input has no captured producer that diverges; {w}"
+                );
             }
         }
         let _ = writeln!(

@@ -133,8 +133,11 @@ pub fn layouts_at_reference_tolerance(
         && policy.rules.is_empty()
         && policy.dtype.is_empty();
     let gating = c.ranks.iter().any(|r| r.counts.gating > 0);
-    (reference && gating && !combined.is_empty())
-        .then_some(Message::LayoutsAtReferenceTolerance { runs: combined })
+    let digests = !c.ranks.is_empty() && c.ranks.iter().all(|r| r.bitwise.is_some());
+    (reference && gating && !combined.is_empty()).then_some(Message::LayoutsAtReferenceTolerance {
+        runs: combined,
+        digests,
+    })
 }
 
 /// The warning that two `level="modules"` runs of different rank counts

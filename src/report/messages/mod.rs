@@ -296,6 +296,9 @@ pub enum Message {
     LayoutsAtReferenceTolerance {
         /// The combined runs' display names.
         runs: Vec<String>,
+        /// Both runs' logs have digests (full precision) on every rank:
+        /// `--bitwise` tells bitwise-equal rows now, no re-capture needed.
+        digests: bool,
     },
     /// Two `level="modules"` runs of different rank counts whose records
     /// differ in Shape: most likely two parallel layouts (TP=2 against

@@ -256,3 +256,23 @@ fn recomputed_rows_say_whether_they_are_communication_or_checkpointing() {
         "rank 1: 3 rows only run2 has repeat its forward ops in the backward phase (`b/op_9_x` repeats `b/op_2_x`): activation checkpointing's recomputation in run2 only; shown, not gating (the backward ops that read the recomputed values are compared)"
     );
 }
+
+/// The `--layouts` hint says to capture at full precision only when the
+/// runs are not (trial 27 F5: runs already at full precision were told
+/// to capture so); with digests on both sides it points at `--bitwise`.
+#[test]
+fn the_layouts_hint_asks_for_full_precision_only_without_digests() {
+    let said = |digests| {
+        Message::LayoutsAtReferenceTolerance {
+            runs: vec!["tp2".into()],
+            digests,
+        }
+        .to_string()
+    };
+    assert!(said(false).ends_with(
+        "capture both runs with precision=\"full\" to see which rows are bitwise equal (--bitwise)"
+    ));
+    let full = said(true);
+    assert!(!full.contains("precision=\"full\""), "{full}");
+    assert!(full.ends_with("--bitwise shows which rows are bitwise equal (both runs have digests)"));
+}

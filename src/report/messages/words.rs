@@ -224,10 +224,17 @@ impl Message {
             Message::BitwisePrinted => f.write_str(
                 "--bitwise on logs printed with 7 digits (the reference's %.6e): the printed values are compared, so a difference below the 7th digit prints alike and is not seen; capture both runs with precision=\"full\" for a bitwise check"
             ),
-            Message::LayoutsAtReferenceTolerance { runs } => write!(
+            Message::LayoutsAtReferenceTolerance { runs, digests } => write!(
                 f,
-                "{} combined from shards into whole tensors and compared at the reference's tolerance (relative 1e-8): across parallel layouts a row-parallel sum adds in another order, and shard statistics printed with 7 digits combine to values that differ in the last digit, so rows can differ where the tensors agree; compare across layouts with --layouts (rtol 1e-4, atol 1e-6), and capture both runs with precision=\"full\" to see which rows are bitwise equal (--bitwise)",
-                runs.join(" and ")
+                "{} combined from shards into whole tensors and compared at the reference's tolerance (relative 1e-8): across parallel layouts a row-parallel sum adds in another order, and shard statistics printed with 7 digits combine to values that differ in the last digit, so rows can differ where the tensors agree; compare across layouts with --layouts (rtol 1e-4, atol 1e-6), and {}",
+                runs.join(" and "),
+                // Both runs already at full precision (trial 27 F5: the
+                // advice to capture so was given to such runs).
+                if *digests {
+                    "--bitwise shows which rows are bitwise equal (both runs have digests)"
+                } else {
+                    "capture both runs with precision=\"full\" to see which rows are bitwise equal (--bitwise)"
+                }
             ),
             Message::ModulesAcrossLayouts { runs: [(n1, r1), (n2, r2)] } => write!(
                 f,
