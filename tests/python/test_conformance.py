@@ -182,14 +182,19 @@ def test_same_log_as_the_reference(mode):
     assert "Capture filter: min_numel=1000" in head, head
     assert [k for k, _ in bl] == [k for k, _ in ref_bl]
     assert_fields(ref_bl, bl, REF_FIELDS)
-    # The agent writes no field the reference lacks, except NaN/Inf counts
-    # and the parameters an op of optimizer.step() updates, which the
-    # reference ignores (docs/log-format.md).
+    # The agent writes no field the reference lacks, except NaN/Inf counts,
+    # the parameters an op of optimizer.step() updates, and the parameters
+    # other ops read, which the reference ignores (docs/log-format.md).
     extra = {f for _, fields in bl for f in fields} - set(REF_FIELDS)
-    assert extra <= {"NaN count", "Inf count", "Parameters"}, extra
+    assert extra <= {"NaN count", "Inf count", "Parameters", "Input parameters"}, extra
     named = [k for k, f in bl if "Parameters" in f]
     assert bool(named) == (mode == "adamw"), named
     assert all(k.startswith("<none>/") for k in named), named
+    # Every forward op reading a weight names it where it reads it; no
+    # optimizer op has the line (its Parameters line says it).
+    reading = {k: f["Input parameters"] for k, f in bl if "Input parameters" in f}
+    assert reading and not set(reading) & set(named), reading
+    assert all(n.count(";") == f["Input hashes"].count(",") for k, n in reading.items() for kk, f in bl if kk == k)
 
 
 def test_activation_checkpointing_differs_only_in_recomputed_fqns():

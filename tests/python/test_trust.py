@@ -736,7 +736,8 @@ def test_a_foreach_update_names_the_one_parameter_that_changed(actdiff_bin, tmp_
     rc = json.loads((tmp_path / "rep" / "summary.json").read_text())["ranks"][0]["root_causes"]
     f = rc["first_divergence_optimizer"]
     assert f["parameters_changed"] == "2.bias", f
-    assert "(parameter 2.bias, 1 of the op's 4)" in r.stdout, r.stdout
+    # The phase line: the parameter, then the op's source line.
+    assert "(parameter 2.bias, 1 of the op's 4; at optim/adam" in r.stdout, r.stdout
 
 
 def test_a_profiler_of_a_submodule_says_which_parameters_go_unnamed(tmp_path):
