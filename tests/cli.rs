@@ -2725,6 +2725,49 @@ fn the_cause_and_phase_lines_name_the_source_line() {
         .stdout_has("first divergence (forward): <none>/op_0_mul\n");
 }
 
+/// One process against DDP: every paired row agrees, and the only rows of
+/// one run are DDP's backward scaling of each gradient before its
+/// all-reduce, in the run whose `World size:` is larger. The verdict says
+/// what they most likely are (trial 27 F3: "diverges first at
+/// `head/op_4_mul` (only in ddp)" and no word why). A `mul` only in the
+/// forward, or in a run of no more ranks, is not said to be one.
+#[test]
+fn ddp_gradient_scaling_rows_are_said_to_be_likely_that() {
+    let tmp = TempDir::new().unwrap();
+    let header = |n: usize, world: &str| {
+        format!(
+            "Total captured activations: {n}\nExcluded ops dispatched: (none)\n{world}{}\n\n",
+            "=".repeat(80)
+        )
+    };
+    let fwd = op_block("lin/op_0_mm", "4, 8", "5.0", "2.0", "", false);
+    let grad = op_block("lin/op_1_mm", "8, 8", "3.0", "1.0", "", true);
+    let scale = op_block("lin/op_2_mul", "8, 8", "1.5", "3.0", "lin/op_1_mm", true);
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("ddp"));
+    write(
+        &a,
+        "rank_0_activations.log",
+        (header(2, "") + &fwd + &grad).as_bytes(),
+    );
+    let ddp = header(3, "World size: 2\n") + &fwd + &grad + &scale;
+    for rank in 0..2 {
+        write(&b, &format!("rank_{rank}_activations.log"), ddp.as_bytes());
+    }
+    let r = compare(&tmp, &a, &b, &["--ranks", "0"]);
+    r.expect(1).stdout_has(
+        "rank 0 diverges first at `lin/op_2_mul` (only in ddp; the row only in ddp is a backward mul or div op of its 2 ranks, and every paired row agrees: DDP scaling each gradient by the world size before its all-reduce? (--ignore-op mul leaves them out of the verdict))",
+    );
+    assert_eq!(r.summary()["ranks"][0]["gradient_scaling"]["rows"], 1);
+    // The same rows in a run of one rank: no such guess.
+    let one = header(3, "") + &fwd + &grad + &scale;
+    write(&b, "rank_0_activations.log", one.as_bytes());
+    std::fs::remove_file(b.join("rank_1_activations.log")).unwrap();
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1)
+        .stdout_has("rank 0 diverges first at `lin/op_2_mul` (only in ddp).");
+    assert!(r.summary()["ranks"][0].get("gradient_scaling").is_none());
+}
+
 /// An empty log against a module-level one is the empty log's error only,
 /// not also "a level=modules capture and a level=ops one" (trial 11: an
 /// empty, binary or text file was taken for a per-op capture).

@@ -629,6 +629,10 @@ pub struct RankSummary {
     /// (absent when none does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype_changes: Option<DtypeChanges>,
+    /// Rows only one run has that look like DDP's gradient scaling
+    /// ([`GradientScaling`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gradient_scaling: Option<GradientScaling>,
     /// The HTML pages of this rank.
     pub pages: Vec<PageRef>,
     /// Result rows the pages hold.
@@ -742,6 +746,82 @@ pub struct DtypeChanges {
     pub common: String,
     /// Rows with it.
     pub common_count: u64,
+}
+
+/// A rank whose only differences are rows one run alone has, every one
+/// a backward `mul` or `div` (in place or not), in the run of more ranks
+/// (its `World size:` above the other's, or the other's absent): most
+/// likely DDP dividing each gradient by the world size before its
+/// all-reduce, which a one-process run (or FSDP2, whose layout ops are
+/// left out) does not (trial 27 F3: "diverges first at `head/op_4_mul`
+/// (only in ddp)" with every paired row bitwise identical, and no word
+/// why).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GradientScaling {
+    /// The run (1 or 2) that has the rows.
+    pub side: u8,
+    /// How many rows.
+    pub rows: u64,
+    /// That run's `World size:`.
+    pub world_size: u32,
+}
+
+/// The ops [`GradientScaling`] takes for a gradient's scaling.
+const SCALING_OPS: [&[u8]; 4] = [b"mul", b"mul_", b"div", b"div_"];
+
+impl GradientScaling {
+    fn build(rc: &RankComparison<'_>) -> Option<GradientScaling> {
+        let c = rc.matches.counts();
+        if c.diff + c.missing + c.truncated > 0 || (c.only1 > 0) == (c.only2 > 0) {
+            return None;
+        }
+        let (side, t, other) = if c.only1 > 0 {
+            (1, rc.t1, rc.t2)
+        } else {
+            (2, rc.t2, rc.t1)
+        };
+        let world_size = t.header().world_size?;
+        if world_size <= other.header().world_size.unwrap_or(1) {
+            return None;
+        }
+        let mut rows = 0;
+        for r in &rc.matches.rows {
+            let row = match r.sides() {
+                crate::matcher::Sides::Only1(a) if side == 1 => a,
+                crate::matcher::Sides::Only2(b) if side == 2 => b,
+                _ => continue,
+            };
+            let op = t.op_name(t.op_type(row));
+            if !t.is_backward(row) || !SCALING_OPS.contains(&op) {
+                return None;
+            }
+            rows += 1;
+        }
+        (rows > 0).then_some(GradientScaling {
+            side,
+            rows,
+            world_size,
+        })
+    }
+    /// `; the 16 rows only in ddp are all backward mul or div ops of its 2
+    /// ranks, and every paired row agrees: DDP scaling each gradient by
+    /// the world size before its all-reduce? (--ignore-op mul leaves them
+    /// out of the verdict)` (one row: `the row only in ddp is a backward
+    /// mul or div op`), `name` that run's display name.
+    pub fn words(&self, name: &str) -> String {
+        let rows = if self.rows == 1 {
+            format!("the row only in {name} is a backward mul or div op")
+        } else {
+            format!(
+                "the {} rows only in {name} are all backward mul or div ops",
+                self.rows
+            )
+        };
+        format!(
+            "; {rows} of its {} ranks, and every paired row agrees: DDP scaling each gradient by the world size before its all-reduce? (--ignore-op mul leaves them out of the verdict)",
+            self.world_size
+        )
+    }
 }
 
 impl DtypeChanges {
@@ -1131,6 +1211,7 @@ impl RankSummary {
             root_causes: CausesSummary::build(rc, plan),
             shape_mismatches: ShapeMismatches::build(rc),
             dtype_changes: DtypeChanges::build(rc),
+            gradient_scaling: GradientScaling::build(rc),
             pages: Vec::new(),
             html_rows: plan.len(),
             html_filtered: plan.is_filtered(),

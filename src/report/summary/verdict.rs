@@ -492,16 +492,26 @@ impl Summary {
                         format!("; {name}'s log is incomplete: cut short?")
                     }
                 };
+                // DDP's gradient scaling against a run without it.
+                let scaling = |name: &str| {
+                    first
+                        .gradient_scaling
+                        .as_ref()
+                        .map(|g| g.words(name))
+                        .unwrap_or_default()
+                };
                 let only = match f.status {
                     Status::Only1 => format!(
-                        " ({}{})",
+                        " ({}{}{})",
                         status_words(f.status, name1, name2),
-                        cut(&first.run2, name2)
+                        cut(&first.run2, name2),
+                        scaling(name1)
                     ),
                     Status::Only2 => format!(
-                        " ({}{})",
+                        " ({}{}{})",
                         status_words(f.status, name1, name2),
-                        cut(&first.run1, name1)
+                        cut(&first.run1, name1),
+                        scaling(name2)
                     ),
                     _ => String::new(),
                 };
