@@ -2743,19 +2743,28 @@ fn ddp_gradient_scaling_rows_are_said_to_be_likely_that() {
     let fwd = op_block("lin/op_0_mm", "4, 8", "5.0", "2.0", "", false);
     let grad = op_block("lin/op_1_mm", "8, 8", "3.0", "1.0", "", true);
     let scale = op_block("lin/op_2_mul", "8, 8", "1.5", "3.0", "lin/op_1_mm", true);
+    // DDP's all-reduce of the bucket, only in DDP too.
+    let reduce = op_block(
+        "lin/op_3_allreduce_",
+        "8, 8",
+        "1.5",
+        "1.5",
+        "lin/op_2_mul",
+        true,
+    );
     let (a, b) = (tmp.path().join("a"), tmp.path().join("ddp"));
     write(
         &a,
         "rank_0_activations.log",
         (header(2, "") + &fwd + &grad).as_bytes(),
     );
-    let ddp = header(3, "World size: 2\n") + &fwd + &grad + &scale;
+    let ddp = header(4, "World size: 2\n") + &fwd + &grad + &scale + &reduce;
     for rank in 0..2 {
         write(&b, &format!("rank_{rank}_activations.log"), ddp.as_bytes());
     }
     let r = compare(&tmp, &a, &b, &["--ranks", "0"]);
     r.expect(1).stdout_has(
-        "rank 0 diverges first at `lin/op_2_mul` (only in ddp; the row only in ddp is a backward mul or div op of its 2 ranks, and every paired row agrees: DDP scaling each gradient by the world size before its all-reduce? (--ignore-op mul leaves them out of the verdict))",
+        "rank 0 diverges first at `lin/op_2_mul` (only in ddp; the rows only in ddp are 1 backward mul or div op and 1 collective of its 2 ranks, and every paired row agrees: DDP scaling each gradient by the world size before its all-reduce? (--ignore-op mul leaves them out of the verdict))",
     );
     assert_eq!(r.summary()["ranks"][0]["gradient_scaling"]["rows"], 1);
     // The same rows in a run of one rank: no such guess.

@@ -749,7 +749,8 @@ pub struct DtypeChanges {
 }
 
 /// A rank whose only differences are rows one run alone has, every one
-/// a backward `mul` or `div` (in place or not), in the run of more ranks
+/// a backward `mul` or `div` (in place or not) or a collective, in the
+/// run of more ranks
 /// (its `World size:` above the other's, or the other's absent): most
 /// likely DDP dividing each gradient by the world size before its
 /// all-reduce, which a one-process run (or FSDP2, whose layout ops are
@@ -760,8 +761,12 @@ pub struct DtypeChanges {
 pub struct GradientScaling {
     /// The run (1 or 2) that has the rows.
     pub side: u8,
-    /// How many rows.
+    /// How many scaling rows (backward `mul`/`div`).
     pub rows: u64,
+    /// How many collectives among that run's other one-sided rows (DDP's
+    /// `allreduce_` of a bucket).
+    #[serde(default)]
+    pub collectives: u64,
     /// That run's `World size:`.
     pub world_size: u32,
 }
@@ -784,13 +789,17 @@ impl GradientScaling {
         if world_size <= other.header().world_size.unwrap_or(1) {
             return None;
         }
-        let mut rows = 0;
+        let (mut rows, mut collectives) = (0, 0);
         for r in &rc.matches.rows {
             let row = match r.sides() {
                 crate::matcher::Sides::Only1(a) if side == 1 => a,
                 crate::matcher::Sides::Only2(b) if side == 2 => b,
                 _ => continue,
             };
+            if crate::matcher::recompute::is_communication(t, row) {
+                collectives += 1;
+                continue;
+            }
             let op = t.op_name(t.op_type(row));
             if !t.is_backward(row) || !SCALING_OPS.contains(&op) {
                 return None;
@@ -800,25 +809,24 @@ impl GradientScaling {
         (rows > 0).then_some(GradientScaling {
             side,
             rows,
+            collectives,
             world_size,
         })
     }
-    /// `; the 16 rows only in ddp are all backward mul or div ops of its 2
-    /// ranks, and every paired row agrees: DDP scaling each gradient by
-    /// the world size before its all-reduce? (--ignore-op mul leaves them
-    /// out of the verdict)` (one row: `the row only in ddp is a backward
-    /// mul or div op`), `name` that run's display name.
+    /// `; the rows only in ddp are 15 backward mul or div ops and 1
+    /// collective of its 2 ranks, and every paired row agrees: DDP scaling
+    /// each gradient by the world size before its all-reduce?
+    /// (--ignore-op mul leaves them out of the verdict)`, `name` that
+    /// run's display name.
     pub fn words(&self, name: &str) -> String {
-        let rows = if self.rows == 1 {
-            format!("the row only in {name} is a backward mul or div op")
-        } else {
-            format!(
-                "the {} rows only in {name} are all backward mul or div ops",
-                self.rows
-            )
+        let ops = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        let collectives = match self.collectives {
+            0 => String::new(),
+            n => format!(" and {}", ops(n, "collective")),
         };
         format!(
-            "; {rows} of its {} ranks, and every paired row agrees: DDP scaling each gradient by the world size before its all-reduce? (--ignore-op mul leaves them out of the verdict)",
+            "; the rows only in {name} are {}{collectives} of its {} ranks, and every paired row agrees: DDP scaling each gradient by the world size before its all-reduce? (--ignore-op mul leaves them out of the verdict)",
+            ops(self.rows, "backward mul or div op"),
             self.world_size
         )
     }
