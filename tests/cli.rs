@@ -2777,6 +2777,41 @@ fn ddp_gradient_scaling_rows_are_said_to_be_likely_that() {
     assert!(r.summary()["ranks"][0].get("gradient_scaling").is_none());
 }
 
+/// At level=modules, a gradient that differs first while every forward
+/// record agrees gets a hint: the loss or the backward changed, or a
+/// parameter did before the step in a way the module outputs do not show
+/// (trial 26 F4: a LoRA adapter initialised differently, its partner B =
+/// 0, named as `lora_B`'s gradient with no word of a parameter). A forward
+/// record that differs first gets no such hint.
+#[test]
+fn a_module_level_gradient_first_says_what_the_forward_cannot_show() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write(
+        &a,
+        "rank_0_activations.log",
+        modules_log("1.0", "2.0", "3.0").as_bytes(),
+    );
+    write(
+        &b,
+        "rank_0_activations.log",
+        modules_log("1.0", "2.5", "3.5").as_bytes(),
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has(
+        "rank 0 diverges first at `lin/op_1_weight_grad` (the first differing record; inputs are not recorded at level=modules; every forward record agrees: a change to the loss or the backward, or a parameter changed before this step",
+    );
+    write(
+        &b,
+        "rank_0_activations.log",
+        modules_log("1.5", "2.5", "3.5").as_bytes(),
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has(
+        "rank 0 diverges first at `lin/op_0_output` (the first differing record; inputs are not recorded at level=modules).",
+    );
+}
+
 /// An empty log against a module-level one is the empty log's error only,
 /// not also "a level=modules capture and a level=ops one" (trial 11: an
 /// empty, binary or text file was taken for a per-op capture).

@@ -379,6 +379,15 @@ impl Summary {
                             // first under torch.compile(model)).
                             if r.run1.compiled.is_some() || r.run2.compiled.is_some() {
                                 w.push_str("; modules ran compiled: their outputs are not recorded and their gradients come in the compiled backward's order, so re-capture this step at level=\"ops\" to find where it starts");
+                            } else if c.row.phase == "backward"
+                                && r.root_causes.first_divergence_forward.is_none()
+                            {
+                                // Every forward record agrees and a
+                                // gradient differs first (trial 26 F4: a
+                                // LoRA adapter initialised differently,
+                                // its partner B = 0, read as another
+                                // parameter's gradient).
+                                w.push_str("; every forward record agrees: a change to the loss or the backward, or a parameter changed before this step that the module outputs do not show (a LoRA B initialised to 0; level=modules records parameters only after the optimizer step), so re-capture this step at level=\"ops\" to tell");
                             }
                             // A module only run 2 runs before it (after run
                             // 1's rows in result order).
