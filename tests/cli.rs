@@ -2812,6 +2812,32 @@ fn a_module_level_gradient_first_says_what_the_forward_cannot_show() {
     );
 }
 
+/// A `--junit` file that cannot be written (a folder) is an input error,
+/// exit 2, and `summary.json` and the terminal say so, naming `--junit`
+/// (trial 25 #6: `error: adir: Is a directory`, exit 2, while
+/// summary.json, written before, still said exit 1, "diverged").
+#[test]
+fn an_unwritable_junit_file_is_an_input_error_the_summary_says() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = (testdata(BUG_A), testdata(BUG_B));
+    let folder = tmp.path().join("adir");
+    std::fs::create_dir(&folder).unwrap();
+    let r = compare(&tmp, &a, &b, &["--junit", folder.to_str().unwrap()]);
+    r.expect(2)
+        .stderr_has(&format!("error: --junit {}: ", folder.display()));
+    let s = r.summary();
+    assert_eq!(s["exit_status"], 2, "{}", s["verdict"]);
+    assert!(
+        s["input_errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("--junit "),
+        "{}",
+        s["input_errors"]
+    );
+    assert!(r.stdout.contains("(exit status 2)"), "{}", r.stdout);
+}
+
 /// An empty log against a module-level one is the empty log's error only,
 /// not also "a level=modules capture and a level=ops one" (trial 11: an
 /// empty, binary or text file was taken for a per-op capture).

@@ -164,21 +164,41 @@ fn print_outputs(meta: &RunMeta, summary: &Summary, outs: &RunOutputs) -> i32 {
 
 /// Writes `summary`'s JUnit file (`--junit`) and its terminal output: the
 /// JSON document, or the text `render` makes of it and the path of
-/// `out_dir`'s index ("not written" when absent). Returns the exit status
-/// (an input error when the JUnit file cannot be written). Shared by a
-/// comparison and a step series (`super::steps`).
+/// `out_dir`'s index ("not written" when absent). Returns the exit status.
+/// A JUnit file that cannot be written is an input error: said on stderr
+/// (`--junit FILE: why`), and the summary the terminal shows and
+/// `out_dir`'s `summary.json` (rewritten) say so, with exit status 2
+/// (trial 25 #6: summary.json kept "diverged", exit 1, while the run
+/// exited 2). Shared by a comparison and a step series (`super::steps`).
 pub(super) fn junit_and_terminal(
     summary: &Summary,
     out_dir: &std::path::Path,
     outs: &RunOutputs,
     render: fn(&Summary, &str) -> String,
 ) -> i32 {
+    let failed;
+    let mut summary = summary;
     if let Some(j) = &outs.junit {
         let res = std::fs::File::create(j)
             .and_then(|f| junit::write_junit(summary, std::io::BufWriter::new(f)));
         if let Err(e) = res {
-            eprintln!("error: {}: {e}", j.display());
-            return exit_codes::INPUT_ERROR;
+            let error = Message::Text(format!("--junit {}: {e}", j.display()));
+            eprintln!("error: {error}");
+            let mut s = summary.clone();
+            s.input_errors.push(error.clone());
+            s.exit_status = exit_codes::INPUT_ERROR;
+            s.verdict.insert(
+                0,
+                crate::report::reasons::Reason::InputError {
+                    errors: vec![error],
+                },
+            );
+            let json = out_dir.join(files::SUMMARY);
+            if json.is_file() && std::fs::write(&json, report::summary_json(&s)).is_err() {
+                let _ = std::fs::remove_file(&json);
+            }
+            failed = s;
+            summary = &failed;
         }
     }
     match outs.terminal {
