@@ -1471,6 +1471,24 @@ fn o_naming_a_file_is_one_clear_error() {
     );
 }
 
+/// The header of a hand-written log of `n` ops: the count, no excluded
+/// op, the `extra` header lines (each ending in a newline), the separator.
+fn hand_header(n: usize, extra: &str) -> String {
+    format!(
+        "Total captured activations: {n}\nExcluded ops dispatched: (none)\n{extra}{}\n\n",
+        "=".repeat(80)
+    )
+}
+
+/// One hand-written op block of Shape [4, 8] with statistics (L2 norm 1,
+/// min -1, max 1, mean 0), the given Output hash, Input hashes and Input
+/// producers.
+fn stats_block(key: &str, hash: &str, inputs: &str, producers: &str) -> String {
+    format!(
+        "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n  Input hashes: {inputs}\n  Input producers: {producers}\n\n"
+    )
+}
+
 /// One hand-written op block (`Phase: backward` when `backward`).
 fn op_block(
     key: &str,
@@ -2500,17 +2518,8 @@ fn optimizer_only_ranks_name_at_most_sixteen_replicas_and_count_them_all() {
 #[test]
 fn the_headline_names_the_first_divergence_a_one_sided_op_feeds() {
     let tmp = TempDir::new().unwrap();
-    let block = |key: &str, hash: &str, inputs: &str, producers: &str| {
-        format!(
-            "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n  Input hashes: {inputs}\n  Input producers: {producers}\n\n"
-        )
-    };
-    let header = |n: usize| {
-        format!(
-            "Total captured activations: {n}\nExcluded ops dispatched: (none)\n{}\n\n",
-            "=".repeat(80)
-        )
-    };
+    let block = stats_block;
+    let header = |n: usize| hand_header(n, "");
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     let log1 = header(2)
         + &block("lin/op_0_mm", "5.0", "2.0, 3.0", ";")
@@ -2560,17 +2569,8 @@ fn the_headline_names_the_first_divergence_a_one_sided_op_feeds() {
 #[test]
 fn a_replaced_op_names_the_op_the_other_run_ran_in_its_place() {
     let tmp = TempDir::new().unwrap();
-    let block = |key: &str, hash: &str, inputs: &str, producers: &str| {
-        format!(
-            "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n  Input hashes: {inputs}\n  Input producers: {producers}\n\n"
-        )
-    };
-    let header = |n: usize| {
-        format!(
-            "Total captured activations: {n}\nExcluded ops dispatched: (none)\n{}\n\n",
-            "=".repeat(80)
-        )
-    };
+    let block = stats_block;
+    let header = |n: usize| hand_header(n, "");
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     let log = |op: &str, out: &str| {
         header(3)
@@ -2643,12 +2643,7 @@ fn a_replaced_op_names_the_op_the_other_run_ran_in_its_place() {
 #[test]
 fn a_phase_line_says_when_only_the_inputs_of_its_row_differ() {
     let tmp = TempDir::new().unwrap();
-    let header = |n: usize| {
-        format!(
-            "Total captured activations: {n}\nExcluded ops dispatched: (none)\n{}\n\n",
-            "=".repeat(80)
-        )
-    };
+    let header = |n: usize| hand_header(n, "");
     let log = |stat: &str, grad: &str| {
         header(3)
             + &op_block("bn/op_0_batch_norm", "4, 8", "5.0", "2.0", "", false)
@@ -2695,10 +2690,7 @@ fn a_phase_line_says_when_only_the_inputs_of_its_row_differ() {
 #[test]
 fn the_cause_and_phase_lines_name_the_source_line() {
     let tmp = TempDir::new().unwrap();
-    let header = format!(
-        "Total captured activations: 2\nExcluded ops dispatched: (none)\n{}\n\n",
-        "=".repeat(80)
-    );
+    let header = hand_header(2, "");
     let log = |clip: &str, located: bool| {
         let loc = if located {
             "  Location: train.py:164\n"
@@ -2734,12 +2726,7 @@ fn the_cause_and_phase_lines_name_the_source_line() {
 #[test]
 fn ddp_gradient_scaling_rows_are_said_to_be_likely_that() {
     let tmp = TempDir::new().unwrap();
-    let header = |n: usize, world: &str| {
-        format!(
-            "Total captured activations: {n}\nExcluded ops dispatched: (none)\n{world}{}\n\n",
-            "=".repeat(80)
-        )
-    };
+    let header = hand_header;
     let fwd = op_block("lin/op_0_mm", "4, 8", "5.0", "2.0", "", false);
     let grad = op_block("lin/op_1_mm", "8, 8", "3.0", "1.0", "", true);
     let scale = op_block("lin/op_2_mul", "8, 8", "1.5", "3.0", "lin/op_1_mm", true);

@@ -83,6 +83,12 @@ impl RowRef {
     /// Describes row `index` of `rc`.
     pub fn new(rc: &RankComparison<'_>, index: usize, plan: &PagePlan) -> RowRef {
         let r: &MatchRow = &rc.matches.rows[index];
+        // The side whose block describes the row: run 1's, else run 2's.
+        let (t, row) = match r.sides().first() {
+            (0, i) => (rc.t1, i),
+            (_, j) => (rc.t2, j),
+        };
+        let text = |s: String| Some(s).filter(|s| !s.is_empty());
         RowRef {
             index,
             key1: r.r1().map(|i| rc.t1.key_str(i).into_owned()),
@@ -91,36 +97,23 @@ impl RowRef {
             strategy: r.strategy,
             line1: r.r1().map(|i| rc.t1.line(i)),
             line2: r.r2().map(|i| rc.t2.line(i)),
-            phase: match r.sides().first() {
-                (0, i) => rc.t1.phase(i).into_owned(),
-                (_, j) => rc.t2.phase(j).into_owned(),
-            },
+            phase: t.phase(row).into_owned(),
             page: plan
                 .page_of(index)
                 .map(|p| files::page(rc.rank1, p))
                 .unwrap_or_default(),
             anchor: files::anchor(rc.rank1, index),
-            parameters: Some(match r.sides().first() {
-                (0, i) => rc.t1.parameters(i).into_owned(),
-                (_, j) => rc.t2.parameters(j).into_owned(),
-            })
-            .filter(|p| !p.is_empty()),
+            parameters: text(t.parameters(row).into_owned()),
             parameters_changed: changed_parameters(rc, index),
             only_inputs_differ: r.status == crate::matcher::Status::Diff
                 && !r.has(crate::matcher::ROW_OUT_DIFF)
                 && !r.has(crate::matcher::ROW_STATS_DIFF)
                 && !r.has(crate::matcher::ROW_DIGEST_ONLY),
-            location: Some(match r.sides().first() {
-                (0, i) => rc.t1.trailing_field(i, crate::parser::Field::Location),
-                (_, j) => rc.t2.trailing_field(j, crate::parser::Field::Location),
-            })
-            .filter(|l| !l.is_empty())
-            .map(|l| String::from_utf8_lossy(l).into_owned()),
-            input_parameters: Some(match r.sides().first() {
-                (0, i) => rc.t1.input_parameters(i).into_owned(),
-                (_, j) => rc.t2.input_parameters(j).into_owned(),
-            })
-            .filter(|p| !p.is_empty()),
+            location: text(
+                String::from_utf8_lossy(t.trailing_field(row, crate::parser::Field::Location))
+                    .into_owned(),
+            ),
+            input_parameters: text(t.input_parameters(row).into_owned()),
         }
     }
     /// `, at LOCATION` for a row with a `Location:` line
