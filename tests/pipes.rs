@@ -102,3 +102,36 @@ fn process_substitution_of_a_gzip_stream_is_read_in_full() {
         assert_eq!(counts(&out, o.status.code()), expected, "{inner}: {stderr}");
     }
 }
+
+#[test]
+fn an_endless_binary_stream_is_refused_from_its_first_block() {
+    // `/dev/zero` never ends: read to its end, it filled memory (trial 25).
+    // Its first block is binary data, so it is read no further.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("zero");
+    let mut child = support::actdiff()
+        .arg("compare")
+        .arg(log("run_A"))
+        .arg("/dev/zero")
+        .arg("-o")
+        .arg(&out)
+        .arg("-q")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("actdiff still reading /dev/zero after 30 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("/dev/zero: run2: no op blocks parsed: binary data (a NUL byte at byte 0)"),
+        "{stderr}"
+    );
+}

@@ -1,7 +1,9 @@
 //! Where a log's bytes come from: a read-only memory map of the file, the
 //! decompressed bytes of a gzip file (detected by its magic bytes, whatever
 //! the file is called), or the bytes of a stream that cannot be mapped (a
-//! pipe, `/dev/stdin`, a process substitution), read to its end.
+//! pipe, `/dev/stdin`, a process substitution), read to its end, unless
+//! its first 4 KiB are already binary data (`/dev/zero`, `/dev/urandom`:
+//! endless, and no log).
 //!
 //! A gzip file cut short (a copy or a writer stopped mid-stream) is read to
 //! the cut, as `zcat` does, and kept as [`LogSource::GzipCut`]: the parser
@@ -52,9 +54,19 @@ impl LogSource {
         }
         if !meta.is_file() {
             // A pipe, `/dev/stdin`, a process substitution (`<(zcat b.gz)`):
-            // no length and nothing to map; read it to its end.
+            // no length and nothing to map; read it to its end. A stream
+            // whose first block is binary data (not gzip) is read no
+            // further: the parse says "binary data" from that block alone,
+            // and `/dev/zero` would otherwise fill memory (trial 25).
             let mut bytes = Vec::new();
             let mut file = file;
+            (&mut file)
+                .take(BINARY_PROBE as u64)
+                .read_to_end(&mut bytes)
+                .map_err(io)?;
+            if !is_gzip(&bytes) && binary_at(&bytes).is_some() {
+                return Ok(LogSource::Owned(bytes));
+            }
             file.read_to_end(&mut bytes).map_err(io)?;
             return Self::from_bytes(bytes, path);
         }
@@ -102,13 +114,27 @@ impl LogSource {
     }
 }
 
+/// Whether `bytes` start with the gzip magic bytes `1f 8b`.
+fn is_gzip(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0x1f, 0x8b])
+}
+
+/// How far into a log [`binary_at`] looks for a NUL byte.
+const BINARY_PROBE: usize = 4096;
+
+/// The offset of a NUL byte in the first 4 KiB of `bytes`: binary data (an
+/// activation log is text and never holds one).
+pub fn binary_at(bytes: &[u8]) -> Option<u64> {
+    memchr::memchr(0, &bytes[..bytes.len().min(BINARY_PROBE)]).map(|i| i as u64)
+}
+
 /// The decompressed bytes when `bytes` start with the gzip magic bytes
 /// (whatever the file is named), else `None`: [`LogSource::Owned`], or
 /// [`LogSource::GzipCut`] when the stream ends early and some log bytes came
 /// out before the cut. Corrupt data, or a cut before any log byte, is
 /// [`ParseError::Gzip`] naming `path`.
 fn gunzip(bytes: &[u8], path: &Path) -> Result<Option<LogSource>, ParseError> {
-    if bytes.len() < 2 || bytes[0] != 0x1f || bytes[1] != 0x8b {
+    if !is_gzip(bytes) {
         return Ok(None);
     }
     let mut out = Vec::new();

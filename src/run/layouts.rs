@@ -52,7 +52,7 @@ fn header_mesh(log: &Path) -> Option<Option<String>> {
     let mut f = std::fs::File::open(log).ok()?;
     let n = f.read(&mut head).ok()?;
     let head = &head[..n];
-    if head.contains(&0) {
+    if crate::parser::source::binary_at(head).is_some() {
         return None; // binary data, no activation log
     }
     let text = String::from_utf8_lossy(head);

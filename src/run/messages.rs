@@ -8,7 +8,7 @@
 //! text where they are written.
 
 use crate::matcher::{self, MatchTable};
-use crate::parser::{self, duplicate_keys, Field, OpTable};
+use crate::parser::{self, duplicate_keys, source::binary_at, Field, OpTable};
 
 pub use crate::report::messages::{
     join, ChangedLog, InputsDifference, LogNow, LogWarning, Message, PartName, Side,
@@ -171,15 +171,6 @@ pub fn same_run(run1: &Path, run2: &Path) -> Option<Message> {
     (Some(&c1) == canon(run2).as_ref()).then(|| Message::SameRun {
         path: run1.display().to_string(),
     })
-}
-
-/// How far into a log [`binary_at`] looks for a NUL byte.
-const BINARY_PROBE: usize = 4096;
-
-/// The offset of a NUL byte in the first 4 KiB (`BINARY_PROBE`) of `bytes`:
-/// binary data (an activation log is text and never holds one).
-pub fn binary_at(bytes: &[u8]) -> Option<u64> {
-    memchr::memchr(0, &bytes[..bytes.len().min(BINARY_PROBE)]).map(|i| i as u64)
 }
 
 /// A warning for each side whose first unreadable value is a Shape
