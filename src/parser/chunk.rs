@@ -285,8 +285,9 @@ impl<'a> Partial<'a> {
         } else if field == Field::Phase {
             // The later Phase line wins, as in the reference.
             self.flags[row] &= !(FLAG_BACKWARD | FLAG_OPTIMIZER | FLAG_PHASE_LINE);
-            self.flags[row] |= phase_flags(v);
-            if !v.is_empty() && Phase::from_name(v).is_none() {
+            let phase = Phase::from_name(v);
+            self.flags[row] |= phase_flags(v, phase);
+            if !v.is_empty() && phase.is_none() {
                 // Trial 25: `Phase: sideways` split a row with no word.
                 self.warn(
                     lineno,
@@ -460,13 +461,13 @@ impl<'a> Partial<'a> {
     }
 }
 
-/// The row flags a `Phase:` value sets: none for an empty value, the
-/// phase's flag and [`FLAG_PHASE_LINE`] for one that names a phase
-/// (`backward` alone: the reference's only phase line), and
+/// The row flags a `Phase:` value `v` (read as `phase`) sets: none for an
+/// empty value, the phase's flag and [`FLAG_PHASE_LINE`] for one that
+/// names a phase (`backward` alone: the reference's only phase line), and
 /// [`FLAG_PHASE_LINE`] for any other text (read as forward).
 #[inline]
-fn phase_flags(v: &[u8]) -> u8 {
-    match Phase::from_name(v) {
+fn phase_flags(v: &[u8], phase: Option<Phase>) -> u8 {
+    match phase {
         _ if v.is_empty() => 0,
         Some(Phase::Backward) => FLAG_BACKWARD,
         Some(Phase::Optimizer) => FLAG_OPTIMIZER | FLAG_PHASE_LINE,
