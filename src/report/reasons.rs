@@ -166,7 +166,9 @@ pub enum Reason {
         step: u64,
         /// Where the step diverges first, as its headline says it.
         headline: Option<String>,
-        /// The step's report index, relative to the series' report.
+        /// The step's report index, relative to the series' report; empty
+        /// where the sentence is shown beside a link to it (the HTML
+        /// index), so that it does not say the path.
         report: String,
     },
     /// A step series: each rank's first diverging step.
@@ -731,6 +733,9 @@ impl fmt::Display for Reason {
                 }
                 if let Some(h) = headline {
                     write!(f, ": {}", h.trim_end_matches('.'))?;
+                }
+                if report.is_empty() {
+                    return Ok(());
                 }
                 write!(f, " (report: {report})")
             }

@@ -33,17 +33,19 @@ struct VerdictLine {
 
 impl VerdictLine {
     fn of(v: &Reason) -> VerdictLine {
-        let text = v.to_string();
         if let Reason::FirstDivergingStep { report, .. } = v {
-            if let Some(t) = text.strip_suffix(&format!(" (report: {report})")) {
-                return VerdictLine {
-                    text: t.to_string(),
-                    report: report.clone(),
-                };
+            // The sentence without its "(report: …)": the page links it.
+            let mut bare = v.clone();
+            if let Reason::FirstDivergingStep { report, .. } = &mut bare {
+                report.clear();
             }
+            return VerdictLine {
+                text: bare.to_string(),
+                report: report.clone(),
+            };
         }
         VerdictLine {
-            text,
+            text: v.to_string(),
             report: String::new(),
         }
     }
