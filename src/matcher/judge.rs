@@ -234,7 +234,7 @@ pub(super) fn tally(rows: &[MatchRow], policy: &Policy) -> (Counts, Vec<u64>) {
         counts.add_row(r);
         match r.source {
             Source::Rule(i) => rule_hits[i as usize] += 1,
-            Source::Dtype(i) if (i as usize) < policy.dtype_origins.len() => {
+            Source::Dtype(i) | Source::Carried(i) if (i as usize) < policy.dtype_origins.len() => {
                 rule_hits[rules + i as usize] += 1
             }
             _ => {}

@@ -77,7 +77,7 @@ const NONE: u32 = u32::MAX;
 /// comes before its readers); an input whose producer is not named is
 /// linked to the one earlier row whose Output hash has its value, if only
 /// one row of the log has it.
-struct Lineage {
+pub(super) struct Lineage {
     in_off: Vec<u32>,
     /// Per input of each row, its producer row, or [`NONE`].
     inputs: Vec<u32>,
@@ -87,7 +87,7 @@ struct Lineage {
 }
 
 impl Lineage {
-    fn new(t: &OpTable) -> Lineage {
+    pub(super) fn new(t: &OpTable) -> Lineage {
         let hasher = crate::parser::key::hasher();
         // The latest row so far of each key (by its hash, as the parser
         // computed it).
@@ -168,6 +168,14 @@ impl Lineage {
     /// Row `r`'s producer rows, one per input ([`NONE`] where unknown).
     fn inputs_of(&self, r: usize) -> &[u32] {
         &self.inputs[self.in_off[r] as usize..self.in_off[r + 1] as usize]
+    }
+
+    /// Row `r`'s known producer rows.
+    pub(super) fn producers_of(&self, r: usize) -> impl Iterator<Item = usize> + '_ {
+        self.inputs_of(r)
+            .iter()
+            .filter(|&&p| p != NONE)
+            .map(|&p| p as usize)
     }
 
     /// The producer row of row `r`'s input `q`, if known.

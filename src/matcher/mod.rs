@@ -662,7 +662,8 @@ pub fn match_tables_indexed(
     // Judging. A field that one log never records is not compared (old
     // writers, cases/07).
     let compared = t1.schema().intersect(t2.schema());
-    let judge = judge::Judge::new(t1, t2, &opts.policy, compared);
+    let policy = opts.policy.for_rank(t1, t2);
+    let judge = judge::Judge::new(t1, t2, &policy, compared);
     let mut rows = judge::judge_rows(&judge, &p);
     let mut repaired = Vec::new();
     if opts.shape_tie_break {
@@ -674,12 +675,12 @@ pub fn match_tables_indexed(
         repaired = r.rows;
     }
     drop((judge, p));
-    judge::mark_fused_results(&mut rows, t1, t2, &opts.policy);
+    judge::mark_fused_results(&mut rows, t1, t2, &policy);
     let recomputed = recompute::mark_recomputed(&mut rows, t1, t2);
-    let (counts, rule_hits) = judge::tally(&rows, &opts.policy);
+    let (counts, rule_hits) = judge::tally(&rows, &policy);
 
     // Root cause, with each row's settings resolved as for its verdict.
-    let opts_of = |i: usize| opts.policy.for_sides(t1, t2, rows[i].sides()).opts;
+    let opts_of = |i: usize| policy.for_sides(t1, t2, rows[i].sides()).opts;
     let (cause_kinds, causes) = cause::analyse(t1, t2, &rows, &counts, compared, &opts_of);
 
     MatchTable {
@@ -690,7 +691,7 @@ pub fn match_tables_indexed(
         rule_hits,
         cause_kinds,
         causes,
-        policy: opts.policy.clone(),
+        policy,
         compared,
         exact_keys_equal: passes::exact_pairs_have_equal_keys(t1, t2, opts.layer_offset),
         repaired,

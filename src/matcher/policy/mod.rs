@@ -167,6 +167,10 @@ pub enum Source {
     Default,
     /// The per-dtype default of [`Policy::dtype`] entry `i`.
     Dtype(u16),
+    /// The per-dtype default of [`Policy::dtype`] entry `i`, carried to a
+    /// row of a tighter dtype from the rows its inputs derive from
+    /// ([`Carried`]).
+    Carried(u16),
     /// Rule `i` of [`Policy::rules`].
     Rule(u16),
 }
@@ -204,6 +208,37 @@ pub struct Policy {
     pub ignore_ops: Vec<String>,
     /// Every row must match a rule (`--rules-exhaustive`).
     pub exhaustive: bool,
+    /// Per rank, under per-dtype defaults: the defaults carried through
+    /// each log's data flow ([`Policy::for_rank`]); empty otherwise.
+    pub carried: Carried,
+}
+
+/// Per row of each log of one rank, the loosest per-dtype default (an index
+/// into [`Policy::dtype`]) among the rows its inputs derive from, where that
+/// is looser than its own dtype's ([`NO_DTYPE`] elsewhere).
+///
+/// A float32 op that reads a bfloat16 op's output (the residual add after
+/// an autocast Linear) carries the bfloat16 rounding in its own output, and
+/// so does everything computed from it: under `--dtype-tolerance` such a row
+/// is judged at the bfloat16 default, not float32's (trial 27: the same
+/// tensor agreed as the Linear's output and gated as the add's input). The
+/// inputs' rows are those of `Input producers`, or, where none is named (a
+/// view the capture leaves out between them), the one earlier row whose
+/// Output hash is the input's value. An actdiff extension: the reference
+/// has no per-dtype defaults.
+#[derive(Clone, Debug, Default)]
+pub struct Carried {
+    sides: [Vec<u16>; 2],
+}
+
+/// No per-dtype default carried to a row.
+pub const NO_DTYPE: u16 = u16::MAX;
+
+impl Carried {
+    /// The default carried to side `s`'s (0: run 1, 1: run 2) row `r`.
+    pub fn of(&self, s: usize, r: usize) -> Option<u16> {
+        self.sides[s].get(r).copied().filter(|&d| d != NO_DTYPE)
+    }
 }
 
 impl Default for Policy {
@@ -216,6 +251,7 @@ impl Default for Policy {
             unsynced_ops: DEFAULT_UNSYNCED_OPS.iter().map(|s| s.to_string()).collect(),
             ignore_ops: Vec::new(),
             exhaustive: false,
+            carried: Carried::default(),
         }
     }
 }
@@ -226,6 +262,53 @@ pub fn dtype_of(shape: &[u8]) -> &str {
 }
 
 impl Policy {
+    /// This policy for the rank whose logs are `t1` and `t2`: with the
+    /// per-dtype defaults carried through each log's data flow
+    /// ([`Carried`]) when there are per-dtype defaults; a plain copy
+    /// otherwise.
+    pub fn for_rank(&self, t1: &crate::parser::OpTable, t2: &crate::parser::OpTable) -> Policy {
+        let mut p = self.clone();
+        if !self.dtype.is_empty() {
+            p.carried = Carried {
+                sides: [self.carried_in(t1), self.carried_in(t2)],
+            };
+        }
+        p
+    }
+
+    /// [`Carried`]'s column for one log: one pass in log order (a
+    /// producer comes before its readers).
+    fn carried_in(&self, t: &crate::parser::OpTable) -> Vec<u16> {
+        let lineage = super::lineage::Lineage::new(t);
+        let rtol = |d: u16| {
+            self.dtype
+                .get(d as usize)
+                .map_or(f64::NEG_INFINITY, |(_, tol)| tol.rtol)
+        };
+        // Each row's own default, or the carried one where looser.
+        let mut effective = vec![NO_DTYPE; t.len()];
+        let mut carried = vec![NO_DTYPE; t.len()];
+        for r in 0..t.len() {
+            let dtype = dtype_of(t.field(r, crate::parser::Field::Shape));
+            let own = self
+                .dtype
+                .iter()
+                .position(|(n, _)| n == dtype)
+                .map_or(NO_DTYPE, |i| i as u16);
+            let inherited = lineage
+                .producers_of(r)
+                .map(|p| effective[p])
+                .fold(NO_DTYPE, |a, d| if rtol(d) > rtol(a) { d } else { a });
+            if rtol(inherited) > rtol(own) {
+                carried[r] = inherited;
+                effective[r] = inherited;
+            } else {
+                effective[r] = own;
+            }
+        }
+        carried
+    }
+
     /// The settings for one row. `key` is the raw key, `op` the op name.
     pub fn for_row(&self, key: &[u8], op: &[u8], phase: Phase, dtype: &str) -> RowPolicy {
         let mut rp = RowPolicy {
@@ -333,7 +416,7 @@ impl Policy {
             (Source::Default, Some((j, (_, t)))) => Some((j, t)),
             _ => None,
         };
-        match run2_default {
+        let rp = match run2_default {
             Some((j, t)) => RowPolicy {
                 opts: CompareOptions {
                     hash: *t,
@@ -344,6 +427,31 @@ impl Policy {
                 ..rp
             },
             None => rp,
+        };
+        // A looser default carried in from either run's inputs.
+        let carried = [self.carried.of(0, r1), self.carried.of(1, r2)]
+            .into_iter()
+            .flatten()
+            .max_by(|a, b| {
+                self.dtype[*a as usize]
+                    .1
+                    .rtol
+                    .total_cmp(&self.dtype[*b as usize].1.rtol)
+            });
+        match carried {
+            Some(c) if self.dtype[c as usize].1.rtol > rp.opts.hash.rtol => {
+                let t = self.dtype[c as usize].1;
+                RowPolicy {
+                    opts: CompareOptions {
+                        hash: t,
+                        stats: Some(t),
+                        ..rp.opts
+                    },
+                    source: Source::Carried(c),
+                    ..rp
+                }
+            }
+            _ => rp,
         }
     }
 
@@ -378,6 +486,13 @@ impl Policy {
             Source::Dtype(i) => {
                 let (n, t) = &self.dtype[i as usize];
                 format!("{n} default: {}", describe_tolerance(t))
+            }
+            Source::Carried(i) => {
+                let (n, t) = &self.dtype[i as usize];
+                format!(
+                    "{n} default (its inputs derive from {n} ops): {}",
+                    describe_tolerance(t)
+                )
             }
             Source::Rule(i) => self.rules[i as usize].describe(),
         }

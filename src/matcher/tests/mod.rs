@@ -1013,3 +1013,72 @@ fn an_in_place_op_pairs_with_its_functional_form_by_value() {
     );
     assert_eq!(m.counts().matched, 1);
 }
+
+/// Under per-dtype defaults, a float32 row whose inputs derive from a
+/// bfloat16 op (by `Input producers`, or by value where none is named) is
+/// judged at bfloat16's default; a float32 row that reads nothing of it
+/// keeps float32's (shared/cases/15). Trial 27: the residual add after an
+/// autocast Linear gated at 1e-8 on the very tensor that agreed as the
+/// Linear's output.
+#[test]
+fn per_dtype_defaults_carry_through_the_data_flow() {
+    let block = |shape: &str, out: f64, ins: &str, prods: &str| {
+        format!(
+            "Shape: torch.Size([4]), Dtype: torch.{shape}\nOutput hash: {out:e}\nInput hashes: {ins}\nInput producers: {prods}"
+        )
+    };
+    // Run 2 is run 1 with every value 3e-3 larger: bfloat16 noise.
+    let run = |f: f64| {
+        log_owned(&[
+            (
+                "lin/op_0_mm".into(),
+                block("bfloat16", 100.0 * f, "5.0", ""),
+            ),
+            (
+                "blk/op_0_add".into(),
+                block(
+                    "float32",
+                    200.0 * f,
+                    &format!("{:e}, 7.0", 100.0 * f),
+                    "lin/op_0_mm; ",
+                ),
+            ),
+            // Its input is the add's output, no producer named (a view
+            // the capture leaves out between them).
+            (
+                "blk/op_1_mul".into(),
+                block("float32", 300.0 * f, &format!("{:e}", 200.0 * f), ""),
+            ),
+            (
+                "other/op_0_mul".into(),
+                block("float32", 400.0 * f, "9.0", ""),
+            ),
+        ])
+    };
+    let (a, b) = (run(1.0), run(1.003));
+    let mut opts = MatchOptions::default();
+    policy::add_dtype_defaults(&mut opts.policy, None);
+    let m = match_tables(&a, &b, &opts);
+    let got: Vec<(&str, String)> = m
+        .rows
+        .iter()
+        .map(|r| (r.status.as_str(), m.policy.describe(r.source)))
+        .collect();
+    assert_eq!(got[0].0, "match", "{got:?}");
+    assert!(got[0].1.starts_with("bfloat16 default: "), "{got:?}");
+    for g in &got[1..3] {
+        assert_eq!(g.0, "match", "{got:?}");
+        assert!(
+            g.1.starts_with("bfloat16 default (its inputs derive from bfloat16 ops): rel <= 1e-2"),
+            "{got:?}"
+        );
+    }
+    assert_eq!(
+        got[3],
+        ("diff", m.policy.describe(policy::Source::Default)),
+        "{got:?}"
+    );
+    // Without per-dtype defaults nothing is carried.
+    let plain = match_tables(&a, &b, &MatchOptions::default());
+    assert!(plain.rows.iter().all(|r| r.status.as_str() == "diff"));
+}
