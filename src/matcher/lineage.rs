@@ -49,7 +49,7 @@
 use ahash::{AHashMap, AHashSet};
 
 use super::compare::split_tokens;
-use super::passes::Pairing;
+use super::passes::{Pairing, HELD};
 use super::{keys, Strategy, NO_ROW};
 use crate::parser::{Field, OpTable, Phase};
 
@@ -277,7 +277,11 @@ impl State<'_> {
 
 /// Re-pairs the rows of drifted modules by their lineage (see the module
 /// doc). Returns the run-1 rows whose partner changed to another row,
-/// sorted; `p`'s strategies say `Fuzzy` for them.
+/// sorted; `p`'s strategies say `Fuzzy` for them. Rows still held out of
+/// the passes ([`Pairing::hold`]: activation checkpointing's recomputation
+/// in one run) stay out of it, as of every pass: they are of their run
+/// only (trial 28: a recomputed `pow` re-paired with the other run's
+/// backward `pow`, an origin in a norm whose every value agreed).
 pub(super) fn repair_by_lineage(p: &mut Pairing, t1: &OpTable, t2: &OpTable) -> Vec<u32> {
     if t1.len() == t2.len() {
         return Vec::new();
@@ -301,9 +305,10 @@ pub(super) fn repair_by_lineage(p: &mut Pairing, t1: &OpTable, t2: &OpTable) -> 
     // The groups: rows of drifted modules by (fuzzy key, phase), per side.
     let tables = [t1, t2];
     let mut groups: AHashMap<(Vec<u8>, Phase), [Vec<u32>; 2]> = AHashMap::new();
+    let pairs = [&p.pair1, &p.pair2];
     for (s, t) in tables.iter().enumerate() {
         for r in 0..t.len() {
-            if drifted.contains(module_of(t.key(r))) {
+            if pairs[s][r] != HELD && drifted.contains(module_of(t.key(r))) {
                 let k = (keys::fuzzy_key(t.key(r)), t.phase_kind(r));
                 groups.entry(k).or_default()[s].push(r as u32);
             }
@@ -350,7 +355,7 @@ pub(super) fn repair_by_lineage(p: &mut Pairing, t1: &OpTable, t2: &OpTable) -> 
     let known = |pair: &[u32]| -> Vec<Known> {
         pair.iter()
             .map(|&x| {
-                if x == NO_ROW {
+                if x == NO_ROW || x == HELD {
                     Known::OneSided
                 } else {
                     Known::Pair(x)

@@ -636,12 +636,12 @@ pub fn match_tables_indexed(
     let fuzzy = passes::pass_fuzzy(&mut p, t1, t2, &fuzzy_keys, opts.shape_tie_break);
     let stats = passes::pass_stats(&mut p, t1, t2, &fuzzy_keys);
     drop(fuzzy_keys);
-    p.release_held();
     let relinked = if opts.shape_tie_break {
         lineage::repair_by_lineage(&mut p, t1, t2)
     } else {
         Vec::new()
     };
+    p.release_held();
     let mut strategies = StrategyCounts {
         overridden,
         exact,

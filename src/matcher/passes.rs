@@ -81,9 +81,9 @@ pub(super) struct Pairing {
 }
 
 /// A row held out of every pass ([`Pairing::hold`]): not [`NO_ROW`], so
-/// each pass takes it as paired; [`Pairing::release_held`] makes it
-/// unpaired again before judging.
-const HELD: u32 = u32::MAX - 1;
+/// each pass (and the lineage re-pairing) takes it as paired;
+/// [`Pairing::release_held`] makes it unpaired again before judging.
+pub(super) const HELD: u32 = u32::MAX - 1;
 
 impl Pairing {
     /// Holds run `side`'s (0 or 1) row `r` out of the passes.
