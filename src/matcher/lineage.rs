@@ -305,10 +305,9 @@ pub(super) fn repair_by_lineage(p: &mut Pairing, t1: &OpTable, t2: &OpTable) -> 
     // The groups: rows of drifted modules by (fuzzy key, phase), per side.
     let tables = [t1, t2];
     let mut groups: AHashMap<(Vec<u8>, Phase), [Vec<u32>; 2]> = AHashMap::new();
-    let pairs = [&p.pair1, &p.pair2];
-    for (s, t) in tables.iter().enumerate() {
-        for r in 0..t.len() {
-            if pairs[s][r] != HELD && drifted.contains(module_of(t.key(r))) {
+    for (s, (t, pair)) in tables.iter().zip([&p.pair1, &p.pair2]).enumerate() {
+        for (r, &partner) in pair.iter().enumerate() {
+            if partner != HELD && drifted.contains(module_of(t.key(r))) {
                 let k = (keys::fuzzy_key(t.key(r)), t.phase_kind(r));
                 groups.entry(k).or_default()[s].push(r as u32);
             }
