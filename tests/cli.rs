@@ -1367,7 +1367,7 @@ fn one_headline_and_one_first_divergence_when_an_only1_row_comes_first() {
     assert_eq!(
         headline,
         "rank 0 diverges first at `tok/op_0_embedding` (only in base.log; first cause \
-         `blocks.0.attn.qkv/op_0_mm`, inputs agree, the output differs)."
+         `blocks.0.attn.qkv/op_0_mm`, its inputs' hashes agree, the output differs)."
     );
     r.stdout_has("  first divergence: tok/op_0_embedding (only1,");
     assert_eq!(
@@ -2368,6 +2368,36 @@ fn modules_log(output: &str, grad: &str, weight: &str) -> String {
     )
 }
 
+/// A module that returns two tensors in one run and one in the other
+/// (HF's eager attention returns its weights too, sdpa `None`): the
+/// sentence says so, and the largest difference is no "rel 1.0" (trial 28
+/// F5: the only word of why was in `--rows`).
+#[test]
+fn a_module_returning_another_number_of_tensors_is_said_so() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write(
+        &a,
+        "rank_0_activations.log",
+        modules_log("1.0, 8.0", "2.0", "3.0").as_bytes(),
+    );
+    write(
+        &b,
+        "rank_0_activations.log",
+        modules_log("1.0", "2.0", "3.0").as_bytes(),
+    );
+    let r = compare(&tmp, &a, &b, &["--rtol", "1e-4"]);
+    r.expect(1)
+        .stdout_has("rank 0 diverges first at `lin/op_0_output` (the first differing record; it returned 2 output tensors in a and 1 in b; inputs are not recorded at level=modules).")
+        .stdout_has("  largest diff: lin/op_0_output (output tensors: 2 in a and 1 in b)\n");
+    assert!(!r.stdout.contains("rel 1.000e0"), "{}", r.stdout);
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    let f = &summary["ranks"][0]["root_causes"]["first_cause"]["row"];
+    assert_eq!(f["output_tensors"], serde_json::json!([2, 1]), "{f}");
+}
+
 /// At `level=modules` a differing record is no origin (inputs are not
 /// recorded): `summary.json` and the index say "record", not "origin"
 /// (trial 10 F1). In a DDP job, a rank whose records differ only after
@@ -2681,6 +2711,34 @@ fn a_phase_line_says_when_only_the_inputs_of_its_row_differ() {
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(1)
         .stdout_has("first divergence (backward): bn/op_2_batch_norm_backward\n");
+    // Its Output hash agrees but its Output digests differ: another tensor
+    // of the same sum (trial 28: a loss gradient moved to another class
+    // column), not an output that agrees.
+    let full = |stat: &str, digest: &str| {
+        log(stat, "7.0")
+            .replace(
+                "Excluded ops dispatched: (none)\n",
+                "Excluded ops dispatched: (none)\nPrecision: full\n",
+            )
+            .replace(
+                "  Output hash: 7.0\n",
+                &format!("  Output hash: 7.0\n  Output digest: {digest}\n"),
+            )
+    };
+    write(
+        &a,
+        "rank_0_activations.log",
+        full("0.5", "0000000000000001").as_bytes(),
+    );
+    write(
+        &b,
+        "rank_0_activations.log",
+        full("0.7", "0000000000000002").as_bytes(),
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1)
+        .stdout_has("first divergence (backward): bn/op_2_batch_norm_backward\n");
+    assert!(!r.stdout.contains("its outputs agree"), "{}", r.stdout);
 }
 
 /// The cause line and the phase lines say where in the training code the
@@ -3104,7 +3162,7 @@ fn optimizer_rows_name_the_parameters_their_parameters_lines_give() {
     r.expect(1);
     // A known line: no warning.
     assert!(!r.stderr.contains("warning"), "{}", r.stderr);
-    r.stdout_has("rank 0 diverges first at `<none>/op_1_mul_` (inputs agree, the output differs; parameters head.weight and head.bias).");
+    r.stdout_has("rank 0 diverges first at `<none>/op_1_mul_` (its inputs' hashes agree, the output differs; parameters head.weight and head.bias).");
     r.stdout_has("only the optimizer step differs, whose updates are computed apart, so one changed setting (a learning rate, weight decay, clipping) is a cause in each; the updates of parameters head.weight and head.bias differ\n");
     r.stdout_has(
         "first divergence (optimizer): <none>/op_1_mul_ (parameters head.weight and head.bias; at optim/adam.py:401)\n",
@@ -3312,13 +3370,39 @@ fn an_origin_at_a_random_op_names_the_rng() {
         log("a", "bernoulli_", "16.0"),
         log("b", "bernoulli_", "15.0"),
     );
-    compare(&tmp, &a, &b, &[]).expect(1).stdout_has(
+    let hint = "a hash is an L1 norm, blind to a reordering of the same values";
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has(
         "rank 0 diverges first at `drop/op_0_bernoulli_` (inputs agree, the output differs: a random op, so the runs' RNG seed or state differs).",
     );
+    assert!(!r.stdout.contains(hint), "{}", r.stdout);
+    // Logs without digests: "agree" is the hashes' word, and a hash is
+    // blind to a reordering (trial 28: two swapped tokens).
     let (a, b) = (log("c", "mul", "16.0"), log("d", "mul", "15.0"));
     compare(&tmp, &a, &b, &[])
         .expect(1)
+        .stdout_has("rank 0 diverges first at `drop/op_0_mul` (its inputs' hashes agree, the output differs).")
+        .stdout_has(&format!("  {hint} (a permuted batch, swapped tokens): capture with precision=\"full\" to compare digests\n"));
+    // With digests, equal input digests are the same tensors: "agree".
+    let full = |name: &str, out: &str, digest: &str| {
+        let text = format!(
+            "Total captured activations: 1\nExcluded ops dispatched: (none)\nPrecision: full\n{}\n\n[drop/op_0_mul]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {out}\n  Output digest: {digest}\n  Input hashes: 5.0\n  Input digests: 00000000000000aa\n\n",
+            "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let (a, b) = (
+        full("e", "16.0", "0000000000000001"),
+        full("f", "15.0", "0000000000000002"),
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1)
         .stdout_has("rank 0 diverges first at `drop/op_0_mul` (inputs agree, the output differs).");
+    assert!(!r.stdout.contains(hint), "{}", r.stdout);
 }
 
 /// An op of the eager run that the compiled run's compiler fused away is

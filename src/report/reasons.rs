@@ -14,6 +14,15 @@ use super::messages::{self, Message, Side};
 use super::steps::RankStep;
 use super::summary::RankSummary;
 
+/// An origin's words when the logs have no digests: its inputs' hashes
+/// agree, which a reordering of the same values (a permuted batch, two
+/// swapped tokens) leaves unchanged ([`HASHES_BLIND_TO_ORDER`] says so).
+pub const ORIGIN_BY_HASHES: &str = "its inputs' hashes agree, the output differs";
+
+/// What a hash cannot see, said once under an origin found without
+/// digests (trial 28: two swapped tokens named the position add an origin).
+pub const HASHES_BLIND_TO_ORDER: &str = "a hash is an L1 norm, blind to a reordering of the same values (a permuted batch, swapped tokens): capture with precision=\"full\" to compare digests";
+
 /// One reason for a comparison's exit status (one verdict line).
 #[derive(Clone, Debug)]
 pub enum Reason {

@@ -63,7 +63,8 @@ pub struct RowRef {
     /// A `diff` pair whose outputs agree under its tolerance (Shape,
     /// Output hash and statistics) while an input differs: a backward op
     /// passed a tensor it does not read in training (BatchNorm's running
-    /// statistics, trial 24 F4) differs so. Absent when false.
+    /// statistics, trial 24 F4) differs so. False when the two Output
+    /// digests differ (the output is another tensor). Absent when false.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub only_inputs_differ: bool,
     /// The block's `Location:` line (run 1's side, else run 2's): the
@@ -77,6 +78,12 @@ pub struct RowRef {
     /// writes it for ops outside the optimizer step that read one).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub input_parameters: Option<String>,
+    /// A pair whose Output hash lists have different lengths: how many
+    /// output tensors each run's op or module returned (`[2, 1]`: HF's
+    /// eager attention returns its weights too, sdpa returns `None`);
+    /// absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub output_tensors: Option<[u32; 2]>,
 }
 
 impl RowRef {
@@ -108,12 +115,25 @@ impl RowRef {
             only_inputs_differ: r.status == crate::matcher::Status::Diff
                 && !r.has(crate::matcher::ROW_OUT_DIFF)
                 && !r.has(crate::matcher::ROW_STATS_DIFF)
-                && !r.has(crate::matcher::ROW_DIGEST_ONLY),
+                && !r.has(crate::matcher::ROW_DIGEST_ONLY)
+                && !output_digests_differ(rc, r),
             location: text(
                 String::from_utf8_lossy(t.trailing_field(row, crate::parser::Field::Location))
                     .into_owned(),
             ),
             input_parameters: text(t.input_parameters(row).into_owned()),
+            output_tensors: output_tensors(rc, r),
+        }
+    }
+    /// "; it returned 2 output tensors in A and 1 in B" for a pair whose
+    /// output counts differ ([`RowRef::output_tensors`]), else empty.
+    pub fn output_tensors_words(&self, name1: &str, name2: &str) -> String {
+        match self.output_tensors {
+            Some([a, b]) => format!(
+                "; it returned {a} output tensor{} in {name1} and {b} in {name2}",
+                if a == 1 { "" } else { "s" }
+            ),
+            None => String::new(),
         }
     }
     /// `, at LOCATION` for a row with a `Location:` line
@@ -179,6 +199,32 @@ impl RowRef {
         self.parameters_changed
             .as_deref()
             .or(self.parameters.as_deref())
+    }
+}
+
+/// Pair `r`'s Output hash counts, when they differ (trial 28: a module
+/// returning one tensor more in one run was said to differ by a relative
+/// 1.0, with no word of why).
+fn output_tensors(rc: &RankComparison<'_>, r: &MatchRow) -> Option<[u32; 2]> {
+    use crate::parser::{value::split_tokens, Field::OutputHash};
+    let (a, b) = (r.r1()?, r.r2()?);
+    let n = |t: &OpTable, i: usize| split_tokens(t.field(i, OutputHash)).count() as u32;
+    let counts = [n(rc.t1, a), n(rc.t2, b)];
+    (counts[0] != counts[1] && counts[0] > 0 && counts[1] > 0).then_some(counts)
+}
+
+/// Whether pair `r`'s two Output digests are both there and differ: its
+/// output is not the same tensor, whatever its hash and statistics say
+/// (trial 28: a loss gradient moved to another class column, same sum and
+/// norms, was said to have outputs that agree).
+fn output_digests_differ(rc: &RankComparison<'_>, r: &MatchRow) -> bool {
+    use crate::parser::Field::OutputDigest;
+    match (r.r1(), r.r2()) {
+        (Some(a), Some(b)) => {
+            let (d1, d2) = (rc.t1.field(a, OutputDigest), rc.t2.field(b, OutputDigest));
+            !d1.is_empty() && !d2.is_empty() && d1 != d2
+        }
+        _ => false,
     }
 }
 

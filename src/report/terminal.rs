@@ -117,6 +117,16 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
         if let Some(w) = super::reasons::optimizer_only_words(r) {
             let _ = writeln!(out, "  {w}");
         }
+        // Said under an origin found without digests (not a random op's:
+        // its draw, not its inputs, differs).
+        if f.cause.kind == CauseKind::Origin
+            && r.bitwise.is_none()
+            && !crate::matcher::recompute::is_random_op(
+                crate::parser::key::module_and_op(f.row.key().as_bytes()).1,
+            )
+        {
+            let _ = writeln!(out, "  {}", super::reasons::HASHES_BLIND_TO_ORDER);
+        }
         if f.cause.kind == CauseKind::Entry {
             if let Some(w) = super::reasons::entry_caveats(r) {
                 let _ = writeln!(
@@ -288,12 +298,12 @@ fn detail_lines(out: &mut String, s: &Summary, r: &RankSummary) {
         );
     }
     if let (Some(f), Some(d)) = (&rc.largest_diff, rc.largest_rel_diff) {
-        let _ = writeln!(
-            out,
-            "  largest diff: {} ({}, rel {d:.3e})",
-            f.key(),
-            rc.largest_diff_field.unwrap_or("value")
-        );
+        // A count of output tensors that differs is no relative difference.
+        let what = match f.output_tensors {
+            Some([a, b]) => format!("output tensors: {a} in {} and {b} in {}", s.name1, s.name2),
+            None => format!("{}, rel {d:.3e}", rc.largest_diff_field.unwrap_or("value")),
+        };
+        let _ = writeln!(out, "  largest diff: {} ({what})", f.key());
     }
     if let Some(m) = &r.shape_mismatches {
         let _ = writeln!(out, "  {}", m.describe());

@@ -372,7 +372,10 @@ impl Summary {
                         // A module-level log records no inputs: its first
                         // differing record is all that is known.
                         _ if r.run1.level == crate::logformat::CaptureLevel::Modules => {
-                            let mut w = "the first differing record; inputs are not recorded at level=modules".to_string();
+                            let mut w = format!(
+                                "the first differing record{}; inputs are not recorded at level=modules",
+                                c.row.output_tensors_words(name1, name2)
+                            );
                             // Modules that ran compiled record no output,
                             // and their gradients come in the compiled
                             // backward's order (trial 21: `inp`'s gradient
@@ -418,6 +421,13 @@ impl Summary {
                             ) =>
                         {
                             "inputs agree, the output differs: a random op, so the runs' RNG seed or state differs".to_string()
+                        }
+                        // Without digests, "agree" is the hashes' word:
+                        // an L1 norm cannot see a reordering (trial 28: two
+                        // swapped tokens named the position add, with
+                        // "inputs agree").
+                        CauseKind::Origin if r.bitwise.is_none() => {
+                            crate::report::reasons::ORIGIN_BY_HASHES.to_string()
                         }
                         CauseKind::Origin => "inputs agree, the output differs".to_string(),
                         _ => c.cause.kind.as_str().to_string(),
