@@ -877,4 +877,27 @@ fn an_input_within_a_loosened_tolerance_from_an_agreeing_producer_agrees() {
     let st: Vec<Status> = m.rows.iter().map(|r| r.status).collect();
     assert_eq!(st, vec![Status::Match, Status::Diff]);
     assert_eq!(m.cause_kinds[1], Some(Origin));
+    // A reader whose output moved less than that input (rel 1.5e-10
+    // against 4.5e-10) carries the input's difference on: the input does
+    // not agree, and the row is an entry, not an origin with "inputs
+    // agree" (trial 28: Llama's residual add after eager against sdpa
+    // attention).
+    // Its Mean, near zero, moves beyond the tolerance: a `diff`.
+    let b1 = body(
+        "3.00000000045",
+        "00000000000000c1",
+        "2.0000000009",
+        "00000000000000a1",
+        "x/op_0_add",
+    ) + "\nMean: 1.1e-9";
+    let a = full_log(&[
+        ("x/op_0_add", &a0),
+        ("norm/op_0_layer_norm", &(a1 + "\nMean: 1.0e-9")),
+    ]);
+    let b = full_log(&[("x/op_0_add", &b0), ("norm/op_0_layer_norm", &b1)]);
+    let m = match_tables(&a, &b, &MatchOptions::default());
+    let st: Vec<Status> = m.rows.iter().map(|r| r.status).collect();
+    assert_eq!(st, vec![Status::Match, Status::Diff]);
+    assert_eq!(m.cause_kinds[1], Some(Entry));
+    assert_eq!(m.causes.causes[0].inputs, vec![0]);
 }
