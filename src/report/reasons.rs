@@ -165,6 +165,10 @@ pub enum Reason {
         /// step from the first to the last, else listed ("at steps 1-2,
         /// 4": step 3 is one run's only, or could not be compared).
         agree: Vec<u64>,
+        /// Every step in `agree` is bitwise identical: each paired row has
+        /// digests on both sides, and they are equal ("the runs are
+        /// bitwise identical from step 1 through step 4").
+        agree_bitwise: bool,
         /// Steps before it that `--steps` left out (not compared).
         not_selected_before: usize,
         /// Steps before it that could not be judged (input errors,
@@ -708,19 +712,29 @@ impl fmt::Display for Reason {
             ),
             Reason::FirstDivergingStep {
                 agree,
+                agree_bitwise,
                 not_selected_before,
                 not_compared_before,
                 step,
                 headline,
                 report,
             } => {
+                let agree_words = if *agree_bitwise {
+                    "are bitwise identical"
+                } else {
+                    "agree"
+                };
                 match agree.as_slice() {
                     [] => {}
-                    [a] => write!(f, "the runs agree at step {a}; ")?,
+                    [a] => write!(f, "the runs {agree_words} at step {a}; ")?,
                     [a, .., b] if b - a + 1 == agree.len() as u64 => {
-                        write!(f, "the runs agree from step {a} through step {b}; ")?
+                        write!(f, "the runs {agree_words} from step {a} through step {b}; ")?
                     }
-                    _ => write!(f, "the runs agree at steps {}; ", messages::fmt_steps(agree))?,
+                    _ => write!(
+                        f,
+                        "the runs {agree_words} at steps {}; ",
+                        messages::fmt_steps(agree)
+                    )?,
                 }
                 write!(f, "step {step} diverges first")?;
                 if *not_selected_before > 0 {
@@ -992,6 +1006,7 @@ mod tests {
             (
                 Reason::FirstDivergingStep {
                     agree: vec![3],
+                    agree_bitwise: false,
                     not_selected_before: 0,
                     not_compared_before: vec![],
                     step: 4,
@@ -1077,6 +1092,7 @@ mod tests {
             (
                 Reason::FirstDivergingStep {
                     agree: vec![],
+                    agree_bitwise: false,
                     not_selected_before: 4,
                     not_compared_before: vec![],
                     step: 5,
@@ -1088,6 +1104,7 @@ mod tests {
             (
                 Reason::FirstDivergingStep {
                     agree: vec![1, 2, 3, 4],
+                    agree_bitwise: false,
                     not_selected_before: 0,
                     not_compared_before: vec![5],
                     step: 6,

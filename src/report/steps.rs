@@ -385,15 +385,22 @@ pub fn rank_steps_sentence(by_rank: &[RankStep], ranks: &[u32]) -> String {
 /// or `None` when every step agrees.
 pub fn first_step_sentence(series: &StepSeries) -> Option<Reason> {
     let first = series.first_diverging_step?;
-    let agree: Vec<u64> = series
+    let agreeing: Vec<&StepResult> = series
         .step_results
         .iter()
         .filter(|r| r.step < first && r.exit_status == exit_codes::OK)
-        .map(|r| r.step)
         .collect();
+    // Trial 20 F6, trial 28: "are these runs bitwise equal up to the step
+    // where they part?" was asked and not answered.
+    let agree_bitwise = !agreeing.is_empty()
+        && agreeing.iter().all(|r| {
+            matches!(r.bitwise, Some([same, with]) if same == with && with > 0) && r.diff == 0
+        });
+    let agree: Vec<u64> = agreeing.iter().map(|r| r.step).collect();
     let r = series.step_results.iter().find(|r| r.step == first)?;
     Some(Reason::FirstDivergingStep {
         agree,
+        agree_bitwise,
         not_selected_before: series
             .steps_not_selected
             .iter()
@@ -675,6 +682,24 @@ mod tests {
             first_step_sentence(&s).unwrap().to_string(),
             "the runs agree from step 1 through step 4; step 5 diverges first: rank 1 diverges first at `a/op_0_mm` (a differing input) (report: step_5/index.html)"
         );
+        // Every row of steps 1-4 has equal digests: they are bitwise
+        // identical, and the sentence says so (trial 20 F6, trial 28).
+        for r in &mut s.step_results[..4] {
+            r.bitwise = Some([12, 12]);
+        }
+        assert_eq!(
+            first_step_sentence(&s).unwrap().to_string(),
+            "the runs are bitwise identical from step 1 through step 4; step 5 diverges first: rank 1 diverges first at `a/op_0_mm` (a differing input) (report: step_5/index.html)"
+        );
+        // One row of step 2 within tolerance, not bitwise: "agree".
+        s.step_results[1].bitwise = Some([11, 12]);
+        assert!(first_step_sentence(&s)
+            .unwrap()
+            .to_string()
+            .starts_with("the runs agree from step 1 through step 4;"));
+        for r in &mut s.step_results {
+            r.bitwise = None;
+        }
         s.first_diverging_step = Some(1);
         assert!(matches!(
             first_step_sentence(&s),
