@@ -2368,6 +2368,55 @@ fn modules_log(output: &str, grad: &str, weight: &str) -> String {
     )
 }
 
+/// Every paired row agrees and only ops of one run gate (eager against
+/// sdpa attention): a line names those ops by name and count (trial 28
+/// W1: the verdict named a mask helper, and the sdpa kernel nowhere).
+#[test]
+fn ops_of_one_run_only_are_named_when_every_pair_agrees() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let q = stats_block("attn.q/op_0_mm", "4.0", "1.0", "");
+    let o = |p: &str| stats_block("attn.o/op_0_mm", "6.0", "5.0", p);
+    let eager = hand_header(5, "")
+        + &q
+        + &stats_block("attn/op_0_bmm", "7.0", "4.0", "attn.q/op_0_mm")
+        + &stats_block("attn/op_1__softmax", "8.0", "7.0", "attn/op_0_bmm")
+        + &stats_block("attn/op_2_bmm", "5.0", "8.0", "attn/op_1__softmax")
+        + &o("attn/op_2_bmm");
+    let sdpa = hand_header(3, "")
+        + &q
+        + &stats_block("attn/op_0_sdpa", "5.0", "4.0", "attn.q/op_0_mm")
+        + &o("attn/op_0_sdpa");
+    write(&a, "rank_0_activations.log", eager.as_bytes());
+    write(&b, "rank_0_activations.log", sdpa.as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has(
+        "  every paired row agrees; the runs ran other ops: only in a (3): bmm ×2, _softmax ×1; only in b (1): sdpa ×1\n",
+    );
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    let o = &summary["ranks"][0]["one_sided_ops"];
+    assert_eq!(
+        o["only1"],
+        serde_json::json!([[["bmm", 2], ["_softmax", 1]], 3]),
+        "{o}"
+    );
+    // A pair that differs: no such line.
+    write(
+        &b,
+        "rank_0_activations.log",
+        sdpa.replace("6.0", "6.5").as_bytes(),
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    assert!(
+        !r.stdout.contains("every paired row agrees"),
+        "{}",
+        r.stdout
+    );
+}
+
 /// A module that returns two tensors in one run and one in the other
 /// (HF's eager attention returns its weights too, sdpa `None`): the
 /// sentence says so, and the largest difference is no "rel 1.0" (trial 28

@@ -672,6 +672,10 @@ pub struct RankSummary {
     /// ([`GradientScaling`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gradient_scaling: Option<GradientScaling>,
+    /// When every paired row agrees and only ops of one run gate: those
+    /// ops by name ([`OneSidedOps`]); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_sided_ops: Option<OneSidedOps>,
     /// The HTML pages of this rank.
     pub pages: Vec<PageRef>,
     /// Result rows the pages hold.
@@ -808,6 +812,81 @@ pub struct GradientScaling {
     pub collectives: u64,
     /// That run's `World size:`.
     pub world_size: u32,
+}
+
+/// A rank whose paired rows all agree while ops of one run only gate
+/// (eager against sdpa attention: the runs ran other ops in the same
+/// place, and every op both ran agrees): the gating one-sided ops of each
+/// run, by op name, most frequent first (trial 28 W1: the verdict named
+/// a mask helper, and the sdpa kernel nowhere).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OneSidedOps {
+    /// Run 1's gating one-sided rows: (op name, count), at most
+    /// [`ONE_SIDED_OP_NAMES`], and how many rows in all.
+    pub only1: (Vec<(String, u64)>, u64),
+    /// Run 2's, the same way.
+    pub only2: (Vec<(String, u64)>, u64),
+}
+
+/// Op names [`OneSidedOps`] lists per run.
+pub const ONE_SIDED_OP_NAMES: usize = 4;
+
+impl OneSidedOps {
+    fn build(rc: &RankComparison<'_>) -> Option<OneSidedOps> {
+        let c = rc.matches.counts();
+        if c.diff + c.missing + c.truncated > 0 || c.only1 + c.only2 == 0 {
+            return None;
+        }
+        let mut names: [ahash::AHashMap<&[u8], u64>; 2] = Default::default();
+        for r in rc.matches.rows.iter().filter(|r| r.gates()) {
+            let (side, t, row) = match r.sides() {
+                crate::matcher::Sides::Only1(a) => (0, rc.t1, a),
+                crate::matcher::Sides::Only2(b) => (1, rc.t2, b),
+                crate::matcher::Sides::Both(..) => continue,
+            };
+            *names[side].entry(t.op_name(t.op_type(row))).or_insert(0) += 1;
+        }
+        let list = |m: &ahash::AHashMap<&[u8], u64>| {
+            let mut v: Vec<(String, u64)> = m
+                .iter()
+                .map(|(n, c)| (String::from_utf8_lossy(n).into_owned(), *c))
+                .collect();
+            v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            let total = v.iter().map(|x| x.1).sum();
+            v.truncate(ONE_SIDED_OP_NAMES);
+            (v, total)
+        };
+        let [n1, n2] = &names;
+        (!n1.is_empty() || !n2.is_empty()).then(|| OneSidedOps {
+            only1: list(n1),
+            only2: list(n2),
+        })
+    }
+    /// `every paired row agrees; the runs ran other ops: only in A (36)
+    /// bmm ×8, _softmax ×4, …; only in B (12)
+    /// _scaled_dot_product_flash_attention_for_cpu ×2, …`.
+    pub fn describe(&self, name1: &str, name2: &str) -> String {
+        let side = |(v, total): &(Vec<(String, u64)>, u64), name: &str| {
+            if *total == 0 {
+                return None;
+            }
+            let listed: u64 = v.iter().map(|x| x.1).sum();
+            let ops: Vec<String> = v.iter().map(|(n, c)| format!("{n} ×{c}")).collect();
+            Some(format!(
+                "only in {name} ({total}): {}{}",
+                ops.join(", "),
+                if listed < *total { ", …" } else { "" }
+            ))
+        };
+        let sides: Vec<String> = [side(&self.only1, name1), side(&self.only2, name2)]
+            .into_iter()
+            .flatten()
+            .collect();
+        format!(
+            "every paired row agrees; the runs ran other ops: {}",
+            sides.join("; ")
+        )
+    }
 }
 
 /// The ops [`GradientScaling`] takes for a gradient's scaling.
@@ -1259,6 +1338,7 @@ impl RankSummary {
             shape_mismatches: ShapeMismatches::build(rc),
             dtype_changes: DtypeChanges::build(rc),
             gradient_scaling: GradientScaling::build(rc),
+            one_sided_ops: OneSidedOps::build(rc),
             pages: Vec::new(),
             html_rows: plan.len(),
             html_filtered: plan.is_filtered(),

@@ -308,6 +308,9 @@ fn detail_lines(out: &mut String, s: &Summary, r: &RankSummary) {
     if let Some(m) = &r.shape_mismatches {
         let _ = writeln!(out, "  {}", m.describe());
     }
+    if let Some(o) = &r.one_sided_ops {
+        let _ = writeln!(out, "  {}", o.describe(&s.name1, &s.name2));
+    }
     if let Some(d) = &r.dtype_changes {
         let _ = writeln!(out, "  {}", d.describe());
     }
