@@ -3175,6 +3175,27 @@ fn the_terminal_names_a_ranks_other_causes() {
         ),
         "{}",
         r.stdout
+    ); // One one-sided op of one name per module, all in one run (a
+       // `zero_grad` between micro-batches leaves out every gradient
+       // accumulation `add_`): one group (trial 26 F6).
+    let (mut acc, mut plain) = (hand_header(10, ""), hand_header(5, ""));
+    for i in 0..5 {
+        let add = format!("p{i}/op_0_add_");
+        acc += &stats_block(&add, &format!("{}.5", i + 2), "1.0, 1.0", "");
+        acc += &stats_block(
+            &format!("p{i}/op_1_mm"),
+            "9.0",
+            &format!("{}.5", i + 2),
+            &add,
+        );
+        plain += &stats_block(&format!("p{i}/op_0_mm"), "8.0", "1.0", "");
+    }
+    let (d, e) = (tmp.path().join("d"), tmp.path().join("e"));
+    write(&d, "rank_0_activations.log", acc.as_bytes());
+    write(&e, "rank_0_activations.log", plain.as_bytes());
+    let r = compare(&tmp, &d, &e, &[]);
+    r.expect(1).stdout_has(
+        "4 more causes, all add_ ops only in d: p1/op_0_add_, p2/op_0_add_, p3/op_0_add_, …\n",
     );
 }
 

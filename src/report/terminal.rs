@@ -41,32 +41,49 @@ fn rank_lines(out: &mut String, s: &Summary, r: &RankSummary) {
 /// The rank's causes after the first, named (at most three, in dispatch
 /// order; "…" when there are more): `: b/op_0_mm (origin), …`. A rank's
 /// other causes were only counted here, and a reader took "1 more cause"
-/// for the whole story (new-user trial 14).
+/// for the whole story (new-user trial 14). When they are all one-sided
+/// ops of one name in one run (one per parameter: a `zero_grad` between
+/// micro-batches leaves out every gradient accumulation `add_`), they are
+/// said as one group:
+/// `, all add_ ops only in A: a/op_14_add_, …` (trial 26 F6).
 fn more_causes(s: &Summary, r: &RankSummary, more: u64) -> String {
     let rc = &r.root_causes;
     let first = rc.first_cause.as_ref().map(|f| f.row.index);
-    let named: Vec<String> = rc
+    let rest: Vec<&super::summary::CauseRef> = rc
         .causes
         .iter()
         .filter(|c| Some(c.row.index) != first && c.cause.kind != CauseKind::ViaCollective)
-        .take(3)
-        .map(|c| {
-            format!(
-                "{} ({})",
-                c.subject((&s.name1, &s.name2)),
-                c.cause.kind.as_str()
-            )
-        })
         .collect();
-    if named.is_empty() {
-        return String::new();
-    }
-    let rest = if more as usize > named.len() {
+    let names = (s.name1.as_str(), s.name2.as_str());
+    // The cause's own op: the one-sided op for a one-sided cause.
+    let own = |c: &super::summary::CauseRef| -> (String, String) {
+        let key = c.one_sided.first().unwrap_or(&c.row).key().to_string();
+        let op = crate::parser::key::module_and_op(key.as_bytes()).1.to_vec();
+        (key, String::from_utf8_lossy(&op).into_owned())
+    };
+    let group = |c: &super::summary::CauseRef| (c.cause.kind, own(c).1, c.only_in_words(names));
+    let rest_part = if more as usize > rest.len().min(3) {
         ", …"
     } else {
         ""
     };
-    format!(": {}{rest}", named.join(", "))
+    if rest.len() >= 3
+        && rest[0].cause.kind == CauseKind::OneSided
+        && rest.iter().all(|c| group(c) == group(rest[0]))
+    {
+        let (_, op, only) = group(rest[0]);
+        let keys: Vec<String> = rest.iter().take(3).map(|c| own(c).0).collect();
+        return format!(", all {op} ops {only}: {}{rest_part}", keys.join(", "));
+    }
+    let named: Vec<String> = rest
+        .iter()
+        .take(3)
+        .map(|c| format!("{} ({})", c.subject(names), c.cause.kind.as_str()))
+        .collect();
+    if named.is_empty() {
+        return String::new();
+    }
+    format!(": {}{rest_part}", named.join(", "))
 }
 
 /// The rank's first cause and what traces back to it, or the collective
