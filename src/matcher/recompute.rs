@@ -316,6 +316,83 @@ fn value_key(t: &OpTable, r: usize, k: &[u8]) -> Option<Vec<u8>> {
     Some([op, t.field(r, Field::Shape), hash].join(&0u8))
 }
 
+/// The `diff` pairs of `diff_rows` (result row, run-1 row, run-2 row) in
+/// the backward phase whose two rows each repeat by value ([`value_key`])
+/// a forward row of their own run, those two forward rows being paired
+/// with each other: each such pair's result row, to the forward pair's.
+/// Activation checkpointing in both runs recomputes a block's forward in
+/// backward; a change in the block shows in both, and the recomputation
+/// carries the forward op's divergence, it does not start another (trial
+/// 26 F6: a changed GELU was counted as two origins).
+pub(super) fn paired_repeats(
+    t1: &OpTable,
+    t2: &OpTable,
+    rows: &[MatchRow],
+    diff_rows: &[(usize, usize, usize)],
+) -> ahash::AHashMap<usize, usize> {
+    let mut out = ahash::AHashMap::new();
+    let backward: Vec<(usize, usize, usize)> = diff_rows
+        .iter()
+        .filter(|(_, a, b)| t1.is_backward(*a) && t2.is_backward(*b))
+        .copied()
+        .collect();
+    if backward.is_empty() {
+        return out;
+    }
+    // One side's forward rows with a candidate's Output hash text (looked
+    // up without a copy; the rest of the value is compared only there).
+    let originals = |t: &OpTable, cands: &mut dyn Iterator<Item = usize>| {
+        let mut want: ahash::AHashMap<&[u8], Vec<usize>> = ahash::AHashMap::new();
+        for r in cands {
+            want.entry(t.field(r, Field::OutputHash))
+                .or_default()
+                .push(r);
+        }
+        want.remove(&b""[..]);
+        let mut found: ahash::AHashMap<usize, usize> = ahash::AHashMap::new();
+        for f in (0..t.len()).filter(|&f| t.phase_kind(f) == Phase::Forward) {
+            let Some(cands) = want.get(t.field(f, Field::OutputHash)) else {
+                continue;
+            };
+            let kf = fuzzy_key(t.key(f));
+            for &r in cands {
+                let same = t.op_type(r) == t.op_type(f)
+                    && t.field(r, Field::Shape) == t.field(f, Field::Shape)
+                    && fuzzy_key(t.key(r)) == kf;
+                if same {
+                    found.entry(r).or_insert(f);
+                }
+            }
+        }
+        found
+    };
+    let o1 = originals(t1, &mut backward.iter().map(|x| x.1));
+    if o1.is_empty() {
+        return out;
+    }
+    let o2 = originals(t2, &mut backward.iter().map(|x| x.2));
+    // The forward pairs asked about: run-1 row to (result row, run-2 row).
+    let asked: ahash::AHashSet<usize> = o1.values().copied().collect();
+    let forward: ahash::AHashMap<usize, (usize, usize)> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| match m.sides() {
+            super::Sides::Both(a, b) if asked.contains(&a) => Some((a, (i, b))),
+            _ => None,
+        })
+        .collect();
+    for (i, a, b) in backward {
+        if let (Some(f1), Some(f2)) = (o1.get(&a), o2.get(&b)) {
+            if let Some(&(j, partner)) = forward.get(f1) {
+                if partner == *f2 && j < i {
+                    out.insert(i, j);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Forward rows of `t` of the op types `ops` holds (by op type number),
 /// to the first row of each: by fuzzy key (`layers.0.attention_norm/pow`)
 /// and each suffix of it at a `.` of its module FQN
@@ -379,6 +456,40 @@ mod tests {
 
     fn recomputed_gating(m: &MatchTable) -> (u64, u64) {
         (m.counts().recomputed, m.counts().gating)
+    }
+
+    /// Both runs checkpoint a block whose GELU changed: the recomputed
+    /// GELU in backward diverges as the forward one does, and is counted
+    /// under it, not as a second origin (trial 26 F6).
+    #[test]
+    fn a_recomputation_in_both_runs_is_counted_under_its_forward_op() {
+        use crate::matcher::cause::CauseKind;
+        let log = |gelu: &str| {
+            format!(
+                "[blk/op_0_mm]\n  Output hash: 1.0\n  Input hashes: 0.5\n\n\
+                 [blk/op_1_gelu]\n  Output hash: {gelu}\n  Input hashes: 1.0\n\n\
+                 [blk/op_2_mm]\n  Output hash: 1.0\n  Input hashes: 0.5\n  Phase: backward\n\n\
+                 [blk/op_3_gelu]\n  Output hash: {gelu}\n  Input hashes: 1.0\n  Phase: backward\n\n"
+            )
+        };
+        let m = compare(&log("2.0"), &log("2.5"));
+        let kinds: Vec<Option<CauseKind>> = m.cause_kinds.clone();
+        assert_eq!(kinds[1], Some(CauseKind::Origin), "{kinds:?}");
+        assert_eq!(kinds[3], Some(CauseKind::Inherited), "{kinds:?}");
+        assert_eq!(m.causes.causes.len(), 1);
+        // Another value in backward (not a recomputation): its own origin.
+        let other = log("2.0").replacen(
+            "Output hash: 2.0\n  Input hashes: 1.0\n  Phase",
+            "Output hash: 3.0\n  Input hashes: 1.0\n  Phase",
+            1,
+        );
+        let m = compare(&other, &log("2.5"));
+        assert_eq!(
+            m.cause_kinds[3],
+            Some(CauseKind::Origin),
+            "{:?}",
+            m.cause_kinds
+        );
     }
 
     #[test]

@@ -58,6 +58,13 @@ impl Class {
         Class::new(CauseKind::Record, first)
     }
 
+    /// A recomputation of a forward pair counted under `root`
+    /// ([`crate::matcher::recompute::paired_repeats`]): it carries that
+    /// divergence on.
+    pub(super) fn recomputed(root: usize) -> Class {
+        Class::new(CauseKind::Inherited, Some(root))
+    }
+
     fn new(kind: CauseKind, under: Option<usize>) -> Class {
         Class {
             kind,

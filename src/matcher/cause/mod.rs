@@ -333,8 +333,15 @@ pub fn analyse<'a>(
         .map(|(i, _)| i)
         .collect();
     let records = t1.header().level == crate::logformat::CaptureLevel::Modules;
+    let recomputed = super::recompute::paired_repeats(t1, t2, rows, &diff_rows);
     for &(i, r1, _) in &diff_rows {
         let inputs = pend.next_if(|(p, _)| p.i == i);
+        // Activation checkpointing's recomputation of a diverging forward
+        // pair, in both runs: counted under that pair's cause.
+        if let Some(root) = recomputed.get(&i).and_then(|&j| tally.root_of(j)) {
+            tally.record(rows, i, classify::Class::recomputed(root), Vec::new(), &[]);
+            continue;
+        }
         if records {
             let first = tally.first_cause();
             tally.record(rows, i, classify::Class::record(first), Vec::new(), &[]);
