@@ -2101,7 +2101,7 @@ fn a_digest_only_step_is_shaded_lightest() {
     compare_into([d.path().join("a"), d.path().join("b")], &["-q"], &out, 1);
     let index = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(
-        index.contains("<td class=gate style=\"background:rgb(250,190,190)\"><a href=\"step_1/index.html\" title=\"step 1, rank 0: 1 gating rows; only their digests differ, below every printed digit\""),
+        index.contains("<td class=gate style=\"background:rgb(250,190,190)\"><a href=\"step_1/index.html\" title=\"step 1, rank 0: 1 gating row; only their digests differ, below every printed digit\""),
         "{index}"
     );
 }

@@ -302,8 +302,9 @@ def check(
         return None
     r = s["ranks"][0]
     what, key = _what_diverges(r, step)
+    gating = r["counts"].get("gating", 0)
     message = (
         f"step {step} diverges from the baseline on rank {rank}: {what} "
-        f"({r['counts'].get('gating', 0)} gating rows); report: {out} (open its index.html)"
+        f"({gating} gating row{'' if gating == 1 else 's'}); report: {out} (open its index.html)"
     )
     return Diverged(message, step, rank, key, out)

@@ -547,10 +547,11 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
         }
         let _ = writeln!(
             out,
-            "  step {}: {} gating of {} diverging rows{}",
+            "  step {}: {} gating of {} diverging row{}{}",
             r.step,
             r.gating,
             r.diverging,
+            if r.diverging == 1 { "" } else { "s" },
             r.headline
                 .as_ref()
                 .map(|h| format!("; {h}"))

@@ -159,7 +159,8 @@ fn cell_title(r: Option<&RankSummary>) -> String {
                 }
                 _ => String::new(),
             };
-            format!("{} gating rows{largest}", r.counts.gating)
+            let n = r.counts.gating;
+            format!("{n} gating row{}{largest}", if n == 1 { "" } else { "s" })
         }
         (State::Soft, Some(r)) => {
             format!("{} rows differ, none gating", r.counts.diverging())
