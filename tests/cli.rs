@@ -2368,6 +2368,56 @@ fn modules_log(output: &str, grad: &str, weight: &str) -> String {
     )
 }
 
+/// Runs of different world sizes (4 DDP ranks against 2) are said to be
+/// so, on stderr and in summary.json: every gradient is averaged over the
+/// world size (trial 29: DDP's gradient `mul` was named an origin, the
+/// world sizes nowhere). Runs of one world size are not.
+#[test]
+fn runs_of_different_world_sizes_are_said_so() {
+    let tmp = TempDir::new().unwrap();
+    let log = |world: u32, grad: &str| {
+        hand_header(2, &format!("World size: {world}\n"))
+            + &stats_block("fc/op_0_mm", "4.0", "1.0", "")
+            + &stats_block("fc/op_1_mul", grad, "4.0", "fc/op_0_mm")
+    };
+    let (a, b) = (tmp.path().join("w4"), tmp.path().join("w2"));
+    for rank in 0..4 {
+        write(
+            &a,
+            &format!("rank_{rank}_activations.log"),
+            log(4, "1.0").as_bytes(),
+        );
+    }
+    for rank in 0..2 {
+        write(
+            &b,
+            &format!("rank_{rank}_activations.log"),
+            log(2, "2.0").as_bytes(),
+        );
+    }
+    let words = "w4 and w2 ran with different world sizes (4 and 2 ranks): with data parallelism each gradient is averaged over the world size";
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    assert!(
+        r.stderr.contains(&format!("warning: {words}")),
+        "{}",
+        r.stderr
+    );
+    let summary = std::fs::read_to_string(tmp.path().join("out/summary.json")).unwrap();
+    assert!(summary.contains(words), "{summary}");
+    let c = tmp.path().join("w2b");
+    for rank in 0..2 {
+        write(
+            &c,
+            &format!("rank_{rank}_activations.log"),
+            log(2, "3.0").as_bytes(),
+        );
+    }
+    let r = compare(&tmp, &b, &c, &[]);
+    r.expect(1);
+    assert!(!r.stderr.contains("different world sizes"), "{}", r.stderr);
+}
+
 /// Every paired row agrees and only ops of one run gate (eager against
 /// sdpa attention): a line names those ops by name and count (trial 28
 /// W1: the verdict named a mask helper, and the sdpa kernel nowhere).

@@ -291,6 +291,19 @@ def check(
             step,
             rank,
         )
+    # Another data-parallel degree: every gradient is averaged over
+    # another number of ranks, a layout mismatch, not a divergence (trial
+    # 29: a 4-rank baseline raised Diverged at DDP's gradient mul).
+    sizes = [(s["ranks"][0][side].get("world_size") if s["ranks"] else None) for side in ("run1", "run2")]
+    if None not in sizes and sizes[0] != sizes[1]:
+        _discard(out)
+        raise BaselineError(
+            f"step {step}, rank {rank}: the baseline ran with World size {sizes[0]} and this run with "
+            f"{sizes[1]}: with data parallelism every gradient is averaged over the world size, so the "
+            "two differ by design; capture a baseline with this job's world size",
+            step,
+            rank,
+        )
     paired = sum(r["counts"].get("match", 0) + r["counts"].get("diff", 0) for r in s["ranks"])
     if paired == 0:
         _discard(out)

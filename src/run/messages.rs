@@ -162,6 +162,27 @@ pub fn modules_across_layouts(
     })
 }
 
+/// The warning that the runs' logs declare different world sizes
+/// ([`Message::WorldSizesDiffer`]), unless shards were combined across
+/// parallel layouts (TP=2 against TP=1: compared as whole tensors).
+/// `None` otherwise.
+pub fn world_sizes_differ(
+    cfg: &super::pipeline::CompareConfig,
+    c: &super::pipeline::Compared,
+) -> Option<Message> {
+    if c.meta.layouts.iter().any(|l| !l.combined.is_empty()) {
+        return None;
+    }
+    let w1 = c.ranks.iter().find_map(|r| r.run1.world_size)?;
+    let w2 = c.ranks.iter().find_map(|r| r.run2.world_size)?;
+    (w1 != w2).then(|| Message::WorldSizesDiffer {
+        runs: [
+            (cfg.report.name1.clone(), w1),
+            (cfg.report.name2.clone(), w2),
+        ],
+    })
+}
+
 /// The warning when `run1` and `run2` name one file or folder (symbolic
 /// links and `.`/`..` resolved): a compare of a run with itself passes
 /// whatever the run holds, a typo a CI gate would not see.

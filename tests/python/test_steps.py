@@ -761,6 +761,32 @@ def test_a_baseline_that_does_not_match_is_an_error(tmp_path, capfd):
         actdiff_capture.Profiler(TinyGPT(), tmp_path / "x", baseline=tmp_path / "nowhere")
 
 
+def test_a_baseline_of_another_world_size_is_an_error(tmp_path):
+    """A baseline of another data-parallel degree (4 DDP ranks for a 2-rank
+    job): every gradient is averaged over another number of ranks, a
+    layout mismatch that raised ``Diverged`` at DDP's gradient ``mul``
+    (trial 29). A one-process gloo group writes ``World size: 1``; the
+    blessed log is made to say 2."""
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        run(tmp_path / "blessed", steps=1)
+        log = tmp_path / "blessed" / "step_1" / "rank_0_activations.log"
+        text = log.read_text()
+        assert "World size: 1\n" in text
+        log.write_text(text.replace("World size: 1\n", "World size: 2\n", 1))
+        with pytest.raises(actdiff_capture.BaselineError, match="the baseline ran with World size 2 and this run with 1"):
+            run_with_baseline(tmp_path / "job", tmp_path / "blessed", steps=1)
+    finally:
+        dist.destroy_process_group()
+
+
 def run_with_baseline(dump, baseline, steps=4, on_divergence="raise", **kw):
     """``run`` with ``baseline=`` (every step captured, full precision)."""
     return run(dump, steps=steps, baseline=baseline, on_divergence=on_divergence, **kw)

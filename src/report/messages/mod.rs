@@ -309,6 +309,15 @@ pub enum Message {
         /// Each run's display name and rank count.
         runs: [(String, usize); 2],
     },
+    /// The two runs' logs declare different world sizes (`World size:`),
+    /// and no shards were combined across layouts: with data parallelism
+    /// each gradient is averaged over the world size, so the runs differ
+    /// by design from the backward on (trial 29: 4 ranks against 2 named
+    /// DDP's gradient `mul` an origin, the world sizes nowhere).
+    WorldSizesDiffer {
+        /// Each run's display name and world size.
+        runs: [(String, u32); 2],
+    },
     /// A negative `--layer-offset` that would number layers below 0.
     NegativeLayers {
         /// Run 1's rank.
@@ -640,6 +649,7 @@ impl fmt::Display for Message {
             | Message::BitwisePrinted
             | Message::LayoutsAtReferenceTolerance { .. }
             | Message::ModulesAcrossLayouts { .. }
+            | Message::WorldSizesDiffer { .. }
             | Message::MixedPrecision { .. }
             | Message::NegativeLayers { .. }
             | Message::UnusedOverride { .. }

@@ -236,6 +236,10 @@ impl Message {
                     "capture both runs with precision=\"full\" to see which rows are bitwise equal (--bitwise)"
                 }
             ),
+            Message::WorldSizesDiffer { runs: [(n1, w1), (n2, w2)] } => write!(
+                f,
+                "{n1} and {n2} ran with different world sizes ({w1} and {w2} ranks): with data parallelism each gradient is averaged over the world size (DDP's backward mul or div by it), so gradients, and everything after them, differ by design; compare runs of one world size"
+            ),
             Message::ModulesAcrossLayouts { runs: [(n1, r1), (n2, r2)] } => write!(
                 f,
                 "{n1} ({r1} rank{}) and {n2} ({r2} rank{}) are level=modules captures whose records differ in Shape: if their parallel layouts differ (TP=2 against TP=1), module outputs and parameters are shards in one and whole in the other, which a module-level log cannot combine; compare such runs with level=\"ops\" captures (their shards are combined), and level=\"modules\" captures within one layout",

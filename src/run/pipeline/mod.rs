@@ -841,6 +841,9 @@ pub fn compare_layouts(cfg: &CompareConfig) -> Result<Compared, Message> {
     c.meta
         .warnings
         .extend(messages::modules_across_layouts(cfg, &c));
+    c.meta
+        .warnings
+        .extend(messages::world_sizes_differ(cfg, &c));
     Ok(c)
 }
 
