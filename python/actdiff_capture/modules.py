@@ -215,6 +215,16 @@ def _tensors(x, out: list) -> list:
     return out
 
 
+def _version(p: torch.Tensor) -> tuple:
+    """``p``'s version counter, and its local shard's for a DTensor
+    (FSDP2's ``fully_shard``, TP): an in-place change through
+    ``p.to_local()`` moves the shard's counter, not the DTensor's (trial
+    29: a local-shard edit after ``optimizer.step()`` went unseen at
+    ``level="modules"``)."""
+    local = getattr(p, "_local_tensor", None)
+    return (p._version, local._version if isinstance(local, torch.Tensor) else None)
+
+
 def _fsdp_params(model: nn.Module) -> dict:
     """FSDP2's parameters of ``model`` (``fully_shard``): ``(id(module),
     parameter name)`` → its ``FSDPParam`` (empty without FSDP2). Reads
@@ -534,11 +544,13 @@ class ModuleRecorder:
         each one changed in place since it was (its version counter moved:
         a clamp or an EMA after ``optimizer.step()``, recorded under the
         next number, ``op_N+1_weight``; a change through ``.data`` has a
-        counter of its own and is not seen), read before this returns. The hooks stay registered: :meth:`rearm` goes
+        counter of its own and is not seen; a DTensor's local shard's counter
+        is read too, so a change through ``to_local()`` is seen), read
+        before this returns. The hooks stay registered: :meth:`rearm` goes
         on with the next step, or :meth:`remove` removes them."""
         versions = self._versions
         self._read_params(
-            [x for x in self.params if id(x[2]) not in self._params_read or x[2]._version != versions[id(x[2])]]
+            [x for x in self.params if id(x[2]) not in self._params_read or _version(x[2]) != versions[id(x[2])]]
         )
         if not self._buffers_read or self._trained_since_buffers:
             self._read_buffers()
@@ -588,7 +600,7 @@ class ModuleRecorder:
         """Records ``params`` (``(fqn, name, parameter)``) as they are now,
         read before this returns."""
         self._params_read.update(id(p) for _, _, p in params)
-        self._versions.update((id(p), p._version) for _, _, p in params)
+        self._versions.update((id(p), _version(p)) for _, _, p in params)
         w = self.worker
         if w is None:
             for fqn, pname, p in params:

@@ -743,3 +743,45 @@ def test_an_entry_names_the_parameter_that_differs(actdiff_bin, tmp_path):
     r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab")
     assert r.returncode == 1, r.stdout
     assert "the parameter blocks.1.weight" in r.stdout.splitlines()[1], r.stdout
+
+
+def test_an_fsdp2_local_shard_edited_after_the_optimizer_is_recorded_at_module_level(actdiff_bin, tmp_path):
+    """FSDP2 (``fully_shard``), ``level="modules"``: a parameter's local
+    shard changed in place through ``to_local()`` after
+    ``optimizer.step()`` moves the shard's version counter, not the
+    DTensor's, and went unseen: the step that made the change was said to
+    agree, "its parameters after the optimizer step included" (trial 29).
+    A one-process gloo group."""
+    import socket
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        for name, edit in (("a", False), ("b", True)):
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+            fully_shard(model)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+            prof = actdiff_capture.Profiler(model, tmp_path / name, capture_steps=range(1, 4), level="modules",
+                                            precision="full")
+            g = torch.Generator().manual_seed(1)
+            for step in range(1, 4):
+                model(torch.randn(4, 8, generator=g)).sum().backward()
+                opt.step()
+                opt.zero_grad()
+                if edit and step == 2:
+                    with torch.no_grad():
+                        model[0].weight.to_local()[0, 0] += 0.01
+                prof.step()
+            prof.close()
+    finally:
+        dist.destroy_process_group()
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert s["first_diverging_step"] == 2, r.stdout
+    assert "`0/op_5_weight` (only in b)" in r.stdout, r.stdout
