@@ -2139,3 +2139,51 @@ fn two_folders_of_one_step_are_an_input_error() {
     );
     assert!(r.stderr.contains(&said), "{said} in {}", r.stderr);
 }
+
+/// Incomplete input after the first diverging step (a rank that stopped
+/// capturing at the divergence, `on_divergence="stop-capturing"`, or a
+/// later log cut short) cannot change where the runs part: the series
+/// exits 1, and a line says why, not 3 (trial 29: "a rank that crashed").
+/// The same cut before the first diverging step is still exit 3.
+#[test]
+fn incomplete_input_after_the_first_diverging_step_does_not_make_it_3() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let opts = [
+        "--ops",
+        "100",
+        "--ranks",
+        "2",
+        "--seed",
+        "5",
+        "--perturb",
+        "0.01",
+    ];
+    gen_into(
+        &[&opts[..], &["--steps", "4", "--diverge-at", "3"]].concat(),
+        &a,
+        &b,
+    );
+    let cut = |step: u64| {
+        let log = b.join(format!("step_{step}/rank_1_activations.log"));
+        let text = std::fs::read_to_string(&log).unwrap();
+        std::fs::write(&log, &text[..text.len() / 2]).unwrap();
+    };
+    cut(4);
+    let r = compare_into([&a, &b], &[], t.path().join("out"), 1);
+    assert!(
+        r.stdout.contains("step 4 after step 3, where the runs part, has incomplete input, which does not change the first diverging step"),
+        "{}",
+        r.stdout
+    );
+    let s = summary(&t.path().join("out"));
+    assert_eq!(
+        (
+            s["first_diverging_step"].as_u64(),
+            s["exit_status"].as_i64()
+        ),
+        (Some(3), Some(1))
+    );
+    cut(2);
+    compare_into([&a, &b], &[], t.path().join("out2"), 3);
+}

@@ -184,6 +184,15 @@ pub enum Reason {
         /// index), so that it does not say the path.
         report: String,
     },
+    /// A step series: steps after the first diverging one whose input is
+    /// incomplete (ranks missing, logs cut): they cannot change where the
+    /// runs part, so the series exits 1, not 3.
+    IncompleteAfterDivergence {
+        /// The first diverging step.
+        first: u64,
+        /// The steps after it with incomplete input, ascending.
+        steps: Vec<u64>,
+    },
     /// A step series: each rank's first diverging step.
     StepsPerRank {
         /// The ranks and steps.
@@ -762,6 +771,13 @@ impl fmt::Display for Reason {
                 }
                 write!(f, " (report: {report})")
             }
+            Reason::IncompleteAfterDivergence { first, steps } => write!(
+                f,
+                "step{} {} after step {first}, where the runs part, {} incomplete input, which does not change the first diverging step (a rank that stopped capturing at the divergence, on_divergence=\"stop-capturing\", writes no later logs)",
+                plural(steps.len() as u64),
+                messages::fmt_steps(steps),
+                if steps.len() == 1 { "has" } else { "have" }
+            ),
             Reason::StepsPerRank { ranks, compared } => {
                 f.write_str(&crate::report::steps::rank_steps_sentence(ranks, compared))
             }

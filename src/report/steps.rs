@@ -257,6 +257,20 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
             reasons: r.verdict.clone(),
         });
     lines.extend(bad);
+    if let Some(first) = series.first_diverging_step {
+        let after: Vec<u64> = series
+            .step_results
+            .iter()
+            .filter(|r| r.step > first && r.exit_status == exit_codes::INCOMPLETE)
+            .map(|r| r.step)
+            .collect();
+        if !after.is_empty() {
+            lines.push(Reason::IncompleteAfterDivergence {
+                first,
+                steps: after,
+            });
+        }
+    }
     lines.extend(super::reasons::not_gating(&s.counts, &s.ranks));
     lines.extend(not_bitwise_from(series));
     lines.extend(losses_differ(series));

@@ -818,7 +818,19 @@ fn join(
             not_compared.push(d.step);
         }
         results.push(StepResult::of(d.step, &dir, &s));
-        status = worse(status, s.exit_status);
+        // Incomplete input after the first diverging step cannot change
+        // the answer (the runs part there): the series diverges, exit 1,
+        // not 3 (trial 29: a rank that stopped capturing at the divergence,
+        // on_divergence="stop-capturing", has no later logs).
+        let after_first = first.is_some_and(|f| d.step > f);
+        status = worse(
+            status,
+            if after_first && s.exit_status == exit_codes::INCOMPLETE {
+                exit_codes::DIVERGED
+            } else {
+                s.exit_status
+            },
+        );
         errors.extend(s.input_errors.iter().map(|e| Message::AtStep {
             step: d.step,
             message: Box::new(e.clone()),
