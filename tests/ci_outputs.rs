@@ -247,6 +247,30 @@ fn exit_3_a_truncated_log_is_an_error_case_and_a_failure_when_allowed() {
     r.agrees();
     let (tag, ty, _) = r.case("rank 1").1.clone().unwrap();
     assert_eq!((tag.as_str(), ty.as_str()), ("failure", "IncompleteInput"));
+    // A rank's log missing below the `World size:` the logs declare: the
+    // same rule (trial 29: it stayed an `<error>` under --allow-incomplete,
+    // against the docs).
+    let world = |name: &str, ranks: &[u32]| {
+        let d = run_folder(tmp.path(), name, ranks, "bug_layer2/run_A");
+        for r in ranks {
+            let f = d.join(format!("rank_{r}_activations.log"));
+            let text = std::fs::read_to_string(&f).unwrap();
+            let (first, rest) = text.split_once('\n').unwrap();
+            std::fs::write(&f, format!("{first}\nWorld size: 2\n{rest}")).unwrap();
+        }
+        d
+    };
+    let (c, d) = (world("c", &[0, 1]), world("d", &[0]));
+    let r = compare(&[os(&c), os(&d)]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    r.agrees();
+    let (tag, ty, _) = r.case("rank 1").1.clone().unwrap();
+    assert_eq!((tag.as_str(), ty.as_str()), ("error", "IncompleteInput"));
+    let r = compare(&[os(&c), os(&d), "--allow-incomplete".as_ref()]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    r.agrees();
+    let (tag, ty, _) = r.case("rank 1").1.clone().unwrap();
+    assert_eq!((tag.as_str(), ty.as_str()), ("failure", "IncompleteInput"));
 }
 
 /// Each input error of a compare is printed once, on stderr: the terminal

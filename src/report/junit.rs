@@ -6,8 +6,11 @@
 //! - a rank present in one run only fails (`OneSidedRank`);
 //! - in a step series, each case is a (step, rank), `step S rank R`, and
 //!   a step present in one run only fails (`OneSidedStep`);
-//! - a rank whose input is incomplete is an `<error type="IncompleteInput">`
-//!   (a `<failure>` under `--allow-incomplete`, whose exit status is 1);
+//! - a rank whose input is incomplete (a cut log, or a log missing below
+//!   the `World size:` the other logs declare) is an
+//!   `<error type="IncompleteInput">` (a `<failure>` where the exit status
+//!   is 1: under `--allow-incomplete`, or at a step after a series' first
+//!   diverging step);
 //! - a rank that could not be compared is an `<error type="InputError">`
 //!   with the reason;
 //! - input errors that belong to no rank (a missing run, a bad option or
@@ -205,6 +208,14 @@ fn cases(s: &Summary) -> Vec<Case> {
                     matches!(v, Reason::RanksMissing { name, ranks, .. } if name == other && ranks.contains(rank))
                 });
                 let outcome = match missing {
+                    // Judged anyway (--allow-incomplete, or a step after
+                    // the series' first diverging step): exit 1, a
+                    // failure, as for a cut log.
+                    Some(why) if s.exit_status == exit_codes::DIVERGED => Outcome::Failure {
+                        ty: "IncompleteInput",
+                        message: format!("{at}{why}"),
+                        body: format!("{message}: {why}\n"),
+                    },
                     Some(why) => Outcome::Error {
                         ty: "IncompleteInput",
                         message: format!("{at}{why}"),
