@@ -2368,6 +2368,33 @@ fn modules_log(output: &str, grad: &str, weight: &str) -> String {
     )
 }
 
+/// An op of one run only that changes a parameter in place (an edit after
+/// the optimizer step: its `Input parameters:` line names it) says which
+/// parameter (trial 29: `<none>/op_51_add_ (only in B)` and no name).
+#[test]
+fn a_one_sided_in_place_op_on_a_parameter_names_it() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let base = stats_block("fc/op_0_mm", "4.0", "1.0", "");
+    let edit = stats_block("<none>/op_0_add_", "5.0", "4.5", "").replace(
+        "  Input producers: \n",
+        "  Input producers: \n  Input parameters: fc.weight\n",
+    );
+    write(
+        &a,
+        "rank_0_activations.log",
+        (hand_header(1, "") + &base).as_bytes(),
+    );
+    write(
+        &b,
+        "rank_0_activations.log",
+        (hand_header(2, "") + &base + &edit).as_bytes(),
+    );
+    compare(&tmp, &a, &b, &[]).expect(1).stdout_has(
+        "rank 0 diverges first at `<none>/op_0_add_` (only in b; it changes the parameter fc.weight in place).",
+    );
+}
+
 /// Runs of different world sizes (4 DDP ranks against 2) are said to be
 /// so, on stderr and in summary.json: every gradient is averaged over the
 /// world size (trial 29: DDP's gradient `mul` was named an origin, the

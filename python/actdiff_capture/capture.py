@@ -972,9 +972,11 @@ class _Mode(TorchDispatchMode):
         params = self.parameters_of(ins, outs) if self.param_names is not None and code in (0, 3) else None
         out_params = self.output_names if params is not None else None
         # Outside the optimizer step: which inputs are parameters (trial 26
-        # F5: an entry named "input 1", not the adapter it is).
+        # F5: an entry named "input 1", not the adapter it is), also in
+        # the optimizer phase after ``step()`` returned (trial 29: an
+        # in-place edit of a parameter there had no parameter name).
         in_params = None
-        if code != 3 and self.input_fqn:
+        if (code != 3 or params is None) and self.input_fqn:
             fqns = self.input_fqn
             names = []
             for t in raw_ins:

@@ -193,6 +193,16 @@ impl RowRef {
             None => parameter_words(&all),
         })
     }
+    /// For an in-place op (its name ends with `_`) whose first input is a
+    /// parameter ([`RowRef::input_parameters`]): that parameter's FQN.
+    pub fn in_place_parameter(&self) -> Option<&str> {
+        let op = crate::parser::key::module_and_op(self.key().as_bytes()).1;
+        if !op.ends_with(b"_") {
+            return None;
+        }
+        let first = self.input_parameters.as_deref()?.split(';').next()?.trim();
+        (!first.is_empty()).then_some(first)
+    }
     /// The parameters to name for this row: those whose outputs differ
     /// when known, else all of its `Parameters:` line.
     pub fn named_parameters(&self) -> Option<&str> {

@@ -785,3 +785,31 @@ def test_an_fsdp2_local_shard_edited_after_the_optimizer_is_recorded_at_module_l
     assert r.returncode == 1, r.stdout + r.stderr
     assert s["first_diverging_step"] == 2, r.stdout
     assert "`0/op_5_weight` (only in b)" in r.stdout, r.stdout
+
+
+def test_an_in_place_parameter_edit_after_the_optimizer_step_is_named(actdiff_bin, tmp_path):
+    """An in-place edit of a parameter after ``optimizer.step()`` (a clamp
+    or a hand-written decay before ``prof.step()``) is captured after
+    ``step()`` returned: the capture wrote neither
+    ``Parameters:`` nor ``Input parameters:``, and the verdict said
+    ``<none>/op_38_add_ (only in b)`` with no parameter (trial 29)."""
+    for name, edit in (("a", False), ("b", True)):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        prof = actdiff_capture.Profiler(model, tmp_path / name, capture_steps=[1], precision="full", min_numel=0)
+        model(torch.randn(4, 8, generator=torch.Generator().manual_seed(1))).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        if edit:
+            with torch.no_grad():
+                model[0].weight.add_(0.01)
+        prof.step()
+        prof.close()
+    _, rows = blocks(tmp_path / "b" / "step_1" / "rank_0_activations.log")
+    last_key, last = rows[-1]
+    assert last_key.endswith("_add_"), (last_key, last)
+    assert last["Input parameters"] == "0.weight", last
+    r, _ = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "ab")
+    assert r.returncode == 1, r.stdout
+    assert f"`{last_key}` (only in b; it changes the parameter 0.weight in place)" in r.stdout, r.stdout

@@ -359,6 +359,11 @@ impl Summary {
                         "an op only in {run}, feeding `{}`",
                         c.row.key_beside(first.status)
                     );
+                    // An in-place op on a parameter (an edit after the
+                    // optimizer step, trial 29) names it.
+                    if let Some(p) = first.in_place_parameter() {
+                        w.push_str(&format!("; it changes the parameter {p} in place"));
+                    }
                     // The op the other run ran there (trial 24 F5).
                     if let Some(p) = &c.in_its_place {
                         let other = if run == name1 { name2 } else { name1 };
@@ -519,15 +524,20 @@ impl Summary {
                         .map(|g| g.words(name))
                         .unwrap_or_default()
                 };
+                // An in-place op on a parameter names it (trial 29).
+                let param = f
+                    .in_place_parameter()
+                    .map(|p| format!("; it changes the parameter {p} in place"))
+                    .unwrap_or_default();
                 let only = match f.status {
                     Status::Only1 => format!(
-                        " ({}{}{})",
+                        " ({}{param}{}{})",
                         status_words(f.status, name1, name2),
                         cut(&first.run2, name2),
                         scaling(name1)
                     ),
                     Status::Only2 => format!(
-                        " ({}{}{})",
+                        " ({}{param}{}{})",
                         status_words(f.status, name1, name2),
                         cut(&first.run1, name1),
                         scaling(name2)
