@@ -2221,6 +2221,88 @@ fn the_html_budget_is_shared_over_the_ranks_with_context_rows() {
     );
 }
 
+/// Trial 29: with one diverging rank among many, the equal share of the
+/// HTML budget cut that rank's pages to a few rows while the matching
+/// ranks left theirs unused. What they leave goes to the ranks it cut: the
+/// diverging rank's pages hold every row, the matching ranks' none, the
+/// banner says which is which, the report stays within the budget, and
+/// the rows file holds each row once (the rank compared again for its
+/// pages writes no rows).
+#[test]
+fn the_html_budget_the_matching_ranks_leave_goes_to_the_diverging_rank() {
+    let tmp = TempDir::new().unwrap();
+    let (d1, d2) = gen_runs(
+        &tmp,
+        &[
+            "--ops",
+            "200",
+            "--ranks",
+            "40",
+            "--perturb-count",
+            "0",
+            "--seed",
+            "4",
+        ],
+    );
+    // One value of rank 13 changed.
+    let p = d2.join("rank_13_activations.log");
+    let log = std::fs::read_to_string(&p).unwrap();
+    // The third digit of the first Output hash that is a number (`4.677963e+05`).
+    let at = log
+        .match_indices("  Output hash: ")
+        .map(|(i, m)| i + m.len())
+        .find(|&i| log.as_bytes()[i].is_ascii_digit())
+        .unwrap()
+        + 3;
+    let digit = if &log[at..at + 1] == "1" { "2" } else { "1" };
+    let edited = format!("{}{digit}{}", &log[..at], &log[at + 1..]);
+    std::fs::write(&p, edited).unwrap();
+    let rows = tmp.path().join("rows.jsonl");
+    // 4 MiB: a 104 KB share, less than a rank's every row.
+    let r = compare(
+        &tmp,
+        &d1,
+        &d2,
+        &["--html-budget-mb", "4", "--rows", rows.to_str().unwrap()],
+    );
+    r.expect(1);
+    let s = r.summary();
+    for rank in s["ranks"].as_array().unwrap() {
+        let n = rank["rank"].as_u64().unwrap();
+        let expected = if n == 13 { (200, false) } else { (0, true) };
+        assert_eq!(
+            (
+                rank["html_rows"].as_u64().unwrap(),
+                rank["html_filtered"].as_bool().unwrap()
+            ),
+            expected,
+            "rank {n}"
+        );
+    }
+    let html: u64 = std::fs::read_dir(&r.out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap() != "summary.json")
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert!(html <= 4 << 20, "{html} bytes of HTML over a 4 MiB budget");
+    let page = std::fs::read_to_string(r.out.join("rank13-page1.html")).unwrap();
+    assert!(
+        page.contains("rank13-row199"),
+        "every row of rank 13 is on its page"
+    );
+    assert!(
+        r.stdout.contains(
+            "The pages of the 39 ranks whose rows all match hold none of them, to keep the report within its size budget"
+        ),
+        "{}",
+        r.stdout
+    );
+    let text = std::fs::read_to_string(&rows).unwrap();
+    let of_13 = text.lines().filter(|l| l.contains("\"rank\":13,")).count();
+    assert_eq!(of_13, 200, "rank 13's rows once each in the rows file");
+}
+
 /// Issue 26: above 64 ranks the terminal stays short, as the index does:
 /// the lines of one rank per group for the first 8 groups (those with a
 /// gating difference first, the largest first), then at most 20 groups,

@@ -237,16 +237,20 @@ pub(super) fn shown_note(s: &RankSummary) -> String {
 /// pages are not counted).
 pub fn left_out_note(ranks: &[RankSummary]) -> String {
     let with_pages = ranks.iter().filter(|r| !r.pages.is_empty()).count();
-    let filtered = ranks
-        .iter()
-        .filter(|r| r.html_filtered && !r.pages.is_empty())
+    let filtered = || {
+        ranks
+            .iter()
+            .filter(|r| r.html_filtered && !r.pages.is_empty())
+    };
+    let all_match = filtered()
+        .filter(|r| r.counts.total() == r.counts.matched)
         .count();
-    if filtered == 0 {
+    let differ = filtered().count() - all_match;
+    if differ + all_match == 0 {
         return String::new();
     }
-    let context = ranks
-        .iter()
-        .filter(|r| r.html_filtered && r.html_rows as u64 > r.counts.total() - r.counts.matched)
+    let context = filtered()
+        .filter(|r| r.html_rows as u64 > r.counts.total() - r.counts.matched)
         .count();
     let cut = ranks.iter().filter(|r| r.html_cut_from.is_some()).count();
     let mut how = Vec::new();
@@ -259,14 +263,32 @@ pub fn left_out_note(ranks: &[RankSummary]) -> String {
     if cut > 0 {
         how.push(format!("{cut} only the first of them"));
     }
+    let ranks_word = |n: usize| if n == 1 { "rank" } else { "ranks" };
+    let mut what = Vec::new();
+    if differ > 0 {
+        what.push(format!(
+            "The pages of {differ} of {with_pages} {} hold only their diverging rows{}",
+            ranks_word(with_pages),
+            if how.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", how.join("; "))
+            }
+        ));
+    }
+    if all_match > 0 {
+        what.push(format!(
+            "{} {all_match} {} whose rows all match hold none of them",
+            if differ > 0 {
+                "those of the"
+            } else {
+                "The pages of the"
+            },
+            ranks_word(all_match),
+        ));
+    }
     format!(
-        "The pages of {filtered} of {} rank{} hold only their diverging rows{}, to keep the report within its size budget (--html-budget-mb) or --html-rows: every row on the pages with --html-rows all, every row machine-readable with --rows (JSON Lines or Parquet); summary.json is complete.",
-        with_pages,
-        if with_pages == 1 { "" } else { "s" },
-        if how.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", how.join("; "))
-        }
+        "{}, to keep the report within its size budget (--html-budget-mb) or --html-rows: every row on the pages with --html-rows all, every row machine-readable with --rows (JSON Lines or Parquet); summary.json is complete.",
+        what.join(", and ")
     )
 }

@@ -155,6 +155,9 @@ struct RankDone {
     errors: Vec<Message>,
     warnings: Vec<Message>,
     rows_tmp: Option<PathBuf>,
+    /// How its pages used its share of the HTML budget
+    /// ([`report::top_up`]).
+    budget_use: Option<report::BudgetUse>,
 }
 
 /// Parses both logs of a rank pair in parallel; the errors of either.
@@ -285,6 +288,7 @@ fn compare_rank(
         errors: Vec::new(),
         warnings: Vec::new(),
         rows_tmp: None,
+        budget_use: None,
     };
     let timer = Timer::new(rank1);
     progress.stage(rank1, "parsing");
@@ -371,9 +375,11 @@ fn compare_rank(
         matches: &m,
     };
     progress.stage(rank1, "writing pages");
+    let plan = report::PagePlan::new(&rc, &cfg.report);
+    done.budget_use = plan.budget_use().cloned();
     // Pages and Parquet rows side by side: each fills the other's gaps.
     let (pages, parquet) = rayon::join(
-        || report::write_rank_with_progress(&rc, &cfg.report, progress),
+        || report::write_rank_with_progress(&rc, &cfg.report, &plan, progress),
         || match rows_out {
             RowsOut::Parquet(w) => w.write_rank(&rc, cfg.step).map_err(|e| Message::File {
                 path: w.path().display().to_string(),
@@ -438,25 +444,36 @@ pub(super) fn discover(
 
 /// Compares every rank pair of `plan`, in parallel on `cfg.jobs` threads.
 fn compare_ranks(
-    plan: &RankPlan,
+    pairs: &[(u32, PathBuf, u32, PathBuf)],
     cfg: &CompareConfig,
     rows_out: &RowsOut,
+    budgets: Option<&[u64]>,
 ) -> Result<Vec<RankDone>, String> {
-    let total_bytes: u64 = plan
-        .pairs
+    let total_bytes: u64 = pairs
         .iter()
         .flat_map(|(_, a, _, b)| [a, b])
         .filter_map(|p| std::fs::metadata(p).ok())
         .map(|m| m.len())
         .sum();
-    let progress = Progress::new(cfg.quiet, total_bytes, plan.pairs.len() as u64);
+    let progress = Progress::new(cfg.quiet, total_bytes, pairs.len() as u64);
     // Parse the built-in templates while the logs are parsed (about 0.1 s
     // of one core; the first report waits for it if it is not done).
     std::thread::spawn(report::html::prepare);
     let work = || -> Vec<RankDone> {
-        plan.pairs
+        pairs
             .par_iter()
-            .map(|(a, pa, b, pb)| {
+            .enumerate()
+            .map(|(i, (a, pa, b, pb))| {
+                let own;
+                let cfg = match budgets {
+                    Some(budgets) => {
+                        let mut c = cfg.clone();
+                        c.report.html_budget = Some(budgets[i]);
+                        own = c;
+                        &own
+                    }
+                    None => cfg,
+                };
                 let d = compare_rank(*a, pa, *b, pb, cfg, &progress, rows_out);
                 progress.ranks.inc(1);
                 d
@@ -473,6 +490,52 @@ fn compare_ranks(
     };
     progress.finish();
     Ok(done)
+}
+
+/// Gives the ranks whose pages the HTML budget cut what the other ranks
+/// left of it ([`report::top_up`]): those given more are compared again
+/// (pages only: no rows, no kept tables) and their new summaries replace
+/// the first ones. `done` is in `pairs` order; `cfg` gave each rank its
+/// equal share. A rank whose second compare fails keeps its first pages
+/// and gets the error.
+fn top_up_pages(
+    pairs: &[(u32, PathBuf, u32, PathBuf)],
+    cfg: &CompareConfig,
+    done: &mut [RankDone],
+) {
+    let Some(share) = cfg.report.html_budget else {
+        return;
+    };
+    let uses: Vec<Option<report::BudgetUse>> = done.iter().map(|d| d.budget_use.clone()).collect();
+    let given = report::top_up(share.saturating_mul(done.len() as u64), &uses);
+    let (again, budgets): (Vec<usize>, Vec<u64>) = given
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| Some((i, (*b)?)))
+        .unzip();
+    if again.is_empty() {
+        return;
+    }
+    let sub: Vec<_> = again.iter().map(|&i| pairs[i].clone()).collect();
+    let cfg = CompareConfig {
+        keep: None,
+        ..cfg.clone()
+    };
+    match compare_ranks(&sub, &cfg, &RowsOut::None, Some(&budgets)) {
+        Ok(redone) => {
+            for (i, r) in again.into_iter().zip(redone) {
+                match r.summary {
+                    Some(s) => done[i].summary = Some(s),
+                    None => done[i].errors.extend(r.errors),
+                }
+            }
+        }
+        Err(e) => {
+            if let Some(&i) = again.first() {
+                done[i].errors.push(Message::Text(e));
+            }
+        }
+    }
 }
 
 /// The run's metadata for [`super::outputs::finish`] from the per-rank
@@ -775,8 +838,11 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
     if let Some(k) = &mut rank_cfg.keep {
         k.share_budget(run.pairs.len());
     }
-    let done = match compare_ranks(&plan, &rank_cfg, &rows_out) {
-        Ok(d) => d,
+    let done = match compare_ranks(&plan.pairs, &rank_cfg, &rows_out, None) {
+        Ok(mut d) => {
+            top_up_pages(&plan.pairs, &rank_cfg, &mut d);
+            d
+        }
         Err(e) => {
             errors.push(Message::Text(e));
             Vec::new()

@@ -365,18 +365,43 @@ fn write_full_pages(d: StepDone, kept: Vec<KeptRank>) -> StepDone {
         mut meta,
     } = d;
     meta.warnings.retain(|w| !w.is_step_without_pages());
+    fn rc(k: &KeptRank) -> RankComparison<'_> {
+        let (t1, t2, matches) = &k.tables;
+        RankComparison {
+            rank1: k.rank1,
+            rank2: k.rank2,
+            t1,
+            t2,
+            matches,
+        }
+    }
+    // Each rank's equal share, then what the others left to those it cut
+    // (as a compare shares its budget).
+    let plans: Vec<report::PagePlan> = kept
+        .par_iter()
+        .map(|k| report::PagePlan::new(&rc(k), &k.report))
+        .collect();
+    let uses: Vec<Option<report::BudgetUse>> =
+        plans.iter().map(|p| p.budget_use().cloned()).collect();
+    let share = kept.first().and_then(|k| k.report.html_budget).unwrap_or(0);
+    let given = report::top_up(share.saturating_mul(kept.len() as u64), &uses);
     let written: Vec<(u32, Result<RankSummary, report::ReportError>)> = kept
         .par_iter()
-        .map(|k| {
-            let (t1, t2, matches) = &k.tables;
-            let rc = RankComparison {
-                rank1: k.rank1,
-                rank2: k.rank2,
-                t1,
-                t2,
-                matches,
+        .zip(plans)
+        .zip(given)
+        .map(|((k, plan), more)| {
+            let rc = rc(k);
+            let s = match more {
+                Some(b) => {
+                    let opts = ReportOptions {
+                        html_budget: Some(b),
+                        ..k.report.clone()
+                    };
+                    report::write_rank(&rc, &opts)
+                }
+                None => report::write_rank_with_progress(&rc, &k.report, &plan, &()),
             };
-            (k.rank1, report::write_rank(&rc, &k.report))
+            (k.rank1, s)
         })
         .collect();
     drop(kept);
