@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import itertools
 import numbers
 import operator
 import os
@@ -1322,21 +1323,45 @@ UNNAMED_PARAMETERS = (
 
 
 UNREACHED_STEPS = (
-    "actdiff_capture: {n} scheduled step{s} ({steps}) {were} never reached (the last step was {last}): "
+    "actdiff_capture: {n} scheduled step{s} ({steps}) {were} never reached (the last step was {last}{counted}): "
     "no log was written for them"
 )
+
+# Said with UNREACHED_STEPS when no scheduled step was reached, counting
+# from step 1: a job resumed from a checkpoint that did not say so (trial
+# 30 F1: a schedule of range(11, 21) in the process that resumed at step 11
+# captured nothing, and said only "the last step was 10").
+COUNTED_FROM_ONE = (
+    ", counted from step 1: a job resumed from a checkpoint passes first_step= (the step it resumes at) "
+    "so that its steps keep their numbers"
+)
+
+
+def _range_len(r: range) -> int:
+    """``len(r)`` of an increasing range, with no ``OverflowError`` for one
+    longer than ``sys.maxsize`` (``range(1, 10**20)``)."""
+    return max(0, (r.stop - r.start + r.step - 1) // r.step)
 
 
 def _unreached(steps, last: int) -> tuple[int, list]:
     """The scheduled steps after step ``last``: how many, and the first
-    three."""
+    three (at no cost for a range, however long)."""
     if isinstance(steps, range):
-        if not len(steps) or steps[-1] <= last:
+        if not _range_len(steps) or steps[-1] <= last:
             return 0, []
         rest = steps[0 if steps[0] > last else (last - steps[0]) // steps.step + 1 :]
-        return len(rest), list(rest[:3])
+        return _range_len(rest), list(rest[:3])
     rest = sorted(s for s in steps if s > last)
     return len(rest), rest[:3]
+
+
+def _first_and_last(steps) -> tuple[int, int]:
+    """The first and last scheduled step (0, 0 when none), at no cost for
+    a range (``min()`` walks one: trial 30 F2, ``range(1000, 10**12,
+    1000)`` took 47 s)."""
+    if isinstance(steps, range):
+        return (steps[0], steps[-1]) if _range_len(steps) else (0, 0)
+    return (min(steps), max(steps)) if steps else (0, 0)
 
 
 def _step_number(s, name: str) -> int:
@@ -1380,13 +1405,19 @@ def _schedule(capture_step, capture_steps):
     if isinstance(capture_steps, range):
         if capture_steps.step < 1:
             raise ValueError(f"capture_steps must be an increasing range, got {capture_steps!r}")
-        if len(capture_steps) and capture_steps[0] < 1:
+        if _range_len(capture_steps) and capture_steps[0] < 1:
             raise ValueError(f"capture_steps are 1-based, got {capture_steps!r}")
-        if not len(capture_steps):
+        if not _range_len(capture_steps):
             warnings.warn(EMPTY_SCHEDULE.format(capture_steps), stacklevel=3)
         return True, capture_steps
     if name == "capture_step":
         raise ValueError(f"capture_step must be an int, got {capture_steps!r}")
+    if isinstance(capture_steps, (itertools.count, itertools.cycle, itertools.repeat)):
+        # list() of it would never return.
+        raise ValueError(
+            f"capture_steps={capture_steps!r} never ends: give a range (range(1000, 10**12, 1000): "
+            "a range costs nothing however long)"
+        )
     try:
         items = list(capture_steps)
     except TypeError as e:
@@ -1484,10 +1515,19 @@ class Profiler:
             output, each parameter's gradient and each parameter after the
             optimizer step through hooks only, cheap enough for every step
             (:mod:`actdiff_capture.modules`; header ``Level: modules``).
+        first_step: the number of the first training step this process
+            runs (default 1): a job resumed from a checkpoint saved after
+            step k passes ``k + 1``, so that its steps are captured under
+            their own numbers (``step_{S}``, ``Step: S``), the schedule
+            and ``baseline=`` count them as the uninterrupted job does,
+            and ``actdiff compare`` pairs them with its steps. Counted from
+            1, a resumed job's step 11 would be captured as step 1, over
+            the first process's log (trial 30).
 
     Raises:
         ValueError: a step below 1, both ``capture_step`` and
-            ``capture_steps``, or an unknown ``precision``.
+            ``capture_steps``, an endless iterator of steps, or an unknown
+            ``precision``.
     """
 
     def __init__(
@@ -1509,17 +1549,18 @@ class Profiler:
         baseline: str | None = None,
         tolerances=(),
         on_divergence: str = "raise",
+        first_step: int = 1,
     ):
         self._configure(
             model, dump_dir, rank, _schedule(capture_step, capture_steps), min_numel, op_filter, excluded_ops,
-            enabled, device_path, precision, digests, level, baseline, tolerances, on_divergence,
+            enabled, device_path, precision, digests, level, baseline, tolerances, on_divergence, first_step,
         )  # fmt: skip
-        if self.enabled and 1 in self.steps:
+        if self.enabled and self.first_step in self.steps:
             self._arm()
 
     def _configure(
         self, model, dump_dir, rank, schedule, min_numel, op_filter, excluded_ops, enabled, device_path,
-        precision, digests, level, baseline, tolerances, on_divergence,
+        precision, digests, level, baseline, tolerances, on_divergence, first_step,
     ) -> None:  # fmt: skip
         if level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
@@ -1566,8 +1607,10 @@ class Profiler:
         self.rank = rank
         self.series, self.steps = schedule
         # The reference's attribute: the (first) step captured.
-        self.capture_step = min(self.steps) if len(self.steps) else 0
-        self._last = max(self.steps) if len(self.steps) else 0
+        self.capture_step, self._last = _first_and_last(self.steps)
+        self.first_step = _step_number(first_step, "first_step")
+        if self.first_step < 1:
+            raise ValueError(f"first_step is 1-based, got {first_step!r}")
         self.min_numel = int(min_numel)
         if self.min_numel < 0:
             raise ValueError(f"min_numel must be 0 or more (0 captures every op), got {min_numel!r}")
@@ -1594,7 +1637,8 @@ class Profiler:
         _live.add(self)
         self._finish_error: BaseException | None = None
         self._optimizer_hook = None
-        self._step = 0
+        # Steps done: counted from first_step.
+        self._step = self.first_step - 1
         self._done = False
         self._mode: _Mode | None = None
         self._modules: modules.ModuleRecorder | None = None
@@ -1660,6 +1704,11 @@ class Profiler:
                             s="" if n == 1 else "s",
                             steps=", ".join(map(str, shown)) + more,
                             last=self._step,
+                            # No scheduled step reached, counting from 1:
+                            # a resumed job, perhaps.
+                            counted=(
+                                COUNTED_FROM_ONE if self.first_step == 1 and self._step < self.capture_step else ""
+                            ),
                             were="was" if n == 1 else "were",
                         ),
                         stacklevel=2,
@@ -2069,7 +2118,7 @@ class ActivationCaptureProfiler(Profiler):
 
     The reference tracer's own options are accepted too (``min_numel``,
     ``op_filter``), and this agent's (``capture_steps``, ``rank``,
-    ``excluded_ops``, ``device_path``, ``precision``, ``digests``: see
+    ``excluded_ops``, ``device_path``, ``precision``, ``digests``, ``first_step``: see
     :class:`Profiler`).
     """
 
@@ -2092,13 +2141,14 @@ class ActivationCaptureProfiler(Profiler):
         baseline: str | None = None,
         tolerances=(),
         on_divergence: str = "raise",
+        first_step: int = 1,
     ):
         self._configure(
             model, dump_dir, rank, _schedule(capture_step, capture_steps), min_numel, op_filter, excluded_ops,
-            enabled, device_path, precision, digests, level, baseline, tolerances, on_divergence,
+            enabled, device_path, precision, digests, level, baseline, tolerances, on_divergence, first_step,
         )  # fmt: skip
 
     def __enter__(self) -> "ActivationCaptureProfiler":
-        if self.enabled and 1 in self.steps and not self._done and self._step == 0:
+        if self.enabled and self.first_step in self.steps and not self._done and self._step == self.first_step - 1:
             self._arm()
         return self

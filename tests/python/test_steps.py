@@ -900,7 +900,7 @@ def test_scheduled_steps_never_reached_are_warned_about_at_close(tmp_path):
     prof = actdiff_capture.Profiler(model, tmp_path / "d", capture_steps=[10, 20], level="modules")
     for _ in range(8):
         prof.step()
-    with pytest.warns(UserWarning, match=r"2 scheduled steps \(10, 20\) were never reached \(the last step was 8\)"):
+    with pytest.warns(UserWarning, match=r"2 scheduled steps \(10, 20\) were never reached \(the last step was 8, counted from step 1"):
         prof.close()
     prof = actdiff_capture.Profiler(model, tmp_path / "r", capture_steps=range(1, 1001), level="modules")
     for _ in range(3):
@@ -936,3 +936,106 @@ def test_baseline_tolerances_are_checked_when_the_profiler_is_made(tmp_path):
         actdiff_capture.Profiler(model, tmp_path / "z", min_numel=-1)
     with pytest.raises(TypeError, match=r"^model must be a torch.nn.Module .*got NoneType"):
         actdiff_capture.Profiler(None, tmp_path / "z")
+
+
+def _resumed(dump, ckpt, *, at, steps, first_step=None, schedule=None, **prof_kw):
+    """A job preempted after step ``at`` and resumed from its checkpoint
+    (``ckpt``: model, optimizer and RNG state saved by the first process,
+    loaded by a second one made from scratch): each process has its own
+    Profiler on ``dump``. ``first_step``: what the second process passes
+    (None: not given). Returns the second process's Profiler."""
+    torch.set_num_threads(1)
+    data = batches(steps)
+
+    def train(model, opt, prof, todo):
+        for step in todo:
+            idx = data[step - 1]
+            logits = model(idx[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, VOCAB), idx[:, 1:].reshape(-1))
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step(loss=loss)
+
+    sched = range(1, steps + 1) if schedule is None else schedule
+    torch.manual_seed(0)
+    model = TinyGPT(dropout=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    with actdiff_capture.Profiler(model, dump, capture_steps=sched, precision="full", **prof_kw) as prof:
+        train(model, opt, prof, range(1, at + 1))
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "rng": torch.get_rng_state()}, ckpt)
+    # The second process.
+    torch.manual_seed(1234)
+    model = TinyGPT(dropout=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    state = torch.load(ckpt)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    torch.set_rng_state(state["rng"])
+    kw = {} if first_step is None else {"first_step": first_step}
+    with actdiff_capture.Profiler(model, dump, capture_steps=sched, precision="full", **kw, **prof_kw) as prof:
+        train(model, opt, prof, range(at + 1, steps + 1))
+    return prof
+
+
+def test_a_job_resumed_from_a_checkpoint_keeps_its_step_numbers(actdiff_bin, tmp_path):
+    """Trial 30 F1: a job resumed after step k counted its steps from 1
+    again, so its step k+1 was captured as step_1 over the first process's
+    log, and compare called the bitwise-identical run diverging at step 1;
+    ``baseline=`` raised at "step 1". With ``first_step=k+1`` the steps
+    keep their numbers: the resumed job is bitwise identical to the
+    uninterrupted one, and its baseline check passes."""
+    run(tmp_path / "full", steps=6)
+    _resumed(tmp_path / "resumed", tmp_path / "ck.pt", at=3, steps=6, first_step=4)
+    assert "Step: 4" in header(tmp_path / "resumed" / "step_4" / "rank_0_activations.log")
+    r, s = compare(actdiff_bin, tmp_path / "full", tmp_path / "resumed", tmp_path / "rep", "--bitwise")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert s["steps"] == [1, 2, 3, 4, 5, 6] and s["first_diverging_step"] is None
+    assert all(rk["bitwise"]["all"] for rk in s["ranks"])
+    prof = _resumed(
+        tmp_path / "checked", tmp_path / "ck2.pt", at=3, steps=6, first_step=4, baseline=tmp_path / "full"
+    )
+    assert prof.diverged is None
+    # Counted from 1 (first_step not given), the second process's steps
+    # are those of the first process again: step 4 is captured as step 1.
+    _resumed(tmp_path / "naive", tmp_path / "ck3.pt", at=3, steps=6)
+    assert "Step: 1" in header(tmp_path / "naive" / "step_1" / "rank_0_activations.log")
+    r, s = compare(actdiff_bin, tmp_path / "full", tmp_path / "naive", tmp_path / "rep2")
+    assert r.returncode == 1 and s["first_diverging_step"] == 1
+
+
+def test_a_resumed_job_whose_schedule_it_never_reaches_is_told_of_first_step(tmp_path):
+    """Trial 30 F1: a resumed process given its schedule in global steps
+    (range(4, 7)) but not first_step counted 1-3, captured nothing, and
+    said only "the last step was 3"."""
+    with pytest.warns(UserWarning, match=r"never reached \(the last step was 3, counted from step 1: a job resumed from a checkpoint passes first_step="):
+        _resumed(tmp_path / "d", tmp_path / "ck.pt", at=3, steps=6, schedule=range(4, 7))
+    # Given first_step, it captures those steps.
+    _resumed(tmp_path / "e", tmp_path / "ck2.pt", at=3, steps=6, schedule=range(4, 7), first_step=4)
+    assert sorted(p.name for p in (tmp_path / "e").iterdir()) == ["step_4", "step_5", "step_6"]
+    with pytest.raises(ValueError, match="first_step is 1-based"):
+        actdiff_capture.Profiler(TinyGPT(), tmp_path / "f", capture_steps=[1], first_step=0)
+
+
+def test_a_long_or_endless_schedule_costs_nothing_to_make(tmp_path):
+    """Trial 30 F2: ``min()``/``max()`` walked a range schedule when the
+    profiler was made (range(1000, 10**12, 1000): 47 s), range(1, 10**20)
+    raised OverflowError, and itertools.count never returned."""
+    import itertools
+    import time
+
+    m = torch.nn.Linear(4, 4)
+    t = time.perf_counter()
+    prof = actdiff_capture.Profiler(m, tmp_path / "a", capture_steps=range(1000, 10**12, 1000), level="modules")
+    assert prof.capture_step == 1000 and not prof.armed
+    prof.close()  # no step reached: says so, counting the steps without walking them
+    prof = actdiff_capture.Profiler(m, tmp_path / "b", capture_steps=range(1, 10**20), level="modules")
+    assert prof.armed
+    m(torch.ones(4)).sum().backward()
+    prof.step()
+    with pytest.warns(UserWarning, match=rf"{10**20 - 2} scheduled steps \(2, 3, 4 and {10**20 - 5} more\)"):
+        prof.close()
+    assert time.perf_counter() - t < 30, "no walk of the schedule"
+    assert (tmp_path / "b" / "step_1" / "rank_0_activations.log").is_file()
+    with pytest.raises(ValueError, match="never ends: give a range"):
+        actdiff_capture.Profiler(m, tmp_path / "c", capture_steps=itertools.count(10, 10))
