@@ -379,7 +379,15 @@ fn a_step_in_one_run_only_gates_and_one_series_alone_is_an_error() {
     let stdout = &r.stdout;
     r.expect(1);
     assert!(stdout.contains("steps only in a: 3"), "{stdout}");
+    // Trial 30 F3: the steps both have agree, and the sentence says so
+    // first, with how to compare only them (a job killed after step 2).
+    let opening = "the runs agree in every step both have (2 steps: 1-2): 1200 rows match; the steps only one run has gate (exit status 1): --steps 1-2 compares only the steps both have";
+    assert!(
+        stdout.lines().nth(1) == Some(opening),
+        "the line after the runs' line: {stdout}"
+    );
     let s = summary(&out);
+    assert_eq!(s["verdict"][0], opening);
     assert_eq!(s["steps_only1"], serde_json::json!([3]));
     assert_eq!(s["first_diverging_step"], Value::Null, "steps 1-2 agree");
     // The index's strip has a grey column for it (a run its baseline

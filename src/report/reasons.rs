@@ -10,7 +10,7 @@
 
 use std::fmt;
 
-use super::messages::{self, Message, Side};
+use super::messages::{self, fmt_steps, fmt_steps_at_most, step_parts, Message, Side};
 use super::steps::RankStep;
 use super::summary::RankSummary;
 
@@ -246,6 +246,19 @@ pub enum Reason {
         /// Run 2's loss.
         loss2: f64,
     },
+    /// A step series where every step both runs have agrees, and one run
+    /// has steps the other lacks (exit 1, as [`Reason::StepsOnlyIn`]
+    /// gates): what the common steps say, and how to compare only them
+    /// (trial 30 F3: runs of different schedules, or a job killed early,
+    /// had no verdict sentence at all).
+    CommonStepsAgree {
+        /// The steps both runs have, ascending.
+        steps: Vec<u64>,
+        /// Rows that match over them.
+        matched: u64,
+        /// Every matching row of them is bitwise identical.
+        bitwise: bool,
+    },
     /// A step series where nothing diverges (exit 0).
     NoDivergenceOverSteps {
         /// Steps compared.
@@ -260,6 +273,11 @@ pub enum Reason {
         bitwise: bool,
     },
 }
+
+/// The most parts (a step or a range of steps) a list of steps names in a
+/// verdict line before it counts the rest ("1-9, 11-19, … and 1,800 more
+/// steps": trial 30, a line of 10,804 characters at 2,000 steps).
+pub const STEP_LIST_PARTS: usize = 12;
 
 /// The relative difference of two recorded losses beyond which
 /// [`Reason::LossesDiffer`] is said (float32 noise is about 1e-7).
@@ -782,8 +800,36 @@ impl fmt::Display for Reason {
                 f.write_str(&crate::report::steps::rank_steps_sentence(ranks, compared))
             }
             Reason::StepsOnlyIn { name, steps } => {
-                let s: Vec<String> = steps.iter().map(u64::to_string).collect();
-                write!(f, "steps only in {name}: {}", s.join(", "))
+                write!(
+                    f,
+                    "steps only in {name}: {}",
+                    fmt_steps_at_most(steps, STEP_LIST_PARTS)
+                )
+            }
+            Reason::CommonStepsAgree {
+                steps,
+                matched,
+                bitwise,
+            } => {
+                let n = steps.len() as u64;
+                write!(
+                    f,
+                    "the runs agree in every step both have ({n} step{}: {}): {matched} rows match",
+                    plural(n),
+                    fmt_steps_at_most(steps, STEP_LIST_PARTS)
+                )?;
+                if *bitwise {
+                    f.write_str(", every one bitwise identical")?;
+                }
+                f.write_str("; the steps only one run has gate (exit status 1)")?;
+                if step_parts(steps) <= STEP_LIST_PARTS {
+                    write!(
+                        f,
+                        ": --steps {} compares only the steps both have",
+                        fmt_steps(steps).replace(", ", ",")
+                    )?;
+                }
+                Ok(())
             }
             Reason::AtStep { step, reasons } => {
                 write!(f, "step {step}: {}", join(reasons, "; "))
@@ -1043,7 +1089,7 @@ mod tests {
                     name: "A".into(),
                     steps: vec![6, 7],
                 },
-                "steps only in A: 6, 7",
+                "steps only in A: 6-7",
             ),
             (
                 Reason::AtStep {
@@ -1086,6 +1132,29 @@ mod tests {
                     loss2: 2.25,
                 },
                 "the recorded losses differ at step 4 (1.25 vs 2.25) although every captured row of that step agrees within the tolerance (shown, not gating)",
+            ),
+            (
+                Reason::StepsOnlyIn {
+                    name: "dense".into(),
+                    steps: (1..=2000).filter(|s| s % 100 != 0).collect(),
+                },
+                "steps only in dense: 1-99, 101-199, 201-299, 301-399, 401-499, 501-599, 601-699, 701-799, 801-899, 901-999, 1001-1099, 1101-1199 and 792 more steps",
+            ),
+            (
+                Reason::CommonStepsAgree {
+                    steps: vec![10, 20, 21, 22, 50],
+                    matched: 69,
+                    bitwise: true,
+                },
+                "the runs agree in every step both have (5 steps: 10, 20-22, 50): 69 rows match, every one bitwise identical; the steps only one run has gate (exit status 1): --steps 10,20-22,50 compares only the steps both have",
+            ),
+            (
+                Reason::CommonStepsAgree {
+                    steps: (1..=40).map(|s| 2 * s).collect(),
+                    matched: 9,
+                    bitwise: false,
+                },
+                "the runs agree in every step both have (40 steps: 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24 and 28 more steps): 9 rows match; the steps only one run has gate (exit status 1)",
             ),
             (
                 Reason::NoDivergenceOverSteps {

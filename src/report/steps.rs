@@ -209,6 +209,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
         });
     }
     lines.extend(first_step_sentence(series));
+    lines.extend(common_steps_agree(s, series));
     lines.extend(unseen_before(s, series));
     if !series.first_diverging_step_by_rank.is_empty() && s.ranks.iter().any(|r| r.rank != 0) {
         let mut compared: Vec<u32> = s.ranks.iter().map(|r| r.rank).collect();
@@ -275,25 +276,49 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
     lines.extend(not_bitwise_from(series));
     lines.extend(losses_differ(series));
     if s.exit_status == exit_codes::OK {
-        // Every matching row of every step bitwise identical: each step's
-        // digests all equal, and as many as the rows that match.
-        let identical: u64 = series
-            .step_results
-            .iter()
-            .map(|r| match r.bitwise {
-                Some([same, all]) if same == all => same,
-                _ => 0,
-            })
-            .sum();
         lines.push(Reason::NoDivergenceOverSteps {
             steps: series.steps.len(),
             matched: s.counts.matched,
             not_selected: series.steps_not_selected.len(),
-            bitwise: s.counts.matched > 0 && identical == s.counts.matched,
+            bitwise: all_bitwise(s, series),
         });
         lines.extend(super::reasons::not_captured(&s.ranks));
     }
     lines
+}
+
+/// Every matching row of every compared step is bitwise identical: each
+/// step's digests all equal, and as many as the rows that match.
+fn all_bitwise(s: &Summary, series: &StepSeries) -> bool {
+    let identical: u64 = series
+        .step_results
+        .iter()
+        .map(|r| match r.bitwise {
+            Some([same, all]) if same == all => same,
+            _ => 0,
+        })
+        .sum();
+    s.counts.matched > 0 && identical == s.counts.matched
+}
+
+/// [`Reason::CommonStepsAgree`]: no step diverges, every compared step
+/// agrees, and one run has steps the other lacks (which gate).
+fn common_steps_agree(s: &Summary, series: &StepSeries) -> Option<Reason> {
+    let one_sided = !series.steps_only1.is_empty() || !series.steps_only2.is_empty();
+    let all_agree = series
+        .step_results
+        .iter()
+        .all(|r| r.exit_status == exit_codes::OK);
+    (one_sided
+        && all_agree
+        && series.first_diverging_step.is_none()
+        && !series.step_results.is_empty()
+        && s.input_errors.is_empty())
+    .then(|| Reason::CommonStepsAgree {
+        steps: series.step_results.iter().map(|r| r.step).collect(),
+        matched: s.counts.matched,
+        bitwise: all_bitwise(s, series),
+    })
 }
 
 /// The first step not bitwise identical ([`Reason::NotBitwiseFrom`]),
@@ -500,7 +525,9 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
     let (answer, rest): (Vec<&Reason>, Vec<&Reason>) = s.verdict.iter().partition(|v| {
         matches!(
             v,
-            Reason::FirstDivergingStep { .. } | Reason::UnseenBefore { .. }
+            Reason::FirstDivergingStep { .. }
+                | Reason::UnseenBefore { .. }
+                | Reason::CommonStepsAgree { .. }
         )
     });
     for v in answer {

@@ -724,24 +724,53 @@ impl Message {
 /// Ascending steps in words: runs of consecutive steps as ranges
 /// (`1-3, 7`); `none` for no step.
 pub fn fmt_steps(steps: &[u64]) -> String {
-    let mut parts: Vec<String> = Vec::new();
+    fmt_steps_at_most(steps, usize::MAX)
+}
+
+/// Consecutive runs of ascending `steps`, each a step or a range (`1-9`).
+fn step_runs(steps: &[u64]) -> Vec<(u64, u64)> {
+    let mut runs = Vec::new();
     let mut i = 0;
     while i < steps.len() {
         let mut j = i;
         while j + 1 < steps.len() && steps[j + 1] == steps[j] + 1 {
             j += 1;
         }
-        parts.push(if j > i {
-            format!("{}-{}", steps[i], steps[j])
-        } else {
-            steps[i].to_string()
-        });
+        runs.push((steps[i], steps[j]));
         i = j + 1;
     }
-    if parts.is_empty() {
-        "none".to_string()
+    runs
+}
+
+/// How many parts (a step or a range) [`fmt_steps`] writes for `steps`.
+pub fn step_parts(steps: &[u64]) -> usize {
+    step_runs(steps).len()
+}
+
+/// [`fmt_steps`] naming at most `parts` parts, then counting the steps
+/// left: "1-9, 11-19 and 40 more steps".
+pub fn fmt_steps_at_most(steps: &[u64], parts: usize) -> String {
+    let runs = step_runs(steps);
+    if runs.is_empty() {
+        return "none".to_string();
+    }
+    let part = |&(a, b): &(u64, u64)| {
+        if b > a {
+            format!("{a}-{b}")
+        } else {
+            a.to_string()
+        }
+    };
+    let shown: Vec<String> = runs.iter().take(parts).map(part).collect();
+    let rest: u64 = runs.iter().skip(parts).map(|(a, b)| b - a + 1).sum();
+    if rest == 0 {
+        shown.join(", ")
     } else {
-        parts.join(", ")
+        format!(
+            "{} and {rest} more step{}",
+            shown.join(", "),
+            if rest == 1 { "" } else { "s" }
+        )
     }
 }
 
