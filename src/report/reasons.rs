@@ -144,6 +144,15 @@ pub enum Reason {
         /// The step before it, which agrees.
         previous: u64,
     },
+    /// A step series at `level="modules"`: the first diverging step's
+    /// forward outputs and gradients agree, and its parameters differ
+    /// after the optimizer step: the update itself changed (trial 30 F5:
+    /// gradient clipping at one step got only "the first differing
+    /// record").
+    UpdateOnly {
+        /// The first diverging step.
+        step: u64,
+    },
     /// Beside an agreeing verdict: the logs left ops out by `min_numel`
     /// (the header's `Ops below min numel: N`), which were therefore not
     /// compared ([`not_captured`]; trial 24 F2: a small model's changed
@@ -726,6 +735,10 @@ impl fmt::Display for Reason {
                 f,
                 "step {previous}'s records agree, its parameters after the optimizer step included, and step {step} first differs in its forward: from a change to the forward computation at step {step} (a setting or code path such as a temperature, an activation or a scale; an op inside a module is not recorded at level=\"modules\"), from step {step}'s batch or random state, or from a change to the parameters after step {previous}'s records that level=\"modules\" does not see (through `.data` after optimizer.step()); re-capture steps {previous} and {step} at level=\"ops\" to tell"
             ),
+            Reason::UpdateOnly { step } => write!(
+                f,
+                "step {step}'s forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step {step} at level=\"ops\" to name the op"
+            ),
             Reason::NotCaptured {
                 below,
                 captured,
@@ -1132,6 +1145,10 @@ mod tests {
                     loss2: 2.25,
                 },
                 "the recorded losses differ at step 4 (1.25 vs 2.25) although every captured row of that step agrees within the tolerance (shown, not gating)",
+            ),
+            (
+                Reason::UpdateOnly { step: 30 },
+                "step 30's forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step 30 at level=\"ops\" to name the op",
             ),
             (
                 Reason::StepsOnlyIn {

@@ -211,6 +211,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
     lines.extend(first_step_sentence(series));
     lines.extend(common_steps_agree(s, series));
     lines.extend(unseen_before(s, series));
+    lines.extend(update_only(s, series));
     if !series.first_diverging_step_by_rank.is_empty() && s.ranks.iter().any(|r| r.rank != 0) {
         let mut compared: Vec<u32> = s.ranks.iter().map(|r| r.rank).collect();
         compared.sort_unstable();
@@ -489,6 +490,27 @@ fn unseen_before(s: &Summary, series: &StepSeries) -> Option<Reason> {
     (agreed && forward_first).then_some(Reason::UnseenBefore { step, previous })
 }
 
+/// [`Reason::UpdateOnly`]: at `level="modules"`, a rank of the first
+/// diverging step whose first divergence is in the optimizer step, with
+/// no gating divergence in that step's forward or backward. `None`
+/// otherwise.
+fn update_only(s: &Summary, series: &StepSeries) -> Option<Reason> {
+    let step = series.first_diverging_step?;
+    s.ranks
+        .iter()
+        .any(|r| {
+            let c = &r.root_causes;
+            r.step == Some(step)
+                && r.run1.level == crate::logformat::CaptureLevel::Modules
+                && r.first_divergence
+                    .as_ref()
+                    .is_some_and(|f| f.phase == "optimizer")
+                && c.first_divergence_forward.is_none()
+                && c.first_divergence_backward.is_none()
+        })
+        .then_some(Reason::UpdateOnly { step })
+}
+
 /// "5 steps left out by --steps (1-2, 4-6)", or `None` when `--steps` left
 /// none out: said by the terminal and the series index.
 pub fn not_selected_note(series: &StepSeries) -> Option<String> {
@@ -527,6 +549,7 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
             v,
             Reason::FirstDivergingStep { .. }
                 | Reason::UnseenBefore { .. }
+                | Reason::UpdateOnly { .. }
                 | Reason::CommonStepsAgree { .. }
         )
     });

@@ -640,7 +640,11 @@ def test_module_level_finds_the_step_and_the_phase(actdiff_bin, tmp_path):
     assert s["first_diverging_step"] == 3, r.stdout
     rank = next(x for x in s["ranks"] if x["step"] == 3)
     assert rank["first_divergence"]["phase"] == "optimizer", rank["first_divergence"]
+    # Said in words (trial 30 F5): the update itself changed.
+    update = "step 3's forward outputs and gradients agree, and its parameters differ after the optimizer step"
+    assert update in r.stdout and any(update in v for v in s["verdict"]), r.stdout
     r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "tok")
+    assert not any("the update itself differs" in v for v in s["verdict"]), s["verdict"]
     assert s["first_diverging_step"] == 3, r.stdout
     rank = next(x for x in s["ranks"] if x["step"] == 3)
     assert rank["first_divergence"]["key1"] == "tok/op_0_output", rank["first_divergence"]
