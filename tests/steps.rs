@@ -152,7 +152,13 @@ fn names_the_first_diverging_step_and_each_ranks_own() {
         .unwrap();
     let shade = actdiff::report::html::gate_shade(Some(rd));
     assert!(
-        index.contains(&format!("<td class=gate style=\"{shade}\"><a href=\"step_3/index.html\" title=\"step 3, rank 1: 3 gating rows; largest relative difference")),
+        // (at the first diverging step a cell leads to the rank's first
+        // divergence)
+        index.contains(&format!("<td class=gate style=\"{shade}\"><a href=\"step_3/rank1-page1.html#")),
+        "{index}"
+    );
+    assert!(
+        index.contains("\" title=\"step 3, rank 1: 3 gating rows; largest relative difference"),
         "{index}"
     );
     assert_ne!(shade, actdiff::report::html::gate_shade(Some(1e-7)));
@@ -266,6 +272,55 @@ fn files_of(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
             (name, std::fs::read(e.path()).unwrap())
         })
         .collect()
+}
+
+/// Trial 30 F4 and trial 29: the index of a long series folds the steps
+/// that agree into one line of its list (149 lines of "no divergence"
+/// came before the first diverging step), and a cell of the first
+/// diverging step leads to that rank's first divergence, not to the
+/// step's index; a cell of a step without rank pages leads to its index.
+#[test]
+fn a_series_index_folds_agreeing_steps_and_its_cells_lead_to_the_rank() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 6, 5);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    let out = d.path().join("rep");
+    compare_into([&a, &b], &["-q"], &out, 1);
+    let s = summary(&out);
+    assert_eq!(s["first_diverging_step"], 5);
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        index.contains(r#"<li><a href="step_1/index.html">steps 1–4</a>: each agrees (4 steps;"#),
+        "{index}"
+    );
+    assert!(!index.contains(r#">step 2</a>"#), "{index}");
+    assert!(index.contains(r#"<a href="step_6/index.html">step 6</a>: "#));
+    assert!(index.contains("· 6 steps compared"), "{index}");
+    // Rank 1 diverges at step 5 (rank 0's log of step 5 is run a's).
+    let first = s["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["step"] == 5 && r["rank"] == 1)
+        .unwrap()["first_divergence"]
+        .clone();
+    let link = format!(
+        "{}#{}",
+        first["page"].as_str().unwrap(),
+        first["anchor"].as_str().unwrap()
+    );
+    assert!(link.starts_with("step_5/rank1-page"), "{link}");
+    assert!(out.join(link.split('#').next().unwrap()).is_file());
+    assert!(
+        index.contains(&format!(r#"<a href="{link}" title="step 5, rank 1: "#)),
+        "{index}"
+    );
+    assert!(
+        index.contains(r#"<a href="step_6/index.html" title="step 6, rank 1: "#),
+        "{index}"
+    );
+    // The strip scrolls to the first diverging step.
+    assert!(index.contains(r#"<div class=stripwrap id=stripwrap><table class=strip id=strip>"#));
 }
 
 /// The first diverging step's full pages are written from the tables its
@@ -2109,7 +2164,7 @@ fn a_digest_only_step_is_shaded_lightest() {
     compare_into([d.path().join("a"), d.path().join("b")], &["-q"], &out, 1);
     let index = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(
-        index.contains("<td class=gate style=\"background:rgb(250,190,190)\"><a href=\"step_1/index.html\" title=\"step 1, rank 0: 1 gating row; only their digests differ, below every printed digit\""),
+        index.contains("<td class=gate style=\"background:rgb(250,190,190)\"><a href=\"step_1/rank0-page1.html#rank0-row0\" title=\"step 1, rank 0: 1 gating row; only their digests differ, below every printed digit\""),
         "{index}"
     );
 }

@@ -911,6 +911,20 @@ mod tests {
         ] {
             assert!(svg.contains(tick), "{tick} in {svg}");
         }
+        assert!(!svg.contains("log scale"), "{svg}");
+        // A loss that falls by 10 or more is drawn on a log scale (trial
+        // 30): 100, 10, 1 are evenly spaced, 10 at mid height.
+        s.step_results.push(result(3, 1, None));
+        for (r, l) in s.step_results.iter_mut().zip([100.0, 10.0, 1.0]) {
+            r.loss1 = Some(l);
+            r.loss2 = Some(l);
+        }
+        let svg = crate::report::html::loss_svg(&s);
+        assert!(svg.contains("loss (left, log scale)"), "{svg}");
+        assert!(
+            svg.contains("<polyline class=l1 points='84.0,18.0 354.0,97.0 624.0,176.0' />"),
+            "{svg}"
+        );
         for r in &mut s.step_results {
             r.loss1 = None;
             r.loss2 = None;

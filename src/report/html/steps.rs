@@ -70,7 +70,9 @@ struct View<'a> {
     parts: Vec<String>,
     starts: Vec<u32>,
     loss_svg: String,
-    results: &'a [StepResult],
+    results: Vec<ResultLine>,
+    /// Steps compared.
+    compared: usize,
     /// What the pages leave out ([`super::left_out_note`]; "" when
     /// nothing).
     left_out: String,
@@ -114,7 +116,9 @@ struct Cell {
     /// A diverging cell's background (numbers only), "" otherwise.
     style: String,
     title: String,
-    /// The step's report ("" for a step one run only has: none).
+    /// The rank's first divergence on its page in the step's folder when
+    /// the step has the rank's pages (the first diverging step), else the
+    /// step's report ("" for a step one run only has: none).
     link: String,
 }
 
@@ -190,8 +194,19 @@ fn rank_cell(step: u64, r: Option<&RankSummary>, only: Option<&str>) -> Cell {
             _ => String::new(),
         },
         title: cell_title(r),
-        link: step_link(step),
+        link: r.and_then(rank_link).unwrap_or_else(|| step_link(step)),
     }
+}
+
+/// Where a rank's cell leads when the step has the rank's pages (trial
+/// 29: every cell led to the step's index): its first divergence, else
+/// its first page; `None` without pages. Links are the series' (already
+/// inside `step_S/`).
+fn rank_link(r: &RankSummary) -> Option<String> {
+    if let Some(f) = r.first_divergence.as_ref().filter(|f| !f.page.is_empty()) {
+        return Some(format!("{}#{}", f.page, f.anchor));
+    }
+    r.pages.first().map(|p| p.file.clone())
 }
 
 /// The cell of a step one run only has (`words`: `only in A`): grey, not
@@ -422,7 +437,8 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
         parts,
         starts,
         loss_svg: loss_svg(series),
-        results: &series.step_results,
+        results: result_lines(&series.step_results),
+        compared: series.step_results.len(),
         left_out: super::left_out_note(&s.ranks),
         exit_status: s.exit_status,
         not_selected: crate::report::steps::not_selected_note(series).unwrap_or_default(),
@@ -435,6 +451,58 @@ pub fn write_steps_index(s: &Summary, path: &Path) -> Result<(), ReportError> {
         more_warnings: s.warnings.len().saturating_sub(INDEX_WARNINGS),
     };
     engine::render_file("steps.html", &view, path)
+}
+
+/// A line of the index's list of steps: one step, or a run of agreeing
+/// steps folded into one line.
+#[derive(Serialize)]
+struct ResultLine {
+    /// "step 5", or "steps 1–149".
+    label: String,
+    /// The (first) step's report.
+    report: String,
+    /// Its verdict, or "agree (N steps)".
+    verdict: String,
+}
+
+/// At least this many consecutive agreeing steps are one line of the
+/// index's list (trial 30: 149 lines of "no divergence" before the first
+/// diverging step of a 200-step series).
+const FOLD_AGREEING: usize = 3;
+
+/// The index's list of steps: each step that does not agree on a line of
+/// its own, runs of [`FOLD_AGREEING`] or more agreeing steps folded.
+fn result_lines(results: &[StepResult]) -> Vec<ResultLine> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < results.len() {
+        let agrees = |r: &StepResult| r.exit_status == crate::exit_codes::OK;
+        let mut j = i;
+        while j < results.len() && agrees(&results[j]) {
+            j += 1;
+        }
+        if j - i >= FOLD_AGREEING {
+            let (a, b) = (&results[i], &results[j - 1]);
+            out.push(ResultLine {
+                label: format!("steps {}–{}", a.step, b.step),
+                report: a.report.clone(),
+                verdict: format!(
+                    "each agrees ({} steps; each step's own report: step_S/index.html)",
+                    j - i
+                ),
+            });
+            i = j;
+            continue;
+        }
+        let r = &results[i];
+        out.push(ResultLine {
+            label: format!("step {}", r.step),
+            report: r.report.clone(),
+            verdict: crate::report::reasons::join(&r.verdict, "; "),
+        });
+        i += 1;
+    }
+    out
 }
 
 /// The two runs' loss curves over the compared steps as inline SVG (only
@@ -478,7 +546,12 @@ pub fn loss_svg(series: &StepSeries) -> String {
     let lmax = all.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
     let scale = |v: f64, lo: f64, hi: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
     let x = |s: f64| left + (w - left - right) * scale(s, smin as f64, smax as f64);
-    let y = |l: f64| hgt - bottom - (hgt - top - bottom) * scale(l, lmin, lmax);
+    // A loss that falls by a factor of 10 or more is drawn on a log
+    // scale (trial 30: from 20.7 to 0.04 on a linear axis, a 5 %
+    // difference at 0.1 could not be seen).
+    let log = lmin > 0.0 && lmax >= 10.0 * lmin;
+    let f = |v: f64| if log { v.log10() } else { v };
+    let y = |l: f64| hgt - bottom - (hgt - top - bottom) * scale(f(l), f(lmin), f(lmax));
     let line = |p: &[(u64, f64)]| {
         p.iter()
             .map(|(s, l)| format!("{:.1},{:.1}", x(*s as f64), y(*l)))
@@ -546,8 +619,9 @@ pub fn loss_svg(series: &StepSeries) -> String {
     );
     let _ = write!(
         svg,
-        "<text x={x0:.1} y={} class=mut>loss (left) per step (below); run 1 blue, run 2 orange</text></svg>",
-        hgt - 8.0
+        "<text x={x0:.1} y={} class=mut>loss (left{}) per step (below); run 1 blue, run 2 orange dashed</text></svg>",
+        hgt - 8.0,
+        if log { ", log scale" } else { "" }
     );
     svg
 }
