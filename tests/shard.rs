@@ -494,19 +494,26 @@ print(json.dumps(out))
     let listed = d["first_cause"].as_array().unwrap();
     assert!(!listed.is_empty());
     for l in listed {
-        let r = s["ranks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["rank"] == l[0])
-            .unwrap();
-        let f = &r["root_causes"]["first_cause"];
-        let keys: Vec<&Value> = [&f["row"], &f["one_sided"][0]]
-            .into_iter()
-            .flat_map(|x| [&x["key1"], &x["key2"]])
-            .collect();
-        assert!(keys.contains(&&l[2]), "rank {}: {l} against {f}", l[0]);
+        assert_first_cause(&s, l, None);
     }
+}
+
+/// A line `[rank, step, key]` of the documented first-cause query names
+/// that rank's first cause in `s` (summary.json), at `step` when given:
+/// its row's key or its one-sided op's, of either run.
+fn assert_first_cause(s: &Value, l: &Value, step: Option<u64>) {
+    let r = s["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rank"] == l[0] && step.is_none_or(|st| r["step"] == st))
+        .unwrap_or_else(|| panic!("rank of {l} in summary.json"));
+    let f = &r["root_causes"]["first_cause"];
+    let keys: Vec<&Value> = [&f["row"], &f["one_sided"][0]]
+        .into_iter()
+        .flat_map(|x| [&x["key1"], &x["key2"]])
+        .collect();
+    assert!(keys.contains(&&l[2]), "rank {}: {l} against {f}", l[0]);
 }
 
 /// The docs' second query on a step series' Parquet: `row` counts from 0
@@ -570,18 +577,7 @@ fn the_documented_first_cause_query_reads_a_step_series() {
     assert_eq!(listed.len(), 4, "{d}");
     for l in listed {
         assert_eq!(l[1], 3, "{l}");
-        let r = s["ranks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["rank"] == l[0] && r["step"] == 3)
-            .unwrap();
-        let f = &r["root_causes"]["first_cause"];
-        let keys: Vec<&Value> = [&f["row"], &f["one_sided"][0]]
-            .into_iter()
-            .flat_map(|x| [&x["key1"], &x["key2"]])
-            .collect();
-        assert!(keys.contains(&&l[2]), "rank {}: {l} against {f}", l[0]);
+        assert_first_cause(&s, l, Some(3));
     }
 }
 

@@ -154,7 +154,9 @@ fn names_the_first_diverging_step_and_each_ranks_own() {
     assert!(
         // (at the first diverging step a cell leads to the rank's first
         // divergence)
-        index.contains(&format!("<td class=gate style=\"{shade}\"><a href=\"step_3/rank1-page1.html#")),
+        index.contains(&format!(
+            "<td class=gate style=\"{shade}\"><a href=\"step_3/rank1-page1.html#"
+        )),
         "{index}"
     );
     assert!(
