@@ -153,6 +153,20 @@ pub enum Reason {
         /// The first diverging step.
         step: u64,
     },
+    /// A step series at `level="modules"`: at the first diverging step
+    /// some ranks differ only after the optimizer step while others
+    /// differ before it, in their forward or gradients: the change most
+    /// likely reached the first through the gradient all-reduce (a rank's
+    /// gradient records are its own, before it). Trial 29 F6: under DDP
+    /// the verdict read as if every rank diverged on its own.
+    UpdateThroughCollective {
+        /// The first diverging step.
+        step: u64,
+        /// The ranks that differ only after the optimizer step.
+        ranks: Vec<u32>,
+        /// The ranks that differ before it.
+        from: Vec<u32>,
+    },
     /// Beside an agreeing verdict: the logs left ops out by `min_numel`
     /// (the header's `Ops below min numel: N`), which were therefore not
     /// compared ([`not_captured`]; trial 24 F2: a small model's changed
@@ -735,6 +749,20 @@ impl fmt::Display for Reason {
                 f,
                 "step {previous}'s records agree, its parameters after the optimizer step included, and step {step} first differs in its forward: from a change to the forward computation at step {step} (a setting or code path such as a temperature, an activation or a scale; an op inside a module is not recorded at level=\"modules\"), from step {step}'s batch or random state, or from a change to the parameters after step {previous}'s records that level=\"modules\" does not see (through `.data` after optimizer.step()); re-capture steps {previous} and {step} at level=\"ops\" to tell"
             ),
+            Reason::UpdateThroughCollective { step, ranks, from } => {
+                let one = ranks.len() == 1;
+                write!(
+                    f,
+                    "at step {step}, {} {} only after the optimizer step ({} forward outputs and gradients agree) while {} {} before it: most likely {} gradients reaching {} through the gradient all-reduce (a rank's gradient records at level=\"modules\" are its own, before the all-reduce)",
+                    crate::report::summary::rank_word(ranks),
+                    if one { "differs" } else { "differ" },
+                    if one { "its" } else { "their" },
+                    crate::report::summary::rank_word(from),
+                    if from.len() == 1 { "differs" } else { "differ" },
+                    if from.len() == 1 { "its" } else { "their" },
+                    if one { "it" } else { "them" }
+                )
+            }
             Reason::UpdateOnly { step } => write!(
                 f,
                 "step {step}'s forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step {step} at level=\"ops\" to name the op"
@@ -1145,6 +1173,14 @@ mod tests {
                     loss2: 2.25,
                 },
                 "the recorded losses differ at step 4 (1.25 vs 2.25) although every captured row of that step agrees within the tolerance (shown, not gating)",
+            ),
+            (
+                Reason::UpdateThroughCollective {
+                    step: 4,
+                    ranks: vec![0, 1, 3],
+                    from: vec![2],
+                },
+                "at step 4, ranks 0, 1 and 3 differ only after the optimizer step (their forward outputs and gradients agree) while rank 2 differs before it: most likely its gradients reaching them through the gradient all-reduce (a rank's gradient records at level=\"modules\" are its own, before the all-reduce)",
             ),
             (
                 Reason::UpdateOnly { step: 30 },

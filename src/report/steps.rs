@@ -490,25 +490,68 @@ fn unseen_before(s: &Summary, series: &StepSeries) -> Option<Reason> {
     (agreed && forward_first).then_some(Reason::UnseenBefore { step, previous })
 }
 
-/// [`Reason::UpdateOnly`]: at `level="modules"`, a rank of the first
-/// diverging step whose first divergence is in the optimizer step, with
-/// no gating divergence in that step's forward or backward. `None`
-/// otherwise.
+/// Whether a module-level rank's first divergence at its step is in the
+/// optimizer step, a record both runs have, with no gating divergence in
+/// that step's forward or backward: its update alone changed.
+fn update_alone(r: &RankSummary) -> bool {
+    let c = &r.root_causes;
+    r.run1.level == crate::logformat::CaptureLevel::Modules
+        && r.first_divergence
+            .as_ref()
+            .is_some_and(|f| f.phase == "optimizer" && f.status == crate::matcher::Status::Diff)
+        && c.first_divergence_forward.is_none()
+        && c.first_divergence_backward.is_none()
+}
+
+/// At `level="modules"`: [`Reason::UpdateOnly`] when every rank that
+/// diverges at the first diverging step has its update alone changed
+/// ([`update_alone`]); [`Reason::UpdateThroughCollective`] for the
+/// earliest step where ranks first diverge with their update alone
+/// changed while others diverge before the optimizer step there, or
+/// diverged at an earlier step (DDP: one rank's change reaches the others
+/// through the gradient all-reduce). `None` otherwise.
 fn update_only(s: &Summary, series: &StepSeries) -> Option<Reason> {
-    let step = series.first_diverging_step?;
-    s.ranks
+    let first = series.first_diverging_step?;
+    let at = |step: u64| {
+        s.ranks
+            .iter()
+            .filter(move |r| r.step == Some(step) && r.first_divergence.is_some())
+    };
+    if at(first).all(update_alone) && at(first).any(update_alone) {
+        return Some(Reason::UpdateOnly { step: first });
+    }
+    let first_of = |rank: u32| {
+        series
+            .first_diverging_step_by_rank
+            .iter()
+            .find(|x| x.rank == rank)
+            .map(|x| x.step)
+    };
+    let mut steps: Vec<u64> = series
+        .first_diverging_step_by_rank
         .iter()
-        .any(|r| {
-            let c = &r.root_causes;
-            r.step == Some(step)
-                && r.run1.level == crate::logformat::CaptureLevel::Modules
-                && r.first_divergence
-                    .as_ref()
-                    .is_some_and(|f| f.phase == "optimizer")
-                && c.first_divergence_forward.is_none()
-                && c.first_divergence_backward.is_none()
+        .map(|x| x.step)
+        .collect();
+    steps.sort_unstable();
+    steps.dedup();
+    steps.into_iter().find_map(|step| {
+        let mut ranks: Vec<u32> = at(step)
+            .filter(|r| first_of(r.rank) == Some(step) && update_alone(r))
+            .map(|r| r.rank)
+            .collect();
+        let mut from: Vec<u32> = at(step)
+            .filter(|r| !ranks.contains(&r.rank) && !update_alone(r))
+            .map(|r| r.rank)
+            .collect();
+        ranks.sort_unstable();
+        from.sort_unstable();
+        from.dedup();
+        (!ranks.is_empty() && !from.is_empty()).then_some(Reason::UpdateThroughCollective {
+            step,
+            ranks,
+            from,
         })
-        .then_some(Reason::UpdateOnly { step })
+    })
 }
 
 /// "5 steps left out by --steps (1-2, 4-6)", or `None` when `--steps` left
@@ -550,6 +593,7 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
             Reason::FirstDivergingStep { .. }
                 | Reason::UnseenBefore { .. }
                 | Reason::UpdateOnly { .. }
+                | Reason::UpdateThroughCollective { .. }
                 | Reason::CommonStepsAgree { .. }
         )
     });

@@ -469,6 +469,26 @@ def test_a_ddp_rank_receives_a_change_through_the_all_reduce(actdiff_bin, tmp_pa
     assert first is not None and first["key1"].endswith("_allreduce_"), first
 
 
+def test_a_ddp_rank_whose_update_alone_differs_at_module_level_is_said_to_receive_it(actdiff_bin, tmp_path):
+    """DDP at ``level="modules"``, one token of rank 1's batch changed at
+    step 2: rank 0's forward outputs and its own gradients agree and only
+    its parameters after the optimizer differ. The verdict said rank 0
+    and rank 1 diverge first at their own records, as if independently
+    (trial 29 F6); it says the change most likely reached rank 0 through
+    the gradient all-reduce."""
+    args = ("--ddp", "--precision", "full", "--series", "--level", "modules", "--steps", "2")
+    capture(tmp_path / "a", 2, *args)
+    capture(tmp_path / "b", 2, *args, "--token-rank", "1")
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 1 and s["first_diverging_step"] == 2, r.stdout + r.stderr
+    said = (
+        "at step 2, rank 0 differs only after the optimizer step (its forward outputs and gradients agree) "
+        "while rank 1 differs before it: most likely its gradients reaching it through the gradient all-reduce"
+    )
+    assert said in r.stdout and any(said in v for v in s["verdict"]), r.stdout
+    assert "the update itself differs" not in r.stdout, r.stdout
+
+
 def test_fsdp2_module_level_records_each_rank_own_gradient(actdiff_bin, tmp_path):
     """``level="modules"`` under FSDP2 (two processes, each with its own
     batches): a gradient record is the rank's own gradient of the whole
