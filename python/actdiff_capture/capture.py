@@ -103,6 +103,14 @@ BELOW_MIN_NUMEL = (
     "first seen, later (the log's header says 'Ops below min numel'). min_numel=0 captures every op."
 )
 
+#: The warning of a per-op step with ops whose results are all complex.
+COMPLEX_OPS = (
+    "actdiff_capture: step {step}: {n} op{s} with complex results ({names}) {were} not captured: the log "
+    "format records real floating-point results. A compare names a difference that enters through one of "
+    "them where it is first seen in a real result (a differing input with no captured producer); "
+    "level='modules' records complex parameters and gradients (hash and digest)."
+)
+
 #: The warning of a per-op step in which ops ran in inductor code generated
 #: before the Profiler was made (without the comments that name modules).
 COMPILED_BEFORE = (
@@ -577,7 +585,12 @@ class _OpInfo:
 
     def __init__(self, func, excluded_ops, op_filter):
         self.name = _op_name(func)
-        self.excluded = self.name in excluded_ops
+        # An op whose result is storage nobody has written (EMPTY_OPS) is
+        # never captured, excluded or not: its statistics would be the
+        # allocator's leftovers, different from run to run (trial 31: a
+        # channels_last conv's weight gradient re-strided through
+        # new_empty_strided made identical runs differ at every step).
+        self.excluded = self.name in excluded_ops or self.name in EMPTY_OPS
         schema = getattr(func, "_schema", None)
         self.schema = schema
         self.mutable = bool(schema is not None and schema.is_mutable)
@@ -673,6 +686,10 @@ class _Mode(TorchDispatchMode):
         # and of the captured ops, those run in a module's forward.
         self.below_min_numel = 0
         self.below_in_modules = 0
+        # Ops not captured because their results are complex (COMPLEX_OPS):
+        # how many, and their names.
+        self.complex_ops = 0
+        self.complex_names: dict = {}
         # Whether a backward op ran (captured or not) since the last
         # forward op inside a module; then the data addresses of the
         # model's parameters and gradients (None: not looked up yet). An op
@@ -883,6 +900,9 @@ class _Mode(TorchDispatchMode):
             if small and primary is None and not info.inplace:
                 self.below_min_numel += 1
                 self.below_in_modules += bool(stack) and node is None
+            elif primary is None and not small and any(t.is_complex() for t in outs):
+                self.complex_ops += 1
+                self.complex_names[info.name] = None
         captured = readable and (primary is not None or (info.inplace and bool(outs or ins)))
         # Outputs get an autograd node when an input requires grad (their
         # own flag is not set yet down here).
@@ -1551,12 +1571,27 @@ class Profiler:
         on_divergence: str = "raise",
         first_step: int = 1,
     ):
-        self._configure(
-            model, dump_dir, rank, _schedule(capture_step, capture_steps), min_numel, op_filter, excluded_ops,
-            enabled, device_path, precision, digests, level, baseline, tolerances, on_divergence, first_step,
-        )  # fmt: skip
-        if self.enabled and self.first_step in self.steps:
-            self._arm()
+        try:
+            self._configure(
+                model, dump_dir, rank, _schedule(capture_step, capture_steps), min_numel, op_filter, excluded_ops,
+                enabled, device_path, precision, digests, level, baseline, tolerances, on_divergence, first_step,
+            )  # fmt: skip
+            if self.enabled and self.first_step in self.steps:
+                self._arm()
+        except BaseException:
+            self._forget()
+            raise
+
+    def _forget(self) -> None:
+        """A profiler whose making (or arming in ``__enter__``) raised: its
+        hooks removed, and nothing said of it at exit (trial 31: its
+        unreached steps were warned about, with advice for a resumed job)."""
+        _live.discard(self)
+        self._done = True
+        try:
+            self._disarm()
+        except Exception:  # noqa: BLE001 - partly made: nothing more to undo
+            pass
 
     def _configure(
         self, model, dump_dir, rank, schedule, min_numel, op_filter, excluded_ops, enabled, device_path,
@@ -1623,6 +1658,9 @@ class Profiler:
             # kernels of inductor's wrappers then carry their module FQN.
             inductor.install()
             inductor.note_model(model)
+            said = modules.script_modules_warning(model)
+            if said is not None:
+                warnings.warn(said, stacklevel=4)
         self.device_path = device_path
         self.precision = precision
         self.digests = (precision == "full") if digests is None else bool(digests)
@@ -1649,6 +1687,7 @@ class Profiler:
         self._warned_no_optimizer_step = False  # modules.NO_OPTIMIZER_STEP said once
         self._warned_unnamed_parameters = False  # UNNAMED_PARAMETERS said once
         self._warned_below_min_numel = False  # BELOW_MIN_NUMEL said once
+        self._warned_complex = False  # COMPLEX_OPS said once
         self._warned_compiled_before = False  # COMPILED_BEFORE said once
         self._warned_outputs: set = set()  # modules.COMPILED_OUTPUTS / UNEXPLAINED_OUTPUTS said
         self._handles: list = []
@@ -1707,7 +1746,9 @@ class Profiler:
                             # No scheduled step reached, counting from 1:
                             # a resumed job, perhaps.
                             counted=(
-                                COUNTED_FROM_ONE if self.first_step == 1 and self._step < self.capture_step else ""
+                                COUNTED_FROM_ONE
+                                if self.first_step == 1 and 0 < self._step < self.capture_step
+                                else ""
                             ),
                             were="was" if n == 1 else "were",
                         ),
@@ -1803,6 +1844,11 @@ class Profiler:
             if self.series:
                 cap.note_step(self._armed_step)
             rec, self._spare_modules = self._spare_modules, None
+            if rec is not None and not rec.current():
+                # Modules or parameters were added or replaced: hook the
+                # model as it is now.
+                rec.remove()
+                rec = None
             if rec is not None:
                 rec.rearm(cap)  # the last step's hooks go on with this one
             else:
@@ -1868,6 +1914,8 @@ class Profiler:
         # warn about them.
         self._handles = []
         for m in dict.fromkeys(m for _, m in self.model.named_modules()):
+            if modules.is_script_module(m):
+                continue  # takes no hooks: its ops are its caller's (SCRIPT_MODULES)
             # First, as the reference tracer's global module hooks run before
             # a module's own: ops of another pre-hook (a parallel style's
             # input redistribution) belong to the module, those of another
@@ -2029,6 +2077,17 @@ class Profiler:
                     ),
                     stacklevel=3,
                 )
+            if mode.complex_ops and not self._warned_complex:
+                self._warned_complex = True
+                names = list(mode.complex_names)
+                shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+                n = mode.complex_ops
+                warnings.warn(
+                    COMPLEX_OPS.format(
+                        step=self._armed_step, n=n, s="" if n == 1 else "s", names=shown, were="was" if n == 1 else "were"
+                    ),
+                    stacklevel=3,
+                )
             if mode.unnamed_compiled and not self._warned_compiled_before:
                 self._warned_compiled_before = True
                 warnings.warn(COMPILED_BEFORE.format(step=self._armed_step, n=mode.unnamed_compiled), stacklevel=3)
@@ -2070,6 +2129,10 @@ class Profiler:
             one = whole or len(names) == 1
             words = {"them": "it" if one else "them", "their": "its" if one else "their"}
             warnings.warn(text.format(step=self._armed_step, modules=said, **words), stacklevel=4)
+        said = rec.transform_warning(self._armed_step)
+        if said is not None and "transforms" not in self._warned_outputs:
+            self._warned_outputs.add("transforms")
+            warnings.warn(said, stacklevel=4)
 
     def _finish(self, cap, loss, step: int, path: str) -> None:
         """Flushes and writes step ``step``'s log at ``path``, with its loss."""
@@ -2150,5 +2213,9 @@ class ActivationCaptureProfiler(Profiler):
 
     def __enter__(self) -> "ActivationCaptureProfiler":
         if self.enabled and self.first_step in self.steps and not self._done and self._step == self.first_step - 1:
-            self._arm()
+            try:
+                self._arm()
+            except BaseException:
+                self._forget()
+                raise
         return self

@@ -147,6 +147,81 @@ UNEXPLAINED_OUTPUTS = (
 )
 
 
+#: The warning of a step whose modules ran inside torch.func transforms:
+#: their outputs are functorch's wrapped tensors, which have no storage.
+IN_TRANSFORMS = (
+    "actdiff_capture: step {step}: {n} forward output{s} of {modules} ran inside torch.func transforms "
+    "(grad, vmap, jacrev, ...) and {were} not recorded: their tensors are functorch's wrappers, with no "
+    "storage to read. Gradients and parameters are recorded as usual; level='ops' records the ops "
+    "inside transforms."
+)
+
+#: The warning of a model with TorchScript submodules, which take no hooks.
+SCRIPT_MODULES = (
+    "actdiff_capture: {modules}: TorchScript module{s} (torch.jit.script/trace) {take} no hooks: at "
+    "level='ops' {their} ops are named under the module that calls {them}; at level='modules' "
+    "{their} outputs are not recorded ({their} parameters and gradients are)."
+)
+
+
+def is_script_module(m: nn.Module) -> bool:
+    """Whether ``m`` is a TorchScript module, on which ``register_forward_hook``
+    and ``register_forward_pre_hook`` raise."""
+    return isinstance(m, torch.jit.ScriptModule)
+
+
+def script_modules_warning(model: nn.Module) -> str | None:
+    """:data:`SCRIPT_MODULES` for the TorchScript modules of ``model`` (the
+    outermost ones), or None when it has none."""
+    names = []
+    for name, m in model.named_modules():
+        if is_script_module(m) and not any(name.startswith(n + ".") for n in names):
+            names.append(name)
+    if not names:
+        return None
+    shown = [fx.clean_fqn(n) or "the model" for n in names]
+    one = len(names) == 1
+    return SCRIPT_MODULES.format(
+        modules=", ".join(shown),
+        s="" if one else "s",
+        take="takes" if one else "take",
+        their="its" if one else "their",
+        them="it" if one else "them",
+    )
+
+
+# Bumped by torch's global module and parameter registration hooks (a
+# module or parameter set on any module): a recorder checks its model's
+# structure again only when it moved.
+_REGISTRATIONS = [0]
+_REGISTRATION_HOOKS: list = []
+
+
+def _count_registration(*_args) -> None:
+    _REGISTRATIONS[0] += 1
+
+
+def _watch_registrations() -> None:
+    """Installs the global registration hooks once (they only count)."""
+    if _REGISTRATION_HOOKS:
+        return
+    from torch.nn.modules import module as _m
+
+    for name in ("register_module_module_registration_hook", "register_module_parameter_registration_hook"):
+        register = getattr(_m, name, None)
+        if register is not None:
+            _REGISTRATION_HOOKS.append(register(_count_registration))
+
+
+def _structure(model: nn.Module) -> tuple:
+    """What a recorder's hooks depend on: every module (name, identity) and
+    every parameter (identity)."""
+    return (
+        tuple((name, id(m)) for name, m in model.named_modules()),
+        tuple(id(p) for p in model.parameters()),
+    )
+
+
 #: The header's ``Compiled:`` value of a module-level log whose modules ran
 #: compiled: the backend is not known to module hooks (the op level names
 #: ``inductor`` from its wrappers).
@@ -319,9 +394,25 @@ class ModuleRecorder:
                 seen.add(id(p))
                 self.params.append((fx.clean_fqn(mname) or None, pname, p))
                 self._owner[id(p)] = m
+        self._hooked: set = set()  # ids of the modules with an output hook
         for m in dict.fromkeys(m for _, m in model.named_modules()):
+            self._hooked.add(id(m))
+            if is_script_module(m):
+                continue  # takes no hooks (SCRIPT_MODULES)
             fqn = names.get(id(m))
             self.handles.append(m.register_forward_hook(self._output_hook(fqn)))
+        # The model as hooked: a module or parameter added or replaced later
+        # (an adapter, a grown layer) is hooked at the next forward
+        # (add_new()), and a new recorder replaces this one at the next
+        # captured step (current()).
+        _watch_registrations()
+        self._registrations = _REGISTRATIONS[0]
+        self._added_at = _REGISTRATIONS[0]
+        self._structure = _structure(model)
+        # This step's outputs not recorded inside torch.func transforms:
+        # their count and modules.
+        self.in_transforms = 0
+        self._in_transform_modules: list = []
 
         def before_forward(module, args):
             # A forward after the optimizer step (an evaluation pass): the
@@ -330,14 +421,21 @@ class ModuleRecorder:
             if not torch.compiler.is_compiling() and self._after_optimizer() and not self._buffers_read:
                 self._read_buffers_here()
 
-        self.handles.append(model.register_forward_pre_hook(before_forward))
+        def refresh_first(module, args):
+            if not torch.compiler.is_compiling():
+                self.add_new()
+
+        if not is_script_module(model):
+            self.handles.append(model.register_forward_pre_hook(refresh_first, prepend=True))
+            self.handles.append(model.register_forward_pre_hook(before_forward))
         # Each module's persistent buffers (``(module fqn, module, name)``,
         # looked up at finish(): a module may replace a buffer's tensor).
+        # (named_buffers: a TorchScript module's _buffers is no dict.)
         self.buffers = [
             (fx.clean_fqn(mname) or None, m, bname)
             for mname, m in model.named_modules()
-            for bname in m._buffers
-            if bname not in m._non_persistent_buffers_set
+            for bname, _ in m.named_buffers(recurse=False)
+            if bname not in getattr(m, "_non_persistent_buffers_set", ())
         ]
         self._root = model
         for fqn, pname, p in self.params:
@@ -384,10 +482,68 @@ class ModuleRecorder:
         phase = 1 if torch._C._current_autograd_node() is not None else 2
         self.cap.record(fqn, "output", phase, None, primary, ts, [], [], [])
 
+    def add_new(self) -> None:
+        """Hooks the modules and parameters set on the model since it was
+        hooked (checked only when a module or parameter was set on some
+        module since): so the step that adds a module (an adapter, a
+        replaced activation) records it. Modules and parameters removed
+        keep their hooks until the next captured step's recorder."""
+        if self._added_at == _REGISTRATIONS[0]:
+            return
+        self._added_at = _REGISTRATIONS[0]
+        model = self._root
+        for name, m in model.named_modules():
+            if id(m) in self._hooked:
+                continue
+            self._hooked.add(id(m))
+            if not is_script_module(m):
+                self.handles.append(m.register_forward_hook(self._output_hook(fx.clean_fqn(name) or None)))
+        known = {id(x[2]) for x in self.params}
+        for mname, m in model.named_modules():
+            for pname, p in m.named_parameters(recurse=False):
+                if id(p) in known:
+                    continue
+                known.add(id(p))
+                fqn = fx.clean_fqn(mname) or None
+                self.params.append((fqn, pname, p))
+                self._owner[id(p)] = m
+                if p.requires_grad:
+                    self.handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname, id(m))))
+
+    def current(self) -> bool:
+        """Whether the model still has the modules and parameters this
+        recorder hooked (checked only after a module or parameter was set
+        on some module since the last check): a module added during
+        training (trial 31: an adapter and its param group added at step
+        3) was never recorded, and a replaced one's output was "only in"
+        the other run."""
+        if self._registrations == _REGISTRATIONS[0]:
+            return True
+        self._registrations = _REGISTRATIONS[0]
+        return _structure(self._root) == self._structure
+
+    def transform_warning(self, step: int) -> str | None:
+        """:data:`IN_TRANSFORMS` for this step's outputs left out inside
+        torch.func transforms, or None."""
+        n = self.in_transforms
+        if not n:
+            return None
+        shown = self._in_transform_modules[:3]
+        more = len(self._in_transform_modules) - len(shown)
+        return IN_TRANSFORMS.format(
+            step=step,
+            n=n,
+            s="" if n == 1 else "s",
+            modules=", ".join(shown) + (f" and {more} more modules" if more else ""),
+            were="was" if n == 1 else "were",
+        )
+
     def rearm(self, cap) -> None:
         """Records the next step into ``cap`` (a ``_native.Capture``) with
         the same hooks, after :meth:`finish`."""
         self.cap = cap
+        self.in_transforms = 0
+        self._in_transform_modules.clear()
         self._out_n = 0
         self.active = True
         self._params_read.clear()
@@ -435,6 +591,13 @@ class ModuleRecorder:
                     self._trained_since_buffers = True
             ts = _tensors(output, [])
             if not ts:
+                return
+            if any(torch._C._functorch.is_functorch_wrapped_tensor(t) for t in ts):
+                # Inside torch.func.grad/vmap: no storage to read.
+                self.in_transforms += 1
+                name = fqn or "<none>"
+                if name not in self._in_transform_modules:
+                    self._in_transform_modules.append(name)
                 return
             if self.worker is None:
                 self._record_output(fqn, ts)
@@ -534,7 +697,10 @@ class ModuleRecorder:
         if missing:
             for name, m in self._root.named_modules():
                 inside = any(name == c or name.startswith(c + ".") for c in compiled)
-                if id(m) in missing and not inside:
+                # Parameter containers are never called (trial 31: a false
+                # warning for nn.ParameterList), nor hooked TorchScript.
+                never_called = isinstance(m, (nn.ParameterList, nn.ParameterDict)) or is_script_module(m)
+                if id(m) in missing and not inside and not never_called:
                     unexplained.append(fx.clean_fqn(name) or "<none>")
         return [fx.clean_fqn(c) or c for c in compiled], unexplained
 
@@ -572,7 +738,8 @@ class ModuleRecorder:
         not recorded."""
         seen = set()
         for fqn, m, bname in self.buffers:
-            b = m._buffers.get(bname)
+            bufs = m._buffers
+            b = bufs.get(bname) if isinstance(bufs, dict) else getattr(m, bname, None)
             if b is None or id(b) in seen:
                 continue
             seen.add(id(b))

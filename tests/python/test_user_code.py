@@ -1,0 +1,280 @@
+"""Model code as users write it beyond plain Linear stacks (new-user trial
+31): channels_last convolutions, TorchScript submodules, torch.func
+transforms, modules added or replaced during training, parameter
+containers and complex-valued layers. Each capture is honest: identical
+runs compare identical, nothing crashes the training job, and what is not
+recorded is said."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import actdiff_capture
+from logs import blocks
+
+B, V, D = 4, 12, 8
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def batches(steps, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, V, (B, 6), generator=g) for _ in range(steps)]
+
+
+def train(model_fn, dump, *, steps=3, level="ops", change=None, loss_fn=None, **prof_kw):
+    """Trains ``model_fn()`` ``steps`` AdamW steps on ``batches``, every
+    step captured at full precision (``min_numel=0`` per op);
+    ``change(step, model, opt)`` runs before each step. Returns the
+    warnings the capture gave."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = model_fn()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    kw = {"min_numel": 0} if level == "ops" else {}
+    kw.update(prof_kw)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with actdiff_capture.Profiler(
+            model, dump, capture_steps=range(1, steps + 1), level=level, precision="full", **kw
+        ) as prof:
+            for step, idx in enumerate(batches(steps), start=1):
+                if change is not None:
+                    change(step, model, opt)
+                out = model(idx)
+                loss = loss_fn(model, idx) if loss_fn else F.cross_entropy(out.reshape(-1, V), idx.reshape(-1))
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                prof.step(loss=loss)
+    return [str(w.message) for w in said if "actdiff_capture" in str(w.message)]
+
+
+def compare(actdiff_bin, a, b, out, *args):
+    r = subprocess.run(
+        [actdiff_bin, "compare", str(a), str(b), "-o", str(out), "--bitwise", *args], capture_output=True, text=True
+    )
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    return r, json.loads((out / "summary.json").read_text())
+
+
+class Conv(nn.Module):
+    """A channels_last image through two convolutions whose parameters are
+    contiguous: autograd re-strides the weight gradients through
+    ``new_empty_strided`` (storage nobody wrote) and a ``copy_``."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.c2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.head = nn.Linear(4 * 6, V)
+
+    def forward(self, tok):
+        img = (tok.float().view(B, 1, 2, 3).expand(B, 2, 2, 3) / V).contiguous(memory_format=torch.channels_last)
+        h = self.c2(F.relu(self.c1(img)))
+        return self.head(h.reshape(B, -1)).unsqueeze(1).expand(B, 6, V)
+
+
+def test_channels_last_gradients_are_not_read_from_unwritten_storage(actdiff_bin, tmp_path):
+    """Trial 31 F1: the agent recorded ``new_empty_strided``'s result, the
+    allocator's leftovers (L2 norm 5.5e+29 in one run, 4.7e+33 in the
+    other), and two identical runs diverged at every step."""
+    train(Conv, tmp_path / "a")
+    train(Conv, tmp_path / "b")
+    keys = [k for k, _ in blocks(tmp_path / "a" / "step_1" / "rank_0_activations.log")[1]]
+    assert keys and not any("new_empty" in k or "empty_strided" in k for k in keys), keys
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 0 and all(x["bitwise"]["all"] for x in s["ranks"]), r.stdout
+
+
+class Scripted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, D)
+        self.mlp = torch.jit.script(nn.Sequential(nn.Linear(D, D), nn.GELU()))
+        self.head = nn.Linear(D, V)
+
+    def forward(self, tok):
+        return self.head(self.mlp(self.emb(tok)))
+
+
+@pytest.mark.parametrize("level", ["ops", "modules"])
+def test_a_torchscript_submodule_is_captured_around_and_said(actdiff_bin, tmp_path, level):
+    """Trial 31 F4: ``Profiler()`` raised on a model with a
+    ``torch.jit.script`` submodule ("register_forward_pre_hook is not
+    supported on ScriptModules"), at both levels. It is not hooked: its
+    ops are its caller's, a warning says so, and identical runs agree."""
+    # Each run in a process of its own, as a user's: TorchScript's
+    # profiling executor optimizes a function after its first calls, so a
+    # second run in one process runs other kernels.
+    for run in ("a", "b"):
+        code = f"import test_user_code as t; print(t.train(t.Scripted, {str(tmp_path / run)!r}, level={level!r}))"
+        p = subprocess.run([sys.executable, "-c", code], cwd=HERE, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "mlp: TorchScript module (torch.jit.script/trace) takes no hooks" in p.stdout, p.stdout
+    r, _ = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 0, r.stdout
+    keys = [k for k, _ in blocks(tmp_path / "a" / "step_2" / "rank_0_activations.log")[1]]
+    if level == "modules":
+        assert "mlp.0/op_1_weight_grad" in keys or any(k.startswith("mlp.0/") and k.endswith("weight_grad") for k in keys), keys
+    else:
+        assert any(k.endswith("_addmm") or k.endswith("_gelu") for k in keys), keys
+
+
+class Plain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(V, D)
+        self.fc = nn.Linear(D, D)
+        self.head = nn.Linear(D, V)
+
+    def forward(self, tok):
+        return self.head(F.gelu(self.fc(self.emb(tok))))
+
+
+def test_module_outputs_inside_torch_func_transforms_are_said_not_recorded(tmp_path):
+    """Trial 31 F3: ``torch.func.grad`` in the step at level="modules"
+    crashed the training job ("Cannot access data pointer of Tensor that
+    doesn't have storage"): the hooks got functorch's wrapped tensors."""
+
+    def loss_fn(model, idx):
+        params = dict(model.named_parameters())
+        x = idx
+
+        def f(p):
+            out = torch.func.functional_call(model, p, (x,))
+            return F.cross_entropy(out.reshape(-1, V), x.reshape(-1))
+
+        grads = torch.func.grad(f)(params)
+        # The gradients torch.func computed, set where the optimizer reads
+        # them; the loss itself through an ordinary forward.
+        loss = f(params)
+        for n, p in model.named_parameters():
+            p.grad = None
+            p.grad = grads[n].detach().clone()
+        return loss.detach().requires_grad_()
+
+    said = train(Plain, tmp_path / "a", level="modules", loss_fn=loss_fn)
+    assert any("ran inside torch.func transforms (grad, vmap, jacrev, ...) and were not recorded" in w for w in said), said
+    assert (tmp_path / "a" / "step_3" / "rank_0_activations.log").is_file()
+
+
+def test_a_module_added_or_replaced_during_training_is_recorded(actdiff_bin, tmp_path):
+    """Trial 31 F2: at level="modules" a module added during training (an
+    adapter with its own param group, step 2) was never recorded, so a
+    learning rate of its group changed at step 3 compared "bitwise
+    identical", exit 0; a parameter-free module replaced by an equal new
+    one was "only in" the other run."""
+
+    class Grown(Plain):
+        def forward(self, tok):
+            h = F.gelu(self.fc(self.emb(tok)))
+            if hasattr(self, "extra"):
+                h = h + self.extra(h)
+            return self.head(h)
+
+    def grow(lr_at=None):
+        def change(step, model, opt):
+            if step == 2:
+                torch.manual_seed(5)
+                model.extra = nn.Linear(D, D)
+                opt.add_param_group({"params": model.extra.parameters(), "lr": 1e-2})
+            if step == lr_at:
+                opt.param_groups[-1]["lr"] = 2e-2
+
+        return change
+
+    train(Grown, tmp_path / "a", steps=4, level="modules", change=grow())
+    train(Grown, tmp_path / "c", steps=4, level="modules", change=grow(lr_at=3))
+    keys = [k for k, _ in blocks(tmp_path / "a" / "step_2" / "rank_0_activations.log")[1]]
+    assert "extra/op_0_output" in keys, keys  # the step that adds it records it
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "rep")
+    assert r.returncode == 1 and s["first_diverging_step"] == 3, r.stdout
+    first = next(x for x in s["ranks"] if x["step"] == 3)["first_divergence"]
+    assert first["key1"].startswith("extra/") and first["phase"] == "optimizer", first
+
+    class Act(Plain):
+        def __init__(self):
+            super().__init__()
+            self.act = nn.GELU()
+
+        def forward(self, tok):
+            return self.head(self.act(self.fc(self.emb(tok))))
+
+    def swap(step, model, opt):
+        if step == 2:
+            model.act = nn.GELU()
+
+    train(Act, tmp_path / "p", level="modules")
+    train(Act, tmp_path / "q", level="modules", change=swap)
+    r, _ = compare(actdiff_bin, tmp_path / "p", tmp_path / "q", tmp_path / "rep2")
+    assert r.returncode == 0, r.stdout
+
+
+class Scales(Plain):
+    def __init__(self):
+        super().__init__()
+        self.scales = nn.ParameterList([nn.Parameter(torch.ones(D)) for _ in range(2)])
+
+    def forward(self, tok):
+        h = self.fc(self.emb(tok)) * self.scales[0]
+        return self.head(F.gelu(h) * self.scales[1])
+
+
+def test_a_parameter_list_is_not_said_to_have_a_forward_that_never_ran(tmp_path):
+    """Trial 31 F8: nn.ParameterList is never called; its parameters'
+    gradients drew "its forward hook never ran"."""
+    said = train(Scales, tmp_path / "a", level="modules")
+    assert not any("forward hook never ran" in w for w in said), said
+    keys = [k for k, _ in blocks(tmp_path / "a" / "step_1" / "rank_0_activations.log")[1]]
+    assert any(k.startswith("scales/") and k.endswith("_grad") for k in keys), keys
+
+
+class Spectral(Plain):
+    def __init__(self):
+        super().__init__()
+        self.filt = nn.Parameter(torch.ones(4, D, dtype=torch.complex64))
+
+    def forward(self, tok):
+        x = self.emb(tok)
+        y = torch.fft.irfft(torch.fft.rfft(x, dim=1) * self.filt, n=6, dim=1)
+        return self.head(x + y)
+
+
+def test_ops_with_complex_results_are_said_not_captured(actdiff_bin, tmp_path):
+    """Trial 31 F5: an FFT layer's complex ops (rfft, the multiply by a
+    complex parameter, their backward) were left out of the per-op log
+    without a word, with min_numel=0 and "Ops below min numel: 0"."""
+    said = train(Spectral, tmp_path / "a")
+    assert any("ops with complex results (_fft_r2c, mul" in w and "were not captured" in w for w in said), said
+    train(Spectral, tmp_path / "b")
+    r, _ = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 0, r.stdout
+
+
+def test_a_profiler_whose_making_raised_says_nothing_at_close(tmp_path):
+    """Trial 31 F7: a Profiler whose constructor raised stayed among the
+    profilers closed at exit, which warned of its unreached steps with
+    advice for a job resumed from a checkpoint."""
+    from actdiff_capture import capture
+
+    class Boom(nn.Module):
+        def named_modules(self, *a, **k):  # arming walks the modules
+            raise RuntimeError("boom")
+
+    before = len(capture._live)
+    with pytest.raises(RuntimeError, match="boom"):
+        actdiff_capture.Profiler(Boom(), tmp_path / "d", capture_steps=[1, 2])
+    assert len(capture._live) == before, "not closed (nor warned about) at exit"
+    # A process that ran no step is given no resume advice.
+    prof = actdiff_capture.Profiler(nn.Linear(2, 2), tmp_path / "e", capture_steps=[3], level="modules")
+    with pytest.warns(UserWarning, match=r"\(the last step was 0\): no log was written"):
+        prof.close()
