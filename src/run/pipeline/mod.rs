@@ -517,8 +517,10 @@ fn top_up_pages(
         return;
     }
     let sub: Vec<_> = again.iter().map(|&i| pairs[i].clone()).collect();
+    // Quiet: the progress display finished with the first compare.
     let cfg = CompareConfig {
         keep: None,
+        quiet: true,
         ..cfg.clone()
     };
     match compare_ranks(&sub, &cfg, &RowsOut::None, Some(&budgets)) {
