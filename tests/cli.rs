@@ -2293,7 +2293,7 @@ fn the_html_budget_the_matching_ranks_leave_goes_to_the_diverging_rank() {
     );
     assert!(
         r.stdout.contains(
-            "The pages of the 39 ranks whose rows all match hold none of them, to keep the report within its size budget"
+            "The pages of the 39 ranks whose rows all match hold none of them, because of the report's size budget"
         ),
         "{}",
         r.stdout

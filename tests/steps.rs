@@ -276,6 +276,42 @@ fn files_of(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+/// Trial 32: steps 1, 4 and 5 captured (2 and 3 in neither run), step 4
+/// diverging: "step 4 diverges first" alone hid that the runs may part at
+/// step 2 or 3; the sentence after it says so.
+#[test]
+fn steps_neither_run_captured_before_the_first_diverging_one_are_said() {
+    let d = TempDir::new().unwrap();
+    series(d.path(), 5, 4);
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    for run in [&a, &b] {
+        for st in [2, 3] {
+            std::fs::remove_dir_all(run.join(format!("step_{st}"))).unwrap();
+        }
+    }
+    let out = d.path().join("rep");
+    let r = compare_into([&a, &b], &[], &out, 1);
+    let said = "steps 2-3, before step 4, were captured in neither run: the runs may part there first; capture them to tell";
+    assert_eq!(r.stdout.lines().nth(2), Some(said), "{}", r.stdout);
+    let s = summary(&out);
+    assert_eq!(s["first_diverging_step"], 4);
+    assert!(s["verdict"].as_array().unwrap().iter().any(|v| v == said));
+    // With every step captured, nothing of the kind.
+    let d2 = TempDir::new().unwrap();
+    series(d2.path(), 5, 4);
+    let r = compare_into(
+        [d2.path().join("a"), d2.path().join("b")],
+        &[],
+        d2.path().join("rep"),
+        1,
+    );
+    assert!(
+        !r.stdout.contains("captured in neither run"),
+        "{}",
+        r.stdout
+    );
+}
+
 /// Trial 30 F4 and trial 29: the index of a long series folds the steps
 /// that agree into one line of its list (149 lines of "no divergence"
 /// came before the first diverging step), and a cell of the first

@@ -152,8 +152,8 @@ UNEXPLAINED_OUTPUTS = (
 IN_TRANSFORMS = (
     "actdiff_capture: step {step}: {n} forward output{s} of {modules} ran inside torch.func transforms "
     "(grad, vmap, jacrev, ...) and {were} not recorded: their tensors are functorch's wrappers, with no "
-    "storage to read. Gradients and parameters are recorded as usual; level='ops' records the ops "
-    "inside transforms."
+    "storage to read. Gradients set on the parameters (p.grad = g) are recorded when the optimizer "
+    "steps, parameters after it as usual; level='ops' records the ops inside transforms."
 )
 
 #: The warning of a model with TorchScript submodules, which take no hooks.
@@ -366,6 +366,31 @@ class ModuleRecorder:
                 ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
                 self._read_params([x for x in self.params if id(x[2]) in ids and id(x[2]) not in self._params_read])
 
+        def before_optimizer_step(optimizer, args, kwargs):
+            if self.active:
+                # Gradients set on the parameters rather than accumulated
+                # by backward (``p.grad = g`` from torch.func.grad, a
+                # hand-written all-reduce): no accumulate hook ran for them
+                # (trial 32: none recorded, and a changed gradient read as
+                # "the update itself differs"). Read as the optimizer
+                # finds them.
+                for g in optimizer.param_groups:
+                    for p in g["params"]:
+                        if p.grad is not None and id(p) not in self._grads_read and id(p) in self._param_names:
+                            fqn, pname = self._param_names[id(p)]
+                            self._grads_read.add(id(p))
+                            self.grads_since_optimizer = True
+                            # Read here, now: the optimizer may change it.
+                            if self.worker is not None:
+                                self.cap.defer_host(None)
+                            try:
+                                self._record(fqn, f"{pname}_grad", p.grad, 1)
+                            finally:
+                                if self.worker is not None:
+                                    self.cap.defer_host(self.worker)
+
+        self._grads_read: set = set()  # ids of the parameters whose gradient was recorded this step
+        self._optimizer_pre_hook = _optimizer.register_optimizer_step_pre_hook(before_optimizer_step)
         self._optimizer_hook = _optimizer.register_optimizer_step_post_hook(after_optimizer_step)
         if worker is not None:
             cap.defer_host(worker)
@@ -394,6 +419,7 @@ class ModuleRecorder:
                 seen.add(id(p))
                 self.params.append((fx.clean_fqn(mname) or None, pname, p))
                 self._owner[id(p)] = m
+        self._param_names = {id(p): (fqn, pname) for fqn, pname, p in self.params}
         self._hooked: set = set()  # ids of the modules with an output hook
         for m in dict.fromkeys(m for _, m in model.named_modules()):
             self._hooked.add(id(m))
@@ -507,6 +533,7 @@ class ModuleRecorder:
                 fqn = fx.clean_fqn(mname) or None
                 self.params.append((fqn, pname, p))
                 self._owner[id(p)] = m
+                self._param_names[id(p)] = (fqn, pname)
                 if p.requires_grad:
                     self.handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname, id(m))))
 
@@ -547,6 +574,7 @@ class ModuleRecorder:
         self._out_n = 0
         self.active = True
         self._params_read.clear()
+        self._grads_read.clear()
         self._buffers_read = False
         self._trained_since_buffers = False
         self._versions.clear()
@@ -650,6 +678,7 @@ class ModuleRecorder:
                 return  # an FSDP2 shard after the reduce-scatter: its unsharded parameter's hook recorded it
             if p.grad is not None:
                 self.grads_since_optimizer = True
+                self._grads_read.add(shard if now else id(p))
                 self._grad_owners.add(owner)
                 if now and self.worker is not None:
                     self.cap.defer_host(None)
@@ -796,6 +825,8 @@ class ModuleRecorder:
         for h in self.handles:
             h.remove()
         self.handles = []
-        h, self._optimizer_hook = self._optimizer_hook, None
-        if h is not None:
-            h.remove()
+        for attr in ("_optimizer_hook", "_optimizer_pre_hook"):
+            h = getattr(self, attr, None)
+            setattr(self, attr, None)
+            if h is not None:
+                h.remove()

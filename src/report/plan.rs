@@ -160,7 +160,7 @@ impl PagePlan {
     /// `None`), else only the rows that are not `match`; then, if the
     /// estimated HTML exceeds `opts.html_budget`, the diverging rows with
     /// their context, else only the diverging rows, and if still over, the
-    /// first of them that fit.
+    /// first of them that fit (at least the first).
     /// Without [`ReportOptions::rank_files`], no row is shown (there are
     /// no pages).
     pub fn new(rc: &RankComparison<'_>, opts: &ReportOptions) -> PagePlan {
@@ -223,7 +223,10 @@ impl PagePlan {
             }
         }
         if spent > rows_budget {
-            wants[0] = Some(spent);
+            // The first diverging row is always shown, whatever the
+            // budget: the first divergence's link has a row to lead to
+            // (trial 32: a budget spent by the ranks' fixed pages left a
+            // rank's one diverging row out, "detailed: first 0").
             let mut sum = 0u64;
             let k = shown
                 .iter()
@@ -231,10 +234,14 @@ impl PagePlan {
                     sum += row_html_estimate(rc, i as usize);
                     sum > rows_budget
                 })
-                .unwrap_or(shown.len());
-            plan.cut = Some(shown.len());
-            shown.truncate(k);
-            spent = cost(&shown);
+                .unwrap_or(shown.len())
+                .clamp(1.min(shown.len()), shown.len());
+            if k < shown.len() {
+                wants[0] = Some(spent);
+                plan.cut = Some(shown.len());
+                shown.truncate(k);
+                spent = cost(&shown);
+            }
         }
         if d.is_empty() {
             // Its rows all match: its pages need none of them.
@@ -498,6 +505,34 @@ mod tests {
         let e = plan(every);
         assert!(!e.is_filtered());
         assert_eq!(e.budget_use().unwrap().wants, [None; 3]);
+        // A budget with no room for a row still shows the first diverging
+        // one (trial 32), and says the cut only when it cut.
+        let none = plan(budget_for(0));
+        assert_eq!((none.len(), none.row(0), none.cut_from()), (1, 20, None));
+        let h3: Vec<String> = (0..40).map(|i| (i + 1).to_string()).collect();
+        let mut h4 = h3.clone();
+        h4[5] = "98".into();
+        h4[30] = "99".into();
+        let (c, d) = (
+            log(&h3.iter().map(String::as_str).collect::<Vec<_>>()),
+            log(&h4.iter().map(String::as_str).collect::<Vec<_>>()),
+        );
+        let two = match_tables(&c, &d, &MatchOptions::default());
+        let rc2 = RankComparison {
+            rank1: 0,
+            rank2: 0,
+            t1: &c,
+            t2: &d,
+            matches: &two,
+        };
+        let p = PagePlan::new(
+            &rc2,
+            &ReportOptions {
+                html_budget: Some(budget_for(0)),
+                ..Default::default()
+            },
+        );
+        assert_eq!((p.len(), p.row(0), p.cut_from()), (1, 5, Some(2)));
         // A rank whose rows all match wants none of them back.
         let same = match_tables(&a, &a, &MatchOptions::default());
         let rc = RankComparison {

@@ -144,6 +144,19 @@ pub enum Reason {
         /// The step before it, which agrees.
         previous: u64,
     },
+    /// A step series whose first diverging step comes after steps that
+    /// neither run captured (a sparse schedule): the runs may part there
+    /// first (trial 32: steps 1, 3, 5 captured, a learning rate changed at
+    /// step 2, and "step 3 diverges first" alone).
+    UncapturedBefore {
+        /// The first diverging step.
+        step: u64,
+        /// The first and last step before it that neither run captured,
+        /// after the last step either run has.
+        from: u64,
+        /// See `from`.
+        to: u64,
+    },
     /// A step series at `level="modules"`: the first diverging step's
     /// forward outputs and gradients agree, and its parameters differ
     /// after the optimizer step: the update itself changed (trial 30 F5:
@@ -763,6 +776,13 @@ impl fmt::Display for Reason {
                     if one { "it" } else { "them" }
                 )
             }
+            Reason::UncapturedBefore { step, from, to } => {
+                if from == to {
+                    write!(f, "step {from}, before step {step}, was captured in neither run: the runs may part there first; capture it to tell")
+                } else {
+                    write!(f, "steps {from}-{to}, before step {step}, were captured in neither run: the runs may part there first; capture them to tell")
+                }
+            }
             Reason::UpdateOnly { step } => write!(
                 f,
                 "step {step}'s forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step {step} at level=\"ops\" to name the op"
@@ -869,6 +889,9 @@ impl fmt::Display for Reason {
                         ": --steps {} compares only the steps both have",
                         fmt_steps(steps).replace(", ", ",")
                     )?;
+                } else {
+                    // Too long a list to paste (trial 32: no advice at all).
+                    f.write_str(": --steps with the steps both have (summary.json's `steps`) compares only those")?;
                 }
                 Ok(())
             }
@@ -1183,6 +1206,22 @@ mod tests {
                 "at step 4, ranks 0, 1 and 3 differ only after the optimizer step (their forward outputs and gradients agree) while rank 2 differs before it: most likely its gradients reaching them through the gradient all-reduce (a rank's gradient records at level=\"modules\" are its own, before the all-reduce)",
             ),
             (
+                Reason::UncapturedBefore {
+                    step: 3,
+                    from: 2,
+                    to: 2,
+                },
+                "step 2, before step 3, was captured in neither run: the runs may part there first; capture it to tell",
+            ),
+            (
+                Reason::UncapturedBefore {
+                    step: 300,
+                    from: 201,
+                    to: 299,
+                },
+                "steps 201-299, before step 300, were captured in neither run: the runs may part there first; capture them to tell",
+            ),
+            (
                 Reason::UpdateOnly { step: 30 },
                 "step 30's forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step 30 at level=\"ops\" to name the op",
             ),
@@ -1207,7 +1246,7 @@ mod tests {
                     matched: 9,
                     bitwise: false,
                 },
-                "the runs agree in every step both have (40 steps: 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24 and 28 more steps): 9 rows match; the steps only one run has gate (exit status 1)",
+                "the runs agree in every step both have (40 steps: 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24 and 28 more steps): 9 rows match; the steps only one run has gate (exit status 1): --steps with the steps both have (summary.json's `steps`) compares only those",
             ),
             (
                 Reason::NoDivergenceOverSteps {

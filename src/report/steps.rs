@@ -209,6 +209,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
         });
     }
     lines.extend(first_step_sentence(series));
+    lines.extend(uncaptured_before(series));
     lines.extend(common_steps_agree(s, series));
     lines.extend(unseen_before(s, series));
     lines.extend(update_only(s, series));
@@ -467,6 +468,29 @@ pub fn first_step_sentence(series: &StepSeries) -> Option<Reason> {
     })
 }
 
+/// [`Reason::UncapturedBefore`]: the steps right before the first
+/// diverging step that neither run has (after the last step either run
+/// has, compared, left out by `--steps` or not), or `None`.
+fn uncaptured_before(series: &StepSeries) -> Option<Reason> {
+    let step = series.first_diverging_step?;
+    let last = series
+        .steps
+        .iter()
+        .chain(&series.steps_only1)
+        .chain(&series.steps_only2)
+        .chain(&series.steps_not_selected)
+        .chain(&series.steps_not_compared)
+        .copied()
+        .filter(|s| *s < step)
+        .max()
+        .unwrap_or(0);
+    (step > last + 1).then_some(Reason::UncapturedBefore {
+        step,
+        from: last + 1,
+        to: step - 1,
+    })
+}
+
 /// [`Reason::UnseenBefore`]: a module-level series whose first diverging
 /// step first differs in a forward record, right after a compared step
 /// that agrees, parameters after its optimizer included. What changed
@@ -592,6 +616,7 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
             v,
             Reason::FirstDivergingStep { .. }
                 | Reason::UnseenBefore { .. }
+                | Reason::UncapturedBefore { .. }
                 | Reason::UpdateOnly { .. }
                 | Reason::UpdateThroughCollective { .. }
                 | Reason::CommonStepsAgree { .. }

@@ -140,18 +140,24 @@ class Plain(nn.Module):
         return self.head(F.gelu(self.fc(self.emb(tok))))
 
 
-def test_module_outputs_inside_torch_func_transforms_are_said_not_recorded(tmp_path):
+def test_module_outputs_inside_torch_func_transforms_are_said_not_recorded(actdiff_bin, tmp_path):
     """Trial 31 F3: ``torch.func.grad`` in the step at level="modules"
     crashed the training job ("Cannot access data pointer of Tensor that
-    doesn't have storage"): the hooks got functorch's wrapped tensors."""
+    doesn't have storage"): the hooks got functorch's wrapped tensors.
+    Trial 32: the gradients it gives, set on the parameters, were not
+    recorded (no backward accumulated them), and a changed gradient read
+    as "the update itself differs"; they are recorded when the optimizer
+    steps."""
+    scale = {}
 
     def loss_fn(model, idx):
         params = dict(model.named_parameters())
         x = idx
+        k = scale.get("k", 1.0)
 
         def f(p):
             out = torch.func.functional_call(model, p, (x,))
-            return F.cross_entropy(out.reshape(-1, V), x.reshape(-1))
+            return F.cross_entropy(out.reshape(-1, V), x.reshape(-1)) * k
 
         grads = torch.func.grad(f)(params)
         # The gradients torch.func computed, set where the optimizer reads
@@ -164,7 +170,18 @@ def test_module_outputs_inside_torch_func_transforms_are_said_not_recorded(tmp_p
 
     said = train(Plain, tmp_path / "a", level="modules", loss_fn=loss_fn)
     assert any("ran inside torch.func transforms (grad, vmap, jacrev, ...) and were not recorded" in w for w in said), said
-    assert (tmp_path / "a" / "step_3" / "rank_0_activations.log").is_file()
+    keys = [k for k, _ in blocks(tmp_path / "a" / "step_3" / "rank_0_activations.log")[1]]
+    assert any(k.startswith("fc/") and k.endswith("weight_grad") for k in keys), keys
+
+    def scaled_at_2(step, model, opt):
+        scale["k"] = 1.5 if step == 2 else 1.0
+
+    train(Plain, tmp_path / "b", level="modules", loss_fn=loss_fn, change=scaled_at_2)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 1 and s["first_diverging_step"] == 2, r.stdout
+    first = next(x for x in s["ranks"] if x["step"] == 2)["first_divergence"]
+    assert first["key1"].endswith("_grad"), first
+    assert "the update itself differs" not in r.stdout, r.stdout
 
 
 def test_a_module_added_or_replaced_during_training_is_recorded(actdiff_bin, tmp_path):

@@ -222,9 +222,17 @@ pub(super) fn shown_note(s: &RankSummary) -> String {
             crate::report::CONTEXT_ROWS
         );
     }
+    if s.counts.total() == s.counts.matched {
+        return format!(
+            "every row matches: none of the {} shown; all rows: --html-rows all",
+            thousands(s.counts.total())
+        );
+    }
+    let n = s.html_rows as u64;
     format!(
-        "showing {} diverging rows of {}; all rows: --html-rows all",
-        thousands(s.html_rows as u64),
+        "showing {} diverging row{} of {}; all rows: --html-rows all",
+        thousands(n),
+        if n == 1 { "" } else { "s" },
         thousands(s.counts.total())
     )
 }
@@ -288,7 +296,7 @@ pub fn left_out_note(ranks: &[RankSummary]) -> String {
         ));
     }
     format!(
-        "{}, to keep the report within its size budget (--html-budget-mb) or --html-rows: every row on the pages with --html-rows all, every row machine-readable with --rows (JSON Lines or Parquet); summary.json is complete.",
+        "{}, because of the report's size budget (--html-budget-mb) or --html-rows: every row on the pages with --html-rows all, every row machine-readable with --rows (JSON Lines or Parquet); summary.json is complete.",
         what.join(", and ")
     )
 }
