@@ -536,36 +536,39 @@ fn update_alone(r: &RankSummary) -> bool {
 /// through the gradient all-reduce). `None` otherwise.
 fn update_only(s: &Summary, series: &StepSeries) -> Option<Reason> {
     let first = series.first_diverging_step?;
-    let at = |step: u64| {
-        s.ranks
-            .iter()
-            .filter(move |r| r.step == Some(step) && r.first_divergence.is_some())
-    };
-    if at(first).all(update_alone) && at(first).any(update_alone) {
+    // The module-level ranks that diverge, by step, and whether their
+    // update alone changed: one pass over the series' ranks (R × S
+    // entries), not one per step.
+    let mut by_step: std::collections::BTreeMap<u64, Vec<(u32, bool)>> = Default::default();
+    for r in &s.ranks {
+        if r.run1.level != crate::logformat::CaptureLevel::Modules || r.first_divergence.is_none() {
+            continue;
+        }
+        if let Some(step) = r.step {
+            by_step
+                .entry(step)
+                .or_default()
+                .push((r.rank, update_alone(r)));
+        }
+    }
+    if by_step.get(&first)?.iter().all(|&(_, alone)| alone) {
         return Some(Reason::UpdateOnly { step: first });
     }
-    let first_of = |rank: u32| {
-        series
-            .first_diverging_step_by_rank
-            .iter()
-            .find(|x| x.rank == rank)
-            .map(|x| x.step)
-    };
-    let mut steps: Vec<u64> = series
+    let first_of: std::collections::HashMap<u32, u64> = series
         .first_diverging_step_by_rank
         .iter()
-        .map(|x| x.step)
+        .map(|x| (x.rank, x.step))
         .collect();
-    steps.sort_unstable();
-    steps.dedup();
-    steps.into_iter().find_map(|step| {
-        let mut ranks: Vec<u32> = at(step)
-            .filter(|r| first_of(r.rank) == Some(step) && update_alone(r))
-            .map(|r| r.rank)
+    by_step.iter().find_map(|(&step, at)| {
+        let mut ranks: Vec<u32> = at
+            .iter()
+            .filter(|&&(rank, alone)| alone && first_of.get(&rank) == Some(&step))
+            .map(|&(rank, _)| rank)
             .collect();
-        let mut from: Vec<u32> = at(step)
-            .filter(|r| !ranks.contains(&r.rank) && !update_alone(r))
-            .map(|r| r.rank)
+        let mut from: Vec<u32> = at
+            .iter()
+            .filter(|&&(_, alone)| !alone)
+            .map(|&(rank, _)| rank)
             .collect();
         ranks.sort_unstable();
         from.sort_unstable();
