@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import linecache
+import weakref
 
 import torch
 
@@ -45,14 +46,34 @@ _installed = False
 # has module paths relative to it (``fc1``); its ids name it in the model
 # (``blocks.1.fc1``, trial 21 H1), as fx.GraphSites does for other graphs.
 _module_names: dict = {}
+# id(module) -> a weak reference to it: an entry whose module is gone is
+# dropped, so that a freed module's id, reused by a module of a later
+# model, does not keep the freed one's name (a flaky failure of
+# test_a_compiled_submodules_kernels_are_named_in_the_model: a kernel of
+# `blocks.1.mlp.proj` was keyed `mlp.proj`, its id naming another model's
+# module, which the path did not agree with).
+_module_refs: dict = {}
 
 
 def note_model(model) -> None:
     """Adds ``model``'s modules to the names kernels' comments are given
-    (``model.named_modules()``, as keys spell FQNs)."""
-    if isinstance(model, torch.nn.Module):
-        for name, m in model.named_modules():
-            _module_names.setdefault(id(m), name)
+    (``model.named_modules()``, as keys spell FQNs), after dropping those
+    of modules that no longer exist; a module noted under two models keeps
+    its first name."""
+    if not isinstance(model, torch.nn.Module):
+        return
+    for key in [k for k, ref in _module_refs.items() if ref() is None]:
+        del _module_refs[key]
+        _module_names.pop(key, None)
+    for name, m in model.named_modules():
+        ref = _module_refs.get(id(m))
+        if ref is not None and ref() is m:
+            continue
+        try:
+            _module_refs[id(m)] = weakref.ref(m)
+        except TypeError:  # a module that takes no weak reference: not kept
+            continue
+        _module_names[id(m)] = name
 
 
 def _graph_order(node) -> int:
