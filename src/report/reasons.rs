@@ -356,6 +356,22 @@ pub fn on_stderr(count: usize) -> String {
 }
 
 impl Reason {
+    /// Whether this reason is part of a step series' answer to "which
+    /// step, then which op" (the first diverging step, what came before
+    /// it, the update-only sentences, "the common steps agree"): the
+    /// terminal summary prints these first, before its line per step.
+    pub fn answers_which_step(&self) -> bool {
+        matches!(
+            self,
+            Reason::FirstDivergingStep { .. }
+                | Reason::UnseenBefore { .. }
+                | Reason::UncapturedBefore { .. }
+                | Reason::UpdateOnly { .. }
+                | Reason::UpdateThroughCollective { .. }
+                | Reason::CommonStepsAgree { .. }
+        )
+    }
+
     /// The reason as the terminal summary (stdout) says it: its words,
     /// but an input error's messages, printed once each on stderr
     /// (`error: ...`), only counted ([`on_stderr`]), there and in a

@@ -614,17 +614,8 @@ pub fn render_terminal(s: &Summary, report: &str) -> String {
     // The answer first ("the runs agree through step 4; step 5 diverges
     // first ..."), as the index opens (trial 20 F4: it came after a line
     // per step); the other verdict lines close the summary.
-    let (answer, rest): (Vec<&Reason>, Vec<&Reason>) = s.verdict.iter().partition(|v| {
-        matches!(
-            v,
-            Reason::FirstDivergingStep { .. }
-                | Reason::UnseenBefore { .. }
-                | Reason::UncapturedBefore { .. }
-                | Reason::UpdateOnly { .. }
-                | Reason::UpdateThroughCollective { .. }
-                | Reason::CommonStepsAgree { .. }
-        )
-    });
+    let (answer, rest): (Vec<&Reason>, Vec<&Reason>) =
+        s.verdict.iter().partition(|v| v.answers_which_step());
     for v in answer {
         let _ = writeln!(out, "{}", v.terminal_line());
     }

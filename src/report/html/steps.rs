@@ -461,7 +461,7 @@ struct ResultLine {
     label: String,
     /// The (first) step's report.
     report: String,
-    /// Its verdict, or "agree (N steps)".
+    /// Its verdict, or, for a folded run, "each agrees (N steps; …)".
     verdict: String,
 }
 
