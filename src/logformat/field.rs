@@ -269,6 +269,11 @@ impl FieldSet {
     pub fn union(self, other: FieldSet) -> FieldSet {
         FieldSet(self.0 | other.0)
     }
+    /// The set of the fields whose [`Field`] numbers are the set bits of
+    /// `bits` (bit `i`: field number `i`).
+    pub(crate) fn from_bits(bits: u16) -> FieldSet {
+        FieldSet(bits)
+    }
     /// Fields in both sets.
     pub fn intersect(self, other: FieldSet) -> FieldSet {
         FieldSet(self.0 & other.0)

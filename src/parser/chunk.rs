@@ -4,6 +4,7 @@
 //! before the first block; then the checks at the chunk's end (a last
 //! block cut short). [`fn@super::join`] joins the chunks in order.
 
+use super::follow::{Copied, Follow, Reference};
 use super::line::{classify, trim, LineKind};
 use super::scan::LineEnds;
 use super::table::FLAG_TRUNCATED;
@@ -82,6 +83,9 @@ pub(super) struct Partial<'a> {
     op_cache: [(&'a [u8], u32); OP_SLOTS],
     pub(super) op_names: Vec<&'a [u8]>,
     pub(super) cols: [table::Spans; table::N_COLUMNS],
+    /// Each row's fields ([`table::OpTable`]'s `fields`), written when
+    /// the block after it starts and at the chunk's end.
+    pub(super) fields: Vec<u32>,
     pub(super) schema: FieldSet,
     pub(super) warnings: Warnings,
     pub(super) lines: u64,
@@ -104,6 +108,9 @@ struct Cursor {
     last_nonblank_in_block: bool,
     /// Fields set in the current block (bits by [`Field`] number).
     seen: u16,
+    /// Fields with a value in the current block (bits by [`Field`] number;
+    /// the key's included).
+    valued: u16,
     /// Fields set in the block before it (0 before the chunk's second block).
     seen_before: u16,
 }
@@ -131,6 +138,7 @@ impl<'a> Partial<'a> {
             op_cache: [(&[], u32::MAX); OP_SLOTS],
             op_names: Vec::new(),
             cols: Default::default(),
+            fields: Vec::with_capacity(est),
             schema: FieldSet::default(),
             warnings: Warnings::default(),
             lines: 0,
@@ -187,11 +195,8 @@ impl<'a> Partial<'a> {
             );
         }
         let k = &line[ks..ke];
-        let exact = key::strip_root_class(k);
+        let exact = self.see_key(k);
         self.key_hash.push(key::exact_key_hash(hasher, exact));
-        self.root_class.see(&k[..k.len() - exact.len()]);
-        let (module, op) = key::module_and_op(exact);
-        self.see_module_and_op(module, op);
         if !k.is_ascii() {
             if let Err(e) = std::str::from_utf8(k) {
                 self.warn(
@@ -202,6 +207,40 @@ impl<'a> Partial<'a> {
                     "key is not valid UTF-8; shown with replacement characters".into(),
                 );
             }
+        }
+    }
+
+    /// Notes the new row's key `k`: its root class, module and op type.
+    /// Returns the key without its root class.
+    #[inline]
+    fn see_key(&mut self, k: &'a [u8]) -> &'a [u8] {
+        let exact = key::strip_root_class(k);
+        self.root_class.see(&k[..k.len() - exact.len()]);
+        let (module, op) = key::module_and_op(exact);
+        self.see_module_and_op(module, op);
+        exact
+    }
+
+    /// A block at byte `pos` that copies a reference row
+    /// ([`Follow::copy`]; its key line is `line`): the row's columns,
+    /// key hash, fields and flags are the reference row's.
+    #[inline]
+    fn copied_block(&mut self, pos: usize, lineno: u64, line: &'a [u8], c: &Copied<'_>) {
+        let (t, row) = (c.table, c.row);
+        self.block_start.push(pos as u64);
+        self.line.push(lineno);
+        self.flags.push(c.flags);
+        for (dst, src) in self.cols.iter_mut().zip(t.cols.iter()) {
+            dst.off.push(src.off[row]);
+            dst.len.push(src.len[row]);
+        }
+        self.key_hash.push(t.key_hash[row]);
+        self.fields.push(c.fields);
+        self.schema = self
+            .schema
+            .union(FieldSet::from_bits((c.fields >> 16) as u16));
+        if let LineKind::Key { start, end, .. } = classify(line) {
+            self.see_key(&line[start..end]);
         }
     }
 
@@ -252,6 +291,7 @@ impl<'a> Partial<'a> {
         fs: usize,
         fe: usize,
         seen: &mut u16,
+        valued: &mut u16,
     ) {
         let row = self.block_start.len() - 1;
         let off = pos - self.block_start[row] as usize + fs;
@@ -303,6 +343,7 @@ impl<'a> Partial<'a> {
         }
         if len > 0 {
             self.schema.insert(field);
+            *valued |= field.bit();
         }
     }
 
@@ -512,8 +553,16 @@ fn has_n(v: &[u8]) -> bool {
         != 0
 }
 
-/// Parses bytes `start..end` of `data`. `start` is 0 or the first byte of a line.
-pub(super) fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> {
+/// Parses bytes `start..end` of `data`. `start` is 0 or the first byte of a
+/// line. With a `reference` (the other run's log of the pair, parsed), a
+/// block that is byte-identical to one of its blocks copies that row
+/// ([`Follow`]); the result is the same.
+pub(super) fn parse_range<'a>(
+    data: &'a [u8],
+    start: usize,
+    end: usize,
+    reference: Option<&Reference<'_>>,
+) -> Partial<'a> {
     // Rows of this chunk, estimated from its size (blocks of real logs are
     // 150 bytes or more): reserving once saves the growth copies, and pages
     // of a reservation never written are never touched.
@@ -525,8 +574,10 @@ pub(super) fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> 
         in_block: false,
         last_nonblank_in_block: false,
         seen: 0,
+        valued: 0,
         seen_before: 0,
     };
+    let mut follow = reference.map(Follow::new);
     let mut line_ends = LineEnds::new(data, start, end);
     while pos < end {
         let nl = line_ends.next();
@@ -538,16 +589,33 @@ pub(super) fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> 
                 p.crlf_line = Some((c.lineno, line.len() as u64 + 1));
             }
         }
+        if let (Some(f), Some(b'[')) = (follow.as_mut(), line.first()) {
+            if let Some(copied) = f.copy(data, pos, end, line) {
+                c.end_row(&mut p);
+                p.copied_block(pos, c.lineno, line, &copied);
+                c.seen_before = c.seen;
+                c.in_block = true;
+                (c.seen, c.valued) = (copied.fields as u16, (copied.fields >> 16) as u16);
+                c.last_nonblank_in_block = true;
+                c.lineno += copied.lines;
+                pos += copied.len;
+                line_ends = LineEnds::new(data, pos, end);
+                continue;
+            }
+        }
         c.last_nonblank_in_block = match classify(line) {
             LineKind::Key {
                 start: ks,
                 end: ke,
                 closed,
             } => {
+                c.end_row(&mut p);
                 c.seen_before = c.seen;
                 c.in_block = true;
                 c.seen = 0;
+                c.valued = Field::Key.bit();
                 p.key_line(&hasher, pos, c.lineno, line, ks, ke, closed);
+                p.fields.push(0);
                 true
             }
             LineKind::Blank => false,
@@ -560,7 +628,16 @@ pub(super) fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> 
                 start: fs,
                 end: fe,
             } => {
-                p.field_line(pos, c.lineno, line, field, fs, fe, &mut c.seen);
+                p.field_line(
+                    pos,
+                    c.lineno,
+                    line,
+                    field,
+                    fs,
+                    fe,
+                    &mut c.seen,
+                    &mut c.valued,
+                );
                 true
             }
             LineKind::Extra => true,
@@ -583,9 +660,21 @@ pub(super) fn parse_range(data: &[u8], start: usize, end: usize) -> Partial<'_> 
     if end == data.len() && data.last() == Some(&b'\n') && c.in_block && c.last_nonblank_in_block {
         p.ends_without_empty_line(data, c.lineno, &c);
     }
+    c.end_row(&mut p);
     p.last_fields = (!p.block_start.is_empty()).then_some(c.seen);
     p.lines = c.lineno;
     p
+}
+
+impl Cursor {
+    /// Writes the current block's fields to its row (the chunk's last
+    /// row), when the next block starts or the chunk ends.
+    #[inline]
+    fn end_row(&self, p: &mut Partial<'_>) {
+        if let Some(f) = p.fields.last_mut() {
+            *f = u32::from(self.seen) | u32::from(self.valued) << 16;
+        }
+    }
 }
 
 /// The warning for a headerless log's last block taken as cut.

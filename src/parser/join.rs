@@ -84,6 +84,7 @@ fn empty_table(source: &Arc<LogSource>, path: PathBuf, rows: usize) -> OpTable {
         op_type: Vec::with_capacity(rows),
         op_names: Vec::new(),
         cols: Default::default(),
+        fields: Vec::with_capacity(rows),
         schema: FieldSet::default(),
         warnings: Vec::new(),
         warning_counts: Vec::new(),
@@ -111,6 +112,7 @@ impl<'a> Joining<'a> {
                 .map(|l| u32::try_from(l + line_base).unwrap_or(u32::MAX)),
         );
         t.flags.extend_from_slice(&p.flags);
+        t.fields.extend_from_slice(&p.fields);
         t.key_hash.extend_from_slice(&p.key_hash);
         self.root_class.join(p.root_class);
         t.layer

@@ -152,7 +152,7 @@ pub(crate) const FAR: u16 = u16::MAX;
 
 /// One column of byte ranges, relative to each row's block start: 4 bytes
 /// a row (values that start or run past 64 KiB are marked and re-read).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Spans {
     pub(crate) off: Vec<u16>,
     pub(crate) len: Vec<u16>,
@@ -206,6 +206,12 @@ pub struct OpTable {
     /// order they first occur.
     pub(crate) op_names: Vec<Box<[u8]>>,
     pub(crate) cols: [Spans; N_COLUMNS],
+    /// Each row's fields as its block gives them: bit `i` of the low 16
+    /// bits set when a line of field number `i` is in the block, of the
+    /// high 16 when one has a value (the block's share of `schema`).
+    /// What a parse against this table ([`crate::parser::parse_path_against`])
+    /// copies for a block it finds byte-identical.
+    pub(crate) fields: Vec<u32>,
     pub(crate) schema: FieldSet,
     pub(crate) warnings: Vec<ParseWarning>,
     pub(crate) warning_counts: Vec<(WarningKind, String, u64)>,
@@ -254,6 +260,7 @@ impl OpTable {
             + v(&self.key_hash)
             + v(&self.layer)
             + v(&self.op_type)
+            + v(&self.fields)
             + cols
             + owned
     }

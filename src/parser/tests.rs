@@ -856,3 +856,267 @@ fn prefetches_are_hints_that_never_fail() {
     empty.prefetch_block(0);
     assert_eq!(t.key(2), b"a/op_2_add");
 }
+
+/// Every column and note of two tables, by their fields (the tables of
+/// one log parsed plainly and against a reference must be the same).
+fn assert_identical(a: &OpTable, b: &OpTable, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: rows");
+    assert_eq!(a.header, b.header, "{what}: header");
+    assert_eq!(a.block_start, b.block_start, "{what}: block starts");
+    assert_eq!(a.line, b.line, "{what}: lines");
+    assert_eq!(a.flags, b.flags, "{what}: flags");
+    assert_eq!(a.key_hash, b.key_hash, "{what}: key hashes");
+    assert_eq!(a.root_class, b.root_class, "{what}: root class");
+    assert_eq!(a.layer, b.layer, "{what}: layers");
+    assert_eq!(a.layer_lists, b.layer_lists, "{what}: layer lists");
+    assert_eq!(a.op_type, b.op_type, "{what}: op types");
+    assert_eq!(a.op_names, b.op_names, "{what}: op names");
+    assert_eq!(a.cols, b.cols, "{what}: columns");
+    assert_eq!(a.fields, b.fields, "{what}: fields");
+    assert_eq!(a.schema, b.schema, "{what}: schema");
+    assert_eq!(a.warnings, b.warnings, "{what}: warnings");
+    assert_eq!(a.warning_counts, b.warning_counts, "{what}: warning counts");
+    assert_eq!(a.total_lines, b.total_lines, "{what}: lines in all");
+    assert_eq!(
+        a.ends_with_newline, b.ends_with_newline,
+        "{what}: last newline"
+    );
+}
+
+/// Parses `b` plainly and against the table of `a`, split into chunks at
+/// every `step`-th possible size, and asserts the tables are the same.
+/// Returns how many of `b`'s rows the unsplit parse against `a` copied.
+fn assert_parse_against_is_plain(a: &[u8], b: &[u8], step: usize, what: &str) -> usize {
+    let ta = parse_bytes(a.to_vec(), "a.log");
+    let plain = parse_bytes(b.to_vec(), "b.log");
+    let src = Arc::new(LogSource::Owned(b.to_vec()));
+    let mut targets: Vec<usize> = (1..b.len() + 2).step_by(step.max(1)).collect();
+    targets.push(b.len() + 1);
+    for target in targets {
+        let bounds = chunk_bounds(src.bytes(), target);
+        let against = parse_chunks_against(src.clone(), "b.log".into(), &bounds, &ta);
+        assert_identical(
+            &plain,
+            &against,
+            &format!("{what}, chunks of {target} bytes"),
+        );
+    }
+    copied_rows(&ta, b)
+}
+
+/// How many blocks of `b` one unsplit parse against `a`'s table copies.
+fn copied_rows(ta: &OpTable, b: &[u8]) -> usize {
+    let Some(r) = follow::Reference::new(ta) else {
+        return 0;
+    };
+    let mut f = follow::Follow::new(&r);
+    let mut n = 0;
+    let mut pos = 0;
+    while pos < b.len() {
+        let end = memchr::memchr(b'\n', &b[pos..]).map_or(b.len(), |i| pos + i);
+        let line = &b[pos..end];
+        if line.first() == Some(&b'[') {
+            if let Some(c) = f.copy(b, pos, b.len(), line) {
+                n += 1;
+                pos += c.len;
+                continue;
+            }
+        }
+        pos = end + 1;
+    }
+    n
+}
+
+/// A log of `n` blocks in the writers' layout: a Phase line on some
+/// (backward, optimizer), an empty Input producers value on some, the
+/// optimizer step's rows without a Phase line after the last backward op.
+fn varied_log(n: usize, header: &str) -> String {
+    let mut s = String::from(header);
+    for i in 0..n {
+        let module = if i % 7 == 6 {
+            "<none>"
+        } else {
+            "layers.1.attn"
+        };
+        s.push_str(&format!(
+            "[{module}/op_{i}_{}]\n",
+            ["mm", "add", "mul_"][i % 3]
+        ));
+        if i % 4 != 3 {
+            s.push_str("  Shape: torch.Size([2, 8]), Dtype: torch.float32\n");
+            s.push_str(&format!("  L2 norm: {}.000000e+00\n", i % 10));
+            s.push_str("  Min: -1.000000e+00\n  Max: 1.000000e+00\n  Mean: 0.000000e+00\n");
+        }
+        s.push_str(&format!("  Output hash: {}.500000e+01\n", i % 9 + 1));
+        s.push_str("  Input hashes: 1.000000e+00, nan\n");
+        s.push_str(if i % 5 == 0 {
+            "  Input producers:\n"
+        } else {
+            "  Input producers: a/op_0_mm;\n"
+        });
+        let loc = if i + 3 >= n {
+            "optim/adamw.py:254"
+        } else {
+            "model.py:12"
+        };
+        s.push_str(&format!("  Location: {loc}\n"));
+        match i % 6 {
+            1 if i + 3 < n => s.push_str("  Phase: backward\n"),
+            4 => s.push_str("  Phase: optimizer\n"),
+            _ => {}
+        }
+        s.push('\n');
+    }
+    s
+}
+
+#[test]
+fn a_parse_against_a_reference_is_the_plain_parse() {
+    const HEADER: &str = "Total captured activations: 40\n\n";
+    let a = varied_log(40, HEADER);
+    let blocks: Vec<&str> = a.split_inclusive("\n\n").collect();
+    let mut cases: Vec<(&str, String)> = vec![
+        ("the same log", a.clone()),
+        (
+            "values changed, one a byte longer",
+            a.replacen("  Min: -1.000000e+00", "  Min: -2.000000e+00", 3)
+                .replacen("  L2 norm: 4.", "  L2 norm: -4.", 1),
+        ),
+        (
+            "a block inserted",
+            format!(
+                "{}{}{}",
+                blocks[..5].concat(),
+                "[x/op_0_mm]\n  Output hash: 1.000000e+00\n\n",
+                blocks[5..].concat()
+            ),
+        ),
+        (
+            "blocks left out",
+            format!("{}{}", blocks[..3].concat(), blocks[9..].concat()),
+        ),
+        (
+            "another header",
+            a.replacen(
+                HEADER,
+                "Total captured activations: 40\nStep: 3\nCompiled: no\n\n",
+                1,
+            ),
+        ),
+        ("no header", a.replacen(HEADER, "", 1)),
+        ("CR LF line ends", a.replace('\n', "\r\n")),
+        ("cut in its last block", a[..a.len() - 30].to_string()),
+        ("cut after its last field", a[..a.len() - 1].to_string()),
+        (
+            "a repeated field",
+            a.replacen(
+                "  Location: model.py:12\n",
+                "  Location: model.py:12\n  Location: model.py:13\n",
+                1,
+            ),
+        ),
+        (
+            "another root class",
+            a.replace("[layers.", "[Model.layers."),
+        ),
+        (
+            "keys swapped",
+            a.replacen("op_1_add]", "op_X_add]", 1)
+                .replacen("op_2_mul_]", "op_1_add]", 1)
+                .replacen("op_X_add]", "op_2_mul_]", 1),
+        ),
+        (
+            "a Phase line changed",
+            a.replacen("  Phase: backward\n", "  Phase: optimizer\n", 1),
+        ),
+        ("a duplicate key", a.replacen("op_3_mm]", "op_0_mm]", 1)),
+        (
+            "nothing in common",
+            varied_log(40, HEADER).replace("layers.1", "layers.2"),
+        ),
+    ];
+    // Either run may be the reference.
+    cases.push(("a reference with a repeated field", a.clone()));
+    for (what, b) in &cases {
+        let reference = if *what == "a reference with a repeated field" {
+            &cases[9].1
+        } else {
+            &a
+        };
+        assert_parse_against_is_plain(reference.as_bytes(), b.as_bytes(), 23, what);
+        assert_parse_against_is_plain(
+            b.as_bytes(),
+            reference.as_bytes(),
+            23,
+            &format!("{what} (as the reference)"),
+        );
+    }
+    // The copies happen: the same log copies every block but its last.
+    assert_eq!(copied_rows(&table(&a), a.as_bytes()), 39);
+    let changed = &cases[1].1;
+    let n = copied_rows(&table(&a), changed.as_bytes());
+    assert!(
+        (33..39).contains(&n),
+        "{n} blocks copied of a log with 4 changed"
+    );
+    let inserted = &cases[2].1;
+    assert_eq!(
+        copied_rows(&table(&a), inserted.as_bytes()),
+        39,
+        "found again after an inserted block"
+    );
+    let repeated = &cases[9].1;
+    assert_eq!(
+        copied_rows(&table(repeated), a.as_bytes()),
+        0,
+        "a reference with a warning in a block is not copied from"
+    );
+    assert_eq!(
+        copied_rows(&table(&a), cases[6].1.as_bytes()),
+        0,
+        "CR LF blocks are not the same bytes"
+    );
+}
+
+#[test]
+fn a_parse_against_a_reference_is_the_plain_parse_on_generated_and_real_logs() {
+    use crate::gen::{write_log, GenOptions};
+    for (seed, perturb) in [(1, 0.0), (2, 0.05), (3, 1.0)] {
+        let opts = GenOptions {
+            ops: 300,
+            seed,
+            perturb,
+            ..Default::default()
+        };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        write_log(&mut a, &opts, 0, 1).unwrap();
+        write_log(&mut b, &opts, 0, 2).unwrap();
+        let copied =
+            assert_parse_against_is_plain(&a, &b, 4093, &format!("generated, perturb {perturb}"));
+        if perturb == 0.0 {
+            assert_eq!(copied, 299, "every block but the last");
+        }
+    }
+    // Every pair of real logs at hand: this repository's and the shared
+    // conformance data's (each run's rank against the other run's).
+    let mut dirs = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata")];
+    dirs.push(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata"));
+    let mut pairs = 0;
+    for dir in dirs.iter().filter(|d| d.is_dir()) {
+        for a in walk(dir)
+            .into_iter()
+            .filter(|p| p.to_string_lossy().contains("/run_A/"))
+        {
+            let b = std::path::PathBuf::from(a.to_string_lossy().replace("/run_A/", "/run_B/"));
+            let (Ok(a), Ok(b)) = (std::fs::read(&a), std::fs::read(&b)) else {
+                continue;
+            };
+            assert_parse_against_is_plain(&a, &b, 50_000, &b.len().to_string());
+            pairs += 1;
+        }
+    }
+    assert!(
+        pairs >= 2,
+        "the repository's own testdata has run_A/run_B pairs"
+    );
+}
