@@ -86,6 +86,11 @@ pub(super) struct Partial<'a> {
     /// Each row's fields ([`table::OpTable`]'s `fields`), written when
     /// the block after it starts and at the chunk's end.
     pub(super) fields: Vec<u32>,
+    /// For copied blocks ([`Follow`]): the chunk's number of each module
+    /// and op type of the reference, by the reference's number
+    /// ([`NOT_SEEN`]: none yet).
+    ref_modules: Vec<u32>,
+    ref_ops: Vec<u32>,
     pub(super) schema: FieldSet,
     pub(super) warnings: Warnings,
     pub(super) lines: u64,
@@ -139,6 +144,8 @@ impl<'a> Partial<'a> {
             op_names: Vec::new(),
             cols: Default::default(),
             fields: Vec::with_capacity(est),
+            ref_modules: Vec::new(),
+            ref_ops: Vec::new(),
             schema: FieldSet::default(),
             warnings: Warnings::default(),
             lines: 0,
@@ -239,8 +246,29 @@ impl<'a> Partial<'a> {
         self.schema = self
             .schema
             .union(FieldSet::from_bits((c.fields >> 16) as u16));
-        if let LineKind::Key { start, end, .. } = classify(line) {
-            self.see_key(&line[start..end]);
+        // The module and op type by the reference's numbers; the key is
+        // read only for one the chunk has not numbered yet, or when the
+        // reference's keys differ in their root class.
+        let (m, o) = (t.module[row] as usize, t.op_type[row] as usize);
+        let known = |ids: &[u32], i: usize| ids.get(i).copied().filter(|&id| id != NOT_SEEN);
+        match (
+            &t.root_class,
+            known(&self.ref_modules, m),
+            known(&self.ref_ops, o),
+        ) {
+            (Some(class), Some(module), Some(op)) => {
+                self.root_class.see(&line[1..1 + class.len()]);
+                self.module.push(module);
+                self.op_type.push(op);
+            }
+            _ => {
+                if let LineKind::Key { start, end, .. } = classify(line) {
+                    self.see_key(&line[start..end]);
+                }
+                let (module, op) = (self.module[row_here(self)], self.op_type[row_here(self)]);
+                remember(&mut self.ref_modules, m, module);
+                remember(&mut self.ref_ops, o, op);
+            }
         }
     }
 
@@ -514,6 +542,22 @@ fn phase_flags(v: &[u8], phase: Option<Phase>) -> u8 {
         Some(Phase::Optimizer) => FLAG_OPTIMIZER | FLAG_PHASE_LINE,
         Some(Phase::Forward) | None => FLAG_PHASE_LINE,
     }
+}
+
+/// [`Partial`]'s `ref_modules` and `ref_ops`: no number yet.
+const NOT_SEEN: u32 = u32::MAX;
+
+/// The index of the chunk's last row.
+fn row_here(p: &Partial<'_>) -> usize {
+    p.block_start.len() - 1
+}
+
+/// Notes that the reference's number `i` is the chunk's `id`.
+fn remember(ids: &mut Vec<u32>, i: usize, id: u32) {
+    if ids.len() <= i {
+        ids.resize(i + 1, NOT_SEEN);
+    }
+    ids[i] = id;
 }
 
 /// Slots of [`Partial`]'s cache of op types.

@@ -44,6 +44,8 @@ impl<'r> Reference<'r> {
     /// of a block (an unknown or repeated field, a value that does not
     /// read, CR LF line ends, a key that is not UTF-8 or not closed): those
     /// rows' warnings come from their lines, which a copy does not read.
+    /// `None` too once its reference columns are dropped
+    /// ([`OpTable::drop_reference_columns`]).
     pub(crate) fn new(table: &'r OpTable) -> Option<Reference<'r>> {
         let file_level = table.warning_counts.iter().all(|(kind, _, _)| {
             matches!(
@@ -55,7 +57,8 @@ impl<'r> Reference<'r> {
                     | WarningKind::DuplicateKey
             )
         });
-        (file_level && table.len() >= 2).then(|| Reference {
+        let columns = table.fields.len() == table.len() && table.module.len() == table.len();
+        (file_level && columns && table.len() >= 2).then(|| Reference {
             table,
             data: table.source.bytes(),
         })

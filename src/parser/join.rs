@@ -23,6 +23,8 @@ pub const GZIP_CUT_LABEL: &str = "gzip";
 struct Joining<'a> {
     /// The file's op types by name (numbered in first occurrence).
     op_ids: ahash::AHashMap<&'a [u8], u32>,
+    /// The file's modules by FQN (numbered in first occurrence).
+    module_ids: ahash::AHashMap<&'a [u8], u32>,
     root_class: RootClass<'a>,
     /// The fields of the last block so far.
     last_fields: Option<u16>,
@@ -41,6 +43,7 @@ pub(super) fn join(source: Arc<LogSource>, path: PathBuf, parts: Vec<Partial<'_>
     let mut t = empty_table(&source, path, rows);
     let mut j = Joining {
         op_ids: Default::default(),
+        module_ids: Default::default(),
         root_class: RootClass::NoKeys,
         last_fields: None,
         late_cut: None,
@@ -82,6 +85,7 @@ fn empty_table(source: &Arc<LogSource>, path: PathBuf, rows: usize) -> OpTable {
         layer: Vec::with_capacity(rows),
         layer_lists: Default::default(),
         op_type: Vec::with_capacity(rows),
+        module: Vec::with_capacity(rows),
         op_names: Vec::new(),
         cols: Default::default(),
         fields: Vec::with_capacity(rows),
@@ -117,6 +121,16 @@ impl<'a> Joining<'a> {
         self.root_class.join(p.root_class);
         t.layer
             .extend(p.module.iter().map(|id| layer_of[*id as usize]));
+        let module: Vec<u32> = p
+            .modules
+            .iter()
+            .map(|m| {
+                let next = self.module_ids.len() as u32;
+                *self.module_ids.entry(m).or_insert(next)
+            })
+            .collect();
+        t.module
+            .extend(p.module.iter().map(|id| module[*id as usize]));
         self.append_op_types(t, &p);
         for (dst, src) in t.cols.iter_mut().zip(p.cols.iter()) {
             dst.extend(src);

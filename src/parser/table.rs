@@ -202,6 +202,11 @@ pub struct OpTable {
     pub(crate) layer_lists: super::layer::LayerLists,
     /// Each row's op type: an index into `op_names`.
     pub(crate) op_type: Vec<u32>,
+    /// Each row's module FQN (root class stripped), numbered in the
+    /// order the log first names it: rows of one module share the number.
+    /// What a parse against this table copies instead of reading a copied
+    /// block's key again.
+    pub(crate) module: Vec<u32>,
     /// The op names of the table ([`super::key::module_and_op`]), in the
     /// order they first occur.
     pub(crate) op_names: Vec<Box<[u8]>>,
@@ -261,8 +266,17 @@ impl OpTable {
             + v(&self.layer)
             + v(&self.op_type)
             + v(&self.fields)
+            + v(&self.module)
             + cols
             + owned
+    }
+    /// Frees the columns only a parse against this table reads (each
+    /// row's fields and module number, 8 bytes a row), once the other log
+    /// of its pair is parsed ([`crate::parser::parse_path_against`]); a
+    /// later parse against it copies no block.
+    pub fn drop_reference_columns(&mut self) {
+        self.fields = Vec::new();
+        self.module = Vec::new();
     }
     /// The file this table was read from.
     pub fn path(&self) -> &Path {

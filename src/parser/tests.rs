@@ -871,6 +871,7 @@ fn assert_identical(a: &OpTable, b: &OpTable, what: &str) {
     assert_eq!(a.layer_lists, b.layer_lists, "{what}: layer lists");
     assert_eq!(a.op_type, b.op_type, "{what}: op types");
     assert_eq!(a.op_names, b.op_names, "{what}: op names");
+    assert_eq!(a.module, b.module, "{what}: modules");
     assert_eq!(a.cols, b.cols, "{what}: columns");
     assert_eq!(a.fields, b.fields, "{what}: fields");
     assert_eq!(a.schema, b.schema, "{what}: schema");
@@ -1020,6 +1021,10 @@ fn a_parse_against_a_reference_is_the_plain_parse() {
             a.replace("[layers.", "[Model.layers."),
         ),
         (
+            "root classes mixed",
+            a.replacen("[layers.", "[Model.layers.", 5),
+        ),
+        (
             "keys swapped",
             a.replacen("op_1_add]", "op_X_add]", 1)
                 .replacen("op_2_mul_]", "op_1_add]", 1)
@@ -1064,6 +1069,21 @@ fn a_parse_against_a_reference_is_the_plain_parse() {
         copied_rows(&table(&a), inserted.as_bytes()),
         39,
         "found again after an inserted block"
+    );
+    let mut dropped = table(&a);
+    dropped.drop_reference_columns();
+    assert_eq!(
+        copied_rows(&dropped, a.as_bytes()),
+        0,
+        "no reference columns, no copies"
+    );
+    let src = Arc::new(LogSource::Owned(a.as_bytes().to_vec()));
+    let bounds = chunk_bounds(src.bytes(), a.len());
+    let again = parse_chunks_against(src, "b.log".into(), &bounds, &dropped);
+    assert_identical(
+        &table(&a),
+        &again,
+        "against a table whose reference columns are dropped",
     );
     let repeated = &cases[9].1;
     assert_eq!(

@@ -178,8 +178,12 @@ fn parse_pair(
     let timer = Timer::new(rank);
     let t1 = parse_side(p1, None, progress);
     timer.lap("parse run1");
-    let t2 = parse_side(p2, t1.as_ref().ok(), progress);
+    let mut t2 = parse_side(p2, t1.as_ref().ok(), progress);
     timer.lap("parse run2");
+    let mut t1 = t1;
+    for t in [&mut t1, &mut t2].into_iter().flat_map(|t| t.as_mut().ok()) {
+        t.drop_reference_columns();
+    }
     let bytes = |t: &Result<OpTable, String>| t.as_ref().map_or(0, |t| t.bytes().len());
     return_free_memory(bytes(&t1) + bytes(&t2));
     match (t1, t2) {
