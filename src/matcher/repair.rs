@@ -149,10 +149,10 @@ pub(super) fn repair_swapped_pairs<'t>(
     // number is kept in one `u32` per run-1 row: the rows of the classes
     // concerned are often most rows, and a list of (row, class) would take
     // ten times the memory (at 3.15 M rows, 126 MB, twice while collected).
+    let fuzzy_hashes = FuzzyHashes::of(t1, layer_offset[0]);
     let class = |r1: usize| {
-        let key = keys::with_layer_offset(t1.key(r1), layer_offset[0], t1.layer_lists());
         let shape = t1.field(r1, Field::Shape);
-        (keys::fuzzy_key_hash(&key), phase.phase(0, r1), shape)
+        (fuzzy_hashes.of_row(r1), phase.phase(0, r1), shape)
     };
     let mut classes: AHashMap<Class<'t>, u32> = AHashMap::new();
     for &(r1, _) in &differing {
@@ -224,6 +224,58 @@ pub(super) fn repair_swapped_pairs<'t>(
     }
     out.rows.sort_unstable();
     out
+}
+
+/// The fuzzy key hashes of a table's rows ([`keys::fuzzy_key_hash`] of
+/// each key with its layer offset applied), computed once per module and
+/// op type: a key is its module, an op counter and its op type, and the
+/// fuzzy key drops the counter (an earlier `/op_<digits>_` lies within
+/// the module), so rows of one module and op type share it. At 3.15 M
+/// rows of a few thousand (module, op type) pairs, one lookup a row
+/// instead of a key rewritten and hashed.
+struct FuzzyHashes<'t> {
+    t: &'t OpTable,
+    offset: i64,
+    /// By (module number, op type), when the table numbers its modules.
+    by_module_and_op: Option<AHashMap<(u32, u32), u64>>,
+}
+
+impl<'t> FuzzyHashes<'t> {
+    fn of(t: &'t OpTable, offset: i64) -> FuzzyHashes<'t> {
+        let (module, op_type) = (t.row_modules(), t.row_op_types());
+        let by_module_and_op = (module.len() == t.len()).then(|| {
+            let mut m: AHashMap<(u32, u32), u64> = AHashMap::new();
+            let mut last = None;
+            for (r, (&mo, &op)) in module.iter().zip(op_type).enumerate() {
+                let id = (mo, op);
+                if last == Some(id) {
+                    continue;
+                }
+                last = Some(id);
+                m.entry(id).or_insert_with(|| Self::direct(t, offset, r));
+            }
+            m
+        });
+        FuzzyHashes {
+            t,
+            offset,
+            by_module_and_op,
+        }
+    }
+
+    /// The hash of row `r`'s fuzzy key, computed from its key.
+    fn direct(t: &OpTable, offset: i64, r: usize) -> u64 {
+        keys::fuzzy_key_hash(&keys::with_layer_offset(t.key(r), offset, t.layer_lists()))
+    }
+
+    /// The hash of row `r`'s fuzzy key.
+    fn of_row(&self, r: usize) -> u64 {
+        let t = self.t;
+        self.by_module_and_op
+            .as_ref()
+            .and_then(|m| m.get(&(t.row_modules()[r], t.row_op_types()[r])).copied())
+            .unwrap_or_else(|| Self::direct(t, self.offset, r))
+    }
 }
 
 /// The value difference of a candidate pair: the larger of its Output
@@ -321,4 +373,54 @@ fn augment(
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fuzzy_hashes_by_module_and_op_are_those_of_each_key() {
+        // Keys whose fuzzy key is easy to get wrong: an op counter inside
+        // the module, root classes that differ, a layer index to shift,
+        // keys without an op counter or op name, a counter without `_`.
+        let keys = [
+            "layers.0.attn/op_0_mm",
+            "layers.0.attn/op_7_mm",
+            "FSDPModel.layers.0.attn/op_9_mm",
+            "layers.1.attn/op_3_mm",
+            "layers.1.attn/op_3_bmm",
+            "a/op_1_b/op_2_mm",
+            "a/op_5_b/op_6_mm",
+            "a/op_1/op_2_mm",
+            "plain_key",
+            "norm/op_4_",
+            "blocks.3/op_1_add_",
+            "FSDPModel.blocks.3/op_2_add_",
+        ];
+        let mut s = format!("Total captured activations: {}\n", keys.len());
+        for k in keys {
+            s.push_str(&format!("[{k}]\n  Output hash: 1.000000e+00\n\n"));
+        }
+        let t = crate::parser::parse_bytes(s.into_bytes(), "t.log");
+        for offset in [0, 2, -1] {
+            let h = FuzzyHashes::of(&t, offset);
+            assert!(h.by_module_and_op.is_some());
+            assert_eq!(t.len(), keys.len());
+            for (r, key) in keys.iter().enumerate() {
+                assert_eq!(
+                    h.of_row(r),
+                    FuzzyHashes::direct(&t, offset, r),
+                    "row {r} ({key}), offset {offset}"
+                );
+            }
+        }
+        // Rows of one module and op type share the hash; others differ.
+        let h = FuzzyHashes::of(&t, 0);
+        assert_eq!(h.of_row(0), h.of_row(1));
+        assert_eq!(h.of_row(0), h.of_row(2), "the root class is not part of it");
+        assert_ne!(h.of_row(0), h.of_row(3));
+        assert_ne!(h.of_row(3), h.of_row(4));
+        assert_eq!(h.of_row(5), h.of_row(6));
+    }
 }

@@ -262,9 +262,12 @@ impl<'a> Partial<'a> {
                 self.op_type.push(op);
             }
             _ => {
-                if let LineKind::Key { start, end, .. } = classify(line) {
-                    self.see_key(&line[start..end]);
-                }
+                // (`line` starts with `[`: always a key line.)
+                let (start, end) = match classify(line) {
+                    LineKind::Key { start, end, .. } => (start, end),
+                    _ => (1, line.len()),
+                };
+                self.see_key(&line[start..end]);
                 let (module, op) = (self.module[row_here(self)], self.op_type[row_here(self)]);
                 remember(&mut self.ref_modules, m, module);
                 remember(&mut self.ref_ops, o, op);

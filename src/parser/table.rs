@@ -204,8 +204,8 @@ pub struct OpTable {
     pub(crate) op_type: Vec<u32>,
     /// Each row's module FQN (root class stripped), numbered in the
     /// order the log first names it: rows of one module share the number.
-    /// What a parse against this table copies instead of reading a copied
-    /// block's key again.
+    /// A parse against this table copies it instead of reading a copied
+    /// block's key again; value re-pairing finds fuzzy keys by it.
     pub(crate) module: Vec<u32>,
     /// The op names of the table ([`super::key::module_and_op`]), in the
     /// order they first occur.
@@ -270,13 +270,22 @@ impl OpTable {
             + cols
             + owned
     }
-    /// Frees the columns only a parse against this table reads (each
-    /// row's fields and module number, 8 bytes a row), once the other log
-    /// of its pair is parsed ([`crate::parser::parse_path_against`]); a
-    /// later parse against it copies no block.
+    /// Frees the column only a parse against this table reads (each
+    /// row's fields, 4 bytes a row), once the other log of its pair is
+    /// parsed ([`crate::parser::parse_path_against`]); a later parse
+    /// against it copies no block.
     pub fn drop_reference_columns(&mut self) {
         self.fields = Vec::new();
-        self.module = Vec::new();
+    }
+    /// Each row's module number (rows of one module FQN, root class
+    /// stripped, share it; numbered in the order the log first names
+    /// them): one `u32` a row.
+    pub(crate) fn row_modules(&self) -> &[u32] {
+        &self.module
+    }
+    /// Each row's op type ([`OpTable::op_type`]): one `u32` a row.
+    pub(crate) fn row_op_types(&self) -> &[u32] {
+        &self.op_type
     }
     /// The file this table was read from.
     pub fn path(&self) -> &Path {
