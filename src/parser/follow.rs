@@ -1,8 +1,9 @@
 //! Parsing a log against another one already parsed (the reference, run
 //! 1's log of the same rank): a block whose bytes are those of a block of
 //! the reference is not read line by line. Its row is the reference row's
-//! (byte ranges relative to the block, key hash, fields, phase flags),
-//! with the block's own position and line number. Two runs that agree
+//! (byte ranges relative to the block, key hash, fields, phase flags, and
+//! its module and op type by the reference's numbers, mapped to the
+//! chunk's), with the block's own position and line number. Two runs that agree
 //! write most of their blocks byte for byte alike, so the second log of a
 //! pair costs about one `memcmp` a block where they agree (issue 26:
 //! "equal texts need no parse").
