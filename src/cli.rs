@@ -209,8 +209,8 @@ pub struct CompareArgs {
     /// Size budget of the report's HTML pages in MiB, shared out over the
     /// ranks (0: none). Over a rank's share its pages hold the diverging
     /// rows with two rows of context each, then only the diverging rows,
-    /// then the first of them that fit. Each rank's overview and first
-    /// page (about 24 KB) and the index (up to about 25 KB a rank up to 64
+    /// then the first of them that fit. Each rank's first page, with
+    /// its heatmap (about 24 KB), and the index (up to about 25 KB a rank up to 64
     /// ranks, under 2 MB above) are written whatever the budget: a budget
     /// below that leaves no rows on the pages and is exceeded. Default:
     /// 256, and none with `--html-rows all`.

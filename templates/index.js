@@ -1,8 +1,9 @@
 /* actdiff index: find an op key of a rank and jump to its row.
-   A rank's key index (rankN-keys.js, written with its pages) is loaded only
-   when the box is used, by adding a script element (src: the rank option's
-   data-keys), so it works from file:// and offline. It calls
-   actdiffKeys({rank, per, page, anchor, rows, keys}); page and anchor are the
+   A rank's key index (a line of keys-B.js, which holds those of ranks
+   64·B to 64·B+63) is loaded only when the box is used, by adding a script
+   element (src: the rank option's data-keys), so it works from file:// and
+   offline. Each line calls actdiffKeys({rank, per, page, anchor, rows,
+   keys}), so loading a file for one rank loads its block's; page and anchor are the
    parts of the page file and row anchor names (src/report/files.rs); keys
    holds one line per key of each row shown on the pages, in page order,
    front-coded: "P:SUFFIX" starts the next row (the previous key's first P

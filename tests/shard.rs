@@ -792,14 +792,14 @@ fn a_part_failing_on_an_input_error_is_a_failed_part() {
 }
 
 /// The merge checks each part's rank files before writing anything: a
-/// missing overview or result page is exit 2 naming the part and the file,
+/// missing result page or key index is exit 2 naming the part and the file,
 /// and no summary.json is written.
 #[test]
 fn merge_checks_every_rank_file_before_writing() {
     let t = tempfile::tempdir().unwrap();
     let p = parts(t.path(), &[]);
     let all: Vec<&Path> = p.iter().map(|p| p.as_path()).collect();
-    for file in ["rank1-overview.html", "rank0-page1.html", "rank2-keys.js"] {
+    for file in ["rank1-page1.html", "rank0-page1.html", "keys-0.js"] {
         let holder = p.iter().find(|d| d.join(file).is_file()).expect(file);
         let k = p.iter().position(|d| d == holder).unwrap();
         let kept = t.path().join("kept");
@@ -1040,8 +1040,8 @@ fn no_rank_in_both_runs_says_so() {
     );
 }
 
-/// When writing the merged index fails half-way (a part's overview page is
-/// there but is not one: the checks before writing see a file), no
+/// When writing the merged index fails half-way (a part's first result
+/// page, whose heatmap the index embeds, is there but is not one: the checks before writing see a file), no
 /// summary.json claiming the earlier verdict and no index.html are left:
 /// summary.json says the error, with exit status 2.
 #[test]
@@ -1050,20 +1050,18 @@ fn a_merge_failing_while_writing_leaves_no_green_summary() {
     let p = parts(t.path(), &[]);
     let holder = p
         .iter()
-        .find(|d| d.join("rank1-overview.html").is_file())
+        .find(|d| d.join("rank1-page1.html").is_file())
         .unwrap();
-    std::fs::write(holder.join("rank1-overview.html"), "not an overview").unwrap();
+    std::fs::write(holder.join("rank1-page1.html"), "not a result page").unwrap();
     let out = t.path().join("out");
     let o = merge(&p.iter().map(|p| p.as_path()).collect::<Vec<_>>(), &out);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
-    assert!(err.contains("rank1-overview.html"), "{err}");
+    assert!(err.contains("rank1-page1.html"), "{err}");
     assert!(!out.join("index.html").exists());
     let s = summary(&out);
     assert_eq!(s["exit_status"], 2);
-    assert!(s["input_errors"]
-        .to_string()
-        .contains("rank1-overview.html"));
+    assert!(s["input_errors"].to_string().contains("rank1-page1.html"));
 }
 
 /// Parts given one `--rows` file (a relative `--rows rows.parquet` run

@@ -316,7 +316,7 @@ pub struct WorstDiff {
 /// amount (a NaN against a number is not a finite difference).
 ///
 /// The one rule for "how far apart is this row": root cause's largest
-/// difference of a rank and the overview's heatmap colours both use it.
+/// difference of a rank and its heatmap's colours both use it.
 pub fn worst_difference(
     t1: &OpTable,
     r1: usize,

@@ -5,10 +5,9 @@
 //! | --- | --- |
 //! | `index.html` | the comparison's first page ([`INDEX`]) |
 //! | `summary.json` | the machine-readable summary ([`SUMMARY`]) |
-//! | `rank{N}-page{k}.html` | result page `k` (1-based) of rank `N` ([`page`]) |
-//! | `rank{N}-overview.html` | rank `N`'s heatmap ([`overview`]) |
-//! | `rank{N}-keys.js` | rank `N`'s key index for the index's search box ([`keys`]) |
-//! | `report.css`, `report.js` | the result and overview pages' stylesheet and script, written once per folder ([`STYLESHEET`], [`PAGE_SCRIPT`]) |
+//! | `rank{N}-page{k}.html` | result page `k` (1-based) of rank `N` ([`page`]); the first also shows the rank's heatmap |
+//! | `keys-{B}.js` | the key indexes of ranks `64·B` to `64·B + 63` for the index's search box ([`keys`]) |
+//! | `report.css`, `report.js` | the result pages' stylesheet and script, written once per folder ([`STYLESHEET`], [`PAGE_SCRIPT`]) |
 //! | `ranks-{K}.js` | part `K` (0-based) of the index's full rank table, written when there are too many ranks to list ([`rank_table`]) |
 //!
 //! Rows are addressed as `rank{N}-page{k}.html#rank{N}-row{i}` ([`anchor`]).
@@ -23,7 +22,7 @@ pub const INDEX: &str = "index.html";
 /// The machine-readable summary.
 pub const SUMMARY: &str = "summary.json";
 
-/// The stylesheet the result and overview pages link (written once per
+/// The stylesheet the result pages link (written once per
 /// report folder, not into every page: at thousands of ranks that copy was
 /// about half the folder).
 pub const STYLESHEET: &str = "report.css";
@@ -45,14 +44,15 @@ pub fn page_prefix(rank: u32) -> String {
 /// The part of a result page's file name after its page number.
 pub const PAGE_SUFFIX: &str = ".html";
 
-/// File name of rank `rank`'s overview (the heatmap the index embeds).
-pub fn overview(rank: u32) -> String {
-    format!("rank{rank}-overview.html")
-}
+/// Ranks whose key indexes share one file ([`keys`]).
+pub const KEYS_PER_FILE: u32 = 64;
 
-/// File name of rank `rank`'s key index (loaded by the index's search box).
+/// File name of the file that holds rank `rank`'s key index (loaded by the
+/// index's search box): `keys-{B}.js`, `B` = `rank / KEYS_PER_FILE`, one
+/// file for each block of [`KEYS_PER_FILE`] ranks, one line per rank with
+/// pages.
 pub fn keys(rank: u32) -> String {
-    format!("rank{rank}-keys.js")
+    format!("keys-{}.js", rank / KEYS_PER_FILE)
 }
 
 /// File name of part `part` (0-based) of the index's full rank table.
@@ -70,6 +70,24 @@ pub fn anchor(rank: u32, index: usize) -> String {
     format!("{}{index}", anchor_prefix(rank))
 }
 
+/// The tail of `rank{N}-overview.html`, the heatmap page of a rank that
+/// actdiff wrote up to December 2026 (the heatmap is now on the rank's
+/// first result page): still a report file to clear and to link when
+/// merging, never written.
+pub const LEGACY_OVERVIEW: &str = "overview.html";
+
+/// The tail of `rank{N}-keys.js`, the key index of one rank that actdiff
+/// wrote up to December 2026 (now one file per block of ranks, [`keys`]):
+/// still a report file to clear, never written.
+pub const LEGACY_KEYS: &str = "keys.js";
+
+/// Whether `name` is a file of key indexes, `keys-{B}.js` ([`keys`]).
+pub fn is_keys_file(name: &str) -> bool {
+    name.strip_prefix("keys-")
+        .and_then(|t| t.strip_suffix(".js"))
+        .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// The folder name of step `S` in a step series (its dump and its report):
 /// `step_S`.
 pub const STEP_DIR_PREFIX: &str = "step_";
@@ -84,10 +102,16 @@ pub fn step_of_dir_name(name: &str) -> Option<u64> {
 }
 
 /// Whether `name` is a file a report writes: `index.html`, `summary.json`,
-/// `rank{N}-page{k}.html`, `rank{N}-overview.html`, `rank{N}-keys.js`,
-/// `ranks-{K}.js`, `report.css`, `report.js`.
+/// `rank{N}-page{k}.html`, `keys-{B}.js`, `ranks-{K}.js`, `report.css`,
+/// `report.js`; or `rank{N}-overview.html` and `rank{N}-keys.js`, a rank's
+/// heatmap page and key index that earlier versions wrote
+/// ([`LEGACY_OVERVIEW`], [`LEGACY_KEYS`]), so that a report written into a
+/// folder an older report used leaves none of those beside it.
 pub fn is_report_file(name: &str) -> bool {
     if name == INDEX || name == SUMMARY || name == STYLESHEET || name == PAGE_SCRIPT {
+        return true;
+    }
+    if is_keys_file(name) {
         return true;
     }
     if let Some(k) = name
@@ -103,7 +127,7 @@ pub fn is_report_file(name: &str) -> bool {
     let Some(tail) = rest[digits..].strip_prefix('-').filter(|_| digits > 0) else {
         return false;
     };
-    if tail == "overview.html" || tail == "keys.js" {
+    if tail == LEGACY_OVERVIEW || tail == LEGACY_KEYS {
         return true;
     }
     tail.strip_prefix("page")
@@ -124,6 +148,8 @@ mod tests {
             "rank12-page300.html",
             "rank3-overview.html",
             "rank7-keys.js",
+            "keys-0.js",
+            "keys-63.js",
             "ranks-0.js",
             "ranks-12.js",
             "report.css",
@@ -142,6 +168,9 @@ mod tests {
             "rank0-page1.html.bak",
             "ranks-.js",
             "ranks-x.js",
+            "keys-.js",
+            "keys-1a.js",
+            "rank0-keys.json",
         ] {
             assert!(!is_report_file(no), "{no}");
         }
@@ -154,7 +183,7 @@ mod tests {
             SUMMARY.to_string(),
             page(0, 0),
             page(12, 299),
-            overview(3),
+            format!("rank3-{LEGACY_OVERVIEW}"),
             keys(7),
             rank_table(4),
             STYLESHEET.to_string(),
@@ -163,6 +192,10 @@ mod tests {
             assert!(is_report_file(&name), "{name}");
         }
         assert_eq!(page(2, 0), "rank2-page1.html");
+        assert_eq!(keys(0), "keys-0.js");
+        assert_eq!(keys(63), "keys-0.js");
+        assert_eq!(keys(64), "keys-1.js");
+        assert!(is_keys_file(&keys(4095)) && !is_keys_file("rank3-keys.js"));
         assert_eq!(anchor(2, 5), format!("{}5", anchor_prefix(2)));
         assert_eq!(page(2, 4), format!("{}5{PAGE_SUFFIX}", page_prefix(2)));
     }

@@ -133,8 +133,8 @@ pub struct ReportOptions {
     /// diverging rows, and if that is still too much, the first ones that
     /// fit. `None`: no budget.
     pub html_budget: Option<u64>,
-    /// Whether each rank gets its own files: result pages, overview page
-    /// and key index. `false` for the steps of a step series that get no
+    /// Whether each rank gets its own files: result pages (the first with
+    /// the rank's heatmap) and key index. `false` for the steps of a step series that get no
     /// full pages (all but the first diverging one, unless `--steps all`):
     /// their ranks are in the step's `summary.json` and on its index, and
     /// no rank file is written, so a series at thousands of ranks writes
@@ -211,7 +211,7 @@ pub fn write_rank_with_progress(
     progress: &dyn PageProgress,
 ) -> Result<RankSummary, ReportError> {
     let mut s = RankSummary::build(rc, plan);
-    s.pages = html::write_rank_pages(rc, &s, opts, plan, progress)?;
+    (s.pages, s.key_index) = html::write_rank_pages(rc, &s, opts, plan, progress)?;
     Ok(s)
 }
 

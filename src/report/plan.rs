@@ -13,7 +13,7 @@ use super::{RankComparison, ReportOptions};
 pub const CONTEXT_ROWS: usize = 2;
 
 /// What a rank's report costs besides its result rows, in bytes: its
-/// overview page (the heatmap: 16 KB for a 2-layer model of 300 ops) and a
+/// heatmap on its first page (16 KB for a 2-layer model of 300 ops) and a
 /// result page's own markup (about 2 KB), with headroom; the stylesheet
 /// and script are one file each per folder.
 const RANK_FIXED_BYTES: u64 = 24_000;

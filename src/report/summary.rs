@@ -696,6 +696,29 @@ pub struct RankSummary {
     /// When the size budget cut the diverging rows too: how many there were
     /// (the pages hold the first `html_rows` of them).
     pub html_cut_from: Option<usize>,
+    /// The rank's key index, written with its pages into its key-index file
+    /// ([`super::files::keys`]) by the index writer; not in `summary.json`.
+    #[serde(skip)]
+    pub key_index: KeyIndex,
+}
+
+/// A rank's key index: one `actdiffKeys({...});` line of its key-index
+/// file ([`super::files::keys`]), made with its pages
+/// ([`super::html::write_rank_pages`]) or, in a merge, read from its
+/// part's file. Carried to the index writer, which writes the file of each
+/// block of [`super::files::KEYS_PER_FILE`] ranks: the file is not written
+/// per rank, since at thousands of ranks creating a file costs more than
+/// writing its bytes. What the summary says does not depend on it: any two
+/// are equal, so a summary read back from `summary.json` equals the one
+/// written.
+#[derive(Clone, Debug, Default)]
+pub struct KeyIndex(pub Option<String>);
+
+/// Always equal (see [`KeyIndex`]).
+impl PartialEq for KeyIndex {
+    fn eq(&self, _: &KeyIndex) -> bool {
+        true
+    }
 }
 
 impl RankSummary {
@@ -707,6 +730,7 @@ impl RankSummary {
         self.html_rows = 0;
         self.html_filtered = true;
         self.html_cut_from = None;
+        self.key_index = KeyIndex::default();
         let c = &mut self.root_causes;
         let causes = c.first_cause.iter_mut().chain(c.causes.iter_mut());
         let cause_rows = causes.flat_map(|c| {
@@ -1353,6 +1377,7 @@ impl RankSummary {
             html_rows: plan.len(),
             html_filtered: plan.is_filtered(),
             html_cut_from: plan.cut_from(),
+            key_index: KeyIndex::default(),
         }
     }
     /// Whether this rank has anything but `match` rows.

@@ -149,9 +149,10 @@ pub fn join_parts(
     };
     super::outputs::prepare_report_folder(&opts)?;
     let mut results = Vec::new();
-    for p in read {
+    for mut p in read {
         if pages {
             link_pages(p.dir, out)?;
+            key_indexes(&mut p)?;
         }
         results.extend(p.manifest.results);
     }
@@ -311,15 +312,53 @@ pub fn refuse(out: &Path, problems: Vec<Message>, outs: &super::RunOutputs) -> i
     crate::exit_codes::INPUT_ERROR
 }
 
+/// Gives each rank of part `p` with pages its key index, read from the
+/// part's key-index files (`keys-{B}.js`, [`files::keys`]), which the
+/// merged index writes again by blocks of the whole run's ranks (a block
+/// may hold ranks of several parts). A rank with pages whose key index
+/// the part's file lacks is an error naming the file.
+fn key_indexes(p: &mut ReadPart) -> Result<(), report::ReportError> {
+    let mut lines = std::collections::BTreeMap::new();
+    let mut read: Vec<String> = Vec::new();
+    for s in p
+        .manifest
+        .results
+        .iter_mut()
+        .filter_map(|r| r.summary.as_mut())
+    {
+        if s.pages.is_empty() {
+            continue;
+        }
+        let name = files::keys(s.rank);
+        if !read.contains(&name) {
+            lines.append(&mut report::html::read_keys_file(&p.dir.join(&name))?);
+            read.push(name.clone());
+        }
+        let line = lines
+            .remove(&s.rank)
+            .ok_or_else(|| report::ReportError::Io {
+                path: p.dir.join(&name),
+                message: format!("no key index of rank {}", s.rank),
+            })?;
+        s.key_index = report::summary::KeyIndex(Some(line));
+    }
+    Ok(())
+}
+
 /// Hard-links (or, across file systems, copies) a part's rank pages into
-/// the report folder.
+/// the report folder; its key-index files are not linked, since the
+/// merged index writes them again ([`key_indexes`]).
 fn link_pages(part: &Path, out: &Path) -> Result<(), report::ReportError> {
     let entries = std::fs::read_dir(part).map_err(|e| report::ReportError::io(part, e))?;
     for e in entries {
         let e = e.map_err(|e| report::ReportError::io(part, e))?;
         let file = e.file_name();
         let Some(n) = file.to_str() else { continue };
-        if n == files::INDEX || n == files::SUMMARY || !files::is_report_file(n) {
+        if n == files::INDEX
+            || n == files::SUMMARY
+            || files::is_keys_file(n)
+            || !files::is_report_file(n)
+        {
             continue;
         }
         let to = out.join(n);

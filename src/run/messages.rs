@@ -747,9 +747,9 @@ fn logs_changed(p: &ReadPart) -> Option<Message> {
 }
 
 /// The report files part `p`'s ranks need that its folder lacks: each
-/// compared rank's result pages (as its summary lists them), overview and
-/// key index. A rank without pages (a step of a series without full
-/// pages, [`crate::report::ReportOptions::rank_files`]) has none of them.
+/// compared rank's result pages (as its summary lists them) and key index.
+/// A rank without pages (a step of a series without full pages,
+/// [`crate::report::ReportOptions::rank_files`]) has neither.
 pub fn missing_files(p: &ReadPart) -> Option<Message> {
     let files: Vec<String> = p
         .manifest
@@ -760,12 +760,18 @@ pub fn missing_files(p: &ReadPart) -> Option<Message> {
             let own = if s.pages.is_empty() {
                 Vec::new()
             } else {
-                vec![files::overview(s.rank), files::keys(s.rank)]
+                vec![files::keys(s.rank)]
             };
             s.pages.iter().map(|p| p.file.clone()).chain(own)
         })
         .filter(|f| !p.dir.join(f).is_file())
-        .collect();
+        .fold(Vec::new(), |mut v: Vec<String>, f| {
+            // A key-index file holds several ranks': named once.
+            if !v.contains(&f) {
+                v.push(f);
+            }
+            v
+        });
     (!files.is_empty()).then(|| Message::PartFilesMissing {
         part: p.name.clone(),
         files,

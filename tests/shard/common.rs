@@ -48,7 +48,7 @@ pub fn files(dir: &Path) -> Vec<String> {
 }
 
 /// Asserts that the report folder `merged` holds exactly the report files
-/// of `single` (index.html, summary.json, every rank page, overview and key
+/// of `single` (index.html, summary.json, every rank page and key
 /// index), byte for byte. Whole files are compared, so the check holds
 /// whatever fields other changes add. Files named in `extra` (e.g. a JUnit
 /// file written into the folder) are compared too when present in both.

@@ -2,7 +2,7 @@
 //! per rank (first diverging row, first cause, page links), each rank's
 //! heatmap and causes, the key search, excluded ops, the run's warnings
 //! (as on stderr), input warnings and unused overrides. Built from the [`Summary`] alone (and each rank's
-//! heatmap, read from its overview page in the report folder).
+//! heatmap, cut out of its first result page in the report folder).
 
 use std::path::Path;
 
@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::parts::{
     cause_link, excluded, left_out_note, row_link, shown_note, status_counts, Excluded, StatusCount,
 };
-use super::{engine, markup, overview};
+use super::{engine, heatmap, keys, markup};
 use crate::matcher::cause::CauseKind;
 use crate::report::messages::{self, Message};
 use crate::report::reasons::Reason;
@@ -90,9 +90,8 @@ struct RankRow<'a> {
     causes_note: String,
     /// Origins and entries not listed.
     more_causes: u64,
-    /// The rank's heatmap, read from its overview page (written with the
-    /// pages).
-    overview: String,
+    /// The rank's heatmap, cut out of its first result page.
+    heatmap: String,
     /// The rank's key index file, when it exists (the search box can load
     /// it); "" otherwise.
     keys: String,
@@ -466,27 +465,42 @@ fn excluded_groups<'a>(
         .collect()
 }
 
-/// Rank `rank`'s heatmap, from the overview page written with its pages.
-/// That page is written with every rank's pages, so a missing or
-/// unreadable one (or one without the heatmap) is an error naming it,
-/// never an index silently without the heatmap.
-fn read_overview(dir: &Path, rank: u32) -> Result<String, ReportError> {
-    let path = dir.join(files::overview(rank));
-    let page = std::fs::read_to_string(&path).map_err(|e| ReportError::io(&path, e))?;
-    // All log text in the page is escaped, so the markers are ours.
-    page.split_once(overview::HEATMAP_START)
-        .and_then(|(_, rest)| rest.split_once(overview::HEATMAP_END))
-        .map(|(heatmap, _)| heatmap.to_string())
+/// Rank `rank`'s heatmap, cut out of its first result page, `page` (in
+/// `dir`), or, where that page has none, out of `rank{N}-overview.html`,
+/// the page that held it in the parts of a sharded compare an earlier
+/// actdiff wrote ([`files::LEGACY_OVERVIEW`]; a merge links it in with
+/// the pages). Every rank with pages has one, so a missing or unreadable
+/// page (or one without the heatmap) is an error naming it, never an
+/// index silently without the heatmap.
+fn read_heatmap(dir: &Path, rank: u32, page: &str) -> Result<String, ReportError> {
+    // All log text in a page is escaped (and every `<` of its rows' JSON
+    // written `\u003c`), so the markers are ours.
+    let cut = |text: &str| {
+        text.split_once(heatmap::HEATMAP_START)
+            .and_then(|(_, rest)| rest.split_once(heatmap::HEATMAP_END))
+            .map(|(heat, _)| heat.to_string())
+    };
+    let path = dir.join(page);
+    let text = std::fs::read_to_string(&path).map_err(|e| ReportError::io(&path, e))?;
+    if let Some(heat) = cut(&text) {
+        return Ok(heat);
+    }
+    let legacy = dir.join(format!("rank{rank}-{}", files::LEGACY_OVERVIEW));
+    std::fs::read_to_string(&legacy)
+        .ok()
+        .as_deref()
+        .and_then(cut)
         .ok_or_else(|| ReportError::Io {
-            path: path.clone(),
-            message: "not an overview page written by this actdiff (no heatmap in it)".into(),
+            path,
+            message: "not a first result page written by this actdiff (no heatmap in it)".into(),
         })
 }
 
-/// Rank `rank`'s key index file name when the file exists, else "".
-fn key_index(dir: &Path, rank: u32) -> String {
-    let name = files::keys(rank);
-    if dir.join(&name).is_file() {
+/// The name of the file holding rank `r`'s key index when it has pages
+/// and the file exists, else "".
+fn key_index(dir: &Path, r: &RankSummary) -> String {
+    let name = files::keys(r.rank);
+    if !r.pages.is_empty() && dir.join(&name).is_file() {
         name
     } else {
         String::new()
@@ -494,7 +508,7 @@ fn key_index(dir: &Path, rank: u32) -> String {
 }
 
 /// Rank `r`'s line in the index table; with `detail`, its section below
-/// the table too (the heatmap, read from its overview page, and causes).
+/// the table too (the heatmap, cut out of its first page, and causes).
 fn rank_row<'a>(
     r: &'a RankSummary,
     (n1, n2): (&str, &str),
@@ -502,11 +516,10 @@ fn rank_row<'a>(
     detail: bool,
 ) -> Result<RankRow<'a>, ReportError> {
     // A rank without pages (a step of a series that gets no full pages)
-    // has no overview page either.
-    let overview = if detail && !r.pages.is_empty() {
-        read_overview(&opts.out_dir, r.rank)?
-    } else {
-        String::new()
+    // has no heatmap either.
+    let heatmap = match r.pages.first() {
+        Some(first) if detail => read_heatmap(&opts.out_dir, r.rank, &first.file)?,
+        _ => String::new(),
     };
     let causes = if detail {
         cause_rows(&r.root_causes, (n1, n2))
@@ -575,15 +588,15 @@ fn rank_row<'a>(
         } else {
             0
         },
-        detail: !causes.is_empty() || !overview.is_empty(),
+        detail: !causes.is_empty() || !heatmap.is_empty(),
         causes_note: if causes.is_empty() {
             String::new()
         } else {
             crate::report::reasons::optimizer_only_words(r).unwrap_or_default()
         },
         causes,
-        overview,
-        keys: key_index(&opts.out_dir, r.rank),
+        heatmap,
+        keys: key_index(&opts.out_dir, r),
         group: String::new(),
     })
 }
@@ -648,11 +661,13 @@ fn rank_head(counts: &[StatusCount], n1: &str, n2: &str) -> String {
 
 /// Writes `index.html`: the verdict, counts per status, one table line per
 /// rank (with its first diverging row and page links), excluded ops, input
-/// warnings, one-sided ranks and unused overrides. Above
+/// warnings, one-sided ranks and unused overrides; first, the files of the
+/// ranks' key indexes its search box loads ([`keys::write_files`]). Above
 /// `INDEX_FULL_RANKS` (64) compared ranks, one line per rank group
 /// instead, and the table of every rank in parts ([`files::rank_table`])
 /// that the index loads on demand.
 pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), ReportError> {
+    keys::write_files(&summary.ranks, &opts.out_dir)?;
     let (n1, n2) = (summary.name1.as_str(), summary.name2.as_str());
     let grouped_index = summary.ranks.len() > INDEX_FULL_RANKS;
     let (mut ranks, grouped) = if grouped_index {

@@ -1,29 +1,47 @@
-//! The key index of a rank, `rank{N}-keys.js`: the keys of the rows its
-//! pages hold, for the index page's search box.
+//! The key indexes of a report's ranks, for the index page's search box:
+//! per rank, the keys of the rows its pages hold ([`line`], made with its
+//! pages), written by the index writer into one file per block of
+//! [`files::KEYS_PER_FILE`] ranks ([`write_files`], `keys-{B}.js`), and
+//! read back from a part's files when a merge joins parts ([`read_file`]).
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
 
 use crate::matcher::Sides;
-use crate::report::{files, PagePlan, RankComparison, ReportError, ReportOptions};
+use crate::report::{files, PagePlan, RankComparison, RankSummary, ReportError};
 
-/// Writes rank `rc`'s key index, `rank{N}-keys.js`, which the index's
-/// search box loads (a `<script src>`, so it works from `file://`) when a
-/// person searches that rank. It calls `actdiffKeys({...})` with:
-/// `rank`; `per` (rows per page); `page` (a result page's file name
-/// before and after its 1-based number, see [`files::page`]); `anchor` (a row's anchor without its row index, see
-/// [`files::anchor_prefix`]); `rows` (`null` when the pages hold every
-/// row, else the result row index of each row shown); `keys`, one line per
-/// key of each shown row in page order, front-coded: `P:SUFFIX` starts the
-/// next row (its key is the first `P` characters of the previous key, then
-/// `SUFFIX`), `P;SUFFIX` is another key of the same row (run 2's, when it
-/// differs). The keys are JSON strings, so no log text can end the script.
-pub(super) fn write(
-    rc: &RankComparison<'_>,
-    plan: &PagePlan,
-    opts: &ReportOptions,
-) -> Result<(), ReportError> {
-    let path = opts.out_dir.join(files::keys(rc.rank1));
+/// What `actdiffKeys` gets for one rank; serialised with `rank` first,
+/// so that a merge reads a line's rank without parsing the rest.
+#[derive(Serialize)]
+struct KeysCall<'a> {
+    rank: u32,
+    per: usize,
+    page: [&'a str; 2],
+    anchor: &'a str,
+    rows: Option<Vec<usize>>,
+    keys: &'a str,
+}
+
+/// How every line of a key-index file starts; the rank's number follows.
+const LINE_START: &str = "actdiffKeys({\"rank\":";
+
+/// Rank `rc`'s key index: one line, without its newline, of the file that
+/// holds it ([`files::keys`]), which the index's search box loads (a
+/// `<script src>`, so it works from `file://`) when a person searches
+/// that rank. It calls `actdiffKeys({...})` with: `rank`; `per` (rows per
+/// page); `page` (a result page's file name before and after its 1-based
+/// number, see [`files::page`]); `anchor` (a row's anchor without its row
+/// index, see [`files::anchor_prefix`]); `rows` (`null` when the pages hold
+/// every row, else the result row index of each row shown); `keys`, one
+/// line per key of each shown row in page order, front-coded: `P:SUFFIX`
+/// starts the next row (its key is the first `P` characters of the
+/// previous key, then `SUFFIX`), `P;SUFFIX` is another key of the same row
+/// (run 2's, when it differs). The keys are JSON strings (a newline is
+/// written `\n`), so no log text can end the script or the line.
+pub(super) fn line(rc: &RankComparison<'_>, plan: &PagePlan) -> String {
     let mut keys = String::with_capacity(plan.len() * 24);
     let mut prev: Vec<u8> = Vec::new();
     let mut push = |key: &[u8], sep: char, keys: &mut String| {
@@ -54,24 +72,74 @@ pub(super) fn write(
             Sides::Only2(j) => push(rc.t2.key(j), ':', &mut keys),
         }
     }
-    let rows = if plan.is_filtered() {
-        serde_json::Value::from((0..plan.len()).map(|k| plan.row(k)).collect::<Vec<_>>())
-    } else {
-        serde_json::Value::Null
+    let rows = plan
+        .is_filtered()
+        .then(|| (0..plan.len()).map(|k| plan.row(k)).collect());
+    let prefix = files::page_prefix(rc.rank1);
+    let anchor = files::anchor_prefix(rc.rank1);
+    let call = KeysCall {
+        rank: rc.rank1,
+        per: plan.page_rows,
+        page: [&prefix, files::PAGE_SUFFIX],
+        anchor: &anchor,
+        rows,
+        keys: &keys,
     };
-    let data = serde_json::json!({
-        "rank": rc.rank1,
-        "per": plan.page_rows,
-        "page": [files::page_prefix(rc.rank1), files::PAGE_SUFFIX],
-        "anchor": files::anchor_prefix(rc.rank1),
-        "rows": rows,
-        "keys": keys,
-    });
-    let file = File::create(&path).map_err(|e| ReportError::io(&path, e))?;
-    let mut w = BufWriter::with_capacity(1 << 16, file);
-    let io = |e| ReportError::io(&path, e);
-    w.write_all(b"actdiffKeys(").map_err(io)?;
-    serde_json::to_writer(&mut w, &data).map_err(|e| ReportError::io(&path, e.into()))?;
-    w.write_all(b");\n").map_err(io)?;
-    w.flush().map_err(io)
+    let json = serde_json::to_string(&call).expect("a key index serialises");
+    format!("actdiffKeys({json});")
+}
+
+/// Writes the key-index files of `ranks` into `dir` (the index writer for
+/// a report's ranks, a part of a sharded compare for its own): for each
+/// block of [`files::KEYS_PER_FILE`] ranks that has a rank with a key
+/// index, `keys-{B}.js` ([`files::keys`]), its ranks' lines in rank order.
+/// Ranks without one (no pages) are left out.
+pub fn write_files<'a>(
+    ranks: impl IntoIterator<Item = &'a RankSummary>,
+    dir: &Path,
+) -> Result<(), ReportError> {
+    let mut blocks: BTreeMap<String, Vec<(u32, &str)>> = BTreeMap::new();
+    for r in ranks {
+        if let Some(l) = &r.key_index.0 {
+            blocks
+                .entry(files::keys(r.rank))
+                .or_default()
+                .push((r.rank, l));
+        }
+    }
+    for (name, mut lines) in blocks {
+        lines.sort_unstable_by_key(|(rank, _)| *rank);
+        let path = dir.join(&name);
+        let mut text = Vec::with_capacity(lines.iter().map(|(_, l)| l.len() + 1).sum());
+        for (_, l) in lines {
+            text.extend_from_slice(l.as_bytes());
+            text.push(b'\n');
+        }
+        let mut f = std::fs::File::create(&path).map_err(|e| ReportError::io(&path, e))?;
+        f.write_all(&text).map_err(|e| ReportError::io(&path, e))?;
+    }
+    Ok(())
+}
+
+/// The key indexes in the key-index file `path` (one written by
+/// [`write_files`]), by rank. A line that is not one of a key index is an
+/// error naming the file and line.
+pub fn read_file(path: &Path) -> Result<BTreeMap<u32, String>, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ReportError::io(path, e))?;
+    let mut out = BTreeMap::new();
+    for (i, l) in text.lines().enumerate() {
+        let rank = l
+            .strip_prefix(LINE_START)
+            .filter(|_| l.ends_with(");"))
+            .and_then(|t| {
+                let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+                t[..digits].parse::<u32>().ok()
+            })
+            .ok_or_else(|| ReportError::Io {
+                path: path.to_path_buf(),
+                message: format!("line {}: not a key index written by this actdiff", i + 1),
+            })?;
+        out.insert(rank, l.to_string());
+    }
+    Ok(out)
 }

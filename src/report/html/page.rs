@@ -1,6 +1,7 @@
 //! Result pages, `rank{N}-page{k}.html`, written by a byte writer (no
 //! template engine per rank): each page's frame (header, counts, first
-//! divergence and cause, excluded ops, filters, the heads of the Forward,
+//! divergence and cause, on the first page the rank's heatmap
+//! (`heatmap.rs`), excluded ops, filters, the heads of the Forward,
 //! Backward and Optimizer section tables, the colour rules) from the
 //! pieces in `markup.rs`, then its rows as JSON from `rowdata.rs`, which
 //! the page script draws.
@@ -15,10 +16,10 @@ use super::parts::{
     cause_link, excluded, row_link, shown_note, status_counts, CauseLink, Excluded, RowLink,
     StatusCount,
 };
-use super::{engine, keys, overview};
+use super::{engine, heatmap, keys};
 use crate::matcher::Counts;
 use crate::report::colour::{Colour, Palette};
-use crate::report::summary::PageRef;
+use crate::report::summary::{KeyIndex, PageRef};
 use crate::report::{
     files, rowdata, PagePlan, PageProgress, RankComparison, RankSummary, ReportError, ReportOptions,
 };
@@ -61,6 +62,8 @@ struct Frame<'a> {
     palette: Vec<Colour>,
     /// Forward, Backward, then Optimizer.
     sections: [Section; 3],
+    /// The rank's heatmap (its markers included) on its first page, else "".
+    heatmap: &'a str,
 }
 
 /// Writes the pages' stylesheet and script ([`files::STYLESHEET`],
@@ -90,22 +93,24 @@ fn write_assets(dir: &std::path::Path) -> Result<(), ReportError> {
     Ok(())
 }
 
-/// Writes the result pages of one rank; returns the pages written.
+/// Writes the result pages of one rank; returns the pages written and
+/// the rank's key index ([`KeyIndex`]), which the index writer writes.
 ///
 /// Rows `[k·page_rows, (k+1)·page_rows)` go to page `k`
 /// ([`files::page`]`(rank, k)`); a rank without rows still gets one empty
-/// page. Pages are rendered in parallel, each from a context holding only
-/// its own rows. Without [`ReportOptions::rank_files`] nothing is written
-/// and no page is returned.
+/// page. The first page also holds the rank's heatmap. Pages are rendered
+/// in parallel, each from a context holding only its own rows. Without
+/// [`ReportOptions::rank_files`] nothing is written and no page or key
+/// index is returned.
 pub fn write_rank_pages(
     rc: &RankComparison<'_>,
     s: &RankSummary,
     opts: &ReportOptions,
     plan: &PagePlan,
     progress: &dyn PageProgress,
-) -> Result<Vec<PageRef>, ReportError> {
+) -> Result<(Vec<PageRef>, KeyIndex), ReportError> {
     if !opts.rank_files {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), KeyIndex::default()));
     }
     write_assets(&opts.out_dir)?;
     let n = plan.len();
@@ -119,29 +124,31 @@ pub fn write_rank_pages(
         })
         .collect();
     progress.planned(refs.len() as u64);
-    let (pages, extra) = rayon::join(
+    let heat = heatmap::render(rc, plan);
+    let (pages, key_index) = rayon::join(
         || {
             refs.par_iter().enumerate().try_for_each(|(k, p)| {
-                write_page(rc, s, opts, plan, &refs, k, p)?;
+                let heat = if k == 0 { heat.as_str() } else { "" };
+                write_page(rc, s, opts, plan, (&refs, k, p), heat)?;
                 progress.written();
                 Ok::<(), ReportError>(())
             })
         },
-        || overview::write(rc, plan, opts).and_then(|()| keys::write(rc, plan, opts)),
+        || keys::line(rc, plan),
     );
     pages?;
-    extra?;
-    Ok(refs)
+    Ok((refs, KeyIndex(Some(key_index))))
 }
 
+/// Writes page `k` of `refs`, `p`, with `heat` (the rank's heatmap, or "")
+/// under its first divergence and cause.
 fn write_page(
     rc: &RankComparison<'_>,
     s: &RankSummary,
     opts: &ReportOptions,
     plan: &PagePlan,
-    refs: &[PageRef],
-    k: usize,
-    p: &PageRef,
+    (refs, k, p): (&[PageRef], usize, &PageRef),
+    heat: &str,
 ) -> Result<(), ReportError> {
     // The page's rows by phase, then their JSON (which also picks the
     // colour classes the page's <style> defines).
@@ -229,6 +236,7 @@ fn write_page(
                 rows: optimizer.len(),
             },
         ],
+        heatmap: heat,
     };
     engine::write_parts(
         &opts.out_dir.join(&p.file),
@@ -240,7 +248,7 @@ fn write_page(
 const TAIL: &str = "</script>\n<script src=\"report.js\"></script>\n</body>\n</html>\n";
 
 /// A result page up to its rows' JSON: the header, counts, first
-/// divergence and cause, excluded ops, filters, the section tables' heads
+/// divergence and cause, the heatmap (first page), excluded ops, filters, the section tables' heads
 /// (which the page script fills), the colour rules, and the start of the
 /// `<script>` element that holds the rows. Every log text and run name is
 /// escaped ([`escape`]); the colour rules are built from numbers only.
@@ -346,6 +354,7 @@ fn head(f: &Frame<'_>) -> String {
         markup::cause_link(&mut o, c, f.name1, f.name2);
         o.push_str("</div>\n");
     }
+    o.push_str(f.heatmap);
     excluded_and_filters(&mut o, f);
     sections(&mut o, f);
     o.push('\n');

@@ -1,4 +1,4 @@
-//! Tests of the HTML pages: result pages, pagination, the overview, the key
+//! Tests of the HTML pages: result pages, pagination, the heatmap, the key
 //! index and the index page, on small fixtures.
 
 use std::path::Path;
@@ -322,32 +322,53 @@ fn rank_pages_rows_chips_colours_escaping() {
 }
 
 #[test]
-fn overview_and_key_index_are_written_with_the_pages() {
+fn heatmap_on_the_first_page_and_key_index_are_written_with_the_pages() {
     let f = fixture(LOG1, LOG2);
     let dir = tempfile::tempdir().unwrap();
-    let opts = options(dir.path(), 2000);
+    // Two rows a page: the rank has several pages, and only the first
+    // carries the heatmap.
+    let opts = options(dir.path(), 2);
     write_all(&f, &opts);
-    let overview = read(dir.path(), "rank0-overview.html");
-    assert!(overview.contains("<svg class=heat"));
-    assert!(overview.contains("href=\"rank0-page1.html#rank0-row1\""));
-    assert!(!overview.contains("<script"));
-    assert!(overview.contains("&lt;script&gt;") || !overview.contains("script"));
-    // The overview's byte writer escapes as the templates do, and keeps the
-    // markers the index cuts the heatmap out by.
-    assert!(overview.contains("<title>rank 0 overview: run&lt;A&gt; vs run_B</title>"));
-    assert!(overview.contains("<h1>rank 0: where run&lt;A&gt; and run_B part</h1>"));
-    let heat = overview
+    let first = read(dir.path(), "rank0-page1.html");
+    let second = read(dir.path(), "rank0-page2.html");
+    assert!(!second.contains("<svg class=heat"), "{second}");
+    assert!(!second.contains("actdiff:heatmap"), "{second}");
+    // One file a page: no page of its own for the heatmap, and the key
+    // index in the file of its block of ranks.
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("rank0-"))
+        .collect();
+    names.sort();
+    let pages = names.iter().filter(|n| n.starts_with("rank0-page")).count();
+    assert!(pages >= 2, "{names:?}");
+    assert_eq!(names.len(), pages, "{names:?}");
+    // The heatmap sits under the first divergence and cause, above the
+    // excluded ops and filters, between the markers the index cuts it out
+    // by; its byte writer escapes as the templates do.
+    let heat = first
         .split_once("<!--actdiff:heatmap-->\n<figure class=heatmap id=\"heat-0\">")
-        .and_then(|(_, rest)| rest.split_once("</figure>\n<!--/actdiff:heatmap-->"))
-        .map(|(heat, _)| heat)
-        .expect("the heatmap between its markers");
+        .and_then(|(before, rest)| {
+            assert!(before.contains("First divergence:"), "{before}");
+            rest.split_once("</figure>\n<!--/actdiff:heatmap-->")
+        })
+        .map(|(heat, after)| {
+            assert!(after.contains("<details class=excluded"), "{after}");
+            heat
+        })
+        .expect("the heatmap between its markers on the first page");
+    assert_eq!(first.matches("<svg class=heat").count(), 1);
     assert!(
         heat.contains("<rect x=") && heat.ends_with("</figcaption>"),
         "{heat}"
     );
-    assert!(overview.ends_with("</body>\n</html>\n"));
-    let keys = read(dir.path(), "rank0-keys.js");
-    assert!(keys.starts_with("actdiffKeys({"));
+    // Its cells link to rows on any of the rank's pages.
+    assert!(heat.contains("href=\"rank0-page"), "{heat}");
+    assert!(!heat.contains("<script"));
+    let keys = read(dir.path(), "keys-0.js");
+    assert!(keys.starts_with("actdiffKeys({\"rank\":0,"), "{keys}");
+    assert_eq!(keys.lines().count(), 1, "{keys}");
     // Keys are JSON strings in a script file of their own.
     assert!(keys.contains("\"keys\":\"0:<script>alert(1)</script>/op_0_mm\\n"));
     assert!(
@@ -567,4 +588,117 @@ fn unreadable_values_are_marked() {
     assert!(js.contains("cls ? cls + \" unreadable\" : \"unreadable\""));
     assert!(js.contains("\"unreadable value: not compared\""));
     assert!(read(dir.path(), "report.css").contains("td.unreadable::after"));
+}
+
+/// The index embeds a rank's heatmap cut out of its first result page; a
+/// part an earlier actdiff wrote kept it in `rank{N}-overview.html`, which
+/// the index reads where the first page has none; a first page without it
+/// and no such page is an error naming the first page.
+#[test]
+fn index_embeds_the_heatmap_of_the_first_page_or_of_an_earlier_overview_page() {
+    let f = fixture(LOG1, LOG2);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2000);
+    let summary = write_all(&f, &opts);
+    let first = read(dir.path(), "rank0-page1.html");
+    let (before, rest) = first.split_once("<!--actdiff:heatmap-->").unwrap();
+    let (heat, after) = rest.split_once("<!--/actdiff:heatmap-->").unwrap();
+    let index = read(dir.path(), "index.html");
+    assert!(
+        index.contains(heat.trim()),
+        "the index lacks the page's heatmap"
+    );
+    // The heatmap only in an earlier version's overview page, marked
+    // differently so that the index shows which one it read.
+    let older = heat.replace("rows diverge", "rows diverge (older)");
+    std::fs::write(
+        dir.path().join("rank0-page1.html"),
+        format!("{before}{after}"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("rank0-overview.html"),
+        format!("<!DOCTYPE html>\n<h1>rank 0</h1>\n<!--actdiff:heatmap-->{older}<!--/actdiff:heatmap-->\n"),
+    )
+    .unwrap();
+    write_index(&summary, &opts).unwrap();
+    let index = read(dir.path(), "index.html");
+    assert!(index.contains("rows diverge (older)"), "{index}");
+    assert_eq!(index.matches("<svg class=heat").count(), 1);
+    // Neither: an error naming the first page.
+    std::fs::remove_file(dir.path().join("rank0-overview.html")).unwrap();
+    let e = write_index(&summary, &opts).unwrap_err().to_string();
+    assert!(
+        e.contains("rank0-page1.html") && e.contains("no heatmap"),
+        "{e}"
+    );
+}
+
+/// Key indexes go into one file per block of 64 ranks, in rank order
+/// whatever order the ranks were written in; a merge reads them back by
+/// rank; a line that is not a key index is an error naming file and line.
+#[test]
+fn key_indexes_share_a_file_per_block_of_ranks() {
+    let f = fixture(LOG1, LOG2);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options(dir.path(), 2000);
+    let mut summary = write_all(&f, &opts);
+    let mut ranks = Vec::new();
+    for rank in [70, 1, 65, 0] {
+        let rc = RankComparison {
+            rank1: rank,
+            rank2: rank,
+            ..rc(&f)
+        };
+        ranks.push(crate::report::write_rank(&rc, &opts).unwrap());
+    }
+    // A rank without pages has no key index.
+    ranks[3].drop_pages();
+    summary.ranks = ranks;
+    write_index(&summary, &opts).unwrap();
+    let ranks_of = |name: &str| -> Vec<u32> {
+        super::read_keys_file(&dir.path().join(name))
+            .unwrap()
+            .into_keys()
+            .collect()
+    };
+    assert_eq!(ranks_of("keys-0.js"), vec![1]);
+    assert_eq!(ranks_of("keys-1.js"), vec![65, 70]);
+    let block1 = read(dir.path(), "keys-1.js");
+    let lines: Vec<&str> = block1.lines().collect();
+    assert!(
+        lines[0].starts_with("actdiffKeys({\"rank\":65,"),
+        "{block1}"
+    );
+    assert!(
+        lines[1].starts_with("actdiffKeys({\"rank\":70,"),
+        "{block1}"
+    );
+    assert!(
+        lines[1].contains("\"page\":[\"rank70-page\",\".html\"]"),
+        "{block1}"
+    );
+    let lines_read = super::read_keys_file(&dir.path().join("keys-1.js")).unwrap();
+    assert_eq!(lines_read[&70], lines[1]);
+    // The index offers each rank with pages its block's file.
+    let index = read(dir.path(), "index.html");
+    assert!(
+        index.contains("<option value=\"70\" data-keys=\"keys-1.js\""),
+        "{index}"
+    );
+    assert!(
+        index.contains("<option value=\"1\" data-keys=\"keys-0.js\""),
+        "{index}"
+    );
+    assert!(!index.contains("<option value=\"0\""), "{index}");
+    // Not a key index: an error naming the file and line.
+    std::fs::write(
+        dir.path().join("keys-1.js"),
+        format!("{}\nalert(1);\n", lines[0]),
+    )
+    .unwrap();
+    let e = super::read_keys_file(&dir.path().join("keys-1.js"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("keys-1.js") && e.contains("line 2"), "{e}");
 }

@@ -896,6 +896,16 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         .chain(&more_errors)
         .cloned()
         .collect();
+    // The part's key indexes, which the merge reads back by rank (its
+    // index writes them again by blocks of the whole run's ranks).
+    let summaries = results.iter().filter_map(|r| r.summary.as_ref());
+    let failed = match report::html::write_keys_files(summaries, &cfg.report.out_dir) {
+        Ok(()) => failed,
+        Err(e) => failed
+            .into_iter()
+            .chain([Message::Text(e.to_string())])
+            .collect(),
+    };
     m.results = results.clone();
     m.status = if failed.is_empty() {
         shard::PartStatus::Done

@@ -1,9 +1,11 @@
-//! A rank's overview, `rank{N}-overview.html`: a page of its own holding an
-//! inline-SVG heatmap of layers × op type, which the index embeds (the
-//! part between [`HEATMAP_START`] and [`HEATMAP_END`]). One is written per
-//! rank, so it is written by a byte writer ([`render`]), not a template:
-//! at 256 ranks of 300 ops, tera spent a third of the whole compare's
-//! instructions on these pages.
+//! A rank's heatmap: an inline-SVG figure of layers × op type, at the top
+//! of the rank's first result page (between [`HEATMAP_START`] and
+//! [`HEATMAP_END`]), which the index embeds, cut out of that page. One is
+//! drawn per rank, so by a byte writer ([`render`]), not a template: at
+//! 256 ranks of 300 ops, tera spent a third of the whole compare's
+//! instructions on these figures. (It used to be a page of its own,
+//! `rank{N}-overview.html`: one file more per rank, which at thousands of
+//! ranks cost more in file creation than its bytes.)
 
 use std::fmt::Write as _;
 
@@ -12,7 +14,7 @@ use crate::matcher::cause::CauseKind;
 use crate::matcher::compare::worst_difference;
 use crate::matcher::{MatchRow, Sides, Status};
 use crate::report::colour::diff_scale;
-use crate::report::{files, PagePlan, RankComparison, ReportError, ReportOptions};
+use crate::report::{files, PagePlan, RankComparison};
 
 /// Most op types drawn as rows of a rank's heatmap; the rest share one
 /// row ("other ops").
@@ -25,7 +27,7 @@ const HEAT_LAYERS: usize = 64;
 const HEAT_CELL: usize = 11;
 const HEAT_PITCH: usize = 12;
 
-/// Where the heatmap starts in an overview page ([`render`]).
+/// Where the heatmap starts in a rank's first result page ([`render`]).
 pub(super) const HEATMAP_START: &str = "<!--actdiff:heatmap-->";
 
 /// Where it ends.
@@ -67,9 +69,7 @@ struct HeatLabel {
 }
 
 /// The heatmap of one rank.
-struct OverviewCtx<'a> {
-    name1: &'a str,
-    name2: &'a str,
+struct HeatmapCtx<'a> {
     rank: u32,
     width: usize,
     height: usize,
@@ -423,19 +423,17 @@ fn column_labels(cols: Columns, at: Origin) -> Vec<HeatLabel> {
     labels
 }
 
-/// Writes rank `rc`'s overview page: an inline SVG heatmap, layers
+/// Rank `rc`'s heatmap, the figure between [`HEATMAP_START`] and
+/// [`HEATMAP_END`] (both included) that its first result page shows and
+/// the index embeds: an inline SVG of layers
 /// ([`crate::parser::OpTable::layer`]: `layers.N`, `blocks.N`, any repeated
 /// block list; rows without one in the first column) × op type
 /// (from [`crate::matcher::keys::module_and_op`]), each cell coloured by the
 /// worst relative difference of its rows, cells with an origin or entry
 /// outlined, each diverging cell linking to its first origin or entry, else
-/// its first diverging row. The index embeds the heatmap, read back from
-/// this page (see [`super::write_index`]).
-pub(super) fn write(
-    rc: &RankComparison<'_>,
-    plan: &PagePlan,
-    opts: &ReportOptions,
-) -> Result<(), ReportError> {
+/// its first diverging row on the pages `plan` holds (see
+/// [`super::write_index`]).
+pub(super) fn render(rc: &RankComparison<'_>, plan: &PagePlan) -> String {
     let places = row_places(rc);
     let (labels, row_of) = op_rows(&places);
     let cols = Columns::new(places.max_layer);
@@ -450,9 +448,7 @@ pub(super) fn write(
         left: label_w,
         top: 16,
     };
-    let ctx = OverviewCtx {
-        name1: &opts.name1,
-        name2: &opts.name2,
+    let ctx = HeatmapCtx {
         rank: rc.rank1,
         width: label_w + cols.n * HEAT_PITCH + 4,
         height: at.top + nrows * HEAT_PITCH + 2,
@@ -469,32 +465,22 @@ pub(super) fn write(
             String::new()
         },
     };
-    let path = opts.out_dir.join(files::overview(rc.rank1));
-    engine::write_parts(&path, &[render(&ctx).as_bytes()])
+    figure(&ctx)
 }
 
-/// The overview page of `ctx`: the heatmap (an SVG figure with its
-/// caption) between [`HEATMAP_START`] and [`HEATMAP_END`], every text
-/// HTML-escaped as the templates' text is ([`engine::escape`]).
-fn render(ctx: &OverviewCtx<'_>) -> String {
+/// The heatmap of `ctx`: an SVG figure with its caption between
+/// [`HEATMAP_START`] and [`HEATMAP_END`], every text HTML-escaped as the
+/// templates' text is ([`engine::escape`]).
+fn figure(ctx: &HeatmapCtx<'_>) -> String {
     let esc = engine::Esc;
     let mut o = String::with_capacity(256 + ctx.cells.len() * 160);
     // `write!` into a String cannot fail.
     let _ = write!(
         o,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <meta name=\"color-scheme\" content=\"light dark\">\n\
-         <title>rank {rank} overview: {n1} vs {n2}</title>\n\
-         <link rel=stylesheet href=\"report.css\">\n</head>\n<body class=index>\n\
-         <nav class=pager><a href=\"index.html\">↑ index</a></nav>\n\
-         <h1>rank {rank}: where {n1} and {n2} part</h1>\n{HEATMAP_START}\n\
-         <figure class=heatmap id=\"heat-{rank}\"><svg class=heat xmlns=\"http://www.w3.org/2000/svg\" \
+        "{HEATMAP_START}\n<figure class=heatmap id=\"heat-{rank}\"><svg class=heat xmlns=\"http://www.w3.org/2000/svg\" \
          width={w} height={h} viewBox=\"0 0 {w} {h}\" role=img \
          aria-label=\"rank {rank}: worst relative difference per layer and op type\">\n",
         rank = ctx.rank,
-        n1 = esc(ctx.name1),
-        n2 = esc(ctx.name2),
         w = ctx.width,
         h = ctx.height,
     );
@@ -548,7 +534,7 @@ fn render(ctx: &OverviewCtx<'_>) -> String {
          outlined: origin or entry · click a cell to open its first origin/entry or diverging row\n\
          <span class=legend><i class=h0></i>agree <i class=h1></i>≤1e-8 <i class=h3></i>1e-6 \
          <i class=h5></i>1e-4 <i class=h7></i>1e-2 <i class=h8></i>≥0.1 <i class=hn></i>NaN/Inf \
-         <i class=ho></i>one-sided</span></figcaption></figure>\n{HEATMAP_END}\n</body>\n</html>\n",
+         <i class=ho></i>one-sided</span></figcaption></figure>\n{HEATMAP_END}\n",
         rank = ctx.rank,
         d = ctx.diverging,
         r = ctx.rows,
