@@ -8,6 +8,9 @@
    holds one line per key of each row shown on the pages, in page order,
    front-coded: "P:SUFFIX" starts the next row (the previous key's first P
    characters, then SUFFIX), "P;SUFFIX" is another key of the same row.
+   On an index of rank groups the list offers the groups' ranks only; any
+   other rank is typed by number (#find-any), its file looked up by block
+   in the data-files map the index writer made (data-per ranks a file).
    Results are built with textContent: no key text ever becomes markup. */
 (function () {
   "use strict";
@@ -17,6 +20,27 @@
   var list = document.getElementById("find-results");
   if (!box || !sel || !status || !list) return;
   var MAX = 50, data = {}, loading = {}, timer = null, jump = false;
+  var any = document.getElementById("find-any");
+  var files = any ? JSON.parse(any.getAttribute("data-files") || "{}") : {};
+  var per = any ? Number(any.getAttribute("data-per")) || 64 : 64;
+
+  /* The rank searched, and the file of its key index ("" if none): the
+     number typed into #find-any when there is one, else the list's. */
+  function current() {
+    if (any && any.value.trim() !== "") {
+      var r = Math.floor(Number(any.value));
+      if (!(r >= 0)) return { rank: any.value.trim(), src: "" };
+      return { rank: String(r), src: files[String(Math.floor(r / per))] || "" };
+    }
+    var o = sel.options[sel.selectedIndex];
+    return { rank: sel.value, src: o ? o.getAttribute("data-keys") : "" };
+  }
+
+  /* Says that rank `rank` has no key index to search. */
+  function none(rank) {
+    status.className = "mut";
+    status.textContent = "rank " + rank + " has no key index (no result pages: not compared, or a rank of one run only)";
+  }
 
   window.actdiffKeys = function (d) {
     var text = d.keys, keys = [], pos = [], prev = "", k = -1, i = 0, n = text.length;
@@ -40,7 +64,7 @@
     }
     data[d.rank] = { per: d.per, page: d.page, anchor: d.anchor, rows: d.rows, keys: keys, low: null, pos: pos };
     delete loading[d.rank];
-    if (String(d.rank) === sel.value) {
+    if (String(d.rank) === current().rank) {
       search();
       if (jump) open1();
     }
@@ -53,11 +77,19 @@
     if (a) location.href = a.href;
   }
 
-  function load(rank) {
+  function load(c) {
+    var rank = c.rank;
     if (data[rank] || loading[rank]) return;
+    if (!c.src) { none(rank); return; }
     loading[rank] = true;
     var s = document.createElement("script");
-    s.src = sel.querySelector("option[value=\"" + rank + "\"]").getAttribute("data-keys");
+    s.src = c.src;
+    /* A file of 64 ranks' key indexes that lacks this one's. */
+    s.onload = function () {
+      if (data[rank]) return;
+      delete loading[rank];
+      if (current().rank === rank) none(rank);
+    };
     s.onerror = function () {
       delete loading[rank];
       status.className = "err";
@@ -73,14 +105,15 @@
   }
 
   function search() {
-    var q = box.value.trim().toLowerCase(), rank = sel.value;
+    var c = current(), q = box.value.trim().toLowerCase(), rank = c.rank;
     list.textContent = "";
     if (!q) { status.className = "mut"; status.textContent = ""; return; }
     var d = data[rank];
     if (!d) {
+      if (!c.src) { none(rank); return; }
       status.className = "mut";
       status.textContent = "loading the keys of rank " + rank + "…";
-      load(rank);
+      load(c);
       return;
     }
     if (!d.low) d.low = d.keys.map(function (k) { return k.toLowerCase(); });
@@ -113,14 +146,15 @@
       : found + " row" + (found === 1 ? "" : "s") + (found > MAX ? " (first " + MAX + " listed)" : "") + " · Enter opens the first";
   }
 
-  box.addEventListener("focus", function () { load(sel.value); });
+  box.addEventListener("focus", function () { if (current().src) load(current()); });
   box.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(search, 60); });
   box.addEventListener("keydown", function (e) {
     if (e.key !== "Enter") return;
     clearTimeout(timer);
     search();
-    if (data[sel.value]) open1(); else jump = true;
+    if (data[current().rank]) open1(); else jump = true;
   });
-  sel.addEventListener("change", search);
-  if (box.value) { load(sel.value); search(); }
+  sel.addEventListener("change", function () { if (any) any.value = ""; search(); });
+  if (any) any.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(search, 60); });
+  if (box.value) search();
 })();

@@ -1182,6 +1182,81 @@ fn many_ranks_index_lists_groups_and_finds_any_rank() {
     );
     assert_eq!(scripts, json!(["ranks-0.js", "ranks-1.js"]));
     assert_clean(&b, "many-rank index");
+
+    // The key search offers the listed groups' ranks; rank 550, in none of
+    // them, is typed by number: its block's file (ranks 512–575) is
+    // loaded, and its first diverging row found and opened.
+    let offered = b.js(
+        "return Array.from(document.querySelectorAll('#find-rank option')).map(o => o.value)",
+        vec![],
+    );
+    assert!(
+        !offered.as_array().unwrap().contains(&json!("550")),
+        "{offered}"
+    );
+    let key = fd["key2"].as_str().unwrap();
+    let any = b.find("#find-any");
+    let boxe = b.find("#find-key");
+    // A rank the run does not have: said, nothing loaded.
+    b.type_into(&any, "9999");
+    b.type_into(&boxe, key);
+    let status = b.wait_for(
+        "const s = document.getElementById('find-status').textContent; return s.includes('9999') ? s : ''",
+        10,
+    );
+    assert!(
+        status.as_str().unwrap().contains("has no key index"),
+        "{status}"
+    );
+    let scripts = b.js(
+        "return document.querySelectorAll('script[src]').length",
+        vec![],
+    );
+    assert_eq!(scripts, json!(2), "no key index loaded");
+    b.clear(&any);
+    b.type_into(&any, "550");
+    let first = b.wait_for(
+        "const a = document.querySelector('#find-results a'); return a ? [a.textContent, a.getAttribute('href')] : ''",
+        10,
+    );
+    assert_eq!(first, json!([key, href]));
+    let scripts = b.js(
+        "return Array.from(document.querySelectorAll('script[src]')).map(s => s.getAttribute('src'))",
+        vec![],
+    );
+    assert!(
+        scripts.as_array().unwrap().contains(&json!("keys-8.js")),
+        "{scripts}"
+    );
+    let loaded = scripts.as_array().unwrap().len();
+    // A rank of that block, loaded with it, needs no other file.
+    b.clear(&any);
+    b.type_into(&any, "575");
+    let found = b.wait_for(
+        "const a = document.querySelector('#find-results a'); return a && a.getAttribute('href').startsWith('rank575-page') ? a.getAttribute('href') : ''",
+        10,
+    );
+    assert!(found.as_str().unwrap().contains("#rank575-row"), "{found}");
+    let scripts = b.js(
+        "return document.querySelectorAll('script[src]').length",
+        vec![],
+    );
+    assert_eq!(scripts, json!(loaded));
+    assert_clean(&b, "key search by rank number");
+    // Enter opens rank 550's row.
+    b.clear(&any);
+    b.type_into(&any, "550");
+    b.wait_for(
+        "const a = document.querySelector('#find-results a'); return a && a.getAttribute('href').startsWith('rank550-page')",
+        10,
+    );
+    let index_url = b.url();
+    b.type_into(&boxe, "\u{E007}");
+    let t0 = Instant::now();
+    while b.url() == index_url && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(b.url().ends_with(&href), "{} {href}", b.url());
 }
 
 /// The index of a step series at many ranks (issues 24 × 26): the strip

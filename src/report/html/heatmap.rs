@@ -405,22 +405,28 @@ fn row_labels(labels: &[String], at: Origin) -> Vec<HeatLabel> {
 
 /// Column labels: every column whose label fits beside the previous one.
 fn column_labels(cols: Columns, at: Origin) -> Vec<HeatLabel> {
-    let mut labels = Vec::new();
-    let mut free = 0;
-    for x in 0..cols.n {
-        let t = cols.label(x);
-        let cx = at.left + x * HEAT_PITCH + HEAT_CELL / 2;
-        let w = 7 * t.chars().count();
-        if cx >= free + w / 2 {
-            free = cx + w / 2 + 4;
-            labels.push(HeatLabel {
-                x: cx,
-                y: at.top - 4,
-                t,
-            });
-        }
-    }
-    labels
+    let cx = |x: usize| at.left + x * HEAT_PITCH + HEAT_CELL / 2;
+    let width = |t: &str| 7 * t.chars().count();
+    let label = |x: usize| HeatLabel {
+        x: cx(x),
+        y: at.top - 4,
+        t: cols.label(x),
+    };
+    // The layer columns are labelled at one stride, the smallest at which
+    // the widest label does not touch the next: evenly spaced layers,
+    // never `8 9 _ 11` where a wider label left out one in between.
+    let widest = (1..cols.n)
+        .map(|x| width(&cols.label(x)))
+        .max()
+        .unwrap_or(0);
+    let stride = (widest + 4).div_ceil(HEAT_PITCH).max(1);
+    let layers: Vec<HeatLabel> = (1..cols.n).step_by(stride).map(label).collect();
+    // The no-layer column's `·` where it does not touch the first layer's.
+    let dot = label(0);
+    let clear = layers
+        .first()
+        .is_none_or(|l| dot.x + width(&dot.t) / 2 + 2 <= l.x - width(&l.t) / 2);
+    clear.then_some(dot).into_iter().chain(layers).collect()
 }
 
 /// Rank `rc`'s heatmap, the figure between [`HEATMAP_START`] and
@@ -540,4 +546,48 @@ fn figure(ctx: &HeatmapCtx<'_>) -> String {
         r = ctx.rows,
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The layer labels are evenly spaced and never touch: 12 layers
+    /// (two-digit labels) every other layer, not `8 9 _ 11`; the `·` of the
+    /// no-layer column where it fits.
+    #[test]
+    fn layer_labels_are_evenly_spaced_and_do_not_touch() {
+        let at = Origin { left: 40, top: 16 };
+        for (max_layer, first, step) in [
+            (Some(11), "0", 2),
+            (Some(5), "0", 1),
+            (Some(199), "0–3", 0),
+            (None, "", 0),
+        ] {
+            let cols = Columns::new(max_layer);
+            let labels = column_labels(cols, at);
+            let texts: Vec<&str> = labels.iter().map(|l| l.t.as_str()).collect();
+            let layers: Vec<&HeatLabel> = labels.iter().filter(|l| l.t != "·").collect();
+            if max_layer.is_none() {
+                assert_eq!(texts, ["·"]);
+                continue;
+            }
+            assert_eq!(layers[0].t, first, "{texts:?}");
+            let gaps: Vec<usize> = layers.windows(2).map(|w| w[1].x - w[0].x).collect();
+            assert!(gaps.windows(2).all(|g| g[0] == g[1]), "{texts:?}: {gaps:?}");
+            for w in labels.windows(2) {
+                let right = w[0].x + 7 * w[0].t.chars().count() / 2;
+                let left = w[1].x - 7 * w[1].t.chars().count() / 2;
+                assert!(right < left, "{texts:?}: {} touches {}", w[0].t, w[1].t);
+            }
+            if step > 0 {
+                let numbers: Vec<usize> = layers.iter().map(|l| l.t.parse().unwrap()).collect();
+                assert!(numbers.windows(2).all(|n| n[1] - n[0] == step), "{texts:?}");
+                assert_eq!(texts[0], "·", "{texts:?}");
+            }
+            if max_layer == Some(11) {
+                assert!(texts.contains(&"10"), "{texts:?}");
+            }
+        }
+    }
 }

@@ -275,6 +275,13 @@ struct IndexCtx<'a> {
     searchable: bool,
     /// The rank the search box starts on (the first diverging one).
     search_rank: u32,
+    /// On an index of rank groups, where the search box can only list the
+    /// groups' ranks: the key-index file of each block of
+    /// [`files::KEYS_PER_FILE`] ranks, as JSON (`{"0": "keys-0.js", ...}`),
+    /// so that a rank typed by number is searched too; "" otherwise.
+    key_files: String,
+    /// [`files::KEYS_PER_FILE`].
+    keys_per_file: u32,
     /// Compared ranks and ranks of one run only, by rank number; on an
     /// index of rank groups, one line per group listed.
     ranks: Vec<RankRow<'a>>,
@@ -494,6 +501,22 @@ fn read_heatmap(dir: &Path, rank: u32, page: &str) -> Result<String, ReportError
             path,
             message: "not a first result page written by this actdiff (no heatmap in it)".into(),
         })
+}
+
+/// The key-index files of `ranks` that exist in `dir`, by block number
+/// ([`files::keys`]), as a JSON object: `{"0": "keys-0.js", "3": "keys-3.js"}`.
+fn key_files(ranks: &[RankSummary], dir: &Path) -> String {
+    let mut blocks = std::collections::BTreeMap::new();
+    for r in ranks.iter().filter(|r| !r.pages.is_empty()) {
+        let block = (r.rank / files::KEYS_PER_FILE).to_string();
+        if !blocks.contains_key(&block) {
+            let name = files::keys(r.rank);
+            if dir.join(&name).is_file() {
+                blocks.insert(block, name);
+            }
+        }
+    }
+    serde_json::to_string(&blocks).expect("a map of strings serialises")
 }
 
 /// The name of the file holding rank `r`'s key index when it has pages
@@ -751,6 +774,12 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         rest_cols: status_counts(&summary.counts, n1, n2).len() + 3,
         searchable: search_rank.is_some(),
         search_rank: search_rank.unwrap_or(0),
+        key_files: if grouped_index {
+            key_files(&summary.ranks, &opts.out_dir)
+        } else {
+            String::new()
+        },
+        keys_per_file: files::KEYS_PER_FILE,
         ranks,
         ranks_only1: rank_list(&summary.ranks_only1),
         ranks_only2: rank_list(&summary.ranks_only2),

@@ -354,6 +354,14 @@ fn head(f: &Frame<'_>) -> String {
         markup::cause_link(&mut o, c, f.name1, f.name2);
         o.push_str("</div>\n");
     }
+    if f.pager.page > 1 {
+        // File names and anchors are made of numbers: nothing to escape.
+        let _ = writeln!(
+            o,
+            "<div class=fd><span class=fdlabel>Heatmap:</span> <a href=\"{}#heat-{}\">on page 1</a></div>",
+            f.pager.first, f.rank
+        );
+    }
     o.push_str(f.heatmap);
     excluded_and_filters(&mut o, f);
     sections(&mut o, f);

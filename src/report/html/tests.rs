@@ -332,6 +332,14 @@ fn heatmap_on_the_first_page_and_key_index_are_written_with_the_pages() {
     let first = read(dir.path(), "rank0-page1.html");
     let second = read(dir.path(), "rank0-page2.html");
     assert!(!second.contains("<svg class=heat"), "{second}");
+    // Later pages link to it.
+    assert!(
+        second.contains(
+            "<span class=fdlabel>Heatmap:</span> <a href=\"rank0-page1.html#heat-0\">on page 1</a>"
+        ),
+        "{second}"
+    );
+    assert!(!first.contains("fdlabel>Heatmap:"), "{first}");
     assert!(!second.contains("actdiff:heatmap"), "{second}");
     // One file a page: no page of its own for the heatmap, and the key
     // index in the file of its block of ranks.
