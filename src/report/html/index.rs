@@ -509,10 +509,10 @@ fn key_files(ranks: &[RankSummary], dir: &Path) -> String {
     let mut blocks = std::collections::BTreeMap::new();
     for r in ranks.iter().filter(|r| !r.pages.is_empty()) {
         let block = (r.rank / files::KEYS_PER_FILE).to_string();
-        if !blocks.contains_key(&block) {
+        if let std::collections::btree_map::Entry::Vacant(e) = blocks.entry(block) {
             let name = files::keys(r.rank);
             if dir.join(&name).is_file() {
-                blocks.insert(block, name);
+                e.insert(name);
             }
         }
     }
