@@ -1247,3 +1247,82 @@ fn a_part_whose_run_is_missing_fails() {
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(stderr.contains("its compare failed"), "{stderr}");
 }
+
+/// Parts an earlier actdiff wrote (a rank's key index in its own
+/// `rank{N}-keys.js`, its fields in another order; its heatmap on a page of
+/// its own, `rank{N}-overview.html`) merge as today's do: the merged key
+/// indexes, index and summary are those of today's parts.
+#[test]
+fn parts_an_earlier_actdiff_wrote_merge_as_todays() {
+    let t = tempfile::tempdir().unwrap();
+    let p = parts(t.path(), &[]);
+    let all: Vec<&Path> = p.iter().map(|p| p.as_path()).collect();
+    let today = t.path().join("today");
+    assert_eq!(merge(&all, &today).status.code(), Some(1));
+    // Part 1 as an earlier actdiff wrote it.
+    let old = &p[1];
+    let mut converted = 0;
+    for e in std::fs::read_dir(old).unwrap() {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if name.starts_with("keys-") {
+            for line in std::fs::read_to_string(&path).unwrap().lines() {
+                let json = &line["actdiffKeys(".len()..line.len() - 2];
+                // serde_json's map: the fields in alphabetical order, as
+                // the earlier writer's `json!` gave them.
+                let v: Value = serde_json::from_str(json).unwrap();
+                let rank = v["rank"].as_u64().unwrap();
+                assert!(!serde_json::to_string(&v).unwrap().starts_with("{\"rank\""));
+                std::fs::write(
+                    old.join(format!("rank{rank}-keys.js")),
+                    format!("actdiffKeys({v});\n"),
+                )
+                .unwrap();
+                converted += 1;
+            }
+            std::fs::remove_file(&path).unwrap();
+        } else if let Some(rank) = name
+            .strip_prefix("rank")
+            .and_then(|n| n.strip_suffix("-page1.html"))
+        {
+            let page = std::fs::read_to_string(&path).unwrap();
+            let (before, rest) = page.split_once("<!--actdiff:heatmap-->").unwrap();
+            let (heat, after) = rest.split_once("<!--/actdiff:heatmap-->").unwrap();
+            std::fs::write(&path, format!("{before}{after}")).unwrap();
+            std::fs::write(
+                old.join(format!("rank{rank}-overview.html")),
+                format!("<!DOCTYPE html>\n<!--actdiff:heatmap-->{heat}<!--/actdiff:heatmap-->\n"),
+            )
+            .unwrap();
+        }
+    }
+    assert!(converted > 0, "part 1 holds ranks with pages");
+    let mixed = t.path().join("mixed");
+    let o = merge(&all, &mixed);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    for name in common::files(&today) {
+        if name.starts_with("keys-") || name == "index.html" || name == "summary.json" {
+            assert_eq!(
+                std::fs::read(today.join(&name)).unwrap(),
+                std::fs::read(mixed.join(&name)).unwrap(),
+                "{name}"
+            );
+        }
+    }
+    assert!(!common::files(&mixed)
+        .iter()
+        .any(|n| n.ends_with("-keys.js") && n.starts_with("rank")));
+    // A legacy key index of another rank: an error naming it.
+    let k = common::files(old)
+        .into_iter()
+        .find(|n| n.ends_with("-keys.js"))
+        .unwrap();
+    let other = serde_json::json!({
+        "rank": 999, "per": 500, "page": ["a", "b"], "anchor": "x", "rows": null, "keys": ""
+    });
+    std::fs::write(old.join(&k), format!("actdiffKeys({other});\n")).unwrap();
+    let o = merge(&all, &t.path().join("bad"));
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&k) && err.contains("rank 999's"), "{err}");
+}

@@ -78,8 +78,16 @@ pub const LEGACY_OVERVIEW: &str = "overview.html";
 
 /// The tail of `rank{N}-keys.js`, the key index of one rank that actdiff
 /// wrote up to December 2026 (now one file per block of ranks, [`keys`]):
-/// still a report file to clear, never written.
+/// still a report file to clear and to read in a merge ([`legacy_keys`]),
+/// never written.
 pub const LEGACY_KEYS: &str = "keys.js";
+
+/// File name of rank `rank`'s key index as actdiff wrote it up to
+/// December 2026, `rank{N}-keys.js` ([`LEGACY_KEYS`]): a merge still reads
+/// it from parts an earlier actdiff wrote.
+pub fn legacy_keys(rank: u32) -> String {
+    format!("rank{rank}-{LEGACY_KEYS}")
+}
 
 /// Whether `name` is a file of key indexes, `keys-{B}.js` ([`keys`]).
 pub fn is_keys_file(name: &str) -> bool {

@@ -315,8 +315,10 @@ pub fn refuse(out: &Path, problems: Vec<Message>, outs: &super::RunOutputs) -> i
 /// Gives each rank of part `p` with pages its key index, read from the
 /// part's key-index files (`keys-{B}.js`, [`files::keys`]), which the
 /// merged index writes again by blocks of the whole run's ranks (a block
-/// may hold ranks of several parts). A rank with pages whose key index
-/// the part's file lacks is an error naming the file.
+/// may hold ranks of several parts); from a part an earlier actdiff wrote,
+/// from the rank's own `rank{N}-keys.js` ([`files::legacy_keys`]). A rank
+/// with pages whose key index the part's files lack is an error naming the
+/// file.
 fn key_indexes(p: &mut ReadPart) -> Result<(), report::ReportError> {
     let mut lines = std::collections::BTreeMap::new();
     let mut read: Vec<String> = Vec::new();
@@ -330,6 +332,12 @@ fn key_indexes(p: &mut ReadPart) -> Result<(), report::ReportError> {
             continue;
         }
         let name = files::keys(s.rank);
+        let legacy = p.dir.join(files::legacy_keys(s.rank));
+        if !p.dir.join(&name).is_file() && legacy.is_file() {
+            let line = report::html::read_legacy_keys_file(&legacy, s.rank)?;
+            s.key_index = report::summary::KeyIndex(Some(line));
+            continue;
+        }
         if !read.contains(&name) {
             lines.append(&mut report::html::read_keys_file(&p.dir.join(&name))?);
             read.push(name.clone());
@@ -357,6 +365,7 @@ fn link_pages(part: &Path, out: &Path) -> Result<(), report::ReportError> {
         if n == files::INDEX
             || n == files::SUMMARY
             || files::is_keys_file(n)
+            || n.ends_with(&format!("-{}", files::LEGACY_KEYS))
             || !files::is_report_file(n)
         {
             continue;

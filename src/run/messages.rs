@@ -747,7 +747,9 @@ fn logs_changed(p: &ReadPart) -> Option<Message> {
 }
 
 /// The report files part `p`'s ranks need that its folder lacks: each
-/// compared rank's result pages (as its summary lists them) and key index.
+/// compared rank's result pages (as its summary lists them) and key index
+/// (the file of its block of ranks, or in a part an earlier actdiff wrote,
+/// its own `rank{N}-keys.js`).
 /// A rank without pages (a step of a series without full pages,
 /// [`crate::report::ReportOptions::rank_files`]) has neither.
 pub fn missing_files(p: &ReadPart) -> Option<Message> {
@@ -757,7 +759,8 @@ pub fn missing_files(p: &ReadPart) -> Option<Message> {
         .iter()
         .filter_map(|r| r.summary.as_ref())
         .flat_map(|s| {
-            let own = if s.pages.is_empty() {
+            let legacy = p.dir.join(files::legacy_keys(s.rank));
+            let own = if s.pages.is_empty() || legacy.is_file() {
                 Vec::new()
             } else {
                 vec![files::keys(s.rank)]

@@ -8,21 +8,30 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::matcher::Sides;
 use crate::report::{files, PagePlan, RankComparison, RankSummary, ReportError};
 
 /// What `actdiffKeys` gets for one rank; serialised with `rank` first,
 /// so that a merge reads a line's rank without parsing the rest.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 struct KeysCall<'a> {
     rank: u32,
     per: usize,
+    #[serde(borrow)]
     page: [&'a str; 2],
     anchor: &'a str,
     rows: Option<Vec<usize>>,
-    keys: &'a str,
+    keys: std::borrow::Cow<'a, str>,
+}
+
+impl KeysCall<'_> {
+    /// The call as one line of a key-index file (no newline).
+    fn line(&self) -> String {
+        let json = serde_json::to_string(self).expect("a key index serialises");
+        format!("actdiffKeys({json});")
+    }
 }
 
 /// How every line of a key-index file starts; the rank's number follows.
@@ -83,10 +92,31 @@ pub(super) fn line(rc: &RankComparison<'_>, plan: &PagePlan) -> String {
         page: [&prefix, files::PAGE_SUFFIX],
         anchor: &anchor,
         rows,
-        keys: &keys,
+        keys: std::borrow::Cow::Borrowed(&keys),
     };
-    let json = serde_json::to_string(&call).expect("a key index serialises");
-    format!("actdiffKeys({json});")
+    call.line()
+}
+
+/// Rank `rank`'s key index read from `path`, a `rank{N}-keys.js` that an
+/// earlier actdiff wrote for one rank ([`files::legacy_keys`]: the same
+/// call, its fields in another order), as a line of today's files. A file
+/// that is not such a call, or is another rank's, is an error naming it.
+pub fn read_legacy(path: &Path, rank: u32) -> Result<String, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ReportError::io(path, e))?;
+    let bad = |why: String| ReportError::Io {
+        path: path.to_path_buf(),
+        message: format!("not the key index of rank {rank} written by an actdiff: {why}"),
+    };
+    let json = text
+        .trim_end()
+        .strip_prefix("actdiffKeys(")
+        .and_then(|t| t.strip_suffix(");"))
+        .ok_or_else(|| bad("no actdiffKeys(...); call".into()))?;
+    let call: KeysCall<'_> = serde_json::from_str(json).map_err(|e| bad(e.to_string()))?;
+    if call.rank != rank {
+        return Err(bad(format!("it is rank {}'s", call.rank)));
+    }
+    Ok(call.line())
 }
 
 /// Writes the key-index files of `ranks` into `dir` (the index writer for

@@ -77,7 +77,10 @@ mod tests;
 
 pub use engine::prepare;
 pub use index::write_index;
-pub use keys::{read_file as read_keys_file, write_files as write_keys_files};
+pub use keys::{
+    read_file as read_keys_file, read_legacy as read_legacy_keys_file,
+    write_files as write_keys_files,
+};
 pub use page::write_rank_pages;
 pub use parts::left_out_note;
 pub use steps::{gate_shade, loss_svg, write_steps_index};
