@@ -28,8 +28,8 @@
      number typed into #find-any when there is one, else the list's. */
   function current() {
     if (any && any.value.trim() !== "") {
-      var r = Math.floor(Number(any.value));
-      if (!(r >= 0)) return { rank: any.value.trim(), src: "" };
+      var r = Number(any.value);
+      if (!(r >= 0) || Math.floor(r) !== r) return { rank: any.value.trim(), src: "", bad: true };
       return { rank: String(r), src: files[String(Math.floor(r / per))] || "" };
     }
     var o = sel.options[sel.selectedIndex];
@@ -39,7 +39,7 @@
   /* Says that rank `rank` has no key index to search. */
   function none(rank) {
     status.className = "mut";
-    status.textContent = "rank " + rank + " has no key index (no result pages: not compared, or a rank of one run only)";
+    status.textContent = "rank " + rank + " has no key index: not a rank of this comparison, a rank of one run only, or one without result pages";
   }
 
   window.actdiffKeys = function (d) {
@@ -110,6 +110,7 @@
     if (!q) { status.className = "mut"; status.textContent = ""; return; }
     var d = data[rank];
     if (!d) {
+      if (c.bad) { status.className = "err"; status.textContent = "\u201c" + rank + "\u201d is not a rank number"; return; }
       if (!c.src) { none(rank); return; }
       status.className = "mut";
       status.textContent = "loading the keys of rank " + rank + "…";

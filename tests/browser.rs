@@ -1213,6 +1213,17 @@ fn many_ranks_index_lists_groups_and_finds_any_rank() {
         vec![],
     );
     assert_eq!(scripts, json!(2), "no key index loaded");
+    // Not a rank number: said, not rounded to rank 2.
+    b.clear(&any);
+    b.type_into(&any, "2.5");
+    let status = b.wait_for(
+        "const s = document.getElementById('find-status').textContent; return s.includes('2.5') ? s : ''",
+        10,
+    );
+    assert!(
+        status.as_str().unwrap().contains("is not a rank number"),
+        "{status}"
+    );
     b.clear(&any);
     b.type_into(&any, "550");
     let first = b.wait_for(
@@ -1327,15 +1338,48 @@ fn many_rank_series_index_shows_blocks_and_finds_any_rank() {
          return tr ? [tr.className, Array.from(tr.querySelectorAll('td a')).map(a => [a.getAttribute('href'), a.title.split(':')[0]])] : null",
         vec![],
     );
+    // A cell of the first diverging step leads to the rank's first
+    // divergence (or first page) there, as on a strip of one row a rank;
+    // the other step's cell to that step's report.
+    let series: Value =
+        serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let first = series["first_diverging_step"].as_u64().unwrap();
+    let step_dir = out.join(format!("step_{first}"));
+    let step: Value =
+        serde_json::from_slice(&std::fs::read(step_dir.join("summary.json")).unwrap()).unwrap();
+    let r550 = step["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rank"] == 550)
+        .unwrap();
+    let fd = &r550["first_divergence"];
+    let target = if fd.is_object() {
+        format!(
+            "{}#{}",
+            fd["page"].as_str().unwrap(),
+            fd["anchor"].as_str().unwrap()
+        )
+    } else {
+        r550["pages"][0]["file"].as_str().unwrap().to_string()
+    };
+    let link = |s: u64| {
+        if s == first {
+            format!("step_{s}/{target}")
+        } else {
+            format!("step_{s}/index.html")
+        }
+    };
     assert_eq!(
         row,
         json!([
             "hit",
-            [
-                ["step_1/index.html", "step 1, rank 550"],
-                ["step_2/index.html", "step 2, rank 550"]
-            ]
+            [[link(1), "step 1, rank 550"], [link(2), "step 2, rank 550"]]
         ])
+    );
+    assert!(
+        step_dir.join(target.split('#').next().unwrap()).is_file(),
+        "{target}"
     );
     // And by number, back in part 1.
     let go = b.find("#rk-go");

@@ -167,7 +167,12 @@ fn cell_title(r: Option<&RankSummary>) -> String {
             format!("{n} gating row{}{largest}", if n == 1 { "" } else { "s" })
         }
         (State::Soft, Some(r)) => {
-            format!("{} rows differ, none gating", r.counts.diverging())
+            let n = r.counts.diverging();
+            format!(
+                "{n} row{} differ{}, none gating",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "s" } else { "" }
+            )
         }
         (State::Ok, _) => "agrees".to_string(),
         _ => "not compared".to_string(),
@@ -275,8 +280,10 @@ fn block_cell(step: u64, cells: &[Option<&RankSummary>], only: Option<&str>) -> 
 /// One rank's row of the strip of every rank (a line of a
 /// [`files::rank_table`] part, drawn by `templates/steps.html`): `r` its
 /// rank, `c` one cell per step, `[class letter (g, s, o, n), title,
-/// background]` (`o` and `n` without title and background: "agrees",
-/// "not compared").
+/// background, link]` (`o` and `n` without title and background: "agrees",
+/// "not compared"; the link, where the rank has pages at that step (the
+/// first diverging step), to its first divergence or first page, as
+/// [`rank_cell`]'s: without it, the step's report).
 #[derive(Serialize)]
 struct StripLine {
     r: u32,
@@ -300,6 +307,14 @@ fn strip_line(rank: u32, cells: &[Option<&RankSummary>]) -> StripLine {
                 State::Soft => vec!["s".into(), cell_title(*r)],
                 State::Ok => vec!["o".into()],
                 State::None => vec!["n".into()],
+            })
+            .zip(cells)
+            .map(|(mut c, r)| {
+                if let Some(link) = r.and_then(rank_link) {
+                    c.resize(3, String::new());
+                    c.push(link);
+                }
+                c
             })
             .collect(),
     }
