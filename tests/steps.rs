@@ -1304,15 +1304,25 @@ fn a_many_rank_series_stays_small_and_every_link_resolves() {
         }
         assert!(links > 1000, "{links} links checked");
     }
-    // The strip of every rank links each cell to its step's report, which
-    // is there.
+    // The strip of every rank links each cell to its step's report, and a
+    // cell of the first diverging step (2) to the rank's first divergence
+    // there: both are there.
     let part = std::fs::read_to_string(out600.join("ranks-1.js")).unwrap();
     assert!(
         part.starts_with("actdiffRanks(1, [{\"r\":512,\"c\":[[\"o\"],[\"g\","),
         "{}",
         &part[..200]
     );
-    assert!(index.contains("a.href = \"step_\" + steps[i] + \"/index.html\""));
+    let link = part
+        .split("\"step_2/rank512-page")
+        .nth(1)
+        .and_then(|t| t.split('"').next())
+        .map(|t| format!("rank512-page{t}"))
+        .expect("rank 512's step-2 cell links to its first divergence");
+    let (page, anchor) = link.split_once('#').unwrap();
+    assert!(anchor.starts_with("rank512-row"), "{link}");
+    assert!(out600.join("step_2").join(page).is_file(), "{link}");
+    assert!(index.contains("a.href = c[3] || (\"step_\" + steps[i] + \"/index.html\")"));
 }
 
 /// A merge of a step series into the folder of one of its parts is
