@@ -155,11 +155,17 @@ for set in $SETS; do
         "$(mib "$RSS_KB")" "$(mib "$ANON_KB")" "exit $RC"
 
     say "== $set: actdiff compare ($mb MB)"
+    # The report folder is kept from one bench run to the next, as a
+    # user's re-run into the same -o is: actdiff writes over its result
+    # pages. A folder removed in the minutes before costs more on ext4,
+    # which skips recently freed inodes (docs/performance.md, "A report
+    # written over the previous one").
     report="$BENCH_DIR/report-$set"
-    rm -rf "$report"
     jobs_arg=()
     [[ -n "$JOBS" ]] && jobs_arg=(-j "$JOBS")
-    run_timed "$set-compare" env ACTDIFF_TIMINGS=1 "$ACTDIFF" compare "$dir/run1" "$dir/run2" -o "$report" --quiet "${jobs_arg[@]}"
+    # Not under ACTDIFF_TIMINGS: its six lines a rank (each reading
+    # /proc/self/status) cost 0.5-0.8 s of the 4,096-rank compare's wall.
+    run_timed "$set-compare" "$ACTDIFF" compare "$dir/run1" "$dir/run2" -o "$report" --quiet "${jobs_arg[@]}"
     CMP_WALL[$set]="$WALL"
     row "$set" "actdiff compare" "$mb" "$WALL" "$(awk -v b="$bytes" -v w="$WALL" 'BEGIN {printf "%.1f", b / 1e6 / w}')" \
         "$(mib "$RSS_KB")" "$(mib "$ANON_KB")" "exit $RC, diff rows $(diff_count "$report") (expected $expect)"

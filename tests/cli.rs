@@ -476,6 +476,61 @@ fn a_second_report_in_the_same_folder_leaves_no_pages_of_the_first() {
     assert!(out.join("summary.json").exists());
 }
 
+/// A report written into a folder that holds the previous one writes over
+/// its result pages in place (the same file: on ext4 a page removed and
+/// created again costs an inode allocation that skips recently freed
+/// ones) and removes the pages it does not write, of a page count now
+/// smaller too.
+#[cfg(unix)]
+#[test]
+fn a_second_report_writes_over_the_pages_of_the_first_and_removes_the_rest() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = TempDir::new().unwrap();
+    let out = tmp.path().join("out");
+    let (a, b) = (testdata(MULTI_A), testdata(MULTI_B));
+    let r = compare(&tmp, &a, &b, &["--page-rows", "100", "--html-rows", "all"]);
+    r.expect(1);
+    let pages = |out: &std::path::Path| {
+        let mut v: Vec<String> = std::fs::read_dir(out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("rank") && n.ends_with(".html"))
+            .collect();
+        v.sort();
+        v
+    };
+    let first = pages(&out);
+    assert!(first.contains(&"rank3-page7.html".to_string()), "{first:?}");
+    let ino = |name: &str| std::fs::metadata(out.join(name)).unwrap().ino();
+    let before = ino("rank0-page1.html");
+    let r = compare(&tmp, &a, &b, &["--page-rows", "1000", "--html-rows", "all"]);
+    r.expect(1);
+    let second = pages(&out);
+    assert_eq!(
+        second,
+        [
+            "rank0-page1.html",
+            "rank1-page1.html",
+            "rank2-page1.html",
+            "rank3-page1.html"
+        ],
+        "pages of 100 rows left beside pages of 1,000"
+    );
+    assert_eq!(
+        ino("rank0-page1.html"),
+        before,
+        "the page was not written over"
+    );
+    let page = std::fs::read_to_string(out.join("rank0-page1.html")).unwrap();
+    assert!(page.trim_end().ends_with("</html>"), "{page}");
+    assert!(!page.contains("rank0-page2.html"), "links a page removed");
+    assert!(out.join("index.html").exists() && out.join("summary.json").exists());
+    // One rank now: only its page stays.
+    let r = compare(&tmp, &testdata(BUG_A), &testdata(BUG_B), &[]);
+    r.expect(1);
+    assert_eq!(pages(&out), ["rank0-page1.html"]);
+}
+
 /// `actdiff compare ... --format json | head -c 10`: the reader is gone
 /// before actdiff writes; it ends like other Unix filters (SIGPIPE), never
 /// with a panic about the closed pipe.

@@ -128,18 +128,28 @@ pub fn is_report_file(name: &str) -> bool {
     {
         return !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit());
     }
-    let Some(rest) = name.strip_prefix("rank") else {
-        return false;
-    };
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let Some(tail) = rest[digits..].strip_prefix('-').filter(|_| digits > 0) else {
-        return false;
-    };
-    if tail == LEGACY_OVERVIEW || tail == LEGACY_KEYS {
-        return true;
+    match rank_file_tail(name) {
+        Some(tail) => tail == LEGACY_OVERVIEW || tail == LEGACY_KEYS || is_page_tail(tail),
+        None => false,
     }
+}
+
+/// Whether `name` is a result page, `rank{N}-page{k}.html` ([`page`]).
+pub fn is_page(name: &str) -> bool {
+    rank_file_tail(name).is_some_and(is_page_tail)
+}
+
+/// What follows `rank{N}-` in `name` (`N` decimal digits), if it starts so.
+fn rank_file_tail(name: &str) -> Option<&str> {
+    let rest = name.strip_prefix("rank")?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    rest[digits..].strip_prefix('-').filter(|_| digits > 0)
+}
+
+/// Whether `tail` (of [`rank_file_tail`]) is `page{k}.html`.
+fn is_page_tail(tail: &str) -> bool {
     tail.strip_prefix("page")
-        .and_then(|t| t.strip_suffix(".html"))
+        .and_then(|t| t.strip_suffix(PAGE_SUFFIX))
         .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
 }
 
@@ -181,6 +191,15 @@ mod tests {
             "rank0-keys.json",
         ] {
             assert!(!is_report_file(no), "{no}");
+        }
+        assert!(is_page("rank0-page1.html") && is_page(&page(4095, 2)));
+        for no in [
+            "rank3-overview.html",
+            "rank7-keys.js",
+            "index.html",
+            "rank0-page.html",
+        ] {
+            assert!(!is_page(no), "{no}");
         }
     }
 

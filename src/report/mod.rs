@@ -41,6 +41,7 @@ macro_rules! written_as_words {
 
 pub mod colour;
 pub mod files;
+mod folder;
 pub mod html;
 pub mod junit;
 pub mod messages;
@@ -58,6 +59,7 @@ use std::path::{Path, PathBuf};
 use crate::matcher::MatchTable;
 use crate::parser::OpTable;
 
+pub use folder::{clear_previous, clear_previous_keeping_pages, KeptPages};
 pub use plan::{rank_budget, series_step_budget, top_up, BudgetUse, PagePlan, CONTEXT_ROWS};
 pub use summary::{RankSummary, RowRef, Summary};
 
@@ -213,31 +215,6 @@ pub fn write_rank_with_progress(
     let mut s = RankSummary::build(rc, plan);
     (s.pages, s.key_index) = html::write_rank_pages(rc, &s, opts, plan, progress)?;
     Ok(s)
-}
-
-/// Removes the report files ([`files::is_report_file`]) a previous comparison left
-/// in `dir`, and those in its `step_S` folders (a previous step series'
-/// reports; a folder left empty goes too), so that pages of ranks, pages
-/// or steps this run does not write never sit beside its report as if
-/// they belonged to it. Other files are left alone. Returns how many were
-/// removed.
-pub fn clear_previous(dir: &Path) -> Result<usize, ReportError> {
-    let mut n = 0;
-    let entries = std::fs::read_dir(dir).map_err(|e| ReportError::io(dir, e))?;
-    for e in entries {
-        let e = e.map_err(|e| ReportError::io(dir, e))?;
-        let name = e.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let kind = e.file_type();
-        if kind.as_ref().is_ok_and(|t| t.is_file()) && files::is_report_file(name) {
-            std::fs::remove_file(e.path()).map_err(|err| ReportError::io(&e.path(), err))?;
-            n += 1;
-        } else if kind.is_ok_and(|t| t.is_dir()) && files::step_of_dir_name(name).is_some() {
-            n += clear_previous(&e.path())?;
-            let _ = std::fs::remove_dir(e.path()); // only when empty
-        }
-    }
-    Ok(n)
 }
 
 /// Up to this many entries in `ranks`, `summary.json` is written indented

@@ -334,6 +334,24 @@ pub fn part_input_error(
 /// Creates the report folder and removes the report files a previous
 /// comparison left there (see [`report::clear_previous`]).
 pub fn prepare_report_folder(report: &ReportOptions) -> Result<(), report::ReportError> {
+    create_report_folder(report)?;
+    report::clear_previous(&report.out_dir)?;
+    Ok(())
+}
+
+/// [`prepare_report_folder`] for a comparison that writes result pages:
+/// the previous report's result pages stay for it to write over (see
+/// [`report::clear_previous_keeping_pages`]); the caller removes those it
+/// did not write with [`report::KeptPages::remove_unwritten`].
+pub fn prepare_report_folder_keeping_pages(
+    report: &ReportOptions,
+) -> Result<report::KeptPages, report::ReportError> {
+    create_report_folder(report)?;
+    report::clear_previous_keeping_pages(&report.out_dir)
+}
+
+/// Creates the report folder (`-o`); an error when it names a file.
+fn create_report_folder(report: &ReportOptions) -> Result<(), report::ReportError> {
     let out = &report.out_dir;
     if out.exists() && !out.is_dir() {
         return Err(report::ReportError::Io {
@@ -344,9 +362,7 @@ pub fn prepare_report_folder(report: &ReportOptions) -> Result<(), report::Repor
     std::fs::create_dir_all(out).map_err(|e| report::ReportError::Io {
         path: out.to_path_buf(),
         message: format!("cannot create the report folder (-o): {e}"),
-    })?;
-    report::clear_previous(out)?;
-    Ok(())
+    })
 }
 
 /// The exit status and its reasons, one verdict line each, by the

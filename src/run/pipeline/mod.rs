@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::messages::{self, Message};
-use super::outputs::{finish, prepare_report_folder, RunMeta, RunOutputs};
+use super::outputs::{finish, prepare_report_folder_keeping_pages, RunMeta, RunOutputs};
 use super::progress::Progress;
 use super::shard::{self, RankResult, RunLevel};
 use super::timer::Timer;
@@ -826,21 +826,26 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
         }
     }
     // A previous comparison's pages (of ranks or pages this one may not
-    // write) must not look like part of this report.
-    if let Err(e) = prepare_report_folder(&cfg.report) {
-        errors.push(Message::Text(e.to_string()));
-        let message = messages::join(&errors, "; ");
-        let mut c = assemble_view(errors, Vec::new(), Vec::new());
-        if let Some(mut m) = manifest {
-            // No earlier part's "done" may stay in the folder.
-            m.status = shard::PartStatus::Failed { message };
-            if m.write(&cfg.report.out_dir).is_err() {
-                let _ = std::fs::remove_file(cfg.report.out_dir.join(shard::MANIFEST));
+    // write) must not look like part of this report: its index and summary
+    // go now, its result pages once this one's are written (those it
+    // wrote over stay).
+    let kept = match prepare_report_folder_keeping_pages(&cfg.report) {
+        Ok(k) => k,
+        Err(e) => {
+            errors.push(Message::Text(e.to_string()));
+            let message = messages::join(&errors, "; ");
+            let mut c = assemble_view(errors, Vec::new(), Vec::new());
+            if let Some(mut m) = manifest {
+                // No earlier part's "done" may stay in the folder.
+                m.status = shard::PartStatus::Failed { message };
+                if m.write(&cfg.report.out_dir).is_err() {
+                    let _ = std::fs::remove_file(cfg.report.out_dir.join(shard::MANIFEST));
+                }
+                c.part = Some((m.shard, m.units));
             }
-            c.part = Some((m.shard, m.units));
+            return c;
         }
-        return c;
-    }
+    };
     if let Some(m) = &manifest {
         if let Err(e) = m.write(&cfg.report.out_dir) {
             errors.push(manifest_error(cfg, e));
@@ -880,7 +885,10 @@ pub fn compare_runs(cfg: &CompareConfig) -> Compared {
             warnings: d.warnings,
         });
     }
-    let more_errors: Vec<Message> = finish_rows(cfg, rows_out, &rows_tmp).into_iter().collect();
+    let mut more_errors: Vec<Message> = finish_rows(cfg, rows_out, &rows_tmp).into_iter().collect();
+    if let Err(e) = kept.remove_unwritten(results.iter().filter_map(|r| r.summary.as_ref())) {
+        more_errors.push(Message::Text(e.to_string()));
+    }
     let Some(mut m) = manifest.take() else {
         return assemble(&run, cfg.report.clone(), errors, results, more_errors);
     };
