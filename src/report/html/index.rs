@@ -488,7 +488,7 @@ fn read_heatmap(dir: &Path, rank: u32, page: &str) -> Result<String, ReportError
             .map(|(heat, _)| heat.to_string())
     };
     let path = dir.join(page);
-    let text = std::fs::read_to_string(&path).map_err(|e| ReportError::io(&path, e))?;
+    let text = read_through(&path, heatmap::HEATMAP_END).map_err(|e| ReportError::io(&path, e))?;
     if let Some(heat) = cut(&text) {
         return Ok(heat);
     }
@@ -501,6 +501,33 @@ fn read_heatmap(dir: &Path, rank: u32, page: &str) -> Result<String, ReportError
             path,
             message: "not a first result page written by this actdiff (no heatmap in it)".into(),
         })
+}
+
+/// The text of the file `path` up to the end of the first `marker` in it
+/// (all of it when there is none): a first result page is read only as far
+/// as its heatmap, which comes before its rows (up to about 380 KB a page
+/// at the default 500 rows). Errors: the file cannot be read or is not
+/// UTF-8 up to there.
+fn read_through(path: &Path, marker: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let marker = marker.as_bytes();
+    let mut text = Vec::new();
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = file.read(&mut chunk)?;
+        if n == 0 {
+            break;
+        }
+        // The marker may straddle the last chunk's end.
+        let from = text.len().saturating_sub(marker.len() - 1);
+        text.extend_from_slice(&chunk[..n]);
+        if let Some(at) = memchr::memmem::find(&text[from..], marker) {
+            text.truncate(from + at + marker.len());
+            break;
+        }
+    }
+    String::from_utf8(text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// The key-index files of `ranks` that exist in `dir`, by block number
@@ -802,4 +829,29 @@ pub fn write_index(summary: &Summary, opts: &ReportOptions) -> Result<(), Report
         layouts: summary.layout_lines(),
     };
     engine::render_file(files::INDEX, &ctx, &opts.out_dir.join(files::INDEX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_through;
+
+    /// The text ends with the marker wherever it falls, across the 64 KiB
+    /// chunks too; with none, the whole file.
+    #[test]
+    fn read_through_stops_after_the_marker() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("page.html");
+        let marker = "<!--end-->";
+        for at in [0, 10, (64 << 10) - 4, 64 << 10, (128 << 10) + 3] {
+            let text = format!("{}{marker}{}", "a".repeat(at), "b".repeat(200_000));
+            std::fs::write(&path, &text).unwrap();
+            let got = read_through(&path, marker).unwrap();
+            assert_eq!(got.len(), at + marker.len(), "marker at {at}");
+            assert!(got.ends_with(marker));
+        }
+        std::fs::write(&path, "no marker é").unwrap();
+        assert_eq!(read_through(&path, marker).unwrap(), "no marker é");
+        std::fs::write(&path, [0xff, 0xfe]).unwrap();
+        assert!(read_through(&path, marker).is_err());
+    }
 }
