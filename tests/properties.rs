@@ -12,6 +12,8 @@
 //!   from its fields and parsing again gives an identical table;
 //! - the parallel parse equals the serial parse for any split, also with CRLF
 //!   line ends and with the file cut at any byte;
+//! - run 2's log parsed against run 1's (copying the rows of blocks
+//!   byte-identical to run 1's) equals its plain parse, for any split;
 //! - a log matched against itself is all `match`;
 //! - swapping the runs swaps `only1`/`only2` and mirrors the pairs;
 //! - keys and hash lists of 64 KiB or more survive all of the above.
@@ -563,6 +565,35 @@ proptest! {
         }
     }
 
+    /// Run 2's log parsed against run 1's (blocks byte-identical to run
+    /// 1's copy their rows, in runs) equals its plain parse, for any chunk
+    /// split: on edited pairs, a log against itself, and with the file cut
+    /// at a random byte.
+    #[test]
+    fn parse_against_a_reference_equals_the_plain_parse(
+        (log1, log2) in edited_pair(),
+        target in 1usize..2048,
+        cut in option::of(any::<Index>()),
+    ) {
+        // Each log's blocks twice over as well: modules and ops that
+        // repeat, as a model's layers do (a chunk copies a run of blocks
+        // a column at a time once it has seen their module and op).
+        let twice = |l: &Log| {
+            let mut t = l.clone();
+            t.blocks.extend(l.blocks.iter().cloned());
+            t
+        };
+        for (l1, l2) in [(log1.clone(), log2.clone()), (twice(&log1), twice(&log2))] {
+            let (a, mut b) = (l1.render(), l2.render());
+            if let Some(c) = cut {
+                b.truncate(c.index(b.len() + 1));
+            }
+            checks::against_equals_plain(&a, &b, &chunk_bounds(&b, target));
+            checks::against_equals_plain(&a, &a, &chunk_bounds(&a, target));
+            checks::against_equals_plain(&b, &a, &chunk_bounds(&a, 1));
+        }
+    }
+
     /// Every row of a log matched against itself pairs with itself and is `match`.
     #[test]
     fn self_match_is_all_match(log in log_strategy()) {
@@ -795,6 +826,7 @@ fn regression(name: &str) {
     match target {
         "parse_log" => checks::parse_log(&data),
         "parse_chunks" => checks::parse_chunks(&data),
+        "parse_against" => checks::parse_against(&data),
         "overrides" => checks::overrides(&data),
         "config" => checks::config(&data),
         "part_manifest" => checks::part_manifest(&data),

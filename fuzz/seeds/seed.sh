@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared=${ACTDIFF_SHARED_DIR:-../../shared}
-mkdir -p corpus/parse_log corpus/parse_chunks corpus/overrides corpus/config corpus/outputs corpus/part_manifest
+mkdir -p corpus/parse_log corpus/parse_chunks corpus/parse_against corpus/overrides corpus/config corpus/outputs corpus/part_manifest
 n=0
 add_log() {
     n=$((n + 1))
@@ -30,8 +30,19 @@ for ((i = 0; i + 1 < ${#logs[@]}; i += 2)); do
     ((len < 65536)) || continue
     { printf "\\x$(printf %02x $((len & 255)))\\x$(printf %02x $((len >> 8)))"; cat "$a" "$b"; } >"corpus/outputs/seed_$i"
 done
+# parse_against: chunk target, a two-byte cut (the first log's length),
+# then the log and a copy with one value changed (or nothing: the log
+# against itself).
+for a in corpus/parse_log/*.log; do
+    len=$(wc -c <"$a")
+    ((len < 65536)) || continue
+    cut="\\x$(printf %02x $((len & 255)))\\x$(printf %02x $((len >> 8)))"
+    { printf "\x3f\x00$cut"; cat "$a"; } >"corpus/parse_against/$(basename "$a" .log)_self"
+    { printf "\x3f\x00$cut"; cat "$a"; awk 'NR == 40 { sub(/[0-9]e/, "7e") } 1' "$a"; } \
+        >"corpus/parse_against/$(basename "$a" .log)_edited"
+done
 # part_manifest: a part.json written by `actdiff compare --shard 0/2`.
 cp seeds/part.json corpus/part_manifest/
 cp seeds/overrides_* corpus/overrides/
 cp seeds/*.toml corpus/config/
-echo "seeded: $(ls corpus/parse_log | wc -l) logs, $(ls corpus/outputs | wc -l) log pairs, $(ls corpus/overrides | wc -l) override files, $(ls corpus/config | wc -l) configs, $(ls corpus/part_manifest | wc -l) manifest"
+echo "seeded: $(ls corpus/parse_log | wc -l) logs, $(ls corpus/outputs | wc -l) + $(ls corpus/parse_against | wc -l) log pairs, $(ls corpus/overrides | wc -l) override files, $(ls corpus/config | wc -l) configs, $(ls corpus/part_manifest | wc -l) manifest"

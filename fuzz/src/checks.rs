@@ -191,6 +191,38 @@ pub fn parallel_equals_serial(log: &[u8], bounds: &[usize]) {
     assert_same_table(&serial, &par);
 }
 
+/// Run 2's log parsed against run 1's (`parse_chunks_against`, as a
+/// compare parses it: blocks byte-identical to one of run 1's copy its
+/// row) equals its plain parse, for the chunk starts `bounds` of `log2`.
+pub fn against_equals_plain(log1: &[u8], log2: &[u8], bounds: &[usize]) {
+    let reference = parser::parse_bytes(log1.to_vec(), "run1.log");
+    let plain = parser::parse_bytes(log2.to_vec(), "fuzz.log");
+    let against = parser::parse_chunks_against(
+        Arc::new(LogSource::Owned(log2.to_vec())),
+        "fuzz.log".into(),
+        bounds,
+        &reference,
+    );
+    assert_same_table(&plain, &against);
+}
+
+/// `parse_against` target: bytes 0–1 (little-endian, plus 1) are the chunk
+/// target, bytes 2–3 (little-endian) cut the rest into run 1's and run 2's
+/// log; an empty run 2 log is run 1's. Run 2's parse against run 1's
+/// equals its plain parse ([`against_equals_plain`]).
+pub fn parse_against(data: &[u8]) {
+    if data.len() < 4 {
+        return;
+    }
+    let target = u16::from_le_bytes([data[0], data[1]]) as usize + 1;
+    let rest = &data[4..];
+    let cut = (u16::from_le_bytes([data[2], data[3]]) as usize).min(rest.len());
+    let (log1, log2) = rest.split_at(cut);
+    let log2 = if log2.is_empty() { log1 } else { log2 };
+    let bounds = parser::chunk_bounds(log2, target);
+    against_equals_plain(log1, log2, &bounds);
+}
+
 /// `parse_chunks` target: the first two bytes (little-endian, plus 1) are the
 /// chunk target, the rest is the log. The chunk starts of `chunk_bounds` must
 /// be valid, and the parallel parse must equal the serial one.

@@ -4,11 +4,11 @@
 //! before the first block; then the checks at the chunk's end (a last
 //! block cut short). [`fn@super::join`] joins the chunks in order.
 
-use super::follow::{Copied, Follow, Reference};
+use super::follow::{parse_flags, Copied, Follow, Reference};
 use super::line::{classify, trim, LineKind};
 use super::scan::LineEnds;
-use super::table::FLAG_TRUNCATED;
 use super::table::{self, Field, FieldSet, Header, ParseWarning, Rel, WarningKind};
+use super::table::{OpTable, FLAG_TRUNCATED};
 use super::table::{FLAG_BACKWARD, FLAG_MAYBE_NONFINITE, FLAG_OPTIMIZER, FLAG_PHASE_LINE};
 use super::{key, value, MAX_STORED_WARNINGS};
 use crate::logformat::{quote as lossy, Phase};
@@ -272,6 +272,66 @@ impl<'a> Partial<'a> {
                 remember(&mut self.ref_modules, m, module);
                 remember(&mut self.ref_ops, o, op);
             }
+        }
+    }
+
+    /// Whether the block copying `c` can join a [`CopyRun`]: the chunk has
+    /// numbered the reference row's module and op type already and the
+    /// reference's keys share one root class, so that nothing of its key
+    /// line needs reading ([`Partial::copied_run`]).
+    #[inline]
+    fn can_run(&self, c: &Copied<'_>) -> bool {
+        let (t, row) = (c.table, c.row);
+        let known = |ids: &[u32], i: u32| ids.get(i as usize).is_some_and(|&id| id != NOT_SEEN);
+        t.root_class.is_some()
+            && known(&self.ref_modules, t.module[row])
+            && known(&self.ref_ops, t.op_type[row])
+    }
+
+    /// The blocks of `run` (consecutive blocks copying consecutive rows of
+    /// `t`, each of which [`Partial::can_run`] took): what
+    /// [`Partial::copied_block`] writes for each, one column at a time
+    /// (a copy of each column's slice, where a block at a time touches
+    /// two dozen columns a row).
+    fn copied_run(&mut self, t: &OpTable, run: &CopyRun, data: &'a [u8]) {
+        let rows = run.first..run.first + run.n;
+        let (start0, line0) = (t.block_start[run.first], u64::from(t.line[run.first]));
+        let pos = run.pos as u64;
+        self.block_start.extend(
+            t.block_start[rows.clone()]
+                .iter()
+                .map(|&s| pos + (s - start0)),
+        );
+        self.line.extend(
+            t.line[rows.clone()]
+                .iter()
+                .map(|&l| run.lineno + (u64::from(l) - line0)),
+        );
+        self.flags
+            .extend(t.flags[rows.clone()].iter().map(|&f| parse_flags(f)));
+        for (dst, src) in self.cols.iter_mut().zip(t.cols.iter()) {
+            dst.off.extend_from_slice(&src.off[rows.clone()]);
+            dst.len.extend_from_slice(&src.len[rows.clone()]);
+        }
+        self.key_hash.extend_from_slice(&t.key_hash[rows.clone()]);
+        let fields = &t.fields[rows.clone()];
+        self.fields.extend_from_slice(fields);
+        let valued = fields.iter().fold(0u32, |a, &f| a | f);
+        self.schema = self
+            .schema
+            .union(FieldSet::from_bits((valued >> 16) as u16));
+        let (ref_modules, ref_ops) = (&self.ref_modules, &self.ref_ops);
+        self.module.extend(
+            t.module[rows.clone()]
+                .iter()
+                .map(|&m| ref_modules[m as usize]),
+        );
+        self.op_type
+            .extend(t.op_type[rows].iter().map(|&o| ref_ops[o as usize]));
+        if let Some(class) = &t.root_class {
+            // (The block starts with `[`, then the key.)
+            self.root_class
+                .see(&data[run.pos + 1..run.pos + 1 + class.len()]);
         }
     }
 
@@ -625,6 +685,9 @@ pub(super) fn parse_range<'a>(
         seen_before: 0,
     };
     let mut follow = reference.map(Follow::new);
+    // Copied blocks not yet written to `p` (written before anything else
+    // reads or writes its rows).
+    let mut run: Option<CopyRun> = None;
     let mut line_ends = LineEnds::new(data, start, end);
     while pos < end {
         let nl = line_ends.next();
@@ -638,8 +701,27 @@ pub(super) fn parse_range<'a>(
         }
         if let (Some(f), Some(b'[')) = (follow.as_mut(), line.first()) {
             if let Some(copied) = f.copy(data, pos, end, line) {
-                c.end_row(&mut p);
-                p.copied_block(pos, c.lineno, line, &copied);
+                match &mut run {
+                    // The row before is a copied one: its fields are set.
+                    Some(r) if r.first + r.n == copied.row && p.can_run(&copied) => r.n += 1,
+                    _ => {
+                        if let Some(r) = run.take() {
+                            p.copied_run(copied.table, &r, data);
+                        } else {
+                            c.end_row(&mut p);
+                        }
+                        if p.can_run(&copied) {
+                            run = Some(CopyRun {
+                                first: copied.row,
+                                n: 1,
+                                pos,
+                                lineno: c.lineno,
+                            });
+                        } else {
+                            p.copied_block(pos, c.lineno, line, &copied);
+                        }
+                    }
+                }
                 c.seen_before = c.seen;
                 c.in_block = true;
                 (c.seen, c.valued) = (copied.fields as u16, (copied.fields >> 16) as u16);
@@ -649,6 +731,9 @@ pub(super) fn parse_range<'a>(
                 line_ends = LineEnds::new(data, pos, end);
                 continue;
             }
+        }
+        if let (Some(r), Some(f)) = (run.take(), &follow) {
+            p.copied_run(f.table(), &r, data);
         }
         c.last_nonblank_in_block = match classify(line) {
             LineKind::Key {
@@ -704,6 +789,9 @@ pub(super) fn parse_range<'a>(
             }
         }
     }
+    if let (Some(r), Some(f)) = (run.take(), &follow) {
+        p.copied_run(f.table(), &r, data);
+    }
     if end == data.len() && data.last() == Some(&b'\n') && c.in_block && c.last_nonblank_in_block {
         p.ends_without_empty_line(data, c.lineno, &c);
     }
@@ -711,6 +799,18 @@ pub(super) fn parse_range<'a>(
     p.last_fields = (!p.block_start.is_empty()).then_some(c.seen);
     p.lines = c.lineno;
     p
+}
+
+/// Consecutive blocks of a chunk that copy consecutive reference rows
+/// `first..first + n` ([`Follow::copy`]), not yet written to its rows
+/// ([`Partial::copied_run`]): the first at byte `pos` of the log, on line
+/// `lineno` of the chunk. Blocks that agree come in long runs, so
+/// their rows are written a column at a time.
+struct CopyRun {
+    first: usize,
+    n: usize,
+    pos: usize,
+    lineno: u64,
 }
 
 impl Cursor {

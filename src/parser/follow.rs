@@ -151,6 +151,11 @@ impl<'r> Follow<'r> {
         }
     }
 
+    /// The reference's table.
+    pub(super) fn table(&self) -> &'r OpTable {
+        self.reference.table
+    }
+
     /// The block at byte `pos` of `data` (`key_line` is its first line,
     /// without its line end; the chunk ends at `end`): the reference row
     /// it is a byte-for-byte copy of, or `None` (the block is parsed).
@@ -223,7 +228,7 @@ impl<'r> Follow<'r> {
 /// optimizer step's ([`super::join::mark_optimizer_rows`]), and only
 /// those rows; a row with the line keeps what its line set.
 #[inline]
-fn parse_flags(f: u8) -> u8 {
+pub(super) fn parse_flags(f: u8) -> u8 {
     if f & FLAG_PHASE_LINE != 0 {
         f & !FLAG_TRUNCATED
     } else {
