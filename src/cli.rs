@@ -483,6 +483,14 @@ fn terminal(format: Format, quiet: bool) -> Terminal {
 /// `actdiff merge`: the parts checked, then the run-level outputs exactly
 /// as `actdiff compare` writes them ([`run::merge::merge`]).
 fn merge(a: MergeArgs) -> i32 {
+    if let Some(e) = a
+        .junit
+        .as_deref()
+        .and_then(|j| run::outputs::output_in_report("--junit", j, &a.out))
+    {
+        eprintln!("error: {e}");
+        return exit_codes::INPUT_ERROR;
+    }
     let outs = RunOutputs {
         junit: a.junit.clone(),
         terminal: terminal(a.format, a.quiet),
@@ -605,12 +613,13 @@ fn compare_config(a: &CompareArgs, shard: Option<run::ShardPart>) -> Result<Comp
 
 fn compare(a: CompareArgs) -> i32 {
     // Before anything is written: no output may overwrite an input.
+    // Nor a file of the report.
     for (option, out) in [("--junit", &a.junit), ("--rows", &a.rows)] {
         let runs = [a.run1.as_path(), a.run2.as_path()];
-        if let Some(e) = out
-            .as_deref()
-            .and_then(|o| run::outputs::output_overwrites_input(option, o, runs))
-        {
+        if let Some(e) = out.as_deref().and_then(|o| {
+            run::outputs::output_overwrites_input(option, o, runs)
+                .or_else(|| run::outputs::output_in_report(option, o, &a.out))
+        }) {
             eprintln!("error: {e}");
             return exit_codes::INPUT_ERROR;
         }

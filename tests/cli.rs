@@ -531,6 +531,120 @@ fn a_second_report_writes_over_the_pages_of_the_first_and_removes_the_rest() {
     assert_eq!(pages(&out), ["rank0-page1.html"]);
 }
 
+/// A page of the previous report that is not a file of its own is never
+/// written through: one hard-linked elsewhere (an archive made with
+/// `cp -al`; a merge links its parts' pages) keeps its bytes there, and a
+/// symbolic link is replaced, not followed (trial 62: a re-run changed the
+/// archive's page and wrote a page into a file outside the folder).
+#[cfg(unix)]
+#[test]
+fn a_second_report_never_writes_through_a_linked_page() {
+    let tmp = TempDir::new().unwrap();
+    let out = tmp.path().join("out");
+    let (a, b) = (testdata(MULTI_A), testdata(MULTI_B));
+    compare(&tmp, &a, &b, &[]).expect(1);
+    let archive = tmp.path().join("archive");
+    std::fs::create_dir(&archive).unwrap();
+    std::fs::hard_link(
+        out.join("rank0-page1.html"),
+        archive.join("rank0-page1.html"),
+    )
+    .unwrap();
+    let before = std::fs::read(archive.join("rank0-page1.html")).unwrap();
+    let outside = tmp.path().join("notes.html");
+    std::fs::write(&outside, "my notes").unwrap();
+    std::fs::remove_file(out.join("rank1-page1.html")).unwrap();
+    std::os::unix::fs::symlink(&outside, out.join("rank1-page1.html")).unwrap();
+    // A stale page that is a link goes too, its target stays.
+    std::os::unix::fs::symlink(&outside, out.join("rank7-page2.html")).unwrap();
+    compare(&tmp, &a, &b, &["--rtol", "1", "--atol", "1"]).expect(0);
+    assert_eq!(
+        std::fs::read(archive.join("rank0-page1.html")).unwrap(),
+        before
+    );
+    assert_ne!(std::fs::read(out.join("rank0-page1.html")).unwrap(), before);
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "my notes");
+    let page = std::fs::symlink_metadata(out.join("rank1-page1.html")).unwrap();
+    assert!(page.is_file(), "the link was written through");
+    assert!(std::fs::symlink_metadata(out.join("rank7-page2.html")).is_err());
+}
+
+/// A report written into a part's folder makes it no part: the manifests
+/// of an earlier part (`part.json`, a step series part's
+/// `series-part.json` and `step_S/part.json`) go, so a merge can never
+/// take the folder's old part for this report (trial 62: a merge showed an
+/// older run's report, exit 0).
+#[test]
+fn a_report_removes_the_manifests_of_an_earlier_part() {
+    let tmp = TempDir::new().unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(out.join("step_3")).unwrap();
+    for f in ["part.json", "series-part.json", "step_3/part.json"] {
+        std::fs::write(out.join(f), "{}").unwrap();
+    }
+    std::fs::write(out.join("notes.json"), "mine").unwrap();
+    compare(&tmp, &testdata(BUG_A), &testdata(BUG_B), &[]).expect(1);
+    for f in ["part.json", "series-part.json", "step_3"] {
+        assert!(!out.join(f).exists(), "{f} left");
+    }
+    assert!(out.join("notes.json").exists());
+}
+
+/// `--rows` or `--junit` naming a file of the report folder is refused
+/// before anything is written (trial 62: `--rows r/rank0-page3.html` left
+/// a page of JSON Lines linked from the index).
+#[test]
+fn an_output_file_that_is_a_file_of_the_report_is_refused() {
+    let tmp = TempDir::new().unwrap();
+    let out = tmp.path().join("out");
+    let (a, b) = (testdata(BUG_A), testdata(BUG_B));
+    compare(&tmp, &a, &b, &[]).expect(1);
+    let index = std::fs::read(out.join("index.html")).unwrap();
+    for (option, file) in [
+        ("--rows", "rank0-page3.html"),
+        ("--rows", "summary.json"),
+        ("--junit", "index.html"),
+        ("--rows", "step_2/part.json"),
+    ] {
+        std::fs::create_dir_all(out.join("step_2")).unwrap();
+        let path = out.join(file);
+        let r = compare(&tmp, &a, &b, &[option, path.to_str().unwrap()]);
+        r.expect(2)
+            .stderr_has(option)
+            .stderr_has("a file of the report");
+        assert_eq!(std::fs::read(out.join("index.html")).unwrap(), index);
+    }
+    // Beside the report, any name is fine.
+    let rows = out.join("rows.jsonl");
+    compare(&tmp, &a, &b, &["--rows", rows.to_str().unwrap()]).expect(1);
+    assert!(rows.is_file());
+}
+
+/// A rank that fails after writing some of its pages leaves none of them,
+/// in a new folder too (trial 62).
+#[cfg(unix)]
+#[test]
+fn a_rank_that_fails_writing_its_pages_leaves_none() {
+    let tmp = TempDir::new().unwrap();
+    let out = tmp.path().join("out");
+    // A folder where rank 2's third page goes.
+    std::fs::create_dir_all(out.join("rank2-page3.html")).unwrap();
+    let r = compare(
+        &tmp,
+        &testdata(MULTI_A),
+        &testdata(MULTI_B),
+        &["--page-rows", "100", "--html-rows", "all"],
+    );
+    r.expect(2).stderr_has("rank2-page3.html");
+    assert!(out.join("rank1-page3.html").is_file());
+    for k in [1, 2, 4] {
+        assert!(
+            !out.join(format!("rank2-page{k}.html")).exists(),
+            "page {k} of the failed rank"
+        );
+    }
+}
+
 /// `actdiff compare ... --format json | head -c 10`: the reader is gone
 /// before actdiff writes; it ends like other Unix filters (SIGPIPE), never
 /// with a panic about the closed pipe.

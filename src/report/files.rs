@@ -9,6 +9,7 @@
 //! | `keys-{B}.js` | the key indexes of ranks `64·B` to `64·B + 63` for the index's search box ([`keys`]) |
 //! | `report.css`, `report.js` | the result pages' stylesheet and script, written once per folder ([`STYLESHEET`], [`PAGE_SCRIPT`]) |
 //! | `ranks-{K}.js` | part `K` (0-based) of the index's full rank table, written when there are too many ranks to list ([`rank_table`]) |
+//! | `part.json`, `series-part.json` | a part's manifests (`--shard`), not report files ([`PART_MANIFEST`], [`SERIES_PART_MANIFEST`]) |
 //!
 //! Rows are addressed as `rank{N}-page{k}.html#rank{N}-row{i}` ([`anchor`]).
 //! The index's script (`templates/index.js`) builds no name itself: each
@@ -94,6 +95,23 @@ pub fn is_keys_file(name: &str) -> bool {
     name.strip_prefix("keys-")
         .and_then(|t| t.strip_suffix(".js"))
         .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The manifest of a part of a sharded compare (`actdiff compare --shard
+/// K/N`), at the part folder's root and in each `step_S/` of a step
+/// series' part: what `actdiff merge` reads. Not a report file; a report
+/// written into the folder removes it (it would make the folder a part).
+pub const PART_MANIFEST: &str = "part.json";
+
+/// The series-level manifest of a part of a sharded step series, at the
+/// part folder's root ([`PART_MANIFEST`] is each step's). Removed as
+/// [`PART_MANIFEST`] is.
+pub const SERIES_PART_MANIFEST: &str = "series-part.json";
+
+/// Whether `name` is a part's manifest ([`PART_MANIFEST`],
+/// [`SERIES_PART_MANIFEST`]).
+pub fn is_part_manifest(name: &str) -> bool {
+    name == PART_MANIFEST || name == SERIES_PART_MANIFEST
 }
 
 /// The folder name of step `S` in a step series (its dump and its report):

@@ -270,6 +270,46 @@ pub fn output_overwrites_input(
     })
 }
 
+/// The error for an output file (`--junit`, `--rows`) that names a file
+/// of the report in `report_dir` (`-o`) or in one of its step folders: a
+/// report file ([`files::is_report_file`]) or a part's manifest
+/// ([`files::is_part_manifest`]). The report would remove it or write
+/// over it, or it the report's (trial 62: `--rows r/rank0-page3.html`
+/// left a page of JSON Lines linked from the index). `None` otherwise,
+/// and while the folder does not exist.
+pub fn output_in_report(
+    option: &str,
+    out: &std::path::Path,
+    report_dir: &std::path::Path,
+) -> Option<String> {
+    let name = out.file_name()?.to_str()?;
+    if !(files::is_report_file(name) || files::is_part_manifest(name)) {
+        return None;
+    }
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    let (p, r) = (
+        std::fs::canonicalize(parent).ok()?,
+        std::fs::canonicalize(report_dir).ok()?,
+    );
+    let in_step = || {
+        p.parent() == Some(r.as_path())
+            && p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(files::step_of_dir_name)
+                .is_some()
+    };
+    (p == r || in_step()).then(|| {
+        format!(
+            "{option} {}: that is a file of the report in {} (-o); give the report folder or this file another name",
+            out.display(),
+            report_dir.display()
+        )
+    })
+}
+
 pub fn usage_error_junit(path: &std::path::Path, message: &str) -> std::io::Result<()> {
     error_junit(path, vec![Message::Text(message.to_string())])
 }

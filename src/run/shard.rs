@@ -18,7 +18,7 @@ use crate::report::messages::Message;
 use crate::report::RankSummary;
 
 /// File name of a part's manifest inside its folder.
-pub const MANIFEST: &str = "part.json";
+pub const MANIFEST: &str = crate::report::files::PART_MANIFEST;
 
 /// `format` value of a part manifest.
 pub const FORMAT: &str = "actdiff-part";

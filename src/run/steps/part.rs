@@ -7,7 +7,7 @@ use super::*;
 /// The file a part of a sharded step series writes at its root: the
 /// series-level facts `actdiff merge` joins ([`SeriesPart`]); each step's
 /// own `part.json` is in the part's `step_S/`.
-pub const SERIES_PART: &str = "series-part.json";
+pub const SERIES_PART: &str = crate::report::files::SERIES_PART_MANIFEST;
 
 /// What a part of a sharded step series records at its root
 /// ([`SERIES_PART`]). Every part of one split records the same steps.
@@ -93,14 +93,13 @@ pub fn compare_part(cfg: &CompareConfig, sel: &StepSelection, quiet: bool) -> i3
         let _ = SeriesPart::failed(part.shard, e.clone()).write(out);
         said(&e)
     };
+    // Also removes the records of an earlier part in this folder (its
+    // series-part.json, and the part.json of a part that failed before it
+    // knew its runs were step series), which the merge would read as this
+    // part's.
     if let Err(e) = prepare_report_folder(&cfg.report) {
         return said(&e.to_string());
     }
-    // The records of an earlier part in this folder: its series-part.json,
-    // and the part.json of a part that failed before it knew its runs
-    // were step series (the merge would read either as this part's).
-    let _ = std::fs::remove_file(out.join(SERIES_PART));
-    let _ = std::fs::remove_file(out.join(shard::MANIFEST));
     let pairs = StepPairs::of(cfg, sel);
     if !pairs.errors.is_empty() {
         return fail(crate::report::messages::join(&pairs.errors, "; "));
