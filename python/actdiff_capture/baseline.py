@@ -172,6 +172,13 @@ def tolerance_args(tolerances) -> tuple:
     args = tuple(shlex.split(tolerances)) if isinstance(tolerances, str) else tuple(map(str, tolerances))
     if not args:
         return args
+    for a in args:
+        opt = _not_a_tolerance(a)
+        if opt:
+            raise ValueError(
+                f"tolerances={tolerances!r}: {opt} is not a tolerance or pairing option: "
+                "the baseline check chooses what it compares and writes itself"
+            )
     with tempfile.TemporaryDirectory() as d:
         logs = []
         for name in ("a", "b"):
@@ -183,6 +190,21 @@ def tolerance_args(tolerances) -> tuple:
     if status not in (0, 1):
         raise ValueError(f"tolerances={tolerances!r}: " + "; ".join(rest or [f"actdiff compare exited {status}"]))
     return args
+
+
+# ``actdiff compare`` options that choose what a compare reads or writes,
+# or split it: the baseline check sets them (or has no use for them), and
+# the probe of ``tolerance_args`` would take them (``--shard 1/2`` made it
+# a part that wrote no summary, found only after step 1 trained; trial 63).
+_NOT_TOLERANCES = ("--out", "--shard", "--steps", "--rows", "--junit", "--format", "--name1", "--name2")
+
+
+def _not_a_tolerance(arg: str):
+    """The option ``arg`` names when it is one of ``_NOT_TOLERANCES``
+    (also as ``--opt=value``) or ``-o`` (also ``-oDIR``), else ``None``."""
+    if arg == "-o" or (arg.startswith("-o") and not arg.startswith("--")):
+        return "-o"
+    return next((o for o in _NOT_TOLERANCES if arg == o or arg.startswith(o + "=")), None)
 
 
 def _discard(out: str) -> None:

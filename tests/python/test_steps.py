@@ -930,6 +930,13 @@ def test_baseline_tolerances_are_checked_when_the_profiler_is_made(tmp_path):
     model = torch.nn.Linear(4, 4)
     with pytest.raises(ValueError, match=r"invalid value 'abc' for '--rtol"):
         actdiff_capture.Profiler(model, tmp_path / "x", capture_steps=[1], baseline=tmp_path / "blessed", tolerances=["--rtol", "abc"])
+    # Options that choose what the compare reads or writes, or split it,
+    # are refused too (trial 63: `--shard 1/2` passed, then step 1 failed
+    # on a missing summary).
+    for bad, opt in [("--shard 1/2", "--shard"), (["--junit", "j.xml"], "--junit"), ("--rows=r.jsonl", "--rows"), ("-oX", "-o")]:
+        with pytest.raises(ValueError, match=rf"{opt} is not a tolerance or pairing option"):
+            actdiff_capture.Profiler(model, tmp_path / "x", capture_steps=[1], baseline=tmp_path / "blessed", tolerances=bad)
+    assert not (tmp_path / "j.xml").exists() and not os.path.exists("j.xml")
     prof = actdiff_capture.Profiler(model, tmp_path / "y", capture_steps=[1], baseline=tmp_path / "blessed", tolerances="--rtol 1e-4 --atol 1e-6")
     assert prof.tolerances == ("--rtol", "1e-4", "--atol", "1e-6")
     with pytest.warns(UserWarning, match="never reached"):
