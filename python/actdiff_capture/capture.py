@@ -130,6 +130,17 @@ REPLACES_OTHER_LEVEL = (
     "(docs/capture.md, step series)."
 )
 
+#: The warning of a profiler counting from step 1 whose optimizer has taken
+#: more steps than it counted: a job resumed from a checkpoint without
+#: ``first_step=`` (trial 63: its steps 1-4 were written over the first
+#: process's logs, with no warning).
+RESUMED_WITHOUT_FIRST_STEP = (
+    "actdiff_capture: step {step}: this profiler counts steps from 1 (first_step=1), but the optimizer "
+    "has taken {n} steps (its state's 'step'): if this job resumed from a checkpoint, pass "
+    "first_step={first} (the step it resumes at) so that its captured steps keep their numbers; "
+    "this step is captured as {what}{over}"
+)
+
 #: The warning of per-op options given to a module-level profiler.
 OPS_ONLY_OPTIONS = (
     "actdiff_capture: {names} {verb} to level='ops' only: level='modules' records every module's "
@@ -1450,6 +1461,28 @@ def _schedule(capture_step, capture_steps):
     return True, steps
 
 
+def _optimizer_step_count(optimizer) -> int | None:
+    """The number of steps ``optimizer`` has taken, from the ``step`` of the
+    first parameter's state that has one (Adam, AdamW, RMSprop, Adagrad
+    ...; a checkpoint's ``load_state_dict`` restores it), or None: no such
+    state (SGD), or a count on a device (reading it would synchronise)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            st = optimizer.state.get(p)
+            if not st or "step" not in st:
+                continue
+            v = st["step"]
+            if isinstance(v, torch.Tensor):
+                if v.device.type != "cpu" or v.numel() != 1:
+                    return None
+                v = v.item()
+            try:
+                return int(v)
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
 def _check_loss(loss) -> None:
     """Raises ValueError for a loss that is no real number (a Python or
     NumPy scalar) nor a one-element tensor or array (before anything is
@@ -1690,6 +1723,12 @@ class Profiler:
         self._warned_complex = False  # COMPLEX_OPS said once
         self._warned_compiled_before = False  # COMPILED_BEFORE said once
         self._warned_outputs: set = set()  # modules.COMPILED_OUTPUTS / UNEXPLAINED_OUTPUTS said
+        # RESUMED_WITHOUT_FIRST_STEP: an optimizer step post-hook while a
+        # captured step runs, until one optimizer's step count was read.
+        self._resume_hook = None
+        self._resume_checked = self.first_step != 1
+        self._optimizer_steps: int | None = None
+        self._log_existed = False  # the armed step's log was on disk before this capture
         self._handles: list = []
         self._stack: list = []
         self._grad_fn_to_module: dict = {}
@@ -1803,6 +1842,8 @@ class Profiler:
         return os.path.join(self.dump_dir, name)
 
     def _new_capture(self, path: str):
+        self._log_existed = os.path.exists(path)
+        self._watch_optimizer_steps()
         if self.series and not self._warned_level:
             old = _baseline.log_level(path)
             if old is not None and old != self.level:
@@ -1942,6 +1983,44 @@ class Profiler:
         self._mode.__enter__()
         fx.set_numerics_capture_active(True)
 
+    def _watch_optimizer_steps(self) -> None:
+        """Hooks every optimizer's step to read its step count (until one
+        was read): a profiler counting from 1 in a job resumed from a
+        checkpoint is said at the first captured step (``_check_resumed``)."""
+        if self._resume_checked or self._resume_hook is not None:
+            return
+        ref = weakref.ref(self)
+
+        def counted(optimizer, args, kwargs):
+            p = ref()
+            if p is not None and p._optimizer_steps is None:
+                p._optimizer_steps = _optimizer_step_count(optimizer)
+
+        self._resume_hook = _optimizer.register_optimizer_step_post_hook(counted)
+
+    def _check_resumed(self) -> None:
+        """Warns once (RESUMED_WITHOUT_FIRST_STEP) when an optimizer has
+        taken more steps than this profiler counted from step 1."""
+        h, self._resume_hook = self._resume_hook, None
+        if h is None:
+            return
+        h.remove()
+        n, self._optimizer_steps = self._optimizer_steps, None
+        if n is None:
+            return  # no optimizer step read in this step: the next captured one
+        self._resume_checked = True
+        if n > self._step:
+            warnings.warn(
+                RESUMED_WITHOUT_FIRST_STEP.format(
+                    step=self._step,
+                    n=n,
+                    first=n - self._step + 1,
+                    what=f"step_{self._step}" if self.series else "this dump_dir's log",
+                    over=f", over the log {self._armed_path} already held" if self._log_existed else "",
+                ),
+                stacklevel=4,
+            )
+
     def _drop_spare(self) -> None:
         """Removes the hooks of a finished step's recorder that no next
         step took over."""
@@ -1961,6 +2040,9 @@ class Profiler:
         return ", ".join(parts)
 
     def _disarm(self):
+        h, self._resume_hook = self._resume_hook, None
+        if h is not None:
+            h.remove()
         self._drop_spare()
         rec, self._modules = self._modules, None
         if rec is not None:
@@ -2032,6 +2114,7 @@ class Profiler:
             raise e
 
     def _dump(self, loss=None) -> None:
+        self._check_resumed()
         rec, self._modules = self._modules, None
         if rec is not None:
             if rec.grads_since_optimizer and not self._warned_no_optimizer_step:

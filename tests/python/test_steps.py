@@ -1008,11 +1008,70 @@ def test_a_job_resumed_from_a_checkpoint_keeps_its_step_numbers(actdiff_bin, tmp
     )
     assert prof.diverged is None
     # Counted from 1 (first_step not given), the second process's steps
-    # are those of the first process again: step 4 is captured as step 1.
-    _resumed(tmp_path / "naive", tmp_path / "ck3.pt", at=3, steps=6)
+    # are those of the first process again: step 4 is captured as step 1,
+    # over the first process's log, and the optimizer's step count says so
+    # (trial 63: no warning).
+    with pytest.warns(UserWarning, match=RESUMED % (4, 4, "step_1, over the log")):
+        _resumed(tmp_path / "naive", tmp_path / "ck3.pt", at=3, steps=6)
     assert "Step: 1" in header(tmp_path / "naive" / "step_1" / "rank_0_activations.log")
     r, s = compare(actdiff_bin, tmp_path / "full", tmp_path / "naive", tmp_path / "rep2")
     assert r.returncode == 1 and s["first_diverging_step"] == 1
+
+
+# RESUMED_WITHOUT_FIRST_STEP with (optimizer steps, first_step, what).
+RESUMED = (
+    r"this profiler counts steps from 1 \(first_step=1\), but the optimizer has taken %d steps "
+    r"\(its state's 'step'\): if this job resumed from a checkpoint, pass first_step=%d .*"
+    r"this step is captured as %s"
+)
+
+
+@pytest.mark.parametrize("level", ["ops", "modules"])
+def test_a_resumed_job_counting_from_one_is_told_by_its_optimizer(tmp_path, level):
+    """Trial 63: a job resumed without first_step= wrote its steps over the
+    first process's with no warning. The optimizer's own step count (its
+    state's ``step``, restored by ``load_state_dict``) says that the
+    profiler's step 1 is the optimizer's step 4, at both levels, once; a
+    resumed job that passes first_step=, a fresh run, and a fresh run with
+    gradient accumulation (fewer optimizer steps than profiler steps) are
+    told nothing."""
+    with pytest.warns(UserWarning, match=RESUMED % (4, 4, "step_1, over the log")) as said:
+        _resumed(tmp_path / "a", tmp_path / "ck.pt", at=3, steps=6, level=level)
+    assert sum("first_step=1" in str(w.message) for w in said) == 1
+    # A profiler made after three optimizer steps, writing into a folder
+    # of its own: nothing written over, still told.
+    torch.manual_seed(0)
+    model = TinyGPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+    def train(prof, data):
+        for idx in data:
+            F.cross_entropy(model(idx[:, :-1]).reshape(-1, VOCAB), idx[:, 1:].reshape(-1)).backward()
+            opt.step()
+            opt.zero_grad()
+            if prof is not None:
+                prof.step()
+
+    train(None, batches(3))
+    with pytest.warns(UserWarning, match=RESUMED % (4, 4, r"step_1$")):
+        with actdiff_capture.Profiler(model, tmp_path / "b", capture_steps=[1, 2], level=level) as prof:
+            train(prof, batches(2))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*first_step=1")
+        _resumed(tmp_path / "c", tmp_path / "ck3.pt", at=3, steps=6, level=level, first_step=4)
+        run(tmp_path / "d", steps=3, level=level)
+        # Gradient accumulation: prof.step() every micro-batch, an optimizer
+        # step every other one.
+        torch.manual_seed(0)
+        model = TinyGPT()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        with actdiff_capture.Profiler(model, tmp_path / "e", capture_steps=range(1, 5), level=level) as prof:
+            for step, idx in enumerate(batches(4), start=1):
+                F.cross_entropy(model(idx[:, :-1]).reshape(-1, VOCAB), idx[:, 1:].reshape(-1)).backward()
+                if step % 2 == 0:
+                    opt.step()
+                    opt.zero_grad()
+                prof.step()
 
 
 def test_a_resumed_job_whose_schedule_it_never_reaches_is_told_of_first_step(tmp_path):
