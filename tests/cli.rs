@@ -2777,6 +2777,78 @@ fn a_module_returning_another_number_of_tensors_is_said_so() {
     assert_eq!(f["output_tensors"], serde_json::json!([2, 1]), "{f}");
 }
 
+/// At `level=modules` no random op is recorded: the logs' `RNG state:`
+/// lines say whether randomness can explain a first differing forward
+/// record (trial 63: a dropout seed changed read as any change to the
+/// computation). Different states at the step's start and a step that
+/// draws: randomness named; the same start and different ends: the runs
+/// draw differently; no draws in either run: not randomness; no line:
+/// nothing said; `summary.json` keeps the digests.
+#[test]
+fn module_level_first_records_say_what_the_rng_state_tells() {
+    let rng =
+        |start: &str, end: &str| format!("Level: modules\nRNG state: start={start} end={end}\n");
+    let (s1, s2, e1, e2) = (
+        "00000000000000a1",
+        "00000000000000b2",
+        "00000000000000c3",
+        "00000000000000d4",
+    );
+    let cases: [(String, String, Option<&str>); 4] = [
+        (
+            rng(s1, e1),
+            rng(s2, e2),
+            Some("the runs' random state (torch's generators, the logs' `RNG state:`) differs when the step starts and the step draws random numbers: a random op inside a module (dropout) draws differently"),
+        ),
+        (
+            rng(s1, e1),
+            rng(s1, e2),
+            Some("the runs start the step with the same random state (the logs' `RNG state:`) and end it with different ones: they draw random numbers differently in it"),
+        ),
+        (
+            rng(s1, s1),
+            rng(s2, s2),
+            Some("no random numbers are drawn from torch's generators in the step (the logs' `RNG state:`): not randomness"),
+        ),
+        ("Level: modules\n".to_string(), "Level: modules\n".to_string(), None),
+    ];
+    for (i, (h1, h2, want)) in cases.iter().enumerate() {
+        let tmp = TempDir::new().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        write(
+            &a,
+            "rank_0_activations.log",
+            modules_log("1.0", "2.0", "3.0")
+                .replace("Level: modules\n", h1)
+                .as_bytes(),
+        );
+        write(
+            &b,
+            "rank_0_activations.log",
+            modules_log("1.5", "2.5", "3.5")
+                .replace("Level: modules\n", h2)
+                .as_bytes(),
+        );
+        let r = compare(&tmp, &a, &b, &[]);
+        r.expect(1).stdout_has(
+            "rank 0 diverges first at `lin/op_0_output` (the first differing record; inputs are not recorded at level=modules",
+        );
+        match want {
+            Some(w) => assert!(r.stdout.contains(w), "case {i}: {}", r.stdout),
+            None => assert!(!r.stdout.contains("random"), "case {i}: {}", r.stdout),
+        }
+        let summary: Value =
+            serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
+                .unwrap();
+        let side = &summary["ranks"][0]["run1"];
+        if i < 3 {
+            assert_eq!(side["rng_state"]["start"], s1, "{side}");
+        } else {
+            assert!(side.get("rng_state").is_none(), "{side}");
+        }
+    }
+}
+
 /// At `level=modules` a differing record is no origin (inputs are not
 /// recorded): `summary.json` and the index say "record", not "origin"
 /// (trial 10 F1). In a DDP job, a rank whose records differ only after
@@ -4134,4 +4206,42 @@ fn an_output_file_that_is_an_input_log_is_refused() {
     let junit = tmp.path().join("j.xml");
     compare(&tmp, &a, &b, &["--junit", junit.to_str().unwrap()]).expect(0);
     assert!(junit.is_file());
+}
+
+/// An agreeing compare of logs without digests says what it could not see
+/// (trial 63: only an origin's words said that a hash is blind to a
+/// reordering; "no divergence" said nothing, so two runs whose batches
+/// were permuted read as agreeing at the default precision). Logs with
+/// digests add nothing.
+#[test]
+fn an_agreeing_compare_without_digests_says_what_hashes_do_not_see() {
+    let tmp = TempDir::new().unwrap();
+    let log = |name: &str, digest: &str| {
+        let text = format!(
+            "Total captured activations: 1\n{sep}\n\n\
+             [m/op_0_addmm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 2.0\n{digest}  Input hashes: 1.0\n  Input producers: \n\n",
+            sep = "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let (a, b) = (log("a", ""), log("b", ""));
+    let said = "the logs have no digests, so rows were compared by their hashes (L1 norms) and printed statistics: a reordering of the same values (a permuted batch, swapped tokens) or a change below the printed digits is not seen; capture both runs with precision=\"full\" to compare digests (bitwise)";
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(0).stdout_has(said);
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    assert!(
+        s["verdict"].as_array().unwrap().iter().any(|v| v == said),
+        "{s}"
+    );
+    let digest = "  Output digest: 0123456789abcdef\n";
+    let (c, d) = (log("c", digest), log("d", digest));
+    let r = compare(&tmp, &c, &d, &[]);
+    r.expect(0);
+    assert!(!r.stdout.contains("no digests"), "{}", r.stdout);
 }

@@ -2298,3 +2298,60 @@ fn incomplete_input_after_the_first_diverging_step_does_not_make_it_3() {
     cut(2);
     compare_into([&a, &b], &[], t.path().join("out2"), 3);
 }
+
+/// At `level=modules`, a first diverging step whose records before the
+/// optimizer agree only within the tolerance (a gradient's hash 2.0 against
+/// 2.00000000001) and whose parameters then differ is not called "the
+/// update itself differs" alone: the optimizer may magnify the gradients'
+/// small differences (trial 63: eager against inductor, AdamW's first
+/// step). Exactly equal records keep the plain words.
+#[test]
+fn an_update_after_gradients_equal_only_within_tolerance_says_so() {
+    let log = |grad: &str, weight: &str| {
+        let block = |key: &str, hash: &str, phase: &str| {
+            format!(
+                "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n{phase}\n"
+            )
+        };
+        format!(
+            "Total captured activations: 3\nExcluded ops dispatched: (none)\nLevel: modules\n{}\n\n{}\n{}\n{}",
+            "=".repeat(80),
+            block("lin/op_0_output", "1.0", ""),
+            block("lin/op_1_weight_grad", grad, "  Phase: backward\n"),
+            block("lin/op_2_weight", weight, ""),
+        )
+    };
+    for (grad_b, inexact) in [("2.00000000001", true), ("2.0", false)] {
+        let d = TempDir::new().unwrap();
+        for (run, grad, weight) in [("a", "2.0", "3.0"), ("b", grad_b, "3.5")] {
+            let dir = d.path().join(format!("{run}/step_1"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("rank_0_activations.log"), log(grad, weight)).unwrap();
+        }
+        let r = compare_into(
+            [d.path().join("a"), d.path().join("b")],
+            &[],
+            d.path().join("rep"),
+            1,
+        );
+        let within = "step 1's forward outputs and gradients agree within the tolerance, not exactly, and its parameters differ after the optimizer step: either the optimizer magnifies the gradients' small differences";
+        let exact = "step 1's forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs";
+        let (said, unsaid) = if inexact {
+            (within, exact)
+        } else {
+            (exact, within)
+        };
+        assert!(r.stdout.contains(said), "{grad_b}: {}", r.stdout);
+        assert!(!r.stdout.contains(unsaid), "{grad_b}: {}", r.stdout);
+        let s = summary(&d.path().join("rep"));
+        assert_eq!(
+            s["ranks"][0]
+                .get("inexact_before_optimizer")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            inexact,
+            "{}",
+            s["ranks"][0]
+        );
+    }
+}

@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import hashlib
 import itertools
 import numbers
 import operator
@@ -167,10 +168,11 @@ EXCLUDED_OPS = frozenset(
     }
 )  # fmt: skip
 
-#: Values of the ``precision`` option: None (the reference's ``%.6e``, 7
-#: significant digits) or ``"full"`` (shortest round-trip float64 text, at
-#: most 17 digits, and a ``Precision: full`` header line).
-PRECISIONS = (None, "full")
+#: Values of the ``precision`` option: None or ``"default"`` (the same:
+#: the reference's ``%.6e``, 7 significant digits) or ``"full"`` (shortest
+#: round-trip float64 text, at most 17 digits, and a ``Precision: full``
+#: header line).
+PRECISIONS = (None, "default", "full")
 
 # What a capture records: "ops" (one block per ATen op, the reference's) or
 # "modules" (module outputs, parameter gradients and parameters after the
@@ -1461,6 +1463,20 @@ def _schedule(capture_step, capture_steps):
     return True, steps
 
 
+def _rng_digest() -> int:
+    """A 64-bit digest of torch's random number generators' state: the
+    CPU generator's and, when CUDA is initialised, the current device's
+    (a few KB copied on the host: no device sync). The header's ``RNG
+    state:`` line gives it when a step is armed and when it ends, so a
+    compare can tell randomness (dropout) from a change to the computation
+    at ``level="modules"``, where random ops are not recorded."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(torch.get_rng_state().numpy().tobytes())
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        h.update(torch.cuda.get_rng_state().numpy().tobytes())
+    return int.from_bytes(h.digest(), "little")
+
+
 def _optimizer_step_count(optimizer) -> int | None:
     """The number of steps ``optimizer`` has taken, from the ``step`` of the
     first parameter's state that has one (Adam, AdamW, RMSprop, Adagrad
@@ -1541,8 +1557,9 @@ class Profiler:
         enabled: False makes every call a no-op.
         device_path: compute CPU tensors' stats with queued libtorch ops
             (the GPU path) instead of the fused Rust pass.
-        precision: None (default) prints every float as the reference does
-            (``%.6e``, 7 significant digits); ``"full"`` prints the shortest
+        precision: None or ``"default"`` (the default) prints every float
+            as the reference does (``%.6e``, 7 significant digits);
+            ``"full"`` prints the shortest
             text that round-trips in float64 (at most 17 digits) and states
             ``Precision: full`` in the header.
         digests: write ``Output digest`` / ``Input digests`` lines (a 64-bit
@@ -1664,10 +1681,10 @@ class Profiler:
         self.on_divergence = on_divergence
         self.diverged: _baseline.Diverged | None = None  # the first divergence found
         self._baseline_said: set = set()  # the baseline check's engine warnings said
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be None, 'default' (the same) or 'full', got {precision!r}")
         if precision == "default":
             precision = None
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be None or 'full', got {precision!r}")
         if not callable(getattr(model, "named_modules", None)):
             raise TypeError(f"model must be a torch.nn.Module (its module FQNs name the ops), got {type(model).__name__}")
         self.model = model
@@ -1729,6 +1746,7 @@ class Profiler:
         self._resume_checked = self.first_step != 1
         self._optimizer_steps: int | None = None
         self._log_existed = False  # the armed step's log was on disk before this capture
+        self._rng_start = 0  # _rng_digest() when the step was armed
         self._handles: list = []
         self._stack: list = []
         self._grad_fn_to_module: dict = {}
@@ -1877,6 +1895,7 @@ class Profiler:
     def _arm(self) -> None:
         if self._mode is not None or self._modules is not None:
             return
+        self._rng_start = _rng_digest()
         if self.level == "modules":
             self._armed_step = self._step + 1
             self._armed_path = self._log_path(self._armed_step)
@@ -2123,6 +2142,7 @@ class Profiler:
             rec.finish()  # the parameters as the optimizer left them
             self._spare_modules = rec  # its hooks, for the next step if captured
             cap = rec.cap
+            cap.note_rng(self._rng_start, _rng_digest())
             self._note_compiled_modules(rec)
             if rec.worker is not None and self.baseline is None and self._step + 1 in self.steps:
                 # A captured step follows: this step's log is finished
@@ -2142,6 +2162,7 @@ class Profiler:
             if mode is None:
                 return
             cap = mode.cap
+            cap.note_rng(self._rng_start, _rng_digest())
             for op in mode.excluded:
                 cap.note_excluded(op)
             # What the settings leave out, so that logs captured with other

@@ -748,6 +748,13 @@ impl Capture {
         self.notes.loss = Some(loss);
     }
 
+    /// Notes digests of torch's random number generators' state when the
+    /// step was armed and when it ended: the header gets an `RNG state:`
+    /// line ([`crate::logformat::RngState`]).
+    pub fn note_rng(&mut self, start: u64, end: u64) {
+        self.notes.rng = Some(crate::logformat::RngState { start, end });
+    }
+
     /// Notes the processes of the distributed run this log is one rank
     /// of: the header gets a `World size: N` line.
     pub fn note_world_size(&mut self, n: u32) {

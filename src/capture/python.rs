@@ -361,6 +361,14 @@ impl Capture {
         self.core().note_loss(loss);
     }
 
+    /// `note_rng(start: int, end: int) -> None`: notes 64-bit digests of
+    /// torch's random number generators' state when the step was armed
+    /// and when it ended: `finish()` writes the header line
+    /// `RNG state: start=<16 hex> end=<16 hex>`.
+    fn note_rng(&self, start: u64, end: u64) {
+        self.core().note_rng(start, end);
+    }
+
     /// `note_world_size(n: int) -> None`: notes the processes of the
     /// distributed run (`torch.distributed.get_world_size()`): `finish()`
     /// writes the header line `World size: N`.

@@ -159,6 +159,9 @@ impl<'a> Group<'a> {
             level: h.level,
             step: h.step,
             loss: h.loss,
+            // The group's first rank's (the ranks of a tensor-parallel
+            // group draw alike on the CPU).
+            rng: h.rng,
             // The combined run: one rank a group.
             world_size: h.world_size.and_then(|w| {
                 let g = self.tables.len() as u32;

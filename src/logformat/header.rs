@@ -147,6 +147,76 @@ pub const WORLD_SIZE_LABEL: &str = "World size";
 /// loop passed it (`prof.step(loss=...)`). Ignored by the reference.
 pub const LOSS_LABEL: &str = "Loss";
 
+/// The label of the header line with digests of torch's random number
+/// generators' state when the captured step was armed and when it ended
+/// (`RNG state: start=1f2e3d4c5b6a7980 end=0a1b2c3d4e5f6071`, [`RngState`]),
+/// written by the capture agent at both levels. Ignored by the reference.
+pub const RNG_LABEL: &str = "RNG state";
+
+/// Digests (64-bit, written as 16 hex digits) of torch's random number
+/// generators' state (the CPU generator's, and the current CUDA
+/// device's when CUDA is initialised) at two moments of a captured step:
+/// when the capture was armed (after the previous step's `prof.step()`,
+/// or when the profiler was made) and when the step's log was written
+/// (its `prof.step()`). Two runs with equal starts draw the same numbers
+/// for the same random ops; a step with `start != end` drew random numbers
+/// (dropout, an init, a sampler on torch's generator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RngState {
+    /// The digest when the step was armed.
+    #[serde(with = "hex_u64")]
+    pub start: u64,
+    /// The digest when the step's log was written.
+    #[serde(with = "hex_u64")]
+    pub end: u64,
+}
+
+impl RngState {
+    /// Whether the step drew random numbers from torch's generators.
+    pub fn draws(&self) -> bool {
+        self.start != self.end
+    }
+
+    /// The `RNG state:` value (`start=<16 hex> end=<16 hex>`).
+    pub fn text(&self) -> String {
+        format!("start={:016x} end={:016x}", self.start, self.end)
+    }
+
+    /// Reads an `RNG state:` value: `start=` and `end=`, each 16 hex
+    /// digits, in this order.
+    pub fn parse(v: &str) -> Option<RngState> {
+        let mut it = v.split_whitespace();
+        let hex = |p: Option<&str>, name: &str| -> Option<u64> {
+            let d = p?.strip_prefix(name)?.strip_prefix('=')?;
+            (d.len() == 16)
+                .then(|| u64::from_str_radix(d, 16).ok())
+                .flatten()
+        };
+        let start = hex(it.next(), "start")?;
+        let end = hex(it.next(), "end")?;
+        it.next().is_none().then_some(RngState { start, end })
+    }
+}
+
+/// Serde of a `u64` as 16 hex digits (a JSON number would lose bits).
+mod hex_u64 {
+    pub fn serialize<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{v:016x}"))
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let t: String = serde::Deserialize::deserialize(d)?;
+        u64::from_str_radix(&t, 16).map_err(serde::de::Error::custom)
+    }
+}
+
+/// The name of the root module in keys (`<none>/op_0_output`) and in the
+/// `Compiled modules:` line, where it means the whole forward ran
+/// compiled; written there as `<none> (the whole model)` so that the line
+/// does not read as "no module compiled" (trial 63). The reader drops a
+/// parenthesised note after a name.
+pub const ROOT_MODULE: &str = "<none>";
+
 /// The label of the header line of a module-level capture
 /// (`Level: modules`): its blocks are module outputs, parameter gradients,
 /// parameters after the optimizer step and persistent buffers, not ops. A per-op log (the
@@ -210,6 +280,8 @@ pub struct HeaderNotes {
     pub step: Option<u64>,
     /// `Loss: x`, the step's training loss (`None`: no line).
     pub loss: Option<f64>,
+    /// `RNG state: start=… end=…` (`None`: no line).
+    pub rng: Option<RngState>,
     /// `World size: N`, the processes of a distributed run (`None`: no
     /// line).
     pub world_size: Option<u32>,
@@ -315,7 +387,8 @@ fn header_line(out: &mut Vec<u8>, label: &str, value: &[u8]) {
 /// when empty), `Capture filter:`, `Ops below min numel:`, `Compiled: <backend>` ([`compiled_line`]), `Compiled
 /// modules:` (`, `-joined), `Level:
 /// modules` (a module-level capture only), `Step: S`,
-/// `Loss: x` (shortest round-trip text, [`fmt_full`]); `Precision: full`
+/// `Loss: x` (shortest round-trip text, [`fmt_full`]), `RNG state:
+/// start=… end=…` ([`RngState::text`]); `Precision: full`
 /// for [`Precision::Full`]; `Mesh:` and `Coords:`; 80 `=` and an empty
 /// line.
 pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precision: Precision) {
@@ -345,7 +418,17 @@ pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precisio
         compiled_line(out, backend);
     }
     if let Some(m) = &notes.compiled_modules {
-        header_line(out, COMPILED_MODULES_LABEL, m.join(", ").as_bytes());
+        let names: Vec<&str> = m
+            .iter()
+            .map(|n| {
+                if n == ROOT_MODULE {
+                    "<none> (the whole model)"
+                } else {
+                    n.as_str()
+                }
+            })
+            .collect();
+        header_line(out, COMPILED_MODULES_LABEL, names.join(", ").as_bytes());
     }
     if notes.level != CaptureLevel::Ops {
         header_line(out, LEVEL_LABEL, notes.level.name().as_bytes());
@@ -359,6 +442,9 @@ pub fn write_header(out: &mut Vec<u8>, count: u64, notes: &HeaderNotes, precisio
         let mut v = Vec::new();
         fmt_full(&mut v, loss);
         header_line(out, LOSS_LABEL, &v);
+    }
+    if let Some(rng) = &notes.rng {
+        header_line(out, RNG_LABEL, rng.text().as_bytes());
     }
     if precision == Precision::Full {
         header_line(out, PRECISION_LABEL, PRECISION_FULL.as_bytes());
@@ -406,6 +492,9 @@ pub struct Header {
     pub step: Option<u64>,
     /// `Loss: x`: the step's training loss, when the loop gave it.
     pub loss: Option<f64>,
+    /// `RNG state: start=… end=…`: digests of torch's random number
+    /// generators' state when the step was armed and when it ended.
+    pub rng: Option<RngState>,
     /// `World size: N`: the processes of the distributed run the log is
     /// one rank of; `None` when absent (one process, the reference's logs).
     pub world_size: Option<u32>,
@@ -487,8 +576,11 @@ impl Header {
             return self.read_compiled(line, v);
         }
         if let Some(v) = labelled(t, COMPILED_MODULES_LABEL) {
+            // A name's parenthesised note (`<none> (the whole model)`)
+            // is not part of it: FQNs hold no space.
             let names = v
                 .split(|b| *b == b',')
+                .map(|n| n.split(|b| *b == b'(').next().unwrap_or(n))
                 .map(trim)
                 .filter(|s| !s.is_empty())
                 .map(|s| String::from_utf8_lossy(s).into_owned());
@@ -510,6 +602,9 @@ impl Header {
         }
         if let Some(v) = labelled(t, LOSS_LABEL) {
             return self.read_loss(line, v);
+        }
+        if let Some(v) = labelled(t, RNG_LABEL) {
+            return self.read_rng(line, v);
         }
         if let Some(v) = labelled(t, WORLD_SIZE_LABEL) {
             return self.read_world_size(line, v);
@@ -612,6 +707,21 @@ impl Header {
                 line,
                 v,
                 "step `{}` is not a whole number; read as no step",
+            )),
+        }
+    }
+
+    /// `RNG state: start=<16 hex> end=<16 hex>`.
+    fn read_rng(&mut self, line: &[u8], v: &[u8]) -> Result<(), HeaderProblem> {
+        match std::str::from_utf8(v).ok().and_then(RngState::parse) {
+            Some(r) => {
+                self.rng = Some(r);
+                Ok(())
+            }
+            None => Err(HeaderProblem::of_value(
+                line,
+                v,
+                "RNG state `{}` is not `start=<16 hex digits> end=<16 hex digits>`; read as none",
             )),
         }
     }
@@ -726,10 +836,14 @@ mod tests {
         let notes = HeaderNotes {
             excluded: Some(vec!["view".into(), "t".into()]),
             compiled: CompileBackend::from_name("aot_eager"),
-            compiled_modules: Some(vec!["blocks.0".into(), "b c".into()]),
+            compiled_modules: Some(vec!["blocks.0".into(), "b c".into(), ROOT_MODULE.into()]),
             level: CaptureLevel::Modules,
             step: Some(7),
             loss: Some(0.1),
+            rng: Some(RngState {
+                start: u64::MAX,
+                end: 0,
+            }),
             world_size: Some(4),
             mesh: Some(Mesh::parse("dp=2 tp=2", "dp=1 tp=0").unwrap()),
             filter: Some("min_numel=1000, op_filter=mm".into()),
@@ -743,6 +857,15 @@ mod tests {
         assert_eq!(h.excluded, Some(vec!["t".into(), "view".into()]));
         assert_eq!(h.compiled, notes.compiled);
         assert_eq!(h.compiled_modules, notes.compiled_modules);
+        // The root is written with what it means, and read back as itself.
+        let text = String::from_utf8_lossy(&v).into_owned();
+        assert!(
+            text.contains("Compiled modules: blocks.0, b c, <none> (the whole model)\n"),
+            "{text}"
+        );
+        assert_eq!(h.rng, notes.rng);
+        assert!(text.contains("RNG state: start=ffffffffffffffff end=0000000000000000\n"));
+        assert!(h.rng.unwrap().draws());
         assert_eq!(
             (h.level, h.step, h.loss),
             (CaptureLevel::Modules, Some(7), Some(0.1))
@@ -780,7 +903,7 @@ mod tests {
     #[test]
     fn values_that_do_not_read_name_their_column() {
         let (h, problems) = read(
-            b"Total captured activations: x\nStep:  five\nLevel: ops\nPrecision: half\nWorld size: 0\nMesh: dp=2\nCoords: tp=0\nhello",
+            b"Total captured activations: x\nStep:  five\nLevel: ops\nPrecision: half\nWorld size: 0\nMesh: dp=2\nCoords: tp=0\nRNG state: start=12 end=0000000000000000\nhello",
         );
         let got: Vec<(u64, &str)> = problems
             .iter()
@@ -803,10 +926,23 @@ mod tests {
                     9,
                     "device mesh `dp=2` / coordinates `tp=0` do not read (coordinates `tp=0` do not name the mesh dimensions `dp=2` in order); read as no mesh"
                 ),
+                (
+                    12,
+                    "RNG state `start=12 end=0000000000000000` is not `start=<16 hex digits> end=<16 hex digits>`; read as none"
+                ),
                 (1, "line before the first block is no header line: `hello`"),
             ]
         );
-        assert_eq!((h.total, h.step, h.mesh), (None, None, None));
+        assert_eq!((h.total, h.step, h.mesh, h.rng), (None, None, None, None));
+        for bad in [
+            "",
+            "start=0000000000000001",
+            "end=0000000000000001 start=0000000000000001",
+            "start=000000000000000g end=0000000000000001",
+            "start=0000000000000001 end=0000000000000001 x",
+        ] {
+            assert_eq!(RngState::parse(bad), None, "{bad:?}");
+        }
         assert_eq!(h.precision, Precision::PRINTED);
     }
 }

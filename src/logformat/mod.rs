@@ -59,9 +59,10 @@ pub use field::{
 };
 pub use header::{
     compiled_line, filter_min_numel, is_count_line, write_header, BackendName, CaptureLevel,
-    CompileBackend, Header, HeaderNotes, HeaderProblem, Mesh, BELOW_MIN_NUMEL_LABEL,
+    CompileBackend, Header, HeaderNotes, HeaderProblem, Mesh, RngState, BELOW_MIN_NUMEL_LABEL,
     COMPILED_LABEL, COORDS_LABEL, EXCLUDED_LABEL, FILTER_LABEL, LEVEL_LABEL, LOSS_LABEL,
-    MESH_LABEL, PRECISION_LABEL, STEP_LABEL, TOTAL_LABELS, WORLD_SIZE_LABEL,
+    MESH_LABEL, PRECISION_LABEL, RNG_LABEL, ROOT_MODULE, STEP_LABEL, TOTAL_LABELS,
+    WORLD_SIZE_LABEL,
 };
 pub use number::{fmt_e, fmt_e6, fmt_full, push_u64};
 pub use shape::{push_shape, read_shape, shape_line, ShapeText};
@@ -399,6 +400,10 @@ mod tests {
             level: CaptureLevel::Modules,
             step: Some(12),
             loss: Some(2.3125),
+            rng: Some(RngState {
+                start: 0x1f2e3d4c5b6a7980,
+                end: 0x0a,
+            }),
             world_size: Some(8),
             mesh: Some(Mesh::parse("dp=2 tp=4", "dp=1 tp=3").unwrap()),
             filter: Some("min_numel=1000".into()),
@@ -408,7 +413,7 @@ mod tests {
         assert_eq!(
             String::from_utf8(v).unwrap(),
             format!(
-                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCapture filter: min_numel=1000\nOps below min numel: 5\nCompiled: inductor\nCompiled modules: a, b.c\nLevel: modules\nStep: 12\nLoss: 2.3125e+00\nPrecision: full\nWorld size: 8\nMesh: dp=2 tp=4\nCoords: dp=1 tp=3\n{}\n\n",
+                "Total captured activations: 3\nExcluded ops dispatched: t, view\nCapture filter: min_numel=1000\nOps below min numel: 5\nCompiled: inductor\nCompiled modules: a, b.c\nLevel: modules\nStep: 12\nLoss: 2.3125e+00\nRNG state: start=1f2e3d4c5b6a7980 end=000000000000000a\nPrecision: full\nWorld size: 8\nMesh: dp=2 tp=4\nCoords: dp=1 tp=3\n{}\n\n",
                 "=".repeat(80)
             )
         );

@@ -768,6 +768,7 @@ fn compiled_header_line_round_trips_through_the_writer() {
             level: crate::logformat::CaptureLevel::Modules,
             step: Some(7),
             loss: Some(-0.1 / 3.0),
+            rng: None,
             world_size: Some(2),
             mesh: Some(crate::logformat::Mesh::parse("tp=2", "tp=1").unwrap()),
             filter: Some("min_numel=0, op_filter=mm".into()),

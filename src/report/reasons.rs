@@ -23,6 +23,9 @@ pub const ORIGIN_BY_HASHES: &str = "its inputs' hashes agree, the output differs
 /// digests (trial 28: two swapped tokens named the position add an origin).
 pub const HASHES_BLIND_TO_ORDER: &str = "a hash is an L1 norm, blind to a reordering of the same values (a permuted batch, swapped tokens): capture with precision=\"full\" to compare digests";
 
+/// What a comparison without digests cannot see, beside "no divergence".
+pub const HASHES_BLIND_TO_ORDER_SHORT: &str = "a reordering of the same values (a permuted batch, swapped tokens) or a change below the printed digits is not seen";
+
 /// One reason for a comparison's exit status (one verdict line).
 #[derive(Clone, Debug)]
 pub enum Reason {
@@ -165,6 +168,14 @@ pub enum Reason {
     UpdateOnly {
         /// The first diverging step.
         step: u64,
+        /// Some forward output or gradient of a diverging rank at that
+        /// step agrees only within the tolerance, not exactly
+        /// ([`RankSummary::inexact_before_optimizer`]): the optimizer may
+        /// magnify it (trial 63: eager against inductor).
+        inexact: bool,
+        /// Modules ran compiled in a run: their forward outputs are not
+        /// recorded, so "agree" covers only the others.
+        compiled: bool,
     },
     /// A step series at `level="modules"`: at the first diverging step
     /// some ranks differ only after the optimizer step while others
@@ -192,6 +203,18 @@ pub enum Reason {
         captured: u64,
         /// `min_numel=1000 elements`, or `min_numel` when unknown.
         limit: String,
+    },
+    /// Beside an agreeing verdict: some rank's logs have no digests, so its
+    /// rows were compared by their L1-norm hashes and printed statistics
+    /// alone, which a reordering of the same values does not change
+    /// ([`compared_without_digests`]; trial 63: the hint that only
+    /// `precision="full"` sees a reordered batch was said under an origin,
+    /// never under "no divergence").
+    ComparedWithoutDigests {
+        /// Ranks (rank-step units of a series) compared without digests.
+        ranks: u64,
+        /// Ranks compared.
+        of: u64,
     },
     /// A step series: where it diverges first ("the runs agree through
     /// step 4; step 5 diverges first ...").
@@ -518,6 +541,34 @@ pub fn differing_input_words(inputs: &[usize], parameters: Option<&str>) -> Stri
     w
 }
 
+/// What the logs' `RNG state:` header lines (digests of torch's random
+/// number generators' state when the step was armed and when it ended,
+/// [`crate::logformat::RngState`]) say about randomness in a rank's step,
+/// for a first differing record at `level=modules`, where no op is
+/// recorded (trial 63: a dropout seed changed was not named as
+/// randomness): the runs start the step with different states and it draws
+/// random numbers, or they start alike and end differently (they draw
+/// differently), or neither run draws any (randomness is ruled out).
+/// `None` when a log lacks the line, or the states agree throughout.
+pub fn random_state_words(r: &RankSummary) -> Option<String> {
+    let (a, b) = (r.run1.rng_state?, r.run2.rng_state?);
+    let draws = a.draws() || b.draws();
+    let step = r.run1.step.or(r.run2.step);
+    let this = match step {
+        Some(s) => format!("step {s}"),
+        None => "the step".to_string(),
+    };
+    if a.start != b.start && draws {
+        Some(format!("the runs' random state (torch's generators, the logs' `RNG state:`) differs when {this} starts and the step draws random numbers: a random op inside a module (dropout) draws differently, which shows first in the output of the module that runs it; seed both runs alike (or capture at level=\"ops\", which names the random op)"))
+    } else if a.start == b.start && a.end != b.end {
+        Some(format!("the runs start {this} with the same random state (the logs' `RNG state:`) and end it with different ones: they draw random numbers differently in it (another number of random ops, or a compiled random op with its own generator), which a random op's module output shows first; capture at level=\"ops\" to name it"))
+    } else if !draws {
+        Some(format!("no random numbers are drawn from torch's generators in {this} (the logs' `RNG state:`): not randomness"))
+    } else {
+        None
+    }
+}
+
 /// What an entry cause (a differing input with no captured producer) may
 /// come from that the logs left out, for the headline and the terminal:
 /// ops below `min_numel` ([`below_min_numel_words`]) and ops a compiler
@@ -631,6 +682,18 @@ pub fn not_captured(ranks: &[RankSummary]) -> Option<Reason> {
         captured: side.entries as u64,
         limit: min_numel_limit(ranks),
     })
+}
+
+/// [`Reason::ComparedWithoutDigests`] when some rank paired rows and its
+/// logs lack digests (`bitwise` absent); `None` when every rank's have them.
+pub fn compared_without_digests(ranks: &[RankSummary]) -> Option<Reason> {
+    let compared = ranks.iter().filter(|r| r.run1.paired > 0);
+    let (mut without, mut of) = (0u64, 0u64);
+    for r in compared {
+        of += 1;
+        without += u64::from(r.bitwise.is_none());
+    }
+    (without > 0).then_some(Reason::ComparedWithoutDigests { ranks: without, of })
 }
 
 /// `min_numel=1000 elements` from the ranks' `Capture filter:` lines,
@@ -799,10 +862,50 @@ impl fmt::Display for Reason {
                     write!(f, "steps {from}-{to}, before step {step}, were captured in neither run: the runs may part there first; capture them to tell")
                 }
             }
-            Reason::UpdateOnly { step } => write!(
-                f,
-                "step {step}'s forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step {step} at level=\"ops\" to name the op"
-            ),
+            Reason::UpdateOnly {
+                step,
+                inexact,
+                compiled,
+            } => {
+                let outputs = if *compiled {
+                    "forward outputs (of the modules that did not run compiled: the others' are not recorded)"
+                } else {
+                    "forward outputs"
+                };
+                let within = if *inexact {
+                    " within the tolerance, not exactly,"
+                } else {
+                    ","
+                };
+                write!(
+                    f,
+                    "step {step}'s {outputs} and gradients agree{within} and its parameters differ after the optimizer step: "
+                )?;
+                if *inexact {
+                    write!(f, "either the optimizer magnifies the gradients' small differences (Adam's update divides each gradient by its own running scale, so a gradient near zero that differs in its last digits moves its parameter by another step; compare with --bitwise to see them), or the update itself differs")?;
+                } else {
+                    f.write_str("the update itself differs")?;
+                }
+                write!(
+                    f,
+                    " (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step {step} at level=\"ops\" to name the op"
+                )
+            }
+            Reason::ComparedWithoutDigests { ranks, of } => {
+                let which = if ranks == of {
+                    if *of == 1 {
+                        "the logs have".to_string()
+                    } else {
+                        "the logs of every rank have".to_string()
+                    }
+                } else {
+                    format!("the logs of {ranks} of {of} ranks have")
+                };
+                write!(
+                    f,
+                    "{which} no digests, so rows were compared by their hashes (L1 norms) and printed statistics: {HASHES_BLIND_TO_ORDER_SHORT}; capture both runs with precision=\"full\" to compare digests (bitwise)"
+                )
+            }
             Reason::NotCaptured {
                 below,
                 captured,
@@ -1238,8 +1341,20 @@ mod tests {
                 "steps 201-299, before step 300, were captured in neither run: the runs may part there first; capture them to tell",
             ),
             (
-                Reason::UpdateOnly { step: 30 },
+                Reason::UpdateOnly {
+                    step: 30,
+                    inexact: false,
+                    compiled: false,
+                },
                 "step 30's forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step 30 at level=\"ops\" to name the op",
+            ),
+            (
+                Reason::UpdateOnly {
+                    step: 2,
+                    inexact: true,
+                    compiled: true,
+                },
+                "step 2's forward outputs (of the modules that did not run compiled: the others' are not recorded) and gradients agree within the tolerance, not exactly, and its parameters differ after the optimizer step: either the optimizer magnifies the gradients' small differences (Adam's update divides each gradient by its own running scale, so a gradient near zero that differs in its last digits moves its parameter by another step; compare with --bitwise to see them), or the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step 2 at level=\"ops\" to name the op",
             ),
             (
                 Reason::StepsOnlyIn {

@@ -285,6 +285,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
             bitwise: all_bitwise(s, series),
         });
         lines.extend(super::reasons::not_captured(&s.ranks));
+        lines.extend(super::reasons::compared_without_digests(&s.ranks));
     }
     lines
 }
@@ -552,7 +553,21 @@ fn update_only(s: &Summary, series: &StepSeries) -> Option<Reason> {
         }
     }
     if by_step.get(&first)?.iter().all(|&(_, alone)| alone) {
-        return Some(Reason::UpdateOnly { step: first });
+        let at_first = s.ranks.iter().filter(|r| {
+            r.step == Some(first)
+                && r.first_divergence.is_some()
+                && r.run1.level == crate::logformat::CaptureLevel::Modules
+        });
+        let (mut inexact, mut compiled) = (false, false);
+        for r in at_first {
+            inexact |= r.inexact_before_optimizer;
+            compiled |= r.run1.compiled.is_some() || r.run2.compiled.is_some();
+        }
+        return Some(Reason::UpdateOnly {
+            step: first,
+            inexact,
+            compiled,
+        });
     }
     let first_of: std::collections::HashMap<u32, u64> = series
         .first_diverging_step_by_rank

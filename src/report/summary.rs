@@ -223,6 +223,36 @@ fn output_tensors(rc: &RankComparison<'_>, r: &MatchRow) -> Option<[u32; 2]> {
     (counts[0] != counts[1] && counts[0] > 0 && counts[1] > 0).then_some(counts)
 }
 
+/// At `level=modules`, whether a matching pair before the optimizer step
+/// (a forward output or a gradient) is equal only within the tolerance:
+/// with digests on both sides, not bitwise identical; without, its Output
+/// hash texts differ. Adam's update divides each gradient by its own
+/// running scale, so such differences can reach the parameters as a
+/// difference beyond the tolerance (trial 63: eager against inductor read
+/// as "the update itself differs"). False for a per-op log (one pass over
+/// a module-level rank's rows, which are few).
+fn inexact_before_optimizer(rc: &RankComparison<'_>) -> bool {
+    use crate::parser::Field::OutputHash;
+    if rc.t1.header().level != crate::logformat::CaptureLevel::Modules {
+        return false;
+    }
+    let digests = rc.t1.has_digests() && rc.t2.has_digests();
+    rc.matches.rows.iter().any(|r| {
+        if r.status != Status::Match {
+            return false;
+        }
+        let (Some(a), Some(b)) = (r.r1(), r.r2()) else {
+            return false;
+        };
+        rc.t1.phase_kind(a) != Phase::Optimizer
+            && if digests {
+                !r.has(crate::matcher::ROW_BITWISE)
+            } else {
+                rc.t1.field(a, OutputHash) != rc.t2.field(b, OutputHash)
+            }
+    })
+}
+
 /// Whether pair `r`'s two Output digests are both there and differ: its
 /// output is not the same tensor, whatever its hash and statistics say
 /// (trial 28: a loss gradient moved to another class column, same sum and
@@ -357,6 +387,11 @@ pub struct SideSummary {
     /// incomplete input).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub world_size: Option<u32>,
+    /// The header's `RNG state:`: digests of torch's random number
+    /// generators' state when the step was armed and when it ended
+    /// (`{"start": "<16 hex>", "end": "<16 hex>"}`), if said.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub rng_state: Option<crate::logformat::RngState>,
     /// Op count declared by the header, if any.
     pub declared: Option<u64>,
     /// `Excluded ops dispatched`, sorted; `null` when the header line is absent.
@@ -593,6 +628,7 @@ impl SideSummary {
             capture_filter: t.header().filter.clone(),
             below_min_numel: t.header().below_min_numel,
             world_size: t.header().world_size,
+            rng_state: t.header().rng,
             declared: t.header().total,
             excluded_ops: t.header().excluded.clone(),
             compiled: t.header().compiled.as_ref().map(|b| b.name().to_string()),
@@ -668,6 +704,13 @@ pub struct RankSummary {
     /// identical; absent without digests.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub bitwise: Option<BitwiseCounts>,
+    /// At `level=modules`: a paired record before the optimizer step (a
+    /// forward output or a gradient) matches only within the tolerance,
+    /// not exactly (its digests differ, or without digests its Output hash
+    /// texts): what the optimizer may magnify ([`inexact_before_optimizer`]).
+    /// Omitted when false, and always false for a per-op log.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub inexact_before_optimizer: bool,
     /// Override pairs that paired nothing: `[run1 key, run2 key]`.
     pub unused_overrides: Vec<(String, String)>,
     /// Where the divergence starts (origins and entries) and non-finite values.
@@ -1367,6 +1410,7 @@ impl RankSummary {
                     with_digests,
                     all: identical == with_digests && identical == paired,
                 }),
+            inexact_before_optimizer: inexact_before_optimizer(rc),
             unused_overrides: rc.matches.unused_overrides.clone(),
             root_causes: CausesSummary::build(rc, plan),
             shape_mismatches: ShapeMismatches::build(rc),

@@ -39,7 +39,7 @@ def blocks(path):
 
 #: Header lines the agent writes at level='ops' beside the reference's: its
 #: settings and how many ops min_numel left out (docs/log-format.md).
-AGENT_HEADER_LABELS = ("Capture filter: ", "Ops below min numel: ")
+AGENT_HEADER_LABELS = ("Capture filter: ", "Ops below min numel: ", "RNG state: ")
 
 
 def reference_header(head):

@@ -47,7 +47,8 @@ def significant_digits(text: str) -> int:
 def test_header_states_the_precision(default, full):
     head, _ = full
     assert head[-1] == "Precision: full", head
-    assert head[1].startswith("Excluded ops dispatched: ") and len(head) == 5, head
+    assert head[1].startswith("Excluded ops dispatched: ") and len(head) == 6, head
+    assert re.fullmatch(r"RNG state: start=[0-9a-f]{16} end=[0-9a-f]{16}", head[4]), head
     assert all(not line.startswith("Precision") for line in default[0])
 
 
@@ -109,7 +110,11 @@ def test_digests_without_full_precision(tmp_path):
 def test_bad_precision_is_an_error(tmp_path):
     import torch
 
-    with pytest.raises(ValueError, match="precision"):
+    # The error lists every value, "default" (the same as None) included
+    # (trial 63: an alias no text named).
+    with pytest.raises(ValueError, match=r"^precision must be None, 'default' \(the same\) or 'full', got 'double'$"):
         actdiff_capture.Profiler(torch.nn.Linear(2, 2), tmp_path, precision="double")
+    assert actdiff_capture.Profiler(torch.nn.Linear(2, 2), tmp_path, precision="default").precision is None
+    assert "default" in actdiff_capture.capture.PRECISIONS
     with pytest.raises(ValueError, match="precision"):
         actdiff_capture.ActivationCaptureProfiler(enabled=True, model=torch.nn.Linear(2, 2), dump_dir=str(tmp_path), precision=7)

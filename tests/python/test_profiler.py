@@ -53,7 +53,8 @@ def test_arms_before_and_dumps_after_the_capture_step(tmp_path):
     # comparator ignores header lines).
     assert head[2] == "Capture filter: min_numel=1000", head
     assert head[3].startswith("Ops below min numel: ") and int(head[3].split(": ")[1]) > 0, head
-    assert len(head) == 4
+    assert re.fullmatch(r"RNG state: start=[0-9a-f]{16} end=[0-9a-f]{16}", head[4]), head
+    assert len(head) == 5
 
 
 def test_keys_phases_producers_locations(tmp_path):

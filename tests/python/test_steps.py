@@ -23,17 +23,23 @@ from logs import blocks
 from usermodel import VOCAB, TinyGPT, batches
 
 
-def run(dump, steps=4, schedule=None, *, change_token_at=None, lr_change_at=None, probe=None, **prof_kw):
+def run(
+    dump, steps=4, schedule=None, *, change_token_at=None, lr_change_at=None, probe=None, dropout_seed=None, **prof_kw
+):
     """Trains ``steps`` AdamW steps of TinyGPT (dropout on), capturing
     ``schedule`` (default: every step) at full precision into ``dump``,
     with the loss passed to ``prof.step``. ``change_token_at=S`` changes
     one token of step S's batch; ``lr_change_at=S`` sets the learning rate
     to 3e-2 before step S. ``probe(prof, step)`` is called after each
-    ``prof.step``. Returns the profiler."""
+    ``prof.step``. ``dropout_seed``: torch's generator reseeded after the
+    model is made (the same initial weights, other dropout masks).
+    Returns the profiler."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = TinyGPT(dropout=0.1)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    if dropout_seed is not None:
+        torch.manual_seed(dropout_seed)
     sched = range(1, steps + 1) if schedule is None else schedule
     prof = actdiff_capture.Profiler(model, dump, capture_steps=sched, precision="full", **prof_kw)
     for step, idx in enumerate(batches(steps), start=1):
@@ -674,6 +680,33 @@ def test_a_module_level_log_is_not_compared_with_a_per_op_one(actdiff_bin, tmp_p
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         run(tmp_path / "s", steps=2, schedule=[2])  # the same level again: nothing to say
+
+
+def test_module_level_names_randomness_from_the_rng_state(actdiff_bin, tmp_path):
+    """Trial 63: at level="modules" a dropout seed changed was worded as any
+    change to the computation (per op the random op is named). Each log's
+    header gives digests of torch's generators when the step was armed and
+    when it ended (``RNG state:``): a seed changed after the model was made
+    is named as randomness at step 1; a token changed at step 3 with the
+    same seed is not (the states agree)."""
+    run(tmp_path / "a", steps=3, level="modules")
+    run(tmp_path / "b", steps=3, level="modules", dropout_seed=1)
+    run(tmp_path / "c", steps=3, level="modules", change_token_at=3)
+    for step in (1, 2, 3):
+        h = header(tmp_path / "a" / f"step_{step}" / "rank_0_activations.log")
+        (line,) = [x for x in h if x.startswith("RNG state: ")]
+        start, end = re.fullmatch(r"RNG state: start=([0-9a-f]{16}) end=([0-9a-f]{16})", line).groups()
+        assert start != end, line  # dropout drew
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 1 and s["first_diverging_step"] == 1, r.stdout
+    assert "differs when step 1 starts and the step draws random numbers: a random op inside a module (dropout)" in r.stdout, r.stdout
+    first = next(rk for rk in s["ranks"] if rk["step"] == 1)
+    assert first["run1"]["rng_state"]["start"] != first["run2"]["rng_state"]["start"]
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "rep2")
+    assert r.returncode == 1 and s["first_diverging_step"] == 3, r.stdout
+    opening = r.stdout.splitlines()[1]
+    assert "step 3 diverges first: rank 0 diverges first at `tok/op_0_output`" in opening, r.stdout
+    assert "random" not in opening, r.stdout
 
 
 def test_baseline_raises_at_the_first_diverging_step(tmp_path):

@@ -397,6 +397,14 @@ impl Summary {
                                 // parameter's gradient).
                                 w.push_str("; every forward record agrees: a change to the loss or the backward, or a parameter changed before this step that the module outputs do not show (a LoRA B initialised to 0; level=modules records parameters only after the optimizer step), so re-capture this step at level=\"ops\" to tell");
                             }
+                            // What the RNG state says of randomness,
+                            // before the optimizer (trial 63).
+                            if c.row.phase != "optimizer" {
+                                if let Some(rw) = crate::report::reasons::random_state_words(r) {
+                                    w.push_str("; ");
+                                    w.push_str(&rw);
+                                }
+                            }
                             // A module only run 2 runs before it (after run
                             // 1's rows in result order).
                             if let Some(o) = &r.root_causes.first_only2_before {
