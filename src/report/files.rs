@@ -152,6 +152,12 @@ pub fn is_report_file(name: &str) -> bool {
     }
 }
 
+/// Whether `name` is `rank{N}-keys.js`, a rank's key index as earlier
+/// versions wrote it ([`LEGACY_KEYS`]): a merge reads it, never links it.
+pub fn is_legacy_keys(name: &str) -> bool {
+    rank_file_tail(name) == Some(LEGACY_KEYS)
+}
+
 /// Whether `name` is a result page, `rank{N}-page{k}.html` ([`page`]).
 pub fn is_page(name: &str) -> bool {
     rank_file_tail(name).is_some_and(is_page_tail)
@@ -218,6 +224,15 @@ mod tests {
             "rank0-page.html",
         ] {
             assert!(!is_page(no), "{no}");
+        }
+        assert!(is_legacy_keys("rank7-keys.js") && is_legacy_keys(&legacy_keys(4095)));
+        for no in [
+            "keys-0.js",
+            "rankA-keys.js",
+            "rank-keys.js",
+            "xrank7-keys.js",
+        ] {
+            assert!(!is_legacy_keys(no), "{no}");
         }
     }
 

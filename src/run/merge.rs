@@ -365,7 +365,7 @@ fn link_pages(part: &Path, out: &Path) -> Result<(), report::ReportError> {
         if n == files::INDEX
             || n == files::SUMMARY
             || files::is_keys_file(n)
-            || n.ends_with(&format!("-{}", files::LEGACY_KEYS))
+            || files::is_legacy_keys(n)
             || !files::is_report_file(n)
         {
             continue;
