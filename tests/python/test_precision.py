@@ -114,7 +114,8 @@ def test_bad_precision_is_an_error(tmp_path):
     # (trial 63: an alias no text named).
     with pytest.raises(ValueError, match=r"^precision must be None, 'default' \(the same\) or 'full', got 'double'$"):
         actdiff_capture.Profiler(torch.nn.Linear(2, 2), tmp_path, precision="double")
-    assert actdiff_capture.Profiler(torch.nn.Linear(2, 2), tmp_path, precision="default").precision is None
+    with actdiff_capture.Profiler(torch.nn.Linear(2, 2), tmp_path, precision="default", capture_steps=[2]) as p:
+        assert p.precision is None
     assert "default" in actdiff_capture.capture.PRECISIONS
     with pytest.raises(ValueError, match="precision"):
         actdiff_capture.ActivationCaptureProfiler(enabled=True, model=torch.nn.Linear(2, 2), dump_dir=str(tmp_path), precision=7)
