@@ -2607,18 +2607,7 @@ fn an_entry_beside_a_fusing_compiler_says_fused_ops_were_not_captured() {
 /// weight's gradient (backward) and the weight after the optimizer, with
 /// the given Output hashes.
 fn modules_log(output: &str, grad: &str, weight: &str) -> String {
-    let block = |key: &str, hash: &str, phase: &str| {
-        format!(
-            "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n{phase}\n"
-        )
-    };
-    format!(
-        "Total captured activations: 3\nExcluded ops dispatched: (none)\nLevel: modules\n{}\n\n{}\n{}\n{}",
-        "=".repeat(80),
-        block("lin/op_0_output", output, ""),
-        block("lin/op_1_weight_grad", grad, "  Phase: backward\n"),
-        block("lin/op_2_weight", weight, ""),
-    )
+    support::modules_log("", output, grad, weight)
 }
 
 /// An op of one run only that changes a parameter in place (an edit after
@@ -4051,6 +4040,34 @@ fn ranks_is_refused_with_shard_and_checked() {
     );
 }
 
+/// Asserts that the `summary.json` of `compare`'s report folder (`out`)
+/// has `said` as one of its verdict lines.
+fn assert_verdict_has(tmp: &TempDir, said: &str) {
+    let s: Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
+            .unwrap();
+    assert!(
+        s["verdict"].as_array().unwrap().iter().any(|v| v == said),
+        "{s}"
+    );
+}
+
+/// Writes `{dir}/{name}/rank_0_activations.log`: one `m/op_0_addmm` block
+/// (Output hash 2.0, Input hashes 1.0, then `digest`'s lines before the
+/// input lines) under the header lines `header`. Returns the log's path.
+fn addmm_log(dir: &Path, name: &str, header: &str, digest: &str) -> std::path::PathBuf {
+    let text = format!(
+        "Total captured activations: 1\n{header}{sep}\n\n\
+         [m/op_0_addmm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 2.0\n{digest}  Input hashes: 1.0\n  Input producers: \n\n",
+        sep = "=".repeat(80)
+    );
+    write(
+        dir,
+        &format!("{name}/rank_0_activations.log"),
+        text.as_bytes(),
+    )
+}
+
 /// An agreeing compare of logs that left ops out by `min_numel` says so
 /// beside its verdict (trial 24 F2: a small model's BatchNorm momentum
 /// changed, 7 ops captured and 22 left out, "no divergence beyond
@@ -4059,18 +4076,7 @@ fn ranks_is_refused_with_shard_and_checked() {
 #[test]
 fn an_agreeing_compare_says_how_many_ops_min_numel_left_out() {
     let tmp = TempDir::new().unwrap();
-    let log = |name: &str, header: &str| {
-        let text = format!(
-            "Total captured activations: 1\n{header}{sep}\n\n\
-             [m/op_0_addmm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 2.0\n  Input hashes: 1.0\n  Input producers: \n\n",
-            sep = "=".repeat(80)
-        );
-        write(
-            tmp.path(),
-            &format!("{name}/rank_0_activations.log"),
-            text.as_bytes(),
-        )
-    };
+    let log = |name: &str, header: &str| addmm_log(tmp.path(), name, header, "");
     let a = log(
         "a",
         "Capture filter: min_numel=1000\nOps below min numel: 22\n",
@@ -4082,13 +4088,7 @@ fn an_agreeing_compare_says_how_many_ops_min_numel_left_out() {
     let said = "but 22 ops smaller than min_numel=1000 elements were not captured in a log that captured 1, so they were not compared (min_numel=0 captures every op)";
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(0).stdout_has(said);
-    let s: Value =
-        serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
-            .unwrap();
-    assert!(
-        s["verdict"].as_array().unwrap().iter().any(|v| v == said),
-        "{s}"
-    );
+    assert_verdict_has(&tmp, said);
     let c = log(
         "c",
         "Capture filter: min_numel=1000\nOps below min numel: 0\n",
@@ -4216,29 +4216,12 @@ fn an_output_file_that_is_an_input_log_is_refused() {
 #[test]
 fn an_agreeing_compare_without_digests_says_what_hashes_do_not_see() {
     let tmp = TempDir::new().unwrap();
-    let log = |name: &str, digest: &str| {
-        let text = format!(
-            "Total captured activations: 1\n{sep}\n\n\
-             [m/op_0_addmm]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 2.0\n{digest}  Input hashes: 1.0\n  Input producers: \n\n",
-            sep = "=".repeat(80)
-        );
-        write(
-            tmp.path(),
-            &format!("{name}/rank_0_activations.log"),
-            text.as_bytes(),
-        )
-    };
+    let log = |name: &str, digest: &str| addmm_log(tmp.path(), name, "", digest);
     let (a, b) = (log("a", ""), log("b", ""));
     let said = "the logs have no digests, so rows were compared by their hashes (L1 norms) and printed statistics: a reordering of the same values (a permuted batch, swapped tokens) or a change below the printed digits is not seen; capture both runs with precision=\"full\" to compare digests (bitwise)";
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(0).stdout_has(said);
-    let s: Value =
-        serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
-            .unwrap();
-    assert!(
-        s["verdict"].as_array().unwrap().iter().any(|v| v == said),
-        "{s}"
-    );
+    assert_verdict_has(&tmp, said);
     let digest = "  Output digest: 0123456789abcdef\n";
     let (c, d) = (log("c", digest), log("d", digest));
     let r = compare(&tmp, &c, &d, &[]);

@@ -2098,20 +2098,8 @@ fn a_series_refused_step_by_step_says_so_once() {
 #[test]
 fn the_series_phase_lines_are_the_named_ranks() {
     let d = TempDir::new().unwrap();
-    let log = |output: &str, weight: &str| {
-        let block = |key: &str, hash: &str, phase: &str| {
-            format!(
-                "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n{phase}\n"
-            )
-        };
-        format!(
-            "Total captured activations: 3\nExcluded ops dispatched: (none)\nLevel: modules\nWorld size: 2\n{}\n\n{}\n{}\n{}",
-            "=".repeat(80),
-            block("lin/op_0_output", output, ""),
-            block("lin/op_1_weight_grad", "2.0", "  Phase: backward\n"),
-            block("lin/op_2_weight", weight, ""),
-        )
-    };
+    let log =
+        |output: &str, weight: &str| support::modules_log("World size: 2\n", output, "2.0", weight);
     for (run, step, rank, output, weight) in [
         ("a", 1, 0, "1.0", "3.0"),
         ("a", 1, 1, "1.0", "3.0"),
@@ -2307,20 +2295,7 @@ fn incomplete_input_after_the_first_diverging_step_does_not_make_it_3() {
 /// step). Exactly equal records keep the plain words.
 #[test]
 fn an_update_after_gradients_equal_only_within_tolerance_says_so() {
-    let log = |grad: &str, weight: &str| {
-        let block = |key: &str, hash: &str, phase: &str| {
-            format!(
-                "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n{phase}\n"
-            )
-        };
-        format!(
-            "Total captured activations: 3\nExcluded ops dispatched: (none)\nLevel: modules\n{}\n\n{}\n{}\n{}",
-            "=".repeat(80),
-            block("lin/op_0_output", "1.0", ""),
-            block("lin/op_1_weight_grad", grad, "  Phase: backward\n"),
-            block("lin/op_2_weight", weight, ""),
-        )
-    };
+    let log = |grad: &str, weight: &str| support::modules_log("", "1.0", grad, weight);
     for (grad_b, inexact) in [("2.00000000001", true), ("2.0", false)] {
         let d = TempDir::new().unwrap();
         for (run, grad, weight) in [("a", "2.0", "3.0"), ("b", grad_b, "3.5")] {

@@ -304,3 +304,23 @@ pub fn read_junit(path: &Path) -> Junit {
     assert_eq!((j.failures, j.errors), (n("failure"), n("error")));
     j
 }
+
+/// A module-level log (`Level: modules`, then the header lines `extra`
+/// such as `World size: 2\n`) of one linear module: its forward output,
+/// its weight's gradient (phase backward) and its weight after the
+/// optimizer step, with these Output hash texts.
+#[allow(dead_code)] // not every test binary uses it
+pub fn modules_log(extra: &str, output: &str, grad: &str, weight: &str) -> String {
+    let block = |key: &str, hash: &str, phase: &str| {
+        format!(
+            "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: {hash}\n{phase}\n"
+        )
+    };
+    format!(
+        "Total captured activations: 3\nExcluded ops dispatched: (none)\nLevel: modules\n{extra}{}\n\n{}\n{}\n{}",
+        "=".repeat(80),
+        block("lin/op_0_output", output, ""),
+        block("lin/op_1_weight_grad", grad, "  Phase: backward\n"),
+        block("lin/op_2_weight", weight, ""),
+    )
+}
