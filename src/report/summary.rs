@@ -707,7 +707,7 @@ pub struct RankSummary {
     /// At `level=modules`: a paired record before the optimizer step (a
     /// forward output or a gradient) matches only within the tolerance,
     /// not exactly (its digests differ, or without digests its Output hash
-    /// texts): what the optimizer may magnify ([`inexact_before_optimizer`]).
+    /// texts): what the optimizer may magnify.
     /// Omitted when false, and always false for a per-op log.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub inexact_before_optimizer: bool,
