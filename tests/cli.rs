@@ -2767,61 +2767,77 @@ fn a_module_returning_another_number_of_tensors_is_said_so() {
 }
 
 /// At `level=modules` no random op is recorded: the logs' `RNG state:`
-/// lines say whether randomness can explain a first differing forward
-/// record (trial 63: a dropout seed changed read as any change to the
-/// computation). Different states at the step's start and a step that
-/// draws: randomness named; the same start and different ends: the runs
-/// draw differently; no draws in either run: not randomness; no line:
-/// nothing said; `summary.json` keeps the digests.
+/// lines say whether randomness can explain a first differing record
+/// whose records before agree (trial 63: a dropout seed changed read as
+/// any change to the computation). Different states at the step's start
+/// and a step that draws: randomness named; the same start and different
+/// ends: the runs draw differently; no draws in either run: not
+/// randomness; no line: nothing said. A first differing record that is the
+/// step's first (nothing before it agrees: a step after a diverged one, a
+/// resumed job's) is not blamed on randomness (trial 64: an embedding's
+/// output). `summary.json` keeps the digests.
 #[test]
 fn module_level_first_records_say_what_the_rng_state_tells() {
-    let rng =
-        |start: &str, end: &str| format!("Level: modules\nRNG state: start={start} end={end}\n");
+    let rng = |start: &str, end: &str| format!("RNG state: start={start} end={end}\n");
     let (s1, s2, e1, e2) = (
         "00000000000000a1",
         "00000000000000b2",
         "00000000000000c3",
         "00000000000000d4",
     );
-    let cases: [(String, String, Option<&str>); 4] = [
+    // (run 1's header, run 2's, the first differing record is the step's
+    // first, the words wanted)
+    let cases: [(String, String, bool, Option<&str>); 6] = [
         (
             rng(s1, e1),
             rng(s2, e2),
-            Some("the runs' random state (torch's generators, the logs' `RNG state:`) differs when the step starts and the step draws random numbers: a random op inside a module (dropout) draws differently"),
+            false,
+            Some("the records before it agree, and the runs' random state (torch's generators, the logs' `RNG state:`) differs when the step starts and the step draws random numbers: most likely a random op (dropout) in this module draws differently"),
         ),
         (
             rng(s1, e1),
             rng(s1, e2),
-            Some("the runs start the step with the same random state (the logs' `RNG state:`) and end it with different ones: they draw random numbers differently in it"),
+            false,
+            Some("the records before it agree, and the runs start the step with the same random state (the logs' `RNG state:`) and end it with different ones: they draw random numbers differently"),
         ),
         (
             rng(s1, s1),
             rng(s2, s2),
+            false,
             Some("no random numbers are drawn from torch's generators in the step (the logs' `RNG state:`): not randomness"),
         ),
-        ("Level: modules\n".to_string(), "Level: modules\n".to_string(), None),
+        (String::new(), String::new(), false, None),
+        (rng(s1, e1), rng(s2, e2), true, None),
+        (
+            rng(s1, s1),
+            rng(s2, s2),
+            true,
+            Some("no random numbers are drawn from torch's generators in the step"),
+        ),
     ];
-    for (i, (h1, h2, want)) in cases.iter().enumerate() {
+    for (i, (h1, h2, first, want)) in cases.iter().enumerate() {
         let tmp = TempDir::new().unwrap();
         let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        let output2 = if *first { "1.5" } else { "1.0" };
         write(
             &a,
             "rank_0_activations.log",
-            modules_log("1.0", "2.0", "3.0")
-                .replace("Level: modules\n", h1)
-                .as_bytes(),
+            support::modules_log(h1, "1.0", "2.0", "3.0").as_bytes(),
         );
         write(
             &b,
             "rank_0_activations.log",
-            modules_log("1.5", "2.5", "3.5")
-                .replace("Level: modules\n", h2)
-                .as_bytes(),
+            support::modules_log(h2, output2, "2.5", "3.5").as_bytes(),
         );
         let r = compare(&tmp, &a, &b, &[]);
-        r.expect(1).stdout_has(
-            "rank 0 diverges first at `lin/op_0_output` (the first differing record; inputs are not recorded at level=modules",
-        );
+        let key = if *first {
+            "lin/op_0_output"
+        } else {
+            "lin/op_1_weight_grad"
+        };
+        r.expect(1).stdout_has(&format!(
+            "rank 0 diverges first at `{key}` (the first differing record; inputs are not recorded at level=modules"
+        ));
         match want {
             Some(w) => assert!(r.stdout.contains(w), "case {i}: {}", r.stdout),
             None => assert!(!r.stdout.contains("random"), "case {i}: {}", r.stdout),
@@ -2830,10 +2846,10 @@ fn module_level_first_records_say_what_the_rng_state_tells() {
             serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
                 .unwrap();
         let side = &summary["ranks"][0]["run1"];
-        if i < 3 {
-            assert_eq!(side["rng_state"]["start"], s1, "{side}");
-        } else {
+        if h1.is_empty() {
             assert!(side.get("rng_state").is_none(), "{side}");
+        } else {
+            assert_eq!(side["rng_state"]["start"], s1, "{side}");
         }
     }
 }

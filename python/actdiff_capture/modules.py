@@ -731,7 +731,10 @@ class ModuleRecorder:
                 never_called = isinstance(m, (nn.ParameterList, nn.ParameterDict)) or is_script_module(m)
                 if id(m) in missing and not inside and not never_called:
                     unexplained.append(fx.clean_fqn(name) or "<none>")
-        return [fx.clean_fqn(c) or c for c in compiled], unexplained
+        names = [fx.clean_fqn(c) or "<none>" for c in compiled]
+        if "<none>" in names:  # the root (a torch.compile wrapper's module): every module
+            names = ["<none>"]
+        return names, unexplained
 
     def finish(self) -> None:
         """Records every parameter not recorded yet at an optimizer step

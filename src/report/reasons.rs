@@ -146,6 +146,11 @@ pub enum Reason {
         step: u64,
         /// The step before it, which agrees.
         previous: u64,
+        /// What the logs' `RNG state:` lines say of that step's random
+        /// state: `Some(true)` the runs start it in different states and
+        /// it draws random numbers, `Some(false)` they start it alike or
+        /// it draws none (not randomness; trial 64), `None` unknown.
+        random: Option<bool>,
     },
     /// A step series whose first diverging step comes after steps that
     /// neither run captured (a sparse schedule): the runs may part there
@@ -546,11 +551,16 @@ pub fn differing_input_words(inputs: &[usize], parameters: Option<&str>) -> Stri
 /// [`crate::logformat::RngState`]) say about randomness in a rank's step,
 /// for a first differing record at `level=modules`, where no op is
 /// recorded (trial 63: a dropout seed changed was not named as
-/// randomness): the runs start the step with different states and it draws
-/// random numbers, or they start alike and end differently (they draw
-/// differently), or neither run draws any (randomness is ruled out).
-/// `None` when a log lacks the line, or the states agree throughout.
-pub fn random_state_words(r: &RankSummary) -> Option<String> {
+/// randomness). Randomness is named only when `after_agreeing` (records
+/// before the first differing one agree: the batch and the parameters
+/// they read are the same; trial 64: a step after a diverged one, or a
+/// resumed job's, differs from its first record, an embedding that draws
+/// nothing, and was blamed on dropout): the runs start the step with
+/// different states and it draws random numbers, or they start alike and
+/// end differently (they draw differently). Neither run drawing any rules
+/// randomness out, wherever the record is. `None` when a log lacks the
+/// line, or nothing can be said.
+pub fn random_state_words(r: &RankSummary, after_agreeing: bool) -> Option<String> {
     let (a, b) = (r.run1.rng_state?, r.run2.rng_state?);
     let draws = a.draws() || b.draws();
     let step = r.run1.step.or(r.run2.step);
@@ -558,12 +568,16 @@ pub fn random_state_words(r: &RankSummary) -> Option<String> {
         Some(s) => format!("step {s}"),
         None => "the step".to_string(),
     };
-    if a.start != b.start && draws {
-        Some(format!("the runs' random state (torch's generators, the logs' `RNG state:`) differs when {this} starts and the step draws random numbers: a random op inside a module (dropout) draws differently, which shows first in the output of the module that runs it; seed both runs alike (or capture at level=\"ops\", which names the random op)"))
-    } else if a.start == b.start && a.end != b.end {
-        Some(format!("the runs start {this} with the same random state (the logs' `RNG state:`) and end it with different ones: they draw random numbers differently in it (another number of random ops, or a compiled random op with its own generator), which a random op's module output shows first; capture at level=\"ops\" to name it"))
-    } else if !draws {
-        Some(format!("no random numbers are drawn from torch's generators in {this} (the logs' `RNG state:`): not randomness"))
+    if !draws {
+        return Some(format!("no random numbers are drawn from torch's generators in {this} (the logs' `RNG state:`): not randomness"));
+    }
+    if !after_agreeing {
+        return None;
+    }
+    if a.start != b.start {
+        Some(format!("the records before it agree, and the runs' random state (torch's generators, the logs' `RNG state:`) differs when {this} starts and the step draws random numbers: most likely a random op (dropout) in this module draws differently; seed both runs alike (or capture at level=\"ops\", which names the random op)"))
+    } else if a.end != b.end {
+        Some(format!("the records before it agree, and the runs start {this} with the same random state (the logs' `RNG state:`) and end it with different ones: they draw random numbers differently (another number of random ops, or a compiled random op with its own generator), most likely first in this module; capture at level=\"ops\" to name it"))
     } else {
         None
     }
@@ -837,10 +851,21 @@ impl fmt::Display for Reason {
             Reason::NoDivergence { matched } => {
                 write!(f, "no divergence beyond tolerance: {matched} rows match")
             }
-            Reason::UnseenBefore { step, previous } => write!(
-                f,
-                "step {previous}'s records agree, its parameters after the optimizer step included, and step {step} first differs in its forward: from a change to the forward computation at step {step} (a setting or code path such as a temperature, an activation or a scale; an op inside a module is not recorded at level=\"modules\"), from step {step}'s batch or random state, or from a change to the parameters after step {previous}'s records that level=\"modules\" does not see (through `.data` after optimizer.step()); re-capture steps {previous} and {step} at level=\"ops\" to tell"
-            ),
+            Reason::UnseenBefore {
+                step,
+                previous,
+                random,
+            } => {
+                let state = match random {
+                    Some(true) => format!("from step {step}'s batch, or from its random state, which differs between the runs when the step starts (the logs' `RNG state:`; dropout draws differently)"),
+                    Some(false) => format!("from step {step}'s batch (not from its random state: the logs' `RNG state:` lines start the step alike, or it draws nothing)"),
+                    None => format!("from step {step}'s batch or random state"),
+                };
+                write!(
+                    f,
+                    "step {previous}'s records agree, its parameters after the optimizer step included, and step {step} first differs in its forward: from a change to the forward computation at step {step} (a setting or code path such as a temperature, an activation or a scale; an op inside a module is not recorded at level=\"modules\"), {state}, or from a change to the parameters after step {previous}'s records that level=\"modules\" does not see (through `.data` after optimizer.step()); re-capture steps {previous} and {step} at level=\"ops\" to tell"
+                )
+            }
             Reason::UpdateThroughCollective { step, ranks, from } => {
                 let one = ranks.len() == 1;
                 write!(

@@ -505,14 +505,24 @@ fn unseen_before(s: &Summary, series: &StepSeries) -> Option<Reason> {
         .step_results
         .iter()
         .any(|r| r.step == previous && r.exit_status == exit_codes::OK);
-    let forward_first = s.ranks.iter().any(|r| {
+    let mut forward_first = s.ranks.iter().filter(|r| {
         r.step == Some(step)
             && r.run1.level == crate::logformat::CaptureLevel::Modules
             && r.first_divergence
                 .as_ref()
                 .is_some_and(|f| f.phase == "forward")
     });
-    (agreed && forward_first).then_some(Reason::UnseenBefore { step, previous })
+    let first = forward_first.next()?;
+    // The random state as the first such rank's logs say it.
+    let random = match (first.run1.rng_state, first.run2.rng_state) {
+        (Some(a), Some(b)) => Some(a.start != b.start && (a.draws() || b.draws())),
+        _ => None,
+    };
+    agreed.then_some(Reason::UnseenBefore {
+        step,
+        previous,
+        random,
+    })
 }
 
 /// Whether a module-level rank's first divergence at its step is in the

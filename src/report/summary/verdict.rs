@@ -400,7 +400,9 @@ impl Summary {
                             // What the RNG state says of randomness,
                             // before the optimizer (trial 63).
                             if c.row.phase != "optimizer" {
-                                if let Some(rw) = crate::report::reasons::random_state_words(r) {
+                                if let Some(rw) =
+                                    crate::report::reasons::random_state_words(r, c.row.index > 0)
+                                {
                                     w.push_str("; ");
                                     w.push_str(&rw);
                                 }
