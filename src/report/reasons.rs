@@ -181,6 +181,11 @@ pub enum Reason {
         /// Modules ran compiled in a run: their forward outputs are not
         /// recorded, so "agree" covers only the others.
         compiled: bool,
+        /// Every diverging rank's logs at that step have digests: without
+        /// them "agree" is the hashes' and printed digits' word, blind to a
+        /// reordered batch (trial 64: a permuted batch at default precision
+        /// read as "the update itself differs").
+        digests: bool,
     },
     /// A step series at `level="modules"`: at the first diverging step
     /// some ranks differ only after the optimizer step while others
@@ -220,6 +225,10 @@ pub enum Reason {
         ranks: u64,
         /// Ranks compared.
         of: u64,
+        /// The run whose logs lack digests when only one run's do (its
+        /// name), `None` when both runs' lack them (trial 64: "the logs of
+        /// every rank have no digests" where run 1's had them).
+        lacking: Option<String>,
     },
     /// A step series: where it diverges first ("the runs agree through
     /// step 4; step 5 diverges first ...").
@@ -700,14 +709,39 @@ pub fn not_captured(ranks: &[RankSummary]) -> Option<Reason> {
 
 /// [`Reason::ComparedWithoutDigests`] when some rank paired rows and its
 /// logs lack digests (`bitwise` absent); `None` when every rank's have them.
-pub fn compared_without_digests(ranks: &[RankSummary]) -> Option<Reason> {
+pub fn compared_without_digests(
+    ranks: &[RankSummary],
+    (name1, name2): (&str, &str),
+) -> Option<Reason> {
+    let has_digests = |s: &crate::report::summary::SideSummary| {
+        s.one_sided_fields
+            .contains(&crate::parser::Field::OutputDigest.label())
+    };
     let compared = ranks.iter().filter(|r| r.run1.paired > 0);
     let (mut without, mut of) = (0u64, 0u64);
+    // Which run lacks them: 1, 2, or 3 (both, or it varies).
+    let mut lacking = 0u8;
     for r in compared {
         of += 1;
-        without += u64::from(r.bitwise.is_none());
+        if r.bitwise.is_some() {
+            continue;
+        }
+        without += 1;
+        lacking |= match (has_digests(&r.run1), has_digests(&r.run2)) {
+            (true, false) => 2,
+            (false, true) => 1,
+            _ => 3,
+        };
     }
-    (without > 0).then_some(Reason::ComparedWithoutDigests { ranks: without, of })
+    (without > 0).then(|| Reason::ComparedWithoutDigests {
+        ranks: without,
+        of,
+        lacking: match lacking {
+            1 => Some(name1.to_string()),
+            2 => Some(name2.to_string()),
+            _ => None,
+        },
+    })
 }
 
 /// `min_numel=1000 elements` from the ranks' `Capture filter:` lines,
@@ -891,13 +925,16 @@ impl fmt::Display for Reason {
                 step,
                 inexact,
                 compiled,
+                digests,
             } => {
                 let outputs = if *compiled {
                     "forward outputs (of the modules that did not run compiled: the others' are not recorded)"
                 } else {
                     "forward outputs"
                 };
-                let within = if *inexact {
+                let within = if !*digests {
+                    " by their hashes and printed statistics (the logs have no digests: a reordering of the same values, such as a permuted batch, is not seen),"
+                } else if *inexact {
                     " within the tolerance, not exactly,"
                 } else {
                     ","
@@ -906,18 +943,30 @@ impl fmt::Display for Reason {
                     f,
                     "step {step}'s {outputs} and gradients agree{within} and its parameters differ after the optimizer step: "
                 )?;
-                if *inexact {
+                if !*digests {
+                    f.write_str("either the batch was reordered, or the optimizer magnifies differences below the printed digits (Adam's update divides each gradient by its own running scale), or the update itself differs")?;
+                } else if *inexact {
                     write!(f, "either the optimizer magnifies the gradients' small differences (Adam's update divides each gradient by its own running scale, so a gradient near zero that differs in its last digits moves its parameter by another step; compare with --bitwise to see them), or the update itself differs")?;
                 } else {
                     f.write_str("the update itself differs")?;
                 }
                 write!(
                     f,
-                    " (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step {step} at level=\"ops\" to name the op"
-                )
+                    " (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); "
+                )?;
+                if !*digests {
+                    f.write_str("capture both runs with precision=\"full\" to tell, and ")?;
+                }
+                write!(f, "re-capture step {step} at level=\"ops\" to name the op")
             }
-            Reason::ComparedWithoutDigests { ranks, of } => {
-                let which = if ranks == of {
+            Reason::ComparedWithoutDigests { ranks, of, lacking } => {
+                let which = if let Some(run) = lacking {
+                    if ranks == of {
+                        format!("{run}'s logs have")
+                    } else {
+                        format!("{run}'s logs of {ranks} of {of} ranks have")
+                    }
+                } else if ranks == of {
                     if *of == 1 {
                         "the logs have".to_string()
                     } else {
@@ -1370,6 +1419,7 @@ mod tests {
                     step: 30,
                     inexact: false,
                     compiled: false,
+                    digests: true,
                 },
                 "step 30's forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step 30 at level=\"ops\" to name the op",
             ),
@@ -1378,6 +1428,7 @@ mod tests {
                     step: 2,
                     inexact: true,
                     compiled: true,
+                    digests: true,
                 },
                 "step 2's forward outputs (of the modules that did not run compiled: the others' are not recorded) and gradients agree within the tolerance, not exactly, and its parameters differ after the optimizer step: either the optimizer magnifies the gradients' small differences (Adam's update divides each gradient by its own running scale, so a gradient near zero that differs in its last digits moves its parameter by another step; compare with --bitwise to see them), or the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step 2 at level=\"ops\" to name the op",
             ),

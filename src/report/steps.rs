@@ -285,7 +285,10 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
             bitwise: all_bitwise(s, series),
         });
         lines.extend(super::reasons::not_captured(&s.ranks));
-        lines.extend(super::reasons::compared_without_digests(&s.ranks));
+        lines.extend(super::reasons::compared_without_digests(
+            &s.ranks,
+            (&s.name1, &s.name2),
+        ));
     }
     lines
 }
@@ -568,15 +571,17 @@ fn update_only(s: &Summary, series: &StepSeries) -> Option<Reason> {
                 && r.first_divergence.is_some()
                 && r.run1.level == crate::logformat::CaptureLevel::Modules
         });
-        let (mut inexact, mut compiled) = (false, false);
+        let (mut inexact, mut compiled, mut digests) = (false, false, true);
         for r in at_first {
             inexact |= r.inexact_before_optimizer;
             compiled |= r.run1.compiled.is_some() || r.run2.compiled.is_some();
+            digests &= r.bitwise.is_some();
         }
         return Some(Reason::UpdateOnly {
             step: first,
             inexact,
             compiled,
+            digests,
         });
     }
     let first_of: std::collections::HashMap<u32, u64> = series

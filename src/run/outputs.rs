@@ -550,7 +550,10 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<Reason>) {
     if status == exit_codes::OK {
         reasons.push(Reason::NoDivergence { matched: c.matched });
         reasons.extend(reasons::not_captured(ranks));
-        reasons.extend(reasons::compared_without_digests(ranks));
+        reasons.extend(reasons::compared_without_digests(
+            ranks,
+            (&meta.report.name1, &meta.report.name2),
+        ));
     }
     (status, reasons)
 }
