@@ -138,8 +138,25 @@ REPLACES_OTHER_LEVEL = (
 RESUMED_WITHOUT_FIRST_STEP = (
     "actdiff_capture: step {step}: this profiler counts steps from 1 (first_step=1), but the optimizer "
     "has taken {n} steps (its state's 'step'): if this job resumed from a checkpoint, pass "
-    "first_step={first} (the step it resumes at) so that its captured steps keep their numbers; "
+    "first_step= (the step it resumes at, counted in prof.step() calls: {first} when prof.step() is "
+    "called once per optimizer step) so that its captured steps keep their numbers; "
     "this step is captured as {what}{over}"
+)
+
+#: The warning of a schedule whose every step comes before first_step.
+SCHEDULE_BEFORE_FIRST_STEP = (
+    "actdiff_capture: every scheduled step is before first_step={first} (the last is {last}): this "
+    "process counts its steps from {first} and captures none of them"
+)
+
+#: The warning of a series capture that writes over a step's log when the
+#: optimizer keeps no step count to tell a resumed job (SGD; trial 64: a
+#: resumed SGD job wrote its steps over the first process's, silently).
+OVERWRITES_UNCHECKED = (
+    "actdiff_capture: step {step}: {path} already held a log, which this capture replaces; this profiler "
+    "counts steps from 1 (first_step=1) and the optimizer keeps no step count to tell whether the job "
+    "resumed from a checkpoint: if it did, pass first_step= (the step it resumes at) so that its captured "
+    "steps keep their numbers"
 )
 
 #: The warning of per-op options given to a module-level profiler.
@@ -1696,6 +1713,12 @@ class Profiler:
         self.first_step = _step_number(first_step, "first_step")
         if self.first_step < 1:
             raise ValueError(f"first_step is 1-based, got {first_step!r}")
+        if enabled and 0 < self._last < self.first_step:
+            # Trial 64: capture_steps=[2, 3] with first_step=4 captured
+            # nothing and said nothing.
+            warnings.warn(
+                SCHEDULE_BEFORE_FIRST_STEP.format(last=self._last, first=self.first_step), stacklevel=3
+            )
         self.min_numel = int(min_numel)
         if self.min_numel < 0:
             raise ValueError(f"min_numel must be 0 or more (0 captures every op), got {min_numel!r}")
@@ -1745,6 +1768,7 @@ class Profiler:
         self._resume_hook = None
         self._resume_checked = self.first_step != 1
         self._optimizer_steps: int | None = None
+        self._resume_warned = False  # RESUMED_WITHOUT_FIRST_STEP or OVERWRITES_UNCHECKED said
         self._log_existed = False  # the armed step's log was on disk before this capture
         self._rng_start = 0  # _rng_digest() when the step was armed
         self._handles: list = []
@@ -1804,7 +1828,8 @@ class Profiler:
                             # a resumed job, perhaps.
                             counted=(
                                 COUNTED_FROM_ONE
-                                if self.first_step == 1 and 0 < self._step < self.capture_step
+                                if self.first_step == 1
+                                and (0 < self._step < self.capture_step or self._resume_warned)
                                 else ""
                             ),
                             were="was" if n == 1 else "were",
@@ -2026,9 +2051,14 @@ class Profiler:
         h.remove()
         n, self._optimizer_steps = self._optimizer_steps, None
         if n is None:
-            return  # no optimizer step read in this step: the next captured one
+            if self.series and self._log_existed:
+                # No count to check (SGD): the log written over is said.
+                self._resume_checked = self._resume_warned = True
+                warnings.warn(OVERWRITES_UNCHECKED.format(step=self._step, path=self._armed_path), stacklevel=4)
+            return  # else no optimizer step read in this step: the next captured one
         self._resume_checked = True
         if n > self._step:
+            self._resume_warned = True
             warnings.warn(
                 RESUMED_WITHOUT_FIRST_STEP.format(
                     step=self._step,

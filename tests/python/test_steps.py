@@ -1061,7 +1061,8 @@ def test_a_job_resumed_from_a_checkpoint_keeps_its_step_numbers(actdiff_bin, tmp
 # RESUMED_WITHOUT_FIRST_STEP with (optimizer steps, first_step, what).
 RESUMED = (
     r"this profiler counts steps from 1 \(first_step=1\), but the optimizer has taken %d steps "
-    r"\(its state's 'step'\): if this job resumed from a checkpoint, pass first_step=%d .*"
+    r"\(its state's 'step'\): if this job resumed from a checkpoint, pass first_step= \(the step it "
+    r"resumes at, counted in prof.step\(\) calls: %d when prof.step\(\) is called once per optimizer step\) .*"
     r"this step is captured as %s"
 )
 
@@ -1112,6 +1113,44 @@ def test_a_resumed_job_counting_from_one_is_told_by_its_optimizer(tmp_path, leve
                     opt.step()
                     opt.zero_grad()
                 prof.step()
+
+
+def test_a_resumed_sgd_job_counting_from_one_says_the_log_it_writes_over(tmp_path):
+    """Trial 64: SGD keeps no step count, so a job resumed without
+    first_step= wrote its steps over the first process's logs silently,
+    and said at close only that steps 4-6 were never reached. The first
+    log written over is said, once, and the close warning adds the
+    first_step= advice; a schedule wholly before first_step is said when
+    the profiler is made."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = TinyGPT()
+    data = batches(6)
+
+    def train(prof, todo, opt):
+        for step in todo:
+            idx = data[step - 1]
+            F.cross_entropy(model(idx[:, :-1]).reshape(-1, VOCAB), idx[:, 1:].reshape(-1)).backward()
+            opt.step()
+            opt.zero_grad()
+            prof.step()
+
+    with actdiff_capture.Profiler(model, tmp_path / "d", capture_steps=range(1, 7)) as prof:
+        train(prof, range(1, 4), torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.warns(UserWarning) as said:
+        with actdiff_capture.Profiler(model, tmp_path / "d", capture_steps=range(1, 7)) as prof:
+            train(prof, range(4, 7), torch.optim.SGD(model.parameters(), lr=0.1))
+    texts = [str(w.message) for w in said]
+    over = [t for t in texts if "already held a log, which this capture replaces" in t]
+    assert len(over) == 1 and "step_1" in over[0] and "pass first_step=" in over[0], texts
+    assert any("never reached" in t and "a job resumed from a checkpoint passes first_step=" in t for t in texts), texts
+    # Into a folder of its own: nothing written over, nothing said of it.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*already held a log")
+        with actdiff_capture.Profiler(model, tmp_path / "e", capture_steps=range(1, 4)) as prof:
+            train(prof, range(4, 7), torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.warns(UserWarning, match=r"every scheduled step is before first_step=4 \(the last is 3\)"):
+        actdiff_capture.Profiler(model, tmp_path / "f", capture_steps=[2, 3], first_step=4).close()
 
 
 def test_a_resumed_job_whose_schedule_it_never_reaches_is_told_of_first_step(tmp_path):
