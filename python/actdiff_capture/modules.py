@@ -724,11 +724,19 @@ class ModuleRecorder:
         unexplained = []
         missing = self._grad_owners - self._ran
         if missing:
+            # nn.MultiheadAttention reads its out_proj's parameters without
+            # calling it (trial 64: a warning on every run of a standard
+            # module).
+            attention = [n for n, m in self._root.named_modules() if isinstance(m, nn.MultiheadAttention)]
             for name, m in self._root.named_modules():
                 inside = any(name == c or name.startswith(c + ".") for c in compiled)
                 # Parameter containers are never called (trial 31: a false
                 # warning for nn.ParameterList), nor hooked TorchScript.
-                never_called = isinstance(m, (nn.ParameterList, nn.ParameterDict)) or is_script_module(m)
+                never_called = (
+                    isinstance(m, (nn.ParameterList, nn.ParameterDict))
+                    or is_script_module(m)
+                    or any(name.startswith(a + ".") if a else True for a in attention)
+                )
                 if id(m) in missing and not inside and not never_called:
                     unexplained.append(fx.clean_fqn(name) or "<none>")
         names = [fx.clean_fqn(c) or "<none>" for c in compiled]

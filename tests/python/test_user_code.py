@@ -255,6 +255,31 @@ def test_a_parameter_list_is_not_said_to_have_a_forward_that_never_ran(tmp_path)
     assert any(k.startswith("scales/") and k.endswith("_grad") for k in keys), keys
 
 
+class Attention(Plain):
+    def __init__(self, call_fc=True):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(D, 2, batch_first=True)
+        self.call_fc = call_fc
+
+    def forward(self, tok):
+        h = self.emb(tok)
+        h, _ = self.attn(h, h, h, need_weights=False)
+        h = self.fc(h) if self.call_fc else F.linear(h, self.fc.weight, self.fc.bias)
+        return self.head(F.gelu(h))
+
+
+def test_multihead_attention_out_proj_is_not_said_to_have_a_forward_that_never_ran(tmp_path):
+    """Trial 64: nn.MultiheadAttention reads its out_proj's parameters
+    without calling it: every run drew "attn.out_proj: ... forward hook
+    never ran". A Linear of the model's own used through F.linear still
+    is said."""
+    said = train(Attention, tmp_path / "a", level="modules")
+    assert not any("forward hook never ran" in w for w in said), said
+    said = train(lambda: Attention(call_fc=False), tmp_path / "b", level="modules")
+    hook = [w for w in said if "forward hook never ran" in w]
+    assert len(hook) == 1 and hook[0].split(": ")[2] == "fc" and "out_proj" not in hook[0], said
+
+
 class Spectral(Plain):
     def __init__(self):
         super().__init__()
