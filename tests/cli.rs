@@ -3847,7 +3847,7 @@ fn an_origin_at_a_random_op_names_the_rng() {
         log("a", "bernoulli_", "16.0"),
         log("b", "bernoulli_", "15.0"),
     );
-    let hint = "a hash is an L1 norm, blind to a reordering of the same values";
+    let hint = "no digests, so rows were compared by their hashes (L1 norms) and printed statistics: a reordering of the same values";
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(1).stdout_has(
         "rank 0 diverges first at `drop/op_0_bernoulli_` (inputs agree, the output differs: a random op, so the runs' RNG seed or state differs).",
@@ -3859,7 +3859,7 @@ fn an_origin_at_a_random_op_names_the_rng() {
     compare(&tmp, &a, &b, &[])
         .expect(1)
         .stdout_has("rank 0 diverges first at `drop/op_0_mul` (its inputs' hashes agree, the output differs).")
-        .stdout_has(&format!("  {hint} (a permuted batch, swapped tokens): capture with precision=\"full\" to compare digests\n"));
+        .stdout_has(&format!("\nthe logs have {hint} (a permuted batch, swapped tokens) or a change below the printed digits is not seen; capture both runs with precision=\"full\" to compare digests (bitwise)\n"));
     // With digests, equal input digests are the same tensors: "agree".
     let full = |name: &str, out: &str, digest: &str| {
         let text = format!(

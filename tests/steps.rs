@@ -2377,3 +2377,52 @@ fn an_update_after_records_that_agree_says_how_they_agree() {
         );
     }
 }
+
+/// A step series whose first diverging step is named by an origin whose
+/// inputs' hashes agree (logs without digests) says what hashes cannot
+/// see among its verdict lines, as a single compare does (trial 64: a
+/// permuted batch at the default precision named the loss, and neither
+/// the terminal nor the series index said a hash is blind to order).
+#[test]
+fn a_series_named_by_hashes_says_what_they_cannot_see() {
+    let d = TempDir::new().unwrap();
+    let log = |out: &str| {
+        format!(
+            "Total captured activations: 1\nExcluded ops dispatched: (none)\n{}\n\n[m/op_0_mul]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {out}\n  Input hashes: 5.0\n\n",
+            "=".repeat(80)
+        )
+    };
+    for (run, step, out) in [
+        ("a", 1, "16.0"),
+        ("b", 1, "16.0"),
+        ("a", 2, "16.0"),
+        ("b", 2, "15.0"),
+    ] {
+        let dir = d.path().join(format!("{run}/step_{step}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("rank_0_activations.log"), log(out)).unwrap();
+    }
+    let r = compare_into(
+        [d.path().join("a"), d.path().join("b")],
+        &[],
+        d.path().join("rep"),
+        1,
+    );
+    let said = "the logs of every rank have no digests, so rows were compared by their hashes (L1 norms) and printed statistics: a reordering of the same values (a permuted batch, swapped tokens) or a change below the printed digits is not seen";
+    assert!(r.stdout.contains(said), "{}", r.stdout);
+    let s = summary(&d.path().join("rep"));
+    assert!(
+        s["verdict"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_str().unwrap().starts_with(said)),
+        "{}",
+        s["verdict"]
+    );
+    let index = std::fs::read_to_string(d.path().join("rep/index.html")).unwrap();
+    assert!(
+        index.contains("a reordering of the same values"),
+        "the index says it too"
+    );
+}

@@ -16,12 +16,24 @@ use super::summary::RankSummary;
 
 /// An origin's words when the logs have no digests: its inputs' hashes
 /// agree, which a reordering of the same values (a permuted batch, two
-/// swapped tokens) leaves unchanged ([`HASHES_BLIND_TO_ORDER`] says so).
+/// swapped tokens) leaves unchanged ([`Reason::ComparedWithoutDigests`]
+/// says so among the verdict lines: [`origin_by_hashes`]).
 pub const ORIGIN_BY_HASHES: &str = "its inputs' hashes agree, the output differs";
 
-/// What a hash cannot see, said once under an origin found without
-/// digests (trial 28: two swapped tokens named the position add an origin).
-pub const HASHES_BLIND_TO_ORDER: &str = "a hash is an L1 norm, blind to a reordering of the same values (a permuted batch, swapped tokens): capture with precision=\"full\" to compare digests";
+/// Whether rank `r`'s first cause is an origin found without digests (its
+/// inputs' hashes agree): not a random op's (its draw, not its inputs,
+/// differs). Such a verdict says what hashes cannot see (trial 28: two
+/// swapped tokens named the position add an origin; trial 64: a permuted
+/// batch named the loss, and a step series said nothing of it).
+pub fn origin_by_hashes(r: &RankSummary) -> bool {
+    r.bitwise.is_none()
+        && r.root_causes.first_cause.as_ref().is_some_and(|f| {
+            f.cause.kind == crate::matcher::cause::CauseKind::Origin
+                && !crate::matcher::recompute::is_random_op(
+                    crate::parser::key::module_and_op(f.row.key().as_bytes()).1,
+                )
+        })
+}
 
 /// What a comparison without digests cannot see, beside "no divergence".
 pub const HASHES_BLIND_TO_ORDER_SHORT: &str = "a reordering of the same values (a permuted batch, swapped tokens) or a change below the printed digits is not seen";

@@ -134,16 +134,6 @@ fn cause_lines(out: &mut String, s: &Summary, r: &RankSummary, rank: &str) {
         if let Some(w) = super::reasons::optimizer_only_words(r) {
             let _ = writeln!(out, "  {w}");
         }
-        // Said under an origin found without digests (not a random op's:
-        // its draw, not its inputs, differs).
-        if f.cause.kind == CauseKind::Origin
-            && r.bitwise.is_none()
-            && !crate::matcher::recompute::is_random_op(
-                crate::parser::key::module_and_op(f.row.key().as_bytes()).1,
-            )
-        {
-            let _ = writeln!(out, "  {}", super::reasons::HASHES_BLIND_TO_ORDER);
-        }
         if f.cause.kind == CauseKind::Entry {
             if let Some(w) = super::reasons::entry_caveats(r) {
                 let _ = writeln!(

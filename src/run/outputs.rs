@@ -550,6 +550,8 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<Reason>) {
     if status == exit_codes::OK {
         reasons.push(Reason::NoDivergence { matched: c.matched });
         reasons.extend(reasons::not_captured(ranks));
+    }
+    if status == exit_codes::OK || ranks.iter().any(reasons::origin_by_hashes) {
         reasons.extend(reasons::compared_without_digests(
             ranks,
             (&meta.report.name1, &meta.report.name2),
