@@ -143,6 +143,15 @@ RESUMED_WITHOUT_FIRST_STEP = (
     "this step is captured as {what}{over}"
 )
 
+#: The warning of first_step > 1 whose optimizer has taken no step
+#: before this process's: a fresh job, or its state not restored.
+FIRST_STEP_NOT_RESUMED = (
+    "actdiff_capture: step {step}: first_step={first} says that this job resumed from a checkpoint, "
+    "but the optimizer has taken {n} step{s} (its state's 'step'), no more than this process ran: "
+    "a job that did not resume counts from 1 (leave first_step out), and one that resumed "
+    "restores its optimizer's state (load_state_dict), or it does not continue the uninterrupted run"
+)
+
 #: The warning of a schedule whose every step comes before first_step.
 SCHEDULE_BEFORE_FIRST_STEP = (
     "actdiff_capture: every scheduled step is before first_step={first} (the last is {last}): this "
@@ -1766,7 +1775,7 @@ class Profiler:
         # RESUMED_WITHOUT_FIRST_STEP: an optimizer step post-hook while a
         # captured step runs, until one optimizer's step count was read.
         self._resume_hook = None
-        self._resume_checked = self.first_step != 1
+        self._resume_checked = False
         self._optimizer_steps: int | None = None
         self._resume_warned = False  # RESUMED_WITHOUT_FIRST_STEP or OVERWRITES_UNCHECKED said
         self._log_existed = False  # the armed step's log was on disk before this capture
@@ -2051,13 +2060,23 @@ class Profiler:
         h.remove()
         n, self._optimizer_steps = self._optimizer_steps, None
         if n is None:
-            if self.series and self._log_existed:
+            if self.series and self._log_existed and self.first_step == 1:
                 # No count to check (SGD): the log written over is said.
                 self._resume_checked = self._resume_warned = True
                 warnings.warn(OVERWRITES_UNCHECKED.format(step=self._step, path=self._armed_path), stacklevel=4)
             return  # else no optimizer step read in this step: the next captured one
         self._resume_checked = True
-        if n > self._step:
+        ran = self._step - self.first_step + 1  # steps this process ran
+        if self.first_step > 1 and n <= ran:
+            # Trial 64: a fresh job given first_step=4 wrote step_4 on,
+            # silently; a resumed job whose optimizer state was not loaded
+            # is not the uninterrupted job either.
+            warnings.warn(
+                FIRST_STEP_NOT_RESUMED.format(step=self._step, first=self.first_step, n=n, s="" if n == 1 else "s"),
+                stacklevel=4,
+            )
+            return
+        if self.first_step == 1 and n > self._step:
             self._resume_warned = True
             warnings.warn(
                 RESUMED_WITHOUT_FIRST_STEP.format(

@@ -1097,8 +1097,11 @@ def test_a_resumed_job_counting_from_one_is_told_by_its_optimizer(tmp_path, leve
     with pytest.warns(UserWarning, match=RESUMED % (4, 4, r"step_1$")):
         with actdiff_capture.Profiler(model, tmp_path / "b", capture_steps=[1, 2], level=level) as prof:
             train(prof, batches(2))
+    # The other way round (trial 64): first_step=4 given to a fresh job.
+    with pytest.warns(UserWarning, match=r"step 4: first_step=4 says that this job resumed from a checkpoint, but the optimizer has taken 1 step \(its state's 'step'\), no more than this process ran"):
+        run(tmp_path / "f", steps=2, level=level, first_step=4, schedule=range(1, 7))
     with warnings.catch_warnings():
-        warnings.filterwarnings("error", message=".*first_step=1")
+        warnings.filterwarnings("error", message=".*first_step=")
         _resumed(tmp_path / "c", tmp_path / "ck3.pt", at=3, steps=6, level=level, first_step=4)
         run(tmp_path / "d", steps=3, level=level)
         # Gradient accumulation: prof.step() every micro-batch, an optimizer
