@@ -2426,3 +2426,49 @@ fn a_series_named_by_hashes_says_what_they_cannot_see() {
         "the index says it too"
     );
 }
+
+/// An input error of every step is said once with the steps, on stderr
+/// and in `summary.json` (trial 64: `--bitwise` on a full-precision
+/// series against a default one printed the same error once a step).
+#[test]
+fn an_error_of_many_steps_is_said_once() {
+    let d = TempDir::new().unwrap();
+    let log = |precision: &str| {
+        format!(
+            "Total captured activations: 1\nExcluded ops dispatched: (none)\n{precision}{}\n\n[m/op_0_mul]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 16.0\n  Input hashes: 5.0\n\n",
+            "=".repeat(80)
+        )
+    };
+    for step in 1..=3 {
+        for (run, precision) in [("a", "Precision: full\n"), ("b", "")] {
+            let dir = d.path().join(format!("{run}/step_{step}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("rank_0_activations.log"), log(precision)).unwrap();
+        }
+    }
+    let r = compare_into(
+        [d.path().join("a"), d.path().join("b")],
+        &["--bitwise"],
+        d.path().join("rep"),
+        2,
+    );
+    let errors: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{}", r.stderr);
+    assert!(
+        errors[0]
+            .starts_with("error: steps 1-3: rank 0: --bitwise needs both logs at full precision"),
+        "{}",
+        r.stderr
+    );
+    let s = summary(&d.path().join("rep"));
+    assert_eq!(
+        s["input_errors"].as_array().unwrap().len(),
+        1,
+        "{}",
+        s["input_errors"]
+    );
+}

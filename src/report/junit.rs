@@ -293,10 +293,16 @@ fn cases(s: &Summary) -> Vec<Case> {
     }
     cases.sort_by_key(|c| c.order);
     // Errors no failed rank holds, or a non-zero status no case shows.
-    // (A series' errors are its steps': `AtStep`.)
+    // (A series' errors are its steps': `AtSteps`, or `AtStep` in a
+    // summary an earlier actdiff wrote.)
     let of_ranks = |e: &Message| {
         s.ranks_failed.iter().any(|f| match e {
             Message::AtStep { step, message } if Some(*step) == f.step => {
+                f.errors.contains(message)
+            }
+            Message::AtSteps { steps, message }
+                if f.step.is_some_and(|step| steps.contains(&step)) =>
+            {
                 f.errors.contains(message)
             }
             _ => f.errors.contains(e),

@@ -824,6 +824,7 @@ fn join(
     let mut status = exit_codes::OK;
     // Each step's warnings, said once with the steps they concern.
     let mut step_warnings: Vec<(u64, Message)> = Vec::new();
+    let mut step_errors: Vec<(u64, Message)> = Vec::new();
     let mut not_compared = Vec::new();
     // What was combined across layouts: the first diverging step's, else
     // the first step's that combined any (the terminal's lines; trial 22
@@ -856,10 +857,7 @@ fn join(
                 s.exit_status
             },
         );
-        errors.extend(s.input_errors.iter().map(|e| Message::AtStep {
-            step: d.step,
-            message: Box::new(e.clone()),
-        }));
+        step_errors.extend(s.input_errors.iter().map(|e| (d.step, e.clone())));
         step_warnings.extend(
             s.warnings
                 .iter()
@@ -891,6 +889,9 @@ fn join(
         }
     }
     warnings.extend(super::messages::at_steps(step_warnings));
+    // An error of many steps is said once with them (trial 64: four
+    // identical lines, one a step, for `--bitwise` on mixed precisions).
+    errors.extend(super::messages::at_steps(step_errors));
     only1.sort_unstable();
     only1.dedup();
     only2.sort_unstable();
