@@ -1436,7 +1436,9 @@ def _step_number(s, name: str) -> int:
             return operator.index(s)
         except TypeError:
             pass
-    raise ValueError(f"{name} must be whole step numbers (ints), got {s!r}")
+    # One number (first_step, an int capture_step) or each of a schedule's.
+    what = "whole step numbers (ints)" if name == "capture_steps" else "a whole step number (an int)"
+    raise ValueError(f"{name} must be {what}, got {s!r}")
 
 
 def _schedule(capture_step, capture_steps):

@@ -1167,6 +1167,10 @@ def test_a_resumed_job_whose_schedule_it_never_reaches_is_told_of_first_step(tmp
     assert sorted(p.name for p in (tmp_path / "e").iterdir()) == ["step_4", "step_5", "step_6"]
     with pytest.raises(ValueError, match="first_step is 1-based"):
         actdiff_capture.Profiler(TinyGPT(), tmp_path / "f", capture_steps=[1], first_step=0)
+    # One number, said in the singular (trial 64: "first_step must be
+    # whole step numbers").
+    with pytest.raises(ValueError, match=r"^first_step must be a whole step number \(an int\), got 4.0$"):
+        actdiff_capture.Profiler(TinyGPT(), tmp_path / "f", capture_steps=[1], first_step=4.0)
 
 
 def test_a_long_or_endless_schedule_costs_nothing_to_make(tmp_path):
