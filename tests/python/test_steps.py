@@ -1195,3 +1195,23 @@ def test_a_long_or_endless_schedule_costs_nothing_to_make(tmp_path):
     assert (tmp_path / "b" / "step_1" / "rank_0_activations.log").is_file()
     with pytest.raises(ValueError, match="never ends: give a range"):
         actdiff_capture.Profiler(m, tmp_path / "c", capture_steps=itertools.count(10, 10))
+
+
+def test_the_rng_digest_needs_no_numpy(monkeypatch):
+    """The header's RNG state is digested through numpy when it is there
+    and through a list when it is not (torch runs without numpy; a
+    capture must not fail for it): the same digest either way, and it
+    follows the generator's state."""
+    from actdiff_capture import capture as cap
+
+    torch.manual_seed(5)
+    with_numpy = cap._rng_digest()
+
+    def no_numpy(self):
+        raise RuntimeError("Numpy is not available")
+
+    monkeypatch.setattr(torch.Tensor, "numpy", no_numpy)
+    torch.manual_seed(5)
+    assert cap._rng_digest() == with_numpy
+    torch.rand(3)
+    assert cap._rng_digest() != with_numpy
