@@ -2347,9 +2347,11 @@ fn an_update_after_records_that_agree_says_how_they_agree() {
     for (i, (log_a, log_b, said, inexact)) in cases.into_iter().enumerate() {
         let d = TempDir::new().unwrap();
         for (run, log) in [("a", &log_a), ("b", &log_b)] {
-            let dir = d.path().join(format!("{run}/step_1"));
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("rank_0_activations.log"), log).unwrap();
+            support::write(
+                d.path(),
+                &format!("{run}/step_1/rank_0_activations.log"),
+                log.as_bytes(),
+            );
         }
         let r = compare_into(
             [d.path().join("a"), d.path().join("b")],
@@ -2398,9 +2400,11 @@ fn a_series_named_by_hashes_says_what_they_cannot_see() {
         ("a", 2, "16.0"),
         ("b", 2, "15.0"),
     ] {
-        let dir = d.path().join(format!("{run}/step_{step}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("rank_0_activations.log"), log(out)).unwrap();
+        support::write(
+            d.path(),
+            &format!("{run}/step_{step}/rank_0_activations.log"),
+            log(out).as_bytes(),
+        );
     }
     let r = compare_into(
         [d.path().join("a"), d.path().join("b")],
@@ -2441,9 +2445,11 @@ fn an_error_of_many_steps_is_said_once() {
     };
     for step in 1..=3 {
         for (run, precision) in [("a", "Precision: full\n"), ("b", "")] {
-            let dir = d.path().join(format!("{run}/step_{step}"));
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(dir.join("rank_0_activations.log"), log(precision)).unwrap();
+            support::write(
+                d.path(),
+                &format!("{run}/step_{step}/rank_0_activations.log"),
+                log(precision).as_bytes(),
+            );
         }
     }
     let r = compare_into(

@@ -266,7 +266,7 @@ pub fn compiled_module_output(this: &OpTable, r: usize, other: &OpTable) -> bool
     let (module, _) = crate::parser::key::module_and_op(this.key(r));
     compiled.iter().any(|c| {
         let c = c.as_bytes();
-        c == b"<none>"
+        c == crate::logformat::ROOT_MODULE.as_bytes()
             || module == c
             || (module.len() > c.len() && module.starts_with(c) && module[c.len()] == b'.')
     })
