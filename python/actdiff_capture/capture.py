@@ -1789,6 +1789,7 @@ class Profiler:
         self._resume_hook = None
         self._resume_checked = False
         self._optimizer_steps: int | None = None
+        self._optimizer_stepped = False  # the hook saw an optimizer step (with or without a count)
         self._resume_warned = False  # RESUMED_WITHOUT_FIRST_STEP or OVERWRITES_UNCHECKED said
         self._log_existed = False  # the armed step's log was on disk before this capture
         self._rng_start = 0  # _rng_digest() when the step was armed
@@ -2049,9 +2050,9 @@ class Profiler:
         fx.set_numerics_capture_active(True)
 
     def _watch_optimizer_steps(self) -> None:
-        """Hooks every optimizer's step to read its step count (until one
-        was read): a profiler counting from 1 in a job resumed from a
-        checkpoint is said at the first captured step (``_check_resumed``)."""
+        """Hooks every optimizer's step to read its step count, in the
+        first captured step that runs one: a profiler counting from 1 in a
+        job resumed from a checkpoint is said then (``_check_resumed``)."""
         if self._resume_checked or self._resume_hook is not None:
             return
         ref = weakref.ref(self)
@@ -2059,6 +2060,7 @@ class Profiler:
         def counted(optimizer, args, kwargs):
             p = ref()
             if p is not None and p._optimizer_steps is None:
+                p._optimizer_stepped = True
                 p._optimizer_steps = _optimizer_step_count(optimizer)
 
         self._resume_hook = _optimizer.register_optimizer_step_post_hook(counted)
@@ -2071,12 +2073,19 @@ class Profiler:
             return
         h.remove()
         n, self._optimizer_steps = self._optimizer_steps, None
+        stepped, self._optimizer_stepped = self._optimizer_stepped, False
         if n is None:
+            if not stepped:
+                return  # no optimizer step in this step: the next captured one is read
+            # An optimizer step ran but keeps no count (SGD) or keeps it on
+            # a device: no later step has one either, so the hook is not
+            # put back (each read walks every parameter's state).
+            self._resume_checked = True
             if self.series and self._log_existed and self.first_step == 1:
-                # No count to check (SGD): the log written over is said.
-                self._resume_checked = self._resume_warned = True
+                # No count to check: the log written over is said.
+                self._resume_warned = True
                 warnings.warn(OVERWRITES_UNCHECKED.format(step=self._step, path=self._armed_path), stacklevel=4)
-            return  # else no optimizer step read in this step: the next captured one
+            return
         self._resume_checked = True
         ran = self._step - self.first_step + 1  # steps this process ran
         if self.first_step > 1 and n <= ran:

@@ -1118,7 +1118,7 @@ def test_a_resumed_job_counting_from_one_is_told_by_its_optimizer(tmp_path, leve
                 prof.step()
 
 
-def test_a_resumed_sgd_job_counting_from_one_says_the_log_it_writes_over(tmp_path):
+def test_a_resumed_sgd_job_counting_from_one_says_the_log_it_writes_over(tmp_path, monkeypatch):
     """Trial 64: SGD keeps no step count, so a job resumed without
     first_step= wrote its steps over the first process's logs silently,
     and said at close only that steps 4-6 were never reached. The first
@@ -1138,8 +1138,14 @@ def test_a_resumed_sgd_job_counting_from_one_says_the_log_it_writes_over(tmp_pat
             opt.zero_grad()
             prof.step()
 
+    # SGD keeps no count: its state is walked at the first captured
+    # optimizer step only, not at every step after it.
+    reads = []
+    count = actdiff_capture.capture._optimizer_step_count
+    monkeypatch.setattr(actdiff_capture.capture, "_optimizer_step_count", lambda o: reads.append(o) or count(o))
     with actdiff_capture.Profiler(model, tmp_path / "d", capture_steps=range(1, 7)) as prof:
         train(prof, range(1, 4), torch.optim.SGD(model.parameters(), lr=0.1))
+    assert len(reads) == 1, reads
     with pytest.warns(UserWarning) as said:
         with actdiff_capture.Profiler(model, tmp_path / "d", capture_steps=range(1, 7)) as prof:
             train(prof, range(4, 7), torch.optim.SGD(model.parameters(), lr=0.1))
