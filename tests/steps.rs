@@ -2478,3 +2478,54 @@ fn an_error_of_many_steps_is_said_once() {
         s["input_errors"]
     );
 }
+
+/// Logs of two capture levels at every step (a run re-captured at
+/// `level="ops"` against one at `level="modules"`) are one input error
+/// with the steps it concerns, not one line a step (trial 64).
+#[test]
+fn logs_of_two_levels_at_every_step_are_said_once() {
+    let d = TempDir::new().unwrap();
+    let ops = format!(
+        "Total captured activations: 1\n{}\n\n[lin/op_0_linear]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: 1.0\n  Min: -1.0\n  Max: 1.0\n  Mean: 0.0\n  Output hash: 8.0\n",
+        "=".repeat(80)
+    );
+    for s in 1..=3 {
+        let name = format!("step_{s}/rank_0_activations.log");
+        support::write(
+            &d.path().join("a"),
+            &name,
+            support::modules_log("", "8.0", "2.0", "3.0").as_bytes(),
+        );
+        support::write(&d.path().join("b"), &name, ops.as_bytes());
+    }
+    let r = compare_into(
+        [d.path().join("a"), d.path().join("b")],
+        &[],
+        d.path().join("r"),
+        2,
+    );
+    let said: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("capture both runs at one level"))
+        .collect();
+    let any = |run: &str| {
+        format!(
+            "{}",
+            d.path()
+                .join(run)
+                .join("step_*/rank_0_activations.log")
+                .display()
+        )
+    };
+    assert_eq!(
+        said,
+        [format!(
+            "error: steps 1-3: {} is a level=modules capture and {} a level=ops one: capture both runs at one level",
+            any("a"),
+            any("b")
+        )],
+        "{}",
+        r.stderr
+    );
+}

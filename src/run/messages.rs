@@ -824,30 +824,73 @@ pub fn series_problem(step: u64, m: Message) -> Message {
     }
 }
 
-/// A step series merge's problems, each said once with the steps it
-/// concerns ([`Message::AtSteps`]), in the order they first occur:
-/// `(step, problem)` pairs in step order.
+/// A step series' problems, each said once with the steps it concerns
+/// ([`Message::AtSteps`]), in the order they first occur: `(step,
+/// problem)` pairs in step order. A problem that names each step's own
+/// logs ([`any_step`]) is one problem of every step it occurs at, said
+/// with `step_*` in its paths (trial 64: a level mismatch said once a
+/// step).
 pub fn at_steps(problems: Vec<(u64, Message)>) -> Vec<Message> {
-    let mut said: Vec<(Vec<u64>, Message)> = Vec::new();
+    // (steps, the problem as its first step says it, as any step says it)
+    let mut said: Vec<(Vec<u64>, Message, Option<Message>)> = Vec::new();
     for (step, m) in problems {
-        match said.iter_mut().find(|(_, x)| *x == m) {
-            Some((steps, _)) => {
+        let general = any_step(step, &m);
+        let same = |(_, x, g): &&mut (Vec<u64>, Message, Option<Message>)| match (g, &general) {
+            (Some(g), Some(general)) => g == general,
+            _ => *x == m,
+        };
+        match said.iter_mut().find(same) {
+            Some((steps, _, _)) => {
                 if !steps.contains(&step) {
                     steps.push(step);
                 }
             }
-            None => said.push((vec![step], m)),
+            None => said.push((vec![step], m, general)),
         }
     }
     said.into_iter()
-        .map(|(mut steps, m)| {
+        .map(|(mut steps, m, general)| {
             steps.sort_unstable();
+            let m = match general {
+                Some(g) if steps.len() > 1 => g,
+                _ => m,
+            };
             Message::AtSteps {
                 steps,
                 message: Box::new(m),
             }
         })
         .collect()
+}
+
+/// `m`, an input error of step `step` that names that step's logs (logs
+/// of two capture levels or filters), with the step's folder in each path
+/// as `step_*`; `None` for any other problem.
+fn any_step(step: u64, m: &Message) -> Option<Message> {
+    let step_dir = format!("{}{step}", files::STEP_DIR_PREFIX);
+    let any = format!("{}*", files::STEP_DIR_PREFIX);
+    let path = |p: &str| -> String {
+        Path::new(p)
+            .components()
+            .map(|c| match c.as_os_str().to_str() {
+                Some(name) if name == step_dir => any.as_str().into(),
+                _ => c.as_os_str().to_owned(),
+            })
+            .collect::<std::path::PathBuf>()
+            .display()
+            .to_string()
+    };
+    match m {
+        Message::LevelMismatch { run1, run2 } => Some(Message::LevelMismatch {
+            run1: (path(&run1.0), run1.1),
+            run2: (path(&run2.0), run2.1),
+        }),
+        Message::FilterMismatch { run1, run2 } => Some(Message::FilterMismatch {
+            run1: (path(&run1.0), run1.1.clone()),
+            run2: (path(&run2.0), run2.1.clone()),
+        }),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -882,6 +925,49 @@ mod tests {
                 format!("steps 1-2, 4: {missing}"),
                 format!("step 2: {}", files(2)),
                 format!("step 3: {}", files(3)),
+            ]
+        );
+    }
+
+    #[test]
+    fn logs_of_two_levels_at_several_steps_are_one_problem_with_its_steps() {
+        let level = |step: u64, rank: u64| Message::LevelMismatch {
+            run1: (
+                format!("a/step_{step}/rank_{rank}_activations.log"),
+                "modules",
+            ),
+            run2: (format!("b/step_{step}/rank_{rank}_activations.log"), "ops"),
+        };
+        let filter = Message::FilterMismatch {
+            run1: (
+                "a/step_2/rank_0_activations.log".into(),
+                "min_numel=1".into(),
+            ),
+            run2: (
+                "b/step_2/rank_0_activations.log".into(),
+                "min_numel=2".into(),
+            ),
+        };
+        let said = at_steps(vec![
+            (1, level(1, 0)),
+            (1, level(1, 1)),
+            (2, level(2, 0)),
+            (2, filter.clone()),
+            (2, level(2, 1)),
+            (3, level(3, 0)),
+            (5, level(5, 1)),
+        ]);
+        let words: Vec<String> = said.iter().map(|m| m.to_string()).collect();
+        let any = |rank: u64| {
+            format!("a/step_*/rank_{rank}_activations.log is a level=modules capture and b/step_*/rank_{rank}_activations.log a level=ops one: capture both runs at one level")
+        };
+        assert_eq!(
+            words,
+            [
+                format!("steps 1-3: {}", any(0)),
+                format!("steps 1-2, 5: {}", any(1)),
+                // One step: said with its own paths.
+                format!("step 2: {filter}"),
             ]
         );
     }
