@@ -4249,3 +4249,34 @@ fn an_agreeing_compare_without_digests_says_what_hashes_do_not_see() {
     r.expect(0)
         .stdout_has("\na's logs have no digests, so rows were compared by their hashes");
 }
+
+/// Two logs whose `Step:` lines name different steps (a slip of the paths:
+/// `a/step_3` against `b/step_4`) are compared with a warning naming both
+/// steps (trial 65 F4: a plain divergence, and not a word of the steps).
+#[test]
+fn logs_of_different_steps_are_compared_with_a_warning() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
+    let log = |step: u64, weight: &str| {
+        support::modules_log(&format!("Step: {step}\n"), "1.0", "2.0", weight)
+    };
+    write(&a, "rank_0_activations.log", log(3, "3.0").as_bytes());
+    write(&b, "rank_0_activations.log", log(4, "3.5").as_bytes());
+    write(&c, "rank_0_activations.log", log(3, "3.0").as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    let said = format!(
+        "warning: {} is step 3 and {} is step 4 (their Step: lines): different steps of training are compared",
+        a.join("rank_0_activations.log").display(),
+        b.join("rank_0_activations.log").display()
+    );
+    assert!(r.stderr.contains(&said), "{}", r.stderr);
+    // The same step: nothing said.
+    let r = compare(&tmp, &a, &c, &[]);
+    r.expect(0);
+    assert!(!r.stderr.contains("different steps"), "{}", r.stderr);
+}

@@ -81,6 +81,17 @@ pub fn step_header_mismatch(step: Option<u64>, t: &OpTable) -> Option<Message> {
     })
 }
 
+/// The warning for two logs whose `Step:` lines name different steps,
+/// outside a step series (whose folders pair steps by number and whose
+/// logs [`step_header_mismatch`] checks against their folder).
+pub fn steps_differ(t1: &OpTable, t2: &OpTable) -> Option<Message> {
+    let (s1, s2) = (t1.header().step?, t2.header().step?);
+    (s1 != s2).then(|| Message::StepsDiffer {
+        run1: (t1.path().display().to_string(), s1),
+        run2: (t2.path().display().to_string(), s2),
+    })
+}
+
 /// The warning that the rows only one run has at this rank are activation
 /// checkpointing's recomputation ([`crate::matcher::recompute`], which
 /// flags them not gating): one per run that has them.

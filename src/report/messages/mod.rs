@@ -131,6 +131,14 @@ pub enum Message {
         /// The header's.
         header: u64,
     },
+    /// Two logs compared whose `Step:` headers name different steps (run
+    /// 1's step 3 against run 2's step 4: usually a slip of the paths).
+    StepsDiffer {
+        /// Run 1's log and its step.
+        run1: (String, u64),
+        /// Run 2's log and its step.
+        run2: (String, u64),
+    },
     /// A rank's capture that did not finish: the agent's temporary file is
     /// there (a warning). Without its log the rank is missing there; with
     /// it (`beside_log`), the log is an earlier capture's.
@@ -633,6 +641,7 @@ impl fmt::Display for Message {
             | Message::SameRun { .. }
             | Message::UnfinishedCapture { .. }
             | Message::StepHeaderMismatch { .. }
+            | Message::StepsDiffer { .. }
             | Message::RecomputedOps { .. }
             | Message::Unjudged { .. }
             | Message::LogWarning { .. }

@@ -54,6 +54,11 @@ impl Message {
                 f,
                 "{path}: its header says Step: {header}, and it is in the folder of step {folder}: compared as step {folder} (was the folder renamed or the log copied?)"
             ),
+            Message::StepsDiffer { run1, run2 } => write!(
+                f,
+                "{} is step {} and {} is step {} (their Step: lines): different steps of training are compared, whose parameters differ by the updates between them; compare the same step of both runs",
+                run1.0, run1.1, run2.0, run2.1
+            ),
             Message::UnfinishedCapture {
                 path,
                 beside_log: false,

@@ -362,6 +362,9 @@ fn compare_rank(
             .into_iter()
             .filter_map(|t| messages::step_header_mismatch(cfg.step, t)),
     );
+    if cfg.step.is_none() {
+        done.warnings.extend(messages::steps_differ(&t1, &t2));
+    }
     done.warnings.extend(
         mixed_precision(&t1, &t2).then(|| messages::mixed_precision(rank1, &t1, PRINT_RTOL)),
     );
