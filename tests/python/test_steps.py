@@ -981,6 +981,13 @@ def test_baseline_tolerances_are_checked_when_the_profiler_is_made(tmp_path):
     assert prof.tolerances == ("--rtol", "1e-4", "--atol", "1e-6")
     with pytest.warns(UserWarning, match="never reached"):
         prof.close()
+    # The probe's own logs say nothing (trial 65 F5: "--bitwise on logs
+    # printed with 7 digits" when the profiler was made).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prof = actdiff_capture.Profiler(model, tmp_path / "w", capture_steps=[1], baseline=tmp_path / "blessed", tolerances="--bitwise", precision="full")
+    with pytest.warns(UserWarning, match="never reached"):
+        prof.close()
     with pytest.raises(ValueError, match=r"^capture_step must be an int, got '5'"):
         actdiff_capture.Profiler(model, tmp_path / "z", capture_step="5")
     with pytest.raises(ValueError, match=r"^min_numel must be 0 or more"):
