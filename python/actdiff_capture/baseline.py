@@ -105,6 +105,40 @@ def level_of(baseline: str):
     return None
 
 
+def missing_steps(baseline: str, steps, first_step: int) -> tuple[int, list]:
+    """The scheduled steps (``steps``, a range or a collection; those from
+    ``first_step`` on) for which ``baseline`` holds no ``step_S`` folder:
+    how many, and the first three (at no cost for a long range: only the
+    baseline's own steps are looked up in it)."""
+    import re
+
+    have = set()
+    try:
+        names = os.listdir(baseline)
+    except OSError:
+        return 0, []
+    for name in names:
+        m = re.fullmatch(r"step_(\d+)", name)
+        if m and os.path.isdir(os.path.join(baseline, name)):
+            have.add(int(m.group(1)))
+    if isinstance(steps, range):
+        if steps.step < 0:
+            steps = steps[::-1]
+        start = max(steps.start, first_step)
+        start += (steps.start - start) % steps.step  # the first scheduled step from first_step on
+        sched = range(start, steps.stop, steps.step)
+        n = max(0, (sched.stop - sched.start + sched.step - 1) // sched.step) - sum(1 for s in have if s in sched)
+        first = []
+        s = sched.start
+        while len(first) < min(3, n):
+            if s not in have:
+                first.append(s)
+            s += sched.step
+        return n, first
+    rest = sorted(s for s in steps if s >= first_step and s not in have)
+    return len(rest), rest[:3]
+
+
 def baseline_log(baseline: str, step: int, rank: int, series: bool) -> str:
     """The baseline's log of ``step`` and ``rank``: ``baseline/step_S/...``
     for a step series, ``baseline/rank_R_activations.log`` for one step."""

@@ -158,6 +158,14 @@ SCHEDULE_BEFORE_FIRST_STEP = (
     "process counts its steps from {first} and captures none of them"
 )
 
+#: The warning of a baseline without some scheduled steps (trial 65: the
+#: check raised only when the job reached the first of them).
+BASELINE_LACKS_STEPS = (
+    "actdiff_capture: baseline {baseline} holds no step_S folder for {n} scheduled step{s} ({shown}): "
+    "the baseline check raises BaselineError when this job reaches step {first}; capture the baseline "
+    "over the same steps, or schedule only steps it holds"
+)
+
 #: The warning of a series capture that writes over a step's log when the
 #: optimizer keeps no step count to tell a resumed job (SGD; trial 64: a
 #: resumed SGD job wrote its steps over the first process's, silently).
@@ -1740,6 +1748,16 @@ class Profiler:
             warnings.warn(
                 SCHEDULE_BEFORE_FIRST_STEP.format(last=self._last, first=self.first_step), stacklevel=3
             )
+        if enabled and self.baseline is not None and self.series:
+            n, first = _baseline.missing_steps(self.baseline, self.steps, self.first_step)
+            if n:
+                shown = ", ".join(map(str, first)) + (", ..." if n > len(first) else "")
+                warnings.warn(
+                    BASELINE_LACKS_STEPS.format(
+                        baseline=self.baseline, n=n, s="" if n == 1 else "s", shown=shown, first=first[0]
+                    ),
+                    stacklevel=3,
+                )
         self.min_numel = int(min_numel)
         if self.min_numel < 0:
             raise ValueError(f"min_numel must be 0 or more (0 captures every op), got {min_numel!r}")

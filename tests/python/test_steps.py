@@ -788,9 +788,14 @@ def test_baseline_warn_goes_on_and_stop_capturing_disarms(tmp_path, caplog):
 
 def test_a_baseline_that_does_not_match_is_an_error(tmp_path, capfd):
     run(tmp_path / "blessed", steps=2)
-    with pytest.raises(actdiff_capture.BaselineError, match="no log for step 3") as e:
-        run_with_baseline(tmp_path / "longer", tmp_path / "blessed", steps=3)
+    # Said when the profiler is made (trial 65: only when step 3 was
+    # reached), then raised there.
+    with pytest.warns(UserWarning, match=r"holds no step_S folder for 1 scheduled step \(3\): the baseline check raises BaselineError when this job reaches step 3"):
+        with pytest.raises(actdiff_capture.BaselineError, match="no log for step 3") as e:
+            run_with_baseline(tmp_path / "longer", tmp_path / "blessed", steps=3)
     assert (e.value.step, e.value.rank) == (3, 0)
+    with pytest.warns(UserWarning, match=r"for 999999999997 scheduled steps \(3, 4, 5, \.\.\.\)"):
+        actdiff_capture.Profiler(torch.nn.Linear(2, 2), tmp_path / "x", capture_steps=range(1, 10**12), baseline=tmp_path / "blessed").close()
     with pytest.raises(actdiff_capture.BaselineError, match=r"capture_steps=\[2\] \(a list\)"):
         run_with_baseline(tmp_path / "int", tmp_path / "blessed", steps=2, schedule=2)
     capfd.readouterr()
