@@ -4280,3 +4280,85 @@ fn logs_of_different_steps_are_compared_with_a_warning() {
     r.expect(0);
     assert!(!r.stderr.contains("different steps"), "{}", r.stderr);
 }
+
+/// Two logs whose values are NaN in both runs (two identical runs that
+/// both went NaN): NaN agrees with NaN by default; `--nan-is-diff` makes
+/// the row a `diff` at full precision as at the reference's (bitwise-equal
+/// digests included) and says that only NaN against NaN differs there,
+/// not "a change to the forward computation" (trial 65 F1).
+#[test]
+fn nan_in_both_runs_is_said_under_nan_is_diff_at_both_precisions() {
+    let tmp = TempDir::new().unwrap();
+    for (precision, digest) in [
+        ("", ""),
+        ("Precision: full\n", "  Output digest: 0123456789abcdef\n"),
+    ] {
+        let log = format!(
+            "Total captured activations: 2\nLevel: modules\n{precision}{}\n\n[lin/op_0_output]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  L2 norm: 2.0\n  Output hash: 4.0\n{digest}\n[lin/op_1_output]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  L2 norm: nan\n  Output hash: nan\n{digest}\n",
+            "=".repeat(80)
+        );
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        write(&a, "rank_0_activations.log", log.as_bytes());
+        write(&b, "rank_0_activations.log", log.as_bytes());
+        compare(&tmp, &a, &b, &[]).expect(0);
+        let r = compare(&tmp, &a, &b, &["--nan-is-diff"]);
+        r.expect(1).stdout_has(
+            "rank 0 diverges first at `lin/op_1_output` (its values are NaN in both runs and nothing else differs there: --nan-is-diff counts NaN against NaN as a difference",
+        );
+        assert!(
+            !r.stdout.contains("inputs are not recorded"),
+            "{precision}: {}",
+            r.stdout
+        );
+    }
+}
+
+/// A module-level run that accumulates gradients over two micro-batches
+/// against one that does not: the first differing record is a partial
+/// gradient, and the verdict says why, and that the parameters after the
+/// optimizer step agree (trial 65 F2).
+#[test]
+fn micro_batches_at_level_modules_are_said() {
+    let tmp = TempDir::new().unwrap();
+    let block = |key: &str, hash: &str, phase: &str| {
+        format!("[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {hash}\n{phase}\n")
+    };
+    let log = |blocks: &[String]| {
+        format!(
+            "Total captured activations: {}\nLevel: modules\n{}\n\n{}",
+            blocks.len(),
+            "=".repeat(80),
+            blocks.concat()
+        )
+    };
+    let back = "  Phase: backward\n";
+    let one = log(&[
+        block("lin/op_0_output", "8.0", ""),
+        block("lin/op_1_weight_grad", "2.0", back),
+        block("lin/op_2_weight", "3.0", ""),
+    ]);
+    let two = log(&[
+        block("lin/op_0_output", "8.0", ""),
+        block("lin/op_1_weight_grad", "1.0", back),
+        block("lin/op_2_output", "8.0", ""),
+        block("lin/op_3_weight_grad", "2.0", back),
+        block("lin/op_4_weight", "3.0", ""),
+    ]);
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write(&a, "rank_0_activations.log", one.as_bytes());
+    write(&b, "rank_0_activations.log", two.as_bytes());
+    compare(&tmp, &a, &b, &[]).expect(1).stdout_has(
+        "a records 1 forward output of `lin` a step and b 2: the runs split the step into other numbers of forward passes (micro-batches of gradient accumulation), so a gradient record of the run of more passes is a partial sum, paired by position with the other run's; the parameters after the optimizer step agree",
+    );
+    // The same number of passes, one gradient changed: not said.
+    let c = tmp.path().join("c");
+    write(
+        &c,
+        "rank_0_activations.log",
+        two.replace("  Output hash: 1.0", "  Output hash: 1.5")
+            .as_bytes(),
+    );
+    let r = compare(&tmp, &b, &c, &[]);
+    r.expect(1);
+    assert!(!r.stdout.contains("forward passes"), "{}", r.stdout);
+}

@@ -2529,3 +2529,61 @@ fn logs_of_two_levels_at_every_step_are_said_once() {
         r.stderr
     );
 }
+
+/// A step series says where one run's values first turn NaN or Inf, and
+/// that steps where both runs' losses are NaN agree only because NaN
+/// agrees with NaN (trial 65 F1, F3: only a single-step compare said the
+/// first non-finite op; two runs NaN from step 2 read "bitwise identical").
+#[test]
+fn non_finite_values_and_losses_are_said_over_a_series() {
+    let d = TempDir::new().unwrap();
+    let log = |step: u64, loss: &str, l2: &str| {
+        format!(
+            "Total captured activations: 1\nLevel: modules\nStep: {step}\nLoss: {loss}\n{}\n\n[lin/op_0_output]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  L2 norm: {l2}\n  Output hash: {l2}\n\n",
+            "=".repeat(80)
+        )
+    };
+    for (run, nan_from) in [("a", 2), ("b", 2), ("c", 9)] {
+        for s in 1..=3 {
+            let (loss, l2) = if s >= nan_from {
+                ("nan", "nan")
+            } else {
+                ("1.5", "2.0")
+            };
+            let name = format!("step_{s}/rank_0_activations.log");
+            support::write(&d.path().join(run), &name, log(s, loss, l2).as_bytes());
+        }
+    }
+    let both = compare_into(
+        [d.path().join("a"), d.path().join("b")],
+        &[],
+        d.path().join("r1"),
+        0,
+    );
+    assert!(
+        both.stdout.contains("both runs recorded a NaN or Inf loss from step 2 on, and step 2 agrees: NaN agrees with NaN"),
+        "{}",
+        both.stdout
+    );
+    let one = compare_into(
+        [d.path().join("c"), d.path().join("b")],
+        &[],
+        d.path().join("r2"),
+        1,
+    );
+    assert!(
+        one.stdout.contains("b's values are first non-finite (NaN or Inf) at step 2, rank 0, at `lin/op_0_output` (finite in the other run)"),
+        "{}",
+        one.stdout
+    );
+    assert!(
+        !one.stdout.contains("both runs recorded a NaN"),
+        "{}",
+        one.stdout
+    );
+    let index = std::fs::read_to_string(d.path().join("r2/index.html")).unwrap();
+    assert!(
+        index.contains("first non-finite (NaN or Inf) at step 2"),
+        "index lacks it"
+    );
+}

@@ -285,7 +285,10 @@ fn pair_status(
     // value agrees (only the digests can tell).
     let mut agrees = v.agrees;
     if let Some(same) = compare::bitwise_identical(t1, r1, t2, r2) {
-        if same {
+        // Under --nan-is-diff, bitwise-identical values that hold NaN
+        // differ as their printed values do (trial 65 F1: the flag was
+        // ignored at full precision).
+        if same && (rp.opts.nan_equal || v.agrees) {
             flags |= ROW_BITWISE;
             if !v.shape_text_differs {
                 agrees = true;

@@ -331,6 +331,26 @@ pub enum Reason {
         /// Run 2's loss.
         loss2: f64,
     },
+    /// A step series: the first (step, rank) where one run's values hold
+    /// NaN or Inf and the other's are finite (trial 65 F3: only a
+    /// single-step compare said it).
+    FirstNonFinite {
+        /// The step.
+        step: u64,
+        /// Run 1's rank.
+        rank: u32,
+        /// The run whose values are non-finite (its display name).
+        name: String,
+        /// Its first such row's key.
+        key: String,
+    },
+    /// A step series: from this step on both runs recorded a NaN or Inf
+    /// loss, and the step agrees: NaN agrees with NaN, so what changes
+    /// after both runs went non-finite is not seen (trial 65 F1).
+    NonFiniteLossesAgree {
+        /// The first such step.
+        step: u64,
+    },
     /// A step series where every step both runs have agrees, and one run
     /// has steps the other lacks (exit 1, as [`Reason::StepsOnlyIn`]
     /// gates): what the common steps say, and how to compare only them
@@ -363,6 +383,10 @@ pub enum Reason {
 /// verdict line before it counts the rest ("1-9, 11-19, … and 1,800 more
 /// steps": trial 30, a line of 10,804 characters at 2,000 steps).
 pub const STEP_LIST_PARTS: usize = 12;
+
+/// The words for a first cause whose only difference is NaN against NaN
+/// ([`crate::report::summary::RowRef::nan_against_nan`]).
+pub const NAN_AGAINST_NAN: &str = "its values are NaN in both runs and nothing else differs there: --nan-is-diff counts NaN against NaN as a difference (without it, NaN agrees with NaN)";
 
 /// The relative difference of two recorded losses beyond which
 /// [`Reason::LossesDiffer`] is said (float32 noise is about 1e-7).
@@ -1129,6 +1153,14 @@ impl fmt::Display for Reason {
                     )
                 }
             }
+            Reason::FirstNonFinite { step, rank, name, key } => write!(
+                f,
+                "{name}'s values are first non-finite (NaN or Inf) at step {step}, rank {rank}, at `{key}` (finite in the other run)"
+            ),
+            Reason::NonFiniteLossesAgree { step } => write!(
+                f,
+                "both runs recorded a NaN or Inf loss from step {step} on, and step {step} agrees: NaN agrees with NaN (the reference's rule), so a change made after both runs went non-finite cannot be seen in their NaN values; --nan-is-diff counts NaN against NaN as a difference"
+            ),
             Reason::LossesDiffer { step, loss1, loss2 } => write!(
                 f,
                 "the recorded losses differ at step {step} ({loss1} vs {loss2}) although every captured row of that step agrees within the tolerance (shown, not gating)"
@@ -1393,6 +1425,19 @@ mod tests {
                     nongating: 1,
                 },
                 "step 1 is the first step not bitwise identical (9 of 12 paired rows with digests are); 1 of them does not gate (unsynced collectives, ignored or fused-away ops), the rest agree within the tolerance (--bitwise gates on them; shown, not gating)",
+            ),
+            (
+                Reason::FirstNonFinite {
+                    step: 4,
+                    rank: 1,
+                    name: "B".into(),
+                    key: "ln/op_0_output".into(),
+                },
+                "B's values are first non-finite (NaN or Inf) at step 4, rank 1, at `ln/op_0_output` (finite in the other run)",
+            ),
+            (
+                Reason::NonFiniteLossesAgree { step: 4 },
+                "both runs recorded a NaN or Inf loss from step 4 on, and step 4 agrees: NaN agrees with NaN (the reference's rule), so a change made after both runs went non-finite cannot be seen in their NaN values; --nan-is-diff counts NaN against NaN as a difference",
             ),
             (
                 Reason::LossesDiffer {

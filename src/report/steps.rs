@@ -277,6 +277,8 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
     lines.extend(super::reasons::not_gating(&s.counts, &s.ranks));
     lines.extend(not_bitwise_from(series));
     lines.extend(losses_differ(series));
+    lines.extend(first_nonfinite(s));
+    lines.extend(nonfinite_losses_agree(series));
     if s.exit_status == exit_codes::OK {
         lines.push(Reason::NoDivergenceOverSteps {
             steps: series.steps.len(),
@@ -369,6 +371,44 @@ fn losses_differ(series: &StepSeries) -> Option<Reason> {
             loss2: b,
         })
     })
+}
+
+/// The first (step, rank), in that order, where one run's values hold NaN
+/// or Inf and the other's are finite ([`Reason::FirstNonFinite`]; run 1's
+/// first on a tie).
+fn first_nonfinite(s: &Summary) -> Option<Reason> {
+    s.ranks
+        .iter()
+        .filter_map(|r| {
+            let c = &r.root_causes;
+            let (name, row) = match (&c.first_nonfinite_only1, &c.first_nonfinite_only2) {
+                (Some(a), Some(b)) if b.index < a.index => (&s.name2, b),
+                (Some(a), _) => (&s.name1, a),
+                (None, Some(b)) => (&s.name2, b),
+                (None, None) => return None,
+            };
+            Some((r.step?, r.rank, name, row))
+        })
+        .min_by_key(|(step, rank, _, _)| (*step, *rank))
+        .map(|(step, rank, name, row)| Reason::FirstNonFinite {
+            step,
+            rank,
+            name: name.clone(),
+            key: row.key().to_string(),
+        })
+}
+
+/// The first agreeing step from which both runs' recorded losses are NaN
+/// or Inf ([`Reason::NonFiniteLossesAgree`]).
+fn nonfinite_losses_agree(series: &StepSeries) -> Option<Reason> {
+    let nonfinite = |r: &StepResult| {
+        r.loss1.is_some_and(|l| !l.is_finite()) && r.loss2.is_some_and(|l| !l.is_finite())
+    };
+    series
+        .step_results
+        .iter()
+        .find(|r| nonfinite(r) && r.exit_status == exit_codes::OK)
+        .map(|r| Reason::NonFiniteLossesAgree { step: r.step })
 }
 
 /// Up to this many ranks with a first diverging step, the verdict names
@@ -522,7 +562,7 @@ fn unseen_before(s: &Summary, series: &StepSeries) -> Option<Reason> {
             && r.run1.level == crate::logformat::CaptureLevel::Modules
             && r.first_divergence
                 .as_ref()
-                .is_some_and(|f| f.phase == "forward")
+                .is_some_and(|f| f.phase == "forward" && !f.nan_against_nan)
     });
     let first = forward_first.next()?;
     // The random state as the first such rank's logs say it.
@@ -1032,6 +1072,27 @@ mod tests {
             r.loss2 = None;
         }
         assert_eq!(crate::report::html::loss_svg(&s), "");
+        // A run that blows up: its NaN loss is marked at the top, large
+        // losses are labelled in scientific notation (trial 65 F3).
+        for (r, (a, b)) in
+            s.step_results
+                .iter_mut()
+                .zip([(1.0, 1.0), (1.5, 7.3e9), (1.25, f64::NAN)])
+        {
+            r.loss1 = Some(a);
+            r.loss2 = Some(b);
+        }
+        let svg = crate::report::html::loss_svg(&s);
+        assert!(
+            svg.contains("<text x=624.0 y=30.0 text-anchor=middle class=n2>NaN</text>"),
+            "{svg}"
+        );
+        assert!(svg.contains("class=mut>7.3000e9</text>"), "{svg}");
+        assert!(
+            svg.contains("; NaN or Inf at the top: a non-finite loss"),
+            "{svg}"
+        );
+        assert!(!svg.contains("class=n1>"), "{svg}");
     }
 
     #[test]

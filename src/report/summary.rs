@@ -84,6 +84,11 @@ pub struct RowRef {
     /// absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub output_tensors: Option<[u32; 2]>,
+    /// A `diff` pair that would agree if NaN equalled NaN: its values are
+    /// NaN in both runs, which `--nan-is-diff` counts as a difference, and
+    /// nothing else differs (trial 65 F1). Absent when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nan_against_nan: bool,
 }
 
 impl RowRef {
@@ -123,6 +128,7 @@ impl RowRef {
             ),
             input_parameters: text(t.input_parameters(row).into_owned()),
             output_tensors: output_tensors(rc, r),
+            nan_against_nan: nan_against_nan(rc, index),
         }
     }
     /// "; it returned 2 output tensors in A and 1 in B" for a pair whose
@@ -721,6 +727,11 @@ pub struct RankSummary {
     /// (absent when none does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype_changes: Option<DtypeChanges>,
+    /// Module-level logs whose first module records another number of
+    /// forward outputs a step in each run ([`ForwardPasses`]); absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_passes: Option<ForwardPasses>,
     /// Rows only one run has that look like DDP's gradient scaling
     /// ([`GradientScaling`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -866,6 +877,58 @@ pub struct DtypeChanges {
     pub common: String,
     /// Rows with it.
     pub common_count: u64,
+}
+
+/// Module-level logs whose first recorded module has another number of
+/// forward-output records in each run: the runs split the step into
+/// other numbers of forward passes (micro-batches of gradient
+/// accumulation), so each gradient record of the run of more passes is a
+/// partial sum, paired by position with the other run's (trial 65 F2: a
+/// step accumulated over two micro-batches, its parameters bitwise equal
+/// after the optimizer step, read "diverges first at
+/// `final/op_1_bias_grad`" with no word why).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ForwardPasses {
+    /// The module (FQN as its records' keys give it).
+    pub module: String,
+    /// Its forward-output records in run 1's and run 2's log.
+    pub counts: [u64; 2],
+}
+
+impl ForwardPasses {
+    fn build(rc: &RankComparison<'_>) -> Option<ForwardPasses> {
+        if rc.t1.header().level != crate::logformat::CaptureLevel::Modules {
+            return None;
+        }
+        let output = |t: &crate::parser::OpTable, r: usize| {
+            t.phase_kind(r) == crate::logformat::Phase::Forward
+                && t.op_name(t.op_type(r)) == crate::matcher::MODULE_OUTPUT_OP
+        };
+        let first = (0..rc.t1.len()).find(|&r| output(rc.t1, r))?;
+        let module = crate::parser::key::module_and_op(rc.t1.key(first)).0;
+        let count = |t: &crate::parser::OpTable| {
+            (0..t.len())
+                .filter(|&r| {
+                    output(t, r) && crate::parser::key::module_and_op(t.key(r)).0 == module
+                })
+                .count() as u64
+        };
+        let counts = [count(rc.t1), count(rc.t2)];
+        (counts[0] != counts[1] && counts[1] > 0).then(|| ForwardPasses {
+            module: String::from_utf8_lossy(module).into_owned(),
+            counts,
+        })
+    }
+
+    /// `A records 1 forward output of `emb` a step and B 2: ...`.
+    pub fn describe(&self, name1: &str, name2: &str) -> String {
+        let [a, b] = self.counts;
+        format!(
+            "{name1} records {a} forward output{} of `{}` a step and {name2} {b}: the runs split the step into other numbers of forward passes (micro-batches of gradient accumulation), so a gradient record of the run of more passes is a partial sum, paired by position with the other run's",
+            if a == 1 { "" } else { "s" },
+            self.module
+        )
+    }
 }
 
 /// A rank whose only differences are rows one run alone has, every one
@@ -1291,6 +1354,25 @@ pub struct CausesSummary {
     pub digests_only: bool,
 }
 
+/// Whether row `index` of `rc` is a `diff` pair judged with NaN unequal
+/// to NaN (`--nan-is-diff`) that agrees when NaN equals NaN, digests
+/// included: its only difference is NaN against NaN
+/// ([`RowRef::nan_against_nan`]).
+fn nan_against_nan(rc: &RankComparison<'_>, index: usize) -> bool {
+    let row = &rc.matches.rows[index];
+    let crate::matcher::Sides::Both(i, j) = row.sides() else {
+        return false;
+    };
+    let mut opts = rc.matches.row_policy(rc.t1, rc.t2, index).opts;
+    if row.status != crate::matcher::Status::Diff || opts.nan_equal {
+        return false;
+    }
+    opts.nan_equal = true;
+    use crate::matcher::compare;
+    compare::judge_values(rc.t1, i, rc.t2, j, &opts, rc.matches.compared).agrees
+        && compare::bitwise_identical(rc.t1, i, rc.t2, j) != Some(false)
+}
+
 /// The first paired row with flag `this` (a side's values hold NaN or
 /// Inf) but not `other` (the other side's are finite).
 fn first_nonfinite_only(rows: &[MatchRow], this: u16, other: u16) -> Option<usize> {
@@ -1415,6 +1497,7 @@ impl RankSummary {
             root_causes: CausesSummary::build(rc, plan),
             shape_mismatches: ShapeMismatches::build(rc),
             dtype_changes: DtypeChanges::build(rc),
+            forward_passes: ForwardPasses::build(rc),
             gradient_scaling: GradientScaling::build(rc),
             one_sided_ops: OneSidedOps::build(rc),
             pages: Vec::new(),

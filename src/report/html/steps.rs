@@ -547,6 +547,19 @@ pub fn loss_svg(series: &StepSeries) -> String {
             .collect()
     };
     let (l1, l2) = (pts(false), pts(true));
+    // NaN and Inf losses are marked above the plot, each run on its own
+    // line (trial 65 F3: a run that blew up was drawn up to its last
+    // finite loss, without a word).
+    let nonfinite = |second: bool| -> Vec<(u64, f64)> {
+        all_losses
+            .iter()
+            .filter_map(|(s, l)| {
+                let v = if second { l.1 } else { l.0 };
+                v.filter(|x| !x.is_finite()).map(|x| (*s, x))
+            })
+            .collect()
+    };
+    let (n1, n2) = (nonfinite(false), nonfinite(true));
     let all: Vec<&(u64, f64)> = l1.iter().chain(&l2).collect();
     if all.is_empty() {
         return String::new();
@@ -555,8 +568,13 @@ pub fn loss_svg(series: &StepSeries) -> String {
     // for the step labels and the caption.
     let (w, hgt) = (640.0, 220.0);
     let (left, right, top, bottom) = (84.0, 16.0, 18.0, 44.0);
-    let smin = all.iter().map(|p| p.0).min().unwrap_or(0);
-    let smax = all.iter().map(|p| p.0).max().unwrap_or(0);
+    let steps_drawn = || {
+        all.iter()
+            .map(|p| p.0)
+            .chain(n1.iter().chain(&n2).map(|p| p.0))
+    };
+    let smin = steps_drawn().min().unwrap_or(0);
+    let smax = steps_drawn().max().unwrap_or(0);
     let lmin = all.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
     let lmax = all.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
     let scale = |v: f64, lo: f64, hi: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
@@ -590,9 +608,10 @@ pub fn loss_svg(series: &StepSeries) -> String {
     for l in loss_ticks {
         let _ = write!(
             svg,
-            "<text x={:.1} y={:.1} text-anchor=end class=mut>{l:.6}</text>",
+            "<text x={:.1} y={:.1} text-anchor=end class=mut>{}</text>",
             x0 - 4.0,
-            y(l) + 4.0
+            y(l) + 4.0,
+            loss_label(l)
         );
     }
     let span = smax - smin;
@@ -632,11 +651,37 @@ pub fn loss_svg(series: &StepSeries) -> String {
         line(&l1),
         line(&l2)
     );
+    for (points, class, dy) in [(&n1, "n1", 0.0), (&n2, "n2", 10.0)] {
+        for (st, l) in points.iter() {
+            let word = if l.is_nan() { "NaN" } else { "Inf" };
+            let _ = write!(
+                svg,
+                "<text x={:.1} y={:.1} text-anchor=middle class={class}>{word}</text>",
+                x(*st as f64),
+                top + 2.0 + dy
+            );
+        }
+    }
     let _ = write!(
         svg,
-        "<text x={x0:.1} y={} class=mut>loss (left{}) per step (below); run 1 blue, run 2 orange dashed</text></svg>",
+        "<text x={x0:.1} y={} class=mut>loss (left{}) per step (below); run 1 blue, run 2 orange dashed{}</text></svg>",
         hgt - 8.0,
-        if log { ", log scale" } else { "" }
+        if log { ", log scale" } else { "" },
+        if n1.is_empty() && n2.is_empty() {
+            ""
+        } else {
+            "; NaN or Inf at the top: a non-finite loss"
+        }
     );
     svg
+}
+
+/// A loss as an axis label: six decimals in [1e-3, 1e5), else in
+/// scientific notation (trial 65 F3: `7328674304.000000`).
+fn loss_label(l: f64) -> String {
+    if l == 0.0 || (1e-3..1e5).contains(&l.abs()) {
+        format!("{l:.6}")
+    } else {
+        format!("{l:.4e}")
+    }
 }

@@ -385,6 +385,29 @@ impl Summary {
                             // and their gradients come in the compiled
                             // backward's order (trial 21: `inp`'s gradient
                             // first under torch.compile(model)).
+                            // Another number of forward passes a step
+                            // (gradient accumulation in one run): what the
+                            // parameters after the optimizer step say.
+                            if let Some(p) = &r.forward_passes {
+                                w.push_str("; ");
+                                w.push_str(&p.describe(name1, name2));
+                                w.push_str(
+                                    if r.root_causes.first_divergence_optimizer.is_none() {
+                                        "; the parameters after the optimizer step agree"
+                                    } else {
+                                        "; the parameters after the optimizer step differ too"
+                                    },
+                                );
+                            }
+                            // Records of another dtype (autocast in one
+                            // run) differ by their precision (trial 65 F6:
+                            // said only on the terminal's last line).
+                            if let Some(d) = &r.dtype_changes {
+                                w.push_str(&format!(
+                                    "; {} (autocast or mixed precision in one run): the records differ by their precision",
+                                    d.describe()
+                                ));
+                            }
                             if r.run1.compiled.is_some() || r.run2.compiled.is_some() {
                                 w.push_str("; modules ran compiled: their outputs are not recorded and their gradients come in the compiled backward's order, so re-capture this step at level=\"ops\" to find where it starts");
                             } else if c.row.phase == "backward"
@@ -448,6 +471,14 @@ impl Summary {
                         _ => c.cause.kind.as_str().to_string(),
                     },
                 ),
+            };
+            // Only NaN against NaN differs there (trial 65 F1: two
+            // identical runs that both went NaN, compared with
+            // --nan-is-diff, were blamed on a change to the forward).
+            let cause = if c.row.nan_against_nan {
+                crate::report::reasons::NAN_AGAINST_NAN.to_string()
+            } else {
+                cause
             };
             // An optimizer-step op names the parameters it updates.
             let cause = match c.row.parameter_words() {
