@@ -167,10 +167,6 @@ impl Spans {
         self.off[row] = r.off.min(FAR as u32) as u16;
         self.len[row] = r.len.min(LONG as u32) as u16;
     }
-    pub(crate) fn extend(&mut self, o: &Spans) {
-        self.off.extend_from_slice(&o.off);
-        self.len.extend_from_slice(&o.len);
-    }
     pub(crate) fn reserve(&mut self, n: usize) {
         self.off.reserve_exact(n);
         self.len.reserve_exact(n);
