@@ -2587,3 +2587,23 @@ fn non_finite_values_and_losses_are_said_over_a_series() {
         "index lacks it"
     );
 }
+
+/// A step not compared for a cut-short log is said as incomplete input,
+/// not also as "diverged" by the rows the cut lost (trial 65).
+#[test]
+fn a_cut_step_not_compared_is_not_said_to_diverge() {
+    let d = TempDir::new().unwrap();
+    let (a, b) = (d.path().join("a"), d.path().join("b"));
+    series(d.path(), 3, 99);
+    let log = b.join("step_2/rank_0_activations.log");
+    let text = std::fs::read(&log).unwrap();
+    std::fs::write(&log, &text[..text.len() / 3]).unwrap();
+    let r = compare_into([&a, &b], &[], d.path().join("o"), 3);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("step 2: "))
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    assert!(line.contains("incomplete input: rank 0 run2"), "{line}");
+    assert!(!line.contains("diverged"), "{line}");
+}
