@@ -4300,13 +4300,22 @@ fn nan_in_both_runs_is_said_under_nan_is_diff_at_both_precisions() {
         let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
         write(&a, "rank_0_activations.log", log.as_bytes());
         write(&b, "rank_0_activations.log", log.as_bytes());
-        compare(&tmp, &a, &b, &[]).expect(0);
+        // NaN agrees with NaN, and the verdict says where both runs went
+        // NaN (trial 66: "no divergence" and not a word of NaN).
+        compare(&tmp, &a, &b, &[]).expect(0).stdout_has(
+            "both runs' values are NaN from `lin/op_1_output` on (rank 0): NaN agrees with NaN",
+        );
         let r = compare(&tmp, &a, &b, &["--nan-is-diff"]);
         r.expect(1).stdout_has(
             "rank 0 diverges first at `lin/op_1_output` (its values are NaN in both runs and nothing else differs there: --nan-is-diff counts NaN against NaN as a difference",
         );
         assert!(
             !r.stdout.contains("inputs are not recorded"),
+            "{precision}: {}",
+            r.stdout
+        );
+        assert!(
+            !r.stdout.contains("both runs' values are NaN from"),
             "{precision}: {}",
             r.stdout
         );

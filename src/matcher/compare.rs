@@ -228,7 +228,8 @@ pub fn compare_hashes(a: &[u8], b: &[u8], tol: Tolerance, nan_equal: bool) -> Ha
     }
 }
 
-fn contains_nan(list: &[u8]) -> bool {
+/// Whether a value list (`1.0, nan`) holds a NaN.
+pub fn contains_nan(list: &[u8]) -> bool {
     split_tokens(list).any(|t| token_number(t).is_some_and(f64::is_nan))
 }
 

@@ -344,6 +344,18 @@ pub enum Reason {
         /// Its first such row's key.
         key: String,
     },
+    /// The first paired row (of the lowest rank, in a series of the first
+    /// step) whose values are NaN in both runs and agree, NaN with NaN:
+    /// what changes after it cannot be seen in those values (trial 66: two
+    /// runs that both blew up passed "bitwise identical", without a word).
+    NanInBoth {
+        /// The step (a series), `None` for one step.
+        step: Option<u64>,
+        /// Run 1's rank.
+        rank: u32,
+        /// The row's key.
+        key: String,
+    },
     /// A step series: from this step on both runs recorded a NaN or Inf
     /// loss, and the step agrees: NaN agrees with NaN, so what changes
     /// after both runs went non-finite is not seen (trial 65 F1).
@@ -383,6 +395,24 @@ pub enum Reason {
 /// verdict line before it counts the rest ("1-9, 11-19, … and 1,800 more
 /// steps": trial 30, a line of 10,804 characters at 2,000 steps).
 pub const STEP_LIST_PARTS: usize = 12;
+
+/// [`Reason::NanInBoth`] for the first of `ranks` (in their order: by
+/// step, then rank, in a series) whose first row NaN in both runs agrees
+/// (NaN with NaN); `None` when none has one.
+pub fn nan_in_both(ranks: &[RankSummary]) -> Option<Reason> {
+    ranks
+        .iter()
+        .filter_map(|r| {
+            let row = r.root_causes.first_nan_both.as_ref()?;
+            (row.status == crate::matcher::Status::Match).then_some((r.step, r.rank, row))
+        })
+        .min_by_key(|(step, rank, _)| (*step, *rank))
+        .map(|(step, rank, row)| Reason::NanInBoth {
+            step,
+            rank,
+            key: row.key().to_string(),
+        })
+}
 
 /// The words for a first cause whose only difference is NaN against NaN
 /// ([`crate::report::summary::RowRef::nan_against_nan`]).
@@ -1157,6 +1187,11 @@ impl fmt::Display for Reason {
                 f,
                 "{name}'s values are first non-finite (NaN or Inf) at step {step}, rank {rank}, at `{key}` (finite in the other run)"
             ),
+            Reason::NanInBoth { step, rank, key } => write!(
+                f,
+                "both runs' values are NaN from `{key}` on (rank {rank}{}): NaN agrees with NaN (the reference's rule), so a change made after that cannot be seen in those values; --nan-is-diff counts NaN against NaN as a difference",
+                step.map(|s| format!(", step {s}")).unwrap_or_default()
+            ),
             Reason::NonFiniteLossesAgree { step } => write!(
                 f,
                 "both runs recorded a NaN or Inf loss from step {step} on, and step {step} agrees: NaN agrees with NaN (the reference's rule), so a change made after both runs went non-finite cannot be seen in their NaN values; --nan-is-diff counts NaN against NaN as a difference"
@@ -1434,6 +1469,14 @@ mod tests {
                     key: "ln/op_0_output".into(),
                 },
                 "B's values are first non-finite (NaN or Inf) at step 4, rank 1, at `ln/op_0_output` (finite in the other run)",
+            ),
+            (
+                Reason::NanInBoth {
+                    step: Some(4),
+                    rank: 0,
+                    key: "ln/op_0_output".into(),
+                },
+                "both runs' values are NaN from `ln/op_0_output` on (rank 0, step 4): NaN agrees with NaN (the reference's rule), so a change made after that cannot be seen in those values; --nan-is-diff counts NaN against NaN as a difference",
             ),
             (
                 Reason::NonFiniteLossesAgree { step: 4 },

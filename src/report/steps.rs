@@ -289,7 +289,12 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
     lines.extend(not_bitwise_from(series));
     lines.extend(losses_differ(series));
     lines.extend(first_nonfinite(s));
-    lines.extend(nonfinite_losses_agree(series));
+    // Where both runs' values turn NaN, or (without such a row) their
+    // recorded losses.
+    match super::reasons::nan_in_both(&s.ranks) {
+        Some(nan) => lines.push(nan),
+        None => lines.extend(nonfinite_losses_agree(series)),
+    }
     if s.exit_status == exit_codes::OK {
         lines.push(Reason::NoDivergenceOverSteps {
             steps: series.steps.len(),

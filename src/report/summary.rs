@@ -1338,6 +1338,12 @@ pub struct CausesSummary {
     /// are finite.
     #[serde(default)]
     pub first_nonfinite_only2: Option<RowRef>,
+    /// First paired row whose values hold NaN in both runs (their Output
+    /// hash or statistics): from there on NaN agrees with NaN, so a change
+    /// cannot show in those values (trial 66: two runs that both blew up
+    /// passed without a word). Absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_nan_both: Option<RowRef>,
     /// The gating `diff` row with the largest finite relative difference in
     /// a field that gates under its tolerance.
     pub largest_diff: Option<RowRef>,
@@ -1371,6 +1377,29 @@ fn nan_against_nan(rc: &RankComparison<'_>, index: usize) -> bool {
     use crate::matcher::compare;
     compare::judge_values(rc.t1, i, rc.t2, j, &opts, rc.matches.compared).agrees
         && compare::bitwise_identical(rc.t1, i, rc.t2, j) != Some(false)
+}
+
+/// The first paired row whose values hold NaN on both sides
+/// ([`CausesSummary::first_nan_both`]): only rows non-finite in both runs
+/// are read.
+fn first_nan_both(rc: &RankComparison<'_>) -> Option<usize> {
+    use crate::matcher::compare::contains_nan;
+    let nan = |t: &crate::parser::OpTable, r: usize| {
+        [
+            Field::OutputHash,
+            Field::L2Norm,
+            Field::Min,
+            Field::Max,
+            Field::Mean,
+        ]
+        .iter()
+        .any(|f| contains_nan(t.field(r, *f)))
+    };
+    rc.matches.rows.iter().position(|m| {
+        m.has(ROW_NONFINITE1)
+            && m.has(ROW_NONFINITE2)
+            && matches!(m.sides(), crate::matcher::Sides::Both(i, j) if nan(rc.t1, i) && nan(rc.t2, j))
+    })
 }
 
 /// The first paired row with flag `this` (a side's values hold NaN or
@@ -1452,6 +1481,7 @@ impl CausesSummary {
                 ROW_NONFINITE1,
             )
             .map(r),
+            first_nan_both: first_nan_both(rc).map(r),
             largest_diff: c.largest_diff.map(|d| r(d.index)),
             largest_diff_field: c.largest_diff.map(|d| d.field),
             largest_rel_diff: c.largest_diff.map(|d| d.rel),

@@ -547,6 +547,7 @@ fn verdict(meta: &RunMeta, ranks: &[RankSummary]) -> (i32, Vec<Reason>) {
     if status == exit_codes::OK && (c.gating > 0 || !only1.is_empty() || !only2.is_empty()) {
         status = exit_codes::DIVERGED;
     }
+    reasons.extend(reasons::nan_in_both(ranks));
     if status == exit_codes::OK {
         reasons.push(Reason::NoDivergence { matched: c.matched });
         reasons.extend(reasons::not_captured(ranks));
