@@ -66,29 +66,46 @@ class BaselineError(RuntimeError):
         self.rank = rank
 
 
-def log_level(path: str):
-    """The capture level of the log at ``path``: its ``Level:`` header
-    line, ``"ops"`` when the header ends (the ``====`` line or a block)
-    without one; None when the file cannot be read or its first 4 KiB hold
-    neither (an empty log)."""
+def _log_header(path: str):
+    """The header lines of the log at ``path`` (``{label: value}``, up to
+    the ``====`` line or the first block), or None when the file cannot be
+    read or its first 4 KiB hold no end of a header (an empty log)."""
     try:
         with open(path, "rb") as f:
             head = f.read(4096)
     except OSError:
         return None
+    lines = {}
     for line in head.split(b"\n"):
         if line.startswith(b"[") or line.startswith(b"===="):
-            return "ops"
-        if line.startswith(b"Level:"):
-            return line[len(b"Level:") :].strip().decode("ascii", "replace")
+            return lines
+        label, sep, value = line.partition(b":")
+        if sep:
+            lines[label.decode("ascii", "replace")] = value.strip().decode("ascii", "replace")
     return None
 
 
-def level_of(baseline: str):
-    """The capture level of the baseline's logs (``"ops"`` or
-    ``"modules"``: :func:`log_level` of its first log that says one, in
-    step order, of ``rank_0``, else of any rank), or None when it holds
-    none."""
+def log_level(path: str):
+    """The capture level of the log at ``path``: its ``Level:`` header
+    line, ``"ops"`` when the header ends (the ``====`` line or a block)
+    without one; None when the file cannot be read or its first 4 KiB hold
+    neither (an empty log)."""
+    h = _log_header(path)
+    return None if h is None else h.get("Level", "ops")
+
+
+def log_precision(path: str):
+    """``"full"`` for a log with the ``Precision: full`` header line,
+    ``"default"`` for one whose header ends without it; None as
+    :func:`log_level`."""
+    h = _log_header(path)
+    return None if h is None else ("full" if h.get("Precision") == "full" else "default")
+
+
+def _first_log_says(baseline: str, read):
+    """``read(path)`` of the baseline's first log that says something (not
+    None), in step order, of ``rank_0``, else of any rank; None when none
+    does."""
     import glob
     import re
 
@@ -99,10 +116,23 @@ def level_of(baseline: str):
     logs = sorted(glob.glob(os.path.join(baseline, "rank_*_activations.log")))
     logs += sorted(glob.glob(os.path.join(baseline, "step_*", "rank_*_activations.log")), key=step)
     for path in logs:
-        level = log_level(path)
-        if level is not None:
-            return level
+        said = read(path)
+        if said is not None:
+            return said
     return None
+
+
+def level_of(baseline: str):
+    """The capture level of the baseline's logs (``"ops"`` or
+    ``"modules"``: :func:`log_level` of its first log that says one), or
+    None when it holds none."""
+    return _first_log_says(baseline, log_level)
+
+
+def precision_of(baseline: str):
+    """The precision of the baseline's logs (:func:`log_precision` of its
+    first log that says one), or None when it holds none."""
+    return _first_log_says(baseline, log_precision)
 
 
 def missing_steps(baseline: str, steps, first_step: int) -> tuple[int, list]:

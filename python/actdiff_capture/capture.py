@@ -1731,6 +1731,21 @@ class Profiler:
             raise ValueError(f"precision must be None, 'default' (the same) or 'full', got {precision!r}")
         if precision == "default":
             precision = None
+        if self.baseline is not None and "--bitwise" in self.tolerances:
+            # Refused now, not at the first captured step (trial 66: the
+            # engine's "--bitwise needs both logs at full precision" came
+            # after every step before it had trained).
+            short = []
+            if _baseline.precision_of(self.baseline) == "default":
+                short.append(f"the baseline {self.baseline} holds logs at default precision")
+            if precision != "full":
+                short.append("this profiler captures at default precision")
+            if short:
+                raise _baseline.BaselineError(
+                    f"tolerances={tolerances!r}: --bitwise needs both logs at full precision, and "
+                    + " and ".join(short)
+                    + ": capture both runs with precision=\"full\""
+                )
         if not callable(getattr(model, "named_modules", None)):
             raise TypeError(f"model must be a torch.nn.Module (its module FQNs name the ops), got {type(model).__name__}")
         self.model = model
@@ -1839,7 +1854,13 @@ class Profiler:
     def __enter__(self) -> "Profiler":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None:
+            # The job stopped on an exception (a BaselineError, a crash):
+            # the steps after it are not "never reached" for a reason to
+            # warn of (trial 66: a resume's first_step= advice after a
+            # BaselineError).
+            self._done = True
         self.close()
 
     def close(self) -> None:
@@ -2346,10 +2367,14 @@ class Profiler:
 
     def _check_baseline(self) -> None:
         rank = _default_rank() if self.rank is None else self.rank
-        d = _baseline.check(
-            self.baseline, self._path, self._armed_step, rank, self.series, self.dump_dir, self.tolerances,
-            self._baseline_said,
-        )  # fmt: skip
+        try:
+            d = _baseline.check(
+                self.baseline, self._path, self._armed_step, rank, self.series, self.dump_dir, self.tolerances,
+                self._baseline_said,
+            )  # fmt: skip
+        except _baseline.BaselineError:
+            self._done = True  # the job stops here, as at a Diverged
+            raise
         if d is None:
             return
         self.diverged = d

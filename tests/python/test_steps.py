@@ -794,6 +794,24 @@ def test_a_baseline_that_does_not_match_is_an_error(tmp_path, capfd):
         with pytest.raises(actdiff_capture.BaselineError, match="no log for step 3") as e:
             run_with_baseline(tmp_path / "longer", tmp_path / "blessed", steps=3)
     assert (e.value.step, e.value.rank) == (3, 0)
+    # A job the check stops in a ``with`` block: the steps after it are
+    # not said to be "never reached" (trial 66: a resume's first_step=
+    # advice after the BaselineError).
+    def linear(dump, steps, **kw):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 4)
+        with actdiff_capture.Profiler(model, dump, capture_steps=range(1, 5), level="modules", **kw) as prof:
+            for _ in range(steps):
+                model(torch.ones(4)).sum().backward()
+                prof.step()
+
+    with pytest.warns(UserWarning, match="never reached"):
+        linear(tmp_path / "lb", 2)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with pytest.raises(actdiff_capture.BaselineError, match="no log for step 3"):
+            linear(tmp_path / "lc", 4, baseline=tmp_path / "lb")
+    assert not [w for w in said if "never reached" in str(w.message)], [str(w.message) for w in said]
     with pytest.warns(UserWarning, match=r"for 999999999997 scheduled steps \(3, 4, 5, \.\.\.\)"):
         actdiff_capture.Profiler(torch.nn.Linear(2, 2), tmp_path / "x", capture_steps=range(1, 10**12), baseline=tmp_path / "blessed").close()
     with pytest.raises(actdiff_capture.BaselineError, match=r"capture_steps=\[2\] \(a list\)"):
@@ -972,6 +990,10 @@ def test_baseline_tolerances_are_checked_when_the_profiler_is_made(tmp_path):
     (trial 17 M3); ``capture_step="5"`` was said to be a bad
     ``capture_steps`` (L1)."""
     run(tmp_path / "blessed", steps=1)
+    (tmp_path / "default" / "step_1").mkdir(parents=True)
+    (tmp_path / "default" / "step_1" / "rank_0_activations.log").write_text(
+        "Total captured activations: 1\n" + "=" * 80 + "\n\n[m/op_0_mm]\n  Output hash: 1.0\n\n"
+    )
     model = torch.nn.Linear(4, 4)
     with pytest.raises(ValueError, match=r"invalid value 'abc' for '--rtol"):
         actdiff_capture.Profiler(model, tmp_path / "x", capture_steps=[1], baseline=tmp_path / "blessed", tolerances=["--rtol", "abc"])
@@ -986,6 +1008,13 @@ def test_baseline_tolerances_are_checked_when_the_profiler_is_made(tmp_path):
     assert prof.tolerances == ("--rtol", "1e-4", "--atol", "1e-6")
     with pytest.warns(UserWarning, match="never reached"):
         prof.close()
+    # --bitwise against a baseline of the reference's precision, or with
+    # this profiler's, is refused when the profiler is made (trial 66: after
+    # the steps before the first captured one trained).
+    with pytest.raises(actdiff_capture.BaselineError, match=r"--bitwise needs both logs at full precision, and the baseline .* holds logs at default precision: capture both"):
+        actdiff_capture.Profiler(model, tmp_path / "v", capture_steps=[3], baseline=tmp_path / "default", tolerances="--bitwise", precision="full")
+    with pytest.raises(actdiff_capture.BaselineError, match=r"and this profiler captures at default precision: capture both"):
+        actdiff_capture.Profiler(model, tmp_path / "v", capture_steps=[3], baseline=tmp_path / "blessed", tolerances="--bitwise")
     # The probe's own logs say nothing (trial 65 F5: "--bitwise on logs
     # printed with 7 digits" when the profiler was made).
     with warnings.catch_warnings():
