@@ -2712,6 +2712,18 @@ fn ops_of_one_run_only_are_named_when_every_pair_agrees() {
     r.expect(1).stdout_has(
         "  every paired row agrees; the runs ran other ops: only in a (3): bmm ×2, _softmax ×1; only in b (1): sdpa ×1\n",
     );
+    // The opening sentence says it too, which a step series repeats
+    // (trial 66: a clipping threshold never reached read "diverges first
+    // at `…_foreach_norm` (only in clipbig)" at every step).
+    let opening = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("rank 0 diverges first at "));
+    assert!(
+        opening.is_some_and(|l| l.contains("every paired row agrees; the runs ran other ops")),
+        "{}",
+        r.stdout
+    );
     let summary: Value =
         serde_json::from_slice(&std::fs::read(tmp.path().join("out/summary.json")).unwrap())
             .unwrap();
@@ -3274,7 +3286,7 @@ fn ddp_gradient_scaling_rows_are_said_to_be_likely_that() {
     std::fs::remove_file(b.join("rank_1_activations.log")).unwrap();
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(1)
-        .stdout_has("rank 0 diverges first at `lin/op_2_mul` (only in ddp).");
+        .stdout_has("rank 0 diverges first at `lin/op_2_mul` (only in ddp; every paired row agrees; the runs ran other ops: only in ddp (1): mul ×1).");
     assert!(r.summary()["ranks"][0].get("gradient_scaling").is_none());
 }
 
@@ -4320,6 +4332,18 @@ fn nan_in_both_runs_is_said_under_nan_is_diff_at_both_precisions() {
             r.stdout
         );
     }
+    // A collective's NaN alone (FSDP's all-gather buffer hashed before it
+    // was filled) with a finite loss after it is no news.
+    let log = format!(
+        "Total captured activations: 2\n{}\n\n[fsdp/op_0__allgather_base_]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  L2 norm: nan\n  Output hash: nan\n\n[lin/op_1_output]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  L2 norm: 2.0\n  Output hash: 4.0\n\n",
+        "=".repeat(80)
+    );
+    let (a, b) = (tmp.path().join("c"), tmp.path().join("d"));
+    write(&a, "rank_0_activations.log", log.as_bytes());
+    write(&b, "rank_0_activations.log", log.as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(0);
+    assert!(!r.stdout.contains("NaN from"), "{}", r.stdout);
 }
 
 /// A module-level run that accumulates gradients over two micro-batches

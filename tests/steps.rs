@@ -2589,11 +2589,7 @@ fn non_finite_values_and_losses_are_said_over_a_series() {
         "{}",
         one.stdout
     );
-    assert!(
-        !one.stdout.contains("both runs"),
-        "{}",
-        one.stdout
-    );
+    assert!(!one.stdout.contains("both runs"), "{}", one.stdout);
     let index = std::fs::read_to_string(d.path().join("r2/index.html")).unwrap();
     assert!(
         index.contains("first non-finite (NaN or Inf) at step 2"),

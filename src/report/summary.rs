@@ -803,6 +803,7 @@ impl RankSummary {
             &mut c.first_nonfinite_one_sided,
             &mut c.first_nonfinite_only1,
             &mut c.first_nonfinite_only2,
+            &mut c.first_nan_both,
             &mut c.largest_diff,
         ]
         .into_iter()
@@ -1339,9 +1340,10 @@ pub struct CausesSummary {
     #[serde(default)]
     pub first_nonfinite_only2: Option<RowRef>,
     /// First paired row whose values hold NaN in both runs (their Output
-    /// hash or statistics): from there on NaN agrees with NaN, so a change
-    /// cannot show in those values (trial 66: two runs that both blew up
-    /// passed without a word). Absent when none.
+    /// hash or statistics), not a collective's, in a step whose loss (its
+    /// last forward row) or last row is NaN in both: from there on NaN
+    /// agrees with NaN, so a change cannot show in those values (trial 66:
+    /// two runs that both blew up passed without a word). Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_nan_both: Option<RowRef>,
     /// The gating `diff` row with the largest finite relative difference in
@@ -1380,11 +1382,16 @@ fn nan_against_nan(rc: &RankComparison<'_>, index: usize) -> bool {
 }
 
 /// The first paired row whose values hold NaN on both sides
-/// ([`CausesSummary::first_nan_both`]): only rows non-finite in both runs
-/// are read.
+/// ([`CausesSummary::first_nan_both`]), when the step went NaN in both
+/// runs: its last forward row (the loss) or its last row (the optimizer's
+/// last update) holds NaN on both sides. A collective's NaN alone (an
+/// all-gather's buffer hashed before it was filled, as TorchTitan's FSDP
+/// logs print) is not that, and is never the row named.
 fn first_nan_both(rc: &RankComparison<'_>) -> Option<usize> {
     use crate::matcher::compare::contains_nan;
-    let nan = |t: &crate::parser::OpTable, r: usize| {
+    use crate::matcher::{Sides, ROW_UNSYNCED};
+    let rows = &rc.matches.rows;
+    let nan = |t: &OpTable, r: usize| {
         [
             Field::OutputHash,
             Field::L2Norm,
@@ -1395,11 +1402,36 @@ fn first_nan_both(rc: &RankComparison<'_>) -> Option<usize> {
         .iter()
         .any(|f| contains_nan(t.field(r, *f)))
     };
-    rc.matches.rows.iter().position(|m| {
+    let both = |i: usize| {
+        let m = &rows[i];
         m.has(ROW_NONFINITE1)
             && m.has(ROW_NONFINITE2)
-            && matches!(m.sides(), crate::matcher::Sides::Both(i, j) if nan(rc.t1, i) && nan(rc.t2, j))
-    })
+            && matches!(m.sides(), Sides::Both(a, b) if nan(rc.t1, a) && nan(rc.t2, b))
+    };
+    let last_forward = rows.iter().rposition(
+        |m| matches!(m.sides(), Sides::Both(a, _) if rc.t1.phase_kind(a) == Phase::Forward),
+    );
+    let went_nan = last_forward.is_some_and(both) || (!rows.is_empty() && both(rows.len() - 1));
+    if !went_nan {
+        return None;
+    }
+    let collective = |i: usize| {
+        let Sides::Both(a, _) = rows[i].sides() else {
+            return true;
+        };
+        let op = String::from_utf8_lossy(rc.t1.op_name(rc.t1.op_type(a))).to_ascii_lowercase();
+        rows[i].has(ROW_UNSYNCED)
+            || [
+                "all_gather",
+                "allgather",
+                "reduce_scatter",
+                "all_reduce",
+                "allreduce",
+            ]
+            .iter()
+            .any(|c| op.contains(c))
+    };
+    (0..rows.len()).find(|&i| both(i) && !collective(i))
 }
 
 /// The first paired row with flag `this` (a side's values hold NaN or

@@ -480,6 +480,14 @@ impl Summary {
             } else {
                 cause
             };
+            // Every paired row agrees and only ops of one run gate (a
+            // clipping threshold never reached runs its norm ops in one
+            // run only; trial 66: a series' headline named the extra op
+            // alone, and every step "diverged").
+            let cause = match &r.one_sided_ops {
+                Some(o) => format!("{cause}; {}", o.describe(name1, name2)),
+                None => cause,
+            };
             // An optimizer-step op names the parameters it updates.
             let cause = match c.row.parameter_words() {
                 Some(w) => format!("{cause}; {w}"),
@@ -570,18 +578,32 @@ impl Summary {
                     .in_place_parameter()
                     .map(|p| format!("; it changes the parameter {p} in place"))
                     .unwrap_or_default();
+                // Every paired row agrees: only ops of one run gate (trial
+                // 66: a clipping threshold never reached).
+                let others = first
+                    .one_sided_ops
+                    .as_ref()
+                    .map(|o| format!("; {}", o.describe(name1, name2)))
+                    .unwrap_or_default();
+                // (Not beside a cut log's lost rows, DDP's scaling, whose
+                // words say it, or an in-place edit of a parameter.)
+                let tail = |cut: String, scaling: String| {
+                    if cut.is_empty() && scaling.is_empty() && param.is_empty() {
+                        others.clone()
+                    } else {
+                        format!("{cut}{scaling}")
+                    }
+                };
                 let only = match f.status {
                     Status::Only1 => format!(
-                        " ({}{param}{}{})",
+                        " ({}{param}{})",
                         status_words(f.status, name1, name2),
-                        cut(&first.run2, name2),
-                        scaling(name1)
+                        tail(cut(&first.run2, name2), scaling(name1))
                     ),
                     Status::Only2 => format!(
-                        " ({}{param}{}{})",
+                        " ({}{param}{})",
                         status_words(f.status, name1, name2),
-                        cut(&first.run1, name1),
-                        scaling(name2)
+                        tail(cut(&first.run1, name1), scaling(name2))
                     ),
                     _ => String::new(),
                 };
