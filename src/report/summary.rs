@@ -894,6 +894,12 @@ pub struct ForwardPasses {
     pub module: String,
     /// Its forward-output records in run 1's and run 2's log.
     pub counts: [u64; 2],
+    /// The largest finite relative difference of a paired parameter record
+    /// after the optimizer step that differs (`diff`), in any field; absent
+    /// when none differs (trial 66: "the parameters ... differ too" read
+    /// as a change where they differed by 4e-11, the micro-batches' sums).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer_rel: Option<f64>,
 }
 
 impl ForwardPasses {
@@ -915,9 +921,36 @@ impl ForwardPasses {
                 .count() as u64
         };
         let counts = [count(rc.t1), count(rc.t2)];
-        (counts[0] != counts[1] && counts[1] > 0).then(|| ForwardPasses {
+        if counts[0] == counts[1] || counts[1] == 0 {
+            return None;
+        }
+        let optimizer_rel = (0..rc.matches.rows.len())
+            .filter_map(|i| {
+                let m = &rc.matches.rows[i];
+                let crate::matcher::Sides::Both(a, b) = m.sides() else {
+                    return None;
+                };
+                if m.status != crate::matcher::Status::Diff
+                    || rc.t1.phase_kind(a) != crate::logformat::Phase::Optimizer
+                {
+                    return None;
+                }
+                let opts = rc.matches.row_policy(rc.t1, rc.t2, i).opts;
+                crate::matcher::compare::worst_difference(
+                    rc.t1,
+                    a,
+                    rc.t2,
+                    b,
+                    &opts,
+                    rc.matches.compared,
+                )
+                .map(|w| w.rel)
+            })
+            .reduce(f64::max);
+        Some(ForwardPasses {
             module: String::from_utf8_lossy(module).into_owned(),
             counts,
+            optimizer_rel,
         })
     }
 

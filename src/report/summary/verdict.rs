@@ -391,13 +391,19 @@ impl Summary {
                             if let Some(p) = &r.forward_passes {
                                 w.push_str("; ");
                                 w.push_str(&p.describe(name1, name2));
-                                w.push_str(
-                                    if r.root_causes.first_divergence_optimizer.is_none() {
-                                        "; the parameters after the optimizer step agree"
-                                    } else {
-                                        "; the parameters after the optimizer step differ too"
-                                    },
-                                );
+                                if r.root_causes.first_divergence_optimizer.is_none() {
+                                    w.push_str("; the parameters after the optimizer step agree");
+                                } else {
+                                    w.push_str("; the parameters after the optimizer step differ too");
+                                    // By how much: float rounding of the
+                                    // micro-batches' sums, or more.
+                                    if let Some(rel) = p.optimizer_rel {
+                                        w.push_str(&format!(", by at most a relative {rel:.1e}"));
+                                        if rel < 1e-6 {
+                                            w.push_str(" (float rounding: the micro-batches' gradients summed in another order; a looser --rtol reads them as agreeing)");
+                                        }
+                                    }
+                                }
                             }
                             // Records of another dtype (autocast in one
                             // run) differ by their precision (trial 65 F6:
