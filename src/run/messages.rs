@@ -838,7 +838,7 @@ pub fn series_problem(step: u64, m: Message) -> Message {
 /// A step series' problems, each said once with the steps it concerns
 /// ([`Message::AtSteps`]), in the order they first occur: `(step,
 /// problem)` pairs in step order. A problem that names each step's own
-/// logs ([`any_step`]) is one problem of every step it occurs at, said
+/// logs (a level or filter mismatch) is one problem of every step it occurs at, said
 /// with `step_*` in its paths (trial 64: a level mismatch said once a
 /// step).
 pub fn at_steps(problems: Vec<(u64, Message)>) -> Vec<Message> {
