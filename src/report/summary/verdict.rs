@@ -490,9 +490,13 @@ impl Summary {
             // clipping threshold never reached runs its norm ops in one
             // run only; trial 66: a series' headline named the extra op
             // alone, and every step "diverged").
+            // (Per op: a module-level record only one run has is no op;
+            // its own words say what it is.)
             let cause = match &r.one_sided_ops {
-                Some(o) => format!("{cause}; {}", o.describe(name1, name2)),
-                None => cause,
+                Some(o) if r.run1.level != crate::logformat::CaptureLevel::Modules => {
+                    format!("{cause}; {}", o.describe(name1, name2))
+                }
+                _ => cause,
             };
             // An optimizer-step op names the parameters it updates.
             let cause = match c.row.parameter_words() {
@@ -589,6 +593,7 @@ impl Summary {
                 let others = first
                     .one_sided_ops
                     .as_ref()
+                    .filter(|_| first.run1.level != crate::logformat::CaptureLevel::Modules)
                     .map(|o| format!("; {}", o.describe(name1, name2)))
                     .unwrap_or_default();
                 // (Not beside a cut log's lost rows, DDP's scaling, whose
