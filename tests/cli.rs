@@ -4344,6 +4344,19 @@ fn nan_in_both_runs_is_said_under_nan_is_diff_at_both_precisions() {
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(0);
     assert!(!r.stdout.contains("NaN from"), "{}", r.stdout);
+    // Both runs went NaN, and FSDP2's copy-in buffer (one of the layout's
+    // communication ops) is NaN before the first op that computed NaN:
+    // the op named is that op, not the buffer.
+    let log = format!(
+        "Total captured activations: 2\n{}\n\n[fsdp/op_0_all_gather_copy_in]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  L2 norm: nan\n  Output hash: nan\n\n[lin/op_1_output]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  L2 norm: nan\n  Output hash: nan\n\n",
+        "=".repeat(80)
+    );
+    let (a, b) = (tmp.path().join("e"), tmp.path().join("f"));
+    write(&a, "rank_0_activations.log", log.as_bytes());
+    write(&b, "rank_0_activations.log", log.as_bytes());
+    compare(&tmp, &a, &b, &[])
+        .expect(0)
+        .stdout_has("both runs' values are NaN from `lin/op_1_output` on (rank 0)");
 }
 
 /// A module-level run that accumulates gradients over two micro-batches

@@ -1419,7 +1419,9 @@ fn nan_against_nan(rc: &RankComparison<'_>, index: usize) -> bool {
 /// runs: its last forward row (the loss) or its last row (the optimizer's
 /// last update) holds NaN on both sides. A collective's NaN alone (an
 /// all-gather's buffer hashed before it was filled, as TorchTitan's FSDP
-/// logs print) is not that, and is never the row named.
+/// logs print) is not that, and is never the row named: a row the policy
+/// calls unsynced, or a collective or layout communication op by the one
+/// list the matcher tells them by (`recompute::is_communication`).
 fn first_nan_both(rc: &RankComparison<'_>) -> Option<usize> {
     use crate::matcher::compare::contains_nan;
     use crate::matcher::{Sides, ROW_UNSYNCED};
@@ -1448,21 +1450,11 @@ fn first_nan_both(rc: &RankComparison<'_>) -> Option<usize> {
     if !went_nan {
         return None;
     }
-    let collective = |i: usize| {
-        let Sides::Both(a, _) = rows[i].sides() else {
-            return true;
-        };
-        let op = String::from_utf8_lossy(rc.t1.op_name(rc.t1.op_type(a))).to_ascii_lowercase();
-        rows[i].has(ROW_UNSYNCED)
-            || [
-                "all_gather",
-                "allgather",
-                "reduce_scatter",
-                "all_reduce",
-                "allreduce",
-            ]
-            .iter()
-            .any(|c| op.contains(c))
+    let collective = |i: usize| match rows[i].sides() {
+        Sides::Both(a, _) => {
+            rows[i].has(ROW_UNSYNCED) || crate::matcher::recompute::is_communication(rc.t1, a)
+        }
+        _ => true,
     };
     (0..rows.len()).find(|&i| both(i) && !collective(i))
 }
