@@ -454,8 +454,15 @@ fn input_error_words(errors: &[Message]) -> &'static str {
 /// `1 error, printed on stderr` (`3 errors, ...`): how the terminal
 /// summary counts the input errors it does not repeat.
 pub fn on_stderr(count: usize) -> String {
+    on_stderr_each(count, 1)
+}
+
+/// [`on_stderr`] for `ranks` ranks of `count` errors each: `1 error each,
+/// printed on stderr` for more than one.
+pub fn on_stderr_each(count: usize, ranks: usize) -> String {
     let s = if count == 1 { "" } else { "s" };
-    format!("{count} error{s}, printed on stderr")
+    let each = if ranks > 1 { " each" } else { "" };
+    format!("{count} error{s}{each}, printed on stderr")
 }
 
 impl Reason {

@@ -335,7 +335,8 @@ const TERMINAL_GROUP_RANKS: usize = 8;
 /// Rank groups listed, one line each, above [`GROUPED_ABOVE_RANKS`] ranks.
 const TERMINAL_GROUPS: usize = 20;
 
-/// Ranks that could not be compared listed (the others are counted).
+/// Lines of ranks that could not be compared, one per count of input
+/// errors (the ranks of further lines are counted).
 const TERMINAL_FAILED_RANKS: usize = 50;
 
 /// Renders the terminal summary of `s`; `report` is the index page path.
@@ -388,20 +389,30 @@ pub fn render(s: &Summary, report: &str) -> String {
             let _ = writeln!(out, "ranks only in {name}: {only:?}");
         }
     }
-    // Their errors are printed on stderr, once each: counted here.
-    for f in s.ranks_failed.iter().take(TERMINAL_FAILED_RANKS) {
+    // Their errors are printed on stderr (a problem of many ranks once):
+    // counted here, ranks of as many errors on one line.
+    let mut by_count: Vec<(usize, Vec<u32>)> = Vec::new();
+    for f in &s.ranks_failed {
+        match by_count.iter_mut().find(|(n, _)| *n == f.errors.len()) {
+            Some((_, ranks)) => ranks.push(f.rank),
+            None => by_count.push((f.errors.len(), vec![f.rank])),
+        }
+    }
+    let listed = by_count.len().min(TERMINAL_FAILED_RANKS);
+    let unlisted: usize = by_count[listed..].iter().map(|(_, r)| r.len()).sum();
+    for (n, mut ranks) in by_count.into_iter().take(listed) {
+        ranks.sort_unstable();
         let _ = writeln!(
             out,
-            "rank {}: not compared: input error ({})",
-            f.rank,
-            super::reasons::on_stderr(f.errors.len())
+            "{}: not compared: input error ({})",
+            super::summary::rank_word(&ranks),
+            super::reasons::on_stderr_each(n, ranks.len()),
         );
     }
-    if s.ranks_failed.len() > TERMINAL_FAILED_RANKS {
+    if unlisted > 0 {
         let _ = writeln!(
             out,
-            "… {} more ranks not compared (summary.json)",
-            s.ranks_failed.len() - TERMINAL_FAILED_RANKS
+            "… {unlisted} more ranks not compared (summary.json)"
         );
     }
     if grouped {

@@ -146,10 +146,10 @@ fn write_reports(mut meta: RunMeta, ranks: Vec<RankSummary>) -> (RunMeta, Summar
 /// Prints the warnings and errors, writes the JUnit file and the terminal
 /// summary; returns the exit status.
 fn print_outputs(meta: &RunMeta, summary: &Summary, outs: &RunOutputs) -> i32 {
-    for w in &meta.warnings {
+    for w in report::messages::lines_by_rank(&meta.warnings) {
         eprintln!("warning: {w}");
     }
-    for e in &meta.errors {
+    for e in report::messages::lines_by_rank(&meta.errors) {
         eprintln!("error: {e}");
     }
     if summary.ranks.is_empty() && meta.errors.is_empty() {

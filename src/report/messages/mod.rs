@@ -783,6 +783,86 @@ pub fn fmt_steps_at_most(steps: &[u64], parts: usize) -> String {
     }
 }
 
+/// The lines `messages` print as on stderr, one per message, except that
+/// messages alike on several ranks (the same words but for the rank: its
+/// number, `rank N`, and its log's name, `rank_N_activations.log`) are one
+/// line naming the ranks and the log as `rank_*_activations.log`:
+/// `ranks 0–4095: a/rank_*_activations.log:1:1: run1: no ... header line`.
+/// So a problem every rank of a large job has is one line, not thousands
+/// (`summary.json` keeps every message). In the order each line's first
+/// message comes.
+pub fn lines_by_rank(messages: &[Message]) -> Vec<String> {
+    // (generic words, ranks, the first message's own words)
+    let mut lines: Vec<(Option<String>, Vec<u32>, String)> = Vec::new();
+    let mut at: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for m in messages {
+        let text = m.to_string();
+        match any_rank(&text) {
+            Some((rank, generic)) => match at.get(&generic) {
+                Some(&i) => {
+                    if !lines[i].1.contains(&rank) {
+                        lines[i].1.push(rank);
+                    }
+                }
+                None => {
+                    at.insert(generic.clone(), lines.len());
+                    lines.push((Some(generic), vec![rank], text));
+                }
+            },
+            None => lines.push((None, Vec::new(), text)),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(generic, mut ranks, text)| match generic {
+            Some(generic) if ranks.len() > 1 => {
+                ranks.sort_unstable();
+                format!(
+                    "{}: {generic}",
+                    crate::report::summary::rank_word(&ranks)
+                )
+            }
+            _ => text,
+        })
+        .collect()
+}
+
+/// `text` with its rank made generic (`rank N` → `rank *`,
+/// `rank_N_` → `rank_*_`) and that rank; `None` when it names no rank, or
+/// more than one.
+fn any_rank(text: &str) -> Option<(u32, String)> {
+    let mut rank: Option<u32> = None;
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("rank") {
+        out.push_str(&rest[..i + 4]);
+        rest = &rest[i + 4..];
+        let Some(sep) = rest.chars().next().filter(|c| *c == ' ' || *c == '_') else {
+            continue;
+        };
+        let digits = rest[1..].bytes().take_while(u8::is_ascii_digit).count();
+        let after = rest[1 + digits..].chars().next();
+        // `rank_3_…` of a log's name; `rank 3` as a word (not `rank 3.5`).
+        let whole = match sep {
+            '_' => after == Some('_'),
+            _ => !matches!(after, Some(c) if c == '.' && rest[2 + digits..].starts_with(|c: char| c.is_ascii_digit())),
+        };
+        if digits == 0 || !whole {
+            continue;
+        }
+        let n: u32 = rest[1..1 + digits].parse().ok()?;
+        if rank.is_some_and(|r| r != n) {
+            return None;
+        }
+        rank = Some(n);
+        out.push(sep);
+        out.push('*');
+        rest = &rest[1 + digits..];
+    }
+    out.push_str(rest);
+    rank.map(|r| (r, out))
+}
+
 impl From<String> for Message {
     fn from(s: String) -> Message {
         Message::Text(s)

@@ -276,3 +276,56 @@ fn the_layouts_hint_asks_for_full_precision_only_without_digests() {
     assert!(!full.contains("precision=\"full\""), "{full}");
     assert!(full.ends_with("--bitwise shows which rows are bitwise equal (both runs have digests)"));
 }
+
+/// A problem alike on many ranks is one stderr line naming the ranks;
+/// messages that differ by more than their rank, that name two ranks, or
+/// that name none stay as they are, in the order they came.
+#[test]
+fn messages_alike_on_ranks_are_one_line() {
+    let warning = |rank: u32, line: u64| Message::LogWarning {
+        path: format!("a/rank_{rank}_activations.log"),
+        at: Some((line, 1)),
+        side: "run1",
+        what: LogWarning::Said {
+            message: "no header".into(),
+            count: 1,
+        },
+    };
+    let mut msgs: Vec<Message> = (0..300).map(|r| warning(r, 1)).collect();
+    // Rank 7's at another line: a line of its own.
+    msgs[7] = warning(7, 9);
+    msgs.push(Message::Text("rank 3 of run 1 against rank 5 of run 2".into()));
+    msgs.push(Message::Text("no rank named".into()));
+    msgs.push(Message::NegativeLayers {
+        rank: 12,
+        side: 2,
+        offset: -4,
+        layers: (0, 3),
+        ops: 1,
+    });
+    msgs.push(Message::NegativeLayers {
+        rank: 40,
+        side: 2,
+        offset: -4,
+        layers: (0, 3),
+        ops: 1,
+    });
+    let lines = lines_by_rank(&msgs);
+    assert_eq!(
+        lines,
+        [
+            "ranks 0–6 and 8–299: a/rank_*_activations.log:1:1: run1: no header",
+            "a/rank_7_activations.log:9:1: run1: no header",
+            "rank 3 of run 1 against rank 5 of run 2",
+            "no rank named",
+            "ranks 12 and 40: rank *: --layer-offset run2=-4 would number run2's layers 0–3 below 0; its 1 op keep their keys as they are",
+        ]
+    );
+    // A rank number inside a word or a decimal is no rank.
+    assert_eq!(any_rank("ranked 3"), None);
+    assert_eq!(any_rank("rank 2.5 of"), None);
+    assert_eq!(
+        any_rank("step 4: x/step_4/rank_10_activations.log:2:1"),
+        Some((10, "step 4: x/step_4/rank_*_activations.log:2:1".into()))
+    );
+}

@@ -184,7 +184,6 @@ fn status_words(status: Status, name1: &str, name2: &str) -> String {
     }
 }
 
-/// `0`, `0 and 2`, `0, 2 and 3`.
 /// Ascending ranks as parts: each run of at least `min_run` consecutive
 /// ranks as a range `8–11`, every other rank alone (`[0, 1, 2, 5]` with
 /// `min_run` 2 → `0–2`, `5`).

@@ -975,10 +975,10 @@ fn write_outputs(opts: &ReportOptions, mut summary: Summary, outs: &RunOutputs) 
         let _ = std::fs::remove_file(opts.out_dir.join(files::INDEX));
         let _ = std::fs::remove_file(opts.out_dir.join(files::SUMMARY));
     }
-    for w in &summary.warnings {
+    for w in report::messages::lines_by_rank(&summary.warnings) {
         eprintln!("warning: {w}");
     }
-    for e in &summary.input_errors {
+    for e in report::messages::lines_by_rank(&summary.input_errors) {
         eprintln!("error: {e}");
     }
     super::outputs::junit_and_terminal(
