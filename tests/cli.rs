@@ -3859,7 +3859,7 @@ fn an_origin_at_a_random_op_names_the_rng() {
         log("a", "bernoulli_", "16.0"),
         log("b", "bernoulli_", "15.0"),
     );
-    let hint = "no digests, so rows were compared by their hashes (L1 norms) and printed statistics: a reordering of the same values";
+    let hint = "no digests, so rows were judged by their hashes (L1 norms), as the reference judges them, with the printed statistics shown but not judged: a reordering of the same values";
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(1).stdout_has(
         "rank 0 diverges first at `drop/op_0_bernoulli_` (inputs agree, the output differs: a random op, so the runs' RNG seed or state differs).",
@@ -3871,7 +3871,7 @@ fn an_origin_at_a_random_op_names_the_rng() {
     compare(&tmp, &a, &b, &[])
         .expect(1)
         .stdout_has("rank 0 diverges first at `drop/op_0_mul` (its inputs' hashes agree, the output differs).")
-        .stdout_has(&format!("\nthe logs have {hint} (a permuted batch, swapped tokens) or a change below the printed digits is not seen; capture both runs with precision=\"full\" to compare digests (bitwise)\n"));
+        .stdout_has(&format!("\nthe logs have {hint} (a permuted batch, swapped tokens), a change of sign that keeps every magnitude, or a change below the printed digits is not seen; give --rtol/--atol to judge the statistics too, or capture both runs with precision=\"full\" to compare digests (bitwise)\n"));
     // With digests, equal input digests are the same tensors: "agree".
     let full = |name: &str, out: &str, digest: &str| {
         let text = format!(
@@ -4246,7 +4246,7 @@ fn an_agreeing_compare_without_digests_says_what_hashes_do_not_see() {
     let tmp = TempDir::new().unwrap();
     let log = |name: &str, digest: &str| addmm_log(tmp.path(), name, "", digest);
     let (a, b) = (log("a", ""), log("b", ""));
-    let said = "the logs have no digests, so rows were compared by their hashes (L1 norms) and printed statistics: a reordering of the same values (a permuted batch, swapped tokens) or a change below the printed digits is not seen; capture both runs with precision=\"full\" to compare digests (bitwise)";
+    let said = "the logs have no digests, so rows were judged by their hashes (L1 norms), as the reference judges them, with the printed statistics shown but not judged: a reordering of the same values (a permuted batch, swapped tokens), a change of sign that keeps every magnitude, or a change below the printed digits is not seen; give --rtol/--atol to judge the statistics too, or capture both runs with precision=\"full\" to compare digests (bitwise)";
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(0).stdout_has(said);
     assert_verdict_has(&tmp, said);
@@ -4259,7 +4259,7 @@ fn an_agreeing_compare_without_digests_says_what_hashes_do_not_see() {
     // (trial 64).
     let r = compare(&tmp, &c, &a, &[]);
     r.expect(0)
-        .stdout_has("\na's logs have no digests, so rows were compared by their hashes");
+        .stdout_has("\na's logs have no digests, so rows were judged by their hashes");
 }
 
 /// Two logs whose `Step:` lines name different steps (a slip of the paths:

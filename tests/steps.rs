@@ -2412,7 +2412,7 @@ fn a_series_named_by_hashes_says_what_they_cannot_see() {
         d.path().join("rep"),
         1,
     );
-    let said = "the logs of every rank have no digests, so rows were compared by their hashes (L1 norms) and printed statistics: a reordering of the same values (a permuted batch, swapped tokens) or a change below the printed digits is not seen";
+    let said = "the logs of every rank have no digests, so rows were judged by their hashes (L1 norms), as the reference judges them, with the printed statistics shown but not judged: a reordering of the same values (a permuted batch, swapped tokens), a change of sign that keeps every magnitude, or a change below the printed digits is not seen";
     assert!(r.stdout.contains(said), "{}", r.stdout);
     let s = summary(&d.path().join("rep"));
     assert!(
@@ -2600,4 +2600,109 @@ fn a_cut_step_not_compared_is_not_said_to_diverge() {
         .unwrap_or_else(|| panic!("{}", r.stdout));
     assert!(line.contains("incomplete input: rank 0 run2"), "{line}");
     assert!(!line.contains("diverged"), "{line}");
+}
+
+/// At `level=modules`, a first diverging step whose first differing
+/// record is a persistent buffer (BatchNorm's running mean: an
+/// optimizer-phase record without the `Parameters:` line the parameter
+/// records carry) is said to be the buffer a module's forward updates, not
+/// "the update itself differs"; a parameter record that differs still is
+/// the update (trial 68: a changed BatchNorm momentum).
+#[test]
+fn a_buffer_that_differs_first_is_no_update() {
+    let block = |key: &str, hash: &str, extra: &str| {
+        format!("[{key}]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  Output hash: {hash}\n{extra}\n")
+    };
+    let log = |weight: &str, mean: &str| {
+        format!(
+            "Total captured activations: 4\nLevel: modules\n{}\n\n{}{}{}{}",
+            "=".repeat(80),
+            block("bn/op_0_output", "1.0", ""),
+            block("bn/op_1_weight_grad", "2.0", "  Phase: backward\n"),
+            block(
+                "bn/op_2_weight",
+                weight,
+                "  Phase: optimizer\n  Parameters: bn.weight\n"
+            ),
+            block("bn/op_3_running_mean", mean, "  Phase: optimizer\n"),
+        )
+    };
+    let buffer = "step 1's forward outputs, gradients and parameters after the optimizer step agree, and a persistent buffer differs as the step left it (`bn/op_3_running_mean`): a module's forward updates it, not the optimizer";
+    let update = "the update itself differs";
+    for (b, said, not_said, is_buffer) in [
+        (log("3.0", "4.5"), buffer, update, true),
+        (log("3.5", "4.5"), update, buffer, false),
+    ] {
+        let d = TempDir::new().unwrap();
+        for (run, text) in [("a", log("3.0", "4.0")), ("b", b)] {
+            support::write(
+                d.path(),
+                &format!("{run}/step_1/rank_0_activations.log"),
+                text.as_bytes(),
+            );
+        }
+        let r = compare_into(
+            [d.path().join("a"), d.path().join("b")],
+            &[],
+            d.path().join("rep"),
+            1,
+        );
+        assert!(r.stdout.contains(said), "{}", r.stdout);
+        assert!(!r.stdout.contains(not_said), "{}", r.stdout);
+        let s = summary(&d.path().join("rep"));
+        assert_eq!(
+            s["ranks"][0]
+                .get("first_divergence_buffer")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            is_buffer,
+            "{}",
+            s["ranks"][0]
+        );
+    }
+}
+
+/// A module-level series whose first diverging step starts in the same
+/// random state in both runs and ends in different ones (a reseed inside
+/// the step) says the runs draw differently within the step, not "not
+/// from its random state" (trial 67).
+#[test]
+fn a_step_that_draws_differently_is_not_cleared_of_randomness() {
+    let log = |step: u64, output: &str, end: &str| {
+        support::modules_log(
+            &format!("Step: {step}\nRNG state: start=00000000000000{step}0 end={end}\n"),
+            output,
+            "2.0",
+            "3.0",
+        )
+    };
+    let d = TempDir::new().unwrap();
+    for (run, end2, out2) in [
+        ("a", "00000000000000ff", "1.0"),
+        ("b", "00000000000000ee", "1.5"),
+    ] {
+        for (step, end, out) in [(1, "0000000000000020", "1.0"), (2, end2, out2)] {
+            support::write(
+                d.path(),
+                &format!("{run}/step_{step}/rank_0_activations.log"),
+                log(step, out, end).as_bytes(),
+            );
+        }
+    }
+    let r = compare_into(
+        [d.path().join("a"), d.path().join("b")],
+        &[],
+        d.path().join("rep"),
+        1,
+    );
+    assert!(
+        r.stdout.contains("from step 2's batch, or from its random draws: the runs start the step in the same random state and end it in different ones"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("not from its random state"),
+        "{}",
+        r.stdout
+    );
 }

@@ -243,6 +243,16 @@ def dynamo_compiled() -> bool:
 #: larger ones are copied for the worker.
 HERE_MAX = 1 << 16
 
+#: Said once when an optimizer steps parameters the Profiler's model does
+#: not hold (trial 67 F4: a GAN's generator profiled, its discriminator's
+#: changed update unseen and blamed on the generator's backward).
+UNHELD_PARAMETERS = (
+    "actdiff_capture: an optimizer updates {n} of its {total} parameters that the Profiler's model does not hold "
+    "(another model: a GAN's discriminator, a teacher; or a submodule given): level=\"modules\" records none of "
+    "them, their outputs or gradients; give the Profiler one module holding every model trained "
+    "(nn.ModuleDict({{\"G\": G, \"D\": D}}))"
+)
+
 
 def _compiled_itself(m: nn.Module) -> bool:
     """Whether ``m``'s calls run compiled whoever calls it:
@@ -288,6 +298,13 @@ def _tensors(x, out: list) -> list:
         for v in x.values():
             _tensors(v, out)
     return out
+
+
+def _param_fqn(fqn, pname: str) -> str:
+    """A parameter's FQN as the ``Parameters:`` lines spell it: its
+    module's FQN as keys spell it (``fqn``, None for the root) and its
+    name."""
+    return pname if fqn is None else f"{fqn}.{pname}"
 
 
 def _version(p: torch.Tensor) -> tuple:
@@ -367,6 +384,12 @@ class ModuleRecorder:
                 self._read_params([x for x in self.params if id(x[2]) in ids and id(x[2]) not in self._params_read])
 
         def before_optimizer_step(optimizer, args, kwargs):
+            if self.active and not self._warned_unheld:
+                params = [p for g in optimizer.param_groups for p in g["params"]]
+                unheld = sum(id(p) not in self._param_names for p in params)
+                if unheld:
+                    self._warned_unheld = True
+                    warnings.warn(UNHELD_PARAMETERS.format(n=unheld, total=len(params)), stacklevel=2)
             if self.active:
                 # Gradients set on the parameters rather than accumulated
                 # by backward (``p.grad = g`` from torch.func.grad, a
@@ -390,6 +413,7 @@ class ModuleRecorder:
                                     self.cap.defer_host(self.worker)
 
         self._grads_read: set = set()  # ids of the parameters whose gradient was recorded this step
+        self._warned_unheld = False  # UNHELD_PARAMETERS said (once per recorder)
         self._optimizer_pre_hook = _optimizer.register_optimizer_step_pre_hook(before_optimizer_step)
         self._optimizer_hook = _optimizer.register_optimizer_step_post_hook(after_optimizer_step)
         if worker is not None:
@@ -484,17 +508,18 @@ class ModuleRecorder:
         # since FSDP last called the shard's hooks.
         self._fsdp_seen: set = set()
 
-    def _record(self, fqn, role: str, t: torch.Tensor, phase: int) -> None:
+    def _record(self, fqn, role: str, t: torch.Tensor, phase: int, parameter: str | None = None) -> None:
         """Records ``t`` as ``{fqn}/op_N_{role}``; ``phase`` is
         ``Capture.record``'s: 3 a parameter or buffer after the step (the
-        optimizer's phase, by its place after backward; said as such in a
-        log with no backward record), 1 a gradient, 2 a module's output
-        (forward, said as such when it comes after backward: an eval
-        forward)."""
+        optimizer's phase, said with a ``Phase: optimizer`` line), 1 a
+        gradient, 2 a module's output (forward, said as such when it comes
+        after backward: an eval forward). ``parameter``: the FQN of the
+        parameter ``t`` is (a ``Parameters:`` line: a compare tells a
+        parameter's record from a buffer's by it)."""
         ts = _strided([t.detach()])
         # An empty one (a rank's empty FSDP shard) gets its Shape and hash.
         primary = 0 if ts and ts[0].is_floating_point() else None
-        self.cap.record(fqn, role, phase, None, primary, ts, [], [], [])
+        self.cap.record(fqn, role, phase, None, primary, ts, [], [], [], parameters=parameter)
 
     def _record_output(self, fqn, ts: list) -> None:
         """Records a module's output, every tensor of it (``ts``): one
@@ -811,7 +836,7 @@ class ModuleRecorder:
         w = self.worker
         if w is None:
             for fqn, pname, p in params:
-                self._record(fqn, pname, p, 3)
+                self._record(fqn, pname, p, 3, _param_fqn(fqn, pname))
             return
         # The loop may change a parameter in place once step() returns (a
         # clamp or a weight norm at the start of a step): the worker takes
@@ -825,7 +850,7 @@ class ModuleRecorder:
                     helped = True
                     self.cap.defer_host(self._helper)
                 done += p.numel()
-                self._record(fqn, pname, p, 3)
+                self._record(fqn, pname, p, 3, _param_fqn(fqn, pname))
         finally:
             if helped:
                 self.cap.defer_host(w)

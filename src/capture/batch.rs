@@ -828,7 +828,15 @@ impl Capture {
             .collect();
         let explicit_phase = match meta.phase {
             Phase::Forward => self.seen_backward || self.seen_optimizer,
-            Phase::Optimizer => !self.seen_backward,
+            // At level=modules, always: a record after one optimizer's
+            // step may come before another backward of the step (a GAN's
+            // discriminator updated before the generator's backward), and
+            // a reader takes a line-less block before the step's last
+            // backward for forward (trial 67: "first differs in its
+            // forward" for a changed learning rate).
+            Phase::Optimizer => {
+                !self.seen_backward || self.notes.level == crate::logformat::CaptureLevel::Modules
+            }
             Phase::Backward => false,
         };
         self.seen_backward |= meta.phase == Phase::Backward;

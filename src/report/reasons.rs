@@ -36,7 +36,23 @@ pub fn origin_by_hashes(r: &RankSummary) -> bool {
 }
 
 /// What a comparison without digests cannot see, beside "no divergence".
-pub const HASHES_BLIND_TO_ORDER_SHORT: &str = "a reordering of the same values (a permuted batch, swapped tokens) or a change below the printed digits is not seen";
+pub const HASHES_BLIND_TO_ORDER_SHORT: &str = "a reordering of the same values (a permuted batch, swapped tokens), a change of sign that keeps every magnitude, or a change below the printed digits is not seen";
+
+/// What two runs' `RNG state:` lines say of a step's random state
+/// ([`Reason::UnseenBefore`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepRandom {
+    /// The runs start the step in different states, and it draws random
+    /// numbers.
+    StartsDiffer,
+    /// They start it alike and end it in different states: they draw
+    /// random numbers differently within it (a reseed, another number of
+    /// draws; trial 67).
+    DrawsDiffer,
+    /// They start and end it alike, or it draws none: not randomness
+    /// (trial 64).
+    Alike,
+}
 
 /// One reason for a comparison's exit status (one verdict line).
 #[derive(Clone, Debug)]
@@ -149,6 +165,17 @@ pub enum Reason {
         /// Rows that match.
         matched: u64,
     },
+    /// A module-level step series whose first diverging step diverges
+    /// first, on every rank that diverges there, at a persistent buffer
+    /// as the step left it (BatchNorm's running statistics): its forward
+    /// outputs, gradients and parameters agree, and a module's forward,
+    /// not the optimizer, updates the buffer (trial 68).
+    BufferOnly {
+        /// The first diverging step.
+        step: u64,
+        /// The buffer's record (run 2's key).
+        key: String,
+    },
     /// A module-level series diverges first in a forward record right
     /// after a step whose records agree: a change between the two that
     /// the level does not record ([`crate::report::steps`]'s
@@ -159,10 +186,8 @@ pub enum Reason {
         /// The step before it, which agrees.
         previous: u64,
         /// What the logs' `RNG state:` lines say of that step's random
-        /// state: `Some(true)` the runs start it in different states and
-        /// it draws random numbers, `Some(false)` they start it alike or
-        /// it draws none (not randomness; trial 64), `None` unknown.
-        random: Option<bool>,
+        /// state; `None` unknown (no such lines).
+        random: Option<StepRandom>,
     },
     /// A step series whose first diverging step comes after steps that
     /// neither run captured (a sparse schedule): the runs may part there
@@ -477,6 +502,7 @@ impl Reason {
                 | Reason::UnseenBefore { .. }
                 | Reason::UncapturedBefore { .. }
                 | Reason::UpdateOnly { .. }
+                | Reason::BufferOnly { .. }
                 | Reason::UpdateThroughCollective { .. }
                 | Reason::CommonStepsAgree { .. }
         )
@@ -964,8 +990,9 @@ impl fmt::Display for Reason {
                 random,
             } => {
                 let state = match random {
-                    Some(true) => format!("from step {step}'s batch, or from its random state, which differs between the runs when the step starts (the logs' `RNG state:`; dropout draws differently)"),
-                    Some(false) => format!("from step {step}'s batch (not from its random state: the logs' `RNG state:` lines start the step alike, or it draws nothing)"),
+                    Some(StepRandom::StartsDiffer) => format!("from step {step}'s batch, or from its random state, which differs between the runs when the step starts (the logs' `RNG state:`; dropout draws differently)"),
+                    Some(StepRandom::DrawsDiffer) => format!("from step {step}'s batch, or from its random draws: the runs start the step in the same random state and end it in different ones (the logs' `RNG state:`), so they draw random numbers differently within it (a reseed inside the step, dropout drawn another number of times)"),
+                    Some(StepRandom::Alike) => format!("from step {step}'s batch (not from its random state: the logs' `RNG state:` lines start and end the step alike, or it draws nothing)"),
                     None => format!("from step {step}'s batch or random state"),
                 };
                 write!(
@@ -994,6 +1021,10 @@ impl fmt::Display for Reason {
                     write!(f, "steps {from}-{to}, before step {step}, were captured in neither run: the runs may part there first; capture them to tell")
                 }
             }
+            Reason::BufferOnly { step, key } => write!(
+                f,
+                "step {step}'s forward outputs, gradients and parameters after the optimizer step agree, and a persistent buffer differs as the step left it (`{key}`): a module's forward updates it, not the optimizer (BatchNorm's running statistics: its momentum, or a forward in training mode in one run and in eval mode in the other); re-capture step {step} at level=\"ops\" to name the op"
+            ),
             Reason::UpdateOnly {
                 step,
                 inexact,
@@ -1050,7 +1081,7 @@ impl fmt::Display for Reason {
                 };
                 write!(
                     f,
-                    "{which} no digests, so rows were compared by their hashes (L1 norms) and printed statistics: {HASHES_BLIND_TO_ORDER_SHORT}; capture both runs with precision=\"full\" to compare digests (bitwise)"
+                    "{which} no digests, so rows were judged by their hashes (L1 norms), as the reference judges them, with the printed statistics shown but not judged: {HASHES_BLIND_TO_ORDER_SHORT}; give --rtol/--atol to judge the statistics too, or capture both runs with precision=\"full\" to compare digests (bitwise)"
                 )
             }
             Reason::NotCaptured {

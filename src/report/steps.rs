@@ -213,6 +213,7 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
     lines.extend(common_steps_agree(s, series));
     lines.extend(unseen_before(s, series));
     lines.extend(update_only(s, series));
+    lines.extend(buffer_only(s, series));
     if !series.first_diverging_step_by_rank.is_empty() && s.ranks.iter().any(|r| r.rank != 0) {
         let mut compared: Vec<u32> = s.ranks.iter().map(|r| r.rank).collect();
         compared.sort_unstable();
@@ -582,8 +583,15 @@ fn unseen_before(s: &Summary, series: &StepSeries) -> Option<Reason> {
     });
     let first = forward_first.next()?;
     // The random state as the first such rank's logs say it.
+    use crate::report::reasons::StepRandom;
     let random = match (first.run1.rng_state, first.run2.rng_state) {
-        (Some(a), Some(b)) => Some(a.start != b.start && (a.draws() || b.draws())),
+        (Some(a), Some(b)) if a.start != b.start => Some(if a.draws() || b.draws() {
+            StepRandom::StartsDiffer
+        } else {
+            StepRandom::Alike
+        }),
+        (Some(a), Some(b)) if a.end != b.end => Some(StepRandom::DrawsDiffer),
+        (Some(_), Some(_)) => Some(StepRandom::Alike),
         _ => None,
     };
     agreed.then_some(Reason::UnseenBefore {
@@ -595,15 +603,53 @@ fn unseen_before(s: &Summary, series: &StepSeries) -> Option<Reason> {
 
 /// Whether a module-level rank's first divergence at its step is in the
 /// optimizer step, a record both runs have, with no gating divergence in
-/// that step's forward or backward: its update alone changed.
+/// that step's forward or backward before it: its update alone changed.
+///
+/// A forward or backward record that differs after it (a second
+/// optimizer's backward through the updated model, a GAN's generator
+/// after its discriminator's update: trial 67) is a consequence, not a
+/// cause.
 fn update_alone(r: &RankSummary) -> bool {
     let c = &r.root_causes;
+    let Some(first) = r.first_divergence.as_ref() else {
+        return false;
+    };
+    let at = |f: &crate::report::summary::RowRef| f.line2.or(f.line1);
+    let before = |f: &Option<crate::report::summary::RowRef>| {
+        f.as_ref()
+            .is_some_and(|f| at(f).is_none() || at(f) < at(first))
+    };
     r.run1.level == crate::logformat::CaptureLevel::Modules
-        && r.first_divergence
-            .as_ref()
-            .is_some_and(|f| f.phase == "optimizer" && f.status == crate::matcher::Status::Diff)
-        && c.first_divergence_forward.is_none()
-        && c.first_divergence_backward.is_none()
+        && first.phase == "optimizer"
+        && first.status == crate::matcher::Status::Diff
+        && !before(&c.first_divergence_forward)
+        && !before(&c.first_divergence_backward)
+        && !r.first_divergence_buffer
+}
+
+/// At `level="modules"`: [`Reason::BufferOnly`] when every rank that
+/// diverges at the first diverging step diverges first at a persistent
+/// buffer's record ([`RankSummary::first_divergence_buffer`]), named by
+/// the first such rank's record; `None` otherwise.
+fn buffer_only(s: &Summary, series: &StepSeries) -> Option<Reason> {
+    let first = series.first_diverging_step?;
+    let mut at_first = s
+        .ranks
+        .iter()
+        .filter(|r| r.step == Some(first) && r.first_divergence.is_some())
+        .peekable();
+    at_first.peek()?;
+    let mut key = None;
+    for r in at_first {
+        if !r.first_divergence_buffer {
+            return None;
+        }
+        key.get_or_insert_with(|| r.first_divergence.as_ref().and_then(|f| f.key2.clone()));
+    }
+    Some(Reason::BufferOnly {
+        step: first,
+        key: key.flatten()?,
+    })
 }
 
 /// At `level="modules"`: [`Reason::UpdateOnly`] when every rank that

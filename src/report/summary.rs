@@ -229,6 +229,26 @@ fn output_tensors(rc: &RankComparison<'_>, r: &MatchRow) -> Option<[u32; 2]> {
     (counts[0] != counts[1] && counts[0] > 0 && counts[1] > 0).then_some(counts)
 }
 
+/// [`RankSummary::first_divergence_buffer`]. One pass over a
+/// module-level rank's rows (few); false at once for a per-op log.
+fn first_divergence_buffer(rc: &RankComparison<'_>) -> bool {
+    use crate::matcher::Sides;
+    let t = rc.t1;
+    if t.header().level != crate::logformat::CaptureLevel::Modules {
+        return false;
+    }
+    let Some(i) = rc.matches.first_divergence() else {
+        return false;
+    };
+    let Sides::Both(a, _) = rc.matches.rows[i].sides() else {
+        return false;
+    };
+    let update = |r: usize| t.phase_kind(r) == Phase::Optimizer;
+    update(a)
+        && t.parameters(a).is_empty()
+        && (0..t.len()).any(|r| update(r) && !t.parameters(r).is_empty())
+}
+
 /// At `level=modules`, whether a matching pair before the optimizer step
 /// (a forward output or a gradient) is equal only within the tolerance:
 /// with digests on both sides, not bitwise identical; without, its Output
@@ -717,6 +737,15 @@ pub struct RankSummary {
     /// Omitted when false, and always false for a per-op log.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub inexact_before_optimizer: bool,
+    /// At `level=modules`: the first divergence is a persistent buffer's
+    /// record as the step left it (an optimizer-phase record without the
+    /// `Parameters:` line the log's parameter records carry), which a
+    /// module's forward updates (BatchNorm's running statistics), not the
+    /// optimizer (trial 68: a changed momentum read as "the update itself
+    /// differs"). Omitted when false, and always false for a per-op log
+    /// or one whose parameter records name no parameter.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub first_divergence_buffer: bool,
     /// Override pairs that paired nothing: `[run1 key, run2 key]`.
     pub unused_overrides: Vec<(String, String)>,
     /// Where the divergence starts (origins and entries) and non-finite values.
@@ -1580,6 +1609,7 @@ impl RankSummary {
                     all: identical == with_digests && identical == paired,
                 }),
             inexact_before_optimizer: inexact_before_optimizer(rc),
+            first_divergence_buffer: first_divergence_buffer(rc),
             unused_overrides: rc.matches.unused_overrides.clone(),
             root_causes: CausesSummary::build(rc, plan),
             shape_mismatches: ShapeMismatches::build(rc),

@@ -410,10 +410,7 @@ pub fn render(s: &Summary, report: &str) -> String {
         );
     }
     if unlisted > 0 {
-        let _ = writeln!(
-            out,
-            "… {unlisted} more ranks not compared (summary.json)"
-        );
+        let _ = writeln!(out, "… {unlisted} more ranks not compared (summary.json)");
     }
     if grouped {
         for (_, g) in order.iter().take(TERMINAL_GROUPS) {

@@ -713,7 +713,7 @@ def test_module_level_names_randomness_from_the_rng_state(actdiff_bin, tmp_path)
     assert "random" not in opening, r.stdout
     # What the level cannot see before step 3 leaves the random state out
     # (trial 64: "from step 3's batch or random state" with equal states).
-    assert "from step 3's batch (not from its random state: the logs' `RNG state:` lines start the step alike" in r.stdout, r.stdout
+    assert "from step 3's batch (not from its random state: the logs' `RNG state:` lines start and end the step alike" in r.stdout, r.stdout
 
 
 def test_baseline_raises_at_the_first_diverging_step(tmp_path):

@@ -182,6 +182,10 @@ def test_module_outputs_inside_torch_func_transforms_are_said_not_recorded(actdi
     first = next(x for x in s["ranks"] if x["step"] == 2)["first_divergence"]
     assert first["key1"].endswith("_grad"), first
     assert "the update itself differs" not in r.stdout, r.stdout
+    # Trial 67 F4: the generator alone profiled: the discriminator's
+    # optimizer updates parameters the model does not hold, said once.
+    said = gan_steps(tmp_path / "g", steps=2, profile_d=False)
+    assert len([w for w in said if "an optimizer updates 6 of its 6 parameters that the Profiler's model does not hold" in w]) == 1, said
 
 
 def test_a_module_added_or_replaced_during_training_is_recorded(actdiff_bin, tmp_path):
@@ -320,3 +324,74 @@ def test_a_profiler_whose_making_raised_says_nothing_at_close(tmp_path):
     prof = actdiff_capture.Profiler(nn.Linear(2, 2), tmp_path / "e", capture_steps=[3], level="modules")
     with pytest.warns(UserWarning, match=r"\(the last step was 0\): no log was written"):
         prof.close()
+
+
+def gan_steps(dump, *, steps=4, d_lr_at=None, bn_momentum=0.1, profile_d=True):
+    """A GAN's loop at level="modules": the discriminator (with a
+    BatchNorm) updated by its own optimizer before the generator's
+    backward runs through it, both in one captured step. ``d_lr_at``:
+    the step from which D's learning rate is 5x; ``bn_momentum``: D's
+    BatchNorm momentum."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    G = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
+    D = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8, momentum=bn_momentum), nn.ReLU(), nn.Linear(8, 1))
+    opt_g = torch.optim.Adam(G.parameters(), lr=1e-2)
+    opt_d = torch.optim.SGD(D.parameters(), lr=1e-2, momentum=0.9)
+    g = torch.Generator().manual_seed(3)
+    model = nn.ModuleDict({"G": G, "D": D}) if profile_d else G
+    with warnings.catch_warnings(record=True) as said, actdiff_capture.Profiler(
+        model, dump, capture_steps=range(1, steps + 1), level="modules", precision="full"
+    ) as prof:
+        warnings.simplefilter("always")
+        for step in range(1, steps + 1):
+            if d_lr_at is not None and step == d_lr_at:
+                opt_d.param_groups[0]["lr"] *= 5
+            z, real = torch.randn(8, 4, generator=g), torch.randn(8, 4, generator=g)
+            fake = G(z)
+            loss_d = F.softplus(-D(real)).mean() + F.softplus(D(fake.detach())).mean()
+            loss_d.backward()
+            opt_d.step()
+            opt_d.zero_grad()
+            loss_g = F.softplus(-D(fake)).mean()
+            loss_g.backward()
+            opt_g.step()
+            opt_g.zero_grad()
+            opt_d.zero_grad()
+            prof.step(loss=loss_g)
+    return [str(w.message) for w in said if "actdiff_capture" in str(w.message)]
+
+
+def test_two_optimizers_and_a_batchnorm_at_level_modules(actdiff_bin, tmp_path):
+    """Trial 67 F1: the discriminator's parameters, recorded after its
+    optimizer step and before the generator's backward, were read as
+    forward records (a block without a Phase line before the step's last
+    backward), so its changed learning rate read as "first differs in its
+    forward ... from step 3's batch"; they carry ``Phase: optimizer``.
+    Trial 68 F1: a changed BatchNorm momentum (its running statistics
+    alone differ) read as "the update itself differs"; parameter records
+    carry a ``Parameters:`` line and a buffer's does not, and the verdict
+    names the buffer."""
+    assert not gan_steps(tmp_path / "a")
+    log = (tmp_path / "a" / "step_1" / "rank_0_activations.log").read_text()
+    weight = log[log.index("[D.0/op_") :].split("\n\n")[0]
+    bufs = [b for b in log.split("\n\n") if "_running_mean]" in b]
+    assert bufs and "Phase: optimizer" in bufs[0] and "Parameters:" not in bufs[0], bufs
+    d_params = [b for b in log.split("\n\n") if b.startswith("[D.0/op_") and b.split("]")[0].endswith(("_weight", "_bias"))]
+    assert d_params and all("Phase: optimizer" in b and "Parameters: D.0." in b for b in d_params), (weight, d_params)
+    gan_steps(tmp_path / "b", d_lr_at=3)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 1 and s["first_diverging_step"] == 3, r.stdout
+    first = next(x for x in s["ranks"] if x["step"] == 3)["first_divergence"]
+    assert first["phase"] == "optimizer" and first["key1"].startswith("D."), first
+    assert "step 3's forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs" in r.stdout, r.stdout
+    assert "first differs in its forward" not in r.stdout, r.stdout
+    gan_steps(tmp_path / "c", bn_momentum=0.3)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "c", tmp_path / "rep2")
+    assert r.returncode == 1 and s["first_diverging_step"] == 1, r.stdout
+    assert "a persistent buffer differs as the step left it (`D.1/op_" in r.stdout, r.stdout
+    assert "the update itself differs" not in r.stdout, r.stdout
+    # Trial 67 F4: the generator alone profiled: the discriminator's
+    # optimizer updates parameters the model does not hold, said once.
+    said = gan_steps(tmp_path / "g", steps=2, profile_d=False)
+    assert len([w for w in said if "an optimizer updates 6 of its 6 parameters that the Profiler's model does not hold" in w]) == 1, said

@@ -817,10 +817,7 @@ pub fn lines_by_rank(messages: &[Message]) -> Vec<String> {
         .map(|(generic, mut ranks, text)| match generic {
             Some(generic) if ranks.len() > 1 => {
                 ranks.sort_unstable();
-                format!(
-                    "{}: {generic}",
-                    crate::report::summary::rank_word(&ranks)
-                )
+                format!("{}: {generic}", crate::report::summary::rank_word(&ranks))
             }
             _ => text,
         })
@@ -845,7 +842,9 @@ fn any_rank(text: &str) -> Option<(u32, String)> {
         // `rank_3_…` of a log's name; `rank 3` as a word (not `rank 3.5`).
         let whole = match sep {
             '_' => after == Some('_'),
-            _ => !matches!(after, Some(c) if c == '.' && rest[2 + digits..].starts_with(|c: char| c.is_ascii_digit())),
+            _ => {
+                !matches!(after, Some(c) if c == '.' && rest[2 + digits..].starts_with(|c: char| c.is_ascii_digit()))
+            }
         };
         if digits == 0 || !whole {
             continue;

@@ -294,7 +294,9 @@ fn messages_alike_on_ranks_are_one_line() {
     let mut msgs: Vec<Message> = (0..300).map(|r| warning(r, 1)).collect();
     // Rank 7's at another line: a line of its own.
     msgs[7] = warning(7, 9);
-    msgs.push(Message::Text("rank 3 of run 1 against rank 5 of run 2".into()));
+    msgs.push(Message::Text(
+        "rank 3 of run 1 against rank 5 of run 2".into(),
+    ));
     msgs.push(Message::Text("no rank named".into()));
     msgs.push(Message::NegativeLayers {
         rank: 12,
