@@ -2706,3 +2706,58 @@ fn a_step_that_draws_differently_is_not_cleared_of_randomness() {
         r.stdout
     );
 }
+
+/// A module-level series whose first differing record is a forward after
+/// the step's optimizer records (an evaluation pass after the update, in
+/// train mode in one run: a forgotten `model.eval()`) says so, not "step 2
+/// first differs in its forward: ... from step 2's batch" (trial 68 F6).
+#[test]
+fn an_evaluation_forward_after_the_update_is_named() {
+    let block = |key: &str, hash: &str, extra: &str| {
+        format!("[{key}]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  Output hash: {hash}\n{extra}\n")
+    };
+    let log = |step: u64, eval: &str| {
+        format!(
+            "Total captured activations: 4\nLevel: modules\nStep: {step}\n{}\n\n{}{}{}{}",
+            "=".repeat(80),
+            block("lin/op_0_output", "1.0", ""),
+            block("lin/op_1_weight_grad", "2.0", "  Phase: backward\n"),
+            block(
+                "lin/op_2_weight",
+                "3.0",
+                "  Phase: optimizer\n  Parameters: lin.weight\n"
+            ),
+            block("lin/op_3_output", eval, "  Phase: forward\n"),
+        )
+    };
+    let d = TempDir::new().unwrap();
+    for (run, eval2) in [("a", "4.0"), ("b", "4.5")] {
+        for (step, eval) in [(1, "4.0"), (2, eval2)] {
+            support::write(
+                d.path(),
+                &format!("{run}/step_{step}/rank_0_activations.log"),
+                log(step, eval).as_bytes(),
+            );
+        }
+    }
+    let r = compare_into(
+        [d.path().join("a"), d.path().join("b")],
+        &[],
+        d.path().join("rep"),
+        1,
+    );
+    assert!(
+        r.stdout.contains("step 2's training forward, gradients and parameters after the optimizer step agree, and a forward after the optimizer step differs first (`lin/op_3_output`, an evaluation pass)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("first differs in its forward"),
+        "{}",
+        r.stdout
+    );
+    let s = summary(&d.path().join("rep"));
+    let ranks = s["ranks"].as_array().unwrap();
+    let at2 = ranks.iter().find(|x| x["step"] == 2).unwrap();
+    assert_eq!(at2["first_divergence_after_update"], true, "{at2}");
+}

@@ -176,6 +176,17 @@ pub enum Reason {
         /// The buffer's record (run 2's key).
         key: String,
     },
+    /// A module-level step series whose first diverging step diverges
+    /// first, on every rank that diverges there, at a forward record after
+    /// the step's optimizer records (an evaluation forward after the
+    /// update; trial 68: a forgotten `model.eval()` read as "from step 2's
+    /// batch").
+    EvalAfterUpdate {
+        /// The first diverging step.
+        step: u64,
+        /// The first differing record (run 2's key).
+        key: String,
+    },
     /// A module-level series diverges first in a forward record right
     /// after a step whose records agree: a change between the two that
     /// the level does not record ([`crate::report::steps`]'s
@@ -503,6 +514,7 @@ impl Reason {
                 | Reason::UncapturedBefore { .. }
                 | Reason::UpdateOnly { .. }
                 | Reason::BufferOnly { .. }
+                | Reason::EvalAfterUpdate { .. }
                 | Reason::UpdateThroughCollective { .. }
                 | Reason::CommonStepsAgree { .. }
         )
@@ -1021,6 +1033,10 @@ impl fmt::Display for Reason {
                     write!(f, "steps {from}-{to}, before step {step}, were captured in neither run: the runs may part there first; capture them to tell")
                 }
             }
+            Reason::EvalAfterUpdate { step, key } => write!(
+                f,
+                "step {step}'s training forward, gradients and parameters after the optimizer step agree, and a forward after the optimizer step differs first (`{key}`, an evaluation pass): a module in training mode in one run and in eval mode in the other (BatchNorm, Dropout: a forgotten model.eval()), or another evaluation batch; re-capture step {step} at level=\"ops\" to name the op"
+            ),
             Reason::BufferOnly { step, key } => write!(
                 f,
                 "step {step}'s forward outputs, gradients and parameters after the optimizer step agree, and a persistent buffer differs as the step left it (`{key}`): a module's forward updates it, not the optimizer (BatchNorm's running statistics: its momentum, or a forward in training mode in one run and in eval mode in the other); re-capture step {step} at level=\"ops\" to name the op"

@@ -211,7 +211,10 @@ pub fn verdict(s: &Summary, series: &StepSeries) -> Vec<Reason> {
     lines.extend(first_step_sentence(series));
     lines.extend(uncaptured_before(series));
     lines.extend(common_steps_agree(s, series));
-    lines.extend(unseen_before(s, series));
+    match eval_after_update(s, series) {
+        Some(eval) => lines.push(eval),
+        None => lines.extend(unseen_before(s, series)),
+    }
     lines.extend(update_only(s, series));
     lines.extend(buffer_only(s, series));
     if !series.first_diverging_step_by_rank.is_empty() && s.ranks.iter().any(|r| r.rank != 0) {
@@ -625,6 +628,30 @@ fn update_alone(r: &RankSummary) -> bool {
         && !before(&c.first_divergence_forward)
         && !before(&c.first_divergence_backward)
         && !r.first_divergence_buffer
+}
+
+/// At `level="modules"`: [`Reason::EvalAfterUpdate`] when every rank
+/// that diverges at the first diverging step diverges first at a forward
+/// record after the step's optimizer records
+/// ([`RankSummary::first_divergence_after_update`]), named by the first
+/// such rank's record; `None` otherwise.
+fn eval_after_update(s: &Summary, series: &StepSeries) -> Option<Reason> {
+    let first = series.first_diverging_step?;
+    let mut key = None;
+    for r in s
+        .ranks
+        .iter()
+        .filter(|r| r.step == Some(first) && r.first_divergence.is_some())
+    {
+        if !r.first_divergence_after_update {
+            return None;
+        }
+        key.get_or_insert_with(|| r.first_divergence.as_ref().and_then(|f| f.key2.clone()));
+    }
+    Some(Reason::EvalAfterUpdate {
+        step: first,
+        key: key.flatten()?,
+    })
 }
 
 /// At `level="modules"`: [`Reason::BufferOnly`] when every rank that

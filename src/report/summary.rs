@@ -249,6 +249,23 @@ fn first_divergence_buffer(rc: &RankComparison<'_>) -> bool {
         && (0..t.len()).any(|r| update(r) && !t.parameters(r).is_empty())
 }
 
+/// [`RankSummary::first_divergence_after_update`]: false at once for a
+/// per-op log.
+fn first_divergence_after_update(rc: &RankComparison<'_>) -> bool {
+    use crate::matcher::Sides;
+    let t = rc.t1;
+    if t.header().level != crate::logformat::CaptureLevel::Modules {
+        return false;
+    }
+    let Some(i) = rc.matches.first_divergence() else {
+        return false;
+    };
+    let Sides::Both(a, _) = rc.matches.rows[i].sides() else {
+        return false;
+    };
+    t.phase_kind(a) == Phase::Forward && (0..a).any(|r| t.phase_kind(r) == Phase::Optimizer)
+}
+
 /// At `level=modules`, whether a matching pair before the optimizer step
 /// (a forward output or a gradient) is equal only within the tolerance:
 /// with digests on both sides, not bitwise identical; without, its Output
@@ -746,6 +763,13 @@ pub struct RankSummary {
     /// or one whose parameter records name no parameter.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub first_divergence_buffer: bool,
+    /// At `level=modules`: the first divergence is a forward record that
+    /// comes after a record of the step's optimizer (an evaluation
+    /// forward after the update: trial 68, a forgotten `model.eval()` read
+    /// as "from step 2's batch"). Omitted when false, and always false for
+    /// a per-op log.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub first_divergence_after_update: bool,
     /// Override pairs that paired nothing: `[run1 key, run2 key]`.
     pub unused_overrides: Vec<(String, String)>,
     /// Where the divergence starts (origins and entries) and non-finite values.
@@ -1610,6 +1634,7 @@ impl RankSummary {
                 }),
             inexact_before_optimizer: inexact_before_optimizer(rc),
             first_divergence_buffer: first_divergence_buffer(rc),
+            first_divergence_after_update: first_divergence_after_update(rc),
             unused_overrides: rc.matches.unused_overrides.clone(),
             root_causes: CausesSummary::build(rc, plan),
             shape_mismatches: ShapeMismatches::build(rc),
