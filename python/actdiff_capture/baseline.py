@@ -336,11 +336,23 @@ def _what_diverges(r: dict, step: int) -> tuple:
 
 
 def check(
-    baseline: str, log_path: str, step: int, rank: int, series: bool, dump_dir: str, tolerances, said: set | None = None
+    baseline: str,
+    log_path: str,
+    step: int,
+    rank: int,
+    series: bool,
+    dump_dir: str,
+    tolerances,
+    said: set | None = None,
+    uncaptured: tuple | None = None,
 ) -> Diverged | None:
     """Compares ``log_path`` with the baseline's log of the same step and
     rank. The engine's warnings not in ``said`` are said as UserWarnings
-    and added to it. Returns None when they agree (the report folder removed; removed too
+    and added to it. ``uncaptured``: ``(first, last)``, the steps right
+    before ``step`` that this job ran and did not capture, named in a
+    divergence's message as ``compare`` names them (trial 68 F5: a sparse
+    schedule's change at an uncaptured step was blamed on step 4's conv,
+    with no word of step 3). Returns None when they agree (the report folder removed; removed too
     when it raises), a
     :class:`Diverged` (not raised) when they do not, with the report kept
     under ``{dump_dir}/divergence/step_S_rank_R``.
@@ -409,4 +421,8 @@ def check(
         f"step {step} diverges from the baseline on rank {rank}: {what} "
         f"({gating} gating row{'' if gating == 1 else 's'}); report: {out} (open its index.html)"
     )
+    if uncaptured is not None:
+        a, b = uncaptured
+        steps = f"step {a}, before step {step}, was" if a == b else f"steps {a}-{b}, before step {step}, were"
+        message += f"; {steps} not captured: the runs may part there first"
     return Diverged(message, step, rank, key, out)

@@ -2365,12 +2365,22 @@ class Profiler:
         except BaseException as e:  # re-raised by _complete
             self._finish_error = e
 
+    def _uncaptured_before(self, step: int) -> tuple | None:
+        """``(first, last)``: the steps right before ``step`` that this job
+        ran (from ``first_step`` on) and its schedule did not capture, or
+        None when the step before ``step`` was captured or not run."""
+        last = step - 1
+        first = last
+        while first >= self.first_step and first not in self.steps:
+            first -= 1
+        return (first + 1, last) if first < last else None
+
     def _check_baseline(self) -> None:
         rank = _default_rank() if self.rank is None else self.rank
         try:
             d = _baseline.check(
                 self.baseline, self._path, self._armed_step, rank, self.series, self.dump_dir, self.tolerances,
-                self._baseline_said,
+                self._baseline_said, self._uncaptured_before(self._armed_step),
             )  # fmt: skip
         except _baseline.BaselineError:
             self._done = True  # the job stops here, as at a Diverged

@@ -730,6 +730,27 @@ def test_baseline_raises_at_the_first_diverging_step(tmp_path):
     assert "step 3 diverges from the baseline on rank 0: first cause `tok/op_0_embedding`" in str(d)
 
 
+def test_baseline_names_the_steps_a_sparse_schedule_left_out(tmp_path):
+    """A schedule of every other step and a token changed at step 3, which
+    it does not capture: the divergence at step 4 says step 3 was not
+    captured and the runs may part there first, as the compare says
+    (trial 68 F5: only "first cause ... (forward)" at step 4)."""
+    run(tmp_path / "blessed", steps=4, schedule=[2, 4])
+    with pytest.raises(actdiff_capture.Diverged) as e:
+        run(tmp_path / "b", steps=4, schedule=[2, 4], change_token_at=3, baseline=tmp_path / "blessed")
+    assert e.value.step == 4, str(e.value)
+    assert "; step 3, before step 4, was not captured: the runs may part there first" in str(e.value), str(e.value)
+    # The step before the first captured one (step 1) ran too.
+    with pytest.raises(actdiff_capture.Diverged) as e:
+        run(tmp_path / "c", steps=4, schedule=[2, 4], change_token_at=1, baseline=tmp_path / "blessed")
+    assert e.value.step == 2 and "step 1, before step 2, was not captured" in str(e.value), str(e.value)
+    # Every step captured: no such words.
+    run(tmp_path / "full", steps=3)
+    with pytest.raises(actdiff_capture.Diverged) as e:
+        run_with_baseline(tmp_path / "d", tmp_path / "full", steps=3, change_token_at=3)
+    assert "not captured" not in str(e.value), str(e.value)
+
+
 def test_baseline_names_the_parameters_of_an_optimizer_cause(tmp_path):
     """A learning rate changed at step 2: the first cause is an op of the
     optimizer step, and the message names the parameter it updates, as the
