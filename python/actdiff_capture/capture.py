@@ -1118,13 +1118,25 @@ class _Mode(TorchDispatchMode):
 
     def touches_the_model(self, ins: list, outs: list) -> bool:
         """Whether a tensor of ``ins`` or ``outs`` is (its data address) a
-        parameter of the Profiler's model or its gradient, as they are
-        after the last backward op."""
+        parameter of the Profiler's model, its gradient or a persistent
+        buffer (``state_dict``'s: an EMA of BatchNorm's running statistics
+        is the optimizer's as the EMA of the parameters is, trial 68 F4),
+        as they are after the last backward op."""
         known = self.grad_addresses
         if known is None:
             model = getattr(self.p, "model", None)
             params = model.parameters() if isinstance(model, torch.nn.Module) else ()
             known = self.grad_addresses = {}
+            buffers = (
+                b
+                for m in (model.modules() if isinstance(model, torch.nn.Module) else ())
+                for name, b in m.named_buffers(recurse=False)
+                if name not in getattr(m, "_non_persistent_buffers_set", ())
+            )
+            for b in buffers:
+                k = _address(b)
+                if k:
+                    known[k] = weakref.ref(b)
             for p in params:
                 for t in (p, p.grad):
                     t = _local(t) if t is not None else None

@@ -395,3 +395,32 @@ def test_two_optimizers_and_a_batchnorm_at_level_modules(actdiff_bin, tmp_path):
     # optimizer updates parameters the model does not hold, said once.
     said = gan_steps(tmp_path / "g", steps=2, profile_d=False)
     assert len([w for w in said if "an optimizer updates 6 of its 6 parameters that the Profiler's model does not hold" in w]) == 1, said
+
+
+def test_an_ema_of_batchnorm_buffers_is_in_the_optimizer_phase(tmp_path):
+    """Trial 68 F4: a timm-style EMA updated after ``optimizer.step()``:
+    the ``lerp_`` of its copies of the parameters was the optimizer's, the
+    ``lerp_`` of its copy of BatchNorm's running mean "Phase: forward", and
+    a changed EMA decay read as "first divergence (forward)". Both are the
+    optimizer's: the model's persistent buffers count as its state."""
+    import copy
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 2))
+    ema = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    with actdiff_capture.Profiler(model, tmp_path / "a", capture_steps=[1], precision="full", min_numel=0) as prof:
+        loss = model(torch.randn(8, 4)).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        with torch.no_grad():
+            for e, m in zip(ema.state_dict().values(), model.state_dict().values()):
+                if e.is_floating_point():
+                    e.lerp_(m, 0.1)
+        prof.step(loss=loss)
+    lerps = [b for b in (tmp_path / "a" / "step_1" / "rank_0_activations.log").read_text().split("\n\n") if "_lerp_]" in b]
+    # 6 parameters and 2 float buffers (num_batches_tracked is an int).
+    assert len(lerps) == 8, lerps
+    assert not any("Phase: forward" in b for b in lerps), lerps
