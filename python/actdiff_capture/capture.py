@@ -2354,6 +2354,10 @@ class Profiler:
             one = whole or len(names) == 1
             words = {"them": "it" if one else "them", "their": "its" if one else "their"}
             warnings.warn(text.format(step=self._armed_step, modules=said, **words), stacklevel=4)
+        said = rec.eval_warning(self._armed_step)
+        if said is not None and "eval" not in self._warned_outputs:
+            self._warned_outputs.add("eval")
+            warnings.warn(said, stacklevel=4)
         said = rec.transform_warning(self._armed_step)
         if said is not None and "transforms" not in self._warned_outputs:
             self._warned_outputs.add("transforms")

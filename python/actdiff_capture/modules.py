@@ -243,6 +243,18 @@ def dynamo_compiled() -> bool:
 #: larger ones are copied for the worker.
 HERE_MAX = 1 << 16
 
+#: Said once when the model's forward ran without autograd (an evaluation
+#: pass under torch.no_grad()) before its training forward in a captured
+#: step: an evaluation after ``prof.step()`` is recorded as the next step's
+#: first records (trial 68 F3: a forgotten ``model.eval()`` there read as
+#: "from step 3's batch").
+EVAL_BEFORE_TRAINING = (
+    "actdiff_capture: step {step}: the model's forward ran without autograd (an evaluation pass under "
+    "torch.no_grad()) before its training forward: at level=\"modules\" its outputs are this step's first "
+    "records and read as the training forward's; run the evaluation before prof.step() (after "
+    "optimizer.step()), where its records come after the update"
+)
+
 #: Said once when an optimizer steps parameters the Profiler's model does
 #: not hold (trial 67 F4: a GAN's generator profiled, its discriminator's
 #: changed update unseen and blamed on the generator's backward).
@@ -414,6 +426,10 @@ class ModuleRecorder:
 
         self._grads_read: set = set()  # ids of the parameters whose gradient was recorded this step
         self._warned_unheld = False  # UNHELD_PARAMETERS said (once per recorder)
+        # The model's forward ran without autograd before its training
+        # forward in this step (EVAL_BEFORE_TRAINING), and with it.
+        self._eval_first = False
+        self._root_trained = False
         self._optimizer_pre_hook = _optimizer.register_optimizer_step_pre_hook(before_optimizer_step)
         self._optimizer_hook = _optimizer.register_optimizer_step_post_hook(after_optimizer_step)
         if worker is not None:
@@ -574,6 +590,13 @@ class ModuleRecorder:
         self._registrations = _REGISTRATIONS[0]
         return _structure(self._root) == self._structure
 
+    def eval_warning(self, step: int) -> str | None:
+        """:data:`EVAL_BEFORE_TRAINING` when the model's forward ran without
+        autograd before its training forward in this step, or None."""
+        if not (self._eval_first and self._root_trained):
+            return None
+        return EVAL_BEFORE_TRAINING.format(step=step)
+
     def transform_warning(self, step: int) -> str | None:
         """:data:`IN_TRANSFORMS` for this step's outputs left out inside
         torch.func transforms, or None."""
@@ -598,6 +621,7 @@ class ModuleRecorder:
         self._in_transform_modules.clear()
         self._out_n = 0
         self.active = True
+        self._eval_first = self._root_trained = False
         self._params_read.clear()
         self._grads_read.clear()
         self._buffers_read = False
@@ -632,6 +656,11 @@ class ModuleRecorder:
                 self._ran_compiled.append(fqn)
                 return
             self._ran.add(id(module))
+            if module is self._root:
+                if torch.is_grad_enabled():
+                    self._root_trained = True
+                elif not self._root_trained and not self._params_read:
+                    self._eval_first = True
             if self._fsdp_pending:
                 self._hook_fsdp_unsharded()
             if self._after_optimizer():

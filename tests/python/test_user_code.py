@@ -424,3 +424,40 @@ def test_an_ema_of_batchnorm_buffers_is_in_the_optimizer_phase(tmp_path):
     # 6 parameters and 2 float buffers (num_batches_tracked is an int).
     assert len(lerps) == 8, lerps
     assert not any("Phase: forward" in b for b in lerps), lerps
+
+
+@pytest.mark.parametrize("eval_after_prof_step", [True, False])
+def test_an_evaluation_before_the_training_forward_is_warned_about(tmp_path, eval_after_prof_step):
+    """Trial 68 F3: an evaluation pass at the end of the loop, after
+    ``prof.step()``, is recorded at level="modules" as the next step's
+    first records, read as its training forward: said once. Run before
+    ``prof.step()`` (after the update), it is not."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+
+    def evaluate():
+        model.eval()
+        with torch.no_grad():
+            model(torch.randn(2, 4))
+        model.train()
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with actdiff_capture.Profiler(model, tmp_path / "a", capture_steps=range(1, 4), level="modules") as prof:
+            for _ in range(3):
+                loss = model(torch.randn(8, 4)).square().mean()
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                if not eval_after_prof_step:
+                    evaluate()
+                prof.step(loss=loss)
+                if eval_after_prof_step:
+                    evaluate()
+    said = [str(w.message) for w in said if "ran without autograd" in str(w.message)]
+    if eval_after_prof_step:
+        assert len(said) == 1 and said[0].startswith("actdiff_capture: step 2: the model's forward ran without autograd"), said
+    else:
+        assert not said, said
