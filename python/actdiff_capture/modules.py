@@ -767,7 +767,13 @@ class ModuleRecorder:
         forward also when the model's own hook did not run although
         gradients were recorded, after Dynamo compiled a frame."""
         seen = set(self._ran_compiled)
-        if None in seen or (self._grad_owners and id(self._root) not in self._ran and dynamo_compiled()):
+        # A container given as the model (``nn.ModuleDict({"G": G, "D":
+        # D})``, which docs/capture.md advises for two models) has no
+        # forward of its own: its hook never running says nothing.
+        container = isinstance(self._root, (nn.ModuleDict, nn.ModuleList, nn.ParameterDict, nn.ParameterList))
+        if None in seen or (
+            self._grad_owners and id(self._root) not in self._ran and not container and dynamo_compiled()
+        ):
             return ["<none>"], []
         compiled: list = []  # named_modules' names: parents come before their modules
         for name, m in self._root.named_modules():

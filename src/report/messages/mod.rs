@@ -817,7 +817,9 @@ pub fn lines_by_rank(messages: &[Message]) -> Vec<String> {
         .map(|(generic, mut ranks, text)| match generic {
             Some(generic) if ranks.len() > 1 => {
                 ranks.sort_unstable();
-                format!("{}: {generic}", crate::report::summary::rank_word(&ranks))
+                // `rank *: ...` opens with the rank it now names.
+                let words = generic.strip_prefix("rank *: ").unwrap_or(&generic);
+                format!("{}: {words}", crate::report::summary::rank_word(&ranks))
             }
             _ => text,
         })

@@ -320,7 +320,7 @@ fn messages_alike_on_ranks_are_one_line() {
             "a/rank_7_activations.log:9:1: run1: no header",
             "rank 3 of run 1 against rank 5 of run 2",
             "no rank named",
-            "ranks 12 and 40: rank *: --layer-offset run2=-4 would number run2's layers 0–3 below 0; its 1 op keep their keys as they are",
+            "ranks 12 and 40: --layer-offset run2=-4 would number run2's layers 0–3 below 0; its 1 op keep their keys as they are",
         ]
     );
     // A rank number inside a word or a decimal is no rank.
