@@ -4420,3 +4420,46 @@ fn micro_batches_at_level_modules_are_said() {
     r.expect(1);
     assert!(!r.stdout.contains("forward passes"), "{}", r.stdout);
 }
+
+/// Full-precision logs of an op whose input's printed hash is the same in
+/// both runs while its digest differs, and whose output differs: the
+/// hash (an L1 norm: fractions that sum to 1) cannot see the change, so
+/// the input differs, and the verdict names it, at the reference's
+/// tolerance and under --bitwise (trial 69 F1: a stale buffer read after
+/// an `out=` op wrote another one read as "inputs agree, the output
+/// differs").
+#[test]
+fn an_input_whose_digest_alone_differs_is_a_differing_input() {
+    let tmp = TempDir::new().unwrap();
+    // Run 1's input 0 is the output of `moe/op_0_div` (alike in both
+    // runs); run 2's comes from no captured op (another buffer).
+    let log = |name: &str, digest: &str, out: &str, out_digest: &str, producer: &str| {
+        let text = format!(
+            "Total captured activations: 2\nPrecision: full\n{}\n\n[moe/op_0_div]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  Output hash: 1e+00\n  Output digest: 00000000000000bb\n\n[moe/op_1_mul]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  Output hash: {out}\n  Output digest: {out_digest}\n  Input hashes: 1e+00, 2.5e+00\n  Input digests: {digest}, 00000000000000dd\n  Input producers: {producer};\n\n",
+            "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let a = log(
+        "a",
+        "00000000000000bb",
+        "2.5e+00",
+        "00000000000000a1",
+        "moe/op_0_div",
+    );
+    let b = log("b", "00000000000000cc", "2.6e+00", "00000000000000a2", "");
+    for flags in [&[][..], &["--bitwise"][..]] {
+        let r = compare(&tmp, &a, &b, flags);
+        r.expect(1)
+            .stdout_has("rank 0 diverges first at `moe/op_1_mul` (a differing input: input 0)");
+        assert!(
+            !r.stdout.contains("inputs agree"),
+            "{flags:?}: {}",
+            r.stdout
+        );
+    }
+}

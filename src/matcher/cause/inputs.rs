@@ -117,7 +117,11 @@ pub(super) fn differing_inputs<'a>(
             // than it did: an output that differs less than its input
             // carries the input's difference on (trial 28: a residual add
             // whose input was 4.3e-10 off and whose Output hash was 9.7e-11
-            // off was named an origin with "inputs agree").
+            // off was named an origin with "inputs agree"). Printed hashes
+            // that are equal say nothing of how far the values are apart
+            // (an L1 norm blind to the change: trial 69, a stale buffer of
+            // fractions that sum to 1 read as "inputs agree"): such an
+            // input differs.
             let within = if exact && !bad.is_empty() {
                 let beyond = differing_positions(in1, in2, o.hash, o.nan_equal);
                 let out = largest_rel(
@@ -131,7 +135,8 @@ pub(super) fn differing_inputs<'a>(
                             split_tokens(in1).nth(p).unwrap_or_default(),
                             split_tokens(in2).nth(p).unwrap_or_default(),
                         );
-                        out > largest_rel(a, b)
+                        let input = largest_rel(a, b);
+                        input > 0.0 && out > input
                     })
                     .copied()
                     .collect()
