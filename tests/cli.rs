@@ -4463,3 +4463,53 @@ fn an_input_whose_digest_alone_differs_is_a_differing_input() {
         );
     }
 }
+
+/// A one-sided backward op whose output equals a forward op's of its run
+/// but whose inputs differ is no recomputation (a backward `div` of
+/// another tensor): it gates, and nothing says "activation checkpointing"
+/// (trial 69 F3); with the forward op's inputs too, it is one.
+#[test]
+fn a_backward_op_equal_to_a_forward_one_from_other_inputs_is_no_recomputation() {
+    let tmp = TempDir::new().unwrap();
+    let block = |key: &str, inputs: &str, phase: &str| {
+        format!("[{key}]\n  Shape: torch.Size([4]), Dtype: torch.float32\n  Output hash: 1.0\n  Input hashes: {inputs}\n{phase}\n")
+    };
+    let log = |name: &str, extra: &str| {
+        let text = format!(
+            "Total captured activations: {}\n{}\n\n{}{}{extra}",
+            2 + usize::from(!extra.is_empty()),
+            "=".repeat(80),
+            block("moe/op_0_div", "2.0, 2.0", ""),
+            block("moe/op_1_mul", "3.0", "  Phase: backward\n"),
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let a = log(
+        "a",
+        &block("moe/op_2_div", "5.0, 5.0", "  Phase: backward\n"),
+    );
+    let b = log("b", "");
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1);
+    assert!(
+        !r.stderr.contains("activation checkpointing"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stdout.contains("recomputed"), "{}", r.stdout);
+    let a = log(
+        "c",
+        &block("moe/op_2_div", "2.0, 2.0", "  Phase: backward\n"),
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(0);
+    assert!(
+        r.stderr.contains("activation checkpointing"),
+        "{}",
+        r.stderr
+    );
+}

@@ -35,8 +35,8 @@ pub struct Recomputed {
 
 /// Flags the one-sided rows of each run that are its recomputation, and
 /// says which. A one-sided row in the backward phase is a repeat of a
-/// forward op of its run when it has that op's name, Shape and Output hash
-/// (the same value recomputed: flagged whatever else the run has; at the
+/// forward op of its run when it has that op's name, Shape, Output hash
+/// and Input hashes (the same value recomputed: flagged whatever else the run has; at the
 /// module level, a recomputed module output), or, weaker, when the run's
 /// one-sided rows number at least 4, are all in the backward phase, and
 /// at least 9 in 10 of them repeat a forward op by value or by name: the
@@ -116,7 +116,7 @@ pub(super) fn mark_recomputed(
 
 /// Flags the one-sided backward-phase rows of `communication` (result
 /// row, row of `t`, run `side`) that repeat a forward communication op of
-/// their run by value ([`value_key`]: op name, Shape, Output hash): a
+/// their run by value ([`value_key`]: op name, Shape, Output hash, Input hashes): a
 /// parallel layout gathering the same parameters again. `None` when none.
 fn regathered(
     rows: &mut [MatchRow],
@@ -304,16 +304,27 @@ fn value_repeats(t: &OpTable) -> Vec<(usize, u64)> {
         .collect()
 }
 
-/// A row's op name, Shape text and Output hash text, joined by NULs (`k`:
-/// its fuzzy key), or `None` without an Output hash: what a recomputed op
-/// reproduces.
+/// A row's op name, Shape text, Output hash text and Input hashes text,
+/// joined by NULs (`k`: its fuzzy key), or `None` without an Output hash:
+/// what a recomputed op reproduces, from the same inputs (trial 69 F3: a
+/// backward `div` whose output equalled a forward `div`'s, from other
+/// inputs, was called activation checkpointing's recomputation in runs
+/// without it).
 fn value_key(t: &OpTable, r: usize, k: &[u8]) -> Option<Vec<u8>> {
     let hash = t.field(r, Field::OutputHash);
     if hash.is_empty() {
         return None;
     }
     let op = &k[memchr::memchr(b'/', k).map_or(0, |s| s + 1)..];
-    Some([op, t.field(r, Field::Shape), hash].join(&0u8))
+    Some(
+        [
+            op,
+            t.field(r, Field::Shape),
+            hash,
+            t.field(r, Field::InputHashes),
+        ]
+        .join(&0u8),
+    )
 }
 
 /// The `diff` pairs of `diff_rows` (result row, run-1 row, run-2 row) in
@@ -397,7 +408,7 @@ pub(super) fn paired_repeats(
 /// to the first row of each: by fuzzy key (`layers.0.attention_norm/pow`)
 /// and each suffix of it at a `.` of its module FQN
 /// (`0.attention_norm/pow`, `attention_norm/pow`); and by [`value_key`]
-/// (op name, Shape, Output hash). Only the op types of the rows looked up
+/// (op name, Shape, Output hash, Input hashes). Only the op types of the rows looked up
 /// are indexed: a large log with a few one-sided rows builds small maps.
 fn forward_ops(t: &OpTable, ops: &[bool]) -> [ahash::AHashMap<Vec<u8>, usize>; 2] {
     let [mut by_name, mut by_value]: [ahash::AHashMap<Vec<u8>, usize>; 2] = Default::default();
