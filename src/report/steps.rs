@@ -630,12 +630,14 @@ fn update_alone(r: &RankSummary) -> bool {
         && !r.first_divergence_buffer
 }
 
-/// At `level="modules"`: [`Reason::EvalAfterUpdate`] when every rank
-/// that diverges at the first diverging step diverges first at a forward
-/// record after the step's optimizer records
-/// ([`RankSummary::first_divergence_after_update`]), named by the first
-/// such rank's record; `None` otherwise.
-fn eval_after_update(s: &Summary, series: &StepSeries) -> Option<Reason> {
+/// The first diverging step and the first differing record (run 2's key)
+/// of its first rank, when every rank that diverges at that step has
+/// `this`; `None` otherwise.
+fn at_first_step_all(
+    s: &Summary,
+    series: &StepSeries,
+    this: fn(&RankSummary) -> bool,
+) -> Option<(u64, String)> {
     let first = series.first_diverging_step?;
     let mut key = None;
     for r in s
@@ -643,15 +645,22 @@ fn eval_after_update(s: &Summary, series: &StepSeries) -> Option<Reason> {
         .iter()
         .filter(|r| r.step == Some(first) && r.first_divergence.is_some())
     {
-        if !r.first_divergence_after_update {
+        if !this(r) {
             return None;
         }
         key.get_or_insert_with(|| r.first_divergence.as_ref().and_then(|f| f.key2.clone()));
     }
-    Some(Reason::EvalAfterUpdate {
-        step: first,
-        key: key.flatten()?,
-    })
+    Some((first, key.flatten()?))
+}
+
+/// At `level="modules"`: [`Reason::EvalAfterUpdate`] when every rank
+/// that diverges at the first diverging step diverges first at a forward
+/// record after the step's optimizer records
+/// ([`RankSummary::first_divergence_after_update`]), named by the first
+/// such rank's record; `None` otherwise.
+fn eval_after_update(s: &Summary, series: &StepSeries) -> Option<Reason> {
+    let (step, key) = at_first_step_all(s, series, |r| r.first_divergence_after_update)?;
+    Some(Reason::EvalAfterUpdate { step, key })
 }
 
 /// At `level="modules"`: [`Reason::BufferOnly`] when every rank that
@@ -659,24 +668,8 @@ fn eval_after_update(s: &Summary, series: &StepSeries) -> Option<Reason> {
 /// buffer's record ([`RankSummary::first_divergence_buffer`]), named by
 /// the first such rank's record; `None` otherwise.
 fn buffer_only(s: &Summary, series: &StepSeries) -> Option<Reason> {
-    let first = series.first_diverging_step?;
-    let mut at_first = s
-        .ranks
-        .iter()
-        .filter(|r| r.step == Some(first) && r.first_divergence.is_some())
-        .peekable();
-    at_first.peek()?;
-    let mut key = None;
-    for r in at_first {
-        if !r.first_divergence_buffer {
-            return None;
-        }
-        key.get_or_insert_with(|| r.first_divergence.as_ref().and_then(|f| f.key2.clone()));
-    }
-    Some(Reason::BufferOnly {
-        step: first,
-        key: key.flatten()?,
-    })
+    let (step, key) = at_first_step_all(s, series, |r| r.first_divergence_buffer)?;
+    Some(Reason::BufferOnly { step, key })
 }
 
 /// At `level="modules"`: [`Reason::UpdateOnly`] when every rank that

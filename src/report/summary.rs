@@ -229,41 +229,37 @@ fn output_tensors(rc: &RankComparison<'_>, r: &MatchRow) -> Option<[u32; 2]> {
     (counts[0] != counts[1] && counts[0] > 0 && counts[1] > 0).then_some(counts)
 }
 
+/// At `level=modules`, the run-1 row of the first divergence when it is a
+/// pair; `None` for a per-op log, no divergence or a one-sided one.
+fn modules_first_pair(rc: &RankComparison<'_>) -> Option<usize> {
+    if rc.t1.header().level != crate::logformat::CaptureLevel::Modules {
+        return None;
+    }
+    match rc.matches.rows[rc.matches.first_divergence()?].sides() {
+        crate::matcher::Sides::Both(a, _) => Some(a),
+        _ => None,
+    }
+}
+
 /// [`RankSummary::first_divergence_buffer`]. One pass over a
 /// module-level rank's rows (few); false at once for a per-op log.
 fn first_divergence_buffer(rc: &RankComparison<'_>) -> bool {
-    use crate::matcher::Sides;
     let t = rc.t1;
-    if t.header().level != crate::logformat::CaptureLevel::Modules {
-        return false;
-    }
-    let Some(i) = rc.matches.first_divergence() else {
-        return false;
-    };
-    let Sides::Both(a, _) = rc.matches.rows[i].sides() else {
-        return false;
-    };
     let update = |r: usize| t.phase_kind(r) == Phase::Optimizer;
-    update(a)
-        && t.parameters(a).is_empty()
-        && (0..t.len()).any(|r| update(r) && !t.parameters(r).is_empty())
+    modules_first_pair(rc).is_some_and(|a| {
+        update(a)
+            && t.parameters(a).is_empty()
+            && (0..t.len()).any(|r| update(r) && !t.parameters(r).is_empty())
+    })
 }
 
 /// [`RankSummary::first_divergence_after_update`]: false at once for a
 /// per-op log.
 fn first_divergence_after_update(rc: &RankComparison<'_>) -> bool {
-    use crate::matcher::Sides;
     let t = rc.t1;
-    if t.header().level != crate::logformat::CaptureLevel::Modules {
-        return false;
-    }
-    let Some(i) = rc.matches.first_divergence() else {
-        return false;
-    };
-    let Sides::Both(a, _) = rc.matches.rows[i].sides() else {
-        return false;
-    };
-    t.phase_kind(a) == Phase::Forward && (0..a).any(|r| t.phase_kind(r) == Phase::Optimizer)
+    modules_first_pair(rc).is_some_and(|a| {
+        t.phase_kind(a) == Phase::Forward && (0..a).any(|r| t.phase_kind(r) == Phase::Optimizer)
+    })
 }
 
 /// At `level=modules`, whether a matching pair before the optimizer step
