@@ -4455,7 +4455,7 @@ fn an_input_whose_digest_alone_differs_is_a_differing_input() {
     for flags in [&[][..], &["--bitwise"][..]] {
         let r = compare(&tmp, &a, &b, flags);
         r.expect(1)
-            .stdout_has("rank 0 diverges first at `moe/op_1_mul` (a differing input: input 0)");
+            .stdout_has("rank 0 diverges first at `moe/op_1_mul` (a differing input: input 0; input 0 is the output of `moe/op_0_div` in a and of no captured op in b");
         assert!(
             !r.stdout.contains("inputs agree"),
             "{flags:?}: {}",

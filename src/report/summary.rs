@@ -89,6 +89,14 @@ pub struct RowRef {
     /// nothing else differs (trial 65 F1). Absent when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nan_against_nan: bool,
+    /// For a pair: the inputs whose producer is a captured op in one run
+    /// and none in the other (`Input producers` entries, empty on one
+    /// side), as `(input, run 1's producer key, run 2's)`, "" where none,
+    /// in input order: an op that read another buffer, or a stale one
+    /// (trial 69 F1: an `out=` op that wrote another buffer). Omitted when
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub producers_one_sided: Vec<(usize, String, String)>,
 }
 
 impl RowRef {
@@ -129,6 +137,7 @@ impl RowRef {
             input_parameters: text(t.input_parameters(row).into_owned()),
             output_tensors: output_tensors(rc, r),
             nan_against_nan: nan_against_nan(rc, index),
+            producers_one_sided: producers_one_sided(rc, r),
         }
     }
     /// "; it returned 2 output tensors in A and 1 in B" for a pair whose
@@ -141,6 +150,27 @@ impl RowRef {
             ),
             None => String::new(),
         }
+    }
+    /// `; input 0 is the output of `m/op_3_div` in A and of no captured op
+    /// in B` for each of `inputs` (the differing ones) whose producer is
+    /// captured in one run only ([`RowRef::producers_one_sided`]), else
+    /// empty.
+    pub fn producers_words(&self, inputs: &[usize], name1: &str, name2: &str) -> String {
+        let mut w = String::new();
+        for (i, p1, p2) in &self.producers_one_sided {
+            if !inputs.contains(i) {
+                continue;
+            }
+            let (key, with, without) = if p1.is_empty() {
+                (p2, name2, name1)
+            } else {
+                (p1, name1, name2)
+            };
+            w.push_str(&format!(
+                "; input {i} is the output of `{key}` in {with} and of no captured op in {without} (another tensor read, such as a buffer an `out=` op did not write)"
+            ));
+        }
+        w
     }
     /// `, at LOCATION` for a row with a `Location:` line
     /// ([`RowRef::location`]), else empty: said after a cause's log line.
@@ -239,6 +269,32 @@ fn modules_first_pair(rc: &RankComparison<'_>) -> Option<usize> {
         crate::matcher::Sides::Both(a, _) => Some(a),
         _ => None,
     }
+}
+
+/// [`RowRef::producers_one_sided`] of result row `r`.
+fn producers_one_sided(rc: &RankComparison<'_>, r: &MatchRow) -> Vec<(usize, String, String)> {
+    let (Some(a), Some(b)) = (r.r1(), r.r2()) else {
+        return Vec::new();
+    };
+    let keys = |t: &OpTable, i: usize| -> Vec<String> {
+        let f = t.field(i, Field::InputProducers);
+        if f.is_empty() {
+            return Vec::new();
+        }
+        f.split(|c| *c == b';')
+            .map(|k| String::from_utf8_lossy(crate::parser::trim(k)).into_owned())
+            .collect()
+    };
+    let (k1, k2) = (keys(rc.t1, a), keys(rc.t2, b));
+    if k1.len() != k2.len() {
+        return Vec::new();
+    }
+    k1.into_iter()
+        .zip(k2)
+        .enumerate()
+        .filter(|(_, (x, y))| x.is_empty() != y.is_empty())
+        .map(|(i, (x, y))| (i, x, y))
+        .collect()
 }
 
 /// [`RankSummary::first_divergence_buffer`]. One pass over a

@@ -446,10 +446,11 @@ impl Summary {
                             w
                         }
                         CauseKind::Entry => {
-                            let which = crate::report::reasons::differing_input_words(
+                            let mut which = crate::report::reasons::differing_input_words(
                                 &c.cause.inputs,
                                 c.row.input_parameters.as_deref(),
                             );
+                            which.push_str(&c.row.producers_words(&c.cause.inputs, name1, name2));
                             match crate::report::reasons::entry_caveats(r) {
                                 Some(w) => format!("{which}; {w}"),
                                 None => which,
