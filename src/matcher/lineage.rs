@@ -30,12 +30,15 @@
 //!   them, +1 (no evidence while it is undecided); and the same for each
 //!   reader whose pair is known (+1 when the reader's partner reads the
 //!   candidate at the same input).
-//! - In rounds, a row whose best candidate scores above 0, above every
-//!   other candidate, and above every other row's score for that candidate,
-//!   is decided paired with it; a row whose every candidate scores below 0
-//!   (or that has none) is decided one-sided. Decisions are evidence for
-//!   the next round; rounds stop when none is made (at most
-//!   [`MAX_ROUNDS`]). A group with more than [`MAX_GROUP`] rows on a side
+//! - A pair's score is the sum of its two rows' scores of each other, so
+//!   that the decisions do not depend on which run is run 1. In rounds,
+//!   group by group in file order, a row whose best candidate scores above
+//!   0, above every other candidate, and above every other row's score for
+//!   that candidate, is decided paired with it; a row whose every
+//!   candidate scores below 0 (or that has none) is decided one-sided. A
+//!   group's decisions are read from the state before it and are evidence
+//!   for the later groups and rounds; rounds stop when none is made (at
+//!   most [`MAX_ROUNDS`]). A group with more than [`MAX_GROUP`] rows on a side
 //!   is left as the passes paired it.
 //! - Decided pairs replace the passes' pairs; a row decided one-sided loses
 //!   its pair. Undecided rows keep the passes' partner when it is free,
@@ -52,6 +55,9 @@ use super::compare::split_tokens;
 use super::passes::{Pairing, HELD};
 use super::{keys, Strategy, NO_ROW};
 use crate::parser::{Field, OpTable, Phase};
+
+/// A group of rows to re-pair: their fuzzy key and phase.
+type GroupKey = (Vec<u8>, Phase);
 
 /// Rounds of decisions at most.
 pub const MAX_ROUNDS: usize = 32;
@@ -304,7 +310,7 @@ pub(super) fn repair_by_lineage(p: &mut Pairing, t1: &OpTable, t2: &OpTable) -> 
     }
     // The groups: rows of drifted modules by (fuzzy key, phase), per side.
     let tables = [t1, t2];
-    let mut groups: AHashMap<(Vec<u8>, Phase), [Vec<u32>; 2]> = AHashMap::new();
+    let mut groups: AHashMap<GroupKey, [Vec<u32>; 2]> = AHashMap::new();
     for (s, (t, pair)) in tables.iter().zip([&p.pair1, &p.pair2]).enumerate() {
         for (r, &partner) in pair.iter().enumerate() {
             if partner != HELD && drifted.contains(module_of(t.key(r))) {
@@ -376,11 +382,20 @@ pub(super) fn repair_by_lineage(p: &mut Pairing, t1: &OpTable, t2: &OpTable) -> 
             }
         }
     }
-    let mut groups: Vec<[Vec<u32>; 2]> = groups.into_values().collect();
-    groups.sort_unstable_by_key(|g| g[0].first().or(g[1].first()).copied());
+    // In file order, the same whichever run is run 1: by the pair of the
+    // group's first rows (either run's), the earlier first, then its key.
+    let mut groups: Vec<(GroupKey, [Vec<u32>; 2])> = groups.into_iter().collect();
+    groups.sort_unstable_by(|(k, g), (k2, g2)| {
+        let at = |g: &[Vec<u32>; 2]| {
+            let f = [g[0].first(), g[1].first()].map(|r| r.map_or(u32::MAX, |&r| r));
+            (f[0].min(f[1]), f[0].max(f[1]))
+        };
+        (at(g), &k.0, k.1 as u8).cmp(&(at(g2), &k2.0, k2.1 as u8))
+    });
+    let groups: Vec<[Vec<u32>; 2]> = groups.into_iter().map(|(_, g)| g).collect();
     for _ in 0..MAX_ROUNDS {
         let mut decided = 0;
-        for g in &mut groups {
+        for g in &groups {
             decided += decide(&mut st, g);
         }
         if decided == 0 {
@@ -391,54 +406,79 @@ pub(super) fn repair_by_lineage(p: &mut Pairing, t1: &OpTable, t2: &OpTable) -> 
 }
 
 /// One round over one group: the decisions it could make (see the module
-/// doc), made at once so that later rows see them. Returns how many.
-fn decide(st: &mut State<'_>, g: &mut [Vec<u32>; 2]) -> usize {
-    let undecided = |st: &State<'_>, s: usize, v: &[u32]| -> Vec<u32> {
-        v.iter()
+/// doc), all read from the state before the round and made at once, so
+/// that they do not depend on which run is run 1: the score of a pair is
+/// the sum of its two rows' scores of each other ([`scores_of`] from
+/// either side), and a pair is decided when each row is the other's one
+/// best candidate, with a score above 0. Later groups see the decisions.
+/// Returns how many were made.
+fn decide(st: &mut State<'_>, g: &[Vec<u32>; 2]) -> usize {
+    let undecided = |st: &State<'_>, s: usize| -> Vec<u32> {
+        g[s].iter()
             .copied()
             .filter(|&r| st.known[s][r as usize] == Known::Undecided)
             .collect()
     };
-    let mut made = 0;
-    for s in 0..2 {
-        let o = 1 - s;
-        for a in undecided(st, s, &g[s]) {
-            if st.known[s][a as usize] != Known::Undecided {
-                continue;
-            }
-            let cands = undecided(st, o, &g[o]);
-            let scores = scores_of(st, s, a, &cands);
-            let Some((best_at, &best)) = scores
-                .iter()
-                .enumerate()
-                .max_by_key(|(i, v)| (**v, -(*i as i64)))
-            else {
-                st.known[s][a as usize] = Known::OneSided;
-                made += 1;
-                continue;
+    let u = [undecided(st, 0), undecided(st, 1)];
+    if u[0].is_empty() && u[1].is_empty() {
+        return 0;
+    }
+    // score[i][j]: run 1's u[0][i] with run 2's u[1][j], both ways.
+    let mut score: Vec<Vec<i32>> = u[0].iter().map(|&a| scores_of(st, 0, a, &u[1])).collect();
+    for (j, &b) in u[1].iter().enumerate() {
+        for (i, v) in scores_of(st, 1, b, &u[0]).into_iter().enumerate() {
+            score[i][j] += v;
+        }
+    }
+    // The one best (unique maximum) of a row of scores, if any.
+    fn best(v: impl Iterator<Item = i32>) -> Option<(usize, i32, bool)> {
+        let mut top: Option<(usize, i32, bool)> = None;
+        for (i, x) in v.enumerate() {
+            top = match top {
+                Some((_, t, _)) if x == t => top.map(|(at, t, _)| (at, t, false)),
+                Some((_, t, _)) if x < t => top,
+                _ => Some((i, x, true)),
             };
-            if best < 0 {
-                st.known[s][a as usize] = Known::OneSided;
+        }
+        top
+    }
+    let row_best: Vec<_> = (0..u[0].len())
+        .map(|i| best(score[i].iter().copied()))
+        .collect();
+    let col_best: Vec<_> = (0..u[1].len())
+        .map(|j| best(score.iter().map(|r| r[j])))
+        .collect();
+    let mut made = 0;
+    for (i, &a) in u[0].iter().enumerate() {
+        match row_best[i] {
+            None => {
+                st.known[0][a as usize] = Known::OneSided;
                 made += 1;
-                continue;
             }
-            if best == 0 || scores.iter().filter(|&&v| v == best).count() > 1 {
-                continue;
+            Some((_, v, _)) if v < 0 => {
+                st.known[0][a as usize] = Known::OneSided;
+                made += 1;
             }
-            let b = cands[best_at];
-            // Nobody else of this side has as good a claim on `b`.
-            let rivals = undecided(st, s, &g[s]);
-            let claims = scores_of(st, o, b, &rivals);
-            if rivals
-                .iter()
-                .zip(&claims)
-                .any(|(&a2, &c)| a2 != a && c >= best)
-            {
-                continue;
+            Some((j, v, true)) if v > 0 && col_best[j] == Some((i, v, true)) => {
+                let b = u[1][j];
+                st.known[0][a as usize] = Known::Pair(b);
+                st.known[1][b as usize] = Known::Pair(a);
+                made += 2;
             }
-            st.known[s][a as usize] = Known::Pair(b);
-            st.known[o][b as usize] = Known::Pair(a);
-            made += 1;
+            _ => {}
+        }
+    }
+    for (j, &b) in u[1].iter().enumerate() {
+        match col_best[j] {
+            None => {
+                st.known[1][b as usize] = Known::OneSided;
+                made += 1;
+            }
+            Some((_, v, _)) if v < 0 => {
+                st.known[1][b as usize] = Known::OneSided;
+                made += 1;
+            }
+            _ => {}
         }
     }
     made

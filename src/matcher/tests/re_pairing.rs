@@ -480,3 +480,65 @@ fn an_op_one_run_inserts_does_not_unpair_the_ops_after_it() {
         .and_then(|i| c.causes.iter().find(|e| e.index == i));
     assert_eq!(first.map(|e| e.one_sided.clone()), Some(vec![5]), "{c:?}");
 }
+
+/// Lineage re-pairing decides the same pairs whichever run is run 1
+/// (found by `tests/properties.rs::swapping_runs_mirrors_pairs`). Run 2's
+/// `m/op_1_relu` is read (by value, three times) by an op whose partner
+/// reads another op of known lineage: it scores run 1's namesake −1, while
+/// run 1's row, read by none, scores run 2's +2 (the same producer, the
+/// same Input hashes). The run listed first decided first: one order
+/// paired them, the other left both one-sided. The two rows' scores of
+/// each other now add up (+1: a pair) in either order.
+#[test]
+fn lineage_pairs_the_same_whichever_run_is_run_1() {
+    let row = |key: &str, body: &str| (key.to_string(), body.to_string());
+    let a = log_owned(&[
+        row("x/op_0_mm", "Output hash: 1.0"),
+        row(
+            "m/op_1_relu",
+            "Input hashes: 1.0\nInput producers: x/op_0_mm\nPhase: backward",
+        ),
+        row(
+            "n/op_0_exp",
+            "Input hashes: 1.0\nInput producers: x/op_0_mm\nOutput hash: 7.0",
+        ),
+        row(
+            "y/op_0_sum",
+            "Input hashes: 7.0, 7.0, 7.0\nInput producers: ;;\nOutput hash: 3.0",
+        ),
+        row("m/op_2_abs", "Output hash: 4.0"),
+    ]);
+    let b = log_owned(&[
+        row("x/op_0_mm", "Output hash: 1.0"),
+        row(
+            "m/op_1_relu",
+            "Input hashes: 1.0\nInput producers: x/op_0_mm\nOutput hash: 7.0\nPhase: backward",
+        ),
+        row(
+            "y/op_0_sum",
+            "Input hashes: 7.0, 7.0, 7.0\nInput producers: ;;\nOutput hash: 3.0",
+        ),
+    ]);
+    let pairs = |m: &MatchTable, a: &OpTable, b: &OpTable| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> =
+            summary(m, a, b).into_iter().map(|r| (r.0, r.1)).collect();
+        v.sort();
+        v
+    };
+    let ab = match_tables(&a, &b, &MatchOptions::default());
+    let ba = match_tables(&b, &a, &MatchOptions::default());
+    let mirrored: Vec<(String, String)> = {
+        let mut v: Vec<(String, String)> = pairs(&ba, &b, &a)
+            .into_iter()
+            .map(|(x, y)| (y, x))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(pairs(&ab, &a, &b), mirrored);
+    assert!(
+        pairs(&ab, &a, &b).contains(&("m/op_1_relu".into(), "m/op_1_relu".into())),
+        "{:?}",
+        pairs(&ab, &a, &b)
+    );
+}
