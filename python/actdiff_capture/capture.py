@@ -1085,11 +1085,8 @@ class _Mode(TorchDispatchMode):
         step creates (its first) is mapped once the optimizer's state has
         grown (:meth:`parameters_of`)."""
         self.fqn = _parameter_fqns(model)
-        params = [p for g in getattr(optimizer, "param_groups", ()) for p in g.get("params", ())]
-        unnamed = sum(id(p) not in self.fqn for p in params)
-        if unnamed and not self.p._warned_unnamed_parameters:
-            self.p._warned_unnamed_parameters = True
-            warnings.warn(UNNAMED_PARAMETERS.format(n=unnamed, total=len(params)), stacklevel=2)
+        if not self.p._warned_unheld_parameters:
+            self.p._warned_unheld_parameters = modules.warn_unheld(optimizer, self.fqn, "ops")
         self.optimizer = optimizer
         self.param_names = {}
         self.derived = {}
@@ -1391,15 +1388,6 @@ def _world_size():
 
 #: The warning of a schedule without any step (nothing will be captured).
 EMPTY_SCHEDULE = "actdiff_capture: capture_steps={!r} holds no step: this profiler captures nothing"
-
-#: Said once per profiler when an optimizer steps parameters the model
-#: given to the Profiler does not hold (new-user trial 16 F4).
-UNNAMED_PARAMETERS = (
-    "actdiff_capture: the optimizer updates {n} of its {total} parameters that the Profiler's model does not "
-    "hold (a submodule given?): the ops that update only them carry no 'Parameters:' line; give the Profiler "
-    "the model the optimizer trains to have them named"
-)
-
 
 UNREACHED_STEPS = (
     "actdiff_capture: {n} scheduled step{s} ({steps}) {were} never reached (the last step was {last}{counted}): "
@@ -1824,7 +1812,7 @@ class Profiler:
         # before step() returns.
         self._spare_modules: modules.ModuleRecorder | None = None
         self._warned_no_optimizer_step = False  # modules.NO_OPTIMIZER_STEP said once
-        self._warned_unnamed_parameters = False  # UNNAMED_PARAMETERS said once
+        self._warned_unheld_parameters = False  # modules.UNHELD_PARAMETERS said at level="ops"
         self._warned_below_min_numel = False  # BELOW_MIN_NUMEL said once
         self._warned_complex = False  # COMPLEX_OPS said once
         self._warned_compiled_before = False  # COMPILED_BEFORE said once

@@ -255,15 +255,37 @@ EVAL_BEFORE_TRAINING = (
     "optimizer.step()), where its records come after the update"
 )
 
-#: Said once when an optimizer steps parameters the Profiler's model does
-#: not hold (trial 67 F4: a GAN's generator profiled, its discriminator's
+#: Said once per profiler when an optimizer steps parameters the
+#: Profiler's model does not hold, at either level (:func:`warn_unheld`),
+#: with what that level then misses (new-user trials 16 F4 and 67 F4: a
+#: submodule given; a GAN's generator profiled, its discriminator's
 #: changed update unseen and blamed on the generator's backward).
 UNHELD_PARAMETERS = (
     "actdiff_capture: an optimizer updates {n} of its {total} parameters that the Profiler's model does not hold "
-    "(another model: a GAN's discriminator, a teacher; or a submodule given): level=\"modules\" records none of "
-    "them, their outputs or gradients; give the Profiler one module holding every model trained "
-    "(nn.ModuleDict({{\"G\": G, \"D\": D}}))"
+    "(another model: a GAN's discriminator, a teacher; or a submodule given): {missed}; give the Profiler one "
+    "module holding every model trained (nn.ModuleDict({{\"G\": G, \"D\": D}}))"
 )
+
+#: What each level misses of the parameters :data:`UNHELD_PARAMETERS`
+#: counts.
+UNHELD_MISSED = {
+    "modules": 'level="modules" records none of them, their outputs or gradients',
+    "ops": "the ops that update only them carry no 'Parameters:' line",
+}
+
+
+def warn_unheld(optimizer, held, level: str) -> bool:
+    """Warns (:data:`UNHELD_PARAMETERS`) when ``optimizer`` (its
+    ``param_groups``) steps parameters whose ``id`` is not in ``held`` (the
+    Profiler's model's parameters). Returns whether it warned, for the
+    caller's once-per-profiler flag."""
+    params = [p for g in getattr(optimizer, "param_groups", ()) for p in g.get("params", ())]
+    unheld = sum(id(p) not in held for p in params)
+    if unheld:
+        warnings.warn(
+            UNHELD_PARAMETERS.format(n=unheld, total=len(params), missed=UNHELD_MISSED[level]), stacklevel=3
+        )
+    return bool(unheld)
 
 
 def _compiled_itself(m: nn.Module) -> bool:
@@ -397,11 +419,7 @@ class ModuleRecorder:
 
         def before_optimizer_step(optimizer, args, kwargs):
             if self.active and not self._warned_unheld:
-                params = [p for g in optimizer.param_groups for p in g["params"]]
-                unheld = sum(id(p) not in self._param_names for p in params)
-                if unheld:
-                    self._warned_unheld = True
-                    warnings.warn(UNHELD_PARAMETERS.format(n=unheld, total=len(params)), stacklevel=2)
+                self._warned_unheld = warn_unheld(optimizer, self._param_names, "modules")
             if self.active:
                 # Gradients set on the parameters rather than accumulated
                 # by backward (``p.grad = g`` from torch.func.grad, a

@@ -757,6 +757,8 @@ def test_a_profiler_of_a_submodule_says_which_parameters_go_unnamed(tmp_path):
                 opt.zero_grad()
                 prof.step()
     assert sum("does not hold" in str(x.message) for x in w) == 1
+    # What the per-op level misses of them, said in the one message.
+    assert any("the ops that update only them carry no 'Parameters:' line" in str(x.message) for x in w)
     named = {f["Parameters"] for _, f in blocks(tmp_path / "step_1" / "rank_0_activations.log")[1] if "Parameters" in f}
     assert named == {"weight", "bias"}, named
     # The whole model given: nothing to say.
