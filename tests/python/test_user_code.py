@@ -327,12 +327,13 @@ def test_a_profiler_whose_making_raised_says_nothing_at_close(tmp_path):
         prof.close()
 
 
-def gan_steps(dump, *, steps=4, d_lr_at=None, bn_momentum=0.1, profile_d=True):
-    """A GAN's loop at level="modules": the discriminator (with a
-    BatchNorm) updated by its own optimizer before the generator's
+def gan_steps(dump, *, steps=4, d_lr_at=None, bn_momentum=0.1, profile_d=True, level="modules", skip_d_at=None):
+    """A GAN's loop at ``level`` ("modules" by default): the discriminator
+    (with a BatchNorm) updated by its own optimizer before the generator's
     backward runs through it, both in one captured step. ``d_lr_at``:
     the step from which D's learning rate is 5x; ``bn_momentum``: D's
-    BatchNorm momentum."""
+    BatchNorm momentum; ``skip_d_at``: the step whose ``opt_d.step()`` is
+    skipped."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
     G = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 4))
@@ -342,7 +343,8 @@ def gan_steps(dump, *, steps=4, d_lr_at=None, bn_momentum=0.1, profile_d=True):
     g = torch.Generator().manual_seed(3)
     model = nn.ModuleDict({"G": G, "D": D}) if profile_d else G
     with warnings.catch_warnings(record=True) as said, actdiff_capture.Profiler(
-        model, dump, capture_steps=range(1, steps + 1), level="modules", precision="full"
+        model, dump, capture_steps=range(1, steps + 1), level=level, precision="full",
+        **({"min_numel": 0} if level == "ops" else {}),
     ) as prof:
         warnings.simplefilter("always")
         for step in range(1, steps + 1):
@@ -352,7 +354,8 @@ def gan_steps(dump, *, steps=4, d_lr_at=None, bn_momentum=0.1, profile_d=True):
             fake = G(z)
             loss_d = F.softplus(-D(real)).mean() + F.softplus(D(fake.detach())).mean()
             loss_d.backward()
-            opt_d.step()
+            if step != skip_d_at:
+                opt_d.step()
             opt_d.zero_grad()
             loss_g = F.softplus(-D(fake)).mean()
             loss_g.backward()
@@ -361,6 +364,19 @@ def gan_steps(dump, *, steps=4, d_lr_at=None, bn_momentum=0.1, profile_d=True):
             opt_d.zero_grad()
             prof.step(loss=loss_g)
     return [str(w.message) for w in said if "actdiff_capture" in str(w.message)]
+
+
+def test_an_optimizer_step_one_run_skipped_is_named_with_its_parameters(actdiff_bin, tmp_path):
+    """Trial 67 F5: one run skips the discriminator's ``opt_d.step()`` at
+    step 3; per op, the headline named a one-sided momentum ``mul_``
+    alone. It now says what the op updates and that the other run ran no
+    such op."""
+    gan_steps(tmp_path / "a", level="ops")
+    gan_steps(tmp_path / "b", level="ops", skip_d_at=3)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 1 and s["first_diverging_step"] == 3, r.stdout
+    head = r.stdout.splitlines()[1]
+    assert "an op only in a" in head and "it updates parameter D.0.weight, and b ran no such op" in head, r.stdout
 
 
 def test_two_optimizers_and_a_batchnorm_at_level_modules(actdiff_bin, tmp_path):

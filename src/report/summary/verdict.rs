@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::{CauseRef, RankSummary, Summary};
+use super::{CauseRef, RankSummary, RowRef, Summary};
 use crate::matcher::cause::CauseKind;
 use crate::matcher::{Counts, Status};
 
@@ -184,6 +184,38 @@ fn status_words(status: Status, name1: &str, name2: &str) -> String {
     }
 }
 
+/// [`status_words`] of a first divergence `f`, then for an optimizer-step
+/// op only one run has, [`one_sided_update`]'s words: `only in a: it
+/// updates parameter D.0.weight, and b ran no such op`.
+fn first_status_words(f: &RowRef, name1: &str, name2: &str) -> String {
+    let words = status_words(f.status, name1, name2);
+    match one_sided_update(f, name1, name2) {
+        Some(u) => format!("{words}: {u}"),
+        None => words,
+    }
+}
+
+/// For an optimizer-step op `f` only one run has, with a `Parameters:`
+/// line: the parameters it updates and that the other run ran no such op,
+/// `it updates parameter D.0.weight, and b ran no such op` (trial 67 F5:
+/// one run skipped an optimizer's `step()`, and the sentence named a
+/// one-sided momentum `mul_` alone). `None` for other rows, and for an
+/// in-place edit of a parameter, which says its own words.
+fn one_sided_update(f: &RowRef, name1: &str, name2: &str) -> Option<String> {
+    let other = match f.status {
+        Status::Only1 => name2,
+        Status::Only2 => name1,
+        _ => return None,
+    };
+    if f.phase != "optimizer" || f.in_place_parameter().is_some() {
+        return None;
+    }
+    Some(format!(
+        "it updates {}, and {other} ran no such op",
+        f.parameter_words()?
+    ))
+}
+
 /// Ascending ranks as parts: each run of at least `min_run` consecutive
 /// ranks as a range `8–11`, every other rank alone (`[0, 1, 2, 5]` with
 /// `min_run` 2 → `0–2`, `5`).
@@ -359,9 +391,12 @@ impl Summary {
                         c.row.key_beside(first.status)
                     );
                     // An in-place op on a parameter (an edit after the
-                    // optimizer step, trial 29) names it.
+                    // optimizer step, trial 29) names it; an update of
+                    // parameters the other run did not run names them.
                     if let Some(p) = first.in_place_parameter() {
                         w.push_str(&format!("; it changes the parameter {p} in place"));
+                    } else if let Some(u) = one_sided_update(first, name1, name2) {
+                        w.push_str(&format!("; {u}"));
                     }
                     // The op the other run ran there (trial 24 F5).
                     if let Some(p) = &c.in_its_place {
@@ -519,7 +554,7 @@ impl Summary {
                 Some(f) if one_sided && f.index == c.row.index => format!(
                     "`{}` ({}; first cause `{cause_key}`, an op only in {} that feeds it)",
                     f.key(),
-                    status_words(f.status, name1, name2),
+                    first_status_words(f, name1, name2),
                     if c.one_sided
                         .first()
                         .is_some_and(|o| o.status == Status::Only1)
@@ -532,7 +567,7 @@ impl Summary {
                 Some(f) if f.index != c.row.index && f.key() != cause_key => format!(
                     "`{}` ({}; first cause `{cause_key}`, {cause})",
                     f.key(),
-                    status_words(f.status, name1, name2),
+                    first_status_words(f, name1, name2),
                 ),
                 _ => format!("`{cause_key}` ({cause})"),
             })
@@ -608,12 +643,12 @@ impl Summary {
                 let only = match f.status {
                     Status::Only1 => format!(
                         " ({}{param}{})",
-                        status_words(f.status, name1, name2),
+                        first_status_words(f, name1, name2),
                         tail(cut(&first.run2, name2), scaling(name1))
                     ),
                     Status::Only2 => format!(
                         " ({}{param}{})",
-                        status_words(f.status, name1, name2),
+                        first_status_words(f, name1, name2),
                         tail(cut(&first.run1, name1), scaling(name2))
                     ),
                     _ => String::new(),
