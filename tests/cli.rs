@@ -3840,13 +3840,15 @@ fn an_unreadable_shape_is_incomplete_input() {
 
 /// An origin at a random op (inputs agree, the draw differs) says so:
 /// the runs' RNG seed or state differs (trial 19 L2: a reseeded dropout
-/// was named without a word of what it is). Another origin does not.
+/// was named without a word of what it is), or, where the logs' RNG state
+/// lines agree, that the op's own arguments differ (trial 70 F1). Another
+/// origin does not.
 #[test]
 fn an_origin_at_a_random_op_names_the_rng() {
     let tmp = TempDir::new().unwrap();
-    let log = |name: &str, op: &str, out: &str| {
+    let log_rng = |name: &str, op: &str, out: &str, rng: &str| {
         let text = format!(
-            "Total captured activations: 1\nExcluded ops dispatched: (none)\n{}\n\n[drop/op_0_{op}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {out}\n  Input hashes: 5.0\n\n",
+            "Total captured activations: 1\nExcluded ops dispatched: (none)\n{rng}{}\n\n[drop/op_0_{op}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: {out}\n  Input hashes: 5.0\n\n",
             "=".repeat(80)
         );
         write(
@@ -3855,10 +3857,39 @@ fn an_origin_at_a_random_op_names_the_rng() {
             text.as_bytes(),
         )
     };
+    let log = |name: &str, op: &str, out: &str| log_rng(name, op, out, "");
     let (a, b) = (
         log("a", "bernoulli_", "16.0"),
         log("b", "bernoulli_", "15.0"),
     );
+    // With the capture agent's RNG state lines: equal at the step's start
+    // and end, the seed is not it (trial 70 F1: a changed dropout
+    // probability was called a differing seed); different at the start,
+    // the states differ.
+    let same = "RNG state: start=5459f90d655530d7 end=498c9e3a7be41ccd\n";
+    let r = compare(
+        &tmp,
+        &log_rng("ra", "bernoulli_", "16.0", same),
+        &log_rng("rb", "bernoulli_", "15.0", same),
+        &[],
+    );
+    r.expect(1).stdout_has(
+        "a random op, but the runs' random states agree at the step's start and end (the RNG state lines), so not the seed: the op's own arguments differ (a dropout probability",
+    );
+    assert!(
+        !r.stdout.contains("RNG seed or state differs"),
+        "{}",
+        r.stdout
+    );
+    let other = "RNG state: start=1111f90d655530d7 end=498c9e3a7be41ccd\n";
+    let r = compare(
+        &tmp,
+        &log_rng("rc", "bernoulli_", "16.0", same),
+        &log_rng("rd", "bernoulli_", "15.0", other),
+        &[],
+    );
+    r.expect(1)
+        .stdout_has("a random op, and the runs start the step in different random states");
     let hint = "no digests, so rows were judged by their hashes (L1 norms), as the reference judges them, with the printed statistics shown but not judged: a reordering of the same values";
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(1).stdout_has(

@@ -54,6 +54,45 @@ pub enum StepRandom {
     Alike,
 }
 
+impl StepRandom {
+    /// The random state of a step as two logs' `RNG state:` lines say it;
+    /// `None` when either log has none (TorchTitan's tracer writes none).
+    pub fn of(
+        run1: Option<crate::logformat::RngState>,
+        run2: Option<crate::logformat::RngState>,
+    ) -> Option<StepRandom> {
+        match (run1, run2) {
+            (Some(a), Some(b)) if a.start != b.start => Some(if a.draws() || b.draws() {
+                StepRandom::StartsDiffer
+            } else {
+                StepRandom::Alike
+            }),
+            (Some(a), Some(b)) if a.end != b.end => Some(StepRandom::DrawsDiffer),
+            (Some(_), Some(_)) => Some(StepRandom::Alike),
+            _ => None,
+        }
+    }
+
+    /// What a random op whose inputs agree and whose output differs tells,
+    /// under this state (trial 70 F1: a changed dropout probability was
+    /// called a differing seed while both logs' RNG state lines were
+    /// equal); `None` (no `RNG state:` lines): a seed or state.
+    pub fn random_op_words(random: Option<StepRandom>) -> &'static str {
+        match random {
+            None => "inputs agree, the output differs: a random op, so the runs' RNG seed or state differs",
+            Some(StepRandom::StartsDiffer) => {
+                "inputs agree, the output differs: a random op, and the runs start the step in different random states (another seed, or other draws before the step)"
+            }
+            Some(StepRandom::DrawsDiffer) => {
+                "inputs agree, the output differs: a random op, and the runs start the step in the same random state but draw differently within it (a reseed, another number of random ops before this one)"
+            }
+            Some(StepRandom::Alike) => {
+                "inputs agree, the output differs: a random op, but the runs' random states agree at the step's start and end (the RNG state lines), so not the seed: the op's own arguments differ (a dropout probability, a distribution's parameters)"
+            }
+        }
+    }
+}
+
 /// One reason for a comparison's exit status (one verdict line).
 #[derive(Clone, Debug)]
 pub enum Reason {

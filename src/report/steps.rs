@@ -587,16 +587,7 @@ fn unseen_before(s: &Summary, series: &StepSeries) -> Option<Reason> {
     let first = forward_first.next()?;
     // The random state as the first such rank's logs say it.
     use crate::report::reasons::StepRandom;
-    let random = match (first.run1.rng_state, first.run2.rng_state) {
-        (Some(a), Some(b)) if a.start != b.start => Some(if a.draws() || b.draws() {
-            StepRandom::StartsDiffer
-        } else {
-            StepRandom::Alike
-        }),
-        (Some(a), Some(b)) if a.end != b.end => Some(StepRandom::DrawsDiffer),
-        (Some(_), Some(_)) => Some(StepRandom::Alike),
-        _ => None,
-    };
+    let random = StepRandom::of(first.run1.rng_state, first.run2.rng_state);
     agreed.then_some(Reason::UnseenBefore {
         step,
         previous,

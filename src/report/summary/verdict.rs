@@ -428,7 +428,9 @@ impl Summary {
                                 if r.root_causes.first_divergence_optimizer.is_none() {
                                     w.push_str("; the parameters after the optimizer step agree");
                                 } else {
-                                    w.push_str("; the parameters after the optimizer step differ too");
+                                    w.push_str(
+                                        "; the parameters after the optimizer step differ too",
+                                    );
                                     // By how much: float rounding of the
                                     // micro-batches' sums, or more.
                                     if let Some(rel) = p.optimizer_rel {
@@ -499,7 +501,12 @@ impl Summary {
                                 crate::parser::key::module_and_op(c.row.key().as_bytes()).1,
                             ) =>
                         {
-                            "inputs agree, the output differs: a random op, so the runs' RNG seed or state differs".to_string()
+                            use crate::report::reasons::StepRandom;
+                            StepRandom::random_op_words(StepRandom::of(
+                                r.run1.rng_state,
+                                r.run2.rng_state,
+                            ))
+                            .to_string()
                         }
                         // Without digests, "agree" is the hashes' word:
                         // an L1 norm cannot see a reordering (trial 28: two
