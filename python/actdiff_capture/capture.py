@@ -1389,6 +1389,24 @@ def _world_size():
 #: The warning of a schedule without any step (nothing will be captured).
 EMPTY_SCHEDULE = "actdiff_capture: capture_steps={!r} holds no step: this profiler captures nothing"
 
+#: Said when the Profiler is given a DDP (or DataParallel) wrapper rather
+#: than the model it wraps (trial 70 F3: every key started with
+#: ``module.``, none paired by name with a run given ``.module``, and the
+#: first diverging step read step 1 while a change made at step 5 hid
+#: behind it).
+WRAPPER_MODEL = (
+    "actdiff_capture: the model given is a {wrapper} wrapper, so every module FQN (and key) starts with 'module.' "
+    "and none pairs by name with a run profiled with the model it wraps or without {wrapper}: give the Profiler "
+    "model.module, as in every run compared with this one"
+)
+
+#: Said when ``tolerances=`` is given without ``baseline=`` (trial 70 F5:
+#: accepted and never used).
+UNUSED_TOLERANCES = (
+    "actdiff_capture: tolerances={tolerances!r} is given without baseline=: it sets the in-process baseline "
+    "check's options and is unused here (pass them to `actdiff compare` instead)"
+)
+
 UNREACHED_STEPS = (
     "actdiff_capture: {n} scheduled step{s} ({steps}) {were} never reached (the last step was {last}{counted}): "
     "no log was written for them"
@@ -1748,6 +1766,10 @@ class Profiler:
                 )
         if not callable(getattr(model, "named_modules", None)):
             raise TypeError(f"model must be a torch.nn.Module (its module FQNs name the ops), got {type(model).__name__}")
+        if isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
+            warnings.warn(WRAPPER_MODEL.format(wrapper=type(model).__name__), stacklevel=3)
+        if baseline is None and tuple(tolerances):
+            warnings.warn(UNUSED_TOLERANCES.format(tolerances=tolerances), stacklevel=3)
         self.model = model
         self.dump_dir = os.fspath(dump_dir)
         self.rank = rank

@@ -740,6 +740,29 @@ def test_a_foreach_update_names_the_one_parameter_that_changed(actdiff_bin, tmp_
     assert "(parameter 2.bias, 1 of the op's 4; at optim/adam" in r.stdout, r.stdout
 
 
+def test_a_wrapper_given_as_the_model_and_unused_tolerances_are_said(tmp_path):
+    """Trial 70 F3: the Profiler given the DDP wrapper put 'module.' before
+    every key, silently, and a compare against a run given the model
+    itself read step 1 as diverging. Trial 70 F5: tolerances= without
+    baseline= was accepted and never used. Each is a warning now; the
+    model itself and tolerances with a baseline say neither."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    wrapped = torch.nn.DataParallel(model)  # the same check as DistributedDataParallel's
+    with pytest.warns(UserWarning, match="the model given is a DataParallel wrapper, so every module FQN") as w:
+        with actdiff_capture.Profiler(wrapped, tmp_path / "w", capture_step=1, level="modules") as prof:
+            wrapped(torch.randn(2, 4)).sum().backward()
+            prof.step()
+    assert any("give the Profiler model.module" in str(x.message) for x in w)
+    assert "[module." in (tmp_path / "w" / "rank_0_activations.log").read_text()
+    with pytest.warns(UserWarning, match=r"tolerances='--rtol 1e-4' is given without baseline=: .* unused"):
+        actdiff_capture.Profiler(model, tmp_path / "t", capture_step=1, tolerances="--rtol 1e-4").close()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*(wrapper|without baseline)")
+        with actdiff_capture.Profiler(model, tmp_path / "m", capture_step=1, level="modules") as prof:
+            model(torch.randn(2, 4)).sum().backward()
+            prof.step()
+
+
 def test_a_profiler_of_a_submodule_says_which_parameters_go_unnamed(tmp_path):
     """The Profiler given a submodule, the optimizer over the whole model:
     the parameters outside it cannot be named, and a warning says so once

@@ -213,7 +213,10 @@ def main() -> None:
     from actdiff_capture import Profiler
 
     when = {"capture_steps": range(1, args.steps + 1)} if args.series else {"capture_step": args.steps}
-    with Profiler(model, args.dump, rank=rank, precision=args.precision, level=args.level, **when) as prof:
+    # The model as the code defines it, not DDP's wrapper (whose 'module.'
+    # would start every key: docs/capture.md).
+    profiled = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    with Profiler(profiled, args.dump, rank=rank, precision=args.precision, level=args.level, **when) as prof:
         for step in range(1, args.steps + 1):
             tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
             if step == args.steps and args.token_rank == rank:
