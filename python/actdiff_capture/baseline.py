@@ -313,6 +313,14 @@ def _what_diverges(r: dict, step: int) -> tuple:
             f"first differing record `{key}` ({phase}; inputs are not recorded at level=\"modules\": "
             f"re-capture step {step} at level=\"ops\" for its cause"
         )
+        if r.get("update_alone"):
+            # The compare's own reading (RankSummary::update_changed_alone;
+            # trial 70 F4: the check named the record alone).
+            what = (
+                "its forward outputs and gradients agree and its parameters differ after the optimizer step: "
+                "the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, "
+                f"the optimizer's state or settings, a loss scale); {what}"
+            )
         if phase == "optimizer" and world > 1:
             what += f"; with {world} ranks the change may arrive through the gradient all-reduce from another rank"
         return what + ")", key

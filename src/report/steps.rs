@@ -580,9 +580,17 @@ fn unseen_before(s: &Summary, series: &StepSeries) -> Option<Reason> {
     let mut forward_first = s.ranks.iter().filter(|r| {
         r.step == Some(step)
             && r.run1.level == crate::logformat::CaptureLevel::Modules
-            && r.first_divergence
-                .as_ref()
-                .is_some_and(|f| f.phase == "forward" && !f.nan_against_nan)
+            && r.first_divergence.as_ref().is_some_and(|f| {
+                // (A record of one run only is no change to a value both
+                // runs recorded: an evaluation pass in one run, trial 70
+                // F2; the one-sided records' words say it.)
+                f.phase == "forward"
+                    && !f.nan_against_nan
+                    && !matches!(
+                        f.status,
+                        crate::matcher::Status::Only1 | crate::matcher::Status::Only2
+                    )
+            })
     });
     let first = forward_first.next()?;
     // The random state as the first such rank's logs say it.
@@ -593,32 +601,6 @@ fn unseen_before(s: &Summary, series: &StepSeries) -> Option<Reason> {
         previous,
         random,
     })
-}
-
-/// Whether a module-level rank's first divergence at its step is in the
-/// optimizer step, a record both runs have, with no gating divergence in
-/// that step's forward or backward before it: its update alone changed.
-///
-/// A forward or backward record that differs after it (a second
-/// optimizer's backward through the updated model, a GAN's generator
-/// after its discriminator's update: trial 67) is a consequence, not a
-/// cause.
-fn update_alone(r: &RankSummary) -> bool {
-    let c = &r.root_causes;
-    let Some(first) = r.first_divergence.as_ref() else {
-        return false;
-    };
-    let at = |f: &crate::report::summary::RowRef| f.line2.or(f.line1);
-    let before = |f: &Option<crate::report::summary::RowRef>| {
-        f.as_ref()
-            .is_some_and(|f| at(f).is_none() || at(f) < at(first))
-    };
-    r.run1.level == crate::logformat::CaptureLevel::Modules
-        && first.phase == "optimizer"
-        && first.status == crate::matcher::Status::Diff
-        && !before(&c.first_divergence_forward)
-        && !before(&c.first_divergence_backward)
-        && !r.first_divergence_buffer
 }
 
 /// The first diverging step and the first differing record (run 2's key)
@@ -665,7 +647,7 @@ fn buffer_only(s: &Summary, series: &StepSeries) -> Option<Reason> {
 
 /// At `level="modules"`: [`Reason::UpdateOnly`] when every rank that
 /// diverges at the first diverging step has its update alone changed
-/// ([`update_alone`]); [`Reason::UpdateThroughCollective`] for the
+/// ([`RankSummary::update_changed_alone`]); [`Reason::UpdateThroughCollective`] for the
 /// earliest step where ranks first diverge with their update alone
 /// changed while others diverge before the optimizer step there, or
 /// diverged at an earlier step (DDP: one rank's change reaches the others
@@ -684,7 +666,7 @@ fn update_only(s: &Summary, series: &StepSeries) -> Option<Reason> {
             by_step
                 .entry(step)
                 .or_default()
-                .push((r.rank, update_alone(r)));
+                .push((r.rank, r.update_changed_alone()));
         }
     }
     if by_step.get(&first)?.iter().all(|&(_, alone)| alone) {

@@ -822,6 +822,12 @@ pub struct RankSummary {
     /// a per-op log.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub first_divergence_after_update: bool,
+    /// At `level=modules`: the update alone changed
+    /// ([`RankSummary::update_changed_alone`]), for readers of
+    /// `summary.json` (the capture agent's `baseline=` check says it as
+    /// the series does: trial 70 F4). Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub update_alone: bool,
     /// Override pairs that paired nothing: `[run1 key, run2 key]`.
     pub unused_overrides: Vec<(String, String)>,
     /// Where the divergence starts (origins and entries) and non-finite values.
@@ -1101,10 +1107,16 @@ pub struct GradientScaling {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct OneSidedOps {
     /// Run 1's gating one-sided rows: (op name, count), at most
-    /// [`ONE_SIDED_OP_NAMES`], and how many rows in all.
+    /// [`ONE_SIDED_OP_NAMES`], and how many rows in all. At
+    /// `level="modules"`, the record's module FQN and role (`tok output`).
     pub only1: (Vec<(String, u64)>, u64),
     /// Run 2's, the same way.
     pub only2: (Vec<(String, u64)>, u64),
+    /// Module-level records, not ops (trial 70 F2: an evaluation pass in
+    /// one run only): built only when every one-sided record is a forward
+    /// output.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub records: bool,
 }
 
 /// Op names [`OneSidedOps`] lists per run.
@@ -1116,16 +1128,29 @@ impl OneSidedOps {
         if c.diff + c.missing + c.truncated > 0 || c.only1 + c.only2 == 0 {
             return None;
         }
-        let mut names: [ahash::AHashMap<&[u8], u64>; 2] = Default::default();
+        let records = rc.t1.header().level == crate::logformat::CaptureLevel::Modules;
+        let mut names: [ahash::AHashMap<std::borrow::Cow<'_, [u8]>, u64>; 2] = Default::default();
         for r in rc.matches.rows.iter().filter(|r| r.gates()) {
             let (side, t, row) = match r.sides() {
                 crate::matcher::Sides::Only1(a) => (0, rc.t1, a),
                 crate::matcher::Sides::Only2(b) => (1, rc.t2, b),
                 crate::matcher::Sides::Both(..) => continue,
             };
-            *names[side].entry(t.op_name(t.op_type(row))).or_insert(0) += 1;
+            let name = if records {
+                // (Only forward outputs: a parameter record of one run only,
+                // an edit after the optimizer recorded again, says its own
+                // words.)
+                let (module, role) = crate::parser::key::module_and_op(t.key(row));
+                if role != b"output" || t.phase_kind(row) != crate::parser::Phase::Forward {
+                    return None;
+                }
+                std::borrow::Cow::Owned([module, b" ", role].concat())
+            } else {
+                std::borrow::Cow::Borrowed(t.op_name(t.op_type(row)))
+            };
+            *names[side].entry(name).or_insert(0) += 1;
         }
-        let list = |m: &ahash::AHashMap<&[u8], u64>| {
+        let list = |m: &ahash::AHashMap<std::borrow::Cow<'_, [u8]>, u64>| {
             let mut v: Vec<(String, u64)> = m
                 .iter()
                 .map(|(n, c)| (String::from_utf8_lossy(n).into_owned(), *c))
@@ -1139,11 +1164,14 @@ impl OneSidedOps {
         (!n1.is_empty() || !n2.is_empty()).then(|| OneSidedOps {
             only1: list(n1),
             only2: list(n2),
+            records,
         })
     }
     /// `every paired row agrees; the runs ran other ops: only in A (36)
     /// bmm ×8, _softmax ×4, …; only in B (12)
-    /// _scaled_dot_product_flash_attention_for_cpu ×2, …`.
+    /// _scaled_dot_product_flash_attention_for_cpu ×2, …`; for
+    /// module-level records, `every paired record agrees; the runs
+    /// recorded other module calls: only in b (25): tok output ×4, …`.
     pub fn describe(&self, name1: &str, name2: &str) -> String {
         let side = |(v, total): &(Vec<(String, u64)>, u64), name: &str| {
             if *total == 0 {
@@ -1161,10 +1189,17 @@ impl OneSidedOps {
             .into_iter()
             .flatten()
             .collect();
-        format!(
-            "every paired row agrees; the runs ran other ops: {}",
-            sides.join("; ")
-        )
+        if self.records {
+            format!(
+                "every paired record agrees; the runs recorded other module calls: {} (an evaluation pass, or a module called more often, in one run)",
+                sides.join("; ")
+            )
+        } else {
+            format!(
+                "every paired row agrees; the runs ran other ops: {}",
+                sides.join("; ")
+            )
+        }
     }
 }
 
@@ -1660,7 +1695,7 @@ impl RankSummary {
     pub fn build(rc: &RankComparison<'_>, plan: &PagePlan) -> RankSummary {
         let c = rc.matches.counts();
         let paired = c.matched + c.diff + c.missing + c.truncated;
-        RankSummary {
+        let mut r = RankSummary {
             step: None,
             rank: rc.rank1,
             rank2: rc.rank2,
@@ -1699,7 +1734,37 @@ impl RankSummary {
             html_filtered: plan.is_filtered(),
             html_cut_from: plan.cut_from(),
             key_index: KeyIndex::default(),
-        }
+            update_alone: false,
+        };
+        r.update_alone = r.update_changed_alone();
+        r
+    }
+
+    /// Whether a module-level rank's first divergence at its step is in
+    /// the optimizer step, a record both runs have, with no gating
+    /// divergence in that step's forward or backward before it: its
+    /// update alone changed.
+    ///
+    /// A forward or backward record that differs after it (a second
+    /// optimizer's backward through the updated model, a GAN's generator
+    /// after its discriminator's update: trial 67) is a consequence, not a
+    /// cause.
+    pub fn update_changed_alone(&self) -> bool {
+        let c = &self.root_causes;
+        let Some(first) = self.first_divergence.as_ref() else {
+            return false;
+        };
+        let at = |f: &RowRef| f.line2.or(f.line1);
+        let before = |f: &Option<RowRef>| {
+            f.as_ref()
+                .is_some_and(|f| at(f).is_none() || at(f) < at(first))
+        };
+        self.run1.level == crate::logformat::CaptureLevel::Modules
+            && first.phase == "optimizer"
+            && first.status == crate::matcher::Status::Diff
+            && !before(&c.first_divergence_forward)
+            && !before(&c.first_divergence_backward)
+            && !self.first_divergence_buffer
     }
     /// Whether this rank has anything but `match` rows.
     pub fn diverged(&self) -> bool {

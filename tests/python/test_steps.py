@@ -775,6 +775,9 @@ def test_baseline_at_module_level_names_the_first_differing_record_not_a_cause(t
     assert d.step == 2, str(d)
     assert f"first differing record `{d.key}` (optimizer; inputs are not recorded at level=\"modules\"" in str(d), str(d)
     assert 're-capture step 2 at level="ops" for its cause' in str(d) and "first cause" not in str(d), str(d)
+    # What the compare reads into it, said as the series says it (trial 70
+    # F4: a learning rate changed, and the message named the record alone).
+    assert "its forward outputs and gradients agree and its parameters differ after the optimizer step: the update itself differs" in str(d), str(d)
 
 
 def test_a_rank_that_receives_the_change_through_a_collective_says_so():

@@ -379,6 +379,42 @@ def test_an_optimizer_step_one_run_skipped_is_named_with_its_parameters(actdiff_
     assert "an op only in a" in head and "it updates parameter D.0.weight, and b ran no such op" in head, r.stdout
 
 
+def eval_steps(dump, *, eval_at=None, steps=3):
+    """A small training loop at level="modules"; ``eval_at``: the step
+    after whose optimizer step a ``no_grad`` evaluation forward runs."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.1), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    g = torch.Generator().manual_seed(3)
+    with actdiff_capture.Profiler(model, dump, capture_steps=range(1, steps + 1), level="modules", precision="full") as prof:
+        for step in range(1, steps + 1):
+            x = torch.randn(8, 4, generator=g)
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            if step == eval_at:
+                model.eval()
+                with torch.no_grad():
+                    model(torch.randn(8, 4, generator=torch.Generator().manual_seed(9)))
+                model.train()
+            prof.step(loss=loss)
+
+
+def test_an_evaluation_pass_in_one_run_is_no_forward_change(actdiff_bin, tmp_path):
+    """Trial 70 F2: an evaluation forward in one run only (training
+    bitwise identical) read "step 2 first differs in its forward: from a
+    change to the forward computation ..., from step 2's batch ..."; its
+    records are of one run only, and every paired record agrees."""
+    eval_steps(tmp_path / "a")
+    eval_steps(tmp_path / "b", eval_at=2)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 1 and s["first_diverging_step"] == 2, r.stdout
+    assert "first differs in its forward" not in r.stdout, r.stdout
+    assert "every paired record agrees; the runs recorded other module calls: only in b (" in r.stdout, r.stdout
+    assert "(an evaluation pass, or a module called more often, in one run)" in r.stdout, r.stdout
+
+
 def test_two_optimizers_and_a_batchnorm_at_level_modules(actdiff_bin, tmp_path):
     """Trial 67 F1: the discriminator's parameters, recorded after its
     optimizer step and before the generator's backward, were read as

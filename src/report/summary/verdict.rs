@@ -187,9 +187,9 @@ fn status_words(status: Status, name1: &str, name2: &str) -> String {
 /// [`status_words`] of a first divergence `f`, then for an optimizer-step
 /// op only one run has, [`one_sided_update`]'s words: `only in a: it
 /// updates parameter D.0.weight, and b ran no such op`.
-fn first_status_words(f: &RowRef, name1: &str, name2: &str) -> String {
+fn first_status_words(r: &RankSummary, f: &RowRef, name1: &str, name2: &str) -> String {
     let words = status_words(f.status, name1, name2);
-    match one_sided_update(f, name1, name2) {
+    match one_sided_update(r, f, name1, name2) {
         Some(u) => format!("{words}: {u}"),
         None => words,
     }
@@ -199,9 +199,13 @@ fn first_status_words(f: &RowRef, name1: &str, name2: &str) -> String {
 /// line: the parameters it updates and that the other run ran no such op,
 /// `it updates parameter D.0.weight, and b ran no such op` (trial 67 F5:
 /// one run skipped an optimizer's `step()`, and the sentence named a
-/// one-sided momentum `mul_` alone). `None` for other rows, and for an
-/// in-place edit of a parameter, which says its own words.
-fn one_sided_update(f: &RowRef, name1: &str, name2: &str) -> Option<String> {
+/// one-sided momentum `mul_` alone). `None` for other rows, for an
+/// in-place edit of a parameter, which says its own words, and for a
+/// module-level record (of rank `r`), which is no op.
+fn one_sided_update(r: &RankSummary, f: &RowRef, name1: &str, name2: &str) -> Option<String> {
+    if r.run1.level == crate::logformat::CaptureLevel::Modules {
+        return None;
+    }
     let other = match f.status {
         Status::Only1 => name2,
         Status::Only2 => name1,
@@ -395,7 +399,7 @@ impl Summary {
                     // parameters the other run did not run names them.
                     if let Some(p) = first.in_place_parameter() {
                         w.push_str(&format!("; it changes the parameter {p} in place"));
-                    } else if let Some(u) = one_sided_update(first, name1, name2) {
+                    } else if let Some(u) = one_sided_update(r, first, name1, name2) {
                         w.push_str(&format!("; {u}"));
                     }
                     // The op the other run ran there (trial 24 F5).
@@ -532,13 +536,9 @@ impl Summary {
             // clipping threshold never reached runs its norm ops in one
             // run only; trial 66: a series' headline named the extra op
             // alone, and every step "diverged").
-            // (Per op: a module-level record only one run has is no op;
-            // its own words say what it is.)
             let cause = match &r.one_sided_ops {
-                Some(o) if r.run1.level != crate::logformat::CaptureLevel::Modules => {
-                    format!("{cause}; {}", o.describe(name1, name2))
-                }
-                _ => cause,
+                Some(o) => format!("{cause}; {}", o.describe(name1, name2)),
+                None => cause,
             };
             // An optimizer-step op names the parameters it updates.
             let cause = match c.row.parameter_words() {
@@ -561,7 +561,7 @@ impl Summary {
                 Some(f) if one_sided && f.index == c.row.index => format!(
                     "`{}` ({}; first cause `{cause_key}`, an op only in {} that feeds it)",
                     f.key(),
-                    first_status_words(f, name1, name2),
+                    first_status_words(r, f, name1, name2),
                     if c.one_sided
                         .first()
                         .is_some_and(|o| o.status == Status::Only1)
@@ -574,7 +574,7 @@ impl Summary {
                 Some(f) if f.index != c.row.index && f.key() != cause_key => format!(
                     "`{}` ({}; first cause `{cause_key}`, {cause})",
                     f.key(),
-                    first_status_words(f, name1, name2),
+                    first_status_words(r, f, name1, name2),
                 ),
                 _ => format!("`{cause_key}` ({cause})"),
             })
@@ -635,7 +635,6 @@ impl Summary {
                 let others = first
                     .one_sided_ops
                     .as_ref()
-                    .filter(|_| first.run1.level != crate::logformat::CaptureLevel::Modules)
                     .map(|o| format!("; {}", o.describe(name1, name2)))
                     .unwrap_or_default();
                 // (Not beside a cut log's lost rows, DDP's scaling, whose
@@ -650,12 +649,12 @@ impl Summary {
                 let only = match f.status {
                     Status::Only1 => format!(
                         " ({}{param}{})",
-                        first_status_words(f, name1, name2),
+                        first_status_words(first, f, name1, name2),
                         tail(cut(&first.run2, name2), scaling(name1))
                     ),
                     Status::Only2 => format!(
                         " ({}{param}{})",
-                        first_status_words(f, name1, name2),
+                        first_status_words(first, f, name1, name2),
                         tail(cut(&first.run1, name1), scaling(name2))
                     ),
                     _ => String::new(),
