@@ -84,7 +84,7 @@ impl StepRandom {
                 "inputs agree, the output differs: a random op, and the runs start the step in different random states (another seed, or other draws before the step)"
             }
             Some(StepRandom::DrawsDiffer) => {
-                "inputs agree, the output differs: a random op, and the runs start the step in the same random state but draw differently within it (a reseed, another number of random ops before this one)"
+                "inputs agree, the output differs: a random op, and the runs start the step in the same random state but draw differently within it (a reseed, another number of random ops before this one: dropout off in a module left in eval mode in one run)"
             }
             Some(StepRandom::Alike) => {
                 "inputs agree, the output differs: a random op, but the runs' random states agree at the step's start and end (the RNG state lines), so not the seed: the op's own arguments differ (a dropout probability, a distribution's parameters)"
@@ -736,7 +736,7 @@ pub fn random_state_words(r: &RankSummary, after_agreeing: bool) -> Option<Strin
     if a.start != b.start {
         Some(format!("the records before it agree, and the runs' random state (torch's generators, the logs' `RNG state:`) differs when {this} starts and the step draws random numbers: most likely a random op (dropout) in this module draws differently; seed both runs alike (or capture at level=\"ops\", which names the random op)"))
     } else if a.end != b.end {
-        Some(format!("the records before it agree, and the runs start {this} with the same random state (the logs' `RNG state:`) and end it with different ones: they draw random numbers differently (another number of random ops, or a compiled random op with its own generator), most likely first in this module; capture at level=\"ops\" to name it"))
+        Some(format!("the records before it agree, and the runs start {this} with the same random state (the logs' `RNG state:`) and end it with different ones: they draw random numbers differently (another number of random ops, such as dropout off in a module left in eval mode in one run, or a compiled random op with its own generator), most likely first in this module; capture at level=\"ops\" to name it"))
     } else {
         None
     }
@@ -1042,7 +1042,7 @@ impl fmt::Display for Reason {
             } => {
                 let state = match random {
                     Some(StepRandom::StartsDiffer) => format!("from step {step}'s batch, or from its random state, which differs between the runs when the step starts (the logs' `RNG state:`; dropout draws differently)"),
-                    Some(StepRandom::DrawsDiffer) => format!("from step {step}'s batch, or from its random draws: the runs start the step in the same random state and end it in different ones (the logs' `RNG state:`), so they draw random numbers differently within it (a reseed inside the step, dropout drawn another number of times)"),
+                    Some(StepRandom::DrawsDiffer) => format!("from step {step}'s batch, or from its random draws: the runs start the step in the same random state and end it in different ones (the logs' `RNG state:`), so they draw random numbers differently within it (a reseed inside the step, dropout drawn another number of times, or off in a module left in eval mode)"),
                     Some(StepRandom::Alike) => format!("from step {step}'s batch (not from its random state: the logs' `RNG state:` lines start and end the step alike, or it draws nothing)"),
                     None => format!("from step {step}'s batch or random state"),
                 };

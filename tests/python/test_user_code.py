@@ -379,14 +379,16 @@ def test_an_optimizer_step_one_run_skipped_is_named_with_its_parameters(actdiff_
     assert "an op only in a" in head and "it updates parameter D.0.weight, and b ran no such op" in head, r.stdout
 
 
-def eval_steps(dump, *, eval_at=None, steps=3):
-    """A small training loop at level="modules"; ``eval_at``: the step
-    after whose optimizer step a ``no_grad`` evaluation forward runs."""
+def eval_steps(dump, *, eval_at=None, steps=3, level="modules", forget_train=False):
+    """A small training loop at ``level``; ``eval_at``: the step after
+    whose optimizer step a ``no_grad`` evaluation forward runs;
+    ``forget_train``: the model is left in eval mode after it."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.1), nn.ReLU(), nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
     g = torch.Generator().manual_seed(3)
-    with actdiff_capture.Profiler(model, dump, capture_steps=range(1, steps + 1), level="modules", precision="full") as prof:
+    kw = {"min_numel": 0} if level == "ops" else {}
+    with actdiff_capture.Profiler(model, dump, capture_steps=range(1, steps + 1), level=level, precision="full", **kw) as prof:
         for step in range(1, steps + 1):
             x = torch.randn(8, 4, generator=g)
             loss = model(x).pow(2).mean()
@@ -397,7 +399,8 @@ def eval_steps(dump, *, eval_at=None, steps=3):
                 model.eval()
                 with torch.no_grad():
                     model(torch.randn(8, 4, generator=torch.Generator().manual_seed(9)))
-                model.train()
+                if not forget_train:
+                    model.train()
             prof.step(loss=loss)
 
 
@@ -413,6 +416,23 @@ def test_an_evaluation_pass_in_one_run_is_no_forward_change(actdiff_bin, tmp_pat
     assert "first differs in its forward" not in r.stdout, r.stdout
     assert "every paired record agrees; the runs recorded other module calls: only in b (" in r.stdout, r.stdout
     assert "(an evaluation pass, or a module called more often, in one run)" in r.stdout, r.stdout
+
+
+def test_a_model_left_in_eval_mode_is_suggested(actdiff_bin, tmp_path):
+    """Trial 70 F5: a model left in eval mode after an evaluation pass
+    (dropout off from the next step) was named at its dropout, with no
+    word of the likely cause; per op, the one-sided random op says it,
+    and at level="modules" the differing draws do."""
+    eval_steps(tmp_path / "a", eval_at=1, level="ops")
+    eval_steps(tmp_path / "b", eval_at=1, level="ops", forget_train=True)
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep")
+    assert r.returncode == 1 and s["first_diverging_step"] == 2, r.stdout
+    assert "a random op that b did not run (dropout off in a module left in eval mode there?)" in r.stdout, r.stdout
+    eval_steps(tmp_path / "ma", eval_at=1)
+    eval_steps(tmp_path / "mb", eval_at=1, forget_train=True)
+    r, s = compare(actdiff_bin, tmp_path / "ma", tmp_path / "mb", tmp_path / "mrep")
+    assert r.returncode == 1 and s["first_diverging_step"] == 2, r.stdout
+    assert "dropout off in a module left in eval mode in one run" in r.stdout, r.stdout
 
 
 def test_two_optimizers_and_a_batchnorm_at_level_modules(actdiff_bin, tmp_path):

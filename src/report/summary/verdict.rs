@@ -401,6 +401,15 @@ impl Summary {
                         w.push_str(&format!("; it changes the parameter {p} in place"));
                     } else if let Some(u) = one_sided_update(r, first, name1, name2) {
                         w.push_str(&format!("; {u}"));
+                    } else if crate::matcher::recompute::is_random_op(
+                        crate::parser::key::module_and_op(first.key().as_bytes()).1,
+                    ) {
+                        // A random op one run alone ran (trial 70: a model
+                        // left in eval mode after an evaluation pass).
+                        let other = if run == name1 { name2 } else { name1 };
+                        w.push_str(&format!(
+                            "; a random op that {other} did not run (dropout off in a module left in eval mode there?)"
+                        ));
                     }
                     // The op the other run ran there (trial 24 F5).
                     if let Some(p) = &c.in_its_place {
