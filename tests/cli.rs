@@ -4544,3 +4544,33 @@ fn a_backward_op_equal_to_a_forward_one_from_other_inputs_is_no_recomputation() 
         r.stderr
     );
 }
+
+/// A log whose every module FQN starts with `module.` (the profiler given
+/// DDP's wrapper) against one without: a warning names the run and the
+/// fix (new-user trial 70 F3: step 1 read as diverging, and nothing said
+/// why). Both runs with the prefix, or neither, say nothing.
+#[test]
+fn a_ddp_wrapper_prefix_in_one_run_is_said() {
+    let tmp = TempDir::new().unwrap();
+    let log = |name: &str, prefix: &str, root: &str| {
+        let text = format!(
+            "Total captured activations: 2\n{}\n\n[{prefix}tok/op_0_embedding]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 1.0\n\n[{root}/op_1_add]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  Output hash: 2.0\n\n",
+            "=".repeat(80)
+        );
+        write(
+            tmp.path(),
+            &format!("{name}/rank_0_activations.log"),
+            text.as_bytes(),
+        )
+    };
+    let plain = log("plain", "", "<none>");
+    let wrapped = log("wrapped", "module.", "module");
+    let r = compare(&tmp, &plain, &wrapped, &[]);
+    r.stderr_has(
+        "rank 0: every module FQN of the run2 log starts with `module.` and none of the other's does: that run's profiler was given a DistributedDataParallel (or DataParallel) wrapper",
+    );
+    let r = compare(&tmp, &wrapped, &wrapped, &[]);
+    assert!(!r.stderr.contains("module FQN of the"), "{}", r.stderr);
+    let r = compare(&tmp, &plain, &plain, &[]);
+    assert!(!r.stderr.contains("module FQN of the"), "{}", r.stderr);
+}

@@ -338,6 +338,38 @@ pub fn one_sided_fields(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<Message
     })
 }
 
+/// [`Message::WrapperPrefix`] when every module FQN of one log of rank
+/// `rank` (but the root's, `<none>`) is `module` or starts with `module.`
+/// and no module of the other log's is: one key read per module, not per
+/// row.
+pub fn wrapper_prefix(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<Message> {
+    // (any module under `module`, every module under it)
+    let look = |t: &OpTable| {
+        let mut seen = vec![false; t.row_modules().iter().max().map_or(0, |&m| m as usize + 1)];
+        let (mut any, mut all) = (false, true);
+        for (r, &m) in t.row_modules().iter().enumerate() {
+            if std::mem::replace(&mut seen[m as usize], true) {
+                continue;
+            }
+            let module = crate::parser::key::module_and_op(t.key(r)).0;
+            if module == b"<none>" {
+                continue;
+            }
+            let under = module == b"module" || module.starts_with(b"module.");
+            any |= under;
+            all &= under;
+        }
+        (any, any && all)
+    };
+    let ((any1, all1), (any2, all2)) = (look(t1), look(t2));
+    let side = match (all1, all2) {
+        (true, false) if !any2 => "run1",
+        (false, true) if !any1 => "run2",
+        _ => return None,
+    };
+    Some(Message::WrapperPrefix { rank, side })
+}
+
 /// The warning that one log is full precision and the other printed with
 /// 7 digits (run 1's `t1` tells which), so values are compared to
 /// print precision, the default tolerances' rtol raised to `rtol`.

@@ -273,6 +273,16 @@ pub enum Message {
         /// Run 2's fields that run 1's log lacks.
         run2: Vec<Field>,
     },
+    /// Every module FQN of one log of a rank starts with `module.` and
+    /// none of the other's does: a DDP (or DataParallel) wrapper given to
+    /// that run's profiler, whose keys pair with the other's by value at
+    /// best (new-user trial 70 F3).
+    WrapperPrefix {
+        /// Run 1's rank.
+        rank: u32,
+        /// The run whose log has the prefix.
+        side: Side,
+    },
     /// One log full precision, the other printed with 7 digits: compared
     /// to print precision.
     MixedPrecision {
@@ -653,7 +663,8 @@ impl fmt::Display for Message {
             | Message::UnreadableValues { .. }
             | Message::GzipCut { .. }
             | Message::MoreLogWarnings { .. }
-            | Message::OneSidedFields { .. } => self.fmt_input(f),
+            | Message::OneSidedFields { .. }
+            | Message::WrapperPrefix { .. } => self.fmt_input(f),
             Message::BitwiseMixedPrecision { .. }
             | Message::BitwisePrinted
             | Message::LayoutsAtReferenceTolerance { .. }
@@ -817,8 +828,21 @@ pub fn lines_by_rank(messages: &[Message]) -> Vec<String> {
         .map(|(generic, mut ranks, text)| match generic {
             Some(generic) if ranks.len() > 1 => {
                 ranks.sort_unstable();
-                // `rank *: ...` opens with the rank it now names.
-                let words = generic.strip_prefix("rank *: ").unwrap_or(&generic);
+                // `rank *: ...` opens with the rank it now names, also
+                // behind a step prefix (`steps 1-8: rank *: ...`).
+                let words = match generic.strip_prefix("rank *: ") {
+                    Some(w) => w.to_string(),
+                    None => match generic.find(": rank *: ") {
+                        Some(at) if generic.starts_with("step") => {
+                            format!(
+                                "{}: {}",
+                                &generic[..at],
+                                &generic[at + ": rank *: ".len()..]
+                            )
+                        }
+                        _ => generic.clone(),
+                    },
+                };
                 format!("{}: {words}", crate::report::summary::rank_word(&ranks))
             }
             _ => text,

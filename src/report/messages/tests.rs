@@ -323,6 +323,18 @@ fn messages_alike_on_ranks_are_one_line() {
             "ranks 12 and 40: --layer-offset run2=-4 would number run2's layers 0–3 below 0; its 1 op keep their keys as they are",
         ]
     );
+    // A message of several steps names its rank behind the steps: the
+    // line names the ranks once, before them.
+    let wrapped = |rank: u32| Message::AtSteps {
+        steps: vec![1, 2, 3],
+        message: Box::new(Message::WrapperPrefix { rank, side: "run2" }),
+    };
+    let lines = lines_by_rank(&[wrapped(0), wrapped(1)]);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].starts_with("ranks 0 and 1: steps 1-3: every module FQN of the run2 log"),
+        "{lines:?}"
+    );
     // A rank number inside a word or a decimal is no rank.
     assert_eq!(any_rank("ranked 3"), None);
     assert_eq!(any_rank("rank 2.5 of"), None);

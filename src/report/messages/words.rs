@@ -198,6 +198,10 @@ impl Message {
                 f,
                 "{path}: {side}: {count} more warning(s) of {kinds} other kind(s) or label(s) (is this an activation log?)"
             ),
+            Message::WrapperPrefix { rank, side } => write!(
+                f,
+                "rank {rank}: every module FQN of the {side} log starts with `module.` and none of the other's does: that run's profiler was given a DistributedDataParallel (or DataParallel) wrapper, so its keys pair with the other run's by value at best; capture both runs with the model itself (Profiler(ddp_model.module, ...))"
+            ),
             Message::OneSidedFields { rank, run1, run2 } => {
                 let names = |v: &[Field]| {
                     let s: Vec<&str> = v.iter().map(|f| f.label()).collect();

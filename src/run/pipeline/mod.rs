@@ -357,6 +357,8 @@ fn compare_rank(
     timer.lap("checks");
     done.warnings
         .extend(messages::one_sided_fields(rank1, &t1, &t2));
+    done.warnings
+        .extend(messages::wrapper_prefix(rank1, &t1, &t2));
     done.warnings.extend(
         [&t1, &t2]
             .into_iter()
