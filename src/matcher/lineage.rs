@@ -448,37 +448,26 @@ fn decide(st: &mut State<'_>, g: &[Vec<u32>; 2]) -> usize {
     let col_best: Vec<_> = (0..u[1].len())
         .map(|j| best(score.iter().map(|r| r[j])))
         .collect();
+    // No candidate, or every one below 0: of its own run only.
+    let one_sided = |best: Option<(usize, i32, bool)>| best.is_none_or(|(_, v, _)| v < 0);
     let mut made = 0;
     for (i, &a) in u[0].iter().enumerate() {
-        match row_best[i] {
-            None => {
-                st.known[0][a as usize] = Known::OneSided;
-                made += 1;
-            }
-            Some((_, v, _)) if v < 0 => {
-                st.known[0][a as usize] = Known::OneSided;
-                made += 1;
-            }
-            Some((j, v, true)) if v > 0 && col_best[j] == Some((i, v, true)) => {
+        if one_sided(row_best[i]) {
+            st.known[0][a as usize] = Known::OneSided;
+            made += 1;
+        } else if let Some((j, v, true)) = row_best[i] {
+            if v > 0 && col_best[j] == Some((i, v, true)) {
                 let b = u[1][j];
                 st.known[0][a as usize] = Known::Pair(b);
                 st.known[1][b as usize] = Known::Pair(a);
                 made += 2;
             }
-            _ => {}
         }
     }
     for (j, &b) in u[1].iter().enumerate() {
-        match col_best[j] {
-            None => {
-                st.known[1][b as usize] = Known::OneSided;
-                made += 1;
-            }
-            Some((_, v, _)) if v < 0 => {
-                st.known[1][b as usize] = Known::OneSided;
-                made += 1;
-            }
-            _ => {}
+        if one_sided(col_best[j]) {
+            st.known[1][b as usize] = Known::OneSided;
+            made += 1;
         }
     }
     made
