@@ -3291,11 +3291,12 @@ fn ddp_gradient_scaling_rows_are_said_to_be_likely_that() {
 }
 
 /// At level=modules, a gradient that differs first while every forward
-/// record agrees gets a hint: the loss or the backward changed, or a
-/// parameter did before the step in a way the module outputs do not show
-/// (trial 26 F4: a LoRA adapter initialised differently, its partner B =
-/// 0, named as `lora_B`'s gradient with no word of a parameter). A forward
-/// record that differs first gets no such hint.
+/// record agrees gets a hint: the loss (the batch's targets: trial 70,
+/// a label changed alone) or the backward changed, or a parameter did
+/// before the step in a way the module outputs do not show (trial 26 F4:
+/// a LoRA adapter initialised differently, its partner B = 0, named as
+/// `lora_B`'s gradient with no word of a parameter). A forward record that
+/// differs first gets no such hint.
 #[test]
 fn a_module_level_gradient_first_says_what_the_forward_cannot_show() {
     let tmp = TempDir::new().unwrap();
@@ -3312,7 +3313,7 @@ fn a_module_level_gradient_first_says_what_the_forward_cannot_show() {
     );
     let r = compare(&tmp, &a, &b, &[]);
     r.expect(1).stdout_has(
-        "rank 0 diverges first at `lin/op_1_weight_grad` (the first differing record; inputs are not recorded at level=modules; every forward record agrees: a change to the loss or the backward, or a parameter changed before this step",
+        "rank 0 diverges first at `lin/op_1_weight_grad` (the first differing record; inputs are not recorded at level=modules; every forward record agrees: a change to the loss (the batch's targets or labels, the loss function) or the backward, or a parameter changed before this step",
     );
     write(
         &b,

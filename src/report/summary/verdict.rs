@@ -473,7 +473,7 @@ impl Summary {
                                 // LoRA adapter initialised differently,
                                 // its partner B = 0, read as another
                                 // parameter's gradient).
-                                w.push_str("; every forward record agrees: a change to the loss or the backward, or a parameter changed before this step that the module outputs do not show (a LoRA B initialised to 0; level=modules records parameters only after the optimizer step), so re-capture this step at level=\"ops\" to tell");
+                                w.push_str("; every forward record agrees: a change to the loss (the batch's targets or labels, the loss function) or the backward, or a parameter changed before this step that the module outputs do not show (a LoRA B initialised to 0; level=modules records parameters only after the optimizer step), so re-capture this step at level=\"ops\" to tell");
                             }
                             // What the RNG state says of randomness,
                             // before the optimizer (trial 63).
