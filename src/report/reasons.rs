@@ -29,9 +29,7 @@ pub fn origin_by_hashes(r: &RankSummary) -> bool {
     r.bitwise.is_none()
         && r.root_causes.first_cause.as_ref().is_some_and(|f| {
             f.cause.kind == crate::matcher::cause::CauseKind::Origin
-                && !crate::matcher::recompute::is_random_op(
-                    crate::parser::key::module_and_op(f.row.key().as_bytes()).1,
-                )
+                && !f.row.is_random_op()
         })
 }
 

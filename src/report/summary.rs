@@ -232,12 +232,23 @@ impl RowRef {
     /// For an in-place op (its name ends with `_`) whose first input is a
     /// parameter ([`RowRef::input_parameters`]): that parameter's FQN.
     pub fn in_place_parameter(&self) -> Option<&str> {
-        let op = crate::parser::key::module_and_op(self.key().as_bytes()).1;
-        if !op.ends_with(b"_") {
+        if !self.op().ends_with(b"_") {
             return None;
         }
         let first = self.input_parameters.as_deref()?.split(';').next()?.trim();
         (!first.is_empty()).then_some(first)
+    }
+    /// Whether the row's op draws random numbers
+    /// ([`crate::matcher::recompute::is_random_op`]: dropout, bernoulli,
+    /// rand, normal, ...).
+    pub fn is_random_op(&self) -> bool {
+        crate::matcher::recompute::is_random_op(self.op())
+    }
+    /// The op name of the row's key (`mm` of `layers.0/op_3_mm`, as
+    /// [`crate::parser::key::module_and_op`] splits it; empty for a key
+    /// without an `/op_<n>_` segment).
+    pub fn op(&self) -> &[u8] {
+        crate::parser::key::module_and_op(self.key().as_bytes()).1
     }
     /// The parameters to name for this row: those whose outputs differ
     /// when known, else all of its `Parameters:` line.

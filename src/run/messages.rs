@@ -345,10 +345,14 @@ pub fn one_sided_fields(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<Message
 pub fn wrapper_prefix(rank: u32, t1: &OpTable, t2: &OpTable) -> Option<Message> {
     // (any module under `module`, every module under it)
     let look = |t: &OpTable| {
-        let mut seen = vec![false; t.row_modules().iter().max().map_or(0, |&m| m as usize + 1)];
+        let mut seen: Vec<bool> = Vec::new();
         let (mut any, mut all) = (false, true);
         for (r, &m) in t.row_modules().iter().enumerate() {
-            if std::mem::replace(&mut seen[m as usize], true) {
+            let m = m as usize;
+            if m >= seen.len() {
+                seen.resize(m + 1, false);
+            }
+            if std::mem::replace(&mut seen[m], true) {
                 continue;
             }
             let module = crate::parser::key::module_and_op(t.key(r)).0;

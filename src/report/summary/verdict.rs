@@ -401,9 +401,7 @@ impl Summary {
                         w.push_str(&format!("; it changes the parameter {p} in place"));
                     } else if let Some(u) = one_sided_update(r, first, name1, name2) {
                         w.push_str(&format!("; {u}"));
-                    } else if crate::matcher::recompute::is_random_op(
-                        crate::parser::key::module_and_op(first.key().as_bytes()).1,
-                    ) {
+                    } else if first.is_random_op() {
                         // A random op one run alone ran (trial 70: a model
                         // left in eval mode after an evaluation pass).
                         let other = if run == name1 { name2 } else { name1 };
@@ -510,9 +508,7 @@ impl Summary {
                         // (trial 19 L2: a reseeded dropout was named, not
                         // what it is).
                         CauseKind::Origin
-                            if crate::matcher::recompute::is_random_op(
-                                crate::parser::key::module_and_op(c.row.key().as_bytes()).1,
-                            ) =>
+                            if c.row.is_random_op() =>
                         {
                             use crate::report::reasons::StepRandom;
                             StepRandom::random_op_words(StepRandom::of(
