@@ -121,18 +121,25 @@ def parse_stack_trace(trace: str) -> list[StackFrame]:
 
 
 def clean_fqn(fqn: str | None) -> str | None:
-    """A module FQN as keys spell it: activation-checkpoint wrappers and
-    ``torch.compile``'s ``_orig_mod`` removed; None for the root (empty)."""
+    """A module FQN as keys spell it: activation-checkpoint wrappers,
+    FSDP1's ``_fsdp_wrapped_module`` (trial 71: keys unlike FSDP2's and one
+    process's) and ``torch.compile``'s ``_orig_mod`` removed; None for the
+    root (empty)."""
     if not fqn:
         return None
-    fqn = fqn.replace("._checkpoint_wrapped_module", "").replace("_checkpoint_wrapped_module.", "")
-    fqn = fqn.replace("._orig_mod", "").replace("_orig_mod.", "")
+    for w in _WRAPPED:
+        fqn = fqn.replace("." + w, "").replace(w + ".", "")
     # The module a wrapper given as the model holds is the root (trial 64:
     # torch.compile(model) given to the Profiler named "_orig_mod" as a
     # compiled module, so no key matched it).
-    if fqn in ("_orig_mod", "_checkpoint_wrapped_module"):
+    if fqn in _WRAPPED:
         return None
     return fqn or None
+
+
+#: The attribute names under which wrappers hold the module they wrap
+#: (left out of module FQNs by :func:`clean_fqn`).
+_WRAPPED = ("_checkpoint_wrapped_module", "_fsdp_wrapped_module", "_orig_mod")
 
 
 # -- the context protocol (names as in TorchTitan's activation_tracer.py) ------

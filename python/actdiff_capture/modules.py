@@ -213,6 +213,27 @@ def _watch_registrations() -> None:
             _REGISTRATION_HOOKS.append(register(_count_registration))
 
 
+def _wrappers(model: nn.Module) -> set:
+    """Ids of the modules whose output hook would record another module's
+    output under the same FQN: a wrapper whose FQN as keys spell it
+    (:func:`fx.clean_fqn`) is its wrapped module's (an activation-
+    checkpoint wrapper, FSDP1's ``FullyShardedDataParallel``, trial 71:
+    two ``blocks.0`` outputs a step, one of them "only in" against the
+    unwrapped model). Of each such chain the innermost module is hooked
+    (it runs again in checkpointing's recomputation), or the model itself
+    when the chain holds it (its hooks see the step's start and end)."""
+    groups: dict = {}
+    for name, m in model.named_modules():
+        groups.setdefault(fx.clean_fqn(name), []).append((name, m))
+    skip = set()
+    for fqn, ms in groups.items():
+        if len(ms) < 2:
+            continue
+        keep = ms[0][1] if fqn is None and ms[0][0] == "" else ms[-1][1]
+        skip.update(id(m) for _, m in ms if m is not keep)
+    return skip
+
+
 def _structure(model: nn.Module) -> tuple:
     """What a recorder's hooks depend on: every module (name, identity) and
     every parameter (identity)."""
@@ -264,6 +285,20 @@ UNHELD_PARAMETERS = (
     "actdiff_capture: an optimizer updates {n} of its {total} parameters that the Profiler's model does not hold "
     "(another model: a GAN's discriminator, a teacher; or a submodule given): {missed}; give the Profiler one "
     "module holding every model trained (nn.ModuleDict({{\"G\": G, \"D\": D}}))"
+)
+
+#: Said once per recorder when the model's parameters are views of another
+#: tensor during its forward (FSDP1, ``FullyShardedDataParallel`` with
+#: ``use_orig_params=True``, trial 71: the gradient hook raised, then the
+#: freed views were read). Their records are the parameters as FSDP1
+#: leaves them: this rank's flat shard, its gradient after the
+#: reduce-scatter.
+VIEW_PARAMETERS = (
+    "actdiff_capture: {n} parameters ({names}) are views of another tensor while the model runs (FSDP1's "
+    "FullyShardedDataParallel with use_orig_params=True?): level=\"modules\" records each as FSDP1 holds it "
+    "after the step, this rank's flattened shard, and its gradient after the reduce-scatter, not the rank's "
+    "own; their shapes differ from an unsharded or FSDP2 run's. FSDP2 (fully_shard) or level=\"ops\" "
+    "record whole tensors"
 )
 
 #: What each level misses of the parameters :data:`UNHELD_PARAMETERS`
@@ -468,20 +503,30 @@ class ModuleRecorder:
         for name, m in model.named_modules():
             names.setdefault(id(m), fx.clean_fqn(name) or None)
         self.params = []  # (module fqn, param name, param)
+        # Parameters that are not leaf tensors (views of a flat parameter:
+        # FSDP1 with use_orig_params=True): no gradient hook can be set on
+        # them (VIEW_PARAMETERS): their FQNs.
+        self._view_params: set = set()
+        self._warned_views = False
         self._owner = {}  # id(param) -> its module
         seen = set()
         for mname, m in model.named_modules():
             for pname, p in m.named_parameters(recurse=False):
                 if id(p) in seen:
                     continue  # a tied parameter: recorded once, by its first module
+                if not p.is_leaf:
+                    # A view in the parameter's place (add_new()).
+                    self._view_params.add(_param_fqn(fx.clean_fqn(mname) or None, pname))
+                    continue
                 seen.add(id(p))
                 self.params.append((fx.clean_fqn(mname) or None, pname, p))
                 self._owner[id(p)] = m
         self._param_names = {id(p): (fqn, pname) for fqn, pname, p in self.params}
         self._hooked: set = set()  # ids of the modules with an output hook
+        wrappers = _wrappers(model)
         for m in dict.fromkeys(m for _, m in model.named_modules()):
             self._hooked.add(id(m))
-            if is_script_module(m):
+            if is_script_module(m) or id(m) in wrappers:
                 continue  # takes no hooks (SCRIPT_MODULES)
             fqn = names.get(id(m))
             self.handles.append(m.register_forward_hook(self._output_hook(fqn)))
@@ -577,24 +622,42 @@ class ModuleRecorder:
             return
         self._added_at = _REGISTRATIONS[0]
         model = self._root
+        wrappers = _wrappers(model)
         for name, m in model.named_modules():
             if id(m) in self._hooked:
                 continue
             self._hooked.add(id(m))
-            if not is_script_module(m):
+            if not is_script_module(m) and id(m) not in wrappers:
                 self.handles.append(m.register_forward_hook(self._output_hook(fx.clean_fqn(name) or None)))
         known = {id(x[2]) for x in self.params}
         for mname, m in model.named_modules():
             for pname, p in m.named_parameters(recurse=False):
                 if id(p) in known:
                     continue
-                known.add(id(p))
                 fqn = fx.clean_fqn(mname) or None
+                if not p.is_leaf:
+                    # A view set in the parameter's place for the forward
+                    # (FSDP1, use_orig_params=True, trial 71): no gradient
+                    # hook can be set on it, and its storage is freed after
+                    # use. The parameter itself is recorded (VIEW_PARAMETERS).
+                    self._view_params.add(_param_fqn(fqn, pname))
+                    continue
+                known.add(id(p))
                 self.params.append((fqn, pname, p))
                 self._owner[id(p)] = m
                 self._param_names[id(p)] = (fqn, pname)
                 if p.requires_grad:
                     self.handles.append(p.register_post_accumulate_grad_hook(self._grad_hook(fqn, pname, id(m))))
+
+        self._warn_views()
+
+    def _warn_views(self) -> None:
+        """Says :data:`VIEW_PARAMETERS` once, when views were found."""
+        if self._view_params and not self._warned_views:
+            self._warned_views = True
+            names = sorted(self._view_params)
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            warnings.warn(VIEW_PARAMETERS.format(n=len(names), names=shown), stacklevel=3)
 
     def current(self) -> bool:
         """Whether the model still has the modules and parameters this

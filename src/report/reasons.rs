@@ -28,8 +28,7 @@ pub const ORIGIN_BY_HASHES: &str = "its inputs' hashes agree, the output differs
 pub fn origin_by_hashes(r: &RankSummary) -> bool {
     r.bitwise.is_none()
         && r.root_causes.first_cause.as_ref().is_some_and(|f| {
-            f.cause.kind == crate::matcher::cause::CauseKind::Origin
-                && !f.row.is_random_op()
+            f.cause.kind == crate::matcher::cause::CauseKind::Origin && !f.row.is_random_op()
         })
 }
 
@@ -271,6 +270,13 @@ pub enum Reason {
         /// reordered batch (trial 64: a permuted batch at default precision
         /// read as "the update itself differs").
         digests: bool,
+        /// Every diverging rank's first differing record has other dims
+        /// in the two runs: that record's run-2 key and the dims
+        /// ([`crate::report::summary::RowRef::shapes`]). One run records
+        /// each rank's shard of the parameters (FSDP2, tensor
+        /// parallelism), the other whole ones (trial 71 F2: read as "the
+        /// update itself differs" where every value agreed).
+        shapes: Option<(String, [String; 2])>,
     },
     /// A step series at `level="modules"`: at the first diverging step
     /// some ranks differ only after the optimizer step while others
@@ -1080,9 +1086,18 @@ impl fmt::Display for Reason {
             ),
             Reason::UpdateOnly {
                 step,
+                shapes: Some((key, [a, b])),
+                ..
+            } => write!(
+                f,
+                "step {step}'s forward outputs and gradients agree, and its parameters after the optimizer step have other shapes (`{key}`: {a} → {b}): one run records each rank's shard of a parameter (FSDP, tensor parallelism) and the other whole parameters, which level=\"modules\" does not combine, so their values are not compared; capture both runs at level=\"ops\" and compare them with --layouts, which combines FSDP2's parameter shards"
+            ),
+            Reason::UpdateOnly {
+                step,
                 inexact,
                 compiled,
                 digests,
+                shapes: None,
             } => {
                 let outputs = if *compiled {
                     "forward outputs (of the modules that did not run compiled: the others' are not recorded)"
@@ -1611,6 +1626,7 @@ mod tests {
                     inexact: false,
                     compiled: false,
                     digests: true,
+                    shapes: None,
                 },
                 "step 30's forward outputs and gradients agree, and its parameters differ after the optimizer step: the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step 30 at level=\"ops\" to name the op",
             ),
@@ -1620,8 +1636,19 @@ mod tests {
                     inexact: true,
                     compiled: true,
                     digests: true,
+                    shapes: None,
                 },
                 "step 2's forward outputs (of the modules that did not run compiled: the others' are not recorded) and gradients agree within the tolerance, not exactly, and its parameters differ after the optimizer step: either the optimizer magnifies the gradients' small differences (Adam's update divides each gradient by its own running scale, so a gradient near zero that differs in its last digits moves its parameter by another step; compare with --bitwise to see them), or the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, the optimizer's state or settings, a loss scale); re-capture step 2 at level=\"ops\" to name the op",
+            ),
+            (
+                Reason::UpdateOnly {
+                    step: 1,
+                    inexact: false,
+                    compiled: false,
+                    digests: true,
+                    shapes: Some(("tok/op_2_weight".into(), ["[64, 32]".into(), "[32, 32]".into()])),
+                },
+                "step 1's forward outputs and gradients agree, and its parameters after the optimizer step have other shapes (`tok/op_2_weight`: [64, 32] → [32, 32]): one run records each rank's shard of a parameter (FSDP, tensor parallelism) and the other whole parameters, which level=\"modules\" does not combine, so their values are not compared; capture both runs at level=\"ops\" and compare them with --layouts, which combines FSDP2's parameter shards",
             ),
             (
                 Reason::StepsOnlyIn {

@@ -97,6 +97,13 @@ pub struct RowRef {
     /// none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub producers_one_sided: Vec<(usize, String, String)>,
+    /// For a pair whose Shape dims differ: each run's dims (`[64, 32]`,
+    /// `[2048]`): a tensor held in another layout in one run (a parameter
+    /// FSDP1 flattens, FSDP2 or tensor parallelism shards, trial 71), or
+    /// another batch or sequence length. Omitted otherwise (a dtype alone
+    /// that differs is [`DtypeChanges`]').
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shapes: Option<[String; 2]>,
 }
 
 impl RowRef {
@@ -138,6 +145,7 @@ impl RowRef {
             output_tensors: output_tensors(rc, r),
             nan_against_nan: nan_against_nan(rc, index),
             producers_one_sided: producers_one_sided(rc, r),
+            shapes: shapes(rc, r),
         }
     }
     /// "; it returned 2 output tensors in A and 1 in B" for a pair whose
@@ -237,6 +245,14 @@ impl RowRef {
         }
         let first = self.input_parameters.as_deref()?.split(';').next()?.trim();
         (!first.is_empty()).then_some(first)
+    }
+    /// "its shape differs (shape [64, 32] → [2048]: ...)" for a pair
+    /// whose dims differ ([`RowRef::shapes`]), else `None`.
+    pub fn shape_words(&self) -> Option<String> {
+        let [a, b] = self.shapes.as_ref()?;
+        Some(format!(
+            "its shape differs ({a} → {b}: a tensor held in another layout in one run, flattened or sharded by FSDP or tensor parallelism, or another batch or sequence length)"
+        ))
     }
     /// Whether the row's op draws random numbers
     /// ([`crate::matcher::recompute::is_random_op`]: dropout, bernoulli,
@@ -956,6 +972,22 @@ pub struct ShapeMismatches {
     pub common: String,
     /// Rows sharing it.
     pub common_count: u64,
+}
+
+/// [`RowRef::shapes`]: the dims of both sides of pair `r` when they
+/// differ (`None` for an unpaired row, equal or unreadable dims).
+fn shapes(rc: &RankComparison<'_>, r: &MatchRow) -> Option<[String; 2]> {
+    if !r.has(crate::matcher::ROW_SHAPE_TEXT_DIFF) {
+        return None;
+    }
+    let (a, b) = (r.r1()?, r.r2()?);
+    let dims = |t: &OpTable, row: usize| crate::matcher::notes::dims_of(t.field(row, Field::Shape));
+    let (d1, d2) = (dims(rc.t1, a)?, dims(rc.t2, b)?);
+    let show = |d: Vec<i64>| {
+        let d: Vec<String> = d.iter().map(|x| x.to_string()).collect();
+        format!("[{}]", d.join(", "))
+    };
+    (d1 != d2).then(|| [show(d1), show(d2)])
 }
 
 /// How the Shape lines of each paired row whose Shape texts differ

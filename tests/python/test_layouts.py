@@ -517,3 +517,54 @@ def test_fsdp2_module_level_records_each_rank_own_gradient(actdiff_bin, tmp_path
     # Its shards read rank 1's gradient through the reduce-scatter.
     assert ranks[0]["via_collective_only"] is True and ranks[0]["see_ranks"] == [1], ranks[0]
     assert "rank 0 receives that change through a collective" in r.stdout, r.stdout
+
+
+def test_fsdp1_with_original_parameters_is_recorded_at_module_level(actdiff_bin, tmp_path):
+    """FSDP1 (``FullyShardedDataParallel(use_orig_params=True)``, each
+    layer its own unit) at ``level="modules"`` (trial 71 F5): its
+    parameters are views of the flat parameter while the model runs, so
+    registering their gradient hook raised, and once skipped, reading the
+    views after FSDP freed their storage crashed the process (SIGSEGV).
+    Now the capture finishes and says what FSDP1's records are; keys carry
+    no ``_fsdp_wrapped_module`` and each wrapped layer's output is recorded
+    once (a wrapper and its module share an FQN); two identical runs are
+    bitwise equal."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    outs = []
+    for name in ("a", "b"):
+        r = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(MODEL),
+             str(tmp_path / name), "--fsdp1", "--level", "modules", "--precision", "full", "--steps", "2", "--series"],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+        outs.append(r.stdout + r.stderr)
+    assert "are views of another tensor while the model runs (FSDP1's" in outs[0], outs[0]
+    log = (tmp_path / "a" / "step_2" / "rank_1_activations.log").read_text()
+    keys = re.findall(r"^\[(.*)\]$", log, re.M)
+    assert keys and not any("_fsdp_wrapped_module" in k for k in keys), keys
+    assert [k for k in keys if k.startswith("layers.0/")] == ["layers.0/op_0_output"], keys
+    assert any(k.endswith("_weight_grad") for k in keys) and any(k.endswith("_weight") for k in keys), keys
+    r, s = compare(actdiff_bin, tmp_path / "a", tmp_path / "b", tmp_path / "rep", "--bitwise")
+    assert r.returncode == 0 and s["first_diverging_step"] is None, r.stdout + r.stderr
+
+
+def test_fsdp2_against_one_process_at_module_level_names_the_shards_not_the_update(actdiff_bin, tmp_path):
+    """FSDP2 over 2 ranks, every rank given the one-process run's batches,
+    against that one process at ``level="modules"``, rank 0 alone (trial
+    71 F2): every forward and gradient record is bitwise equal; FSDP2's
+    parameter records after the optimizer step are each rank's shard, so
+    they differ only in shape. The verdict said "the update itself
+    differs (the learning rate ...)"; it now says the parameter records
+    have other shapes and how to compare the update."""
+    args = ("--level", "modules", "--precision", "full", "--series", "--steps", "2")
+    capture(tmp_path / "one", 1, *args)
+    capture(tmp_path / "fsdp", 2, "--dp", "2", "--same-batch", *args)
+    r, s = compare(actdiff_bin, tmp_path / "one", tmp_path / "fsdp", tmp_path / "rep", "--ranks", "0", "--bitwise")
+    assert r.returncode == 1 and s["first_diverging_step"] == 1, r.stdout + r.stderr
+    said = "step 1's forward outputs and gradients agree, and its parameters after the optimizer step have other shapes (`"
+    assert said in r.stdout and any(said in v for v in s["verdict"]), r.stdout
+    assert "which combines FSDP2's parameter shards" in r.stdout, r.stdout
+    assert "the update itself differs" not in r.stdout, r.stdout
+    first = next(x for x in s["ranks"] if x["step"] == 1)["first_divergence"]
+    assert first["phase"] == "optimizer" and first["shapes"][0] != first["shapes"][1], first

@@ -96,3 +96,17 @@ def test_hash_of_any_dtype(name, device_path):
 def test_extension_rejects_non_tensors():
     with pytest.raises(TypeError):
         actdiff_capture.tensor_stats([1.0, 2.0])
+
+
+def test_a_view_whose_storage_was_freed_is_an_error_not_a_read():
+    """A view whose storage no longer holds it (FSDP1 frees an unsharded
+    flat parameter's storage after use; the parameter views made of it keep
+    their sizes, trial 71 F5: the capture read freed memory and the process
+    died of SIGSEGV): the statistics raise, naming the storage, rather
+    than read past it."""
+    base = torch.arange(1 << 16, dtype=torch.float32)
+    view = base[1024:].view(63, 1024)
+    base.untyped_storage().resize_(0)
+    for device_path in (False, True):
+        with pytest.raises(RuntimeError, match="bytes of its storage, which holds 0"):
+            actdiff_capture.tensor_stats(view, device_path=device_path)

@@ -670,6 +670,35 @@ def test_optimizer_parameters_are_spelled_as_keys_spell_modules(tmp_path):
     assert named == {"0.weight", "0.bias", "2.weight", "2.bias"}, named
 
 
+def test_a_checkpoint_wrapper_records_its_module_once_at_module_level(tmp_path):
+    """At ``level="modules"`` a wrapper whose FQN is its module's (an
+    activation-checkpoint wrapper here; FSDP1's units alike) recorded the
+    same output twice under that FQN (trial 71: ``0/op_0_output`` and
+    ``0/op_1_output``), so against the unwrapped model one was "only in"
+    and every later counter of the module moved. Now the model wrapped and
+    unwrapped write the same keys, and the wrapped one's forward records
+    are bitwise the unwrapped one's."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    def run(out, wrap):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
+        if wrap:
+            model[0] = checkpoint_wrapper(model[0])
+        opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+        x, y = torch.randn(8, 16), torch.randn(8, 4)
+        with actdiff_capture.Profiler(model, out, capture_step=1, level="modules", precision="full") as prof:
+            ((model(x) - y) ** 2).mean().backward()
+            opt.step()
+            prof.step()
+        return blocks(out / "rank_0_activations.log")[1]
+
+    plain, wrapped = run(tmp_path / "plain", False), run(tmp_path / "wrapped", True)
+    assert [k for k, _ in wrapped] == [k for k, _ in plain], (wrapped, plain)
+    assert [k for k, _ in wrapped if k.startswith("0/")].count("0/op_0_output") == 1, wrapped
+    assert dict(wrapped)["0/op_0_output"]["Output hash"] == dict(plain)["0/op_0_output"]["Output hash"]
+
+
 def test_a_closures_forward_and_backward_name_no_parameters(tmp_path):
     """``optimizer.step(closure)`` runs the model's forward and backward
     inside the step: those ops update no parameter, so they carry no

@@ -161,6 +161,7 @@ def main() -> None:
     ap.add_argument("--dp", type=int, default=1, help="FSDP2 over this many data-parallel ranks (the rest tensor parallel)")
     ap.add_argument("--mp", action="store_true", help="with --dp: FSDP2's MixedPrecisionPolicy (bfloat16 parameters, float32 reduction)")
     ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel over every rank (no tensor parallelism)")
+    ap.add_argument("--fsdp1", action="store_true", help="FSDP1 (FullyShardedDataParallel, use_orig_params=True) over every rank, each layer its own unit")
     ap.add_argument("--plan", choices=("tp", "sp"), default="tp", help="sp: sequence parallelism too (TorchTitan's plan)")
     ap.add_argument("--series", action="store_true", help="capture every step as a step series (step_S/)")
     ap.add_argument("--level", default="ops", choices=("ops", "modules"), help="the capture level")
@@ -185,6 +186,13 @@ def main() -> None:
         rank = dist.get_rank()
         if args.ddp:
             model = nn.parallel.DistributedDataParallel(model)
+            dp_rank = rank
+        elif args.fsdp1:
+            from torch.distributed.fsdp import FullyShardedDataParallel
+            from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+            policy = ModuleWrapPolicy({type(model.layers[0])})
+            model = FullyShardedDataParallel(model, use_orig_params=True, auto_wrap_policy=policy, device_id=torch.device("cpu"))
             dp_rank = rank
         elif args.dp > 1:
             from torch.distributed.fsdp import fully_shard
@@ -215,7 +223,9 @@ def main() -> None:
     when = {"capture_steps": range(1, args.steps + 1)} if args.series else {"capture_step": args.steps}
     # The model as the code defines it, not DDP's wrapper (whose 'module.'
     # would start every key: docs/capture.md).
-    profiled = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
+    # FSDP1's too: the model inside it (whose forward runs on the views of
+    # FSDP1's flat parameters).
+    profiled = model.module if args.ddp or args.fsdp1 else model
     with Profiler(profiled, args.dump, rank=rank, precision=args.precision, level=args.level, **when) as prof:
         for step in range(1, args.steps + 1):
             tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)

@@ -235,6 +235,18 @@ char* ads_info(const at::Tensor* t, AdsInfo* o) {
   o->numel = t->numel();
   if (o->strided) {
     o->contiguous = t->is_contiguous();
+    // A view whose storage no longer holds it (FSDP1 frees an unsharded
+    // flat parameter's storage after use; the views made of it keep their
+    // sizes): reading it would read freed memory. An error, not a read.
+    if (o->numel > 0 && t->has_storage()) {
+      int64_t last = t->storage_offset();
+      for (int64_t i = 0; i < t->dim(); i++) last += (t->size(i) - 1) * t->stride(i);
+      int64_t need = (last + 1) * int64_t(t->element_size());
+      int64_t have = int64_t(t->storage().nbytes());
+      TORCH_CHECK(need <= have, "a tensor of shape ", t->sizes(), " needs ", need,
+                  " bytes of its storage, which holds ", have,
+                  " (its memory was freed: a view of an FSDP1 flat parameter after resharding?)");
+    }
     if (o->device_type == 0 && o->numel > 0) o->data = t->const_data_ptr();
   }
   ADS_CATCH

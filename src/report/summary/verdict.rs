@@ -507,9 +507,7 @@ impl Summary {
                         // A random op whose inputs agree: its draw differs
                         // (trial 19 L2: a reseeded dropout was named, not
                         // what it is).
-                        CauseKind::Origin
-                            if c.row.is_random_op() =>
-                        {
+                        CauseKind::Origin if c.row.is_random_op() => {
                             use crate::report::reasons::StepRandom;
                             StepRandom::random_op_words(StepRandom::of(
                                 r.run1.rng_state,
@@ -547,6 +545,12 @@ impl Summary {
             };
             // An optimizer-step op names the parameters it updates.
             let cause = match c.row.parameter_words() {
+                Some(w) => format!("{cause}; {w}"),
+                None => cause,
+            };
+            // Dims that differ say more than its values (trial 71 F4:
+            // FSDP1's flattened parameter read as "the output differs").
+            let cause = match c.row.shape_words() {
                 Some(w) => format!("{cause}; {w}"),
                 None => cause,
             };
