@@ -2784,7 +2784,8 @@ fn a_module_returning_another_number_of_tensors_is_said_so() {
 /// any change to the computation). Different states at the step's start
 /// and a step that draws: randomness named; the same start and different
 /// ends: the runs draw differently; no draws in either run: not
-/// randomness; no line: nothing said. A first differing record that is the
+/// randomness, unless they start in different states (another seed); no
+/// line: nothing said. A first differing record that is the
 /// step's first (nothing before it agrees: a step after a diverged one, a
 /// resumed job's) is not blamed on randomness (trial 64: an embedding's
 /// output). `summary.json` keeps the digests.
@@ -2799,7 +2800,7 @@ fn module_level_first_records_say_what_the_rng_state_tells() {
     );
     // (run 1's header, run 2's, the first differing record is the step's
     // first, the words wanted)
-    let cases: [(String, String, bool, Option<&str>); 6] = [
+    let cases: [(String, String, bool, Option<&str>); 7] = [
         (
             rng(s1, e1),
             rng(s2, e2),
@@ -2814,9 +2815,17 @@ fn module_level_first_records_say_what_the_rng_state_tells() {
         ),
         (
             rng(s1, s1),
-            rng(s2, s2),
+            rng(s1, s1),
             false,
             Some("no random numbers are drawn from torch's generators in the step (the logs' `RNG state:`): not randomness"),
+        ),
+        // Another seed, and no draws in the step (trial 71 F8: "not
+        // randomness" for another torch.manual_seed).
+        (
+            rng(s1, s1),
+            rng(s2, s2),
+            false,
+            Some("no random numbers are drawn from torch's generators in the step, but the runs start it in different random states (the logs' `RNG state:`): they were seeded differently"),
         ),
         (String::new(), String::new(), false, None),
         (rng(s1, e1), rng(s2, e2), true, None),
@@ -3245,10 +3254,11 @@ fn the_cause_and_phase_lines_name_the_source_line() {
 
 /// One process against DDP: every paired row agrees, and the only rows of
 /// one run are DDP's backward scaling of each gradient before its
-/// all-reduce, in the run whose `World size:` is larger. The verdict says
-/// what they most likely are (trial 27 F3: "diverges first at
-/// `head/op_4_mul` (only in ddp)" and no word why). A `mul` only in the
-/// forward, or in a run of no more ranks, is not said to be one.
+/// all-reduce, in a run of several ranks (against one process, or FSDP2
+/// over as many ranks). The verdict says what they most likely are (trial
+/// 27 F3: "diverges first at `head/op_4_mul` (only in ddp)" and no word
+/// why). A `mul` only in the forward, or in a run of one rank, is not
+/// said to be one.
 #[test]
 fn ddp_gradient_scaling_rows_are_said_to_be_likely_that() {
     let tmp = TempDir::new().unwrap();
@@ -3280,6 +3290,22 @@ fn ddp_gradient_scaling_rows_are_said_to_be_likely_that() {
         "rank 0 diverges first at `lin/op_2_mul` (only in ddp; the rows only in ddp are 1 backward mul or div op and 1 collective of its 2 ranks, and every paired row agrees: DDP scaling each gradient by the world size before its all-reduce? (--ignore-op mul leaves them out of the verdict))",
     );
     assert_eq!(r.summary()["ranks"][0]["gradient_scaling"]["rows"], 1);
+    // Against a run of as many ranks without them (FSDP2, whose
+    // reduce-scatter divides on its own: trial 71 F7), the same guess.
+    let fsdp = header(2, "World size: 2\n") + &fwd + &grad;
+    for rank in 0..2 {
+        write(&a, &format!("rank_{rank}_activations.log"), fsdp.as_bytes());
+    }
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has(
+        "ranks 0 and 1 diverge first at `lin/op_2_mul` (only in ddp; the rows only in ddp are 1 backward mul or div op and 1 collective of its 2 ranks, and every paired row agrees: DDP scaling each gradient by the world size before its all-reduce?",
+    );
+    std::fs::remove_file(a.join("rank_1_activations.log")).unwrap();
+    write(
+        &a,
+        "rank_0_activations.log",
+        (header(2, "") + &fwd + &grad).as_bytes(),
+    );
     // The same rows in a run of one rank: no such guess.
     let one = header(3, "") + &fwd + &grad + &scale;
     write(&b, "rank_0_activations.log", one.as_bytes());

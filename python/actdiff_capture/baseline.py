@@ -313,16 +313,24 @@ def _what_diverges(r: dict, step: int) -> tuple:
             f"first differing record `{key}` ({phase}; inputs are not recorded at level=\"modules\": "
             f"re-capture step {step} at level=\"ops\" for its cause"
         )
+        # With several ranks a rank's own gradients agreeing says nothing
+        # of the reduced ones its update reads (trial 71 F9: FSDP's
+        # reduce-scatter, named only after "the update itself differs").
+        arrive = f"with {world} ranks the change may arrive through the gradient all-reduce or reduce-scatter from another rank"
         if r.get("update_alone"):
             # The compare's own reading (RankSummary::update_changed_alone;
             # trial 70 F4: the check named the record alone).
+            update = (
+                "the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, "
+                "the optimizer's state or settings, a loss scale)"
+            )
+            lead = f"{arrive}, or {update}" if world > 1 else update
             what = (
                 "its forward outputs and gradients agree and its parameters differ after the optimizer step: "
-                "the update itself differs (the learning rate or its schedule, gradient clipping, weight decay, "
-                f"the optimizer's state or settings, a loss scale); {what}"
+                f"{lead}; {what}"
             )
-        if phase == "optimizer" and world > 1:
-            what += f"; with {world} ranks the change may arrive through the gradient all-reduce from another rank"
+        elif phase == "optimizer" and world > 1:
+            what += f"; {arrive}"
         return what + ")", key
     words = [phase] if phase else []
     what = f"first cause `{key}`" if cause else f"first divergence `{key}`"

@@ -388,12 +388,12 @@ impl<'a> Settings<'a> {
     }
 
     /// The settings of side `s`'s (0: run 1, 1: run 2) row `r` alone
-    /// ([`Policy::for_table_row`]).
+    /// ([`Policy::for_side_row`]).
     fn one_sided(&self, s: usize, r: usize) -> RowPolicy {
         let t = self.t[s];
         match self.by_op[s].get(t.op_type(r) as usize) {
             Some(rp) => *rp,
-            None => self.policy.for_table_row(t, r),
+            None => self.policy.for_side_row(t, r, Some(s as u8 + 1)),
         }
     }
 

@@ -731,6 +731,10 @@ pub fn random_state_words(r: &RankSummary, after_agreeing: bool) -> Option<Strin
         Some(s) => format!("step {s}"),
         None => "the step".to_string(),
     };
+    if !draws && a.start != b.start {
+        // Trial 71 F8: another torch.manual_seed was "not randomness".
+        return Some(format!("no random numbers are drawn from torch's generators in {this}, but the runs start it in different random states (the logs' `RNG state:`): they were seeded differently or drew differently before it, so parameters initialised or data drawn from another seed may differ"));
+    }
     if !draws {
         return Some(format!("no random numbers are drawn from torch's generators in {this} (the logs' `RNG state:`): not randomness"));
     }
@@ -1059,7 +1063,7 @@ impl fmt::Display for Reason {
                 let one = ranks.len() == 1;
                 write!(
                     f,
-                    "at step {step}, {} {} only after the optimizer step ({} forward outputs and gradients agree) while {} {} before it: most likely {} gradients reaching {} through the gradient all-reduce (a rank's gradient records at level=\"modules\" are its own, before the all-reduce)",
+                    "at step {step}, {} {} only after the optimizer step ({} forward outputs and gradients agree) while {} {} before it: most likely {} gradients reaching {} through the gradient all-reduce or reduce-scatter (a rank's gradient records at level=\"modules\" are its own, before it)",
                     crate::report::summary::rank_word(ranks),
                     if one { "differs" } else { "differ" },
                     if one { "its" } else { "their" },
@@ -1602,7 +1606,7 @@ mod tests {
                     ranks: vec![0, 1, 3],
                     from: vec![2],
                 },
-                "at step 4, ranks 0, 1 and 3 differ only after the optimizer step (their forward outputs and gradients agree) while rank 2 differs before it: most likely its gradients reaching them through the gradient all-reduce (a rank's gradient records at level=\"modules\" are its own, before the all-reduce)",
+                "at step 4, ranks 0, 1 and 3 differ only after the optimizer step (their forward outputs and gradients agree) while rank 2 differs before it: most likely its gradients reaching them through the gradient all-reduce or reduce-scatter (a rank's gradient records at level=\"modules\" are its own, before it)",
             ),
             (
                 Reason::UncapturedBefore {

@@ -1255,13 +1255,12 @@ impl GradientScaling {
         if c.diff + c.missing + c.truncated > 0 || (c.only1 > 0) == (c.only2 > 0) {
             return None;
         }
-        let (side, t, other) = if c.only1 > 0 {
-            (1, rc.t1, rc.t2)
-        } else {
-            (2, rc.t2, rc.t1)
-        };
+        let (side, t) = if c.only1 > 0 { (1, rc.t1) } else { (2, rc.t2) };
+        // A run of several ranks: DDP scales in any layout the other run
+        // has (one process, or FSDP2 over as many ranks, trial 71 F7,
+        // whose reduce-scatter divides on its own).
         let world_size = t.header().world_size?;
-        if world_size <= other.header().world_size.unwrap_or(1) {
+        if world_size <= 1 {
             return None;
         }
         let (mut rows, mut collectives) = (0, 0);

@@ -189,6 +189,7 @@ pub fn prepare(cfg: &CompareConfig, no_combine: bool) -> Result<Prepared, Messag
                     ignore,
                     unsynced: None,
                     gate_inputs,
+                    side: Some(side),
                 },
             );
         }

@@ -1286,3 +1286,27 @@ def test_the_rng_digest_needs_no_numpy(monkeypatch):
     assert cap._rng_digest() == with_numpy
     torch.rand(3)
     assert cap._rng_digest() != with_numpy
+
+
+def test_baseline_at_module_level_with_several_ranks_puts_the_collective_first():
+    """At ``level="modules"`` with several ranks, a rank whose forward
+    outputs and own gradients agree and whose parameters differ may read
+    another rank's change through the gradient all-reduce or FSDP's
+    reduce-scatter (trial 71 F9: rank 0's message opened with "the update
+    itself differs" and named only an all-reduce). The message puts that
+    first, then the update; with one rank, the update alone."""
+    from actdiff_capture.baseline import _what_diverges
+
+    def entry(world):
+        row = {"key2": "tok/op_2_weight", "phase": "optimizer"}
+        return {"root_causes": {}, "first_divergence": row, "update_alone": True,
+                "run2": {"level": "modules", "world_size": world}}  # fmt: skip
+
+    words, key = _what_diverges(entry(2), 4)
+    assert key == "tok/op_2_weight", key
+    assert words.startswith(
+        "its forward outputs and gradients agree and its parameters differ after the optimizer step: with 2 ranks "
+        "the change may arrive through the gradient all-reduce or reduce-scatter from another rank, or the update itself differs"
+    ), words
+    words, _ = _what_diverges(entry(1), 4)
+    assert "the optimizer step: the update itself differs" in words and "reduce-scatter" not in words, words

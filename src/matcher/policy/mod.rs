@@ -102,6 +102,13 @@ pub struct Rule {
     /// Not in the rules syntax: set by the layout stage for ops whose
     /// inputs have no whole-tensor value (`crate::layout`).
     pub gate_inputs: Option<bool>,
+    /// The run whose keys the rule names (1 or 2), matched against that
+    /// run's row of a pair; `None`: run 1's row (a row of one run: its
+    /// own). Set by the layout stage, whose rules list one run's keys: a
+    /// pair by fuzzy key has other op counters in the other run (trial
+    /// 71 F1: FSDP2's pending-sum norm paired with DDP's, whose extra
+    /// broadcasts shifted its counters, and gated).
+    pub side: Option<u8>,
 }
 
 impl Rule {
@@ -311,6 +318,19 @@ impl Policy {
 
     /// The settings for one row. `key` is the raw key, `op` the op name.
     pub fn for_row(&self, key: &[u8], op: &[u8], phase: Phase, dtype: &str) -> RowPolicy {
+        self.for_row_of(key, op, phase, dtype, None)
+    }
+
+    /// [`Policy::for_row`] for a row of run `side` of a pair (`None`: of
+    /// one run), whose rules of the other run do not apply to it.
+    fn for_row_of(
+        &self,
+        key: &[u8],
+        op: &[u8],
+        phase: Phase,
+        dtype: &str,
+        side: Option<u8>,
+    ) -> RowPolicy {
         let mut rp = RowPolicy {
             opts: self.default,
             source: Source::Default,
@@ -327,12 +347,10 @@ impl Policy {
             rp.opts.stats = Some(d.1);
             rp.source = Source::Dtype(i as u16);
         }
-        if let Some((i, r)) = self
-            .rules
-            .iter()
-            .enumerate()
-            .find(|(_, r)| r.matches(key, op, phase, dtype))
-        {
+        if let Some((i, r)) = self.rules.iter().enumerate().find(|(_, r)| {
+            (side.is_none() || r.side.is_none() || r.side == side)
+                && r.matches(key, op, phase, dtype)
+        }) {
             rp.source = Source::Rule(i as u16);
             if let Some(t) = r.tol {
                 rp.opts.hash = t;
@@ -359,6 +377,17 @@ impl Policy {
 
     /// The settings for run row `r` of `t` (its raw key, op name, phase and dtype).
     pub fn for_table_row(&self, t: &crate::parser::OpTable, r: usize) -> RowPolicy {
+        self.for_side_row(t, r, None)
+    }
+
+    /// [`Policy::for_table_row`] for a row of run `side` (1 or 2; `None`:
+    /// either), the rules of the other run ([`Rule::side`]) left out.
+    pub fn for_side_row(
+        &self,
+        t: &crate::parser::OpTable,
+        r: usize,
+        side: Option<u8>,
+    ) -> RowPolicy {
         let key = t.key(r);
         let op = t.op_name(t.op_type(r));
         // Reading the dtype costs a search of the Shape text: only when asked for.
@@ -368,7 +397,7 @@ impl Policy {
         } else {
             ""
         };
-        self.for_row(key, op, t.phase_kind(r), dtype)
+        self.for_row_of(key, op, t.phase_kind(r), dtype, side)
     }
 
     /// The settings for a pair of rows: run 1's row's, except that run 2's
@@ -386,7 +415,20 @@ impl Policy {
         t2: &crate::parser::OpTable,
         r2: usize,
     ) -> RowPolicy {
-        let rp = self.for_table_row(t1, r1);
+        let rp = self.for_side_row(t1, r1, Some(1));
+        // A rule of run 2's keys that comes first judges the pair.
+        if self.rules.iter().any(|r| r.side == Some(2)) {
+            let rp2 = self.for_side_row(t2, r2, Some(2));
+            if let Source::Rule(b) = rp2.source {
+                let first = match rp.source {
+                    Source::Rule(a) => b < a,
+                    _ => true,
+                };
+                if first && self.rules[b as usize].side == Some(2) {
+                    return rp2;
+                }
+            }
+        }
         if self.dtype.is_empty() || matches!(rp.source, Source::Rule(_)) {
             return rp;
         }
@@ -467,8 +509,8 @@ impl Policy {
     ) -> RowPolicy {
         match sides {
             super::Sides::Both(a, b) => self.for_pair(t1, a, t2, b),
-            super::Sides::Only1(a) => self.for_table_row(t1, a),
-            super::Sides::Only2(b) => self.for_table_row(t2, b),
+            super::Sides::Only1(a) => self.for_side_row(t1, a, Some(1)),
+            super::Sides::Only2(b) => self.for_side_row(t2, b, Some(2)),
         }
     }
 
@@ -597,6 +639,7 @@ impl Policy {
                 ignore: r.ignore.unwrap_or(false),
                 unsynced: r.unsynced,
                 gate_inputs: None,
+                side: None,
             });
         }
         Ok(p)

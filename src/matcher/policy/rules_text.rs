@@ -49,6 +49,7 @@ pub fn parse_rules_text(text: &str, file: &str) -> Result<Vec<Rule>, RuleError> 
             ignore: false,
             unsynced: None,
             gate_inputs: None,
+            side: None,
         });
     }
     Ok(rules)

@@ -221,3 +221,49 @@ fn toml_errors_have_positions() {
     assert_eq!(p.rules[0].phase, Some(Phase::Backward));
     assert_eq!(p.rules[0].tol.map(|t| t.atol), Some(1.0));
 }
+
+/// A rule of run 2's keys ([`Rule::side`], the layout stage's) judges a
+/// pair by run 2's row, whatever run 1's key: a pair by fuzzy key has other
+/// op counters in run 1 (trial 71 F1: FSDP2's pending-sum norm, paired
+/// with DDP's whose broadcasts shifted its counters, gated). Run 1's row
+/// alone does not take it, and a rule of every run keeps matching run 1's.
+#[test]
+fn a_rule_of_run_2s_keys_judges_a_pair_by_run_2s_row() {
+    let log = |key: &str| {
+        crate::parser::parse_bytes(
+            format!(
+                "Total captured activations: 1\n{}\n\n[{key}]\n  Shape: torch.Size([2]), Dtype: torch.float32\n  Output hash: 1.0\n\n",
+                "=".repeat(80)
+            )
+            .into_bytes(),
+            "t.log",
+        )
+    };
+    let (t1, t2) = (
+        log("<none>/op_8__foreach_norm"),
+        log("<none>/op_6__foreach_norm"),
+    );
+    let rule = |side| Rule {
+        origin: "run 2's layout".into(),
+        key_src: "1 ops".into(),
+        key: Some(regex::bytes::Regex::new("^(?:<none>/op_6__foreach_norm)$").unwrap()),
+        op: None,
+        phase: None,
+        dtype: None,
+        tol: None,
+        gate_stats: None,
+        ignore: true,
+        unsynced: None,
+        gate_inputs: None,
+        side,
+    };
+    let mut p = Policy::default();
+    p.rules.push(rule(Some(2)));
+    let rp = p.for_pair(&t1, 0, &t2, 0);
+    assert!(rp.ignored && matches!(rp.source, Source::Rule(0)), "{rp:?}");
+    assert!(!p.for_side_row(&t1, 0, Some(1)).ignored);
+    assert!(p.for_side_row(&t2, 0, Some(2)).ignored);
+    // Without a side the rule reads run 1's key, as user rules do.
+    p.rules[0] = rule(None);
+    assert!(!p.for_pair(&t1, 0, &t2, 0).ignored);
+}
