@@ -246,7 +246,7 @@ impl RowRef {
         let first = self.input_parameters.as_deref()?.split(';').next()?.trim();
         (!first.is_empty()).then_some(first)
     }
-    /// "its shape differs (shape [64, 32] → [2048]: ...)" for a pair
+    /// "its shape differs (`[64, 32] → [2048]`: ...)" for a pair
     /// whose dims differ ([`RowRef::shapes`]), else `None`.
     pub fn shape_words(&self) -> Option<String> {
         let [a, b] = self.shapes.as_ref()?;
