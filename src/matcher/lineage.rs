@@ -25,9 +25,11 @@
 //!   with the same fuzzy key and phase, in a drifted module and still
 //!   undecided: +1 for each input whose producers are known to be a pair,
 //!   −1 for each whose producer is known to pair otherwise (or to be of
-//!   one run only), except that a producer of one run only that reads
-//!   the other producer's partner is an op that run inserted between
-//!   them, +1 (no evidence while it is undecided); and the same for each
+//!   one run only while the other's is not), except that a producer of
+//!   one run only that reads the other producer's partner is an op that
+//!   run inserted between them, +1 (no evidence while it is undecided),
+//!   and two producers both of their run only are no evidence (the same
+//!   op under another key in each run); and the same for each
 //!   reader whose pair is known (+1 when the reader's partner reads the
 //!   candidate at the same input).
 //! - A pair's score is the sum of its two rows' scores of each other, so
@@ -250,6 +252,12 @@ impl State<'_> {
                     score += 1
                 }
                 (Known::Undecided, _) => {}
+                // Both producers of no pair: the same op under another key
+                // in each run (an inductor-compiled accumulation `add_`
+                // under `<none>`, a module's in eager: trial 72 F1, where
+                // -1 an input left the whole optimizer of its run only),
+                // or two unrelated ops: no evidence.
+                (Known::OneSided, Known::OneSided) => {}
                 (Known::OneSided, _) => score -= 1,
             }
         }
@@ -448,8 +456,13 @@ fn decide(st: &mut State<'_>, g: &[Vec<u32>; 2]) -> usize {
     let col_best: Vec<_> = (0..u[1].len())
         .map(|j| best(score.iter().map(|r| r[j])))
         .collect();
-    // No candidate, or every one below 0: of its own run only.
-    let one_sided = |best: Option<(usize, i32, bool)>| best.is_none_or(|(_, v, _)| v < 0);
+    // No candidate, or every one below 0: of its own run only; except the
+    // one row of its fuzzy key and phase in each run, left undecided to
+    // pair as the passes pair it (trial 72 F1: the one `_foreach_norm` of
+    // each run's clipping, whose gradients' producers have other keys
+    // under inductor, was of its run only, and the step "diverged").
+    let lone = g[0].len() == 1 && g[1].len() == 1;
+    let one_sided = |best: Option<(usize, i32, bool)>| !lone && best.is_none_or(|(_, v, _)| v < 0);
     let mut made = 0;
     for (i, &a) in u[0].iter().enumerate() {
         if one_sided(row_best[i]) {
