@@ -4625,3 +4625,48 @@ fn a_cause_whose_shape_differs_names_both_shapes() {
         "its shape differs ([64, 32] → [2048]: a tensor held in another layout in one run",
     );
 }
+
+/// At level=modules, two forward records that agree only when paired out
+/// of their order (re-paired by value: two micro-batches swapped, trial
+/// 72 F2) are said to be that, not "every forward record agrees: a change
+/// to the loss ... or the backward".
+#[test]
+fn module_level_forward_records_agreeing_only_out_of_order_are_said_so() {
+    let tmp = TempDir::new().unwrap();
+    let block = |key: &str, hash: &str, phase: &str| {
+        format!(
+            "[{key}]\n  Shape: torch.Size([4, 8]), Dtype: torch.float32\n  L2 norm: {hash}\n  Output hash: {hash}\n{phase}\n"
+        )
+    };
+    let log = |first: &str, second: &str, grad: &str| {
+        format!(
+            "Total captured activations: 3\nExcluded ops dispatched: (none)\nLevel: modules\n{}\n\n{}\n{}\n{}",
+            "=".repeat(80),
+            block("lin/op_0_output", first, ""),
+            block("lin/op_1_output", second, ""),
+            block("lin/op_2_weight_grad", grad, "  Phase: backward\n"),
+        )
+    };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write(
+        &a,
+        "rank_0_activations.log",
+        log("1.0", "2.0", "3.0").as_bytes(),
+    );
+    write(
+        &b,
+        "rank_0_activations.log",
+        log("2.0", "1.0", "3.5").as_bytes(),
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has(
+        "every forward record agrees only with 2 of them paired out of their order (re-paired by value, `fuzzy`): the same forward computations in another order, so most likely the micro-batches or the batch's samples were reordered",
+    );
+    assert!(
+        !r.stdout
+            .contains("every forward record agrees: a change to the loss"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.summary()["ranks"][0]["forward_repaired"], 2);
+}

@@ -855,6 +855,13 @@ pub struct RankSummary {
     /// the series does: trial 70 F4). Omitted when false.
     #[serde(skip_serializing_if = "std::ops::Not::not", default)]
     pub update_alone: bool,
+    /// Forward-phase pairs re-paired by value (out of their order in the
+    /// logs: [`crate::matcher::MatchTable::repaired`]). At `level=modules`
+    /// such pairs are the same module outputs in another order: two
+    /// micro-batches swapped (trial 72 F2: "every forward record agrees"
+    /// while the forward agreed only so). Omitted when 0.
+    #[serde(skip_serializing_if = "u64_is_zero", default)]
+    pub forward_repaired: u64,
     /// Override pairs that paired nothing: `[run1 key, run2 key]`.
     pub unused_overrides: Vec<(String, String)>,
     /// Where the divergence starts (origins and entries) and non-finite values.
@@ -972,6 +979,25 @@ pub struct ShapeMismatches {
     pub common: String,
     /// Rows sharing it.
     pub common_count: u64,
+}
+
+/// Whether a count is 0 (a field omitted from `summary.json` when so).
+fn u64_is_zero(x: &u64) -> bool {
+    *x == 0
+}
+
+/// [`RankSummary::forward_repaired`]: the forward-phase pairs that the
+/// matcher re-paired by value.
+fn forward_repaired(rc: &RankComparison<'_>) -> u64 {
+    rc.matches
+        .repaired
+        .iter()
+        .filter(|&&i| {
+            let r = &rc.matches.rows[i as usize];
+            r.r1()
+                .is_some_and(|a| rc.t1.phase_kind(a) == Phase::Forward)
+        })
+        .count() as u64
 }
 
 /// [`RowRef::shapes`]: the dims of both sides of pair `r` when they
@@ -1777,6 +1803,7 @@ impl RankSummary {
             html_cut_from: plan.cut_from(),
             key_index: KeyIndex::default(),
             update_alone: false,
+            forward_repaired: forward_repaired(rc),
         };
         r.update_alone = r.update_changed_alone();
         r

@@ -471,7 +471,16 @@ impl Summary {
                                 // LoRA adapter initialised differently,
                                 // its partner B = 0, read as another
                                 // parameter's gradient).
-                                w.push_str("; every forward record agrees: a change to the loss (the batch's targets or labels, the loss function) or the backward, or a parameter changed before this step that the module outputs do not show (a LoRA B initialised to 0; level=modules records parameters only after the optimizer step), so re-capture this step at level=\"ops\" to tell");
+                                if r.forward_repaired > 0 {
+                                    // Agreeing only out of order (trial
+                                    // 72 F2: two micro-batches swapped).
+                                    w.push_str(&format!(
+                                        "; every forward record agrees only with {} of them paired out of their order (re-paired by value, `fuzzy`): the same forward computations in another order, so most likely the micro-batches or the batch's samples were reordered, and the gradients differ by the order they are summed in",
+                                        r.forward_repaired
+                                    ));
+                                } else {
+                                    w.push_str("; every forward record agrees: a change to the loss (the batch's targets or labels, the loss function) or the backward, or a parameter changed before this step that the module outputs do not show (a LoRA B initialised to 0; level=modules records parameters only after the optimizer step), so re-capture this step at level=\"ops\" to tell");
+                                }
                             }
                             // What the RNG state says of randomness,
                             // before the optimizer (trial 63).
