@@ -2768,7 +2768,7 @@ fn a_module_returning_another_number_of_tensors_is_said_so() {
     );
     let r = compare(&tmp, &a, &b, &["--rtol", "1e-4"]);
     r.expect(1)
-        .stdout_has("rank 0 diverges first at `lin/op_0_output` (the first differing record; it returned 2 output tensors in a and 1 in b; inputs are not recorded at level=modules).")
+        .stdout_has("rank 0 diverges first at `lin/op_0_output` (the first differing record; it returned 2 output tensors in a and 1 in b; inputs are not recorded at level=modules; every gradient and optimizer record agrees, so this difference does not reach training")
         .stdout_has("  largest diff: lin/op_0_output (output tensors: 2 in a and 1 in b)\n");
     assert!(!r.stdout.contains("rel 1.000e0"), "{}", r.stdout);
     let summary: Value =
@@ -4669,4 +4669,39 @@ fn module_level_forward_records_agreeing_only_out_of_order_are_said_so() {
         r.stdout
     );
     assert_eq!(r.summary()["ranks"][0]["forward_repaired"], 2);
+}
+
+/// A forward record that differs while every gradient and parameter
+/// record agrees is said not to reach training (trial 72 F3: an attention
+/// mask dropped, or a padding id changed, at positions the loss ignores,
+/// read as any divergence). The exit status still says it diverges.
+#[test]
+fn a_difference_in_the_forward_alone_is_said_not_to_reach_training() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    write(
+        &a,
+        "rank_0_activations.log",
+        support::modules_log("", "1.0", "2.0", "3.0").as_bytes(),
+    );
+    write(
+        &b,
+        "rank_0_activations.log",
+        support::modules_log("", "1.5", "2.0", "3.0").as_bytes(),
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has("every gradient and optimizer record agrees, so this difference does not reach training (positions that a mask or the loss ignores, such as padding?)");
+    assert_eq!(r.summary()["ranks"][0]["forward_only"], true);
+    // A gradient that differs too: nothing of the kind.
+    write(
+        &b,
+        "rank_0_activations.log",
+        support::modules_log("", "1.5", "2.5", "3.0").as_bytes(),
+    );
+    let r = compare(&tmp, &a, &b, &[]);
+    assert!(
+        !r.expect(1).stdout.contains("does not reach training"),
+        "{}",
+        r.stdout
+    );
 }

@@ -862,6 +862,13 @@ pub struct RankSummary {
     /// while the forward agreed only so). Omitted when 0.
     #[serde(skip_serializing_if = "u64_is_zero", default)]
     pub forward_repaired: u64,
+    /// Every gating row is in the forward phase, and the rank's backward
+    /// rows (gradients) are paired and agree, its optimizer rows too: the
+    /// difference does not reach training (trial 72 F3: an attention mask
+    /// dropped, or a padding id changed, where the loss ignores those
+    /// positions, read as any divergence). Omitted when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub forward_only: bool,
     /// Override pairs that paired nothing: `[run1 key, run2 key]`.
     pub unused_overrides: Vec<(String, String)>,
     /// Where the divergence starts (origins and entries) and non-finite values.
@@ -998,6 +1005,29 @@ fn forward_repaired(rc: &RankComparison<'_>) -> u64 {
                 .is_some_and(|a| rc.t1.phase_kind(a) == Phase::Forward)
         })
         .count() as u64
+}
+
+/// [`RankSummary::forward_only`]: some row gates, every gating row is in
+/// the forward phase, and some backward row is paired (every backward and
+/// optimizer row then agrees, or it would gate).
+fn forward_only(rc: &RankComparison<'_>) -> bool {
+    let phase = |r: &MatchRow| match r.sides() {
+        crate::matcher::Sides::Both(a, _) | crate::matcher::Sides::Only1(a) => rc.t1.phase_kind(a),
+        crate::matcher::Sides::Only2(b) => rc.t2.phase_kind(b),
+    };
+    let (mut gating, mut backward) = (false, false);
+    for r in &rc.matches.rows {
+        let p = phase(r);
+        if r.gates() {
+            if p != Phase::Forward {
+                return false;
+            }
+            gating = true;
+        } else if p == Phase::Backward && r.r1().is_some() && r.r2().is_some() {
+            backward = true;
+        }
+    }
+    gating && backward
 }
 
 /// [`RowRef::shapes`]: the dims of both sides of pair `r` when they
@@ -1804,6 +1834,7 @@ impl RankSummary {
             key_index: KeyIndex::default(),
             update_alone: false,
             forward_repaired: forward_repaired(rc),
+            forward_only: forward_only(rc),
         };
         r.update_alone = r.update_changed_alone();
         r

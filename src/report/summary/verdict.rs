@@ -563,6 +563,13 @@ impl Summary {
                 Some(w) => format!("{cause}; {w}"),
                 None => cause,
             };
+            // The forward alone differs (trial 72 F3: padding positions
+            // a mask or the loss ignores).
+            let cause = if r.forward_only {
+                format!("{cause}; every gradient and optimizer {} agrees, so this difference does not reach training (positions that a mask or the loss ignores, such as padding?)", if r.run1.level == crate::logformat::CaptureLevel::Modules { "record" } else { "row" })
+            } else {
+                cause
+            };
             // A combined run's replica that differs on another rank: the
             // change may start there, not where the shards meet.
             let cause = match &r.root_causes.replicas_differ {
