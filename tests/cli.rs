@@ -4705,3 +4705,19 @@ fn a_difference_in_the_forward_alone_is_said_not_to_reach_training() {
         r.stdout
     );
 }
+
+/// At level=modules the model's own records are `<none>`'s: the sentence
+/// says that `<none>` is the model (trial 72 F4: the model's output
+/// tuple, logits and loss, named only `<none>/op_0_output`).
+#[test]
+fn the_models_own_record_is_said_to_be_the_model() {
+    let tmp = TempDir::new().unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let log = |out: &str, grad: &str| {
+        support::modules_log("", out, grad, "3.0").replace("lin/op_0_output", "<none>/op_0_output")
+    };
+    write(&a, "rank_0_activations.log", log("1.0", "2.0").as_bytes());
+    write(&b, "rank_0_activations.log", log("1.5", "2.5").as_bytes());
+    let r = compare(&tmp, &a, &b, &[]);
+    r.expect(1).stdout_has("rank 0 diverges first at `<none>/op_0_output` (the first differing record, the model's own (`<none>` is the model given to the profiler); inputs are not recorded at level=modules");
+}

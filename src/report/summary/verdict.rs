@@ -423,7 +423,10 @@ impl Summary {
                         // differing record is all that is known.
                         _ if r.run1.level == crate::logformat::CaptureLevel::Modules => {
                             let mut w = format!(
-                                "the first differing record{}; inputs are not recorded at level=modules",
+                                "the first differing record{}{}; inputs are not recorded at level=modules",
+                                // The root's records are `<none>`'s (trial
+                                // 72 F4: the model's output, unnamed).
+                                if c.row.key().starts_with("<none>/") { ", the model's own (`<none>` is the model given to the profiler)" } else { "" },
                                 c.row.output_tensors_words(name1, name2)
                             );
                             // Modules that ran compiled record no output,
