@@ -670,35 +670,37 @@ fn update_only(s: &Summary, series: &StepSeries) -> Option<Reason> {
         }
     }
     if by_step.get(&first)?.iter().all(|&(_, alone)| alone) {
-        let at_first = s.ranks.iter().filter(|r| {
-            r.step == Some(first)
-                && r.first_divergence.is_some()
-                && r.run1.level == crate::logformat::CaptureLevel::Modules
-        });
+        let at_first: Vec<&RankSummary> = s
+            .ranks
+            .iter()
+            .filter(|r| {
+                r.step == Some(first)
+                    && r.first_divergence.is_some()
+                    && r.run1.level == crate::logformat::CaptureLevel::Modules
+            })
+            .collect();
         let (mut inexact, mut compiled, mut digests) = (false, false, true);
-        // The first rank's first differing record's dims, while every
-        // rank's first differing record has other dims in the two runs.
-        let mut shapes: Option<Option<(String, [String; 2])>> = None;
-        for r in at_first {
+        for r in &at_first {
             inexact |= r.inexact_before_optimizer;
             compiled |= r.run1.compiled.is_some() || r.run2.compiled.is_some();
             digests &= r.bitwise.is_some();
-            let these = r
-                .first_divergence
-                .as_ref()
-                .and_then(|f| Some((f.key2.clone().or(f.key1.clone())?, f.shapes.clone()?)));
-            shapes = match (shapes, these) {
-                (None, t) => Some(t),
-                (Some(Some(s)), Some(_)) => Some(Some(s)),
-                _ => Some(None),
-            };
         }
+        // The first rank's first differing record (run 2's key) and its
+        // dims, when every rank's has other dims in the two runs.
+        let shapes = at_first
+            .iter()
+            .map(|r| {
+                let f = r.first_divergence.as_ref()?;
+                Some((f.key2.clone().or(f.key1.clone())?, f.shapes.clone()?))
+            })
+            .collect::<Option<Vec<_>>>()
+            .and_then(|v| v.into_iter().next());
         return Some(Reason::UpdateOnly {
             step: first,
             inexact,
             compiled,
             digests,
-            shapes: shapes.flatten(),
+            shapes,
         });
     }
     let first_of: std::collections::HashMap<u32, u64> = series
